@@ -1,0 +1,130 @@
+//! The error envelope: the one place where an [`Error`] becomes an HTTP response.
+
+use std::collections::BTreeMap;
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{Error, Reason};
+
+tokio::task_local! {
+    /// The id of the request being served (`X-Request-Id`, `requestId`).
+    pub static REQUEST_ID: String;
+    /// `docs_url` of the serving daemon, for `help` links.
+    pub static DOCS_URL: std::sync::Arc<str>;
+}
+
+/// The error body of every failed request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    /// The HTTP status text, e.g. `Not Found`.
+    pub error: String,
+    /// What went wrong, for a person.
+    pub message: String,
+    #[serde(rename = "statusCode")]
+    pub status_code: u16,
+    #[serde(rename = "requestId")]
+    pub request_id: String,
+    /// AIP-193 `ErrorInfo.reason`, UPPER_SNAKE.
+    pub reason: String,
+    /// One imperative sentence naming the next request.
+    pub hint: String,
+    /// `{docs_url}/api/errors#<reason lowercased>`.
+    pub help: String,
+    /// Typed details, each with an `@type`: ErrorInfo (always), BadRequest, RetryInfo, Help.
+    #[schema(value_type = Vec<Object>)]
+    pub details: Vec<serde_json::Value>,
+}
+
+/// `Error` as the API answers it.
+#[derive(Debug)]
+pub struct ApiError(pub Error);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        Self(e)
+    }
+}
+
+pub fn current_request_id() -> String {
+    REQUEST_ID
+        .try_with(|id| id.clone())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+fn docs_url() -> String {
+    DOCS_URL
+        .try_with(|u| u.to_string())
+        .unwrap_or_else(|_| crate::config::Config::default().docs_url)
+}
+
+/// Build the envelope of `err`.
+pub fn envelope(err: &Error) -> ErrorEnvelope {
+    let reason = err.reason;
+    let status = StatusCode::from_u16(reason.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let help = format!(
+        "{}/api/errors#{}",
+        docs_url().trim_end_matches('/'),
+        reason.as_str().to_lowercase()
+    );
+    let mut metadata: BTreeMap<String, String> = err.metadata.clone();
+    metadata.insert("requestId".into(), current_request_id());
+    let mut details = vec![serde_json::json!({
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason.as_str(),
+        "domain": "notevault",
+        "metadata": metadata,
+    })];
+    if !err.field_violations.is_empty() {
+        details.push(serde_json::json!({
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": err.field_violations.iter().map(|v| serde_json::json!({
+                "field": v.field,
+                "description": v.description,
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    if let Some(secs) = err.retry_after {
+        details.push(serde_json::json!({
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": format!("{secs}s"),
+        }));
+    }
+    details.push(serde_json::json!({
+        "@type": "type.googleapis.com/google.rpc.Help",
+        "links": [{ "description": format!("{} in the error reference", reason.as_str()), "url": help }],
+    }));
+    ErrorEnvelope {
+        error: status.canonical_reason().unwrap_or("Error").to_string(),
+        message: err.message.clone(),
+        status_code: status.as_u16(),
+        request_id: current_request_id(),
+        reason: reason.as_str().to_string(),
+        hint: reason.hint().to_string(),
+        help,
+        details,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let err = self.0;
+        if err.reason == Reason::INTERNAL || err.reason.status() >= 500 {
+            tracing::error!(request_id = %current_request_id(), reason = %err.reason, message = %err.message, "request failed");
+        }
+        let body = envelope(&err);
+        let status =
+            StatusCode::from_u16(body.status_code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(secs) = err.retry_after {
+            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                response.headers_mut().insert("retry-after", v);
+            }
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,190 @@
+//! HTTP only: the router, the middleware (request id, Host/Origin guard, rate limits,
+//! panic catching), the handlers per resource, the wire types, the error envelope and
+//! the OpenAPI document. The domain (`service`, `vault`, ...) knows nothing of this.
+
+pub mod error;
+pub mod guard;
+pub mod notes;
+pub mod openapi;
+pub mod params;
+pub mod routes;
+pub mod wire;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::api::error::{ApiError, DOCS_URL, REQUEST_ID};
+use crate::api::guard::{classify, Guards, HostGuard, RateLimits};
+use crate::api::routes::{recognize, Op};
+use crate::error::{Error, Reason};
+use crate::service::Service;
+
+/// What every request handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub svc: Arc<Service>,
+    pub guards: Arc<Guards>,
+    pub docs_url: Arc<str>,
+}
+
+impl AppState {
+    pub fn new(svc: Arc<Service>) -> Self {
+        let guards = Arc::new(Guards {
+            hosts: HostGuard::new(&svc.config),
+            limits: Arc::new(RateLimits::new(&svc.config)),
+        });
+        Self {
+            docs_url: svc.config.docs_url.clone().into(),
+            svc,
+            guards,
+        }
+    }
+}
+
+/// The whole application as a router, for `run` and for `oneshot` tests.
+pub fn router(state: AppState) -> Router {
+    let mut app = Router::new()
+        .fallback(dispatch)
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(state.clone(), request_id));
+    if !state.svc.config.allowed_origins.is_empty() {
+        let origins: Vec<HeaderValue> = state
+            .svc
+            .config
+            .allowed_origins
+            .iter()
+            .filter_map(|o| o.parse().ok())
+            .collect();
+        app = app.layer(
+            tower_http::cors::CorsLayer::new()
+                .allow_origin(origins)
+                .allow_methods(tower_http::cors::Any)
+                .allow_headers(tower_http::cors::Any)
+                .expose_headers(tower_http::cors::Any),
+        );
+    }
+    app.with_state(state)
+}
+
+/// Serve `svc` on `listener` until `shutdown` resolves.
+pub async fn run(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(AppState::new(svc));
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope.
+async fn request_id(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let mut response = REQUEST_ID
+        .scope(
+            id.clone(),
+            DOCS_URL.scope(state.docs_url.clone(), next.run(req)),
+        )
+        .await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// Host/Origin check, then the rate limits.
+async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if let Err(err) = state.guards.hosts.check(req.headers(), req.uri().host()) {
+        return ApiError(err).into_response();
+    }
+    let Some(class) = classify(req.method(), req.uri().path()) else {
+        return next.run(req).await;
+    };
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_else(|| "local".to_string());
+    let (admitted, mut response) = match state.guards.limits.admit(class, &client) {
+        Ok(None) => return next.run(req).await,
+        Ok(Some(admitted)) => (admitted, next.run(req).await),
+        Err((admitted, err)) => (admitted, ApiError(err).into_response()),
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("ratelimit-limit", u64::from(admitted.limit)),
+        ("ratelimit-remaining", u64::from(admitted.remaining)),
+        ("ratelimit-reset", admitted.reset),
+    ] {
+        headers.insert(name, HeaderValue::from(value));
+    }
+    response
+}
+
+fn on_panic(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    tracing::error!(request_id = %error::current_request_id(), panic = %what, "handler panicked");
+    ApiError(Error::internal(
+        "the server hit an internal error while serving this request",
+    ))
+    .into_response()
+}
+
+/// Route the request through the route table.
+async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
+    match dispatch_inner(state, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiError> {
+    let svc = state.svc.clone();
+    let path = req.uri().path().to_string();
+    let matched = recognize(req.method(), &path, |key| {
+        svc.catalog.read().find(key).is_some()
+    })?;
+    let (parts, _body) = req.into_parts();
+    let note = || {
+        matched.param.clone().ok_or_else(|| {
+            ApiError(Error::new(
+                Reason::ROUTE_NOT_FOUND,
+                "missing path parameter",
+            ))
+        })
+    };
+    let head = parts.method == Method::HEAD;
+    let response = match matched.op {
+        Op::OpenApi => (
+            [("content-type", "application/json")],
+            openapi::document_json(),
+        )
+            .into_response(),
+        Op::ListNotes => notes::list(svc, parts).await?.into_response(),
+        Op::GetNote => notes::get(svc, note()?, parts).await?.into_response(),
+        Op::GetRaw => notes::raw(svc, note()?, parts).await?.into_response(),
+    };
+    if head {
+        let (parts, _) = response.into_parts();
+        return Ok(Response::from_parts(parts, Body::empty()));
+    }
+    Ok(response)
+}

@@ -1,0 +1,170 @@
+//! `/v1/notes` handlers: listing, line-sliced read, raw read.
+
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use axum::Json;
+
+use crate::api::error::{ApiResult, ErrorEnvelope};
+use crate::api::params::{PageTokens, Query};
+use crate::api::wire::{Coverage, ExcludedNote, NoteHandle, NoteList, NoteRead, RawNote};
+use crate::error::{Error, Reason};
+use crate::service::{Service, DEFAULT_LINES, MAX_LINES};
+
+/// Default and largest `page_size` of list routes.
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+pub const MAX_PAGE_SIZE: usize = 500;
+
+/// Run blocking domain work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> ApiResult<T> {
+    let request_id = crate::api::error::current_request_id();
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(join) => {
+            tracing::error!(request_id = %request_id, error = %join, "blocking task failed");
+            Err(Error::internal("the request's worker failed").into())
+        }
+    }
+}
+
+/// List notes by path prefix.
+#[utoipa::path(
+    get,
+    path = "/v1/notes",
+    tag = "Notes",
+    params(
+        ("prefix" = Option<String>, Query, description = "Legacy path-prefix listing: only notes whose slug starts with this (e.g. `projects/`)."),
+        ("filter" = Option<String>, Query, description = "AIP-160 filter. Not served yet: any value answers `INVALID_FILTER`."),
+        ("order_by" = Option<String>, Query, description = "AIP-132 order: only `slug` (the default) is served so far."),
+        ("page_size" = Option<usize>, Query, description = "Notes per page, 1..500 (default 50)."),
+        ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
+    ),
+    responses(
+        (status = 200, description = "Note handles and coverage; never bodies.", body = NoteList),
+        (status = 400, description = "Bad parameter or filter.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> {
+    let q = Query::parse(
+        parts.uri.query(),
+        &["prefix", "filter", "order_by", "page_size", "page_token"],
+    )?;
+    if let Some(filter) = q.str("filter") {
+        return Err(Error::new(
+            Reason::INVALID_FILTER,
+            format!("filters are not served yet (got {filter:?}); list with `prefix` instead"),
+        )
+        .with_meta("position", "0")
+        .into());
+    }
+    if let Some(order) = q.non_empty("order_by")? {
+        if !matches!(order.trim(), "slug" | "slug asc" | "path" | "path asc") {
+            return Err(Error::invalid_field(
+                "order_by",
+                "only `slug` (ascending) is served so far",
+            )
+            .into());
+        }
+    }
+    let page_size = q.int("page_size", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)?;
+    let prefix = q.str("prefix").unwrap_or("").to_string();
+    let fingerprint = [("route", "notes"), ("prefix", prefix.as_str())];
+    let tokens = PageTokens {
+        key: &svc.token_key,
+    };
+    let after = match q.non_empty("page_token")? {
+        Some(t) => Some(tokens.open(&fingerprint, t)?),
+        None => None,
+    };
+    let svc2 = svc.clone();
+    let prefix2 = prefix.clone();
+    let page = blocking(move || Ok(svc2.list(&prefix2, after.as_deref(), page_size))).await?;
+    let next_page_token = page
+        .next_after
+        .as_deref()
+        .map(|cursor| tokens.issue(&fingerprint, cursor));
+    Ok(Json(NoteList {
+        coverage: Coverage {
+            notes_total: page.total,
+            notes_searched: page.total,
+            notes_matched: page.matched,
+            notes_returned: page.notes.len(),
+            truncated: next_page_token.is_some(),
+            excluded_count: page.excluded.len(),
+            excluded: page
+                .excluded
+                .iter()
+                .take(100)
+                .map(ExcludedNote::from)
+                .collect(),
+            indexed_seq: page.committed_seq,
+            committed_seq: page.committed_seq,
+            notes: Vec::new(),
+        },
+        notes: page
+            .notes
+            .iter()
+            .map(|n| NoteHandle::from(n.as_ref()))
+            .collect(),
+        next_page_token,
+    }))
+}
+
+/// Read a note by line slices.
+#[utoipa::path(
+    get,
+    path = "/v1/notes/{note}",
+    tag = "Notes",
+    params(
+        ("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F`.", min_length = 1),
+        ("offset" = Option<usize>, Query, description = "First line, 1-based (default 1)."),
+        ("limit" = Option<usize>, Query, description = "Lines to return, 1..2000 (default 200)."),
+    ),
+    responses(
+        (status = 200, description = "The note handle plus `lines`.", body = NoteRead),
+        (status = 400, description = "Bad offset or limit, or an unsafe path.", body = ErrorEnvelope),
+        (status = 404, description = "No such note.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn get(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<NoteRead>> {
+    let q = Query::parse(parts.uri.query(), &["offset", "limit"])?;
+    let offset = q.int("offset", 1, 1, usize::MAX)?;
+    let limit = q.int("limit", DEFAULT_LINES, 1, MAX_LINES)?;
+    let (note, page) = blocking(move || svc.read_lines(&key, offset, limit)).await?;
+    Ok(Json(NoteRead {
+        note: NoteHandle::from(note.as_ref()),
+        lines: page.into(),
+    }))
+}
+
+/// Read a note's whole markdown file.
+#[utoipa::path(
+    get,
+    path = "/v1/notes/{note}/raw",
+    tag = "Notes",
+    params(
+        ("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F`.", min_length = 1),
+    ),
+    responses(
+        (status = 200, description = "The whole file.", body = RawNote),
+        (status = 400, description = "An unsafe path.", body = ErrorEnvelope),
+        (status = 404, description = "No such note.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn raw(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<RawNote>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let (note, bytes) = blocking(move || svc.read(&key)).await?;
+    let (text, _) = crate::vault::markdown::decode(&bytes);
+    Ok(Json(RawNote {
+        content: text.into_owned(),
+        content_hash: note.content_hash.clone(),
+        path: note.path.clone(),
+        slug: note.slug.clone(),
+        version_id: note.version_id.clone(),
+    }))
+}

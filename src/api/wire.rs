@@ -1,0 +1,155 @@
+//! Wire types: the JSON shapes of the interface, converted from domain types at the edge.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::service::{timestamp, LinePage};
+use crate::vault::catalog::{Excluded, Note};
+
+/// A note handle: what list and search answers carry, never a body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NoteHandle {
+    pub note_id: String,
+    pub slug: String,
+    pub title: String,
+    /// Frontmatter `status`, `active` when absent.
+    pub status: String,
+    /// `standard` or `private`.
+    pub visibility: String,
+    pub version_id: String,
+    /// `blake3:<hex>` of the file's bytes.
+    pub content_hash: String,
+    /// When the daemon recorded this version (RFC 3339).
+    pub observed_at: String,
+    /// Vault-relative path of the file.
+    pub path: String,
+    /// Frontmatter tags (body `#hashtags` are not tags).
+    pub tags: Vec<String>,
+    /// What a reader should know about this note (broken frontmatter, lossy decoding).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl From<&Note> for NoteHandle {
+    fn from(n: &Note) -> Self {
+        Self {
+            note_id: n.note_id.clone(),
+            slug: n.slug.clone(),
+            title: n.title.clone(),
+            status: n.status.clone(),
+            visibility: n.visibility.as_str().to_string(),
+            version_id: n.version_id.clone(),
+            content_hash: n.content_hash.clone(),
+            observed_at: timestamp(n.observed_at),
+            path: n.path.clone(),
+            tags: n.tags.clone(),
+            warnings: n.warnings.clone(),
+        }
+    }
+}
+
+/// One numbered line.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Line {
+    /// 1-based line number.
+    pub n: usize,
+    /// The line without its line ending.
+    pub text: String,
+}
+
+/// A slice of a note's lines.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Lines {
+    pub offset: usize,
+    pub limit: usize,
+    /// Lines in the whole note.
+    pub total: usize,
+    /// The `offset` of the next slice; `null` at the end.
+    pub next_offset: Option<usize>,
+    pub items: Vec<Line>,
+}
+
+impl From<LinePage> for Lines {
+    fn from(p: LinePage) -> Self {
+        Self {
+            offset: p.offset,
+            limit: p.limit,
+            total: p.total,
+            next_offset: p.next_offset,
+            items: p
+                .items
+                .into_iter()
+                .map(|(n, text)| Line { n, text })
+                .collect(),
+        }
+    }
+}
+
+/// `GET /v1/notes/{note}`: the handle plus a slice of lines.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NoteRead {
+    #[serde(flatten)]
+    pub note: NoteHandle,
+    pub lines: Lines,
+}
+
+/// `GET /v1/notes/{note}/raw`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RawNote {
+    /// The whole file (lossily decoded where it is not UTF-8).
+    pub content: String,
+    pub content_hash: String,
+    pub path: String,
+    pub slug: String,
+    pub version_id: String,
+}
+
+/// A file left out of an answer, and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExcludedNote {
+    pub path: String,
+    pub reason: String,
+}
+
+impl From<&Excluded> for ExcludedNote {
+    fn from(e: &Excluded) -> Self {
+        Self {
+            path: e.path.clone(),
+            reason: e.reason.clone(),
+        }
+    }
+}
+
+/// How complete an answer is. Read it before treating a result set as complete.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Coverage {
+    /// Notes in the vault.
+    pub notes_total: usize,
+    /// Notes this answer considered.
+    pub notes_searched: usize,
+    /// Notes that matched, over all pages.
+    pub notes_matched: usize,
+    /// Notes on this page.
+    pub notes_returned: usize,
+    /// More results follow (see `next_page_token`).
+    pub truncated: bool,
+    /// Files left out of every answer (unreadable, a symlink leaving the vault, ...).
+    pub excluded_count: usize,
+    /// The first 100 of them.
+    pub excluded: Vec<ExcludedNote>,
+    /// The change the answer reflects.
+    pub indexed_seq: i64,
+    /// The newest change the vault has recorded.
+    pub committed_seq: i64,
+    /// Plain-language remarks, e.g. "Private notes were not searched".
+    pub notes: Vec<String>,
+}
+
+/// `GET /v1/notes`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NoteList {
+    pub notes: Vec<NoteHandle>,
+    /// Pass as `page_token` for the next page; `null` on the last page.
+    pub next_page_token: Option<String>,
+    pub coverage: Coverage,
+}

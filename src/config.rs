@@ -1,0 +1,227 @@
+//! Configuration: one struct, built from layers in this order of precedence:
+//! defaults < TOML file (`--config` or `NOTEVAULT_CONFIG`) < environment (`NOTEVAULT_*` and
+//! the specification's own names) < command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The daemon's settings, after every layer was applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub vault: PathBuf,
+    pub listen: SocketAddr,
+    /// `None`: `<vault>/.notevault`.
+    pub state_dir: Option<PathBuf>,
+    /// Base of the `help` links of error envelopes (`{docs_url}/api/errors#reason`).
+    pub docs_url: String,
+    /// Requests per minute and client for `GET /v1/*` and `/mcp`; 0 disables.
+    pub rate_limit_read_per_minute: u32,
+    /// Requests per minute and client for POST, PATCH, PUT, DELETE under `/v1`; 0 disables.
+    pub rate_limit_write_per_minute: u32,
+    pub auth_required: bool,
+    pub idp_api_key: Option<String>,
+    /// Serve a non-loopback address without auth.
+    pub insecure_open: bool,
+    /// Extra `Host` names accepted besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Origins allowed to call the API from a browser (also sent as CORS headers).
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            vault: PathBuf::from("."),
+            listen: SocketAddr::from(([127, 0, 0, 1], 4000)),
+            state_dir: None,
+            docs_url: "https://notevault.dev/docs".into(),
+            rate_limit_read_per_minute: 600,
+            rate_limit_write_per_minute: 60,
+            auth_required: false,
+            idp_api_key: None,
+            insecure_open: false,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+/// One layer of settings: every field optional. The TOML file uses these names.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    pub vault: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub state_dir: Option<PathBuf>,
+    pub docs_url: Option<String>,
+    pub rate_limit_read_per_minute: Option<u32>,
+    pub rate_limit_write_per_minute: Option<u32>,
+    pub auth_required: Option<bool>,
+    pub idp_api_key: Option<String>,
+    pub insecure_open: Option<bool>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub allowed_origins: Option<Vec<String>>,
+}
+
+impl Layer {
+    /// Read a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+    }
+
+    /// Read the environment through `var` (a function so tests need not touch the process).
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        // The spec's own names, also accepted with the NOTEVAULT_ prefix.
+        let get = |name: &str| var(&format!("NOTEVAULT_{name}")).or_else(|| var(name));
+        let own = |name: &str| var(&format!("NOTEVAULT_{name}"));
+        Ok(Self {
+            vault: own("VAULT").map(PathBuf::from),
+            listen: parse_opt("NOTEVAULT_LISTEN", own("LISTEN"))?,
+            state_dir: own("STATE_DIR").map(PathBuf::from),
+            docs_url: own("DOCS_URL"),
+            rate_limit_read_per_minute: parse_opt(
+                "RATE_LIMIT_READ_PER_MINUTE",
+                get("RATE_LIMIT_READ_PER_MINUTE"),
+            )?,
+            rate_limit_write_per_minute: parse_opt(
+                "RATE_LIMIT_WRITE_PER_MINUTE",
+                get("RATE_LIMIT_WRITE_PER_MINUTE"),
+            )?,
+            auth_required: get("AUTH_REQUIRED")
+                .map(|v| parse_bool("AUTH_REQUIRED", &v))
+                .transpose()?,
+            idp_api_key: get("IDP_API_KEY"),
+            insecure_open: own("INSECURE_OPEN")
+                .map(|v| parse_bool("NOTEVAULT_INSECURE_OPEN", &v))
+                .transpose()?,
+            allowed_hosts: own("ALLOWED_HOSTS").map(|v| split_list(&v)),
+            allowed_origins: own("ALLOWED_ORIGINS").map(|v| split_list(&v)),
+        })
+    }
+}
+
+impl Config {
+    /// Apply `layer` over `self`: every field the layer sets wins.
+    pub fn apply(mut self, layer: Layer) -> Self {
+        macro_rules! take {
+            ($($field:ident),*) => { $(if let Some(v) = layer.$field { self.$field = v; })* };
+        }
+        take!(
+            vault,
+            listen,
+            docs_url,
+            rate_limit_read_per_minute,
+            rate_limit_write_per_minute,
+            auth_required,
+            insecure_open,
+            allowed_hosts,
+            allowed_origins
+        );
+        if layer.state_dir.is_some() {
+            self.state_dir = layer.state_dir;
+        }
+        if layer.idp_api_key.is_some() {
+            self.idp_api_key = layer.idp_api_key;
+        }
+        self
+    }
+
+    /// defaults < file < environment < flags.
+    pub fn load(
+        file: Option<&Path>,
+        var: impl Fn(&str) -> Option<String>,
+        flags: Layer,
+    ) -> Result<Self, String> {
+        let mut config = Config::default();
+        if let Some(path) = file {
+            config = config.apply(Layer::from_file(path)?);
+        }
+        config = config.apply(Layer::from_env(var)?);
+        Ok(config.apply(flags))
+    }
+}
+
+fn parse_opt<T: std::str::FromStr>(name: &str, value: Option<String>) -> Result<Option<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .map(|v| {
+            v.trim()
+                .parse()
+                .map_err(|e| format!("invalid value {v:?} for {name}: {e}"))
+        })
+        .transpose()
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        other => Err(format!(
+            "invalid value {other:?} for {name}: use true or false"
+        )),
+    }
+}
+
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn precedence_is_defaults_file_env_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notevault.toml");
+        std::fs::write(
+            &file,
+            "rate_limit_read_per_minute = 10\nrate_limit_write_per_minute = 11\ndocs_url = \"http://file\"\n",
+        )
+        .unwrap();
+        let env: HashMap<&str, &str> = [
+            ("RATE_LIMIT_WRITE_PER_MINUTE", "22"),
+            ("NOTEVAULT_DOCS_URL", "http://env"),
+            ("AUTH_REQUIRED", "true"),
+        ]
+        .into();
+        let flags = Layer {
+            docs_url: Some("http://flag".into()),
+            ..Layer::default()
+        };
+        let config =
+            Config::load(Some(&file), |k| env.get(k).map(|v| v.to_string()), flags).unwrap();
+        assert_eq!(config.rate_limit_read_per_minute, 10);
+        assert_eq!(config.rate_limit_write_per_minute, 22);
+        assert_eq!(config.docs_url, "http://flag");
+        assert!(config.auth_required);
+        assert_eq!(config.listen, Config::default().listen);
+    }
+
+    #[test]
+    fn bad_values_are_one_line_errors() {
+        let err = Config::load(
+            None,
+            |k| (k == "AUTH_REQUIRED").then(|| "maybe".into()),
+            Layer::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("AUTH_REQUIRED"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "no_such_key = 1\n").unwrap();
+        assert!(Config::load(Some(&file), |_| None, Layer::default()).is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The one error type of notevault and the one table of reasons.
+//!
+//! Every failure a client can see is an [`Error`] carrying a [`Reason`]. The table in
+//! [`reasons!`] gives each reason its HTTP status and its hint (one imperative sentence
+//! naming the next request, per the interface specification). `api::error` turns an
+//! `Error` into the wire envelope in exactly one place; nothing else picks a status code.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One row per reason of the interface specification: `Variant => (status, "hint")`.
+macro_rules! reasons {
+    ($($variant:ident => ($status:literal, $hint:literal),)*) => {
+        /// The reasons of the interface specification (AIP-193 `ErrorInfo.reason`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($variant,)*
+        }
+
+        impl Reason {
+            /// Every reason, in table order.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant,)*];
+
+            /// The UPPER_SNAKE name sent as `reason`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => stringify!($variant),)*
+                }
+            }
+
+            /// The HTTP status this reason is answered with.
+            pub fn status(self) -> u16 {
+                match self {
+                    $(Reason::$variant => $status,)*
+                }
+            }
+
+            /// One imperative sentence naming the next request.
+            pub fn hint(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => $hint,)*
+                }
+            }
+        }
+    };
+}
+
+#[allow(non_camel_case_types)]
+mod table {
+    reasons! {
+        AUTH_MISSING => (401, "Send the request again with an `Authorization: Bearer <token>` header."),
+        AUTH_INVALID => (401, "Get a new access token, then retry with the `Authorization: Bearer` header."),
+        VAULT_FORBIDDEN => (403, "Use a token whose `vault_id` or mapped `org_id` matches a vault on this server."),
+        PERMISSION_MISSING => (403, "Use a token with the permission named in `scope`, then retry."),
+        CREDENTIAL_FORBIDDEN => (403, "Call this session-only route from a signed-in session, not with a personal access token."),
+        NOTE_NOT_FOUND => (404, "List notes with `GET /v1/notes`, then retry with an existing slug or note_id."),
+        VERSION_NOT_FOUND => (404, "List revisions with `GET /v1/notes/{note}:listRevisions`, then retry with a listed id."),
+        FOLDER_NOT_FOUND => (404, "List folders with `GET /v1/folders`, then retry with an existing path."),
+        ATTACHMENT_NOT_FOUND => (404, "List attachments with `GET /v1/attachments`, then retry with an existing name."),
+        ATTACHMENT_AMBIGUOUS => (409, "Retry the attachment read with one `sha256` listed in the `details` metadata."),
+        PENDING_WRITE_NOT_FOUND => (404, "List pending writes with `GET /v1/writes`, then retry with an existing id."),
+        ROUTE_NOT_FOUND => (404, "Read `GET /openapi.json`, then call a documented route and method."),
+        VALIDATION_FAILED => (400, "Fix the `fieldViolations` listed in `details`, then retry the same request."),
+        INVALID_FILTER => (400, "Retry with a `filter` that uses only documented fields and operators."),
+        INVALID_UPDATE_MASK => (400, "Retry the PATCH with an `update_mask` of only `title`, `content`, `folder`, `tags`, `status`, `frontmatter.<key>` (for write settings: `write_policy`, `write_budget`)."),
+        UNSAFE_PATH => (400, "Retry with a vault-relative path that stays inside the vault (no `..`, no absolute path, no link leaving the vault)."),
+        IDEMPOTENCY_KEY_MISSING => (400, "Retry the write with an `Idempotency-Key` header unique to the operation."),
+        IDEMPOTENCY_KEY_REUSED => (422, "This key was used with a different request; retry with a fresh `Idempotency-Key`."),
+        VERSION_MOVED => (409, "Read the note's current `version_id` with `GET /v1/notes/{note}`, then retry with it and a fresh `Idempotency-Key`."),
+        NAME_COLLISION => (409, "List notes with `GET /v1/notes` (or folders), then retry with a path that does not exist."),
+        ALREADY_DECIDED => (409, "List writes with `GET /v1/writes?status=applied` or `status=rejected`; do not retry the same approve or reject."),
+        ALREADY_ENABLED => (409, "Private notes are already enabled for this vault; read `GET /v1/sync/e2ee` instead."),
+        EDIT_AMBIGUOUS => (422, "Retry `:edit` with a longer `old_string` that matches exactly one place (see `candidate_lines` in the ErrorInfo metadata)."),
+        EDIT_MATCH_NOT_FOUND => (422, "Read the note with `GET /v1/notes/{note}`, then retry `:edit` with an `old_string` present in the current body."),
+        WRITE_REFUSED => (422, "Read `GET /v1/vault/write-settings` and `GET /v1/writes`, then retry with a write the policy allows."),
+        WRITE_BUDGET_EXCEEDED => (429, "Ask a reviewer to apply the remaining work, or wait `Retry-After` seconds and retry with a fresh `Idempotency-Key`."),
+        RATE_LIMITED => (429, "Wait `Retry-After` seconds, then retry the same request with the same `Idempotency-Key`."),
+        SYNC_COMPACTED => (410, "Read `GET /v1/sync/snapshot`, then read `GET /v1/sync/ops` with `after_seq` set to `compacted_through_seq` from `details`."),
+        STORAGE_UNAVAILABLE => (503, "Database storage is not configured or not running; configure it, then retry."),
+        BLOB_STORE_UNAVAILABLE => (503, "Blob storage settings are missing; configure them, then retry the attachment read."),
+        UNSUPPORTED_MEDIA_TYPE => (415, "Retry the upload with an allowed content type (`application/json` for JSON bodies)."),
+        PAYLOAD_TOO_LARGE => (413, "Retry the upload with a body under the byte cap."),
+        ORIGIN_FORBIDDEN => (403, "Call the daemon through a loopback address such as `http://127.0.0.1:4000`, or add this host or origin to `allowed_hosts` / `allowed_origins`."),
+        INTERNAL => (500, "Retry the request; if it persists, report it with the `requestId`."),
+    }
+}
+
+pub use table::Reason;
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One violated field of a request (`BadRequest.fieldViolations`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldViolation {
+    pub field: String,
+    pub description: String,
+}
+
+/// The error every layer returns. The message is lowercase, without a trailing period.
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub reason: Reason,
+    pub message: String,
+    /// `ErrorInfo.metadata`: string values, per AIP-193.
+    pub metadata: BTreeMap<String, String>,
+    /// `BadRequest.fieldViolations`, for `VALIDATION_FAILED`.
+    pub field_violations: Vec<FieldViolation>,
+    /// Seconds to wait before a retry (`Retry-After`, `RetryInfo`), for 429s.
+    pub retry_after: Option<u64>,
+}
+
+impl Error {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            metadata: BTreeMap::new(),
+            field_violations: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    /// `VALIDATION_FAILED` naming one field.
+    pub fn invalid_field(field: impl Into<String>, description: impl Into<String>) -> Self {
+        let field = field.into();
+        let description = description.into();
+        let mut err = Self::new(
+            Reason::VALIDATION_FAILED,
+            format!("invalid `{field}`: {description}"),
+        );
+        err.field_violations
+            .push(FieldViolation { field, description });
+        err
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            Reason::NOTE_NOT_FOUND,
+            format!("no note `{what}` in this vault"),
+        )
+        .with_meta("note", what)
+    }
+
+    pub fn unsafe_path(message: impl Into<String>) -> Self {
+        Self::new(Reason::UNSAFE_PATH, message)
+    }
+
+    pub fn internal(message: impl fmt::Display) -> Self {
+        Self::new(Reason::INTERNAL, message.to_string())
+    }
+
+    pub fn with_meta(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(err: std::io::Error) -> Self {
+        match err.kind() {
+            std::io::ErrorKind::NotFound => Self::new(Reason::NOTE_NOT_FOUND, err.to_string()),
+            _ => Self::internal(err),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(err: rusqlite::Error) -> Self {
+        Self::new(
+            Reason::STORAGE_UNAVAILABLE,
+            format!("metadata store: {err}"),
+        )
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_holds_all_33_reasons_of_the_spec() {
+        const SPEC: [&str; 33] = [
+            "AUTH_MISSING",
+            "AUTH_INVALID",
+            "VAULT_FORBIDDEN",
+            "PERMISSION_MISSING",
+            "CREDENTIAL_FORBIDDEN",
+            "NOTE_NOT_FOUND",
+            "VERSION_NOT_FOUND",
+            "FOLDER_NOT_FOUND",
+            "ATTACHMENT_NOT_FOUND",
+            "ATTACHMENT_AMBIGUOUS",
+            "PENDING_WRITE_NOT_FOUND",
+            "ROUTE_NOT_FOUND",
+            "VALIDATION_FAILED",
+            "INVALID_FILTER",
+            "INVALID_UPDATE_MASK",
+            "UNSAFE_PATH",
+            "IDEMPOTENCY_KEY_MISSING",
+            "IDEMPOTENCY_KEY_REUSED",
+            "VERSION_MOVED",
+            "NAME_COLLISION",
+            "ALREADY_DECIDED",
+            "ALREADY_ENABLED",
+            "EDIT_AMBIGUOUS",
+            "EDIT_MATCH_NOT_FOUND",
+            "WRITE_REFUSED",
+            "WRITE_BUDGET_EXCEEDED",
+            "RATE_LIMITED",
+            "SYNC_COMPACTED",
+            "STORAGE_UNAVAILABLE",
+            "BLOB_STORE_UNAVAILABLE",
+            "UNSUPPORTED_MEDIA_TYPE",
+            "PAYLOAD_TOO_LARGE",
+            "INTERNAL",
+        ];
+        for name in SPEC {
+            assert!(
+                Reason::ALL.iter().any(|r| r.as_str() == name),
+                "{name} is missing"
+            );
+        }
+        // One extension: ORIGIN_FORBIDDEN for the Host/Origin guard.
+        assert_eq!(Reason::ALL.len(), 34);
+        for reason in Reason::ALL {
+            let hint = reason.hint();
+            assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");
+            assert!((400..600).contains(&reason.status()), "{reason}");
+        }
+    }
+
+    #[test]
+    fn statuses_follow_the_design() {
+        assert_eq!(Reason::INVALID_UPDATE_MASK.status(), 400);
+        assert_eq!(Reason::VERSION_MOVED.status(), 409);
+        assert_eq!(Reason::ALREADY_DECIDED.status(), 409);
+        assert_eq!(Reason::EDIT_AMBIGUOUS.status(), 422);
+        assert_eq!(Reason::RATE_LIMITED.status(), 429);
+        assert_eq!(Reason::WRITE_BUDGET_EXCEEDED.status(), 429);
+        assert_eq!(Reason::STORAGE_UNAVAILABLE.status(), 503);
+        assert_eq!(Reason::SYNC_COMPACTED.status(), 410);
+    }
+}

@@ -1,0 +1,13 @@
+//! notevault: serve a folder of markdown notes to people, editors and AI agents.
+//!
+//! Module map (see ARCHITECTURE.md for the invariants each keeps):
+
+pub mod api; // HTTP only: routes, middleware, wire types, error envelope, OpenAPI
+pub mod config; // one Config: defaults < file < env < flags
+pub mod error; // the one Error type and the one table of reasons
+pub mod history; // history.git: a bare gix repository, one commit per batch
+pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
+pub mod service; // the assembled daemon and the domain calls shared by every surface
+pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
+pub mod watch; // the folder scan (and, later, the watcher)
+pub mod writes; // the write pipeline: reconcile now, API writes next

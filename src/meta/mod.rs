@@ -1,0 +1,265 @@
+//! The metadata store: SQLite (bundled), WAL, versioned schema migrations.
+//!
+//! It holds what the folder cannot: stable note ids, the revision chain, settings and the
+//! page-token key. It is auxiliary: the folder stays the truth.
+
+use std::path::Path;
+
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::error::Result;
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+/// Never edit a shipped migration: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: notes, revisions, settings
+    "CREATE TABLE settings (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE notes (
+        note_id      TEXT PRIMARY KEY,
+        path         TEXT NOT NULL UNIQUE,
+        version_id   TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        created_at   TEXT NOT NULL,
+        observed_at  TEXT NOT NULL
+    );
+    CREATE TABLE revisions (
+        seq             INTEGER PRIMARY KEY,
+        version_id      TEXT NOT NULL UNIQUE,
+        note_id         TEXT NOT NULL,
+        path            TEXT NOT NULL,
+        prev_version_id TEXT,
+        content_hash    TEXT,
+        actor           TEXT NOT NULL,
+        kind            TEXT NOT NULL,
+        created_at      TEXT NOT NULL
+    );
+    CREATE INDEX revisions_by_note ON revisions (note_id, seq);",
+];
+
+/// A note row as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteRow {
+    pub note_id: String,
+    pub path: String,
+    pub version_id: String,
+    pub content_hash: String,
+    pub created_at: String,
+    pub observed_at: String,
+}
+
+/// One revision (a change to one note) as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionRow {
+    pub seq: i64,
+    pub version_id: String,
+    pub note_id: String,
+    pub path: String,
+    pub prev_version_id: Option<String>,
+    /// `None` for a delete.
+    pub content_hash: Option<String>,
+    pub actor: String,
+    /// `create`, `update`, `delete`, `move`.
+    pub kind: String,
+    pub created_at: String,
+}
+
+pub struct Meta {
+    conn: Mutex<Connection>,
+}
+
+impl Meta {
+    /// Open (or create) the store and run pending migrations.
+    pub fn open(path: &Path) -> Result<Self> {
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .lock()
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    pub fn setting(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .lock()
+            .query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    pub fn set_setting(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.lock().execute(
+            "INSERT INTO settings (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
+    /// Every note row, for the startup scan to compare with the folder.
+    pub fn all_notes(&self) -> Result<Vec<NoteRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare(
+            "SELECT note_id, path, version_id, content_hash, created_at, observed_at FROM notes",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(NoteRow {
+                note_id: r.get(0)?,
+                path: r.get(1)?,
+                version_id: r.get(2)?,
+                content_hash: r.get(3)?,
+                created_at: r.get(4)?,
+                observed_at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The highest committed sequence number (0 before the first change).
+    pub fn committed_seq(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .lock()
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM revisions", [], |r| {
+                r.get(0)
+            })?)
+    }
+
+    /// Record a batch of revisions and the resulting note rows in one transaction.
+    /// `notes` upserts rows; `removed` deletes rows by note id.
+    pub fn record(
+        &self,
+        revisions: &[RevisionRow],
+        notes: &[NoteRow],
+        removed: &[String],
+    ) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut rev = tx.prepare_cached(
+                "INSERT INTO revisions (seq, version_id, note_id, path, prev_version_id,
+                   content_hash, actor, kind, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for r in revisions {
+                rev.execute(params![
+                    r.seq,
+                    r.version_id,
+                    r.note_id,
+                    r.path,
+                    r.prev_version_id,
+                    r.content_hash,
+                    r.actor,
+                    r.kind,
+                    r.created_at
+                ])?;
+            }
+            let mut del = tx.prepare_cached("DELETE FROM notes WHERE note_id = ?1")?;
+            for id in removed {
+                del.execute([id])?;
+            }
+            let mut up = tx.prepare_cached(
+                "INSERT INTO notes (note_id, path, version_id, content_hash, created_at, observed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (note_id) DO UPDATE SET path = excluded.path,
+                   version_id = excluded.version_id, content_hash = excluded.content_hash,
+                   observed_at = excluded.observed_at",
+            )?;
+            for n in notes {
+                up.execute(params![
+                    n.note_id,
+                    n.path,
+                    n.version_id,
+                    n.content_hash,
+                    n.created_at,
+                    n.observed_at
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Revisions of one note, oldest first.
+    pub fn revisions_of(&self, note_id: &str) -> Result<Vec<RevisionRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
+                    created_at
+             FROM revisions WHERE note_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([note_id], |r| {
+            Ok(RevisionRow {
+                seq: r.get(0)?,
+                version_id: r.get(1)?,
+                note_id: r.get(2)?,
+                path: r.get(3)?,
+                prev_version_id: r.get(4)?,
+                content_hash: r.get(5)?,
+                actor: r.get(6)?,
+                kind: r.get(7)?,
+                created_at: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let done: usize =
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
+    if done > MIGRATIONS.len() {
+        return Err(crate::error::Error::new(
+            crate::error::Reason::STORAGE_UNAVAILABLE,
+            format!(
+                "metadata store schema {done} is newer than this notevault ({}); upgrade notevault",
+                MIGRATIONS.len()
+            ),
+        ));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(done) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_run_once_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.sqlite");
+        let meta = Meta::open(&path).unwrap();
+        assert_eq!(meta.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        meta.set_setting("k", "v").unwrap();
+        drop(meta);
+        let meta = Meta::open(&path).unwrap();
+        assert_eq!(meta.setting("k").unwrap().as_deref(), Some("v"));
+        let mode: String = meta
+            .conn
+            .lock()
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+}

@@ -1,0 +1,373 @@
+//! The assembled daemon: paths, metadata store, history, catalog; the domain calls that
+//! the HTTP API (and later MCP) share. No HTTP types here.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use parking_lot::RwLock;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::history::History;
+use crate::meta::Meta;
+use crate::vault::catalog::{Catalog, Excluded, Note};
+use crate::vault::markdown;
+use crate::vault::path::VaultPaths;
+use crate::watch::scan::{self, Observed};
+use crate::writes::reconcile;
+
+/// Largest `limit` of a line-sliced read.
+pub const MAX_LINES: usize = 2000;
+/// Default `limit` of a line-sliced read.
+pub const DEFAULT_LINES: usize = 200;
+
+/// RFC 3339 with milliseconds, UTC.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+pub struct Service {
+    pub config: Config,
+    pub paths: VaultPaths,
+    pub meta: Meta,
+    pub history: History,
+    pub catalog: RwLock<Catalog>,
+    committed_seq: AtomicI64,
+    /// Secret for tamper-evident page tokens, kept in the metadata store.
+    pub token_key: [u8; 32],
+}
+
+/// One page of a line-sliced read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinePage {
+    pub offset: usize,
+    pub limit: usize,
+    pub total: usize,
+    pub next_offset: Option<usize>,
+    pub items: Vec<(usize, String)>,
+}
+
+/// A page of the note listing.
+#[derive(Debug, Clone)]
+pub struct NoteList {
+    pub notes: Vec<Arc<Note>>,
+    /// Slug of the last note when more follow.
+    pub next_after: Option<String>,
+    /// Notes under the prefix (the whole listing, not the page).
+    pub matched: usize,
+    pub total: usize,
+    pub excluded: Vec<Excluded>,
+    pub committed_seq: i64,
+}
+
+impl Service {
+    /// Open the state directory, scan the vault and reconcile it with what was stored.
+    /// The history commit of the scan runs in the background: serving does not wait.
+    pub fn open(config: Config) -> anyhow::Result<Arc<Self>> {
+        let root = config.vault.canonicalize().map_err(|e| {
+            anyhow::anyhow!("vault folder {} is not usable: {e}", config.vault.display())
+        })?;
+        if !root.is_dir() {
+            anyhow::bail!("vault {} is not a folder", root.display());
+        }
+        let state_dir = config
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| root.join(".notevault"));
+        std::fs::create_dir_all(&state_dir).map_err(|e| {
+            anyhow::anyhow!("state dir {} is not writable: {e}", state_dir.display())
+        })?;
+        let state_dir = state_dir.canonicalize()?;
+        probe_writable(&state_dir)?;
+        let meta = Meta::open(&state_dir.join("meta.sqlite"))
+            .map_err(|e| anyhow::anyhow!("state dir {}: {}", state_dir.display(), e.message))?;
+        let history = History::open(&state_dir.join("history.git"))
+            .map_err(|e| anyhow::anyhow!("state dir {}: {}", state_dir.display(), e.message))?;
+        let token_key = match meta.setting("page_token_key")? {
+            Some(hex) => {
+                parse_key(&hex).ok_or_else(|| anyhow::anyhow!("corrupt page token key"))?
+            }
+            None => {
+                let key: [u8; 32] = *blake3::hash(uuid::Uuid::new_v4().as_bytes()).as_bytes();
+                let key = *blake3::keyed_hash(&key, uuid::Uuid::new_v4().as_bytes()).as_bytes();
+                meta.set_setting("page_token_key", &hex_of(&key))?;
+                key
+            }
+        };
+        let committed_seq = AtomicI64::new(meta.committed_seq()?);
+        let svc = Arc::new(Self {
+            paths: VaultPaths::new(root, state_dir),
+            meta,
+            history,
+            catalog: RwLock::new(Catalog::default()),
+            committed_seq,
+            token_key,
+            config,
+        });
+        svc.startup_scan()?;
+        Ok(svc)
+    }
+
+    fn startup_scan(&self) -> anyhow::Result<()> {
+        let found = scan::scan(&self.paths);
+        let stored = self.meta.all_notes()?;
+        let first_history = self.history.status().head.is_none();
+        let mut by_path: std::collections::HashMap<&str, &Observed> =
+            found.observed.iter().map(|o| (o.rel.as_str(), o)).collect();
+        // Rebuild the catalog as stored; what differs goes through reconcile.
+        let mut removed = Vec::new();
+        {
+            let mut catalog = self.catalog.write();
+            for row in &stored {
+                let created = parse_time(&row.created_at);
+                let observed_at = parse_time(&row.observed_at);
+                let placeholder;
+                let obs = match by_path.get(row.path.as_str()) {
+                    Some(obs) => *obs,
+                    None => {
+                        removed.push(row.path.clone());
+                        placeholder = Observed {
+                            rel: row.path.clone(),
+                            size: 0,
+                            mtime: std::time::SystemTime::UNIX_EPOCH,
+                            created: std::time::SystemTime::UNIX_EPOCH,
+                            content_hash: String::new(),
+                            facts: Default::default(),
+                        };
+                        &placeholder
+                    }
+                };
+                let mut note = reconcile::note_from(
+                    obs,
+                    row.note_id.clone(),
+                    row.version_id.clone(),
+                    created,
+                    observed_at,
+                );
+                note.content_hash = row.content_hash.clone();
+                catalog.insert(note);
+            }
+            catalog.excluded = found.excluded.clone();
+            by_path.retain(|rel, obs| {
+                catalog
+                    .get(crate::vault::path::slug_of(rel))
+                    .is_none_or(|n| n.content_hash != obs.content_hash)
+            });
+        }
+        let changed: Vec<Observed> = by_path.into_values().cloned().collect();
+        let (observed, subject) = if first_history {
+            (found.observed, "Record the vault as found")
+        } else {
+            (changed, "Record changes made while notevault was stopped")
+        };
+        let outcome = reconcile::reconcile(
+            self,
+            observed,
+            removed,
+            "filesystem",
+            subject,
+            first_history,
+        )?;
+        tracing::info!(
+            notes = self.catalog.read().len(),
+            revisions = outcome.revisions,
+            "vault scanned"
+        );
+        Ok(())
+    }
+
+    pub fn committed_seq(&self) -> i64 {
+        self.committed_seq.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_committed_seq(&self, seq: i64) {
+        self.committed_seq.store(seq, Ordering::SeqCst);
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.paths.root
+    }
+
+    pub fn state_dir(&self) -> &PathBuf {
+        &self.paths.state_dir
+    }
+
+    /// Find a note by note id or slug. A key that would leave the vault is `UNSAFE_PATH`;
+    /// a note file created since the scan is taken in on the spot.
+    pub fn find(&self, key: &str) -> Result<Arc<Note>> {
+        if key.is_empty() {
+            return Err(Error::invalid_field("note", "must be at least 1 character"));
+        }
+        if let Some(note) = self.catalog.read().find(key) {
+            return Ok(note.clone());
+        }
+        let rel = if key.ends_with(".md") {
+            key.to_string()
+        } else {
+            format!("{key}.md")
+        };
+        let safe = self.paths.resolve(&rel)?;
+        if safe.abs.is_file() {
+            self.refresh(&safe.rel)?;
+            if let Some(note) = self.catalog.read().get(crate::vault::path::slug_of(&rel)) {
+                return Ok(note.clone());
+            }
+        }
+        Err(Error::not_found(key))
+    }
+
+    /// Read a note's bytes, checking the path again and catching an external edit the
+    /// catalog has not seen yet (it is reconciled as a `filesystem` revision first).
+    pub fn read(&self, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
+        let note = self.find(key)?;
+        let safe = self.paths.resolve(&note.path)?;
+        let bytes = match std::fs::read(&safe.abs) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.refresh(&note.path)?;
+                return Err(Error::not_found(key));
+            }
+            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+        };
+        if scan::content_hash(&bytes) == note.content_hash {
+            return Ok((note, bytes));
+        }
+        self.refresh(&note.path)?;
+        let note = self.find(&note.note_id)?;
+        Ok((note, bytes))
+    }
+
+    /// Reconcile one path with the disk (`filesystem` actor).
+    pub fn refresh(&self, rel: &str) -> Result<()> {
+        let (observed, removed) = match scan::observe(&self.paths.root, rel) {
+            Ok(o) => (vec![o], vec![]),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (vec![], vec![rel.to_string()]),
+            Err(e) => return Err(Error::internal(format!("cannot read {rel}: {e}"))),
+        };
+        reconcile::reconcile(
+            self,
+            observed,
+            removed,
+            "filesystem",
+            "Record an external edit",
+            false,
+        )?;
+        Ok(())
+    }
+
+    /// A line-sliced read: 1-based `offset`, `limit` lines (1..=2000).
+    pub fn read_lines(
+        &self,
+        key: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Arc<Note>, LinePage)> {
+        if offset < 1 {
+            return Err(Error::invalid_field(
+                "offset",
+                "must be 1 or more (lines are numbered from 1)",
+            ));
+        }
+        if !(1..=MAX_LINES).contains(&limit) {
+            return Err(Error::invalid_field(
+                "limit",
+                format!("must be between 1 and {MAX_LINES}"),
+            ));
+        }
+        let (note, bytes) = self.read(key)?;
+        let (text, _) = markdown::decode(&bytes);
+        let all: Vec<&str> = markdown::lines(&text).collect();
+        let total = all.len();
+        if offset > total.max(1) {
+            return Err(Error::invalid_field(
+                "offset",
+                format!("line {offset} is past the end of the note ({total} lines); use an offset from 1 to {}", total.max(1)),
+            ));
+        }
+        let items: Vec<(usize, String)> = all
+            .iter()
+            .enumerate()
+            .skip(offset - 1)
+            .take(limit)
+            .map(|(i, l)| (i + 1, (*l).to_string()))
+            .collect();
+        let end = offset - 1 + items.len();
+        Ok((
+            note,
+            LinePage {
+                offset,
+                limit,
+                total,
+                next_offset: (end < total).then_some(end + 1),
+                items,
+            },
+        ))
+    }
+
+    /// List notes whose slug starts with `prefix`, in slug order, after `after`.
+    pub fn list(&self, prefix: &str, after: Option<&str>, page_size: usize) -> NoteList {
+        let catalog = self.catalog.read();
+        let mut notes = Vec::with_capacity(page_size);
+        let mut next_after = None;
+        let after = after.filter(|a| *a >= prefix);
+        let start = after.or(None);
+        let mut iter = catalog
+            .iter_from(start)
+            .skip_while(|n| n.slug.as_str() < prefix)
+            .take_while(|n| n.slug.starts_with(prefix));
+        for note in iter.by_ref() {
+            if notes.len() == page_size {
+                next_after = notes.last().map(|n: &Arc<Note>| n.slug.clone());
+                break;
+            }
+            notes.push(note.clone());
+        }
+        let matched = if prefix.is_empty() {
+            catalog.len()
+        } else {
+            catalog
+                .iter_from(None)
+                .skip_while(|n| n.slug.as_str() < prefix)
+                .take_while(|n| n.slug.starts_with(prefix))
+                .count()
+        };
+        NoteList {
+            notes,
+            next_after,
+            matched,
+            total: catalog.len(),
+            excluded: catalog.excluded.clone(),
+            committed_seq: self.committed_seq(),
+        }
+    }
+}
+
+fn parse_time(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
+}
+
+fn probe_writable(dir: &Path) -> anyhow::Result<()> {
+    let probe = dir.join(".notevault-tmp-probe");
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_key(hex: &str) -> Option<[u8; 32]> {
+    let mut key = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
+        key[i] = u8::from_str_radix(std::str::from_utf8(chunk).ok()?, 16).ok()?;
+    }
+    Some(key)
+}

@@ -1,0 +1,140 @@
+//! The in-memory catalog: every note the daemon knows, by slug and by note id.
+//!
+//! It is derived state, rebuilt from the folder (and the ids kept in the metadata store)
+//! at every start, and updated only by `writes::reconcile` and the write pipeline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_norway::Mapping;
+
+/// `standard` or `private`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visibility {
+    Standard,
+    Private,
+}
+
+impl Visibility {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Standard => "standard",
+            Visibility::Private => "private",
+        }
+    }
+}
+
+/// One note as the daemon knows it.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub note_id: String,
+    pub slug: String,
+    /// Vault-relative path with `.md`.
+    pub path: String,
+    pub title: String,
+    pub status: String,
+    pub visibility: Visibility,
+    pub tags: Vec<String>,
+    pub frontmatter: Option<Mapping>,
+    /// What a reader should know: broken frontmatter, lossy decoding.
+    pub warnings: Vec<String>,
+    pub version_id: String,
+    pub content_hash: String,
+    pub size: u64,
+    pub created_at: DateTime<Utc>,
+    /// The file's modification time.
+    pub updated_at: DateTime<Utc>,
+    /// When the daemon recorded this version.
+    pub observed_at: DateTime<Utc>,
+}
+
+/// A file the scan could not take in, and why (reported in `coverage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excluded {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Catalog {
+    by_slug: BTreeMap<String, Arc<Note>>,
+    slug_by_id: HashMap<String, String>,
+    pub excluded: Vec<Excluded>,
+}
+
+impl Catalog {
+    pub fn len(&self) -> usize {
+        self.by_slug.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_slug.is_empty()
+    }
+
+    pub fn get(&self, slug: &str) -> Option<&Arc<Note>> {
+        self.by_slug.get(slug)
+    }
+
+    pub fn get_by_id(&self, note_id: &str) -> Option<&Arc<Note>> {
+        self.slug_by_id
+            .get(note_id)
+            .and_then(|slug| self.by_slug.get(slug))
+    }
+
+    /// Find a note by note id or slug (exact case first, then case-insensitive when unique).
+    pub fn find(&self, key: &str) -> Option<&Arc<Note>> {
+        if let Some(note) = self.get_by_id(key).or_else(|| self.get(key)) {
+            return Some(note);
+        }
+        let key = key.strip_suffix(".md").unwrap_or(key);
+        if let Some(note) = self.get(key) {
+            return Some(note);
+        }
+        let lower = key.to_lowercase();
+        let mut found = self
+            .by_slug
+            .values()
+            .filter(|n| n.slug.to_lowercase() == lower);
+        match (found.next(), found.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    }
+
+    pub fn insert(&mut self, note: Note) {
+        if let Some(old_slug) = self.slug_by_id.get(&note.note_id) {
+            if *old_slug != note.slug {
+                self.by_slug.remove(old_slug);
+            }
+        }
+        self.slug_by_id
+            .insert(note.note_id.clone(), note.slug.clone());
+        self.by_slug.insert(note.slug.clone(), Arc::new(note));
+    }
+
+    pub fn remove(&mut self, slug: &str) -> Option<Arc<Note>> {
+        let note = self.by_slug.remove(slug)?;
+        self.slug_by_id.remove(&note.note_id);
+        Some(note)
+    }
+
+    /// Notes in slug order, strictly after `after` when given.
+    pub fn iter_from<'a>(
+        &'a self,
+        after: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<Note>> + 'a {
+        use std::ops::Bound;
+        let lower = match after {
+            Some(a) => Bound::Excluded(a.to_string()),
+            None => Bound::Unbounded,
+        };
+        self.by_slug
+            .range((lower, Bound::Unbounded))
+            .map(|(_, n)| n)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Note>> {
+        self.by_slug.values()
+    }
+}

@@ -1,0 +1,150 @@
+//! The startup scan: find every note file of the vault and observe it (read, hash, facts),
+//! in parallel. Reading never writes: no file, no mtime, no atime beyond the OS default.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use rayon::prelude::*;
+
+use crate::vault::catalog::Excluded;
+use crate::vault::markdown::{self, NoteFacts};
+use crate::vault::path::VaultPaths;
+
+/// A note file as read from disk.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// Vault-relative, `/`-separated, with `.md`.
+    pub rel: String,
+    pub size: u64,
+    pub mtime: SystemTime,
+    pub created: SystemTime,
+    pub content_hash: String,
+    pub facts: NoteFacts,
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub struct ScanResult {
+    pub observed: Vec<Observed>,
+    pub excluded: Vec<Excluded>,
+}
+
+/// `blake3:<hex>` of a file's bytes.
+pub fn content_hash(bytes: &[u8]) -> String {
+    format!("blake3:{}", blake3::hash(bytes).to_hex())
+}
+
+/// Walk the vault and list the note files (vault-relative), plus what was left out.
+pub fn list_note_files(paths: &VaultPaths) -> (Vec<String>, Vec<Excluded>) {
+    let mut files = Vec::new();
+    let mut excluded = Vec::new();
+    let walker = walkdir::WalkDir::new(&paths.root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !paths.is_ignored(e.path()));
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(err) => {
+                let path = err
+                    .path()
+                    .and_then(|p| p.strip_prefix(&paths.root).ok())
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                excluded.push(Excluded {
+                    path,
+                    reason: format!("unreadable: {err}"),
+                });
+                continue;
+            }
+        };
+        let name = entry.file_name().to_string_lossy();
+        if !name.ends_with(".md") || entry.file_type().is_dir() {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(&paths.root) else {
+            continue;
+        };
+        let Some(rel) = rel.to_str().map(|s| s.replace('\\', "/")) else {
+            excluded.push(Excluded {
+                path: rel.to_string_lossy().into_owned(),
+                reason: "unreadable: the file name is not valid UTF-8".into(),
+            });
+            continue;
+        };
+        if entry.path_is_symlink() {
+            // A link is served only when it stays inside the vault and ends at a file.
+            if let Err(err) = paths.resolve(&rel) {
+                excluded.push(Excluded {
+                    path: rel,
+                    reason: format!("symlink: {}", err.message),
+                });
+                continue;
+            }
+            if !entry.path().is_file() {
+                continue;
+            }
+        }
+        files.push(rel);
+    }
+    files.sort();
+    (files, excluded)
+}
+
+/// Read one note file.
+pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
+    let abs = root.join(rel);
+    let bytes = std::fs::read(&abs)?;
+    let meta = std::fs::metadata(&abs)?;
+    let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    Ok(Observed {
+        rel: rel.to_string(),
+        size: bytes.len() as u64,
+        mtime,
+        created: meta.created().unwrap_or(mtime).min(mtime),
+        content_hash: content_hash(&bytes),
+        facts: markdown::facts(&bytes),
+    })
+}
+
+/// Scan the whole vault, with a progress bar on stderr when it is a terminal and the
+/// vault is large enough for the scan to take a moment.
+pub fn scan(paths: &VaultPaths) -> ScanResult {
+    let (files, mut excluded) = list_note_files(paths);
+    let bar = if files.len() > 5_000 && std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(files.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("scanning {bar:40} {pos}/{len} notes")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Some(bar)
+    } else {
+        None
+    };
+    let results: Vec<Result<Observed, Excluded>> = files
+        .par_iter()
+        .map(|rel| {
+            let out = observe(&paths.root, rel).map_err(|err| Excluded {
+                path: rel.clone(),
+                reason: format!("unreadable: {err}"),
+            });
+            if let Some(bar) = &bar {
+                bar.inc(1);
+            }
+            out
+        })
+        .collect();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let mut observed = Vec::with_capacity(results.len());
+    for r in results {
+        match r {
+            Ok(o) => observed.push(o),
+            Err(e) => excluded.push(e),
+        }
+    }
+    ScanResult { observed, excluded }
+}

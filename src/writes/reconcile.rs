@@ -1,0 +1,218 @@
+//! Reconcile: take changes found on disk (the startup scan now, the watcher later) into
+//! the catalog, the metadata store and the history, as revisions with actor `filesystem`.
+//!
+//! A batch becomes one history commit; every changed note gets its own revision and
+//! `committed_seq`. A file that disappears while a file with the same content appears in
+//! the same batch is a rename: the note keeps its `note_id`.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::Result;
+use crate::history::{Change, CommitRequest, Content};
+use crate::meta::{NoteRow, RevisionRow};
+use crate::service::{timestamp, Service};
+use crate::vault::catalog::{Note, Visibility};
+use crate::vault::path::slug_of;
+use crate::watch::scan::Observed;
+
+/// What a reconcile did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Revisions recorded.
+    pub revisions: usize,
+    /// The history commit, when one was queued.
+    pub commit: Option<mpsc::Receiver<Result<Option<String>>>>,
+}
+
+/// Build the catalog entry of an observed file.
+pub fn note_from(
+    observed: &Observed,
+    note_id: String,
+    version_id: String,
+    created_at: DateTime<Utc>,
+    observed_at: DateTime<Utc>,
+) -> Note {
+    let facts = &observed.facts;
+    let slug = slug_of(&observed.rel).to_string();
+    let file_name = slug.rsplit('/').next().unwrap_or(&slug).to_string();
+    let mut warnings = Vec::new();
+    if let Some(why) = &facts.frontmatter_error {
+        warnings.push(format!("{why}; the frontmatter was treated as absent"));
+    }
+    if facts.lossy_utf8 {
+        warnings
+            .push("the file is not valid UTF-8; invalid bytes were replaced with U+FFFD".into());
+    }
+    Note {
+        note_id,
+        title: facts.title.clone().unwrap_or(file_name),
+        status: facts.status.clone().unwrap_or_else(|| "active".into()),
+        visibility: Visibility::Standard,
+        tags: facts.tags.clone(),
+        frontmatter: facts.frontmatter.clone(),
+        warnings,
+        version_id,
+        content_hash: observed.content_hash.clone(),
+        size: observed.size,
+        created_at,
+        updated_at: observed.mtime.into(),
+        observed_at,
+        path: observed.rel.clone(),
+        slug,
+    }
+}
+
+/// Take `observed` files and `removed` paths into every store, as one batch.
+/// `full_history` makes the commit carry every observed file (the first bootstrap).
+pub fn reconcile(
+    svc: &Service,
+    observed: Vec<Observed>,
+    removed: Vec<String>,
+    actor: &str,
+    subject: &str,
+    full_history: bool,
+) -> Result<Outcome> {
+    let now = Utc::now();
+    let now_s = timestamp(now);
+    let mut catalog = svc.catalog.write();
+
+    // Removals first, remembered by content hash so a rename keeps its note id.
+    let mut gone: HashMap<String, Vec<std::sync::Arc<Note>>> = HashMap::new();
+    for rel in &removed {
+        if let Some(note) = catalog.remove(slug_of(rel)) {
+            gone.entry(note.content_hash.clone())
+                .or_default()
+                .push(note);
+        }
+    }
+
+    let mut revisions = Vec::new();
+    let mut rows = Vec::new();
+    let mut changes = Vec::new();
+    let mut seq = svc.committed_seq();
+    for obs in &observed {
+        let slug = slug_of(&obs.rel);
+        let previous = catalog.get(slug).cloned();
+        if let Some(prev) = &previous {
+            if prev.content_hash == obs.content_hash && !full_history {
+                continue;
+            }
+        }
+        let (note_id, prev_version, created_at, kind) = match &previous {
+            Some(prev) if prev.content_hash == obs.content_hash => {
+                // Unchanged, only listed for the full history commit.
+                changes.push(Change {
+                    path: obs.rel.clone(),
+                    content: Some(Content::File(svc.paths.root.join(&obs.rel))),
+                });
+                continue;
+            }
+            Some(prev) => (
+                prev.note_id.clone(),
+                Some(prev.version_id.clone()),
+                prev.created_at,
+                "update",
+            ),
+            None => match gone.get_mut(&obs.content_hash).and_then(Vec::pop) {
+                Some(moved) => (
+                    moved.note_id.clone(),
+                    Some(moved.version_id.clone()),
+                    moved.created_at,
+                    "move",
+                ),
+                None => (
+                    uuid::Uuid::now_v7().to_string(),
+                    None,
+                    DateTime::<Utc>::from(obs.created),
+                    "create",
+                ),
+            },
+        };
+        seq += 1;
+        let version_id = uuid::Uuid::now_v7().to_string();
+        let note = note_from(obs, note_id, version_id, created_at, now);
+        revisions.push(RevisionRow {
+            seq,
+            version_id: note.version_id.clone(),
+            note_id: note.note_id.clone(),
+            path: note.path.clone(),
+            prev_version_id: prev_version,
+            content_hash: Some(note.content_hash.clone()),
+            actor: actor.to_string(),
+            kind: kind.to_string(),
+            created_at: now_s.clone(),
+        });
+        rows.push(NoteRow {
+            note_id: note.note_id.clone(),
+            path: note.path.clone(),
+            version_id: note.version_id.clone(),
+            content_hash: note.content_hash.clone(),
+            created_at: timestamp(note.created_at),
+            observed_at: now_s.clone(),
+        });
+        changes.push(Change {
+            path: obs.rel.clone(),
+            content: Some(Content::File(svc.paths.root.join(&obs.rel))),
+        });
+        catalog.insert(note);
+    }
+    // What was removed and not re-found elsewhere is a delete.
+    let mut deleted_ids = Vec::new();
+    for note in gone.into_values().flatten() {
+        if catalog.get_by_id(&note.note_id).is_some() {
+            continue;
+        }
+        seq += 1;
+        revisions.push(RevisionRow {
+            seq,
+            version_id: uuid::Uuid::now_v7().to_string(),
+            note_id: note.note_id.clone(),
+            path: note.path.clone(),
+            prev_version_id: Some(note.version_id.clone()),
+            content_hash: None,
+            actor: actor.to_string(),
+            kind: "delete".into(),
+            created_at: now_s.clone(),
+        });
+        deleted_ids.push(note.note_id.clone());
+    }
+    // A moved note's old path leaves the tree too.
+    for rel in &removed {
+        changes.push(Change {
+            path: rel.clone(),
+            content: None,
+        });
+    }
+    if revisions.is_empty() && !full_history {
+        return Ok(Outcome::default());
+    }
+    svc.meta.record(&revisions, &rows, &deleted_ids)?;
+    svc.set_committed_seq(seq);
+    drop(catalog);
+
+    let mut trailers = Vec::new();
+    if let (Some(first), Some(last)) = (revisions.first(), revisions.last()) {
+        let range = if first.seq == last.seq {
+            first.seq.to_string()
+        } else {
+            format!("{}-{}", first.seq, last.seq)
+        };
+        trailers.push(("Notevault-Seq".to_string(), range));
+        if revisions.len() == 1 {
+            trailers.push(("Notevault-Version".to_string(), first.version_id.clone()));
+        }
+    }
+    let commit = svc.history.commit(CommitRequest {
+        subject: subject.to_string(),
+        actor: actor.to_string(),
+        changes,
+        trailers,
+    });
+    Ok(Outcome {
+        revisions: revisions.len(),
+        commit: Some(commit),
+    })
+}
