@@ -1,0 +1,214 @@
+//! Shared test harness: a real server on 127.0.0.1:0 over a temporary copy of a vault.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use notevault::config::Config;
+use notevault::service::Service;
+
+pub struct TestServer {
+    pub base: String,
+    pub vault: PathBuf,
+    pub state: PathBuf,
+    pub svc: Arc<Service>,
+    pub client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Copy a folder, keeping symlinks as symlinks.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        let ft = entry.file_type().unwrap();
+        if ft.is_symlink() {
+            let link = std::fs::read_link(entry.path()).unwrap();
+            std::os::unix::fs::symlink(link, &target).unwrap();
+        } else if ft.is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+pub fn repo_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// A temp dir holding `vault/` (a copy of `source`, or empty) and `state/`.
+pub fn temp_vault(source: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let vault = root.join("vault");
+    match source {
+        Some(src) => copy_tree(&repo_path(src), &vault),
+        None => std::fs::create_dir_all(&vault).unwrap(),
+    }
+    // fixtures/edge/link-outside.md points at ../outside/secret.md: keep that true.
+    if source == Some("fixtures/edge") {
+        copy_tree(&repo_path("fixtures/outside"), &root.join("outside"));
+    }
+    (dir, vault.clone(), root.join("state"))
+}
+
+impl TestServer {
+    /// Serve a copy of `source` (a folder of the repository) with `tweak` applied to the config.
+    pub async fn start(source: Option<&str>, tweak: impl FnOnce(&mut Config)) -> Self {
+        let (dir, vault, state) = temp_vault(source);
+        Self::start_in(dir, vault, state, tweak).await
+    }
+
+    pub async fn start_in(
+        dir: tempfile::TempDir,
+        vault: PathBuf,
+        state: PathBuf,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Self {
+        let mut config = Config {
+            vault: vault.clone(),
+            state_dir: Some(state.clone()),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let svc = tokio::task::spawn_blocking(move || Service::open(config))
+            .await
+            .unwrap()
+            .expect("service opens");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task_svc = svc.clone();
+        let task = tokio::spawn(async move {
+            notevault::api::run(listener, task_svc, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Self {
+            base: format!("http://{addr}"),
+            vault,
+            state,
+            svc,
+            client: reqwest::Client::new(),
+            _dir: dir,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stop serving and hand back the folders, for a restart on the same state.
+    pub async fn stop(self) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let TestServer {
+            _dir,
+            vault,
+            state,
+            svc,
+            shutdown,
+            task,
+            ..
+        } = self;
+        if let Some(tx) = shutdown {
+            let _ = tx.send(());
+        }
+        if let Some(task) = task {
+            task.await.unwrap();
+        }
+        wait_history(&svc);
+        (_dir, vault, state)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// GET and parse JSON, asserting the status.
+    pub async fn get_json(&self, path: &str, status: u16) -> serde_json::Value {
+        let res = self.get(path).await;
+        assert_eq!(res.status().as_u16(), status, "GET {path}");
+        res.json().await.unwrap()
+    }
+
+    /// GET expecting an error envelope with `reason`.
+    pub async fn get_error(&self, path: &str, status: u16, reason: &str) -> serde_json::Value {
+        let res = self.get(path).await;
+        let request_id = res
+            .headers()
+            .get("x-request-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = res_json(res, status, path).await;
+        assert_envelope(&body, status, reason);
+        assert_eq!(
+            request_id.as_deref(),
+            body["requestId"].as_str(),
+            "X-Request-Id equals requestId"
+        );
+        body
+    }
+}
+
+pub async fn res_json(res: reqwest::Response, status: u16, what: &str) -> serde_json::Value {
+    let got = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    assert_eq!(got, status, "{what}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {text}"))
+}
+
+/// Every field of the spec's error envelope, with the right reason.
+pub fn assert_envelope(body: &serde_json::Value, status: u16, reason: &str) {
+    assert_eq!(body["reason"], reason, "{body}");
+    assert_eq!(body["statusCode"], status, "{body}");
+    for field in ["error", "message", "requestId", "hint", "help"] {
+        assert!(
+            body[field].as_str().is_some_and(|s| !s.is_empty()),
+            "{field} missing in {body}"
+        );
+    }
+    assert!(body["help"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("/api/errors#{}", reason.to_lowercase())));
+    let details = body["details"].as_array().expect("details");
+    assert!(details.iter().all(|d| d["@type"].is_string()));
+    assert!(details
+        .iter()
+        .any(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo") && d["reason"] == reason));
+}
+
+/// Wait until the history thread has nothing pending.
+pub fn wait_history(svc: &Service) {
+    for _ in 0..2000 {
+        if svc.history.status().pending == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("history did not settle");
+}
+
+/// Run the git CLI on `history.git`.
+pub fn git(state: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "core.quotePath=false"])
+        .arg("--git-dir")
+        .arg(state.join("history.git"))
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

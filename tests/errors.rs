@@ -1,0 +1,192 @@
+//! Every reason the read surface can answer, over HTTP, with the full envelope.
+
+mod common;
+
+use common::{assert_envelope, res_json, TestServer};
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_route_not_found() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    s.get_error("/v2/notes", 404, "ROUTE_NOT_FOUND").await;
+    s.get_error("/v1/nothing-here", 404, "ROUTE_NOT_FOUND")
+        .await;
+    s.get_error("/v1/notes/Welcome:frobnicate", 404, "ROUTE_NOT_FOUND")
+        .await;
+    let res = s
+        .client
+        .delete(s.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    let body = res_json(res, 404, "DELETE /openapi.json").await;
+    assert_envelope(&body, 404, "ROUTE_NOT_FOUND");
+    assert!(body["message"].as_str().unwrap().contains("GET"));
+}
+
+#[tokio::test]
+async fn bad_query_values_name_their_field() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    for (path, field) in [
+        ("/v1/notes/Welcome?offset=0", "offset"),
+        ("/v1/notes/Welcome?offset=abc", "offset"),
+        ("/v1/notes/Welcome?limit=0", "limit"),
+        ("/v1/notes/Welcome?limit=2001", "limit"),
+        ("/v1/notes/Welcome?offset=100000", "offset"),
+        ("/v1/notes/Welcome?bogus=1", "bogus"),
+        ("/v1/notes?page_size=0", "page_size"),
+        ("/v1/notes?page_size=501", "page_size"),
+        ("/v1/notes?page_token=", "page_token"),
+        ("/v1/notes?order_by=title%20desc", "order_by"),
+        ("/v1/notes/Welcome/raw?limit=1", "limit"),
+    ] {
+        let body = s.get_error(path, 400, "VALIDATION_FAILED").await;
+        let violations = body["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
+            .unwrap_or_else(|| panic!("{path}: no BadRequest in {body}"));
+        assert_eq!(violations["fieldViolations"][0]["field"], field, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn filters_are_invalid_until_the_search_issue() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    s.get_error("/v1/notes?filter=tags%3Areading", 400, "INVALID_FILTER")
+        .await;
+}
+
+#[tokio::test]
+async fn missing_notes_and_notes_removed_between_list_and_read() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    s.get_error("/v1/notes/does-not-exist", 404, "NOTE_NOT_FOUND")
+        .await;
+    s.get_error("/v1/notes/does-not-exist/raw", 404, "NOTE_NOT_FOUND")
+        .await;
+    s.get_json("/v1/notes?prefix=Inbox", 200).await;
+    std::fs::remove_file(s.vault.join("Inbox.md")).unwrap();
+    s.get_error("/v1/notes/Inbox", 404, "NOTE_NOT_FOUND").await;
+    s.get_error("/v1/notes/Inbox/raw", 404, "NOTE_NOT_FOUND")
+        .await;
+    let list = s.get_json("/v1/notes?prefix=Inbox", 200).await;
+    assert_eq!(
+        list["coverage"]["notes_matched"], 0,
+        "a vanished note leaves the listing"
+    );
+}
+
+#[tokio::test]
+async fn traversal_is_unsafe_path_and_reads_nothing_outside() {
+    let s = TestServer::start(Some("fixtures/edge"), |_| {}).await;
+    for path in [
+        "/v1/notes/..%2F..%2Fetc%2Fpasswd",
+        "/v1/notes/%2e%2e%2foutside%2fsecret",
+        "/v1/notes/%2Fetc%2Fpasswd",
+        "/v1/notes/a%00b",
+        "/v1/notes/link-outside",
+        "/v1/notes/link-outside/raw",
+        "/v1/notes/.notevault%2Fmeta.sqlite",
+        "/v1/notes/.trash%2Fold",
+    ] {
+        let res = s.get(path).await;
+        let text = res.text().await.unwrap();
+        assert!(!text.contains("TOP SECRET"), "{path} leaked: {text}");
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["reason"], "UNSAFE_PATH", "{path}: {body}");
+        assert_envelope(&body, 400, "UNSAFE_PATH");
+    }
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_refused() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    for (name, value) in [
+        ("host", "evil.example"),
+        ("host", "127.0.0.1.evil.example:4000"),
+        ("origin", "http://evil.example"),
+        ("origin", "null"),
+    ] {
+        let res = s
+            .client
+            .get(s.url("/v1/notes"))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.headers().get("access-control-allow-origin").is_none());
+        let body = res_json(res, 403, value).await;
+        assert_envelope(&body, 403, "ORIGIN_FORBIDDEN");
+    }
+    // The same guard stands before /mcp.
+    let res = s
+        .client
+        .post(s.url("/mcp"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    // A local origin passes.
+    let res = s
+        .client
+        .get(s.url("/v1/notes"))
+        .header("origin", "http://localhost:5173")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+#[tokio::test]
+async fn rate_limit_headers_and_429() {
+    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_read_per_minute = 3).await;
+    for remaining in [2, 1, 0] {
+        let res = s.get("/v1/notes?page_size=1").await;
+        assert_eq!(res.status(), 200);
+        let h = |n: &str| res.headers()[n].to_str().unwrap().parse::<u64>().unwrap();
+        assert_eq!(h("ratelimit-limit"), 3);
+        assert_eq!(h("ratelimit-remaining"), remaining);
+        assert!(h("ratelimit-reset") <= 60);
+    }
+    let res = s.get("/v1/notes?page_size=1").await;
+    let retry: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&retry), "{retry}");
+    assert_eq!(res.headers()["ratelimit-remaining"], "0");
+    let body = res_json(res, 429, "429").await;
+    assert_envelope(&body, 429, "RATE_LIMITED");
+    assert!(body["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["@type"].as_str().unwrap().ends_with("RetryInfo")));
+    // The contract is not limited.
+    assert_eq!(s.get("/openapi.json").await.status(), 200);
+}
+
+#[tokio::test]
+async fn zero_disables_the_limit() {
+    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_read_per_minute = 0).await;
+    for _ in 0..5 {
+        let res = s.get("/v1/notes?page_size=1").await;
+        assert_eq!(res.status(), 200);
+        assert!(res.headers().get("ratelimit-limit").is_none());
+    }
+}
+
+#[tokio::test]
+async fn help_links_follow_the_configured_docs_url() {
+    let s = TestServer::start(Some("vault-example"), |c| {
+        c.docs_url = "http://docs.test/nv/".into()
+    })
+    .await;
+    let body = s.get_error("/v1/notes/nope", 404, "NOTE_NOT_FOUND").await;
+    assert_eq!(
+        body["help"],
+        "http://docs.test/nv/api/errors#note_not_found"
+    );
+}

@@ -1,0 +1,124 @@
+//! history.git: the first start records the vault, a later start records what changed
+//! while the daemon was off, note ids survive restarts, and git's own tools agree.
+
+mod common;
+
+use common::{git, TestServer};
+
+#[tokio::test]
+async fn bootstrap_restart_and_offline_changes() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    common::wait_history(&s.svc);
+    let files = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    let mut in_history: Vec<&str> = files.lines().collect();
+    in_history.sort();
+    let mut on_disk: Vec<String> = walk(&s.vault);
+    on_disk.sort();
+    assert_eq!(in_history, on_disk);
+    let log = git(&s.state, &["log", "--format=%s%n%b"]);
+    assert!(log.contains("Record the vault as found"));
+    assert!(log.contains("Notevault-Actor: filesystem"));
+    let welcome = s.get_json("/v1/notes/Welcome?limit=1", 200).await;
+    let roadmap = s.get_json("/v1/notes/projects/roadmap?limit=1", 200).await;
+
+    let (dir, vault, state) = s.stop().await;
+    // While stopped: one edit, one delete, one new note, one rename.
+    std::fs::write(vault.join("Welcome.md"), "# Welcome, edited offline\n").unwrap();
+    std::fs::remove_file(vault.join("Inbox.md")).unwrap();
+    std::fs::write(vault.join("new note.md"), "brand new\n").unwrap();
+    std::fs::rename(
+        vault.join("projects/roadmap.md"),
+        vault.join("projects/roadmap-2027.md"),
+    )
+    .unwrap();
+
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    common::wait_history(&s.svc);
+    let log = git(&s.state, &["log", "--format=%s"]);
+    assert_eq!(
+        log.lines().count(),
+        2,
+        "one commit for the offline changes: {log}"
+    );
+    assert!(log
+        .lines()
+        .next()
+        .unwrap()
+        .contains("while notevault was stopped"));
+    let changed = git(&s.state, &["show", "--name-status", "--format=", "HEAD"]);
+    assert!(changed.contains("Welcome.md"), "{changed}");
+    assert!(changed.contains("Inbox.md"));
+    assert!(changed.contains("new note.md"));
+    assert!(changed.contains("roadmap-2027.md"));
+
+    let again = s.get_json("/v1/notes/Welcome?limit=1", 200).await;
+    assert_eq!(
+        again["note_id"], welcome["note_id"],
+        "note_id survives a restart"
+    );
+    assert_ne!(again["version_id"], welcome["version_id"]);
+    let moved = s
+        .get_json("/v1/notes/projects/roadmap-2027?limit=1", 200)
+        .await;
+    assert_eq!(
+        moved["note_id"], roadmap["note_id"],
+        "a rename keeps the note_id"
+    );
+    s.get_error("/v1/notes/Inbox", 404, "NOTE_NOT_FOUND").await;
+
+    let fsck = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(s.state.join("history.git"))
+        .args(["fsck", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    assert!(
+        fsck.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let (_dir, vault, state) = s.stop().await;
+
+    // A third start with nothing changed adds no commit and keeps every version.
+    let s = TestServer::start_in(_dir, vault, state, |_| {}).await;
+    common::wait_history(&s.svc);
+    assert_eq!(git(&s.state, &["log", "--format=%s"]).lines().count(), 2);
+    assert_eq!(
+        s.get_json("/v1/notes/Welcome?limit=1", 200).await["version_id"],
+        again["version_id"]
+    );
+}
+
+#[tokio::test]
+async fn the_users_own_git_folder_is_never_touched() {
+    let (dir, vault, state) = common::temp_vault(Some("vault-example"));
+    std::fs::create_dir(vault.join(".git")).unwrap();
+    std::fs::write(vault.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(vault.join(".git/notes.md"), "not a note\n").unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    common::wait_history(&s.svc);
+    assert_eq!(std::fs::read_dir(s.vault.join(".git")).unwrap().count(), 2);
+    let list = s.get_json("/v1/notes?prefix=.git", 200).await;
+    assert_eq!(list["coverage"]["notes_matched"], 0);
+}
+
+fn walk(root: &std::path::Path) -> Vec<String> {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md"))
+        .map(|e| {
+            e.path()
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}

@@ -1,0 +1,201 @@
+//! The read surface over HTTP: listing, line-sliced reads, raw reads, note addressing.
+
+mod common;
+
+use common::TestServer;
+use serde_json::Value;
+
+#[tokio::test]
+async fn lists_every_note_with_coverage_and_pages_through_them() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let md_files = walk_md(&s.vault);
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let path = match &token {
+            Some(t) => format!("/v1/notes?page_size=7&page_token={t}"),
+            None => "/v1/notes?page_size=7".to_string(),
+        };
+        let body = s.get_json(&path, 200).await;
+        let cov = &body["coverage"];
+        assert_eq!(cov["notes_total"], md_files.len());
+        assert_eq!(cov["notes_matched"], md_files.len());
+        for n in body["notes"].as_array().unwrap() {
+            assert!(
+                n.get("lines").is_none() && n.get("content").is_none(),
+                "handles only"
+            );
+            for field in [
+                "note_id",
+                "slug",
+                "title",
+                "status",
+                "visibility",
+                "version_id",
+                "content_hash",
+                "observed_at",
+            ] {
+                assert!(n[field].is_string(), "{field} in {n}");
+            }
+            seen.push(n["path"].as_str().unwrap().to_string());
+        }
+        assert_eq!(cov["truncated"], body["next_page_token"].is_string());
+        match body["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, md_files, "the listing equals the folder");
+}
+
+#[tokio::test]
+async fn prefix_listing_and_tokens_bound_to_their_query() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let body = s.get_json("/v1/notes?prefix=daily/&page_size=1", 200).await;
+    let daily = walk_md(&s.vault)
+        .into_iter()
+        .filter(|p| p.starts_with("daily/"))
+        .count();
+    assert_eq!(body["coverage"]["notes_matched"], daily);
+    assert!(body["notes"][0]["slug"]
+        .as_str()
+        .unwrap()
+        .starts_with("daily/"));
+    let token = body["next_page_token"].as_str().unwrap().to_string();
+    let err = s
+        .get_error(
+            &format!("/v1/notes?prefix=projects/&page_token={token}"),
+            400,
+            "VALIDATION_FAILED",
+        )
+        .await;
+    assert!(err["message"].as_str().unwrap().contains("page_token"));
+    let mut forged = token.clone();
+    forged.insert(0, 'x');
+    s.get_error(
+        &format!("/v1/notes?prefix=daily/&page_token={forged}"),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn line_sliced_reads_follow_the_design() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let file = std::fs::read_to_string(s.vault.join("projects/roadmap.md")).unwrap();
+    let lines: Vec<&str> = file.lines().collect();
+    let body = s
+        .get_json("/v1/notes/projects%2Froadmap?offset=10&limit=5", 200)
+        .await;
+    let l = &body["lines"];
+    assert_eq!(l["offset"], 10);
+    assert_eq!(l["limit"], 5);
+    assert_eq!(l["total"], lines.len());
+    assert_eq!(l["next_offset"], 15);
+    let items = l["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    for (i, item) in items.iter().enumerate() {
+        assert_eq!(item["n"], 10 + i);
+        assert_eq!(item["text"], lines[9 + i]);
+    }
+    // The last slice ends with next_offset null.
+    let last = s
+        .get_json(
+            &format!(
+                "/v1/notes/projects/roadmap?offset={}&limit=2000",
+                lines.len()
+            ),
+            200,
+        )
+        .await;
+    assert_eq!(last["lines"]["next_offset"], Value::Null);
+    assert_eq!(last["lines"]["items"].as_array().unwrap().len(), 1);
+    // Default limit is 200.
+    let d = s.get_json("/v1/notes/projects/roadmap", 200).await;
+    assert_eq!(d["lines"]["limit"], 200);
+    assert_eq!(d["title"], "Projects roadmap 2027");
+}
+
+#[tokio::test]
+async fn a_note_is_addressed_by_id_slug_raw_or_encoded_slash_spaces_and_unicode() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let by_slug = s.get_json("/v1/notes/projects/roadmap?limit=1", 200).await;
+    let id = by_slug["note_id"].as_str().unwrap();
+    let by_id = s.get_json(&format!("/v1/notes/{id}?limit=1"), 200).await;
+    assert_eq!(by_id["slug"], "projects/roadmap");
+    let encoded = s
+        .get_json("/v1/notes/projects%2Froadmap?limit=1", 200)
+        .await;
+    assert_eq!(encoded["note_id"], by_slug["note_id"]);
+    let spaced = s
+        .get_json("/v1/notes/reading/Thinking%20in%20Systems?limit=1", 200)
+        .await;
+    assert_eq!(spaced["path"], "reading/Thinking in Systems.md");
+    let unicode = s.get_json("/v1/notes/people%2FZo%C3%AB?limit=1", 200).await;
+    assert_eq!(unicode["slug"], "people/Zoë");
+}
+
+#[tokio::test]
+async fn raw_returns_the_whole_file() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let body = s.get_json("/v1/notes/Welcome/raw", 200).await;
+    let file = std::fs::read_to_string(s.vault.join("Welcome.md")).unwrap();
+    assert_eq!(body["content"], file);
+    assert_eq!(body["path"], "Welcome.md");
+    assert_eq!(body["slug"], "Welcome");
+    let hash = format!("blake3:{}", blake3::hash(file.as_bytes()).to_hex());
+    assert_eq!(body["content_hash"], hash);
+    let read = s.get_json("/v1/notes/Welcome?limit=1", 200).await;
+    assert_eq!(read["version_id"], body["version_id"]);
+}
+
+#[tokio::test]
+async fn an_edit_made_beside_the_daemon_is_read_as_a_new_version() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let before = s.get_json("/v1/notes/Inbox?limit=1", 200).await;
+    std::fs::write(s.vault.join("Inbox.md"), "# Changed outside\n").unwrap();
+    let after = s.get_json("/v1/notes/Inbox?limit=5", 200).await;
+    assert_eq!(after["note_id"], before["note_id"]);
+    assert_ne!(after["version_id"], before["version_id"]);
+    assert_eq!(after["title"], "Changed outside");
+    assert_eq!(after["lines"]["items"][0]["text"], "# Changed outside");
+    // A file created beside the daemon is readable at once.
+    std::fs::write(s.vault.join("fresh.md"), "hello\n").unwrap();
+    let fresh = s.get_json("/v1/notes/fresh", 200).await;
+    assert_eq!(fresh["lines"]["total"], 1);
+}
+
+#[tokio::test]
+async fn openapi_is_served_without_auth_and_head_works() {
+    let s = TestServer::start(None, |_| {}).await;
+    let doc = s.get_json("/openapi.json", 200).await;
+    assert_eq!(doc["info"]["version"], "0.1.0");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    let head = s.client.head(s.url("/v1/notes")).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+}
+
+/// Every `.md` file of the folder as the daemon should list it.
+pub fn walk_md(root: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(root).into_iter().filter_entry(|e| {
+        let n = e.file_name().to_string_lossy();
+        !(e.depth() > 0 && [".notevault", ".git", ".obsidian", ".trash"].contains(&n.as_ref()))
+    }) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() && entry.file_name().to_string_lossy().ends_with(".md") {
+            out.push(
+                entry
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    out.sort();
+    out
+}
