@@ -70,7 +70,13 @@ impl Layer {
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+        toml::from_str(&text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
+            let at = line.map(|l| format!(" line {l}:")).unwrap_or_default();
+            format!("config file {}:{at} {}", path.display(), e.message().trim())
+        })
     }
 
     /// Read the environment through `var` (a function so tests need not touch the process).

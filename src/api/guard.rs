@@ -66,7 +66,7 @@ impl HostGuard {
 
     fn host_allowed(&self, host: &str) -> bool {
         let host = strip_port(host).to_ascii_lowercase();
-        is_loopback_name(&host) || self.extra_hosts.iter().any(|h| *h == host)
+        is_loopback_name(&host) || self.extra_hosts.contains(&host)
     }
 
     /// Refuse a foreign `Host` or a present, foreign `Origin`.

@@ -52,8 +52,13 @@ impl AppState {
 
 /// The whole application as a router, for `run` and for `oneshot` tests.
 pub fn router(state: AppState) -> Router {
-    let mut app = Router::new()
-        .fallback(dispatch)
+    layered(Router::new().fallback(dispatch), state)
+}
+
+/// Wrap `app` in the middleware every request passes: request id (outermost), Host/Origin
+/// guard and rate limits, panic catching (innermost), and CORS when configured.
+fn layered(app: Router<AppState>, state: AppState) -> Router {
+    let mut app = app
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::from_fn_with_state(state.clone(), request_id));
@@ -187,4 +192,56 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         return Ok(Response::from_parts(parts, Body::empty()));
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    async fn boom() -> &'static str {
+        if std::hint::black_box(true) {
+            panic!("boom");
+        }
+        "unreachable"
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_internal_and_the_server_keeps_serving() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::config::Config {
+            vault: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        let svc = tokio::task::spawn_blocking(move || Service::open(config))
+            .await
+            .unwrap()
+            .unwrap();
+        let app = layered(
+            Router::new().route("/boom", get(boom)).fallback(dispatch),
+            AppState::new(svc),
+        );
+        let request = |uri: &str| {
+            axum::http::Request::builder()
+                .uri(uri)
+                .header("host", "127.0.0.1")
+                .body(Body::empty())
+                .unwrap()
+        };
+        let response = app.clone().oneshot(request("/boom")).await.unwrap();
+        assert_eq!(response.status(), 500);
+        let id = response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["reason"], "INTERNAL");
+        assert_eq!(body["requestId"], id);
+        let response = app.oneshot(request("/v1/notes")).await.unwrap();
+        assert_eq!(response.status(), 200);
+    }
 }

@@ -100,7 +100,7 @@ pub fn recognize(
             .with_meta("path", path));
     }
     // Longest suffix first: the most specific action.
-    candidates.sort_by(|a, b| b.suffix_len.cmp(&a.suffix_len));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.suffix_len));
     let mut decoded = Vec::with_capacity(candidates.len());
     for c in &candidates {
         decoded.push(match &c.raw_param {

@@ -1,0 +1,124 @@
+//! The command line as a user meets it: help, version, the contract, and one-line errors.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_notevault");
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let (ok, _, stderr) = run(args);
+    assert!(!ok, "{args:?} must fail");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line for {args:?}: {stderr}");
+    assert!(lines[0].starts_with("notevault: "), "{stderr}");
+    assert!(lines[0].contains(needle), "{needle:?} in {stderr}");
+    assert!(!stderr.contains("panicked"));
+}
+
+#[test]
+fn version_help_and_openapi() {
+    let (ok, out, _) = run(&["--version"]);
+    assert!(ok && out.contains(env!("CARGO_PKG_VERSION")));
+    let (ok, out, _) = run(&["serve", "--help"]);
+    assert!(ok && out.contains("--listen") && out.contains("--state-dir"));
+    let (ok, out, _) = run(&["openapi"]);
+    assert!(ok);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["info"]["version"], "0.1.0");
+}
+
+#[test]
+fn startup_failures_are_one_line_and_non_zero() {
+    assert_one_line_error(&["serve", "/no/such/vault/folder"], "/no/such/vault/folder");
+    let vault = tempfile::tempdir().unwrap();
+    let v = vault.path().to_str().unwrap();
+    let file = vault.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let state = file.join("state");
+    assert_one_line_error(
+        &[
+            "serve",
+            v,
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+        "state dir",
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    assert_one_line_error(&["serve", v, "--listen", &addr], "cannot listen");
+    assert_one_line_error(&["serve", v, "--listen", "0.0.0.0:0"], "without auth");
+    let bad_config = vault.path().join("bad.toml");
+    std::fs::write(&bad_config, "listen = 5\n").unwrap();
+    assert_one_line_error(
+        &["serve", v, "--config", bad_config.to_str().unwrap()],
+        "bad.toml",
+    );
+}
+
+#[test]
+fn serve_answers_on_the_address_it_prints() {
+    let vault = tempfile::tempdir().unwrap();
+    std::fs::write(vault.path().join("hello.md"), "# Hello\n").unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            vault.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut addr = None;
+    for line in BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        if let Some(rest) = line.split("on http://").nth(1) {
+            addr = Some(rest.trim().to_string());
+            break;
+        }
+    }
+    let addr = addr.expect("the daemon prints its address");
+    let body: serde_json::Value =
+        reqwest::blocking_get(&format!("http://{addr}/v1/notes/hello?limit=1"));
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(body["title"], "Hello");
+    assert!(vault.path().join(".notevault/history.git").is_dir());
+}
+
+mod reqwest {
+    /// A minimal blocking GET over a std TcpStream (the test needs no async runtime).
+    pub fn blocking_get(url: &str) -> serde_json::Value {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_once('/').unwrap();
+        let mut stream = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            stream,
+            "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (_, body) = response.split_once("\r\n\r\n").unwrap();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"))
+    }
+}
