@@ -1,48 +1,11 @@
 //! The `notevault` command line.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use notevault::cli::{Cli, Command, ServeArgs};
 use notevault::config::{Config, Layer};
-
-#[derive(Parser)]
-#[command(
-    name = "notevault",
-    version,
-    about = "Serve a folder of markdown notes to people, editors and AI agents"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Serve a vault over HTTP (the /v1 API) on a loopback address.
-    Serve(ServeArgs),
-    /// Print the OpenAPI 3.1 contract as JSON.
-    Openapi,
-}
-
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// The vault folder [default: .]
-    vault: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:4000]
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<SocketAddr>,
-    /// Where history, metadata and index live [default: <VAULT>/.notevault]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    /// A TOML config file (also NOTEVAULT_CONFIG)
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Serve a non-loopback address without authentication
-    #[arg(long)]
-    insecure_open: bool,
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -122,3 +122,31 @@ mod reqwest {
         serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"))
     }
 }
+
+/// `man/` is generated from the clap definition; regenerate with
+/// `NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages`.
+#[test]
+fn man_pages_are_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    let top = notevault::cli::command();
+    let mut pages = vec![("notevault.1".to_string(), top.clone())];
+    for sub in top.get_subcommands() {
+        let name = format!("notevault-{}", sub.get_name());
+        let file = format!("{name}.1");
+        pages.push((file, sub.clone().name(&*Box::leak(name.into_boxed_str()))));
+    }
+    for (file, cmd) in pages {
+        let mut rendered = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut rendered).unwrap();
+        let path = root.join(&file);
+        if std::env::var_os("NOTEVAULT_WRITE_MAN").is_some() {
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(&path, &rendered).unwrap();
+        }
+        let checked_in = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            checked_in == rendered,
+            "man/{file} is stale: run NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages"
+        );
+    }
+}
