@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -37,6 +37,10 @@ pub struct Service {
     committed_seq: AtomicI64,
     /// Secret for tamper-evident page tokens, kept in the metadata store.
     pub token_key: [u8; 32],
+    /// One change applies at a time: API writes and reconciles of disk changes.
+    pub write_lock: Mutex<()>,
+    /// Per-`Idempotency-Key` locks of the write pipeline.
+    pub key_locks: crate::writes::KeyLocks,
 }
 
 /// One page of a line-sliced read.
@@ -104,6 +108,8 @@ impl Service {
             catalog: RwLock::new(Catalog::default()),
             committed_seq,
             token_key,
+            write_lock: Mutex::new(()),
+            key_locks: Default::default(),
             config,
         });
         svc.startup_scan()?;
@@ -111,6 +117,9 @@ impl Service {
     }
 
     fn startup_scan(&self) -> anyhow::Result<()> {
+        for temp in crate::vault::fsio::clean_temp_files(&self.paths.root, &self.paths.state_dir) {
+            tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
+        }
         let found = scan::scan(&self.paths);
         let stored = self.meta.all_notes()?;
         let first_history = self.history.status().head.is_none();
@@ -197,6 +206,15 @@ impl Service {
     /// Find a note by note id or slug. A key that would leave the vault is `UNSAFE_PATH`;
     /// a note file created since the scan is taken in on the spot.
     pub fn find(&self, key: &str) -> Result<Arc<Note>> {
+        self.find_with(key, |rel| self.refresh(rel))
+    }
+
+    /// [`Service::find`] for a caller that holds the write lock.
+    pub(crate) fn find_locked(&self, key: &str) -> Result<Arc<Note>> {
+        self.find_with(key, |rel| self.refresh_locked(rel))
+    }
+
+    fn find_with(&self, key: &str, refresh: impl Fn(&str) -> Result<()>) -> Result<Arc<Note>> {
         if key.is_empty() {
             return Err(Error::invalid_field("note", "must be at least 1 character"));
         }
@@ -210,7 +228,7 @@ impl Service {
         };
         let safe = self.paths.resolve(&rel)?;
         if safe.abs.is_file() {
-            self.refresh(&safe.rel)?;
+            refresh(&safe.rel)?;
             if let Some(note) = self.catalog.read().get(crate::vault::path::slug_of(&rel)) {
                 return Ok(note.clone());
             }
@@ -241,6 +259,12 @@ impl Service {
 
     /// Reconcile one path with the disk (`filesystem` actor).
     pub fn refresh(&self, rel: &str) -> Result<()> {
+        let _write = self.write_lock.lock();
+        self.refresh_locked(rel)
+    }
+
+    /// [`Service::refresh`] for a caller that holds the write lock.
+    pub(crate) fn refresh_locked(&self, rel: &str) -> Result<()> {
         let (observed, removed) = match scan::observe(&self.paths.root, rel) {
             Ok(o) => (vec![o], vec![]),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (vec![], vec![rel.to_string()]),

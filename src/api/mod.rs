@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod params;
 pub mod routes;
 pub mod wire;
+pub mod writes;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -167,7 +168,19 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
     let matched = recognize(req.method(), &path, |key| {
         svc.catalog.read().find(key).is_some()
     })?;
-    let (parts, _body) = req.into_parts();
+    let (parts, body) = req.into_parts();
+    let bytes = if matches!(parts.method, Method::POST | Method::PATCH | Method::PUT) {
+        axum::body::to_bytes(body, writes::MAX_BODY)
+            .await
+            .map_err(|_| {
+                Error::new(
+                    Reason::PAYLOAD_TOO_LARGE,
+                    format!("the request body is over {} bytes", writes::MAX_BODY),
+                )
+            })?
+    } else {
+        axum::body::Bytes::new()
+    };
     let note = || {
         matched.param.clone().ok_or_else(|| {
             ApiError(Error::new(
@@ -186,7 +199,25 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         Op::ListNotes => notes::list(svc, parts).await?.into_response(),
         Op::GetNote => notes::get(svc, note()?, parts).await?.into_response(),
         Op::GetRaw => notes::raw(svc, note()?, parts).await?.into_response(),
+        Op::CreateNote => writes::create(svc, parts, bytes).await?,
+        Op::PatchNote => writes::patch(svc, note()?, parts, bytes).await?,
+        Op::DeleteNote => writes::delete(svc, note()?, parts).await?,
+        Op::EditNote => writes::edit(svc, note()?, parts, bytes).await?,
+        Op::MoveNote => writes::move_(svc, note()?, parts, bytes).await?,
+        Op::RenameNote => writes::rename(svc, note()?, parts, bytes).await?,
     };
+    let mut response = response;
+    if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {
+        let link = format!(
+            "<{}>; rel=\"successor-version\"",
+            successor.replace("{note}", raw)
+        );
+        let headers = response.headers_mut();
+        headers.insert("deprecation", HeaderValue::from_static("true"));
+        if let Ok(v) = HeaderValue::from_str(&link) {
+            headers.insert("link", v);
+        }
+    }
     if head {
         let (parts, _) = response.into_parts();
         return Ok(Response::from_parts(parts, Body::empty()));

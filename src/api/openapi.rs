@@ -15,6 +15,62 @@ use crate::api::wire;
 #[allow(dead_code)]
 fn openapi_json() {}
 
+/// Deprecated: use `POST /v1/notes/{note}:edit`. Answers `Deprecation: true` and a
+/// `Link: <...:edit>; rel="successor-version"` header.
+#[utoipa::path(
+    post,
+    path = "/v1/notes/{note}/edit",
+    tag = "Notes",
+    request_body = crate::api::writes::EditNote,
+    params(("note" = String, Path, min_length = 1), ("Idempotency-Key" = String, Header)),
+    responses(
+        (status = 200, description = "As `:edit`.", body = wire::Receipt),
+        (status = 400, description = "As `:edit`.", body = ErrorEnvelope),
+        (status = 404, description = "As `:edit`.", body = ErrorEnvelope),
+        (status = 409, description = "As `:edit`.", body = ErrorEnvelope),
+        (status = 422, description = "As `:edit`.", body = ErrorEnvelope),
+    )
+)]
+#[deprecated]
+#[allow(dead_code)]
+fn legacy_edit() {}
+
+/// Deprecated: use `POST /v1/notes/{note}:move`.
+#[utoipa::path(
+    post,
+    path = "/v1/notes/{note}/move",
+    tag = "Notes",
+    request_body = crate::api::writes::MoveNote,
+    params(("note" = String, Path, min_length = 1), ("Idempotency-Key" = String, Header)),
+    responses(
+        (status = 200, description = "As `:move`.", body = wire::Receipt),
+        (status = 400, description = "As `:move`.", body = ErrorEnvelope),
+        (status = 404, description = "As `:move`.", body = ErrorEnvelope),
+        (status = 409, description = "As `:move`.", body = ErrorEnvelope),
+    )
+)]
+#[deprecated]
+#[allow(dead_code)]
+fn legacy_move() {}
+
+/// Deprecated: use `POST /v1/notes/{note}:rename`.
+#[utoipa::path(
+    post,
+    path = "/v1/notes/{note}/rename",
+    tag = "Notes",
+    request_body = crate::api::writes::RenameNote,
+    params(("note" = String, Path, min_length = 1), ("Idempotency-Key" = String, Header)),
+    responses(
+        (status = 200, description = "As `:rename`.", body = wire::Receipt),
+        (status = 400, description = "As `:rename`.", body = ErrorEnvelope),
+        (status = 404, description = "As `:rename`.", body = ErrorEnvelope),
+        (status = 409, description = "As `:rename`.", body = ErrorEnvelope),
+    )
+)]
+#[deprecated]
+#[allow(dead_code)]
+fn legacy_rename() {}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -37,6 +93,15 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::notes::list,
         crate::api::notes::get,
         crate::api::notes::raw,
+        crate::api::writes::create,
+        crate::api::writes::patch,
+        crate::api::writes::delete,
+        crate::api::writes::edit,
+        crate::api::writes::move_,
+        crate::api::writes::rename,
+        legacy_edit,
+        legacy_move,
+        legacy_rename,
     ),
     components(schemas(
         ErrorEnvelope,
@@ -48,6 +113,13 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         wire::NoteList,
         wire::Coverage,
         wire::ExcludedNote,
+        wire::Receipt,
+        wire::LinkFailure,
+        crate::api::writes::CreateNote,
+        crate::api::writes::PatchNote,
+        crate::api::writes::EditNote,
+        crate::api::writes::MoveNote,
+        crate::api::writes::RenameNote,
     )),
     tags(
         (name = "Notes", description = "List and read notes."),

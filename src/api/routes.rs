@@ -18,13 +18,21 @@ pub enum Op {
     ListNotes,
     GetNote,
     GetRaw,
+    CreateNote,
+    PatchNote,
+    DeleteNote,
+    EditNote,
+    MoveNote,
+    RenameNote,
 }
 
-/// One served route: method, OpenAPI path template, operation.
+/// One served route: method, OpenAPI path template, operation, and for a deprecated
+/// legacy form the template of its canonical successor.
 pub struct Route {
     pub method: Method,
     pub template: &'static str,
     pub op: Op,
+    pub successor: Option<&'static str>,
 }
 
 /// Every route, as the OpenAPI document names it.
@@ -33,12 +41,40 @@ pub fn routes() -> Vec<Route> {
         method,
         template,
         op,
+        successor: None,
+    };
+    let legacy = |template, op, successor| Route {
+        method: Method::POST,
+        template,
+        op,
+        successor: Some(successor),
     };
     vec![
         r(Method::GET, "/openapi.json", Op::OpenApi),
         r(Method::GET, "/v1/notes", Op::ListNotes),
+        r(Method::POST, "/v1/notes", Op::CreateNote),
         r(Method::GET, "/v1/notes/{note}", Op::GetNote),
+        r(Method::PATCH, "/v1/notes/{note}", Op::PatchNote),
+        r(Method::DELETE, "/v1/notes/{note}", Op::DeleteNote),
         r(Method::GET, "/v1/notes/{note}/raw", Op::GetRaw),
+        r(Method::POST, "/v1/notes/{note}:edit", Op::EditNote),
+        r(Method::POST, "/v1/notes/{note}:move", Op::MoveNote),
+        r(Method::POST, "/v1/notes/{note}:rename", Op::RenameNote),
+        legacy(
+            "/v1/notes/{note}/edit",
+            Op::EditNote,
+            "/v1/notes/{note}:edit",
+        ),
+        legacy(
+            "/v1/notes/{note}/move",
+            Op::MoveNote,
+            "/v1/notes/{note}:move",
+        ),
+        legacy(
+            "/v1/notes/{note}/rename",
+            Op::RenameNote,
+            "/v1/notes/{note}:rename",
+        ),
     ]
 }
 
@@ -48,6 +84,9 @@ pub struct Matched {
     pub op: Op,
     pub template: &'static str,
     pub param: Option<String>,
+    /// The raw (still encoded) parameter, to build a successor link.
+    pub raw_param: Option<String>,
+    pub successor: Option<&'static str>,
 }
 
 struct Candidate {
@@ -55,6 +94,7 @@ struct Candidate {
     template: &'static str,
     suffix_len: usize,
     raw_param: Option<String>,
+    successor: Option<&'static str>,
 }
 
 /// Match `method` and the raw `path`. `exists` tells whether a note key names an existing
@@ -84,6 +124,7 @@ pub fn recognize(
             template: route.template,
             suffix_len,
             raw_param,
+            successor: route.successor,
         });
     }
     if candidates.is_empty() {
@@ -121,6 +162,8 @@ pub fn recognize(
         op: c.op,
         template: c.template,
         param: decoded[pick].clone(),
+        raw_param: c.raw_param.clone(),
+        successor: c.successor,
     })
 }
 

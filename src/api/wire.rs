@@ -153,3 +153,34 @@ pub struct NoteList {
     pub next_page_token: Option<String>,
     pub coverage: Coverage,
 }
+
+/// A note whose links could not be rewritten, and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkFailure {
+    pub slug: String,
+    pub reason: String,
+}
+
+/// The receipt of a note write.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Receipt {
+    /// `applied` or `queued`.
+    pub status: String,
+    pub slug: String,
+    /// Identifies a queued write (`GET /v1/writes/{id}`); null when applied.
+    pub pending_id: Option<String>,
+    pub note_id: String,
+    pub version_id: String,
+    pub content_hash: String,
+    pub committed_seq: i64,
+    /// The note after the write; embedded for an applied create and PATCH.
+    pub note: Option<NoteHandle>,
+    pub renamed: bool,
+    /// The content was identical: no new version, no commit.
+    pub unchanged: bool,
+    /// Notes whose links to this one were rewritten (move, rename).
+    pub links_updated: usize,
+    pub links_failed: Vec<LinkFailure>,
+    /// The file was written but a follow-up (history commit) failed.
+    pub flow_back_error: Option<String>,
+}

@@ -41,6 +41,9 @@ pub struct CommitRequest {
     pub changes: Vec<Change>,
     /// `(key, value)` trailers appended to the message.
     pub trailers: Vec<(String, String)>,
+    /// Commit even when the tree is unchanged (an API write always gets its commit, even
+    /// when the startup bootstrap, which reads files late, already holds its content).
+    pub allow_empty: bool,
 }
 
 /// What the history thread reports, for `/v1/index-status` and tests.
@@ -190,7 +193,7 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Opt
         .write()
         .map_err(|e| history_error("write tree", e))?
         .detach();
-    if parent.is_some() && tree == base_tree {
+    if parent.is_some() && tree == base_tree && !request.allow_empty {
         return Ok(None);
     }
     let mut message = request.subject.clone();
@@ -242,6 +245,7 @@ mod tests {
                 actor: "test".into(),
                 changes,
                 trailers: vec![("Notevault-Seq".into(), "1".into())],
+                allow_empty: false,
             })
             .recv()
             .unwrap()

@@ -38,7 +38,24 @@ const MIGRATIONS: &[&str] = &[
         created_at      TEXT NOT NULL
     );
     CREATE INDEX revisions_by_note ON revisions (note_id, seq);",
+    // 2: idempotency records of applied writes
+    "CREATE TABLE idempotency (
+        key        TEXT PRIMARY KEY,
+        op_hash    TEXT NOT NULL,
+        status     INTEGER NOT NULL,
+        body       TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );",
 ];
+
+/// A stored write result, replayed for the same `Idempotency-Key` and operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRow {
+    pub key: String,
+    pub op_hash: String,
+    pub status: u16,
+    pub body: String,
+}
 
 /// A note row as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,6 +209,34 @@ impl Meta {
             }
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>> {
+        Ok(self
+            .conn
+            .lock()
+            .query_row(
+                "SELECT key, op_hash, status, body FROM idempotency WHERE key = ?1",
+                [key],
+                |r| {
+                    Ok(IdempotencyRow {
+                        key: r.get(0)?,
+                        op_hash: r.get(1)?,
+                        status: r.get(2)?,
+                        body: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    pub fn store_idempotency(&self, row: &IdempotencyRow, created_at: &str) -> Result<()> {
+        self.conn.lock().execute(
+            "INSERT INTO idempotency (key, op_hash, status, body, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![row.key, row.op_hash, row.status, row.body, created_at],
+        )?;
         Ok(())
     }
 

@@ -1,5 +1,8 @@
-//! Domain core: the note model, markdown facts, safe paths. No HTTP, no JSON.
+//! Domain core: the note model, markdown facts, surgical frontmatter edits, safe paths,
+//! atomic file IO. No HTTP, no JSON.
 
 pub mod catalog;
+pub mod frontmatter;
+pub mod fsio;
 pub mod markdown;
 pub mod path;

@@ -210,6 +210,7 @@ pub fn reconcile(
         actor: actor.to_string(),
         changes,
         trailers,
+        allow_empty: false,
     });
     Ok(Outcome {
         revisions: revisions.len(),

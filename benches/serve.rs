@@ -1,0 +1,1118 @@
+//! `cargo bench --bench serve`: how fast `notevault serve` starts, records the vault as its
+//! first history commit, and answers line-sliced reads, on the real corpus
+//! (`../shared/corpora/realvault.tar.gz`). Each figure is printed beside its target or its
+//! reference (the git CLI). What each figure means: `benches/README.md`.
+//!
+//! Environment:
+//! - `NOTEVAULT_CORPUS`: the tarball (default `../shared/corpora/realvault.tar.gz`, relative
+//!   to the crate); when it is absent the bench says so and exits 0.
+//! - `NOTEVAULT_BENCH_SECONDS`: measured duration of each load run (default 10).
+//! - `NOTEVAULT_BENCH_RUNS`: repetitions of each start and history measure (default 3).
+//! - `NOTEVAULT_BENCH_NO_DROP_CACHES=1`: never drop the page cache before a cold start.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// The daemon, built by cargo with the bench (release) profile.
+const BIN: &str = env!("CARGO_BIN_EXE_notevault");
+const DEFAULT_CORPUS: &str = "../shared/corpora/realvault.tar.gz";
+/// How often the start measure retries a refused connection.
+const START_POLL: Duration = Duration::from_millis(5);
+/// How often the history measure asks git for `HEAD`.
+const GIT_POLL: Duration = Duration::from_millis(10);
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+const HISTORY_TIMEOUT: Duration = Duration::from_secs(600);
+const CONNECTIONS: usize = 8;
+const READ_LIMIT: usize = 200;
+/// Slugs taken from each top-level folder of the corpus for the read load.
+const SLUGS_PER_FOLDER: usize = 250;
+const WARMUP: Duration = Duration::from_secs(1);
+
+const TARGET_COLD: Duration = Duration::from_secs(2);
+const TARGET_WARM: Duration = Duration::from_millis(500);
+const TARGET_P50: Duration = Duration::from_micros(500);
+const TARGET_P99: Duration = Duration::from_millis(2);
+
+/// Slug characters sent as they are; `/` stays raw (the routes accept it raw or as `%2F`).
+const SLUG: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'/')
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+fn main() -> ExitCode {
+    // `cargo test --all-targets` runs benches without `--bench`: stay out of its way.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("serve bench: run it with `cargo bench --bench serve`; nothing to test here");
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("serve bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Settings {
+    seconds: u64,
+    runs: usize,
+    drop_caches: bool,
+}
+
+impl Settings {
+    fn from_env() -> Result<Self> {
+        let num = |name: &str, default: u64| -> Result<u64> {
+            match std::env::var(name) {
+                Ok(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .with_context(|| format!("{name}={v:?}: expected a positive integer")),
+                Err(_) => Ok(default),
+            }
+        };
+        Ok(Self {
+            seconds: num("NOTEVAULT_BENCH_SECONDS", 10)?,
+            runs: usize::try_from(num("NOTEVAULT_BENCH_RUNS", 3)?)?,
+            drop_caches: std::env::var_os("NOTEVAULT_BENCH_NO_DROP_CACHES").is_none(),
+        })
+    }
+}
+
+fn run() -> Result<()> {
+    let settings = Settings::from_env()?;
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (shown, tarball) = match std::env::var_os("NOTEVAULT_CORPUS") {
+        Some(p) => (p.to_string_lossy().into_owned(), PathBuf::from(p)),
+        None => (DEFAULT_CORPUS.to_string(), manifest.join(DEFAULT_CORPUS)),
+    };
+    if !tarball.is_file() {
+        println!("skipped: {shown} not found");
+        return Ok(());
+    }
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => manifest.join(dir),
+        None => manifest.join("target"),
+    };
+    let corpus = unpack(&tarball, &target.join("bench-corpus"))?;
+    let work = target.join("bench-corpus").join("run");
+    if work.exists() {
+        std::fs::remove_dir_all(&work).with_context(|| format!("clean {}", work.display()))?;
+    }
+    std::fs::create_dir_all(work.join("logs"))?;
+    let vault = work.join("vault");
+    let git_copy = work.join("git-copy");
+    copy_tree(&corpus, &vault)?;
+    copy_tree(&corpus, &git_copy)?;
+    sh("sync")?;
+    let census = Census::of(&vault)?;
+
+    println!("notevault serve bench");
+    println!(
+        "  date      {}",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    println!(
+        "  machine   {} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        first_line(&sh_out("uname -sr")?)
+    );
+    println!("  binary    {BIN}");
+    println!("  git       {}", first_line(&sh_out("git --version")?));
+    println!(
+        "  corpus    {} -> {} ({} .md files, {} other files: {}; {:.1} MB)",
+        shown,
+        corpus.display(),
+        census.md,
+        census.other.len(),
+        census.other.join(", "),
+        census.bytes as f64 / 1e6
+    );
+    println!("  work dir  {}  (daemon logs in logs/)", work.display());
+    println!(
+        "  runs      {} per start/history figure (median shown), load {} s + {} s warm-up",
+        settings.runs,
+        settings.seconds,
+        WARMUP.as_secs()
+    );
+    println!();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut table = Table::default();
+
+    // 2. History bootstrap, beside the git CLI on a copy of the same folder (interleaved).
+    println!("[history] notevault bootstrap vs `git init && git add -A && git commit`");
+    let mut nv_hist = Vec::new();
+    let mut git_hist = Vec::new();
+    let mut scanned_at = Vec::new();
+    let mut fsck_clean = 0;
+    let mut git_files = 0;
+    let mut kept_state = None;
+    for i in 1..=settings.runs {
+        let state = work.join(format!("state-history-{i}"));
+        let log = work.join(format!("logs/history-{i}.log"));
+        let h = history_run(&vault, &state, &log, census.md)?;
+        let fsck = git_fsck(&state.join("history.git"))?;
+        println!(
+            "  run {i}: notevault {} (vault scanned at {}, {} files in HEAD, fsck {})",
+            ms(h.complete),
+            h.scanned.map_or_else(|| "?".into(), ms),
+            h.files,
+            if fsck.is_empty() {
+                "clean"
+            } else {
+                "NOT CLEAN"
+            }
+        );
+        ensure!(
+            h.files == census.md,
+            "history HEAD lists {} files, the vault has {} .md files",
+            h.files,
+            census.md
+        );
+        if fsck.is_empty() {
+            fsck_clean += 1;
+        } else {
+            println!("    git fsck: {fsck}");
+        }
+        nv_hist.push(h.complete);
+        if let Some(s) = h.scanned {
+            scanned_at.push(s);
+        }
+        if kept_state.is_none() {
+            kept_state = Some(state);
+        }
+        let (took, files) = git_baseline(&git_copy)?;
+        git_files = files;
+        println!(
+            "  run {i}: git CLI   {} ({files} files committed)",
+            ms(took)
+        );
+        git_hist.push(took);
+    }
+    let nv_med = median(&nv_hist);
+    let git_med = median(&git_hist);
+    let ratio = nv_med.as_secs_f64() / git_med.as_secs_f64();
+    table.row(
+        "history bootstrap, notevault (spawn -> HEAD complete)",
+        spread(&nv_hist),
+        format!("<= 1.00x git ({:.2}x)", ratio),
+        ratio <= 1.0,
+    );
+    table.info(
+        "  of which: spawn -> \"vault scanned\" log line",
+        spread(&scanned_at),
+    );
+    table.info(
+        "history reference: git init && add -A && commit",
+        spread(&git_hist),
+    );
+    table.info(
+        "git fsck of history.git",
+        format!("{fsck_clean}/{} clean", settings.runs),
+    );
+    println!(
+        "  files: notevault commits {} .md files, git commits {git_files} (difference {}: {})",
+        census.md,
+        git_files as i64 - census.md as i64,
+        census.other.join(", ")
+    );
+    println!();
+    let state = kept_state.context("no history run")?;
+
+    // 1. Start to first served request.
+    println!("[start] spawn -> first `GET /v1/notes?page_size=1` answering 200");
+    let mut cold = Vec::new();
+    let mut cold_dropped = settings.drop_caches;
+    for i in 1..=settings.runs {
+        let dropped = settings.drop_caches && drop_page_cache();
+        cold_dropped &= dropped;
+        let fresh = work.join(format!("state-cold-{i}"));
+        let (t, scanned) = start_run(
+            &rt,
+            &vault,
+            &fresh,
+            &work.join(format!("logs/cold-{i}.log")),
+        )?;
+        println!(
+            "  cold  {i}: {} (page cache {}, vault scanned at {})",
+            ms(t),
+            if dropped { "dropped" } else { "warm" },
+            scanned.map_or_else(|| "?".into(), ms)
+        );
+        cold.push(t);
+    }
+    let mut fresh_warm = Vec::new();
+    for i in 1..=settings.runs {
+        let fresh = work.join(format!("state-fresh-{i}"));
+        let (t, scanned) = start_run(
+            &rt,
+            &vault,
+            &fresh,
+            &work.join(format!("logs/fresh-{i}.log")),
+        )?;
+        println!(
+            "  fresh {i}: {} (page cache warm, vault scanned at {})",
+            ms(t),
+            scanned.map_or_else(|| "?".into(), ms)
+        );
+        fresh_warm.push(t);
+    }
+    let mut warm = Vec::new();
+    for i in 1..=settings.runs {
+        let (t, scanned) = start_run(
+            &rt,
+            &vault,
+            &state,
+            &work.join(format!("logs/warm-{i}.log")),
+        )?;
+        println!(
+            "  warm  {i}: {} (second start on {}, vault scanned at {})",
+            ms(t),
+            state.file_name().unwrap_or_default().to_string_lossy(),
+            scanned.map_or_else(|| "?".into(), ms)
+        );
+        warm.push(t);
+    }
+    let cold_label = if cold_dropped {
+        "start, cold (fresh state dir, page cache dropped)"
+    } else {
+        "start, cold (fresh state dir, warm page cache)"
+    };
+    table.row(
+        cold_label,
+        spread(&cold),
+        "<= 2000 ms",
+        median(&cold) <= TARGET_COLD,
+    );
+    if cold_dropped {
+        table.info(
+            "start, fresh state dir, warm page cache",
+            spread(&fresh_warm),
+        );
+    }
+    table.row(
+        "start, warm (second start, same state dir)",
+        spread(&warm),
+        "<= 500 ms",
+        median(&warm) <= TARGET_WARM,
+    );
+    println!();
+
+    // 3. Line-sliced reads under load.
+    println!(
+        "[read] GET /v1/notes/{{note}}?limit={READ_LIMIT}, {CONNECTIONS} keep-alive connections"
+    );
+    let mut daemon = Daemon::spawn(&vault, &state, &work.join("logs/load.log"))?;
+    rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
+    let addr = daemon.addr;
+    let slugs = rt.block_on(collect_slugs(addr))?;
+    let mut folders: Vec<(String, Vec<String>)> = Vec::new();
+    for (folder, all) in &slugs {
+        let paths: Vec<String> = spaced(all, SLUGS_PER_FOLDER)
+            .into_iter()
+            .map(|s| {
+                format!(
+                    "/v1/notes/{}?limit={READ_LIMIT}",
+                    utf8_percent_encode(s, SLUG)
+                )
+            })
+            .collect();
+        let sizes = rt.block_on(check_paths(addr, &paths))?;
+        println!(
+            "  {folder}: {} of {} notes, response body mean {:.1} KB",
+            paths.len(),
+            all.len(),
+            sizes as f64 / paths.len() as f64 / 1e3
+        );
+        folders.push((folder.clone(), paths));
+    }
+    let mix = interleave(&folders);
+    let duration = Duration::from_secs(settings.seconds);
+    let mixed = rt.block_on(load(addr, Arc::new(mix.clone()), duration))?;
+    println!("  mix of all folders:   {}", mixed.summary());
+    let big: Vec<String> = folders
+        .iter()
+        .find(|(f, _)| f == "PowerShell-Docs")
+        .map(|(_, p)| p.clone())
+        .unwrap_or_default();
+    let big_load = if big.is_empty() {
+        None
+    } else {
+        let r = rt.block_on(load(addr, Arc::new(big.clone()), duration))?;
+        println!("  PowerShell-Docs only: {}", r.summary());
+        Some(r)
+    };
+    table.row(
+        "read p50, mix (Rust hyper client)",
+        us(mixed.p50),
+        "<= 500 us",
+        mixed.p50 <= TARGET_P50,
+    );
+    table.row(
+        "read p99, mix (Rust hyper client)",
+        us(mixed.p99),
+        "<= 2000 us",
+        mixed.p99 <= TARGET_P99,
+    );
+    table.info("read throughput, mix", format!("{:.0} req/s", mixed.rps));
+    if let Some(r) = &big_load {
+        table.row(
+            "read p50, PowerShell-Docs only",
+            us(r.p50),
+            "<= 500 us",
+            r.p50 <= TARGET_P50,
+        );
+        table.row(
+            "read p99, PowerShell-Docs only",
+            us(r.p99),
+            "<= 2000 us",
+            r.p99 <= TARGET_P99,
+        );
+        table.info(
+            "read throughput, PowerShell-Docs only",
+            format!("{:.0} req/s", r.rps),
+        );
+    }
+    match wrk_cross_check(addr, &mix, settings.seconds, &work.join("wrk.lua"))? {
+        Some(w) => {
+            println!("  wrk cross-check (mix): {w}");
+            table.info("cross-check: wrk -t2 -c8, mix", w);
+        }
+        None => println!("  wrk not found on PATH: no cross-check"),
+    }
+    daemon.stop()?;
+    println!();
+    table.print();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Corpus and folders
+
+/// Unpack the tarball into `dir` once; a marker file says a previous unpack finished.
+fn unpack(tarball: &Path, dir: &Path) -> Result<PathBuf> {
+    let corpus = dir.join("realvault");
+    let marker = dir.join(".realvault-unpacked");
+    if marker.is_file() && corpus.is_dir() {
+        return Ok(corpus);
+    }
+    if corpus.exists() {
+        std::fs::remove_dir_all(&corpus)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    println!("unpacking {} into {} ...", tarball.display(), dir.display());
+    let status = Command::new("tar")
+        .arg("xzf")
+        .arg(tarball)
+        .arg("-C")
+        .arg(dir)
+        .status()
+        .context("run tar")?;
+    ensure!(
+        status.success(),
+        "tar xzf {} failed: {status}",
+        tarball.display()
+    );
+    ensure!(corpus.is_dir(), "the tarball did not unpack to realvault/");
+    std::fs::write(&marker, tarball.display().to_string())?;
+    Ok(corpus)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let status = Command::new("cp").arg("-a").arg(from).arg(to).status()?;
+    ensure!(
+        status.success(),
+        "cp -a {} {} failed",
+        from.display(),
+        to.display()
+    );
+    Ok(())
+}
+
+/// What the folder holds: notevault serves the `.md` files, git commits every file.
+struct Census {
+    md: usize,
+    other: Vec<String>,
+    bytes: u64,
+}
+
+impl Census {
+    fn of(root: &Path) -> Result<Self> {
+        let mut census = Self {
+            md: 0,
+            other: Vec::new(),
+            bytes: 0,
+        };
+        for entry in walkdir::WalkDir::new(root) {
+            let entry = entry?;
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            census.bytes += entry.metadata()?.len();
+            if entry.file_name().to_string_lossy().ends_with(".md") {
+                census.md += 1;
+            } else {
+                let rel = entry.path().strip_prefix(root)?;
+                census.other.push(rel.to_string_lossy().into_owned());
+            }
+        }
+        Ok(census)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The daemon
+
+struct Daemon {
+    child: Child,
+    addr: SocketAddr,
+    started: Instant,
+    log: Arc<Mutex<Vec<(Duration, String)>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Spawn `notevault serve` on a free loopback port, its stderr timestamped into
+    /// `log_file` (time since spawn) and kept for phase look-ups.
+    fn spawn(vault: &Path, state: &Path, log_file: &Path) -> Result<Self> {
+        let addr = free_port()?;
+        let mut file = File::create(log_file)?;
+        let started = Instant::now();
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg(vault)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--state-dir")
+            .arg(state)
+            .env("RATE_LIMIT_READ_PER_MINUTE", "0")
+            .env("NOTEVAULT_LOG", "notevault=debug")
+            .env("NO_COLOR", "1")
+            .env_remove("NOTEVAULT_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("spawn {BIN}"))?;
+        let stderr = child.stderr.take().context("daemon stderr")?;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let at = started.elapsed();
+                let _ = writeln!(file, "{:>10.3} ms  {line}", at.as_secs_f64() * 1e3);
+                if let Ok(mut lines) = sink.lock() {
+                    lines.push((at, line));
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            addr,
+            started,
+            log,
+            reader: Some(reader),
+        })
+    }
+
+    /// When (since spawn) the daemon logged a line containing `needle`.
+    fn logged(&self, needle: &str) -> Option<Duration> {
+        let lines = self.log.lock().ok()?;
+        lines
+            .iter()
+            .find(|(_, line)| line.contains(needle))
+            .map(|(at, _)| *at)
+    }
+
+    fn ensure_running(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            let log: Vec<String> = self
+                .log
+                .lock()
+                .map(|l| l.iter().map(|(_, s)| s.clone()).collect())
+                .unwrap_or_default();
+            bail!("the daemon exited ({status}):\n{}", log.join("\n"));
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C (SIGINT) and wait; kill when it does not stop within 30 s.
+    fn stop(mut self) -> Result<()> {
+        let _ = Command::new("kill")
+            .arg("-INT")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                eprintln!("the daemon did not stop on SIGINT within 30 s; killing it");
+                self.child.kill()?;
+                self.child.wait()?;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn free_port() -> Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?)
+}
+
+/// Spawn on `state`, measure spawn -> first 200, stop. Also returns when the daemon logged
+/// "vault scanned".
+fn start_run(
+    rt: &tokio::runtime::Runtime,
+    vault: &Path,
+    state: &Path,
+    log: &Path,
+) -> Result<(Duration, Option<Duration>)> {
+    let mut daemon = Daemon::spawn(vault, state, log)?;
+    let took = rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
+    let scanned = daemon.logged("vault scanned");
+    daemon.stop()?;
+    Ok((took, scanned))
+}
+
+/// Poll `GET /v1/notes?page_size=1` until it answers 200; time since spawn. A refused
+/// connection is retried every 5 ms; an accepted one waits for its answer (the daemon
+/// binds its port before it scans, so early connections wait in the backlog).
+async fn first_ok(daemon: &mut Daemon, timeout: Duration) -> Result<Duration> {
+    loop {
+        daemon.ensure_running()?;
+        let elapsed = daemon.started.elapsed();
+        ensure!(elapsed < timeout, "no 200 within {timeout:?}");
+        let attempt = async {
+            let mut conn = Conn::open(daemon.addr).await?;
+            conn.get("/v1/notes?page_size=1").await
+        };
+        match tokio::time::timeout(timeout - elapsed, attempt).await {
+            Ok(Ok((StatusCode::OK, _))) => return Ok(daemon.started.elapsed()),
+            Ok(Ok((status, body))) => {
+                bail!(
+                    "first request answered {status}: {}",
+                    String::from_utf8_lossy(&body)
+                )
+            }
+            Ok(Err(_)) => tokio::time::sleep(START_POLL).await,
+            Err(_) => bail!("no 200 within {timeout:?}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// History
+
+struct HistoryRun {
+    complete: Duration,
+    scanned: Option<Duration>,
+    files: usize,
+}
+
+/// Spawn on a fresh state dir and poll `git rev-parse HEAD` every 10 ms until it resolves
+/// and the commit is complete (`git log` has a commit, `ls-tree -r` lists every note).
+fn history_run(vault: &Path, state: &Path, log: &Path, notes: usize) -> Result<HistoryRun> {
+    let git_dir = state.join("history.git");
+    let mut daemon = Daemon::spawn(vault, state, log)?;
+    let (complete, files) = loop {
+        daemon.ensure_running()?;
+        ensure!(
+            daemon.started.elapsed() < HISTORY_TIMEOUT,
+            "no complete history within {HISTORY_TIMEOUT:?}"
+        );
+        if git_dir.join("HEAD").is_file()
+            && git_ok(&git_dir, &["rev-parse", "--verify", "-q", "HEAD"])
+        {
+            let at = daemon.started.elapsed();
+            let commits = git_lines(&git_dir, &["log", "--oneline"])?;
+            let files = git_lines(&git_dir, &["ls-tree", "-r", "--name-only", "HEAD"])?;
+            if commits >= 1 && files >= notes {
+                break (at, files);
+            }
+        }
+        std::thread::sleep(GIT_POLL);
+    };
+    let scanned = daemon.logged("vault scanned");
+    daemon.stop()?;
+    Ok(HistoryRun {
+        complete,
+        scanned,
+        files,
+    })
+}
+
+/// A git command with the user's and system's configuration left out.
+fn git(git_dir: Option<&Path>) -> Command {
+    let mut cmd = Command::new("git");
+    if let Some(dir) = git_dir {
+        cmd.arg("--git-dir").arg(dir);
+    }
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn git_ok(git_dir: &Path, args: &[&str]) -> bool {
+    git(Some(git_dir))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn git_lines(git_dir: &Path, args: &[&str]) -> Result<usize> {
+    let out = git(Some(git_dir))
+        .args(args)
+        .stderr(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Ok(0);
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count())
+}
+
+/// `git fsck --full`; an empty string when clean.
+fn git_fsck(git_dir: &Path) -> Result<String> {
+    let out = git(Some(git_dir))
+        .args(["fsck", "--full", "--no-progress"])
+        .output()?;
+    let mut text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() {
+        text.push_str(&format!(
+            "\nexit {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(text)
+}
+
+/// The reference: the git CLI records the same folder; returns the time and the number
+/// of files committed.
+fn git_baseline(dir: &Path) -> Result<(Duration, usize)> {
+    let dot_git = dir.join(".git");
+    if dot_git.exists() {
+        std::fs::remove_dir_all(&dot_git)?;
+    }
+    sh("sync")?;
+    let started = Instant::now();
+    let status = git(None)
+        .current_dir(dir)
+        .args(["init", "-q"])
+        .status()
+        .and_then(|s| {
+            if !s.success() {
+                return Ok(s);
+            }
+            let s = git(None).current_dir(dir).args(["add", "-A"]).status()?;
+            if !s.success() {
+                return Ok(s);
+            }
+            git(None)
+                .current_dir(dir)
+                .args(["commit", "-q", "-m", "x"])
+                .status()
+        })?;
+    let took = started.elapsed();
+    ensure!(status.success(), "git init/add/commit failed: {status}");
+    let files = git_lines(&dot_git, &["ls-tree", "-r", "--name-only", "HEAD"])?;
+    Ok((took, files))
+}
+
+/// Drop the page cache (needs root and a writable /proc/sys); false when not possible.
+fn drop_page_cache() -> bool {
+    let _ = Command::new("sync").status();
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP client
+
+/// One HTTP/1.1 keep-alive connection (hyper, no pool).
+struct Conn {
+    sender: http1::SendRequest<Empty<Bytes>>,
+    host: String,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> Result<Self> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Self {
+            sender,
+            host: addr.to_string(),
+        })
+    }
+
+    async fn get(&mut self, path: &str) -> Result<(StatusCode, Bytes)> {
+        self.sender.ready().await?;
+        let request = Request::get(path)
+            .header("host", &self.host)
+            .body(Empty::<Bytes>::new())?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// Every slug of the vault, by top-level folder, paged through `GET /v1/notes`.
+async fn collect_slugs(addr: SocketAddr) -> Result<BTreeMap<String, Vec<String>>> {
+    let mut conn = Conn::open(addr).await?;
+    let mut by_folder: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut path = "/v1/notes?page_size=500".to_string();
+        if let Some(t) = &token {
+            path.push_str("&page_token=");
+            path.push_str(&utf8_percent_encode(t, NON_ALPHANUMERIC).to_string());
+        }
+        let (status, body) = conn.get(&path).await?;
+        ensure!(
+            status == StatusCode::OK,
+            "GET {path}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let page: serde_json::Value = serde_json::from_slice(&body)?;
+        for note in page["notes"].as_array().context("no `notes` array")? {
+            let slug = note["slug"].as_str().context("a note without a slug")?;
+            let folder = slug.split('/').next().unwrap_or_default().to_string();
+            by_folder.entry(folder).or_default().push(slug.to_string());
+        }
+        match page["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    Ok(by_folder)
+}
+
+/// GET every path once (all must answer 200); the total of the response bodies.
+async fn check_paths(addr: SocketAddr, paths: &[String]) -> Result<u64> {
+    let mut conn = Conn::open(addr).await?;
+    let mut bytes = 0;
+    for path in paths {
+        let (status, body) = conn.get(path).await?;
+        ensure!(
+            status == StatusCode::OK,
+            "GET {path}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        bytes += body.len() as u64;
+    }
+    Ok(bytes)
+}
+
+/// Up to `n` evenly spaced items of `all`.
+fn spaced(all: &[String], n: usize) -> Vec<&String> {
+    let k = n.min(all.len());
+    (0..k).map(|i| &all[i * all.len() / k]).collect()
+}
+
+/// Round-robin over the folders, so any stretch of the list mixes them.
+fn interleave(folders: &[(String, Vec<String>)]) -> Vec<String> {
+    let longest = folders.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| folders.iter().filter_map(move |(_, p)| p.get(i).cloned()))
+        .collect()
+}
+
+struct LoadResult {
+    requests: usize,
+    errors: u64,
+    rps: f64,
+    p50: Duration,
+    p90: Duration,
+    p99: Duration,
+    p999: Duration,
+    max: Duration,
+    mean_body: f64,
+}
+
+impl LoadResult {
+    fn summary(&self) -> String {
+        format!(
+            "{} requests, {:.0} req/s, p50 {} p90 {} p99 {} p99.9 {} max {}, body mean {:.1} KB, {} non-200",
+            self.requests,
+            self.rps,
+            us(self.p50),
+            us(self.p90),
+            us(self.p99),
+            us(self.p999),
+            us(self.max),
+            self.mean_body / 1e3,
+            self.errors
+        )
+    }
+}
+
+/// `CONNECTIONS` keep-alive connections, each sending the next path as soon as the last
+/// answer is read, for `WARMUP` (discarded) then `duration`. Latency: from just before
+/// the request is sent to the last byte of the body, per request.
+async fn load(addr: SocketAddr, paths: Arc<Vec<String>>, duration: Duration) -> Result<LoadResult> {
+    ensure!(!paths.is_empty(), "no paths to load");
+    let begin = Instant::now();
+    let measure_from = begin + WARMUP;
+    let end = measure_from + duration;
+    let mut tasks = Vec::new();
+    for c in 0..CONNECTIONS {
+        let paths = paths.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            let mut latencies = Vec::with_capacity(1 << 16);
+            let mut errors = 0u64;
+            let mut bytes = 0u64;
+            let mut i = c * paths.len() / CONNECTIONS;
+            loop {
+                let t0 = Instant::now();
+                if t0 >= end {
+                    break;
+                }
+                let path = &paths[i % paths.len()];
+                i += 1;
+                let (status, body) = conn.get(path).await?;
+                let took = t0.elapsed();
+                if t0 >= measure_from {
+                    if status == StatusCode::OK {
+                        latencies.push(took);
+                        bytes += body.len() as u64;
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+            anyhow::Ok((latencies, errors, bytes))
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    let mut bytes = 0;
+    for task in tasks {
+        let (latencies, e, b) = task.await??;
+        all.extend(latencies);
+        errors += e;
+        bytes += b;
+    }
+    all.sort_unstable();
+    let requests = all.len();
+    Ok(LoadResult {
+        requests,
+        errors,
+        rps: (requests as u64 + errors) as f64 / duration.as_secs_f64(),
+        p50: percentile(&all, 50.0),
+        p90: percentile(&all, 90.0),
+        p99: percentile(&all, 99.0),
+        p999: percentile(&all, 99.9),
+        max: all.last().copied().unwrap_or_default(),
+        mean_body: bytes as f64 / requests.max(1) as f64,
+    })
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// `wrk -t2 -c8 --latency` over the same paths, when wrk is installed: its p50, p99, req/s.
+fn wrk_cross_check(
+    addr: SocketAddr,
+    paths: &[String],
+    seconds: u64,
+    script: &Path,
+) -> Result<Option<String>> {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("wrk").is_file()));
+    if !on_path {
+        return Ok(None);
+    }
+    let mut lua = String::from("local paths = {\n");
+    for p in paths {
+        // Percent-encoded paths: no quote or backslash to escape.
+        lua.push_str(&format!("  \"{p}\",\n"));
+    }
+    lua.push_str(
+        "}\nlocal i = 0\nrequest = function()\n  i = i + 1\n  return wrk.format(\"GET\", paths[(i % #paths) + 1])\nend\n",
+    );
+    std::fs::write(script, lua)?;
+    let out = Command::new("wrk")
+        .args([
+            "-t2",
+            &format!("-c{CONNECTIONS}"),
+            &format!("-d{seconds}s"),
+            "--latency",
+            "-s",
+        ])
+        .arg(script)
+        .arg(format!("http://{addr}"))
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(out.status.success(), "wrk failed: {text}");
+    let field = |prefix: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut summary = format!(
+        "p50 {} p99 {}, {} req/s",
+        field("50%"),
+        field("99%"),
+        field("Requests/sec:")
+    );
+    if text.contains("Non-2xx") {
+        summary.push_str(&format!(", non-2xx {}", field("Non-2xx or 3xx responses:")));
+    }
+    Ok(Some(summary))
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<[String; 4]>,
+}
+
+impl Table {
+    fn row(&mut self, what: &str, measured: String, target: impl Into<String>, met: bool) {
+        let verdict = if met { "met" } else { "MISSED" };
+        self.rows
+            .push([what.into(), measured, target.into(), verdict.into()]);
+    }
+
+    fn info(&mut self, what: &str, measured: String) {
+        self.rows
+            .push([what.into(), measured, String::new(), String::new()]);
+    }
+
+    fn print(&self) {
+        let header = [
+            "figure".to_string(),
+            "measured (median [min-max])".to_string(),
+            "target / reference".to_string(),
+            String::new(),
+        ];
+        let mut widths = [0; 4];
+        for row in std::iter::once(&header).chain(&self.rows) {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |row: &[String; 4]| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect();
+            println!("| {} |", cells.join(" | "));
+        };
+        line(&header);
+        println!(
+            "|{}|",
+            widths
+                .iter()
+                .map(|w| "-".repeat(w + 2))
+                .collect::<Vec<_>>()
+                .join("|")
+        );
+        for row in &self.rows {
+            line(row);
+        }
+    }
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut s = samples.to_vec();
+    s.sort_unstable();
+    s.get(s.len() / 2).copied().unwrap_or_default()
+}
+
+/// `median [min-max]` in ms.
+fn spread(samples: &[Duration]) -> String {
+    let min = samples.iter().min().copied().unwrap_or_default();
+    let max = samples.iter().max().copied().unwrap_or_default();
+    format!(
+        "{} [{:.0}-{:.0}]",
+        ms(median(samples)),
+        min.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    )
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1e3)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} us", d.as_secs_f64() * 1e6)
+}
+
+fn sh(script: &str) -> Result<()> {
+    let status = Command::new("sh").arg("-c").arg(script).status()?;
+    ensure!(status.success(), "`{script}` failed: {status}");
+    Ok(())
+}
+
+fn sh_out(script: &str) -> Result<String> {
+    let out = Command::new("sh").arg("-c").arg(script).output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or_default().trim()
+}

@@ -1,0 +1,252 @@
+//! Rewriting the links that point at a moved or renamed note: `[[name]]`,
+//! `[[name|alias]]`, `[[name#heading]]`, `![[embed]]`, and relative markdown links
+//! `[text](../dir/name.md)`. Each rewritten note is its own revision through the pipeline.
+//!
+//! A wikilink names a note by its full slug or, Obsidian's shortest form, by its file name
+//! alone when that name is unique in the vault; the match is case-insensitive. The live
+//! link graph (a later issue) will replace the whole-vault scan done here.
+
+use std::sync::{Arc, OnceLock};
+
+use regex::Regex;
+
+use crate::service::Service;
+use crate::vault::catalog::Note;
+
+fn wikilink() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    // [[target#heading|alias]]; the target holds no ] | # characters.
+    RE.get_or_init(|| {
+        Regex::new(r"\[\[([^\]\|#\n]+)((?:#[^\]\|\n]*)?(?:\|[^\]\n]*)?)\]\]").expect("valid regex")
+    })
+}
+
+fn mdlink() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    // [text](target.md#anchor) with a relative target.
+    RE.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(#[^)\s]*)?\)").expect("valid regex"))
+}
+
+fn file_name(slug: &str) -> &str {
+    slug.rsplit('/').next().unwrap_or(slug)
+}
+
+fn folder_of(slug: &str) -> &str {
+    slug.rsplit_once('/').map_or("", |(f, _)| f)
+}
+
+/// Resolve `target` (relative to `from_folder`) to a vault-relative slug, if it stays inside.
+fn resolve_relative(from_folder: &str, target: &str) -> Option<String> {
+    let target = percent_encoding::percent_decode_str(target)
+        .decode_utf8()
+        .ok()?;
+    let target = target.strip_suffix(".md")?;
+    let mut parts: Vec<&str> = if target.starts_with('/') {
+        Vec::new()
+    } else {
+        from_folder.split('/').filter(|p| !p.is_empty()).collect()
+    };
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// The relative link from a note in `from_folder` to `to_slug`.
+fn relative_link(from_folder: &str, to_slug: &str) -> String {
+    let from: Vec<&str> = from_folder.split('/').filter(|p| !p.is_empty()).collect();
+    let to: Vec<&str> = to_slug.split('/').collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out: Vec<&str> = vec![".."; from.len() - common];
+    out.extend(&to[common..]);
+    format!("{}.md", out.join("/"))
+}
+
+/// Rewrite `text` (a note in `from_folder`) so links to `old_slug` point at `new_slug`.
+/// `short_ok_old`/`short_ok_new`: whether the bare file name uniquely names the note.
+pub fn rewrite(
+    text: &str,
+    from_folder: &str,
+    old_slug: &str,
+    new_slug: &str,
+    short_ok_old: bool,
+    short_ok_new: bool,
+) -> String {
+    let old_lower = old_slug.to_lowercase();
+    let old_name_lower = file_name(old_slug).to_lowercase();
+    let replaced = wikilink().replace_all(text, |caps: &regex::Captures<'_>| {
+        let target = caps[1].trim();
+        let bare = target.strip_suffix(".md").unwrap_or(target).to_lowercase();
+        let full_match = bare == old_lower;
+        let short_match = short_ok_old && !bare.contains('/') && bare == old_name_lower;
+        if !full_match && !short_match {
+            return caps[0].to_string();
+        }
+        let new_target = if short_match && short_ok_new {
+            file_name(new_slug)
+        } else {
+            new_slug
+        };
+        format!("[[{new_target}{}]]", &caps[2])
+    });
+    mdlink()
+        .replace_all(&replaced, |caps: &regex::Captures<'_>| {
+            let target = &caps[1];
+            if target.contains("://") {
+                return caps[0].to_string();
+            }
+            match resolve_relative(from_folder, target) {
+                Some(slug) if slug.to_lowercase() == old_lower => {
+                    let mut link = relative_link(from_folder, new_slug);
+                    if target.contains("%20") {
+                        link = link.replace(' ', "%20");
+                    }
+                    format!("]({link}{})", caps.get(2).map_or("", |m| m.as_str()))
+                }
+                _ => caps[0].to_string(),
+            }
+        })
+        .into_owned()
+}
+
+/// Rewrite every other note's links to `old` (now at `new_slug`). Returns how many notes
+/// were rewritten and, for each that could not be, its slug and why.
+pub fn rewrite_links_to(
+    svc: &Service,
+    old: &Note,
+    new_slug: &str,
+    actor: &str,
+) -> (usize, Vec<(String, String)>) {
+    let notes: Vec<Arc<Note>> = svc.catalog.read().iter().cloned().collect();
+    let count_name = |name: &str| {
+        let lower = name.to_lowercase();
+        notes
+            .iter()
+            .filter(|n| file_name(&n.slug).to_lowercase() == lower)
+            .count()
+    };
+    // The moved note is already at its new slug in the catalog.
+    let short_ok_old = count_name(file_name(&old.slug))
+        == usize::from(file_name(&old.slug).eq_ignore_ascii_case(file_name(new_slug)));
+    let short_ok_new = count_name(file_name(new_slug)) == 1;
+    let needle = file_name(&old.slug).to_lowercase();
+    let mut updated = 0;
+    let mut failed = Vec::new();
+    for note in notes.iter().filter(|n| n.note_id != old.note_id) {
+        let abs = svc.paths.root.join(&note.path);
+        let Ok(bytes) = std::fs::read(&abs) else {
+            failed.push((note.slug.clone(), "the file could not be read".to_string()));
+            continue;
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            continue;
+        };
+        if !text.to_lowercase().contains(&needle) {
+            continue;
+        }
+        let new_text = rewrite(
+            text,
+            folder_of(&note.slug),
+            &old.slug,
+            new_slug,
+            short_ok_old,
+            short_ok_new,
+        );
+        if new_text == text {
+            continue;
+        }
+        if crate::watch::scan::content_hash(&bytes) != note.content_hash {
+            failed.push((
+                note.slug.clone(),
+                "changed on disk since it was indexed; rewrite its links by hand".into(),
+            ));
+            continue;
+        }
+        match super::commit_change(
+            svc,
+            Some((note, &bytes)),
+            &note.path,
+            Some(new_text.into_bytes()),
+            actor,
+            "update",
+        ) {
+            Ok(_) => updated += 1,
+            Err(e) => failed.push((note.slug.clone(), e.message)),
+        }
+    }
+    (updated, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wikilinks_in_every_form() {
+        let text = "see [[roadmap]], [[Roadmap|the plan]], [[projects/roadmap#Q1]], ![[roadmap]] and [[roadmapper]]";
+        let out = rewrite(
+            text,
+            "daily",
+            "projects/roadmap",
+            "archive/plan",
+            true,
+            true,
+        );
+        assert_eq!(
+            out,
+            "see [[plan]], [[plan|the plan]], [[archive/plan#Q1]], ![[plan]] and [[roadmapper]]"
+        );
+        let out = rewrite(
+            "[[roadmap]]",
+            "",
+            "projects/roadmap",
+            "archive/plan",
+            true,
+            false,
+        );
+        assert_eq!(out, "[[archive/plan]]");
+        let out = rewrite(
+            "[[roadmap]]",
+            "",
+            "projects/roadmap",
+            "archive/plan",
+            false,
+            true,
+        );
+        assert_eq!(out, "[[roadmap]]", "an ambiguous short name is left alone");
+    }
+
+    #[test]
+    fn relative_markdown_links() {
+        let text = "[plan](../projects/roadmap.md#goals) and [web](https://x.test/roadmap.md)";
+        let out = rewrite(
+            text,
+            "daily",
+            "projects/roadmap",
+            "archive/plan",
+            true,
+            true,
+        );
+        assert_eq!(
+            out,
+            "[plan](../archive/plan.md#goals) and [web](https://x.test/roadmap.md)"
+        );
+        let out = rewrite(
+            "[a](sub%20dir/a%20b.md)",
+            "",
+            "sub dir/a b",
+            "c d",
+            true,
+            true,
+        );
+        assert_eq!(out, "[a](c%20d.md)");
+        assert_eq!(relative_link("a/b", "a/c/d"), "../c/d.md");
+        assert_eq!(relative_link("", "x"), "x.md");
+    }
+}
