@@ -4,6 +4,11 @@
 //! still what the caller read (content hash, or absent), rename, fsync the folder. A crash
 //! leaves the old file or the new one, never a torn one; a change made by an editor since
 //! the caller read the file is answered `VERSION_MOVED`, never overwritten.
+//!
+//! On Linux the check and the rename are made one step: the temp file and the target are
+//! swapped atomically (`renameat2(RENAME_EXCHANGE)`), the bytes that were swapped out are
+//! checked, and if an editor saved in the meantime the swap is undone and its bytes stay.
+//! A create uses `RENAME_NOREPLACE`, so a file that appears meanwhile is never replaced.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -82,8 +87,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8], expect: &Expect) -> Result<()> {
             .map_err(|e| Error::internal(format!("cannot write {}: {e}", temp.display())))?;
         drop(file);
         check(path, expect)?;
-        fs::rename(&temp, path)
-            .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))?;
+        swap_in(&temp, path, expect)?;
         sync_dir(dir)?;
         if created_dir {
             if let Some(grand) = dir.parent() {
@@ -98,6 +102,82 @@ pub fn atomic_write(path: &Path, bytes: &[u8], expect: &Expect) -> Result<()> {
     result
 }
 
+#[cfg(target_os = "linux")]
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: both arguments are valid NUL-terminated paths that live across the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            flags,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Put `temp` at `path`, atomically with the `expect` check where the OS allows it.
+/// On success `temp` no longer exists.
+fn swap_in(temp: &Path, path: &Path, expect: &Expect) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let flags = match expect {
+            Expect::Absent => libc::RENAME_NOREPLACE,
+            Expect::Hash(_) => libc::RENAME_EXCHANGE,
+        };
+        match renameat2(temp, path, flags) {
+            Ok(()) => {
+                if let Expect::Hash(want) = expect {
+                    // `temp` now holds what was at `path`: it must be what the caller read.
+                    let swapped_out = fs::read(temp).unwrap_or_default();
+                    if content_hash(&swapped_out) != *want {
+                        let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+                        return Err(moved(
+                            path,
+                            "an editor saved it while it was being replaced",
+                        ));
+                    }
+                    let _ = fs::remove_file(temp);
+                }
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::new(
+                    Reason::NAME_COLLISION,
+                    format!("{} already exists", path.display()),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(moved(path, "it was removed"));
+            }
+            // Filesystems without renameat2 flags fall back to a plain rename.
+            Err(e)
+                if e.raw_os_error() == Some(libc::EINVAL)
+                    || e.raw_os_error() == Some(libc::ENOSYS) => {}
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "cannot replace {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    fs::rename(temp, path)
+        .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))
+}
+
 /// Move `from` to `to` (which must not exist) if `from` still matches `expect`.
 pub fn atomic_move(from: &Path, to: &Path, expect: &Expect) -> Result<()> {
     check(from, expect)?;
@@ -107,15 +187,47 @@ pub fn atomic_move(from: &Path, to: &Path, expect: &Expect) -> Result<()> {
         fs::create_dir_all(to_dir)
             .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
     }
-    fs::rename(from, to).map_err(|e| {
+    move_no_replace(from, to)?;
+    if let Expect::Hash(want) = expect {
+        // What moved must be what the caller read; else an editor saved in between.
+        if fs::read(to)
+            .map(|b| content_hash(&b) != *want)
+            .unwrap_or(true)
+        {
+            let _ = move_no_replace(to, from);
+            return Err(moved(from, "an editor saved it while it was being moved"));
+        }
+    }
+    sync_dir(to_dir)?;
+    sync_dir(parent(from)?)
+}
+
+fn move_no_replace(from: &Path, to: &Path) -> Result<()> {
+    let failed = |e: std::io::Error| {
         Error::internal(format!(
             "cannot move {} to {}: {e}",
             from.display(),
             to.display()
         ))
-    })?;
-    sync_dir(to_dir)?;
-    sync_dir(parent(from)?)
+    };
+    #[cfg(target_os = "linux")]
+    match renameat2(from, to, libc::RENAME_NOREPLACE) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(Error::new(
+                Reason::NAME_COLLISION,
+                format!("{} already exists", to.display()),
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(moved(from, "it was removed"))
+        }
+        Err(e)
+            if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::ENOSYS) => {
+        }
+        Err(e) => return Err(failed(e)),
+    }
+    fs::rename(from, to).map_err(failed)
 }
 
 /// Remove leftover temp files of an earlier run (a crash between write and rename).
