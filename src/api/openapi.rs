@@ -47,6 +47,8 @@ fn legacy_edit() {}
         (status = 400, description = "As `:move`.", body = ErrorEnvelope),
         (status = 404, description = "As `:move`.", body = ErrorEnvelope),
         (status = 409, description = "As `:move`.", body = ErrorEnvelope),
+        (status = 422, description = "As `:move`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
 #[deprecated]
@@ -65,6 +67,8 @@ fn legacy_move() {}
         (status = 400, description = "As `:rename`.", body = ErrorEnvelope),
         (status = 404, description = "As `:rename`.", body = ErrorEnvelope),
         (status = 409, description = "As `:rename`.", body = ErrorEnvelope),
+        (status = 422, description = "As `:rename`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
 #[deprecated]
