@@ -14,7 +14,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
 fn start(vault: &Path, state: &Path) -> (Child, String) {
     let mut child = Command::new(BIN)
-        .args(["serve", vault.to_str().unwrap(), "--listen", "127.0.0.1:0", "--state-dir", state.to_str().unwrap()])
+        .args([
+            "serve",
+            vault.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
         .env("RATE_LIMIT_WRITE_PER_MINUTE", "0")
         .env("RATE_LIMIT_READ_PER_MINUTE", "0")
         .stdout(Stdio::null())
@@ -24,7 +31,10 @@ fn start(vault: &Path, state: &Path) -> (Child, String) {
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
     let addr = loop {
-        let line = lines.next().expect("the daemon prints its address").unwrap();
+        let line = lines
+            .next()
+            .expect("the daemon prints its address")
+            .unwrap();
         if let Some(rest) = line.split("on http://").nth(1) {
             break rest.trim().to_string();
         }
@@ -58,7 +68,13 @@ async fn kill_9_loses_no_acknowledged_write() {
             for i in 0.. {
                 let key = format!("crash-{w}-{i}");
                 let body = body_for(w, i);
-                let Ok(res) = client.post(format!("{base}/v1/notes")).header("Idempotency-Key", &key).json(&body).send().await else {
+                let Ok(res) = client
+                    .post(format!("{base}/v1/notes"))
+                    .header("Idempotency-Key", &key)
+                    .json(&body)
+                    .send()
+                    .await
+                else {
                     break;
                 };
                 let status = res.status().as_u16();
@@ -74,41 +90,94 @@ async fn kill_9_loses_no_acknowledged_write() {
         let _ = w.await;
     }
     let received = received.lock().unwrap().clone();
-    assert!(received.len() > 10, "only {} writes before the kill", received.len());
+    assert!(
+        received.len() > 10,
+        "only {} writes before the kill",
+        received.len()
+    );
 
     let (mut child, base) = start(&vault, &state);
     // No temp file is left, no file is torn.
-    for entry in walkdir::WalkDir::new(&vault).into_iter().filter_map(Result::ok) {
+    for entry in walkdir::WalkDir::new(&vault)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
         let name = entry.file_name().to_string_lossy();
-        assert!(!name.starts_with(".notevault-tmp"), "left behind: {}", entry.path().display());
+        assert!(
+            !name.starts_with(".notevault-tmp"),
+            "left behind: {}",
+            entry.path().display()
+        );
     }
     let log = String::from_utf8(
-        Command::new("git").arg("--git-dir").arg(state.join("history.git")).args(["log", "--format=%B"]).output().unwrap().stdout,
+        Command::new("git")
+            .arg("--git-dir")
+            .arg(state.join("history.git"))
+            .args(["log", "--format=%B"])
+            .output()
+            .unwrap()
+            .stdout,
     )
     .unwrap();
     for (key, body, status, text) in &received {
         assert_eq!(*status, 201, "{key}: {text}");
         let receipt: Value = serde_json::from_str(text).unwrap();
         let slug = receipt["slug"].as_str().unwrap();
-        let bytes = std::fs::read(vault.join(format!("{slug}.md"))).unwrap_or_else(|_| panic!("{slug} acknowledged but missing"));
-        assert_eq!(bytes, body["content"].as_str().unwrap().as_bytes(), "{slug} is whole");
-        assert_eq!(receipt["content_hash"], format!("blake3:{}", blake3::hash(&bytes).to_hex()));
+        let bytes = std::fs::read(vault.join(format!("{slug}.md")))
+            .unwrap_or_else(|_| panic!("{slug} acknowledged but missing"));
+        assert_eq!(
+            bytes,
+            body["content"].as_str().unwrap().as_bytes(),
+            "{slug} is whole"
+        );
+        assert_eq!(
+            receipt["content_hash"],
+            format!("blake3:{}", blake3::hash(&bytes).to_hex())
+        );
         let version = receipt["version_id"].as_str().unwrap();
-        assert!(log.contains(&format!("Notevault-Version: {version}")), "{version} of {slug} is in history");
+        assert!(
+            log.contains(&format!("Notevault-Version: {version}")),
+            "{version} of {slug} is in history"
+        );
         // The replay answers the original receipt, byte for byte.
-        let res = client.post(format!("{base}/v1/notes")).header("Idempotency-Key", key).json(body).send().await.unwrap();
+        let res = client
+            .post(format!("{base}/v1/notes"))
+            .header("Idempotency-Key", key)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status().as_u16(), *status);
         assert_eq!(res.text().await.unwrap(), *text, "{key} replays");
     }
     // Files written but not acknowledged are whole too (the old or the new, never torn).
-    for entry in std::fs::read_dir(vault.join("crash")).unwrap().filter_map(Result::ok) {
+    for entry in std::fs::read_dir(vault.join("crash"))
+        .unwrap()
+        .filter_map(Result::ok)
+    {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let (w, i) = name.trim_start_matches('w').trim_end_matches(".md").split_once('-').unwrap();
+        let (w, i) = name
+            .trim_start_matches('w')
+            .trim_end_matches(".md")
+            .split_once('-')
+            .unwrap();
         let expected = body_for(w.parse().unwrap(), i.parse().unwrap());
-        assert_eq!(std::fs::read_to_string(entry.path()).unwrap(), expected["content"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(entry.path()).unwrap(),
+            expected["content"].as_str().unwrap()
+        );
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let fsck = Command::new("git").arg("--git-dir").arg(state.join("history.git")).args(["fsck"]).output().unwrap();
-    assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stderr));
+    let fsck = Command::new("git")
+        .arg("--git-dir")
+        .arg(state.join("history.git"))
+        .args(["fsck"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
 }
