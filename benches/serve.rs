@@ -7,7 +7,7 @@
 //! - `NOTEVAULT_CORPUS`: the tarball (default `../shared/corpora/realvault.tar.gz`, relative
 //!   to the crate); when it is absent the bench says so and exits 0.
 //! - `NOTEVAULT_BENCH_SECONDS`: measured duration of each load run (default 10).
-//! - `NOTEVAULT_BENCH_RUNS`: repetitions of each start and history measure (default 3).
+//! - `NOTEVAULT_BENCH_RUNS`: repetitions of each start and history measure (default 5).
 //! - `NOTEVAULT_BENCH_NO_DROP_CACHES=1`: never drop the page cache before a cold start.
 
 use std::collections::BTreeMap;
@@ -42,6 +42,11 @@ const READ_LIMIT: usize = 200;
 /// Slugs taken from each top-level folder of the corpus for the read load.
 const SLUGS_PER_FOLDER: usize = 250;
 const WARMUP: Duration = Duration::from_secs(1);
+/// Quiet time after a `sync`, before a file-system-heavy measure. On a journal-less ext4
+/// (this machine) inode allocation skips inodes freed in the last 5 s (300 s while their
+/// inode table block is dirty), so creating 44k files right after deleting many is
+/// several times slower; the bench deletes nothing while it measures, syncs and waits.
+const SETTLE: Duration = Duration::from_secs(6);
 
 const TARGET_COLD: Duration = Duration::from_secs(2);
 const TARGET_WARM: Duration = Duration::from_millis(500);
@@ -92,7 +97,7 @@ impl Settings {
         };
         Ok(Self {
             seconds: num("NOTEVAULT_BENCH_SECONDS", 10)?,
-            runs: usize::try_from(num("NOTEVAULT_BENCH_RUNS", 3)?)?,
+            runs: usize::try_from(num("NOTEVAULT_BENCH_RUNS", 5)?)?,
             drop_caches: std::env::var_os("NOTEVAULT_BENCH_NO_DROP_CACHES").is_none(),
         })
     }
@@ -115,16 +120,24 @@ fn run() -> Result<()> {
     };
     let corpus = unpack(&tarball, &target.join("bench-corpus"))?;
     let work = target.join("bench-corpus").join("run");
-    if work.exists() {
-        std::fs::remove_dir_all(&work).with_context(|| format!("clean {}", work.display()))?;
+    // A run removes its copies when it ends; these are the leftovers of an interrupted one.
+    remove_copies(&work)?;
+    let logs = work.join("logs");
+    if logs.exists() {
+        std::fs::remove_dir_all(&logs)?;
     }
-    std::fs::create_dir_all(work.join("logs"))?;
+    std::fs::create_dir_all(&logs)?;
     let vault = work.join("vault");
-    let git_copy = work.join("git-copy");
     copy_tree(&corpus, &vault)?;
-    copy_tree(&corpus, &git_copy)?;
-    sh("sync")?;
+    // One copy per git run: nothing is deleted between measures.
+    let git_copies: Vec<PathBuf> = (1..=settings.runs)
+        .map(|i| work.join(format!("git-copy-{i}")))
+        .collect();
+    for copy in &git_copies {
+        copy_tree(&corpus, copy)?;
+    }
     let census = Census::of(&vault)?;
+    settle(SETTLE * 2)?;
 
     println!("notevault serve bench");
     println!(
@@ -139,7 +152,7 @@ fn run() -> Result<()> {
     println!("  binary    {BIN}");
     println!("  git       {}", first_line(&sh_out("git --version")?));
     println!(
-        "  corpus    {} -> {} ({} .md files, {} other files: {}; {:.1} MB)",
+        "  corpus    {} -> {} ({} .md files, {} other file(s): {}; {:.1} MB of content)",
         shown,
         corpus.display(),
         census.md,
@@ -147,7 +160,14 @@ fn run() -> Result<()> {
         census.other.join(", "),
         census.bytes as f64 / 1e6
     );
-    println!("  work dir  {}  (daemon logs in logs/)", work.display());
+    println!(
+        "  work dir  {}  (daemon logs in logs/, timed from spawn)",
+        work.display()
+    );
+    println!(
+        "  load avg  {} (other users of the machine add noise)",
+        loadavg()
+    );
     println!(
         "  runs      {} per start/history figure (median shown), load {} s + {} s warm-up",
         settings.runs,
@@ -169,47 +189,56 @@ fn run() -> Result<()> {
     let mut fsck_clean = 0;
     let mut git_files = 0;
     let mut kept_state = None;
-    for i in 1..=settings.runs {
-        let state = work.join(format!("state-history-{i}"));
-        let log = work.join(format!("logs/history-{i}.log"));
-        let h = history_run(&vault, &state, &log, census.md)?;
-        let fsck = git_fsck(&state.join("history.git"))?;
-        println!(
-            "  run {i}: notevault {} (vault scanned at {}, {} files in HEAD, fsck {})",
-            ms(h.complete),
-            h.scanned.map_or_else(|| "?".into(), ms),
-            h.files,
-            if fsck.is_empty() {
-                "clean"
+    for (i, git_copy) in (1..=settings.runs).zip(&git_copies) {
+        // Alternate which goes first, so neither always runs on the other's dirty pages.
+        for nv_first in [i % 2 == 1, i % 2 == 0] {
+            settle(SETTLE)?;
+            if nv_first {
+                let state = work.join(format!("state-history-{i}"));
+                let log = work.join(format!("logs/history-{i}.log"));
+                let load = loadavg();
+                let h = history_run(&vault, &state, &log, census.md)?;
+                let fsck = git_fsck(&state.join("history.git"))?;
+                println!(
+                    "  run {i}: notevault {} (vault scanned at {}, {} files in HEAD, fsck {}, load avg {load})",
+                    ms(h.complete),
+                    h.scanned.map_or_else(|| "?".into(), ms),
+                    h.files,
+                    if fsck.is_empty() {
+                        "clean"
+                    } else {
+                        "NOT CLEAN"
+                    }
+                );
+                ensure!(
+                    h.files == census.md,
+                    "history HEAD lists {} files, the vault has {} .md files",
+                    h.files,
+                    census.md
+                );
+                if fsck.is_empty() {
+                    fsck_clean += 1;
+                } else {
+                    println!("    git fsck: {fsck}");
+                }
+                nv_hist.push(h.complete);
+                if let Some(s) = h.scanned {
+                    scanned_at.push(s);
+                }
+                if kept_state.is_none() {
+                    kept_state = Some(state);
+                }
             } else {
-                "NOT CLEAN"
+                let load = loadavg();
+                let (took, files) = git_baseline(git_copy)?;
+                git_files = files;
+                println!(
+                    "  run {i}: git CLI   {} ({files} files committed, load avg {load})",
+                    ms(took)
+                );
+                git_hist.push(took);
             }
-        );
-        ensure!(
-            h.files == census.md,
-            "history HEAD lists {} files, the vault has {} .md files",
-            h.files,
-            census.md
-        );
-        if fsck.is_empty() {
-            fsck_clean += 1;
-        } else {
-            println!("    git fsck: {fsck}");
         }
-        nv_hist.push(h.complete);
-        if let Some(s) = h.scanned {
-            scanned_at.push(s);
-        }
-        if kept_state.is_none() {
-            kept_state = Some(state);
-        }
-        let (took, files) = git_baseline(&git_copy)?;
-        git_files = files;
-        println!(
-            "  run {i}: git CLI   {} ({files} files committed)",
-            ms(took)
-        );
-        git_hist.push(took);
     }
     let nv_med = median(&nv_hist);
     let git_med = median(&git_hist);
@@ -405,6 +434,23 @@ fn run() -> Result<()> {
     daemon.stop()?;
     println!();
     table.print();
+    remove_copies(&work)?;
+    Ok(())
+}
+
+/// Remove the vault copies and state dirs of a run (after the measures: see `SETTLE`);
+/// the daemon logs stay.
+fn remove_copies(work: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(work) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_name() != "logs" && entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())
+                .with_context(|| format!("remove {}", entry.path().display()))?;
+        }
+    }
     Ok(())
 }
 
@@ -677,7 +723,8 @@ fn history_run(vault: &Path, state: &Path, log: &Path, notes: usize) -> Result<H
     })
 }
 
-/// A git command with the user's and system's configuration left out.
+/// A git command with the user's and system's configuration left out, and no automatic
+/// `gc` (a commit of 44k loose objects would start a repack in the background).
 fn git(git_dir: Option<&Path>) -> Command {
     let mut cmd = Command::new("git");
     if let Some(dir) = git_dir {
@@ -685,6 +732,11 @@ fn git(git_dir: Option<&Path>) -> Command {
     }
     cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "gc.auto")
+        .env("GIT_CONFIG_VALUE_0", "0")
+        .env("GIT_CONFIG_KEY_1", "maintenance.auto")
+        .env("GIT_CONFIG_VALUE_1", "false")
         .env("GIT_AUTHOR_NAME", "bench")
         .env("GIT_AUTHOR_EMAIL", "bench@localhost")
         .env("GIT_COMMITTER_NAME", "bench")
@@ -737,10 +789,7 @@ fn git_fsck(git_dir: &Path) -> Result<String> {
 /// of files committed.
 fn git_baseline(dir: &Path) -> Result<(Duration, usize)> {
     let dot_git = dir.join(".git");
-    if dot_git.exists() {
-        std::fs::remove_dir_all(&dot_git)?;
-    }
-    sh("sync")?;
+    ensure!(!dot_git.exists(), "{} is not a fresh copy", dir.display());
     let started = Instant::now();
     let status = git(None)
         .current_dir(dir)
@@ -763,6 +812,21 @@ fn git_baseline(dir: &Path) -> Result<(Duration, usize)> {
     ensure!(status.success(), "git init/add/commit failed: {status}");
     let files = git_lines(&dot_git, &["ls-tree", "-r", "--name-only", "HEAD"])?;
     Ok((took, files))
+}
+
+/// `sync`, then wait `quiet`: see `SETTLE`.
+fn settle(quiet: Duration) -> Result<()> {
+    sh("sync")?;
+    std::thread::sleep(quiet);
+    Ok(())
+}
+
+/// The 1-minute load average.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// Drop the page cache (needs root and a writable /proc/sys); false when not possible.

@@ -757,3 +757,67 @@ async fn the_write_rate_limit_applies() {
     assert_envelope(&res_json(res, 429, "429").await, 429, "RATE_LIMITED");
     assert!(!s.vault.join("two.md").exists());
 }
+
+#[tokio::test]
+async fn frontmatter_values_folder_patches_and_trash_names() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let w = W { s: &s };
+    let r = w
+        .ok(Method::POST, "/v1/notes", "f1", Some(json!({"slug": "scratch", "content": "body\n", "status": "draft", "frontmatter": {"rating": 4.5, "done": false, "aliases": ["s", "scr"], "due": "2027-01-01"}})), 201)
+        .await;
+    assert_eq!(r["note"]["status"], "draft");
+    assert_eq!(read(&s, "scratch.md"), "---\nstatus: draft\nrating: 4.5\ndone: false\naliases: [s, scr]\ndue: 2027-01-01\n---\nbody\n");
+    w.err(
+        Method::POST,
+        "/v1/notes",
+        Some("f2"),
+        Some(json!({"slug": "nested", "content": "", "frontmatter": {"a": {"b": 1}}})),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    // PATCH folder moves the note; the receipt embeds it at its new place.
+    let r = w
+        .ok(
+            Method::PATCH,
+            "/v1/notes/scratch?update_mask=folder,status",
+            "f3",
+            Some(json!({"folder": "archive", "status": "done"})),
+            200,
+        )
+        .await;
+    assert_eq!(r["slug"], "archive/scratch");
+    assert_eq!(r["note"]["status"], "done");
+    assert!(read(&s, "archive/scratch.md").contains("status: done\n"));
+    // Deleting two notes of the same name keeps both in .trash.
+    w.ok(Method::DELETE, "/v1/notes/archive/scratch", "f4", None, 200)
+        .await;
+    w.ok(
+        Method::POST,
+        "/v1/notes",
+        "f5",
+        Some(json!({"slug": "archive/scratch", "content": "second\n"})),
+        201,
+    )
+    .await;
+    w.ok(Method::DELETE, "/v1/notes/archive/scratch", "f6", None, 200)
+        .await;
+    assert!(s.vault.join(".trash/archive/scratch.md").exists());
+    assert_eq!(read(&s, ".trash/archive/scratch 2.md"), "second\n");
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_payload_too_large_and_writes_nothing() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let big = "x".repeat(17 * 1024 * 1024);
+    let res = s
+        .client
+        .post(s.url("/v1/notes"))
+        .header("Idempotency-Key", "big")
+        .json(&json!({"slug": "big", "content": big}))
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(&res_json(res, 413, "big").await, 413, "PAYLOAD_TOO_LARGE");
+    assert!(!s.vault.join("big.md").exists());
+}

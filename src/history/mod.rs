@@ -51,6 +51,8 @@ pub struct CommitRequest {
 pub struct HistoryStatus {
     pub commits: u64,
     pub pending: u64,
+    /// Failed commits waiting to be retried.
+    pub backlog: u64,
     pub last_error: Option<String>,
     pub head: Option<String>,
 }
@@ -84,8 +86,26 @@ impl History {
         std::thread::Builder::new()
             .name("history".into())
             .spawn(move || {
+                // Commits that failed are kept and retried, in order, before the next one:
+                // a receipt's `flow_back_error` promises that.
+                let mut backlog: Vec<CommitRequest> = Vec::new();
                 for (request, reply) in rx {
-                    let result = apply(&sync, request);
+                    while let Some(first) = backlog.first() {
+                        match apply(&sync, first.clone()) {
+                            Ok(_) => {
+                                backlog.remove(0);
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "history retry failed");
+                                break;
+                            }
+                        }
+                    }
+                    let result = if backlog.is_empty() {
+                        apply(&sync, request.clone())
+                    } else {
+                        Err(Error::internal("earlier history commits are still failing"))
+                    };
                     let mut s = thread_status.lock();
                     s.pending = s.pending.saturating_sub(1);
                     match &result {
@@ -95,10 +115,12 @@ impl History {
                         }
                         Ok(None) => {}
                         Err(e) => {
-                            tracing::error!(error = %e, "history commit failed");
+                            tracing::error!(error = %e, "history commit failed; it will be retried");
                             s.last_error = Some(e.message.clone());
+                            backlog.push(request);
                         }
                     }
+                    s.backlog = backlog.len() as u64;
                     drop(s);
                     let _ = reply.send(result);
                 }
