@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
+/// What a writer received: key, body sent, status, response text.
+type Received = Arc<Mutex<Vec<(String, Value, u16, String)>>>;
+
 fn start(vault: &Path, state: &Path) -> (Child, String) {
     let mut child = Command::new(BIN)
         .args([
@@ -57,7 +60,7 @@ async fn kill_9_loses_no_acknowledged_write() {
     std::fs::write(vault.join("seed.md"), "# Seed\n").unwrap();
     let (mut child, base) = start(&vault, &state);
 
-    let received: Arc<Mutex<Vec<(String, Value, u16, String)>>> = Arc::default();
+    let received: Received = Arc::default();
     let client = reqwest::Client::new();
     let mut writers = Vec::new();
     for w in 0..8 {
