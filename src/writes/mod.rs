@@ -230,8 +230,39 @@ fn target_path(svc: &Service, slug: &str) -> Result<crate::vault::path::SafePath
     Ok(safe)
 }
 
-fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
-    let actor = format!("agent:{agent_id}");
+/// What a write would do: the note it starts from (with the bytes it was read with),
+/// where the note ends up, and its new content (`None` for a delete).
+pub struct Plan {
+    pub from: Option<(Arc<Note>, Vec<u8>)>,
+    /// Vault-relative path after the write.
+    pub to_rel: String,
+    pub bytes: Option<Vec<u8>>,
+    /// `create`, `update`, `move`, `delete`.
+    pub kind: &'static str,
+    pub renamed: bool,
+}
+
+impl Plan {
+    /// The note's text before and after, for a diff preview.
+    pub fn texts(&self) -> (String, String) {
+        let text = |b: Option<&[u8]>| {
+            b.map(|b| crate::vault::markdown::decode(b).0.into_owned())
+                .unwrap_or_default()
+        };
+        (
+            text(self.from.as_ref().map(|(_, b)| b.as_slice())),
+            text(self.bytes.as_deref()),
+        )
+    }
+
+    pub fn from_rel(&self) -> Option<&str> {
+        self.from.as_ref().map(|(n, _)| n.path.as_str())
+    }
+}
+
+/// Work out what `op` would do, reading the note and checking every precondition,
+/// without writing anything. Used to apply a write and to preview a queued one.
+pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
     match op {
         Op::Create { slug, body, keys } => {
             let safe = target_path(svc, slug)?;
@@ -247,16 +278,13 @@ fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
                 text = frontmatter::set_key(&text, key, value)
                     .map_err(|e| Error::invalid_field(key.clone(), e.to_string()))?;
             }
-            let mut receipt = commit_change(
-                svc,
-                None,
-                &safe.rel,
-                Some(text.into_bytes()),
-                &actor,
-                "create",
-            )?;
-            receipt.created = true;
-            Ok(receipt)
+            Ok(Plan {
+                from: None,
+                to_rel: safe.rel,
+                bytes: Some(text.into_bytes()),
+                kind: "create",
+                renamed: false,
+            })
         }
         Op::Patch {
             note,
@@ -270,7 +298,7 @@ fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
                 return Err(not_utf8(&current_note));
             }
             let mut text = text.into_owned();
-            let mut folder = None;
+            let mut to_rel = current_note.path.clone();
             for change in changes {
                 text = match change {
                     PatchChange::SetKey(key, value) => frontmatter::set_key(&text, key, value)
@@ -279,7 +307,7 @@ fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
                         .map_err(|e| frontmatter_error(&current_note, e))?,
                     PatchChange::Content(body) => frontmatter::replace_body(&text, body),
                     PatchChange::Folder(f) => {
-                        folder = Some(f.clone());
+                        to_rel = move_target(svc, &current_note, &folder_target(f, &current_note))?;
                         text
                     }
                 };
@@ -289,24 +317,18 @@ fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
             } else {
                 text.into_bytes()
             };
-            let mut receipt = commit_change(
-                svc,
-                Some((&current_note, &bytes)),
-                &current_note.path,
-                Some(new_bytes),
-                &actor,
-                "update",
-            )?;
-            if let Some(folder) = folder {
-                let moved = move_note(
-                    svc,
-                    &receipt.note_id,
-                    &folder_target(&folder, &current_note)?,
-                    &actor,
-                )?;
-                receipt = merge_move(receipt, moved);
-            }
-            Ok(receipt)
+            let kind = if to_rel != current_note.path {
+                "move"
+            } else {
+                "update"
+            };
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(new_bytes),
+                kind,
+                renamed: false,
+            })
         }
         Op::Edit {
             note,
@@ -345,53 +367,95 @@ fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
                 }
             }
             let new_text = text.replacen(old_string.as_str(), new_string, 1);
-            commit_change(
-                svc,
-                Some((&current_note, &bytes)),
-                &current_note.path,
-                Some(new_text.into_bytes()),
-                &actor,
-                "update",
-            )
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(new_text.into_bytes()),
+                kind: "update",
+                renamed: false,
+            })
         }
         Op::Delete { note, version_id } => {
             let (current_note, bytes) = current(svc, note)?;
             check_version(&current_note, version_id.as_deref())?;
-            commit_change(
-                svc,
-                Some((&current_note, &bytes)),
-                &current_note.path,
-                None,
-                &actor,
-                "delete",
-            )
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: None,
+                kind: "delete",
+                renamed: false,
+            })
         }
         Op::Move {
             note,
             folder,
             version_id,
         } => {
-            let (current_note, _) = current(svc, note)?;
+            let (current_note, bytes) = current(svc, note)?;
             check_version(&current_note, version_id.as_deref())?;
-            let target = folder_target(folder, &current_note)?;
-            move_note(svc, &current_note.note_id, &target, &actor)
+            let to_rel = move_target(svc, &current_note, &folder_target(folder, &current_note))?;
+            Ok(Plan {
+                from: Some((current_note, bytes.clone())),
+                to_rel,
+                bytes: Some(bytes),
+                kind: "move",
+                renamed: false,
+            })
         }
         Op::Rename {
             note,
             name,
             version_id,
         } => {
-            let (current_note, _) = current(svc, note)?;
+            let (current_note, bytes) = current(svc, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let target = match current_note.slug.rsplit_once('/') {
                 Some((folder, _)) => format!("{folder}/{name}"),
                 None => name.clone(),
             };
-            let mut receipt = move_note(svc, &current_note.note_id, &target, &actor)?;
-            receipt.renamed = receipt.slug != current_note.slug;
-            Ok(receipt)
+            let to_rel = move_target(svc, &current_note, &target)?;
+            let renamed = to_rel != current_note.path;
+            Ok(Plan {
+                from: Some((current_note, bytes.clone())),
+                to_rel,
+                bytes: Some(bytes),
+                kind: "move",
+                renamed,
+            })
         }
     }
+}
+
+/// Apply `op`: plan it, write it, then rewrite the links to a moved note.
+pub(crate) fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
+    let actor = format!("agent:{agent_id}");
+    let plan = plan(svc, op)?;
+    let moved_from = plan
+        .from
+        .as_ref()
+        .filter(|(n, _)| n.path != plan.to_rel && plan.bytes.is_some())
+        .map(|(n, _)| n.clone());
+    let mut receipt = commit_change(
+        svc,
+        plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
+        &plan.to_rel,
+        plan.bytes.clone(),
+        &actor,
+        plan.kind,
+    )?;
+    receipt.created = plan.from.is_none();
+    receipt.renamed = plan.renamed;
+    if let Some(old) = moved_from {
+        let (updated, failed) = links::rewrite_links_to(svc, &old, &receipt.slug, &actor);
+        receipt.links_updated = updated;
+        receipt.links_failed = failed;
+        if updated > 0 {
+            receipt.committed_seq = svc.committed_seq();
+        }
+    }
+    Ok(receipt)
 }
 
 fn not_utf8(note: &Note) -> Error {
@@ -414,43 +478,21 @@ fn frontmatter_error(note: &Note, e: frontmatter::FmError) -> Error {
     )
 }
 
-/// The new slug of `note` moved into `folder`.
-fn folder_target(folder: &str, note: &Note) -> Result<String> {
+/// The slug of `note` moved into `folder`.
+fn folder_target(folder: &str, note: &Note) -> String {
     let folder = folder.trim_matches('/');
     let name = note.slug.rsplit('/').next().unwrap_or(&note.slug);
-    Ok(if folder.is_empty() {
+    if folder.is_empty() {
         name.to_string()
     } else {
         format!("{folder}/{name}")
-    })
+    }
 }
 
-fn merge_move(mut first: Receipt, moved: Receipt) -> Receipt {
-    let unchanged = first.unchanged && moved.unchanged;
-    first.slug = moved.slug;
-    first.version_id = moved.version_id;
-    first.content_hash = moved.content_hash;
-    first.committed_seq = first.committed_seq.max(moved.committed_seq);
-    first.note = moved.note;
-    first.links_updated += moved.links_updated;
-    first.links_failed.extend(moved.links_failed);
-    first.flow_back_error = first.flow_back_error.or(moved.flow_back_error);
-    first.unchanged = unchanged;
-    first
-}
-
-/// Move a note to `target_slug`, then rewrite the links that pointed at it.
-fn move_note(svc: &Service, note_id: &str, target_slug: &str, actor: &str) -> Result<Receipt> {
-    let (note, bytes) = current(svc, note_id)?;
+/// Check the place a note moves to and return its vault-relative path.
+fn move_target(svc: &Service, note: &Note, target_slug: &str) -> Result<String> {
     if target_slug == note.slug {
-        return commit_change(
-            svc,
-            Some((&note, &bytes)),
-            &note.path,
-            Some(bytes.clone()),
-            actor,
-            "move",
-        );
+        return Ok(note.path.clone());
     }
     let target = target_path(svc, target_slug)?;
     if svc.catalog.read().get(target_slug).is_some() || target.abs.exists() {
@@ -460,21 +502,7 @@ fn move_note(svc: &Service, note_id: &str, target_slug: &str, actor: &str) -> Re
         )
         .with_meta("slug", target_slug));
     }
-    let mut receipt = commit_change(
-        svc,
-        Some((&note, &bytes)),
-        &target.rel,
-        Some(bytes.clone()),
-        actor,
-        "move",
-    )?;
-    let (updated, failed) = links::rewrite_links_to(svc, &note, &receipt.slug, actor);
-    receipt.links_updated = updated;
-    receipt.links_failed = failed;
-    if updated > 0 {
-        receipt.committed_seq = svc.committed_seq();
-    }
-    Ok(receipt)
+    Ok(target.rel)
 }
 
 /// Apply one change to one note: `from` is the note and the bytes it was read with
