@@ -6,6 +6,7 @@ pub mod api; // HTTP only: routes, middleware, wire types, error envelope, OpenA
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod config; // one Config: defaults < file < env < flags
 pub mod error; // the one Error type and the one table of reasons
+pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history; // history.git: a bare gix repository, one commit per batch
 pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
 pub mod service; // the assembled daemon and the domain calls shared by every surface

@@ -330,17 +330,26 @@ impl Service {
         ))
     }
 
-    /// List notes whose slug starts with `prefix`, in slug order, after `after`.
-    pub fn list(&self, prefix: &str, after: Option<&str>, page_size: usize) -> NoteList {
+    /// List notes whose slug starts with `prefix` and that match `filter`, in slug order,
+    /// after `after`.
+    pub fn list(
+        &self,
+        prefix: &str,
+        filter: Option<&crate::filter::Expr>,
+        after: Option<&str>,
+        page_size: usize,
+    ) -> NoteList {
         let catalog = self.catalog.read();
         let mut notes = Vec::with_capacity(page_size);
         let mut next_after = None;
         let after = after.filter(|a| *a >= prefix);
         let start = after.or(None);
+        let keep = |n: &&Arc<Note>| filter.is_none_or(|f| f.matches(&|field| note_field(n, field)));
         let mut iter = catalog
             .iter_from(start)
             .skip_while(|n| n.slug.as_str() < prefix)
-            .take_while(|n| n.slug.starts_with(prefix));
+            .take_while(|n| n.slug.starts_with(prefix))
+            .filter(keep);
         for note in iter.by_ref() {
             if notes.len() == page_size {
                 next_after = notes.last().map(|n: &Arc<Note>| n.slug.clone());
@@ -348,13 +357,14 @@ impl Service {
             }
             notes.push(note.clone());
         }
-        let matched = if prefix.is_empty() {
+        let matched = if prefix.is_empty() && filter.is_none() {
             catalog.len()
         } else {
             catalog
                 .iter_from(None)
                 .skip_while(|n| n.slug.as_str() < prefix)
                 .take_while(|n| n.slug.starts_with(prefix))
+                .filter(keep)
                 .count()
         };
         NoteList {
@@ -364,6 +374,56 @@ impl Service {
             total: catalog.len(),
             excluded: catalog.excluded.clone(),
             committed_seq: self.committed_seq(),
+        }
+    }
+}
+
+/// The filter fields of a note (see `NOTE_FILTER_FIELDS`).
+pub const NOTE_FILTER_FIELDS: &[&str] = &[
+    "tags",
+    "folder",
+    "path",
+    "slug",
+    "title",
+    "status",
+    "visibility",
+    "created_at",
+    "updated_at",
+    "frontmatter.",
+];
+
+/// A note's value for a filter field.
+pub fn note_field(note: &Note, field: &str) -> crate::filter::Value {
+    use crate::filter::Value;
+    match field {
+        "tags" => Value::List(note.tags.clone()),
+        "folder" => Value::Text(
+            note.slug
+                .rsplit_once('/')
+                .map_or("", |(f, _)| f)
+                .to_string(),
+        ),
+        "path" => Value::Text(note.path.clone()),
+        "slug" => Value::Text(note.slug.clone()),
+        "title" => Value::Text(note.title.clone()),
+        "status" => Value::Text(note.status.clone()),
+        "visibility" => Value::Text(note.visibility.as_str().to_string()),
+        "created_at" => Value::Time(note.created_at),
+        "updated_at" => Value::Time(note.updated_at),
+        other => {
+            let Some(key) = other.strip_prefix("frontmatter.") else {
+                return Value::Missing;
+            };
+            match note.frontmatter.as_ref().and_then(|m| m.get(key)) {
+                Some(serde_norway::Value::Sequence(items)) => {
+                    Value::List(items.iter().filter_map(markdown::scalar_string).collect())
+                }
+                Some(serde_norway::Value::Number(n)) => {
+                    n.as_f64().map_or(Value::Missing, Value::Number)
+                }
+                Some(v) => markdown::scalar_string(v).map_or(Value::Missing, Value::Text),
+                None => Value::Missing,
+            }
         }
     }
 }

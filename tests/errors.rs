@@ -51,10 +51,25 @@ async fn bad_query_values_name_their_field() {
 }
 
 #[tokio::test]
-async fn filters_are_invalid_until_the_search_issue() {
+async fn bad_filters_are_invalid_filter_with_a_position() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    s.get_error("/v1/notes?filter=tags%3Areading", 400, "INVALID_FILTER")
-        .await;
+    for (filter, position) in [
+        ("tags", "4"),
+        ("bogus%3Dx", "0"),
+        ("tags%3Aa%20AND", "10"),
+        ("(status%3Ddone", "12"),
+    ] {
+        let body = s
+            .get_error(&format!("/v1/notes?filter={filter}"), 400, "INVALID_FILTER")
+            .await;
+        let info = body["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo"))
+            .unwrap();
+        assert_eq!(info["metadata"]["position"], position, "{filter}: {body}");
+    }
 }
 
 #[tokio::test]

@@ -82,6 +82,69 @@ async fn prefix_listing_and_tokens_bound_to_their_query() {
 }
 
 #[tokio::test]
+async fn aip160_filters_on_the_listing() {
+    let s = TestServer::start(Some("fixtures/edge"), |_| {}).await;
+    let slugs = |v: &Value| -> Vec<String> {
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["slug"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let alpha = s.get_json("/v1/notes?filter=tags%3Aalpha", 200).await;
+    assert_eq!(
+        slugs(&alpha),
+        [
+            "tags-styles/block",
+            "tags-styles/comma",
+            "tags-styles/flow",
+            "tags-styles/single"
+        ]
+    );
+    assert_eq!(alpha["coverage"]["notes_matched"], 4);
+    let nested = s.get_json("/v1/notes?filter=tags%3Aproject", 200).await;
+    assert_eq!(slugs(&nested), ["tags-styles/nested"]);
+    let draft = s
+        .get_json(
+            "/v1/notes?filter=status%20%3D%20draft%20AND%20folder%3Dtitle-rules",
+            200,
+        )
+        .await;
+    assert_eq!(slugs(&draft), ["title-rules/status"]);
+    let not = s
+        .get_json(
+            "/v1/notes?filter=NOT%20tags%3Aalpha&prefix=tags-styles/",
+            200,
+        )
+        .await;
+    assert_eq!(slugs(&not), ["tags-styles/hashtags", "tags-styles/nested"]);
+    let none = s
+        .get_json("/v1/notes?filter=title%3D%22no%20such%20title%22", 200)
+        .await;
+    assert_eq!(none["notes"], serde_json::json!([]));
+    assert_eq!(none["coverage"]["notes_matched"], 0);
+    // A page token is bound to its filter.
+    let page = s
+        .get_json("/v1/notes?filter=tags%3Aalpha&page_size=1", 200)
+        .await;
+    let token = page["next_page_token"].as_str().unwrap();
+    s.get_error(
+        &format!("/v1/notes?filter=tags%3Abeta&page_size=1&page_token={token}"),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    let next = s
+        .get_json(
+            &format!("/v1/notes?filter=tags%3Aalpha&page_size=1&page_token={token}"),
+            200,
+        )
+        .await;
+    assert_eq!(slugs(&next), ["tags-styles/comma"]);
+}
+
+#[tokio::test]
 async fn line_sliced_reads_follow_the_design() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     let file = std::fs::read_to_string(s.vault.join("projects/roadmap.md")).unwrap();

@@ -8,7 +8,7 @@ use axum::Json;
 use crate::api::error::{ApiResult, ErrorEnvelope};
 use crate::api::params::{PageTokens, Query};
 use crate::api::wire::{Coverage, ExcludedNote, NoteHandle, NoteList, NoteRead, RawNote};
-use crate::error::{Error, Reason};
+use crate::error::Error;
 use crate::service::{Service, DEFAULT_LINES, MAX_LINES};
 
 /// Default and largest `page_size` of list routes.
@@ -36,7 +36,7 @@ pub async fn blocking<T: Send + 'static>(
     tag = "Notes",
     params(
         ("prefix" = Option<String>, Query, description = "Legacy path-prefix listing: only notes whose slug starts with this (e.g. `projects/`)."),
-        ("filter" = Option<String>, Query, description = "AIP-160 filter. Not served yet: any value answers `INVALID_FILTER`."),
+        ("filter" = Option<String>, Query, description = "AIP-160 filter over `tags`, `folder`, `path`, `slug`, `title`, `status`, `visibility`, `created_at`, `updated_at`, `frontmatter.<key>` (e.g. `tags:idea AND status != done`). A mistake answers `INVALID_FILTER` with its position."),
         ("order_by" = Option<String>, Query, description = "AIP-132 order: only `slug` (the default) is served so far."),
         ("page_size" = Option<usize>, Query, description = "Notes per page, 1..500 (default 50)."),
         ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
@@ -52,14 +52,7 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
         parts.uri.query(),
         &["prefix", "filter", "order_by", "page_size", "page_token"],
     )?;
-    if let Some(filter) = q.str("filter") {
-        return Err(Error::new(
-            Reason::INVALID_FILTER,
-            format!("filters are not served yet (got {filter:?}); list with `prefix` instead"),
-        )
-        .with_meta("position", "0")
-        .into());
-    }
+    let filter = crate::api::params::filter(&q, crate::service::NOTE_FILTER_FIELDS)?;
     if let Some(order) = q.non_empty("order_by")? {
         if !matches!(order.trim(), "slug" | "slug asc" | "path" | "path asc") {
             return Err(Error::invalid_field(
@@ -71,7 +64,12 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
     }
     let page_size = q.int("page_size", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)?;
     let prefix = q.str("prefix").unwrap_or("").to_string();
-    let fingerprint = [("route", "notes"), ("prefix", prefix.as_str())];
+    let filter_text = q.str("filter").unwrap_or("").to_string();
+    let fingerprint = [
+        ("route", "notes"),
+        ("prefix", prefix.as_str()),
+        ("filter", filter_text.as_str()),
+    ];
     let tokens = PageTokens {
         key: &svc.token_key,
     };
@@ -81,7 +79,9 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
     };
     let svc2 = svc.clone();
     let prefix2 = prefix.clone();
-    let page = blocking(move || Ok(svc2.list(&prefix2, after.as_deref(), page_size))).await?;
+    let page =
+        blocking(move || Ok(svc2.list(&prefix2, filter.as_ref(), after.as_deref(), page_size)))
+            .await?;
     let next_page_token = page
         .next_after
         .as_deref()

@@ -72,6 +72,27 @@ impl Query {
     }
 }
 
+/// Parse an AIP-160 `filter` parameter and check its fields; `INVALID_FILTER` with the
+/// position on any mistake.
+pub fn filter(q: &Query, allowed: &[&str]) -> Result<Option<crate::filter::Expr>> {
+    let Some(raw) = q.str("filter") else {
+        return Ok(None);
+    };
+    let invalid = |e: crate::filter::FilterError| {
+        Error::new(
+            crate::error::Reason::INVALID_FILTER,
+            format!("filter: {} (at position {})", e.message, e.position),
+        )
+        .with_meta("position", e.position.to_string())
+        .with_meta("filter", raw)
+    };
+    let expr = crate::filter::parse(raw).map_err(invalid)?;
+    if let Some(e) = &expr {
+        e.check_fields(allowed).map_err(invalid)?;
+    }
+    Ok(expr)
+}
+
 /// Tamper-evident, opaque page tokens: `base64url(payload).base64url(mac)`, where the
 /// payload names the query it belongs to (a fingerprint of its parameters) and where the
 /// next page starts, and the MAC is a keyed BLAKE3 hash under the vault's secret key.
