@@ -3,6 +3,7 @@
 //! Module map (see ARCHITECTURE.md for the invariants each keeps):
 
 pub mod api; // HTTP only: routes, middleware, wire types, error envelope, OpenAPI
+pub mod auth; // credentials and permissions (open local mode today), checked in one place
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod config; // one Config: defaults < file < env < flags
 pub mod error; // the one Error type and the one table of reasons

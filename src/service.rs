@@ -53,6 +53,17 @@ pub struct LinePage {
     pub items: Vec<(usize, String)>,
 }
 
+/// A note's revisions.
+#[derive(Debug, Clone)]
+pub struct NoteHistory {
+    pub note_id: String,
+    pub slug: String,
+    /// `None` when the note is deleted.
+    pub current_version_id: Option<String>,
+    /// Oldest first.
+    pub revisions: Vec<crate::meta::RevisionRow>,
+}
+
 /// A page of the note listing.
 #[derive(Debug, Clone)]
 pub struct NoteList {
@@ -255,6 +266,57 @@ impl Service {
         self.refresh(&note.path)?;
         let note = self.find(&note.note_id)?;
         Ok((note, bytes))
+    }
+
+    /// The history of the note `key` names, also of a deleted note (found by its id or
+    /// the path it last had): its id, slug, current version (`None` when deleted) and
+    /// revisions, oldest first.
+    pub fn history_of(&self, key: &str) -> Result<NoteHistory> {
+        let (note_id, slug, current) = match self.find(key) {
+            Ok(note) => (
+                note.note_id.clone(),
+                note.slug.clone(),
+                Some(note.version_id.clone()),
+            ),
+            Err(e) if e.reason == crate::error::Reason::NOTE_NOT_FOUND => {
+                let mut by_id = self.meta.revisions_of(key)?;
+                if by_id.is_empty() {
+                    let rel = if key.ends_with(".md") {
+                        key.to_string()
+                    } else {
+                        format!("{key}.md")
+                    };
+                    if let Some(r) = self.meta.latest_revision_at(&rel)? {
+                        by_id = self.meta.revisions_of(&r.note_id)?;
+                    }
+                }
+                let last = by_id.last().ok_or_else(|| Error::not_found(key))?;
+                let slug = crate::vault::path::slug_of(&last.path).to_string();
+                let note_id = last.note_id.clone();
+                return Ok(NoteHistory {
+                    note_id,
+                    slug,
+                    current_version_id: None,
+                    revisions: by_id,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let revisions = self.meta.revisions_of(&note_id)?;
+        Ok(NoteHistory {
+            note_id,
+            slug,
+            current_version_id: current,
+            revisions,
+        })
+    }
+
+    /// The bytes of a revision of `history` (`None` for a delete).
+    pub fn revision_content(&self, revision: &crate::meta::RevisionRow) -> Result<Option<Vec<u8>>> {
+        if revision.content_hash.is_none() {
+            return Ok(None);
+        }
+        crate::history::content_at_seq(self.history.git_dir(), revision.seq, &revision.path)
     }
 
     /// Reconcile one path with the disk (`filesystem` actor).

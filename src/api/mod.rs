@@ -7,6 +7,7 @@ pub mod guard;
 pub mod notes;
 pub mod openapi;
 pub mod params;
+pub mod review;
 pub mod routes;
 pub mod wire;
 pub mod writes;
@@ -205,6 +206,21 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         Op::EditNote => writes::edit(svc, note()?, parts, bytes).await?,
         Op::MoveNote => writes::move_(svc, note()?, parts, bytes).await?,
         Op::RenameNote => writes::rename(svc, note()?, parts, bytes).await?,
+        Op::RollbackNote => writes::rollback(svc, note()?, parts, bytes).await?,
+        Op::ListRevisions => review::list_revisions(svc, note()?, parts)
+            .await?
+            .into_response(),
+        Op::DiffNote => review::diff(svc, note()?, parts).await?.into_response(),
+        Op::GetWriteSettings => review::get_settings(svc, parts).await?.into_response(),
+        Op::PatchWriteSettings => review::patch_settings(svc, parts, bytes)
+            .await?
+            .into_response(),
+        Op::ListWrites => review::list_writes(svc, parts).await?.into_response(),
+        Op::GetWrite => review::get_write(svc, note()?, parts)
+            .await?
+            .into_response(),
+        Op::ApproveWrite => review::approve(svc, note()?, parts).await?.into_response(),
+        Op::RejectWrite => review::reject(svc, note()?, parts).await?.into_response(),
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

@@ -75,6 +75,67 @@ fn legacy_move() {}
 #[allow(dead_code)]
 fn legacy_rename() {}
 
+/// Deprecated: use `GET /v1/notes/{note}:listRevisions` (same contract).
+#[utoipa::path(
+    get,
+    path = "/v1/notes/{note}/versions",
+    tag = "Review",
+    params(
+        ("note" = String, Path, min_length = 1),
+        ("filter" = Option<String>, Query, min_length = 1),
+        ("order_by" = Option<String>, Query, min_length = 1),
+        ("page_size" = Option<usize>, Query, minimum = 1, maximum = 500),
+        ("page_token" = Option<String>, Query, min_length = 1),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, min_length = 1),
+    ),
+    responses(
+        (status = 200, description = "As `:listRevisions`.", body = crate::api::review::RevisionList),
+        (status = 400, description = "As `:listRevisions`.", body = ErrorEnvelope),
+        (status = 404, description = "As `:listRevisions`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+#[deprecated]
+#[allow(dead_code)]
+fn legacy_versions() {}
+
+/// Deprecated: use `POST /v1/writes/{id}:approve`.
+#[utoipa::path(
+    post,
+    path = "/v1/writes/{id}/approve",
+    tag = "Review",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "As `:approve`.", body = crate::api::review::PendingWrite),
+        (status = 400, description = "As `:approve`.", body = ErrorEnvelope),
+        (status = 404, description = "As `:approve`.", body = ErrorEnvelope),
+        (status = 409, description = "As `:approve`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+#[deprecated]
+#[allow(dead_code)]
+fn legacy_approve() {}
+
+/// Deprecated: use `POST /v1/writes/{id}:reject`.
+#[utoipa::path(
+    post,
+    path = "/v1/writes/{id}/reject",
+    tag = "Review",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "As `:reject`.", body = crate::api::review::PendingWrite),
+        (status = 400, description = "As `:reject`.", body = ErrorEnvelope),
+        (status = 404, description = "As `:reject`.", body = ErrorEnvelope),
+        (status = 409, description = "As `:reject`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+#[deprecated]
+#[allow(dead_code)]
+fn legacy_reject() {}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -103,6 +164,18 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::writes::edit,
         crate::api::writes::move_,
         crate::api::writes::rename,
+        crate::api::writes::rollback,
+        crate::api::review::list_revisions,
+        crate::api::review::diff,
+        crate::api::review::get_settings,
+        crate::api::review::patch_settings,
+        crate::api::review::list_writes,
+        crate::api::review::get_write,
+        crate::api::review::approve,
+        crate::api::review::reject,
+        legacy_versions,
+        legacy_approve,
+        legacy_reject,
         legacy_edit,
         legacy_move,
         legacy_rename,
@@ -124,9 +197,18 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::writes::EditNote,
         crate::api::writes::MoveNote,
         crate::api::writes::RenameNote,
+        crate::api::writes::RollbackNote,
+        crate::api::review::WriteSettings,
+        crate::api::review::PatchWriteSettings,
+        crate::api::review::PendingWrite,
+        crate::api::review::PendingWriteList,
+        crate::api::review::RevisionEntry,
+        crate::api::review::RevisionList,
+        crate::api::review::NoteDiff,
     )),
     tags(
         (name = "Notes", description = "List and read notes."),
+        (name = "Review", description = "Write settings, the pending-write queue, revisions, rollback and diffs."),
         (name = "Meta", description = "The contract."),
     )
 )]

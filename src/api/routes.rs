@@ -24,6 +24,15 @@ pub enum Op {
     EditNote,
     MoveNote,
     RenameNote,
+    RollbackNote,
+    ListRevisions,
+    DiffNote,
+    GetWriteSettings,
+    PatchWriteSettings,
+    ListWrites,
+    GetWrite,
+    ApproveWrite,
+    RejectWrite,
 }
 
 /// One served route: method, OpenAPI path template, operation, and for a deprecated
@@ -43,8 +52,8 @@ pub fn routes() -> Vec<Route> {
         op,
         successor: None,
     };
-    let legacy = |template, op, successor| Route {
-        method: Method::POST,
+    let legacy = |method, template, op, successor| Route {
+        method,
         template,
         op,
         successor: Some(successor),
@@ -60,20 +69,62 @@ pub fn routes() -> Vec<Route> {
         r(Method::POST, "/v1/notes/{note}:edit", Op::EditNote),
         r(Method::POST, "/v1/notes/{note}:move", Op::MoveNote),
         r(Method::POST, "/v1/notes/{note}:rename", Op::RenameNote),
+        r(Method::POST, "/v1/notes/{note}:rollback", Op::RollbackNote),
+        r(
+            Method::GET,
+            "/v1/notes/{note}:listRevisions",
+            Op::ListRevisions,
+        ),
+        r(Method::GET, "/v1/notes/{note}:diff", Op::DiffNote),
+        r(
+            Method::GET,
+            "/v1/vault/write-settings",
+            Op::GetWriteSettings,
+        ),
+        r(
+            Method::PATCH,
+            "/v1/vault/write-settings",
+            Op::PatchWriteSettings,
+        ),
+        r(Method::GET, "/v1/writes", Op::ListWrites),
+        r(Method::GET, "/v1/writes/{id}", Op::GetWrite),
+        r(Method::POST, "/v1/writes/{id}:approve", Op::ApproveWrite),
+        r(Method::POST, "/v1/writes/{id}:reject", Op::RejectWrite),
         legacy(
+            Method::POST,
             "/v1/notes/{note}/edit",
             Op::EditNote,
             "/v1/notes/{note}:edit",
         ),
         legacy(
+            Method::POST,
             "/v1/notes/{note}/move",
             Op::MoveNote,
             "/v1/notes/{note}:move",
         ),
         legacy(
+            Method::POST,
             "/v1/notes/{note}/rename",
             Op::RenameNote,
             "/v1/notes/{note}:rename",
+        ),
+        legacy(
+            Method::GET,
+            "/v1/notes/{note}/versions",
+            Op::ListRevisions,
+            "/v1/notes/{note}:listRevisions",
+        ),
+        legacy(
+            Method::POST,
+            "/v1/writes/{id}/approve",
+            Op::ApproveWrite,
+            "/v1/writes/{id}:approve",
+        ),
+        legacy(
+            Method::POST,
+            "/v1/writes/{id}/reject",
+            Op::RejectWrite,
+            "/v1/writes/{id}:reject",
         ),
     ]
 }

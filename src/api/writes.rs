@@ -82,8 +82,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<String, Error> {
     }
 }
 
-/// Parse a JSON body into `T`, naming the offending field on any error.
-fn json_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<(T, Value), Error> {
+/// Parse a JSON object body, naming the problem on any error.
+pub(crate) fn json_value(headers: &HeaderMap, body: &Bytes) -> Result<Value, Error> {
     let content_type = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
@@ -105,22 +105,7 @@ fn json_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<(
     if !raw.is_object() {
         return Err(Error::invalid_field("body", "must be a JSON object"));
     }
-    let parsed = serde_path_to_error::deserialize(&raw).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        // serde names an unknown or missing field inside its message.
-        let field = if path == "." {
-            inner
-                .split('`')
-                .nth(1)
-                .map(str::to_string)
-                .unwrap_or_else(|| "body".to_string())
-        } else {
-            path
-        };
-        Error::invalid_field(field, inner)
-    })?;
-    Ok((parsed, raw))
+    Ok(raw)
 }
 
 fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), Error> {
@@ -190,7 +175,8 @@ fn op_hash(route: &str, note: Option<&str>, body: &Value, query: &str, agent: &s
     h.finalize().to_hex().to_string()
 }
 
-fn render(receipt: &writes::Receipt) -> (u16, String) {
+/// A receipt as the API answers it: `(status, JSON body)`.
+pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
     let status = match (receipt.status, receipt.created) {
         (ReceiptStatus::Queued, _) => 202,
         (ReceiptStatus::Applied, true) => 201,
@@ -208,7 +194,11 @@ fn render(receipt: &writes::Receipt) -> (u16, String) {
         version_id: receipt.version_id.clone(),
         content_hash: receipt.content_hash.clone(),
         committed_seq: receipt.committed_seq,
-        note: receipt.note.as_deref().map(NoteHandle::from),
+        note: receipt
+            .note
+            .as_deref()
+            .filter(|_| embed_note)
+            .map(NoteHandle::from),
         renamed: receipt.renamed,
         unchanged: receipt.unchanged,
         links_updated: receipt.links_updated,
@@ -228,44 +218,123 @@ fn render(receipt: &writes::Receipt) -> (u16, String) {
     )
 }
 
-/// One validated write request.
-struct Call<'a> {
+/// A write request, validated into an operation. It is also what a queued write keeps
+/// (`payload`): on approval the same request is prepared again and applied.
+pub struct Prepared {
     /// The route template, part of the operation's identity.
-    route: &'static str,
-    note: Option<&'a str>,
-    /// The request body as sent (canonical JSON), part of the identity.
-    body: &'a Value,
-    /// Query values that change the operation (`update_mask`, `version_id`).
-    query: &'a str,
-    agent: String,
-    op: Op,
+    pub route: &'static str,
+    pub note: Option<String>,
+    /// The query string (it carries `update_mask`, `version_id`, `agent_id`).
+    pub query: String,
+    /// The request body as sent.
+    pub body: Value,
+    pub agent: String,
+    pub op: Op,
     /// Embed the note in the receipt (create and PATCH).
-    embed_note: bool,
+    pub embed_note: bool,
 }
 
-/// Run a call through the pipeline and answer its (possibly replayed) receipt.
-async fn submit(svc: Arc<Service>, headers: &HeaderMap, call: Call<'_>) -> ApiResult<Response> {
-    let Call {
+impl Prepared {
+    /// The stored form of the request, for the review queue.
+    fn payload(&self) -> String {
+        serde_json::json!({
+            "route": self.route,
+            "note": self.note,
+            "query": self.query,
+            "body": self.body,
+            "agent_id": self.agent,
+        })
+        .to_string()
+    }
+}
+
+/// Prepare a stored request again (a queued write being approved).
+pub fn prepare_payload(payload: &str) -> Result<Prepared, Error> {
+    let v: Value = serde_json::from_str(payload)
+        .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
+    let route = ROUTES
+        .iter()
+        .copied()
+        .find(|r| Some(*r) == v["route"].as_str())
+        .ok_or_else(|| Error::internal("a stored pending write names an unknown route"))?;
+    prepare(
         route,
-        note,
-        body,
-        query,
+        v["note"].as_str(),
+        v["query"].as_str().unwrap_or(""),
+        v["body"].clone(),
+    )
+}
+
+const ROUTES: &[&str] = &[
+    "POST /v1/notes",
+    "PATCH /v1/notes/{note}",
+    "DELETE /v1/notes/{note}",
+    "POST /v1/notes/{note}:edit",
+    "POST /v1/notes/{note}:move",
+    "POST /v1/notes/{note}:rename",
+    "POST /v1/notes/{note}:rollback",
+];
+
+/// Validate a request for `route` into an operation.
+pub fn prepare(
+    route: &'static str,
+    note: Option<&str>,
+    query: &str,
+    body: Value,
+) -> Result<Prepared, Error> {
+    let note_of = || {
+        note.map(str::to_string)
+            .ok_or_else(|| Error::invalid_field("note", "is required"))
+    };
+    match route {
+        "POST /v1/notes" => prepare_create(query, body),
+        "PATCH /v1/notes/{note}" => prepare_patch(note_of()?, query, body),
+        "DELETE /v1/notes/{note}" => prepare_delete(note_of()?, query),
+        "POST /v1/notes/{note}:edit" => prepare_edit(note_of()?, query, body),
+        "POST /v1/notes/{note}:move" => prepare_move(note_of()?, query, body),
+        "POST /v1/notes/{note}:rename" => prepare_rename(note_of()?, query, body),
+        "POST /v1/notes/{note}:rollback" => prepare_rollback(note_of()?, query, body),
+        other => Err(Error::internal(format!("no write route {other}"))),
+    }
+}
+
+pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
+    serde_path_to_error::deserialize(raw).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde names an unknown or missing field inside its message.
+        let field = if path == "." {
+            inner
+                .split('`')
+                .nth(1)
+                .map(str::to_string)
+                .unwrap_or_else(|| "body".to_string())
+        } else {
+            path
+        };
+        Error::invalid_field(field, inner)
+    })
+}
+
+/// Run a prepared request through the pipeline and answer its (possibly replayed) receipt.
+async fn submit(svc: Arc<Service>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
+    let key = idempotency_key(headers)?;
+    let hash = op_hash(
+        prepared.route,
+        prepared.note.as_deref(),
+        &prepared.body,
+        &prepared.query,
+        &prepared.agent,
+    );
+    let payload = prepared.payload();
+    let Prepared {
         agent,
         op,
         embed_note,
-    } = call;
-    let key = idempotency_key(headers)?;
-    let hash = op_hash(route, note, body, query, &agent);
+        ..
+    } = prepared;
     let (status, body) = blocking(move || {
-        let render_fn = move |r: &writes::Receipt| {
-            if embed_note {
-                render(r)
-            } else {
-                let mut r = r.clone();
-                r.note = None;
-                render(&r)
-            }
-        };
+        let render_fn = move |r: &writes::Receipt| render(r, embed_note);
         writes::submit(
             &svc,
             op,
@@ -274,6 +343,7 @@ async fn submit(svc: Arc<Service>, headers: &HeaderMap, call: Call<'_>) -> ApiRe
                 key: &key,
                 op_hash: hash,
                 render: &render_fn,
+                payload,
             },
         )
     })
@@ -339,8 +409,16 @@ fn file_name_of(title: &str) -> String {
     )
 )]
 pub async fn create(svc: Arc<Service>, parts: Parts, body: Bytes) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let (req, raw): (CreateNote, Value) = json_body(&parts.headers, &body)?;
+    let prepared = prepare_create(
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_create(query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: CreateNote = parse_as(&raw)?;
     let agent = agent_id(req.agent_id.clone())?;
     check_len("content", &req.content, 0, MAX_BODY)?;
     let mut keys = Vec::new();
@@ -350,8 +428,7 @@ pub async fn create(svc: Arc<Service>, parts: Parts, body: Bytes) -> ApiResult<R
                 return Err(Error::invalid_field(
                     "folder",
                     "give either `slug` or `folder` with `title`, not both",
-                )
-                .into());
+                ));
             }
             let slug = slug
                 .strip_suffix(".md")
@@ -367,7 +444,7 @@ pub async fn create(svc: Arc<Service>, parts: Parts, body: Bytes) -> ApiResult<R
         (None, Some(title)) => {
             let name = file_name_of(title);
             if name.is_empty() {
-                return Err(Error::invalid_field("title", "gives an empty file name").into());
+                return Err(Error::invalid_field("title", "gives an empty file name"));
             }
             if name != *title {
                 keys.push(("title".to_string(), FmValue::Scalar(title.clone())));
@@ -378,9 +455,10 @@ pub async fn create(svc: Arc<Service>, parts: Parts, body: Bytes) -> ApiResult<R
             }
         }
         (None, None) => {
-            return Err(
-                Error::invalid_field("slug", "give `slug`, or `title` (and `folder`)").into(),
-            )
+            return Err(Error::invalid_field(
+                "slug",
+                "give `slug`, or `title` (and `folder`)",
+            ))
         }
     };
     if let Some(tags) = &req.tags {
@@ -401,20 +479,15 @@ pub async fn create(svc: Arc<Service>, parts: Parts, body: Bytes) -> ApiResult<R
         body: req.content,
         keys,
     };
-    submit(
-        svc,
-        &parts.headers,
-        Call {
-            route: "POST /v1/notes",
-            note: None,
-            body: &raw,
-            query: "",
-            agent,
-            op,
-            embed_note: true,
-        },
-    )
-    .await
+    Ok(Prepared {
+        route: "POST /v1/notes",
+        note: None,
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: true,
+    })
 }
 
 /// `PATCH /v1/notes/{note}` body: the fields named in `update_mask`.
@@ -462,7 +535,16 @@ pub async fn patch(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let q = Query::parse(parts.uri.query(), &["update_mask"])?;
+    let prepared = prepare_patch(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_patch(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    let q = Query::parse(Some(query), &["update_mask"])?;
     let mask = q.str("update_mask").unwrap_or("").to_string();
     let entries: Vec<&str> = mask
         .split(',')
@@ -470,9 +552,12 @@ pub async fn patch(
         .filter(|e| !e.is_empty())
         .collect();
     if entries.is_empty() {
-        return Err(Error::new(Reason::INVALID_UPDATE_MASK, "update_mask is required").into());
+        return Err(Error::new(
+            Reason::INVALID_UPDATE_MASK,
+            "update_mask is required",
+        ));
     }
-    let (req, raw): (PatchNote, Value) = json_body(&parts.headers, &body)?;
+    let req: PatchNote = parse_as(&raw)?;
     let agent = agent_id(req.agent_id.clone())?;
     let version_id = version_field("version_id", req.version_id.clone())?;
     let mut changes = Vec::new();
@@ -514,7 +599,7 @@ pub async fn patch(
                         format!("{other:?} cannot be updated; the mask lists only title, content, folder, tags, status, frontmatter.<key>"),
                     )
                     .with_meta("update_mask", mask.clone())
-                    .into())
+                    )
                 }
             },
         };
@@ -525,20 +610,15 @@ pub async fn patch(
         version_id,
         changes,
     };
-    submit(
-        svc,
-        &parts.headers,
-        Call {
-            route: "PATCH /v1/notes/{note}",
-            note: Some(&note),
-            body: &raw,
-            query: &mask,
-            agent,
-            op,
-            embed_note: true,
-        },
-    )
-    .await
+    Ok(Prepared {
+        route: "PATCH /v1/notes/{note}",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: true,
+    })
 }
 
 /// Delete a note: the file moves to the vault's `.trash/` and history records the delete.
@@ -562,7 +642,12 @@ pub async fn patch(
     )
 )]
 pub async fn delete(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<Response> {
-    let q = Query::parse(parts.uri.query(), &["version_id", "agent_id"])?;
+    let prepared = prepare_delete(note, parts.uri.query().unwrap_or(""))?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_delete(note: String, query: &str) -> Result<Prepared, Error> {
+    let q = Query::parse(Some(query), &["version_id", "agent_id"])?;
     let version_id = version_field("version_id", q.str("version_id").map(str::to_string))?;
     let agent = agent_id(q.str("agent_id").map(str::to_string))?;
     let query = version_id.clone().unwrap_or_default();
@@ -570,20 +655,15 @@ pub async fn delete(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<
         note: note.clone(),
         version_id,
     };
-    submit(
-        svc,
-        &parts.headers,
-        Call {
-            route: "DELETE /v1/notes/{note}",
-            note: Some(&note),
-            body: &Value::Null,
-            query: &query,
-            agent,
-            op,
-            embed_note: false,
-        },
-    )
-    .await
+    Ok(Prepared {
+        route: "DELETE /v1/notes/{note}",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: Value::Null,
+        agent,
+        op,
+        embed_note: false,
+    })
 }
 
 /// `:edit` body.
@@ -625,8 +705,17 @@ pub async fn edit(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let (req, raw): (EditNote, Value) = json_body(&parts.headers, &body)?;
+    let prepared = prepare_edit(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_edit(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: EditNote = parse_as(&raw)?;
     let version_id = version_field("version_id", Some(req.version_id))?.unwrap_or_default();
     check_len("old_string", &req.old_string, 1, 100_000)?;
     check_len("new_string", &req.new_string, 0, 100_000)?;
@@ -637,20 +726,15 @@ pub async fn edit(
         old_string: req.old_string,
         new_string: req.new_string,
     };
-    submit(
-        svc,
-        &parts.headers,
-        Call {
-            route: "POST /v1/notes/{note}:edit",
-            note: Some(&note),
-            body: &raw,
-            query: "",
-            agent,
-            op,
-            embed_note: false,
-        },
-    )
-    .await
+    Ok(Prepared {
+        route: "POST /v1/notes/{note}:edit",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: false,
+    })
 }
 
 /// `:move` body.
@@ -688,8 +772,17 @@ pub async fn move_(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let (req, raw): (MoveNote, Value) = json_body(&parts.headers, &body)?;
+    let prepared = prepare_move(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_move(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: MoveNote = parse_as(&raw)?;
     let version_id = version_field("version_id", req.version_id)?;
     let agent = agent_id(req.agent_id)?;
     check_len("folder", &req.folder, 0, 512)?;
@@ -698,20 +791,15 @@ pub async fn move_(
         folder: req.folder,
         version_id,
     };
-    submit(
-        svc,
-        &parts.headers,
-        Call {
-            route: "POST /v1/notes/{note}:move",
-            note: Some(&note),
-            body: &raw,
-            query: "",
-            agent,
-            op,
-            embed_note: false,
-        },
-    )
-    .await
+    Ok(Prepared {
+        route: "POST /v1/notes/{note}:move",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: false,
+    })
 }
 
 /// `:rename` body.
@@ -749,8 +837,17 @@ pub async fn rename(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let (req, raw): (RenameNote, Value) = json_body(&parts.headers, &body)?;
+    let prepared = prepare_rename(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_rename(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: RenameNote = parse_as(&raw)?;
     let version_id = version_field("version_id", req.version_id)?;
     let agent = agent_id(req.agent_id)?;
     let name = req
@@ -760,27 +857,90 @@ pub async fn rename(
         .to_string();
     check_len("name", &name, 1, 255)?;
     if name.contains('/') || name.contains('\\') {
-        return Err(
-            Error::unsafe_path("a new name holds no folder; use :move to change folders").into(),
-        );
+        return Err(Error::unsafe_path(
+            "a new name holds no folder; use :move to change folders",
+        ));
     }
     let op = Op::Rename {
         note: note.clone(),
         name,
         version_id,
     };
-    submit(
-        svc,
-        &parts.headers,
-        Call {
-            route: "POST /v1/notes/{note}:rename",
-            note: Some(&note),
-            body: &raw,
-            query: "",
-            agent,
-            op,
-            embed_note: false,
-        },
+    Ok(Prepared {
+        route: "POST /v1/notes/{note}:rename",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: false,
+    })
+}
+
+/// `:rollback` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackNote {
+    /// The listed revision to restore (`revision_id` / `version_id` of a revision entry).
+    pub revision_id: String,
+    /// Precondition: the note's current version.
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+/// Restore a listed revision as a new revision (also of a deleted note).
+#[utoipa::path(
+    post,
+    path = "/v1/notes/{note}:rollback",
+    tag = "Review",
+    request_body = RollbackNote,
+    params(
+        ("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F` (a deleted note too).", min_length = 1),
+        ("Idempotency-Key" = String, Header, description = "Unique per distinct operation."),
+    ),
+    responses(
+        (status = 200, description = "Applied.", body = Receipt),
+        (status = 201, description = "Applied: a deleted note was restored.", body = Receipt),
+        (status = 202, description = "Queued for review.", body = Receipt),
+        (status = 400, description = "Invalid request.", body = ErrorEnvelope),
+        (status = 404, description = "`VERSION_NOT_FOUND` (unknown id, or a revision of another note) or no such note.", body = ErrorEnvelope),
+        (status = 409, description = "The note changed since `version_id`, or its path is taken.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused, or writes refused.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited or write budget spent.", body = ErrorEnvelope),
     )
-    .await
+)]
+pub async fn rollback(
+    svc: Arc<Service>,
+    note: String,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let prepared = prepare_rollback(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+fn prepare_rollback(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: RollbackNote = parse_as(&raw)?;
+    let revision_id = version_field("revision_id", Some(req.revision_id))?.unwrap_or_default();
+    let version_id = version_field("version_id", req.version_id)?;
+    let agent = agent_id(req.agent_id)?;
+    let op = Op::Rollback {
+        note: note.clone(),
+        revision_id,
+        version_id,
+    };
+    Ok(Prepared {
+        route: "POST /v1/notes/{note}:rollback",
+        note: Some(note),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: false,
+    })
 }

@@ -319,3 +319,59 @@ mod tests {
         assert_eq!(history.status().commits, 2);
     }
 }
+
+/// Whether a commit message's `Notevault-Seq` trailer (`7` or `3-9`) covers `seq`.
+fn covers(message: &str, seq: i64) -> bool {
+    message.lines().any(|line| {
+        let Some(range) = line.strip_prefix("Notevault-Seq: ") else {
+            return false;
+        };
+        let (lo, hi) = range
+            .trim()
+            .split_once('-')
+            .unwrap_or((range.trim(), range.trim()));
+        matches!((lo.parse::<i64>(), hi.parse::<i64>()), (Ok(lo), Ok(hi)) if lo <= seq && seq <= hi)
+    })
+}
+
+/// The content of `path` as recorded by the commit that carries revision `seq`
+/// (`None` when no commit carries it, or the path is absent there).
+pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Option<Vec<u8>>> {
+    let repo = gix::open(git_dir).map_err(|e| history_error("open", e))?;
+    let Ok(head) = repo.head_id() else {
+        return Ok(None);
+    };
+    let walk = repo
+        .rev_walk([head.detach()])
+        .all()
+        .map_err(|e| history_error("walk", e))?;
+    for info in walk {
+        let info = info.map_err(|e| history_error("walk", e))?;
+        let commit = info.object().map_err(|e| history_error("read commit", e))?;
+        let message = commit.message_raw_sloppy().to_string();
+        if !covers(&message, seq) {
+            continue;
+        }
+        let tree = commit.tree().map_err(|e| history_error("read tree", e))?;
+        let Some(entry) = tree
+            .lookup_entry_by_path(path)
+            .map_err(|e| history_error("lookup", e))?
+        else {
+            return Ok(None);
+        };
+        let blob = entry.object().map_err(|e| history_error("read blob", e))?;
+        return Ok(Some(blob.data.clone()));
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod seq_tests {
+    #[test]
+    fn seq_trailers() {
+        assert!(super::covers("x\n\nNotevault-Seq: 5\n", 5));
+        assert!(super::covers("x\n\nNotevault-Seq: 3-9\n", 7));
+        assert!(!super::covers("x\n\nNotevault-Seq: 3-9\n", 10));
+        assert!(!super::covers("x\n", 1));
+    }
+}

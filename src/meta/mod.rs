@@ -46,7 +46,45 @@ const MIGRATIONS: &[&str] = &[
         body       TEXT NOT NULL,
         created_at TEXT NOT NULL
     );",
+    // 3: the review queue and the write-budget window
+    "CREATE TABLE pending_writes (
+        id         TEXT PRIMARY KEY,
+        kind       TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        decided_at TEXT,
+        error      TEXT,
+        payload    TEXT NOT NULL,
+        result     TEXT,
+        preview    TEXT NOT NULL,
+        slug       TEXT NOT NULL
+    );
+    CREATE INDEX pending_writes_by_time ON pending_writes (created_at);
+    CREATE TABLE applied_writes (at TEXT NOT NULL);
+    CREATE INDEX applied_writes_by_time ON applied_writes (at);",
 ];
+
+/// A write waiting for (or decided by) a reviewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRow {
+    pub id: String,
+    /// `write`, `edit`, `delete`, `move`, `rename`.
+    pub kind: String,
+    /// `pending`, `applied`, `rejected`.
+    pub status: String,
+    pub agent_id: String,
+    pub created_at: String,
+    pub decided_at: Option<String>,
+    pub error: Option<String>,
+    /// The request as the API received it (opaque JSON), re-run on approval.
+    pub payload: String,
+    /// The receipt of an applied write (opaque JSON).
+    pub result: Option<String>,
+    /// A unified diff of what the write would change, taken when it was queued.
+    pub preview: String,
+    pub slug: String,
+}
 
 /// A stored write result, replayed for the same `Idempotency-Key` and operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,6 +278,123 @@ impl Meta {
         Ok(())
     }
 
+    pub fn insert_pending(&self, row: &PendingRow) -> Result<()> {
+        self.conn.lock().execute(
+            "INSERT INTO pending_writes (id, kind, status, agent_id, created_at, decided_at, error,
+               payload, result, preview, slug)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                row.id,
+                row.kind,
+                row.status,
+                row.agent_id,
+                row.created_at,
+                row.decided_at,
+                row.error,
+                row.payload,
+                row.result,
+                row.preview,
+                row.slug
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn pending_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingRow> {
+        Ok(PendingRow {
+            id: r.get(0)?,
+            kind: r.get(1)?,
+            status: r.get(2)?,
+            agent_id: r.get(3)?,
+            created_at: r.get(4)?,
+            decided_at: r.get(5)?,
+            error: r.get(6)?,
+            payload: r.get(7)?,
+            result: r.get(8)?,
+            preview: r.get(9)?,
+            slug: r.get(10)?,
+        })
+    }
+
+    const PENDING_COLUMNS: &'static str =
+        "id, kind, status, agent_id, created_at, decided_at, error, payload, result, preview, slug";
+
+    pub fn pending(&self, id: &str) -> Result<Option<PendingRow>> {
+        let conn = self.conn.lock();
+        let sql = format!(
+            "SELECT {} FROM pending_writes WHERE id = ?1",
+            Self::PENDING_COLUMNS
+        );
+        Ok(conn.query_row(&sql, [id], Self::pending_from).optional()?)
+    }
+
+    /// Every pending write, oldest first.
+    pub fn all_pending(&self) -> Result<Vec<PendingRow>> {
+        let conn = self.conn.lock();
+        let sql = format!(
+            "SELECT {} FROM pending_writes ORDER BY created_at, id",
+            Self::PENDING_COLUMNS
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([], Self::pending_from)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Decide a pending write; `false` when it was already decided (exactly one decider wins).
+    pub fn decide_pending(
+        &self,
+        id: &str,
+        status: &str,
+        decided_at: &str,
+        error: Option<&str>,
+        result: Option<&str>,
+    ) -> Result<bool> {
+        let changed = self.conn.lock().execute(
+            "UPDATE pending_writes SET status = ?2, decided_at = ?3, error = ?4, result = ?5
+             WHERE id = ?1 AND status = 'pending'",
+            params![id, status, decided_at, error, result],
+        )?;
+        Ok(changed == 1)
+    }
+
+    pub fn record_applied_write(&self, at: &str) -> Result<()> {
+        self.conn
+            .lock()
+            .execute("INSERT INTO applied_writes (at) VALUES (?1)", [at])?;
+        Ok(())
+    }
+
+    /// Applied writes since `since`, and the oldest of them.
+    pub fn applied_writes_since(&self, since: &str) -> Result<(u64, Option<String>)> {
+        Ok(self.conn.lock().query_row(
+            "SELECT COUNT(*), MIN(at) FROM applied_writes WHERE at > ?1",
+            [since],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)),
+        )?)
+    }
+
+    /// One revision by its version id.
+    pub fn revision(&self, version_id: &str) -> Result<Option<RevisionRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
+                    created_at
+             FROM revisions WHERE version_id = ?1",
+        )?;
+        Ok(stmt.query_row([version_id], revision_from).optional()?)
+    }
+
+    /// The latest revision recorded at `path` (to find a deleted note by its slug).
+    pub fn latest_revision_at(&self, path: &str) -> Result<Option<RevisionRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
+                    created_at
+             FROM revisions WHERE path = ?1 ORDER BY seq DESC LIMIT 1",
+        )?;
+        Ok(stmt.query_row([path], revision_from).optional()?)
+    }
+
     /// Revisions of one note, oldest first.
     pub fn revisions_of(&self, note_id: &str) -> Result<Vec<RevisionRow>> {
         let conn = self.conn.lock();
@@ -248,21 +403,23 @@ impl Meta {
                     created_at
              FROM revisions WHERE note_id = ?1 ORDER BY seq",
         )?;
-        let rows = stmt.query_map([note_id], |r| {
-            Ok(RevisionRow {
-                seq: r.get(0)?,
-                version_id: r.get(1)?,
-                note_id: r.get(2)?,
-                path: r.get(3)?,
-                prev_version_id: r.get(4)?,
-                content_hash: r.get(5)?,
-                actor: r.get(6)?,
-                kind: r.get(7)?,
-                created_at: r.get(8)?,
-            })
-        })?;
+        let rows = stmt.query_map([note_id], revision_from)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+fn revision_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RevisionRow> {
+    Ok(RevisionRow {
+        seq: r.get(0)?,
+        version_id: r.get(1)?,
+        note_id: r.get(2)?,
+        path: r.get(3)?,
+        prev_version_id: r.get(4)?,
+        content_hash: r.get(5)?,
+        actor: r.get(6)?,
+        kind: r.get(7)?,
+        created_at: r.get(8)?,
+    })
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {

@@ -175,6 +175,7 @@ pub fn rewrite_links_to(
             Some(new_text.into_bytes()),
             actor,
             "update",
+            None,
         ) {
             Ok(_) => updated += 1,
             Err(e) => failed.push((note.slug.clone(), e.message)),

@@ -11,6 +11,7 @@
 
 pub mod links;
 pub mod reconcile;
+pub mod review;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,13 +75,19 @@ pub enum Op {
         name: String,
         version_id: Option<String>,
     },
+    /// Restore the content of a listed revision (also of a deleted note) as a new revision.
+    Rollback {
+        note: String,
+        revision_id: String,
+        version_id: Option<String>,
+    },
 }
 
 impl Op {
     /// The pending-write `kind` of this operation.
     pub fn kind(&self) -> &'static str {
         match self {
-            Op::Create { .. } | Op::Patch { .. } => "write",
+            Op::Create { .. } | Op::Patch { .. } | Op::Rollback { .. } => "write",
             Op::Delete { .. } => "delete",
             Op::Edit { .. } => "edit",
             Op::Move { .. } => "move",
@@ -124,6 +131,8 @@ pub struct Idempotency<'a> {
     pub key: &'a str,
     pub op_hash: String,
     pub render: &'a (dyn Fn(&Receipt) -> (u16, String) + Sync),
+    /// The request as the caller received it, kept if the write is queued.
+    pub payload: String,
 }
 
 /// Per-key locks, so a concurrent duplicate waits for the first and replays it.
@@ -133,7 +142,7 @@ pub struct KeyLocks {
 }
 
 impl KeyLocks {
-    fn get(&self, key: &str) -> Arc<Mutex<()>> {
+    pub(crate) fn get(&self, key: &str) -> Arc<Mutex<()>> {
         let mut locks = self.locks.lock();
         if locks.len() > 10_000 {
             locks.retain(|_, l| Arc::strong_count(l) > 1);
@@ -162,9 +171,19 @@ pub fn submit(
         )
         .with_meta("idempotency_key", idem.key));
     }
-    let receipt = {
+    let settings = review::settings(svc)?;
+    let receipt = if review::must_queue(&settings, &op)? {
         let _write = svc.write_lock.lock();
-        apply(svc, &op, agent_id)?
+        review::queue(svc, &op, agent_id, idem.payload)?
+    } else {
+        let now = Utc::now();
+        review::check_budget(svc, &settings, now)?;
+        let _write = svc.write_lock.lock();
+        let receipt = apply(svc, &op, agent_id)?;
+        if !receipt.unchanged {
+            svc.meta.record_applied_write(&timestamp(now))?;
+        }
+        receipt
     };
     let (status, body) = (idem.render)(&receipt);
     svc.meta.store_idempotency(
@@ -240,6 +259,8 @@ pub struct Plan {
     /// `create`, `update`, `move`, `delete`.
     pub kind: &'static str,
     pub renamed: bool,
+    /// The note id a create restores (a rollback of a deleted note).
+    pub restore_id: Option<String>,
 }
 
 impl Plan {
@@ -284,6 +305,7 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
                 bytes: Some(text.into_bytes()),
                 kind: "create",
                 renamed: false,
+                restore_id: None,
             })
         }
         Op::Patch {
@@ -328,6 +350,7 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
                 bytes: Some(new_bytes),
                 kind,
                 renamed: false,
+                restore_id: None,
             })
         }
         Op::Edit {
@@ -374,6 +397,7 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
                 bytes: Some(new_text.into_bytes()),
                 kind: "update",
                 renamed: false,
+                restore_id: None,
             })
         }
         Op::Delete { note, version_id } => {
@@ -386,6 +410,7 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
                 bytes: None,
                 kind: "delete",
                 renamed: false,
+                restore_id: None,
             })
         }
         Op::Move {
@@ -402,8 +427,14 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
                 bytes: Some(bytes),
                 kind: "move",
                 renamed: false,
+                restore_id: None,
             })
         }
+        Op::Rollback {
+            note,
+            revision_id,
+            version_id,
+        } => plan_rollback(svc, note, revision_id, version_id.as_deref()),
         Op::Rename {
             note,
             name,
@@ -423,6 +454,79 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
                 bytes: Some(bytes),
                 kind: "move",
                 renamed,
+                restore_id: None,
+            })
+        }
+    }
+}
+
+fn plan_rollback(
+    svc: &Service,
+    key: &str,
+    revision_id: &str,
+    version_id: Option<&str>,
+) -> Result<Plan> {
+    let current_note = match current(svc, key) {
+        Ok(found) => Some(found),
+        Err(e) if e.reason == Reason::NOTE_NOT_FOUND => None,
+        Err(e) => return Err(e),
+    };
+    let note_id = match &current_note {
+        Some((n, _)) => n.note_id.clone(),
+        None => svc.history_of(key)?.note_id,
+    };
+    let not_found = |why: &str| {
+        Error::new(
+            Reason::VERSION_NOT_FOUND,
+            format!("revision {revision_id} {why}"),
+        )
+        .with_meta("revision_id", revision_id)
+    };
+    let revision = svc
+        .meta
+        .revision(revision_id)?
+        .ok_or_else(|| not_found("does not exist"))?;
+    if revision.note_id != note_id {
+        return Err(not_found("belongs to another note"));
+    }
+    if revision.content_hash.is_none() {
+        return Err(Error::invalid_field(
+            "revision_id",
+            "is a delete and has no content; roll back to the revision before it",
+        ));
+    }
+    let content = svc
+        .revision_content(&revision)?
+        .ok_or_else(|| not_found("has no content in history.git yet"))?;
+    match current_note {
+        Some((note, bytes)) => {
+            check_version(&note, version_id)?;
+            let to_rel = note.path.clone();
+            Ok(Plan {
+                from: Some((note, bytes)),
+                to_rel,
+                bytes: Some(content),
+                kind: "update",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        None => {
+            let slug = slug_of(&revision.path).to_string();
+            let safe = target_path(svc, &slug)?;
+            if safe.abs.exists() {
+                return Err(Error::new(
+                    Reason::NAME_COLLISION,
+                    format!("{} exists again; move it away first", revision.path),
+                ));
+            }
+            Ok(Plan {
+                from: None,
+                to_rel: safe.rel,
+                bytes: Some(content),
+                kind: "create",
+                renamed: false,
+                restore_id: Some(note_id),
             })
         }
     }
@@ -444,6 +548,7 @@ pub(crate) fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
         plan.bytes.clone(),
         &actor,
         plan.kind,
+        plan.restore_id.as_deref(),
     )?;
     receipt.created = plan.from.is_none();
     receipt.renamed = plan.renamed;
@@ -516,6 +621,7 @@ pub(crate) fn commit_change(
     bytes: Option<Vec<u8>>,
     actor: &str,
     kind: &str,
+    new_id: Option<&str>,
 ) -> Result<Receipt> {
     let root = &svc.paths.root;
     let same_place = from.is_none_or(|(n, _)| n.path == to_rel);
@@ -578,6 +684,7 @@ pub(crate) fn commit_change(
     let version_id = uuid::Uuid::now_v7().to_string();
     let note_id = from
         .map(|(n, _)| n.note_id.clone())
+        .or_else(|| new_id.map(str::to_string))
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let history = svc.history.commit(CommitRequest {
         subject: format!("{kind} {}", slug_of(to_rel)),

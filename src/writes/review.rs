@@ -1,0 +1,274 @@
+//! Review: write policies, the write budget and the pending-write queue.
+//!
+//! Under a queuing policy `submit` stores the request (opaque, as the API received it)
+//! with a diff preview instead of applying it; the note is untouched. Approving prepares
+//! the stored request again and applies it through the same pipeline; if the note moved
+//! since, the pending write is decided with its `error` set and nothing is written.
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::error::{Error, Reason, Result};
+use crate::meta::PendingRow;
+use crate::service::{timestamp, Service};
+use crate::writes::{plan, Op, Receipt, ReceiptStatus};
+
+/// Who decides whether a write applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePolicy {
+    /// Every write applies at once (the default in local mode).
+    AutoApply,
+    /// Every write is queued for a reviewer.
+    Review,
+    /// Delete, move and rename are queued; other writes apply.
+    ReviewDestructive,
+    /// Every write is refused (`WRITE_REFUSED`).
+    ReadOnly,
+}
+
+impl WritePolicy {
+    pub const ALL: [WritePolicy; 4] = [
+        WritePolicy::AutoApply,
+        WritePolicy::Review,
+        WritePolicy::ReviewDestructive,
+        WritePolicy::ReadOnly,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WritePolicy::AutoApply => "auto_apply",
+            WritePolicy::Review => "review",
+            WritePolicy::ReviewDestructive => "review_destructive",
+            WritePolicy::ReadOnly => "read_only",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// The vault's write settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteSettings {
+    pub policy: WritePolicy,
+    /// Applied writes allowed per rolling hour; 0 is unlimited.
+    pub budget: u32,
+}
+
+/// The length of the budget window.
+pub const BUDGET_WINDOW_SECS: i64 = 3600;
+
+pub fn settings(svc: &Service) -> Result<WriteSettings> {
+    let policy = svc
+        .meta
+        .setting("write_policy")?
+        .and_then(|p| WritePolicy::parse(&p))
+        .unwrap_or(WritePolicy::AutoApply);
+    let budget = svc
+        .meta
+        .setting("write_budget")?
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    Ok(WriteSettings { policy, budget })
+}
+
+pub fn set_settings(
+    svc: &Service,
+    policy: Option<WritePolicy>,
+    budget: Option<u32>,
+) -> Result<WriteSettings> {
+    if let Some(p) = policy {
+        svc.meta.set_setting("write_policy", p.as_str())?;
+    }
+    if let Some(b) = budget {
+        svc.meta.set_setting("write_budget", &b.to_string())?;
+    }
+    settings(svc)
+}
+
+impl Op {
+    /// Delete, move, rename, or a PATCH that moves the note.
+    pub fn is_destructive(&self) -> bool {
+        match self {
+            Op::Delete { .. } | Op::Move { .. } | Op::Rename { .. } => true,
+            Op::Patch { changes, .. } => changes
+                .iter()
+                .any(|c| matches!(c, crate::writes::PatchChange::Folder(_))),
+            _ => false,
+        }
+    }
+}
+
+/// What the policy says of `op`: `Ok(true)` to queue it, `Ok(false)` to apply it.
+pub(crate) fn must_queue(settings: &WriteSettings, op: &Op) -> Result<bool> {
+    match settings.policy {
+        WritePolicy::ReadOnly => Err(Error::new(
+            Reason::WRITE_REFUSED,
+            "the vault's write policy is read_only",
+        )
+        .with_meta("write_policy", "read_only")),
+        WritePolicy::Review => Ok(true),
+        WritePolicy::ReviewDestructive => Ok(op.is_destructive()),
+        WritePolicy::AutoApply => Ok(false),
+    }
+}
+
+/// Refuse a write when the budget of the rolling hour is spent.
+pub(crate) fn check_budget(
+    svc: &Service,
+    settings: &WriteSettings,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    if settings.budget == 0 {
+        return Ok(());
+    }
+    let since = now - Duration::seconds(BUDGET_WINDOW_SECS);
+    let (count, oldest) = svc.meta.applied_writes_since(&timestamp(since))?;
+    if count < u64::from(settings.budget) {
+        return Ok(());
+    }
+    let oldest = oldest
+        .and_then(|o| DateTime::parse_from_rfc3339(&o).ok())
+        .map(|o| o.with_timezone(&Utc))
+        .unwrap_or(now);
+    let wait = (oldest + Duration::seconds(BUDGET_WINDOW_SECS) - now)
+        .num_seconds()
+        .max(1) as u64;
+    Err(Error::new(
+        Reason::WRITE_BUDGET_EXCEEDED,
+        format!(
+            "the write budget of {} applied writes per hour is spent",
+            settings.budget
+        ),
+    )
+    .with_retry_after(wait)
+    .with_meta("write_budget", settings.budget.to_string()))
+}
+
+/// A unified diff of a planned write.
+pub fn preview(
+    before_path: Option<&str>,
+    after_path: &str,
+    before: &str,
+    after: Option<&str>,
+) -> String {
+    let diff = similar::TextDiff::from_lines(before, after.unwrap_or(""));
+    let old = before_path.map_or("/dev/null".to_string(), |p| format!("a/{p}"));
+    let new = if after.is_some() {
+        format!("b/{after_path}")
+    } else {
+        "/dev/null".to_string()
+    };
+    diff.unified_diff()
+        .context_radius(3)
+        .header(&old, &new)
+        .to_string()
+}
+
+/// Queue `op`: check it can apply now (so a reviewer sees a real diff), store it, and
+/// answer a `queued` receipt. The note is untouched.
+pub(crate) fn queue(svc: &Service, op: &Op, agent_id: &str, payload: String) -> Result<Receipt> {
+    let plan = plan(svc, op)?;
+    let (before, after) = plan.texts();
+    let diff = preview(
+        plan.from_rel(),
+        &plan.to_rel,
+        &before,
+        plan.bytes.as_ref().map(|_| after.as_str()),
+    );
+    let id = uuid::Uuid::now_v7().to_string();
+    let slug = crate::vault::path::slug_of(plan.from_rel().unwrap_or(&plan.to_rel)).to_string();
+    svc.meta.insert_pending(&PendingRow {
+        id: id.clone(),
+        kind: op.kind().to_string(),
+        status: "pending".into(),
+        agent_id: agent_id.to_string(),
+        created_at: timestamp(Utc::now()),
+        decided_at: None,
+        error: None,
+        payload,
+        result: None,
+        preview: diff,
+        slug: slug.clone(),
+    })?;
+    let (note_id, version_id, content_hash) = match &plan.from {
+        Some((n, _)) => (
+            n.note_id.clone(),
+            n.version_id.clone(),
+            n.content_hash.clone(),
+        ),
+        None => (String::new(), String::new(), String::new()),
+    };
+    Ok(Receipt {
+        status: ReceiptStatus::Queued,
+        slug,
+        note_id,
+        version_id,
+        content_hash,
+        committed_seq: svc.committed_seq(),
+        note: None,
+        renamed: false,
+        unchanged: false,
+        links_updated: 0,
+        links_failed: Vec::new(),
+        flow_back_error: None,
+        pending_id: Some(id),
+        created: false,
+    })
+}
+
+/// Approve or reject a pending write. `prepare` turns the stored payload back into an
+/// operation and its agent; `render` turns a receipt into the stored `result`.
+pub fn decide(
+    svc: &Service,
+    id: &str,
+    approve: bool,
+    prepare: &dyn Fn(&str) -> Result<(Op, String)>,
+    render: &dyn Fn(&Receipt) -> String,
+) -> Result<PendingRow> {
+    let lock = svc.key_locks.get(&format!("pending:{id}"));
+    let _guard = lock.lock();
+    let row = svc.meta.pending(id)?.ok_or_else(|| {
+        Error::new(
+            Reason::PENDING_WRITE_NOT_FOUND,
+            format!("no pending write {id}"),
+        )
+        .with_meta("id", id)
+    })?;
+    if row.status != "pending" {
+        return Err(Error::new(
+            Reason::ALREADY_DECIDED,
+            format!("pending write {id} was already decided ({})", row.status),
+        )
+        .with_meta("status", row.status.clone()));
+    }
+    let now = timestamp(Utc::now());
+    let (status, error, result) = if approve {
+        let outcome = prepare(&row.payload).and_then(|(op, agent)| {
+            let _write = svc.write_lock.lock();
+            crate::writes::apply(svc, &op, &agent)
+        });
+        match outcome {
+            Ok(receipt) => ("applied", None, Some(render(&receipt))),
+            Err(e) => (
+                "rejected",
+                Some(format!("{}: {}", e.reason, e.message)),
+                None,
+            ),
+        }
+    } else {
+        ("rejected", None, None)
+    };
+    if !svc
+        .meta
+        .decide_pending(id, status, &now, error.as_deref(), result.as_deref())?
+    {
+        return Err(Error::new(
+            Reason::ALREADY_DECIDED,
+            format!("pending write {id} was already decided"),
+        ));
+    }
+    svc.meta
+        .pending(id)?
+        .ok_or_else(|| Error::internal("a decided pending write vanished"))
+}
