@@ -226,7 +226,7 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {
         let link = format!(
             "<{}>; rel=\"successor-version\"",
-            successor.replace("{note}", raw)
+            successor.replace("{note}", raw).replace("{id}", raw)
         );
         let headers = response.headers_mut();
         headers.insert("deprecation", HeaderValue::from_static("true"));

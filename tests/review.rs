@@ -1,0 +1,786 @@
+//! Review over HTTP: write settings, policies, budget, the queue and its decisions,
+//! revisions, rollback and diffs.
+
+mod common;
+
+use common::{assert_envelope, res_json, TestServer};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+async fn send(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> reqwest::Response {
+    let mut req = s.client.request(method, s.url(path));
+    if let Some(k) = key {
+        req = req.header("Idempotency-Key", k);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    req.send().await.unwrap()
+}
+
+async fn ok(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+    status: u16,
+) -> Value {
+    let res = send(s, method.clone(), path, key, body).await;
+    res_json(res, status, &format!("{method} {path}")).await
+}
+
+async fn err(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+    status: u16,
+    reason: &str,
+) -> Value {
+    let res = send(s, method.clone(), path, key, body).await;
+    let b = res_json(res, status, &format!("{method} {path}")).await;
+    assert_envelope(&b, status, reason);
+    b
+}
+
+async fn set_policy(s: &TestServer, policy: &str) {
+    let r = ok(
+        s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": policy})),
+        200,
+    )
+    .await;
+    assert_eq!(r["write_policy"], policy);
+}
+
+fn read(s: &TestServer, rel: &str) -> String {
+    std::fs::read_to_string(s.vault.join(rel)).unwrap()
+}
+
+#[tokio::test]
+async fn write_settings_round_trip_and_refuse_bad_input() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let r = ok(&s, Method::GET, "/v1/vault/write-settings", None, None, 200).await;
+    assert_eq!(r, json!({"write_policy": "auto_apply", "write_budget": 0}));
+    let r = ok(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy,write_budget",
+        None,
+        Some(json!({"write_policy": "review_destructive", "write_budget": 5})),
+        200,
+    )
+    .await;
+    assert_eq!(
+        r,
+        json!({"write_policy": "review_destructive", "write_budget": 5})
+    );
+    for mask in ["", "nope", "write_policy,title"] {
+        err(
+            &s,
+            Method::PATCH,
+            &format!("/v1/vault/write-settings?update_mask={mask}"),
+            None,
+            Some(json!({"write_policy": "review"})),
+            400,
+            "INVALID_UPDATE_MASK",
+        )
+        .await;
+    }
+    err(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings",
+        None,
+        Some(json!({"write_policy": "review"})),
+        400,
+        "INVALID_UPDATE_MASK",
+    )
+    .await;
+    err(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_budget",
+        None,
+        Some(json!({"write_budget": -1})),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    err(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "yolo"})),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    // Settings persist across a restart.
+    let (dir, vault, state) = s.stop().await;
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let r = ok(&s, Method::GET, "/v1/vault/write-settings", None, None, 200).await;
+    assert_eq!(
+        r,
+        json!({"write_policy": "review_destructive", "write_budget": 5})
+    );
+}
+
+#[tokio::test]
+async fn review_queues_and_approval_applies_after_a_restart() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    set_policy(&s, "review").await;
+    let before = read(&s, "Inbox.md");
+    let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"].clone();
+    let line = before.lines().find(|l| l.len() > 5).unwrap().to_string();
+    let body =
+        json!({"version_id": v, "old_string": line, "new_string": "REVIEWED", "agent_id": "bot"});
+    let r = ok(
+        &s,
+        Method::POST,
+        "/v1/notes/Inbox:edit",
+        Some("q1"),
+        Some(body.clone()),
+        202,
+    )
+    .await;
+    assert_eq!(r["status"], "queued");
+    let id = r["pending_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        read(&s, "Inbox.md"),
+        before,
+        "a queued write changes nothing"
+    );
+    // The replay returns the same pending id.
+    assert_eq!(
+        ok(
+            &s,
+            Method::POST,
+            "/v1/notes/Inbox:edit",
+            Some("q1"),
+            Some(body),
+            202
+        )
+        .await,
+        r
+    );
+    let pending = ok(
+        &s,
+        Method::GET,
+        &format!("/v1/writes/{id}"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    for field in [
+        "id",
+        "kind",
+        "status",
+        "agent_id",
+        "created_at",
+        "decided_at",
+        "error",
+        "payload",
+        "result",
+    ] {
+        assert!(pending.get(field).is_some(), "{field} in {pending}");
+    }
+    assert_eq!(pending["kind"], "edit");
+    assert_eq!(pending["status"], "pending");
+    assert_eq!(pending["agent_id"], "bot");
+    assert!(
+        pending["diff"].as_str().unwrap().contains("+REVIEWED"),
+        "{pending}"
+    );
+    let list = ok(
+        &s,
+        Method::GET,
+        "/v1/writes?status=pending",
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(list["writes"].as_array().unwrap().len(), 1);
+
+    // The queue survives a restart.
+    let (dir, vault, state) = s.stop().await;
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let decided = ok(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}:approve"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(decided["status"], "applied");
+    assert!(decided["decided_at"].is_string());
+    assert_eq!(decided["result"]["status"], "applied");
+    assert!(read(&s, "Inbox.md").contains("REVIEWED"));
+    err(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}:approve"),
+        None,
+        None,
+        409,
+        "ALREADY_DECIDED",
+    )
+    .await;
+    err(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}:reject"),
+        None,
+        None,
+        409,
+        "ALREADY_DECIDED",
+    )
+    .await;
+    let applied = ok(
+        &s,
+        Method::GET,
+        "/v1/writes?status=applied",
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(applied["writes"][0]["id"], id.as_str());
+    assert_eq!(
+        ok(
+            &s,
+            Method::GET,
+            "/v1/writes?filter=agent_id%3Dbot%20AND%20kind%3Dedit",
+            None,
+            None,
+            200
+        )
+        .await["total_size"],
+        1
+    );
+}
+
+#[tokio::test]
+async fn rejection_legacy_forms_and_bad_ids() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    set_policy(&s, "review").await;
+    let r = ok(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("c1"),
+        Some(json!({"slug": "proposal", "content": "x\n"})),
+        202,
+    )
+    .await;
+    let id = r["pending_id"].as_str().unwrap().to_string();
+    let res = send(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}/reject"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(res.headers()["deprecation"], "true");
+    assert_eq!(
+        res.headers()["link"].to_str().unwrap(),
+        format!("</v1/writes/{id}:reject>; rel=\"successor-version\"")
+    );
+    assert_eq!(res_json(res, 200, "reject").await["status"], "rejected");
+    assert!(!s.vault.join("proposal.md").exists());
+    err(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}/approve"),
+        None,
+        None,
+        409,
+        "ALREADY_DECIDED",
+    )
+    .await;
+    err(
+        &s,
+        Method::POST,
+        "/v1/writes/not-a-uuid:approve",
+        None,
+        None,
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    err(
+        &s,
+        Method::GET,
+        "/v1/writes/not-a-uuid",
+        None,
+        None,
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    err(
+        &s,
+        Method::POST,
+        "/v1/writes/01a202ab-b1eb-71ad-8075-4bd827459e8f:approve",
+        None,
+        None,
+        404,
+        "PENDING_WRITE_NOT_FOUND",
+    )
+    .await;
+    err(
+        &s,
+        Method::GET,
+        "/v1/writes/01a202ab-b1eb-71ad-8075-4bd827459e8f",
+        None,
+        None,
+        404,
+        "PENDING_WRITE_NOT_FOUND",
+    )
+    .await;
+    err(
+        &s,
+        Method::GET,
+        "/v1/writes?status=maybe",
+        None,
+        None,
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    err(
+        &s,
+        Method::GET,
+        "/v1/writes?filter=bogus%3D1",
+        None,
+        None,
+        400,
+        "INVALID_FILTER",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_concurrent_double_approve_has_exactly_one_winner() {
+    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 0).await;
+    set_policy(&s, "review").await;
+    let r = ok(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("d1"),
+        Some(json!({"slug": "double", "content": "x\n"})),
+        202,
+    )
+    .await;
+    let id = r["pending_id"].as_str().unwrap().to_string();
+    let seq = s.svc.committed_seq();
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let url = s.url(&format!(
+            "/v1/writes/{id}:{}",
+            if i % 2 == 0 { "approve" } else { "reject" }
+        ));
+        let client = s.client.clone();
+        tasks.push(tokio::spawn(async move {
+            client.post(url).send().await.unwrap().status().as_u16()
+        }));
+    }
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert!(s.svc.committed_seq() <= seq + 1);
+}
+
+#[tokio::test]
+async fn an_approval_of_a_note_that_moved_is_decided_with_an_error() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    set_policy(&s, "review").await;
+    let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"].clone();
+    let text = read(&s, "Inbox.md");
+    let line = text.lines().find(|l| l.len() > 5).unwrap().to_string();
+    let r = ok(
+        &s,
+        Method::POST,
+        "/v1/notes/Inbox:edit",
+        Some("m1"),
+        Some(json!({"version_id": v, "old_string": line, "new_string": "LATE"})),
+        202,
+    )
+    .await;
+    let id = r["pending_id"].as_str().unwrap().to_string();
+    std::fs::write(
+        s.vault.join("Inbox.md"),
+        format!("{text}an editor's line\n"),
+    )
+    .unwrap();
+    let decided = ok(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}:approve"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(decided["status"], "rejected");
+    assert!(
+        decided["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("VERSION_MOVED"),
+        "{decided}"
+    );
+    assert_eq!(read(&s, "Inbox.md"), format!("{text}an editor's line\n"));
+}
+
+#[tokio::test]
+async fn policies_read_only_and_review_destructive_and_the_budget() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    set_policy(&s, "read_only").await;
+    err(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("r1"),
+        Some(json!({"slug": "no", "content": ""})),
+        422,
+        "WRITE_REFUSED",
+    )
+    .await;
+    assert!(!s.vault.join("no.md").exists());
+    set_policy(&s, "review_destructive").await;
+    ok(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("r2"),
+        Some(json!({"slug": "yes", "content": ""})),
+        201,
+    )
+    .await;
+    let r = ok(&s, Method::DELETE, "/v1/notes/yes", Some("r3"), None, 202).await;
+    assert_eq!(r["status"], "queued");
+    assert!(s.vault.join("yes.md").exists());
+    let r = ok(
+        &s,
+        Method::POST,
+        "/v1/notes/yes:rename",
+        Some("r4"),
+        Some(json!({"name": "maybe"})),
+        202,
+    )
+    .await;
+    assert_eq!(r["status"], "queued");
+    set_policy(&s, "auto_apply").await;
+    ok(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_budget",
+        None,
+        Some(json!({"write_budget": 2})),
+        200,
+    )
+    .await;
+    ok(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("b1"),
+        Some(json!({"slug": "b1", "content": ""})),
+        201,
+    )
+    .await;
+    let res = send(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("b2"),
+        Some(json!({"slug": "b2", "content": ""})),
+    )
+    .await;
+    // Two applied writes in the hour already: r2 and b1.
+    let retry: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((3000..=3600).contains(&retry), "{retry}");
+    assert_envelope(
+        &res_json(res, 429, "budget").await,
+        429,
+        "WRITE_BUDGET_EXCEEDED",
+    );
+    assert!(!s.vault.join("b2.md").exists());
+    ok(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_budget",
+        None,
+        Some(json!({"write_budget": 0})),
+        200,
+    )
+    .await;
+    ok(
+        &s,
+        Method::POST,
+        "/v1/notes",
+        Some("b2"),
+        Some(json!({"slug": "b2", "content": ""})),
+        201,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn revisions_rollback_and_diffs() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let original = read(&s, "Inbox.md");
+    let mut version = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in 0..3 {
+        let old = if i == 0 {
+            original.lines().next().unwrap().to_string()
+        } else {
+            format!("line {}", i - 1)
+        };
+        let r = ok(&s, Method::POST, "/v1/notes/Inbox:edit", Some(&format!("e{i}")), Some(json!({"version_id": version, "old_string": old, "new_string": format!("line {i}"), "agent_id": "writer"})), 200).await;
+        version = r["version_id"].as_str().unwrap().to_string();
+    }
+    let list = ok(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions",
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(list["slug"], "Inbox");
+    assert_eq!(list["current_version_id"], version.as_str());
+    let versions = list["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 4);
+    assert_eq!(versions[0]["version_id"], version.as_str(), "newest first");
+    assert_eq!(versions[3]["actor"], "filesystem");
+    assert_eq!(versions[0]["actor"], "agent:writer");
+    for v in versions {
+        assert_eq!(v["revision_id"], v["version_id"]);
+        assert_eq!(v["id"], v["version_id"]);
+        assert_eq!(v["revision_create_time"], v["created_at"]);
+    }
+    assert_eq!(versions[0]["prev_version_id"], versions[1]["version_id"]);
+    // Paging, legacy names, filter and order.
+    let page = ok(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions?page_size=3",
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(page["versions"].as_array().unwrap().len(), 3);
+    let token = page["next_page_token"].as_str().unwrap();
+    assert_eq!(page["next_cursor"], token);
+    let rest = ok(
+        &s,
+        Method::GET,
+        &format!("/v1/notes/Inbox/versions?limit=3&cursor={token}"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(rest["versions"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["versions"][0]["actor"], "filesystem");
+    let fs = ok(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions?filter=actor%3Dfilesystem",
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(fs["versions"].as_array().unwrap().len(), 1);
+    let asc = ok(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions?order_by=created_at%20asc",
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(asc["versions"][0]["actor"], "filesystem");
+    err(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions?page_size=501",
+        None,
+        None,
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    err(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions?order_by=title",
+        None,
+        None,
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    err(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:listRevisions?filter=title%3Dx",
+        None,
+        None,
+        400,
+        "INVALID_FILTER",
+    )
+    .await;
+
+    // A diff from the first revision to the current file.
+    let first = versions[3]["version_id"].as_str().unwrap();
+    let d = ok(
+        &s,
+        Method::GET,
+        &format!("/v1/notes/Inbox:diff?from={first}"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert!(d["diff"].as_str().unwrap().contains("+line 2"), "{d}");
+    assert_eq!(d["to"], "current");
+    err(
+        &s,
+        Method::GET,
+        "/v1/notes/Inbox:diff",
+        None,
+        None,
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+
+    // Roll back to the first revision: a new revision with the original content.
+    let r = ok(
+        &s,
+        Method::POST,
+        "/v1/notes/Inbox:rollback",
+        Some("rb1"),
+        Some(json!({"revision_id": first, "version_id": version})),
+        200,
+    )
+    .await;
+    assert_eq!(read(&s, "Inbox.md"), original);
+    assert_ne!(r["version_id"], first);
+    err(
+        &s,
+        Method::POST,
+        "/v1/notes/Inbox:rollback",
+        Some("rb2"),
+        Some(json!({"revision_id": first, "version_id": version})),
+        409,
+        "VERSION_MOVED",
+    )
+    .await;
+    err(
+        &s,
+        Method::POST,
+        "/v1/notes/Inbox:rollback",
+        Some("rb3"),
+        Some(json!({"revision_id": "01a202ab-b1eb-71ad-8075-4bd827459e8f"})),
+        404,
+        "VERSION_NOT_FOUND",
+    )
+    .await;
+    let other = s.get_json("/v1/notes/Welcome?limit=1", 200).await["version_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    err(
+        &s,
+        Method::POST,
+        "/v1/notes/Inbox:rollback",
+        Some("rb4"),
+        Some(json!({"revision_id": other})),
+        404,
+        "VERSION_NOT_FOUND",
+    )
+    .await;
+
+    // A deleted note comes back with its note_id.
+    let id = s.get_json("/v1/notes/Welcome?limit=1", 200).await["note_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let welcome = read(&s, "Welcome.md");
+    ok(
+        &s,
+        Method::DELETE,
+        "/v1/notes/Welcome",
+        Some("del"),
+        None,
+        200,
+    )
+    .await;
+    let gone = ok(
+        &s,
+        Method::GET,
+        &format!("/v1/notes/{id}:listRevisions"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(gone["current_version_id"], Value::Null);
+    assert_eq!(gone["versions"][0]["kind"], "delete");
+    let restored = ok(
+        &s,
+        Method::POST,
+        "/v1/notes/Welcome:rollback",
+        Some("rb5"),
+        Some(json!({"revision_id": other})),
+        201,
+    )
+    .await;
+    assert_eq!(restored["note_id"], id.as_str());
+    assert_eq!(read(&s, "Welcome.md"), welcome);
+    common::wait_history(&s.svc);
+}
