@@ -41,6 +41,9 @@ pub struct ServeArgs {
     /// Serve a non-loopback address without authentication
     #[arg(long)]
     pub insecure_open: bool,
+    /// Do not watch the folder (external edits are then seen when a note is read)
+    #[arg(long)]
+    pub no_watch: bool,
 }
 
 /// The clap command, for man pages and completions.

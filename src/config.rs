@@ -28,6 +28,8 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Origins allowed to call the API from a browser (also sent as CORS headers).
     pub allowed_origins: Vec<String>,
+    /// Watch the folder for external edits.
+    pub watch: bool,
 }
 
 impl Default for Config {
@@ -44,6 +46,7 @@ impl Default for Config {
             insecure_open: false,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            watch: true,
         }
     }
 }
@@ -63,6 +66,7 @@ pub struct Layer {
     pub insecure_open: Option<bool>,
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
+    pub watch: Option<bool>,
 }
 
 impl Layer {
@@ -106,6 +110,9 @@ impl Layer {
                 .transpose()?,
             allowed_hosts: own("ALLOWED_HOSTS").map(|v| split_list(&v)),
             allowed_origins: own("ALLOWED_ORIGINS").map(|v| split_list(&v)),
+            watch: own("WATCH")
+                .map(|v| parse_bool("NOTEVAULT_WATCH", &v))
+                .transpose()?,
         })
     }
 }
@@ -125,7 +132,8 @@ impl Config {
             auth_required,
             insecure_open,
             allowed_hosts,
-            allowed_origins
+            allowed_origins,
+            watch
         );
         if layer.state_dir.is_some() {
             self.state_dir = layer.state_dir;

@@ -41,6 +41,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         state_dir: args.state_dir,
         insecure_open: args.insecure_open.then_some(true),
+        watch: args.no_watch.then_some(false),
         ..Layer::default()
     };
     let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)

@@ -41,6 +41,8 @@ pub struct Service {
     pub write_lock: Mutex<()>,
     /// Per-`Idempotency-Key` locks of the write pipeline.
     pub key_locks: crate::writes::KeyLocks,
+    /// The live watcher, when watching.
+    pub watcher: Mutex<Option<crate::watch::live::LiveWatcher>>,
 }
 
 /// One page of a line-sliced read.
@@ -121,13 +123,25 @@ impl Service {
             token_key,
             write_lock: Mutex::new(()),
             key_locks: Default::default(),
+            watcher: Mutex::new(None),
             config,
         });
+        // Watch before scanning, so nothing changed during the scan is missed.
+        if svc.config.watch {
+            match crate::watch::live::start(&svc) {
+                Ok(w) => *svc.watcher.lock() = Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the vault; external edits are seen when read")
+                }
+            }
+        }
         svc.startup_scan()?;
         Ok(svc)
     }
 
     fn startup_scan(&self) -> anyhow::Result<()> {
+        // The watcher is already running: it waits for this lock before reconciling.
+        let _write = self.write_lock.lock();
         for temp in crate::vault::fsio::clean_temp_files(&self.paths.root, &self.paths.state_dir) {
             tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
         }

@@ -1,3 +1,5 @@
-//! Finding changes in the folder: the startup scan (the live watcher joins it later).
+//! Finding changes in the folder: the startup scan and the live watcher, both feeding
+//! `writes::reconcile`.
 
+pub mod live;
 pub mod scan;

@@ -1,0 +1,262 @@
+//! The live watcher: notify (inotify on Linux, no polling) → a debounced batch of dirty
+//! paths → observe what is there now → `writes::reconcile`, as one batch with actor
+//! `filesystem`. Kept thin: deciding what changed is reconcile's job.
+//!
+//! Editors' save patterns come out as one modification: an in-place write, a write to a
+//! temp file renamed over the note (its temp and swap names are ignored), or a delete
+//! then create, all settle inside one debounce window and reconcile compares the content
+//! hash. A rename keeps its note id (reconcile matches the content hash). A watcher queue
+//! overflow or error triggers a full rescan, counted in the status.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use notify::{RecursiveMode, Watcher};
+use parking_lot::Mutex;
+
+use crate::service::Service;
+use crate::watch::scan::{self, Observed};
+
+/// Quiet time that closes a batch.
+const SETTLE: Duration = Duration::from_millis(25);
+/// A batch is processed after this long even if events keep coming.
+const MAX_BATCH: Duration = Duration::from_millis(250);
+
+/// What the watcher reports (`GET /v1/index-status` later; tests now).
+#[derive(Debug, Clone, Default)]
+pub struct WatchStatus {
+    /// `watching`, `stopped`, or `failed`.
+    pub state: String,
+    pub batches: u64,
+    pub rescans: u64,
+    pub last_error: Option<String>,
+    pub last_batch_at: Option<DateTime<Utc>>,
+}
+
+/// A running watcher; dropping it stops watching.
+pub struct LiveWatcher {
+    _watcher: notify::RecommendedWatcher,
+    pub status: Arc<Mutex<WatchStatus>>,
+}
+
+enum Signal {
+    Paths(Vec<PathBuf>),
+    Rescan(String),
+}
+
+/// Start watching `svc`'s vault. The thread holds only a weak reference, so it ends
+/// when the service is dropped.
+pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
+    let (tx, rx) = mpsc::channel::<Signal>();
+    let root = svc.paths.root.clone();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let signal = match res {
+            Ok(event) if event.need_rescan() => {
+                Signal::Rescan("the watcher asked for a rescan".into())
+            }
+            Ok(event) => Signal::Paths(event.paths),
+            Err(e) => Signal::Rescan(format!("watcher error: {e}")),
+        };
+        let _ = tx.send(signal);
+    })?;
+    watcher.watch(&root, RecursiveMode::Recursive)?;
+    let status = Arc::new(Mutex::new(WatchStatus {
+        state: "watching".into(),
+        ..Default::default()
+    }));
+    let weak = Arc::downgrade(svc);
+    let thread_status = status.clone();
+    std::thread::Builder::new()
+        .name("watch".into())
+        .spawn(move || run(weak, rx, thread_status))
+        .map_err(|e| notify::Error::generic(&e.to_string()))?;
+    Ok(LiveWatcher {
+        _watcher: watcher,
+        status,
+    })
+}
+
+fn run(svc: Weak<Service>, rx: mpsc::Receiver<Signal>, status: Arc<Mutex<WatchStatus>>) {
+    // Wait for the first event of a batch, then collect until quiet.
+    while let Ok(first) = rx.recv() {
+        let started = Instant::now();
+        let mut dirty = BTreeSet::new();
+        let mut rescan: Option<String> = None;
+        let mut take = |s: Signal, dirty: &mut BTreeSet<PathBuf>| match s {
+            Signal::Paths(p) => dirty.extend(p),
+            Signal::Rescan(why) => rescan = Some(why),
+        };
+        take(first, &mut dirty);
+        loop {
+            let left = MAX_BATCH.saturating_sub(started.elapsed());
+            match rx.recv_timeout(SETTLE.min(left)) {
+                Ok(s) => take(s, &mut dirty),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if started.elapsed() >= MAX_BATCH {
+                break;
+            }
+        }
+        let Some(svc) = svc.upgrade() else { break };
+        let result = match &rescan {
+            Some(why) => {
+                tracing::warn!(reason = %why, "rescanning the vault");
+                status.lock().rescans += 1;
+                full_rescan(&svc)
+            }
+            None => apply_batch(&svc, &dirty),
+        };
+        let mut s = status.lock();
+        s.batches += 1;
+        s.last_batch_at = Some(Utc::now());
+        if let Err(e) = result {
+            tracing::error!(error = %e, "reconciling external changes failed");
+            s.last_error = Some(e.message);
+        }
+    }
+    status.lock().state = "stopped".into();
+}
+
+/// Observe every dirty path (files, and folders created, renamed or removed) and
+/// reconcile what differs from the catalog.
+fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<()> {
+    let paths = &svc.paths;
+    let mut observe: BTreeSet<String> = BTreeSet::new();
+    let mut gone: BTreeSet<String> = BTreeSet::new();
+    for abs in dirty {
+        if paths.is_ignored(abs) {
+            continue;
+        }
+        let Ok(rel) = abs.strip_prefix(&paths.root) else {
+            continue;
+        };
+        let Some(rel) = rel.to_str().map(|s| s.replace('\\', "/")) else {
+            continue;
+        };
+        if rel.is_empty() {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(abs);
+        match meta {
+            Ok(m) if m.is_dir() => {
+                // A folder created or moved in: every note inside.
+                for file in notes_under(svc, abs) {
+                    observe.insert(file);
+                }
+                for note in svc
+                    .catalog
+                    .read()
+                    .iter()
+                    .filter(|n| n.path.starts_with(&format!("{rel}/")))
+                {
+                    if !paths.root.join(&note.path).exists() {
+                        gone.insert(note.path.clone());
+                    }
+                }
+            }
+            Ok(_) if rel.ends_with(".md") => {
+                observe.insert(rel);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                // Removed: a note, or a folder of notes.
+                let catalog = svc.catalog.read();
+                for note in catalog.iter() {
+                    if (note.path == rel || note.path.starts_with(&format!("{rel}/")))
+                        && !paths.root.join(&note.path).exists()
+                    {
+                        gone.insert(note.path.clone());
+                    }
+                }
+            }
+        }
+    }
+    if observe.is_empty() && gone.is_empty() {
+        return Ok(());
+    }
+    let mut observed: Vec<Observed> = Vec::new();
+    for rel in observe {
+        if paths.resolve(&rel).is_err() {
+            continue;
+        }
+        match scan::observe(&paths.root, &rel) {
+            Ok(o) => observed.push(o),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                gone.insert(rel);
+            }
+            Err(e) => tracing::warn!(path = %rel, error = %e, "cannot read a changed note"),
+        }
+    }
+    let removed: Vec<String> = gone
+        .into_iter()
+        .filter(|r| !paths.root.join(r).exists())
+        .collect();
+    let _write = svc.write_lock.lock();
+    crate::writes::reconcile::reconcile(
+        svc,
+        observed,
+        removed,
+        "filesystem",
+        "Record external edits",
+        false,
+    )?;
+    Ok(())
+}
+
+fn notes_under(svc: &Service, dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !svc.paths.is_ignored(e.path()))
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md"))
+        .filter_map(|e| {
+            e.path()
+                .strip_prefix(&svc.paths.root)
+                .ok()
+                .and_then(|p| p.to_str())
+                .map(|s| s.replace('\\', "/"))
+        })
+        .collect()
+}
+
+/// Compare the whole folder with the catalog and reconcile the difference.
+pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
+    let found = scan::scan(&svc.paths);
+    let _write = svc.write_lock.lock();
+    let (changed, removed) = {
+        let catalog = svc.catalog.read();
+        let on_disk: BTreeSet<&str> = found.observed.iter().map(|o| o.rel.as_str()).collect();
+        let changed: Vec<Observed> = found
+            .observed
+            .iter()
+            .filter(|o| {
+                catalog
+                    .get(crate::vault::path::slug_of(&o.rel))
+                    .is_none_or(|n| n.content_hash != o.content_hash)
+            })
+            .cloned()
+            .collect();
+        let removed: Vec<String> = catalog
+            .iter()
+            .filter(|n| !on_disk.contains(n.path.as_str()))
+            .map(|n| n.path.clone())
+            .collect();
+        (changed, removed)
+    };
+    svc.catalog.write().excluded = found.excluded;
+    crate::writes::reconcile::reconcile(
+        svc,
+        changed,
+        removed,
+        "filesystem",
+        "Record external edits (rescan)",
+        false,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The live folder: external edits by every editor save pattern reach the listing, the
+//! revisions and the history without any read, and keep their note ids.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use serde_json::Value;
+
+/// Poll until `check` holds (the watcher settles within a blink), or fail with `what`.
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// The listing, without reading any note (reads would take changes in themselves).
+async fn listing(s: &TestServer) -> Vec<Value> {
+    s.get_json("/v1/notes?page_size=500", 200).await["notes"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn handle(s: &TestServer, slug: &str) -> Option<Value> {
+    listing(s).await.into_iter().find(|n| n["slug"] == slug)
+}
+
+fn on_disk(s: &TestServer) -> Vec<String> {
+    let mut v = common::temp_list(&s.vault);
+    v.sort();
+    v
+}
+
+async fn listed_paths(s: &TestServer) -> Vec<String> {
+    let mut v: Vec<String> = listing(s)
+        .await
+        .iter()
+        .map(|n| n["path"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_editor_save_pattern_is_one_modification() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let before = handle(&s, "Inbox").await.unwrap();
+    let id = before["note_id"].clone();
+    let path = s.vault.join("Inbox.md");
+
+    // In place (VS Code).
+    std::fs::write(&path, "# In place\n").unwrap();
+    eventually("in-place save", || async {
+        handle(&s, "Inbox").await.unwrap()["title"] == "In place"
+    })
+    .await;
+    // Write a temp file, rename it over the note (vim, Obsidian, sync tools), with vim's
+    // swap and probe files around it.
+    std::fs::write(s.vault.join(".Inbox.md.swp"), "swap").unwrap();
+    std::fs::write(s.vault.join("4913"), "").unwrap();
+    std::fs::write(s.vault.join("Inbox.md~"), "backup").unwrap();
+    std::fs::write(s.vault.join(".Inbox.md.tmp"), "# By rename\n").unwrap();
+    std::fs::rename(s.vault.join(".Inbox.md.tmp"), &path).unwrap();
+    eventually("rename save", || async {
+        handle(&s, "Inbox").await.unwrap()["title"] == "By rename"
+    })
+    .await;
+    // Delete, then create.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, "# Recreated\n").unwrap();
+    eventually("delete then create", || async {
+        handle(&s, "Inbox")
+            .await
+            .is_some_and(|n| n["title"] == "Recreated")
+    })
+    .await;
+    let after = handle(&s, "Inbox").await.unwrap();
+    assert_eq!(
+        after["note_id"], id,
+        "the note keeps its id through every save"
+    );
+    for ignored in [".Inbox.md", "4913", "Inbox.md~"] {
+        assert!(listing(&s).await.iter().all(|n| n["path"] != ignored));
+    }
+    // The revisions say filesystem, and history has the commits.
+    let revs = s.get_json("/v1/notes/Inbox:listRevisions", 200).await;
+    assert!(revs["versions"].as_array().unwrap().len() >= 3);
+    assert_eq!(revs["versions"][0]["actor"], "filesystem");
+    common::wait_history(&s.svc);
+    let log = common::git(&s.state, &["log", "--format=%s"]);
+    assert!(log.contains("Record external edits"), "{log}");
+    let blob = common::git(&s.state, &["show", "HEAD:Inbox.md"]);
+    assert_eq!(blob, "# Recreated\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renames_of_notes_and_folders_keep_ids() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let ids: Vec<(String, Value)> = listing(&s)
+        .await
+        .into_iter()
+        .filter(|n| n["slug"].as_str().unwrap().starts_with("recipes/"))
+        .map(|n| {
+            (
+                n["slug"]
+                    .as_str()
+                    .unwrap()
+                    .replacen("recipes/", "cooking/", 1),
+                n["note_id"].clone(),
+            )
+        })
+        .collect();
+    assert!(!ids.is_empty());
+    std::fs::rename(s.vault.join("recipes"), s.vault.join("cooking")).unwrap();
+    eventually("folder rename", || async {
+        listed_paths(&s).await == on_disk(&s)
+    })
+    .await;
+    for (slug, id) in &ids {
+        assert_eq!(handle(&s, slug).await.unwrap()["note_id"], *id, "{slug}");
+    }
+    let welcome = handle(&s, "Welcome").await.unwrap();
+    std::fs::rename(s.vault.join("Welcome.md"), s.vault.join("Start here.md")).unwrap();
+    eventually("note rename", || async {
+        handle(&s, "Start here").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        handle(&s, "Start here").await.unwrap()["note_id"],
+        welcome["note_id"]
+    );
+    assert!(handle(&s, "Welcome").await.is_none());
+    // A removed folder removes its notes.
+    std::fs::remove_dir_all(s.vault.join("cooking")).unwrap();
+    eventually("folder removal", || async {
+        listed_paths(&s).await == on_disk(&s)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_new_and_edited_files_misses_nothing() {
+    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_read_per_minute = 0).await;
+    std::fs::create_dir(s.vault.join("burst")).unwrap();
+    for i in 0..400 {
+        std::fs::write(
+            s.vault.join(format!("burst/n{i}.md")),
+            format!("# Note {i}\n"),
+        )
+        .unwrap();
+    }
+    for round in 0..3 {
+        for i in (0..400).step_by(7) {
+            std::fs::write(
+                s.vault.join(format!("burst/n{i}.md")),
+                format!("# Note {i} round {round}\n"),
+            )
+            .unwrap();
+        }
+    }
+    eventually("burst listed", || async {
+        listed_paths(&s).await == on_disk(&s)
+    })
+    .await;
+    eventually("last edits seen", || async {
+        handle(&s, "burst/n399").await.is_some()
+            && handle(&s, "burst/n7")
+                .await
+                .is_some_and(|n| n["title"] == "Note 7 round 2")
+    })
+    .await;
+    // Settles with every listed note's hash equal to its file.
+    eventually("every hash equals its file", || async {
+        listing(&s).await.iter().all(|n| {
+            let bytes = std::fs::read(s.vault.join(n["path"].as_str().unwrap())).unwrap();
+            n["content_hash"] == format!("blake3:{}", blake3::hash(&bytes).to_hex())
+        })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_writes_are_not_taken_back_in_as_external_edits() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let res = s
+        .client
+        .post(s.url("/v1/notes"))
+        .header("Idempotency-Key", "w1")
+        .json(&serde_json::json!({"slug": "mine", "content": "x\n"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let seq = s.svc.committed_seq();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        s.svc.committed_seq(),
+        seq,
+        "the watcher saw its own write and recorded nothing"
+    );
+    let revs = s.get_json("/v1/notes/mine:listRevisions", 200).await;
+    assert_eq!(revs["versions"].as_array().unwrap().len(), 1);
+}
