@@ -1,6 +1,7 @@
 //! The assembled daemon: paths, metadata store, history, catalog; the domain calls that
 //! the HTTP API (and later MCP) share. No HTTP types here.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -53,6 +54,19 @@ pub struct LinePage {
     pub total: usize,
     pub next_offset: Option<usize>,
     pub items: Vec<(usize, String)>,
+}
+
+/// The links of one note.
+#[derive(Debug, Clone)]
+pub struct LinkReport {
+    pub note: Arc<Note>,
+    /// Every link as written, with the note it resolves to (`None`: unresolved).
+    pub outgoing: Vec<(crate::vault::links::RawLink, Option<Arc<Note>>)>,
+    /// Notes linking to this one, with the lines of their links.
+    pub backlinks: Vec<(Arc<Note>, Vec<usize>)>,
+    /// Notes whose links were searched.
+    pub total: usize,
+    pub committed_seq: i64,
 }
 
 /// A note's revisions.
@@ -325,6 +339,31 @@ impl Service {
         })
     }
 
+    /// The links of a note: outgoing (resolved or not) and backlinks with their lines.
+    pub fn links(&self, key: &str) -> Result<LinkReport> {
+        let note = self.find(key)?;
+        let catalog = self.catalog.read();
+        let graph = crate::vault::graph::Graph::build(&catalog);
+        let outgoing = note
+            .links
+            .iter()
+            .filter(|l| !crate::vault::graph::Graph::is_attachment(l))
+            .map(|l| (l.clone(), graph.resolve(&note, l).cloned()))
+            .collect();
+        let backlinks = graph
+            .backlinks(&note)
+            .into_iter()
+            .map(|(n, lines)| (n.clone(), lines))
+            .collect();
+        Ok(LinkReport {
+            total: catalog.len(),
+            committed_seq: self.committed_seq(),
+            note,
+            outgoing,
+            backlinks,
+        })
+    }
+
     /// The bytes of a revision of `history` (`None` for a delete).
     pub fn revision_content(&self, revision: &crate::meta::RevisionRow) -> Result<Option<Vec<u8>>> {
         if revision.content_hash.is_none() {
@@ -420,7 +459,16 @@ impl Service {
         let mut next_after = None;
         let after = after.filter(|a| *a >= prefix);
         let start = after.or(None);
-        let keep = |n: &&Arc<Note>| filter.is_none_or(|f| f.matches(&|field| note_field(n, field)));
+        let uses_links = filter.is_some_and(|f| {
+            f.fields()
+                .iter()
+                .any(|(name, _)| matches!(*name, "links_to" | "linked_from" | "orphan"))
+        });
+        let graph = uses_links.then(|| crate::vault::graph::Graph::build(&catalog));
+        let links = graph.as_ref().map(LinkSets::new);
+        let keep = |n: &&Arc<Note>| {
+            filter.is_none_or(|f| f.matches(&|field| note_field(n, field, links.as_ref())))
+        };
         let mut iter = catalog
             .iter_from(start)
             .skip_while(|n| n.slug.as_str() < prefix)
@@ -454,7 +502,7 @@ impl Service {
     }
 }
 
-/// The filter fields of a note (see `NOTE_FILTER_FIELDS`).
+/// The filter fields of a note listing.
 pub const NOTE_FILTER_FIELDS: &[&str] = &[
     "tags",
     "folder",
@@ -465,13 +513,52 @@ pub const NOTE_FILTER_FIELDS: &[&str] = &[
     "visibility",
     "created_at",
     "updated_at",
+    "links_to",
+    "linked_from",
+    "orphan",
     "frontmatter.",
 ];
 
-/// A note's value for a filter field.
-pub fn note_field(note: &Note, field: &str) -> crate::filter::Value {
+/// Resolved links of every note, for the link filter fields.
+pub struct LinkSets<'a> {
+    outgoing: HashMap<&'a str, HashSet<&'a str>>,
+    incoming: HashMap<&'a str, HashSet<&'a str>>,
+}
+
+impl<'a> LinkSets<'a> {
+    pub fn new(graph: &crate::vault::graph::Graph<'a>) -> Self {
+        let outgoing = graph.edges();
+        let mut incoming: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for (from, targets) in &outgoing {
+            for to in targets {
+                incoming.entry(*to).or_default().insert(*from);
+            }
+        }
+        Self { outgoing, incoming }
+    }
+}
+
+/// A note's value for a filter field. `links_to` lists the slugs it links to,
+/// `linked_from` the slugs linking to it, `orphan` is `true` when nothing links to it.
+pub fn note_field(note: &Note, field: &str, links: Option<&LinkSets<'_>>) -> crate::filter::Value {
     use crate::filter::Value;
+    let slugs = |m: Option<&HashSet<&str>>| {
+        let mut v: Vec<String> = m.into_iter().flatten().map(|s| s.to_string()).collect();
+        v.sort();
+        Value::List(v)
+    };
     match field {
+        "links_to" => slugs(links.and_then(|l| l.outgoing.get(note.slug.as_str()))),
+        "linked_from" => slugs(links.and_then(|l| l.incoming.get(note.slug.as_str()))),
+        "orphan" => Value::Text(
+            links
+                .is_some_and(|l| {
+                    l.incoming
+                        .get(note.slug.as_str())
+                        .is_none_or(|s| s.is_empty())
+                })
+                .to_string(),
+        ),
         "tags" => Value::List(note.tags.clone()),
         "folder" => Value::Text(
             note.slug

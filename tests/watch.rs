@@ -212,3 +212,100 @@ async fn api_writes_are_not_taken_back_in_as_external_edits() {
     let revs = s.get_json("/v1/notes/mine:listRevisions", 200).await;
     assert_eq!(revs["versions"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_graph_follows_the_folder() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let links = s.get_json("/v1/notes/projects%2Froadmap:links", 200).await;
+    let backlinks: Vec<&str> = links["backlinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["note"]["slug"].as_str().unwrap())
+        .collect();
+    assert!(backlinks.contains(&"daily/2026-11-20"), "{backlinks:?}");
+    assert!(
+        backlinks.contains(&"Welcome"),
+        "an aliased [[roadmap|...]] link counts"
+    );
+    let daily = links["backlinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["note"]["slug"] == "daily/2026-11-20")
+        .unwrap();
+    let text = std::fs::read_to_string(s.vault.join("daily/2026-11-20.md")).unwrap();
+    for line in daily["lines"].as_array().unwrap() {
+        let l = text
+            .lines()
+            .nth(line.as_u64().unwrap() as usize - 1)
+            .unwrap();
+        assert!(l.contains("roadmap"), "line {line}: {l}");
+    }
+    assert!(
+        links.get("lines").is_none() && links["note"].get("content").is_none(),
+        "handles only"
+    );
+    // Unresolved links are reported; the example vault has two on purpose.
+    let welcome = s
+        .get_json("/v1/notes/projects%2Fhome-network:links", 200)
+        .await;
+    assert!(welcome["outgoing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["note"]["slug"] == "projects/roadmap"));
+
+    // An external edit adds a link; the graph follows without a read of that note.
+    std::fs::write(
+        s.vault.join("new-linker.md"),
+        "See [[roadmap]] and [[Nowhere at all]].\n",
+    )
+    .unwrap();
+    eventually("backlink from a new note", || async {
+        s.get_json("/v1/notes/projects%2Froadmap:links", 200).await["backlinks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["note"]["slug"] == "new-linker")
+    })
+    .await;
+    let nl = s.get_json("/v1/notes/new-linker:links", 200).await;
+    assert_eq!(nl["unresolved"][0]["target"], "Nowhere at all");
+    assert_eq!(nl["unresolved"][0]["line"], 1);
+
+    // Filter fields.
+    let to = s
+        .get_json(
+            "/v1/notes?filter=links_to%3Aprojects%2Froadmap&page_size=500",
+            200,
+        )
+        .await;
+    let slugs: Vec<&str> = to["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["slug"].as_str().unwrap())
+        .collect();
+    assert!(
+        slugs.contains(&"new-linker") && slugs.contains(&"Welcome"),
+        "{slugs:?}"
+    );
+    let from = s
+        .get_json("/v1/notes?filter=linked_from%3Anew-linker", 200)
+        .await;
+    assert_eq!(from["notes"][0]["slug"], "projects/roadmap");
+    let orphans = s
+        .get_json("/v1/notes?filter=orphan%3Dtrue&page_size=500", 200)
+        .await;
+    let orphan_slugs: Vec<&str> = orphans["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["slug"].as_str().unwrap())
+        .collect();
+    assert!(
+        orphan_slugs.contains(&"new-linker") && !orphan_slugs.contains(&"projects/roadmap"),
+        "{orphan_slugs:?}"
+    );
+}

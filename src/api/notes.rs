@@ -36,7 +36,7 @@ pub async fn blocking<T: Send + 'static>(
     tag = "Notes",
     params(
         ("prefix" = Option<String>, Query, description = "Legacy path-prefix listing: only notes whose slug starts with this (e.g. `projects/`)."),
-        ("filter" = Option<String>, Query, description = "AIP-160 filter over `tags`, `folder`, `path`, `slug`, `title`, `status`, `visibility`, `created_at`, `updated_at`, `frontmatter.<key>` (e.g. `tags:idea AND status != done`). A mistake answers `INVALID_FILTER` with its position."),
+        ("filter" = Option<String>, Query, description = "AIP-160 filter over `tags`, `folder`, `path`, `slug`, `title`, `status`, `visibility`, `created_at`, `updated_at`, `links_to`, `linked_from`, `orphan`, `frontmatter.<key>` (e.g. `tags:idea AND status != done`, `links_to:projects/roadmap`, `orphan = true`). A mistake answers `INVALID_FILTER` with its position."),
         ("order_by" = Option<String>, Query, description = "AIP-132 order: only `slug` (the default) is served so far."),
         ("page_size" = Option<usize>, Query, description = "Notes per page, 1..500 (default 50)."),
         ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
@@ -166,5 +166,101 @@ pub async fn raw(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json
         path: note.path.clone(),
         slug: note.slug.clone(),
         version_id: note.version_id.clone(),
+    }))
+}
+
+/// One outgoing link.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct OutgoingLink {
+    /// The target as written.
+    pub target: String,
+    /// 1-based line of the link.
+    pub line: usize,
+    /// `![[...]]`.
+    pub embed: bool,
+    /// A relative markdown link rather than a wikilink.
+    pub markdown: bool,
+    /// The note it resolves to; null when unresolved.
+    pub note: Option<NoteHandle>,
+}
+
+/// A note linking to this one.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Backlink {
+    pub note: NoteHandle,
+    /// Lines of its links to this note.
+    pub lines: Vec<usize>,
+}
+
+/// `GET /v1/notes/{note}:links`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct NoteLinks {
+    pub note: NoteHandle,
+    pub outgoing: Vec<OutgoingLink>,
+    pub backlinks: Vec<Backlink>,
+    /// Outgoing links that name no note.
+    pub unresolved: Vec<OutgoingLink>,
+    pub coverage: Coverage,
+}
+
+/// A note's links: outgoing (with the note each resolves to), backlinks and unresolved
+/// links, each with line numbers. Handles only, never bodies.
+#[utoipa::path(
+    get,
+    path = "/v1/notes/{note}:links",
+    tag = "Notes",
+    params(("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F`.", min_length = 1)),
+    responses(
+        (status = 200, description = "The links.", body = NoteLinks),
+        (status = 400, description = "Bad parameter or unsafe path.", body = ErrorEnvelope),
+        (status = 404, description = "No such note.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<NoteLinks>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let report = blocking(move || svc.links(&key)).await?;
+    let to_wire = |(link, note): &(
+        crate::vault::links::RawLink,
+        Option<Arc<crate::vault::catalog::Note>>,
+    )| OutgoingLink {
+        target: link.target.clone(),
+        line: link.line,
+        embed: link.embed,
+        markdown: link.markdown,
+        note: note.as_deref().map(NoteHandle::from),
+    };
+    let outgoing: Vec<OutgoingLink> = report.outgoing.iter().map(to_wire).collect();
+    let unresolved: Vec<OutgoingLink> = report
+        .outgoing
+        .iter()
+        .filter(|(_, n)| n.is_none())
+        .map(to_wire)
+        .collect();
+    let backlinks: Vec<Backlink> = report
+        .backlinks
+        .iter()
+        .map(|(n, lines)| Backlink {
+            note: NoteHandle::from(n.as_ref()),
+            lines: lines.clone(),
+        })
+        .collect();
+    Ok(Json(NoteLinks {
+        note: NoteHandle::from(report.note.as_ref()),
+        coverage: Coverage {
+            notes_total: report.total,
+            notes_searched: report.total,
+            notes_matched: backlinks.len(),
+            notes_returned: backlinks.len(),
+            truncated: false,
+            excluded_count: 0,
+            excluded: Vec::new(),
+            indexed_seq: report.committed_seq,
+            committed_seq: report.committed_seq,
+            notes: vec!["Links to attachments (non-markdown files) are not listed".into()],
+        },
+        outgoing,
+        backlinks,
+        unresolved,
     }))
 }

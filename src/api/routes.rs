@@ -25,6 +25,7 @@ pub enum Op {
     MoveNote,
     RenameNote,
     RollbackNote,
+    NoteLinks,
     ListRevisions,
     DiffNote,
     GetWriteSettings,
@@ -76,6 +77,7 @@ pub fn routes() -> Vec<Route> {
             Op::ListRevisions,
         ),
         r(Method::GET, "/v1/notes/{note}:diff", Op::DiffNote),
+        r(Method::GET, "/v1/notes/{note}:links", Op::NoteLinks),
         r(
             Method::GET,
             "/v1/vault/write-settings",

@@ -37,6 +37,10 @@ pub struct Note {
     pub visibility: Visibility,
     pub tags: Vec<String>,
     pub frontmatter: Option<Mapping>,
+    /// Frontmatter `aliases` (other names `[[links]]` may use).
+    pub aliases: Vec<String>,
+    /// Outgoing links as written, with their lines.
+    pub links: Vec<crate::vault::links::RawLink>,
     /// What a reader should know: broken frontmatter, lossy decoding.
     pub warnings: Vec<String>,
     pub version_id: String,

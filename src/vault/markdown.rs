@@ -27,6 +27,10 @@ pub struct NoteFacts {
     pub frontmatter_error: Option<String>,
     /// The bytes were not valid UTF-8 and were decoded lossily.
     pub lossy_utf8: bool,
+    /// Frontmatter `aliases` (also `alias`), in any of the tag styles.
+    pub aliases: Vec<String>,
+    /// Outgoing links with their lines.
+    pub links: Vec<crate::vault::links::RawLink>,
 }
 
 /// Decode a note's bytes: UTF-8 when valid, lossily otherwise (`true` in the flag).
@@ -83,6 +87,11 @@ pub fn facts(bytes: &[u8]) -> NoteFacts {
                     .or_else(|| map.get("tag"))
                     .map(tags_from_value)
                     .unwrap_or_default();
+                out.aliases = map
+                    .get("aliases")
+                    .or_else(|| map.get("alias"))
+                    .map(aliases_from_value)
+                    .unwrap_or_default();
                 out.frontmatter = Some(map);
             }
             Err(why) => out.frontmatter_error = Some(why),
@@ -91,7 +100,26 @@ pub fn facts(bytes: &[u8]) -> NoteFacts {
     if out.title.is_none() {
         out.title = first_h1(&text[body_start..]);
     }
+    out.links = crate::vault::links::outgoing(&text);
     out
+}
+
+fn aliases_from_value(value: &Value) -> Vec<String> {
+    match value {
+        Value::Sequence(items) => items
+            .iter()
+            .filter_map(scalar_string)
+            .filter(|s| !s.is_empty())
+            .collect(),
+        other => scalar_string(other)
+            .map(|s| {
+                s.split(',')
+                    .map(|a| a.trim().to_string())
+                    .filter(|a| !a.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
 }
 
 fn parse_frontmatter(yaml: &str) -> Result<Mapping, String> {

@@ -4,5 +4,7 @@
 pub mod catalog;
 pub mod frontmatter;
 pub mod fsio;
+pub mod graph;
+pub mod links;
 pub mod markdown;
 pub mod path;

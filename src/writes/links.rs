@@ -6,26 +6,12 @@
 //! alone when that name is unique in the vault; the match is case-insensitive. The live
 //! link graph (a later issue) will replace the whole-vault scan done here.
 
-use std::sync::{Arc, OnceLock};
-
-use regex::Regex;
+use std::sync::Arc;
 
 use crate::service::Service;
 use crate::vault::catalog::Note;
 
-fn wikilink() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    // [[target#heading|alias]]; the target holds no ] | # characters.
-    RE.get_or_init(|| {
-        Regex::new(r"\[\[([^\]\|#\n]+)((?:#[^\]\|\n]*)?(?:\|[^\]\n]*)?)\]\]").expect("valid regex")
-    })
-}
-
-fn mdlink() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    // [text](target.md#anchor) with a relative target.
-    RE.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(#[^)\s]*)?\)").expect("valid regex"))
-}
+use crate::vault::links::{mdlink_re as mdlink, resolve_relative, wikilink_re as wikilink};
 
 fn file_name(slug: &str) -> &str {
     slug.rsplit('/').next().unwrap_or(slug)
@@ -33,29 +19,6 @@ fn file_name(slug: &str) -> &str {
 
 fn folder_of(slug: &str) -> &str {
     slug.rsplit_once('/').map_or("", |(f, _)| f)
-}
-
-/// Resolve `target` (relative to `from_folder`) to a vault-relative slug, if it stays inside.
-fn resolve_relative(from_folder: &str, target: &str) -> Option<String> {
-    let target = percent_encoding::percent_decode_str(target)
-        .decode_utf8()
-        .ok()?;
-    let target = target.strip_suffix(".md")?;
-    let mut parts: Vec<&str> = if target.starts_with('/') {
-        Vec::new()
-    } else {
-        from_folder.split('/').filter(|p| !p.is_empty()).collect()
-    };
-    for part in target.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(parts.join("/"))
 }
 
 /// The relative link from a note in `from_folder` to `to_slug`.

@@ -53,6 +53,8 @@ pub fn note_from(
         visibility: Visibility::Standard,
         tags: facts.tags.clone(),
         frontmatter: facts.frontmatter.clone(),
+        aliases: facts.aliases.clone(),
+        links: facts.links.clone(),
         warnings,
         version_id,
         content_hash: observed.content_hash.clone(),
