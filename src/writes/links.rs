@@ -3,8 +3,8 @@
 //! `[text](../dir/name.md)`. Each rewritten note is its own revision through the pipeline.
 //!
 //! A wikilink names a note by its full slug or, Obsidian's shortest form, by its file name
-//! alone when that name is unique in the vault; the match is case-insensitive. The live
-//! link graph (a later issue) will replace the whole-vault scan done here.
+//! alone when that name is unique in the vault; the match is case-insensitive. Which notes
+//! to rewrite comes from the link graph (the moved note's backlinks).
 
 use std::sync::Arc;
 
@@ -78,13 +78,15 @@ pub fn rewrite(
         .into_owned()
 }
 
-/// Rewrite every other note's links to `old` (now at `new_slug`). Returns how many notes
-/// were rewritten and, for each that could not be, its slug and why.
+/// Rewrite the links to `old` (now at `new_slug`) in the notes `linking` (its backlinks,
+/// taken from the link graph before the move). Returns how many notes were rewritten
+/// and, for each that could not be, its slug and why.
 pub fn rewrite_links_to(
     svc: &Service,
     old: &Note,
     new_slug: &str,
     actor: &str,
+    linking: &[String],
 ) -> (usize, Vec<(String, String)>) {
     let notes: Vec<Arc<Note>> = svc.catalog.read().iter().cloned().collect();
     let count_name = |name: &str| {
@@ -98,10 +100,12 @@ pub fn rewrite_links_to(
     let short_ok_old = count_name(file_name(&old.slug))
         == usize::from(file_name(&old.slug).eq_ignore_ascii_case(file_name(new_slug)));
     let short_ok_new = count_name(file_name(new_slug)) == 1;
-    let needle = file_name(&old.slug).to_lowercase();
     let mut updated = 0;
     let mut failed = Vec::new();
-    for note in notes.iter().filter(|n| n.note_id != old.note_id) {
+    for note in notes
+        .iter()
+        .filter(|n| n.note_id != old.note_id && linking.contains(&n.slug))
+    {
         let abs = svc.paths.root.join(&note.path);
         let Ok(bytes) = std::fs::read(&abs) else {
             failed.push((note.slug.clone(), "the file could not be read".to_string()));
@@ -110,9 +114,6 @@ pub fn rewrite_links_to(
         let Ok(text) = std::str::from_utf8(&bytes) else {
             continue;
         };
-        if !text.to_lowercase().contains(&needle) {
-            continue;
-        }
         let new_text = rewrite(
             text,
             folder_of(&note.slug),

@@ -541,6 +541,19 @@ pub(crate) fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
         .as_ref()
         .filter(|(n, _)| n.path != plan.to_rel && plan.bytes.is_some())
         .map(|(n, _)| n.clone());
+    // The notes linking to it, found in the link graph before the move changes names.
+    let linking: Vec<String> = match &moved_from {
+        Some(old) => {
+            let catalog = svc.catalog.read();
+            let graph = crate::vault::graph::Graph::build(&catalog);
+            graph
+                .backlinks(old)
+                .into_iter()
+                .map(|(n, _)| n.slug.clone())
+                .collect()
+        }
+        None => Vec::new(),
+    };
     let mut receipt = commit_change(
         svc,
         plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
@@ -553,7 +566,7 @@ pub(crate) fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
     receipt.created = plan.from.is_none();
     receipt.renamed = plan.renamed;
     if let Some(old) = moved_from {
-        let (updated, failed) = links::rewrite_links_to(svc, &old, &receipt.slug, &actor);
+        let (updated, failed) = links::rewrite_links_to(svc, &old, &receipt.slug, &actor, &linking);
         receipt.links_updated = updated;
         receipt.links_failed = failed;
         if updated > 0 {
