@@ -525,6 +525,44 @@ mod tests {
                 Some(s("b")),
                 "\u{feff}---\na: b\n---\n# H\n",
             ),
+            // more shapes: flow lists over lines with comments, the `...` fence, a folded
+            // scalar, nested mappings, an aligned block list
+            (
+                "---\ntags: [\n  \"a]\", # c\n  b]  # t\nnext: 1\n---\n",
+                "tags",
+                None,
+                "---\nnext: 1\n---\n",
+            ),
+            (
+                "---\na: 1\n...\nbody",
+                "a",
+                Some(s("x")),
+                "---\na: x\n...\nbody",
+            ),
+            (
+                "---\nd: >\n  text\n\n  more\nz: 1\n---\n",
+                "d",
+                None,
+                "---\nz: 1\n---\n",
+            ),
+            (
+                "---\nmeta:\n  a: 1\nz: 1\n---\n",
+                "meta",
+                None,
+                "---\nz: 1\n---\n",
+            ),
+            (
+                "---\ntags:\n    -   a\n---\n",
+                "tags",
+                Some(l(&["c"])),
+                "---\ntags:\n    - c\n---\n",
+            ),
+            (
+                "---\ntitle: \"a\n  b\"\nz: 1\n---\n",
+                "title",
+                Some(s("c")),
+                "---\ntitle: \"c\"\nz: 1\n---\n",
+            ),
             // a body with --- lines is untouched
             (
                 "---\na: 1\n---\ntext\n---\nmore\n",
@@ -551,6 +589,8 @@ mod tests {
             "---\ntags: [unclosed\n  bad: x\n---\n",
             "---\na: 1\nno closing fence\n",
             "---\na: 1\na: 2\n---\n",
+            "---\ntags:\n\t- a\n---\n",
+            "---\na: \"abc\n---\n",
         ] {
             assert!(
                 matches!(set_key(input, "a", &s("x")), Err(FmError::Unparseable(_))),
