@@ -156,71 +156,82 @@ impl Service {
     fn startup_scan(&self) -> anyhow::Result<()> {
         // The watcher is already running: it waits for this lock before reconciling.
         let _write = self.write_lock.lock();
-        for temp in crate::vault::fsio::clean_temp_files(&self.paths.root, &self.paths.state_dir) {
-            tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
-        }
+        let started = std::time::Instant::now();
         let found = scan::scan(&self.paths);
+        let scanned = started.elapsed();
+        for temp in &found.leftovers {
+            if std::fs::remove_file(temp).is_ok() {
+                tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
+            }
+        }
         let stored = self.meta.all_notes()?;
         let first_history = self.history.status().head.is_none();
-        let mut by_path: std::collections::HashMap<&str, &Observed> =
-            found.observed.iter().map(|o| (o.rel.as_str(), o)).collect();
+        let history_paths: Vec<String> = if first_history {
+            found.observed.iter().map(|o| o.rel.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let mut by_path: HashMap<String, Observed> = found
+            .observed
+            .into_iter()
+            .map(|o| (o.rel.clone(), o))
+            .collect();
         // Rebuild the catalog as stored; what differs goes through reconcile.
         let mut removed = Vec::new();
+        let mut changed = Vec::new();
         {
             let mut catalog = self.catalog.write();
-            for row in &stored {
+            for row in stored {
                 let created = parse_time(&row.created_at);
                 let observed_at = parse_time(&row.observed_at);
-                let placeholder;
-                let obs = match by_path.get(row.path.as_str()) {
-                    Some(obs) => *obs,
+                let obs = match by_path.remove(&row.path) {
+                    Some(obs) if obs.content_hash == row.content_hash => obs,
+                    Some(obs) => {
+                        // Changed while stopped: the stored version goes in, reconcile
+                        // records the new one.
+                        let stale = Observed {
+                            content_hash: row.content_hash.clone(),
+                            ..obs.clone()
+                        };
+                        changed.push(obs);
+                        stale
+                    }
                     None => {
                         removed.push(row.path.clone());
-                        placeholder = Observed {
+                        Observed {
                             rel: row.path.clone(),
                             size: 0,
                             mtime: std::time::SystemTime::UNIX_EPOCH,
                             created: std::time::SystemTime::UNIX_EPOCH,
-                            content_hash: String::new(),
+                            content_hash: row.content_hash.clone(),
                             facts: Default::default(),
-                        };
-                        &placeholder
+                        }
                     }
                 };
-                let mut note = reconcile::note_from(
+                catalog.insert(reconcile::note_from(
                     obs,
-                    row.note_id.clone(),
-                    row.version_id.clone(),
+                    row.note_id,
+                    row.version_id,
                     created,
                     observed_at,
-                );
-                note.content_hash = row.content_hash.clone();
-                catalog.insert(note);
+                ));
             }
-            catalog.excluded = found.excluded.clone();
-            by_path.retain(|rel, obs| {
-                catalog
-                    .get(crate::vault::path::slug_of(rel))
-                    .is_none_or(|n| n.content_hash != obs.content_hash)
-            });
+            catalog.excluded = found.excluded;
         }
-        let changed: Vec<Observed> = by_path.into_values().cloned().collect();
-        let (observed, subject) = if first_history {
-            (found.observed, "Record the vault as found")
+        // Files the store has never seen.
+        changed.extend(by_path.into_values());
+        let subject = if first_history {
+            "Record the vault as found"
         } else {
-            (changed, "Record changes made while notevault was stopped")
+            "Record changes made while notevault was stopped"
         };
-        let outcome = reconcile::reconcile(
-            self,
-            observed,
-            removed,
-            "filesystem",
-            subject,
-            first_history,
-        )?;
+        let outcome =
+            reconcile::reconcile(self, changed, removed, "filesystem", subject, history_paths)?;
         tracing::info!(
             notes = self.catalog.read().len(),
             revisions = outcome.revisions,
+            scan_ms = scanned.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
             "vault scanned"
         );
         Ok(())
@@ -391,7 +402,7 @@ impl Service {
             removed,
             "filesystem",
             "Record an external edit",
-            false,
+            Vec::new(),
         )?;
         Ok(())
     }

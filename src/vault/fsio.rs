@@ -12,7 +12,7 @@
 
 use std::fs::{self, File};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Reason, Result};
 use crate::watch::scan::content_hash;
@@ -228,25 +228,6 @@ fn move_no_replace(from: &Path, to: &Path) -> Result<()> {
         Err(e) => return Err(failed(e)),
     }
     fs::rename(from, to).map_err(failed)
-}
-
-/// Remove leftover temp files of an earlier run (a crash between write and rename).
-pub fn clean_temp_files(root: &Path, state_dir: &Path) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    for entry in walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| !e.path().starts_with(state_dir))
-        .filter_map(|e| e.ok())
-    {
-        if entry.file_type().is_file()
-            && entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
-            && fs::remove_file(entry.path()).is_ok()
-        {
-            removed.push(entry.path().to_path_buf());
-        }
-    }
-    removed
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub struct RawLink {
 /// The links of a note's text, in order, skipping fenced code blocks and inline code.
 pub fn outgoing(text: &str) -> Vec<RawLink> {
     let mut out = Vec::new();
+    if !text.contains("[[") && !text.contains("](") {
+        return out;
+    }
     let mut fence: Option<&str> = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();

@@ -203,7 +203,7 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         removed,
         "filesystem",
         "Record external edits",
-        false,
+        Vec::new(),
     )?;
     Ok(())
 }
@@ -256,7 +256,7 @@ pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
         removed,
         "filesystem",
         "Record external edits (rescan)",
-        false,
+        Vec::new(),
     )?;
     Ok(())
 }

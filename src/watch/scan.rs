@@ -28,6 +28,8 @@ pub struct Observed {
 pub struct ScanResult {
     pub observed: Vec<Observed>,
     pub excluded: Vec<Excluded>,
+    /// Our own temp files left by an interrupted write (absolute paths).
+    pub leftovers: Vec<std::path::PathBuf>,
 }
 
 /// `blake3:<hex>` of a file's bytes.
@@ -35,14 +37,20 @@ pub fn content_hash(bytes: &[u8]) -> String {
     format!("blake3:{}", blake3::hash(bytes).to_hex())
 }
 
-/// Walk the vault and list the note files (vault-relative), plus what was left out.
-pub fn list_note_files(paths: &VaultPaths) -> (Vec<String>, Vec<Excluded>) {
+/// Walk the vault and list the note files (vault-relative), what was left out, and our
+/// own leftover temp files.
+pub fn list_note_files(
+    paths: &VaultPaths,
+) -> (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>) {
     let mut files = Vec::new();
     let mut excluded = Vec::new();
+    let mut leftovers = Vec::new();
     let walker = walkdir::WalkDir::new(&paths.root)
         .follow_links(false)
         .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !paths.is_ignored(e.path()));
+        .filter_entry(|e| {
+            e.depth() == 0 || !(e.file_type().is_dir() && paths.is_ignored(e.path()))
+        });
     for entry in walker {
         let entry = match entry {
             Ok(e) => e,
@@ -60,7 +68,11 @@ pub fn list_note_files(paths: &VaultPaths) -> (Vec<String>, Vec<Excluded>) {
             }
         };
         let name = entry.file_name().to_string_lossy();
-        if !name.ends_with(".md") || entry.file_type().is_dir() {
+        if name.starts_with(crate::vault::fsio::TEMP_PREFIX) && entry.file_type().is_file() {
+            leftovers.push(entry.path().to_path_buf());
+            continue;
+        }
+        if !name.ends_with(".md") || entry.file_type().is_dir() || paths.is_ignored(entry.path()) {
             continue;
         }
         let Ok(rel) = entry.path().strip_prefix(&paths.root) else {
@@ -89,14 +101,16 @@ pub fn list_note_files(paths: &VaultPaths) -> (Vec<String>, Vec<Excluded>) {
         files.push(rel);
     }
     files.sort();
-    (files, excluded)
+    (files, excluded, leftovers)
 }
 
 /// Read one note file.
 pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
-    let abs = root.join(rel);
-    let bytes = std::fs::read(&abs)?;
-    let meta = std::fs::metadata(&abs)?;
+    use std::io::Read;
+    let mut file = std::fs::File::open(root.join(rel))?;
+    let meta = file.metadata()?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes)?;
     let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
     Ok(Observed {
         rel: rel.to_string(),
@@ -111,7 +125,7 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
 /// Scan the whole vault, with a progress bar on stderr when it is a terminal and the
 /// vault is large enough for the scan to take a moment.
 pub fn scan(paths: &VaultPaths) -> ScanResult {
-    let (files, mut excluded) = list_note_files(paths);
+    let (files, mut excluded, leftovers) = list_note_files(paths);
     let bar = if files.len() > 5_000 && std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(files.len() as u64);
         bar.set_style(
@@ -146,5 +160,9 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
             Err(e) => excluded.push(e),
         }
     }
-    ScanResult { observed, excluded }
+    ScanResult {
+        observed,
+        excluded,
+        leftovers,
+    }
 }

@@ -744,7 +744,7 @@ pub(crate) fn commit_change(
                 facts: crate::vault::markdown::facts(new),
             };
             let note = reconcile::note_from(
-                &observed,
+                observed,
                 note_id.clone(),
                 version_id.clone(),
                 created_at,

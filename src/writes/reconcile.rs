@@ -29,13 +29,13 @@ pub struct Outcome {
 
 /// Build the catalog entry of an observed file.
 pub fn note_from(
-    observed: &Observed,
+    observed: Observed,
     note_id: String,
     version_id: String,
     created_at: DateTime<Utc>,
     observed_at: DateTime<Utc>,
 ) -> Note {
-    let facts = &observed.facts;
+    let facts = observed.facts;
     let slug = slug_of(&observed.rel).to_string();
     let file_name = slug.rsplit('/').next().unwrap_or(&slug).to_string();
     let mut warnings = Vec::new();
@@ -48,34 +48,35 @@ pub fn note_from(
     }
     Note {
         note_id,
-        title: facts.title.clone().unwrap_or(file_name),
-        status: facts.status.clone().unwrap_or_else(|| "active".into()),
+        title: facts.title.unwrap_or(file_name),
+        status: facts.status.unwrap_or_else(|| "active".into()),
         visibility: Visibility::Standard,
-        tags: facts.tags.clone(),
-        frontmatter: facts.frontmatter.clone(),
-        aliases: facts.aliases.clone(),
-        links: facts.links.clone(),
+        tags: facts.tags,
+        frontmatter: facts.frontmatter,
+        aliases: facts.aliases,
+        links: facts.links,
         warnings,
         version_id,
-        content_hash: observed.content_hash.clone(),
+        content_hash: observed.content_hash,
         size: observed.size,
         created_at,
         updated_at: observed.mtime.into(),
         observed_at,
-        path: observed.rel.clone(),
+        path: observed.rel,
         slug,
     }
 }
 
 /// Take `observed` files and `removed` paths into every store, as one batch.
-/// `full_history` makes the commit carry every observed file (the first bootstrap).
+/// `history_paths` are more files for the commit to carry as they are on disk (the first
+/// bootstrap records the whole vault).
 pub fn reconcile(
     svc: &Service,
     observed: Vec<Observed>,
     removed: Vec<String>,
     actor: &str,
     subject: &str,
-    full_history: bool,
+    history_paths: Vec<String>,
 ) -> Result<Outcome> {
     let now = Utc::now();
     let now_s = timestamp(now);
@@ -95,23 +96,18 @@ pub fn reconcile(
     let mut rows = Vec::new();
     let mut changes = Vec::new();
     let mut seq = svc.committed_seq();
-    for obs in &observed {
+    let full_history = !history_paths.is_empty();
+    for path in history_paths {
+        changes.push(Change {
+            content: Some(Content::File(svc.paths.root.join(&path))),
+            path,
+        });
+    }
+    for obs in observed {
         let slug = slug_of(&obs.rel);
         let previous = catalog.get(slug).cloned();
-        if let Some(prev) = &previous {
-            if prev.content_hash == obs.content_hash && !full_history {
-                continue;
-            }
-        }
         let (note_id, prev_version, created_at, kind) = match &previous {
-            Some(prev) if prev.content_hash == obs.content_hash => {
-                // Unchanged, only listed for the full history commit.
-                changes.push(Change {
-                    path: obs.rel.clone(),
-                    content: Some(Content::File(svc.paths.root.join(&obs.rel))),
-                });
-                continue;
-            }
+            Some(prev) if prev.content_hash == obs.content_hash => continue,
             Some(prev) => (
                 prev.note_id.clone(),
                 Some(prev.version_id.clone()),
@@ -135,6 +131,7 @@ pub fn reconcile(
         };
         seq += 1;
         let version_id = uuid::Uuid::now_v7().to_string();
+        let rel = obs.rel.clone();
         let note = note_from(obs, note_id, version_id, created_at, now);
         revisions.push(RevisionRow {
             seq,
@@ -155,10 +152,12 @@ pub fn reconcile(
             created_at: timestamp(note.created_at),
             observed_at: now_s.clone(),
         });
-        changes.push(Change {
-            path: obs.rel.clone(),
-            content: Some(Content::File(svc.paths.root.join(&obs.rel))),
-        });
+        if !full_history {
+            changes.push(Change {
+                content: Some(Content::File(svc.paths.root.join(&rel))),
+                path: rel,
+            });
+        }
         catalog.insert(note);
     }
     // What was removed and not re-found elsewhere is a delete.
