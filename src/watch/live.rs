@@ -65,7 +65,10 @@ pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
     })?;
     let started = Instant::now();
     watcher.watch(&root, RecursiveMode::Recursive)?;
-    tracing::info!(setup_ms = started.elapsed().as_millis() as u64, "watching the vault");
+    tracing::info!(
+        setup_ms = started.elapsed().as_millis() as u64,
+        "watching the vault"
+    );
     let status = Arc::new(Mutex::new(WatchStatus {
         state: "watching".into(),
         ..Default::default()

@@ -1,0 +1,454 @@
+//! `cargo bench --bench writes`: the write pipeline and review on the real corpus
+//! (`../shared/corpora/realvault.tar.gz`), each figure beside its target or its reference
+//! (the git CLI committing the same change), in one run. See `benches/README.md`.
+//!
+//! - create and `:edit` latency (p50/p99, history commit included) vs `git add FILE &&
+//!   git commit` of the same change;
+//! - applied writes per second with 16 concurrent clients, rate limit off;
+//! - `:listRevisions` (a page of 50) on a note with 10,000 revisions, and `:rollback`.
+//!
+//! Environment: `NOTEVAULT_CORPUS` (the tarball), `NOTEVAULT_BENCH_REVISIONS` (default
+//! 10000), `NOTEVAULT_BENCH_SECONDS` (throughput run, default 10).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_notevault");
+
+struct Daemon {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(vault: &Path, state: &Path) -> Result<Daemon> {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            vault.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .env("RATE_LIMIT_READ_PER_MINUTE", "0")
+        .env("RATE_LIMIT_WRITE_PER_MINUTE", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr = child.stderr.take().context("stderr")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let Some(line) = lines.next() else {
+            bail!("the daemon exited before serving")
+        };
+        let line = line?;
+        if let Some(rest) = line.split("on http://").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Daemon {
+        child,
+        base: format!("http://{addr}"),
+    })
+}
+
+fn corpus() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unpacked = root.join("target/bench-corpus/realvault");
+    if unpacked.is_dir() {
+        return Some(unpacked);
+    }
+    let tarball = std::env::var_os("NOTEVAULT_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/corpora/realvault.tar.gz"));
+    if !tarball.exists() {
+        return None;
+    }
+    std::fs::create_dir_all(root.join("target/bench-corpus")).ok()?;
+    let ok = Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(root.join("target/bench-corpus"))
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(unpacked)
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    let _ = std::fs::remove_dir_all(to);
+    let status = Command::new("cp").arg("-a").arg(from).arg(to).status()?;
+    if !status.success() {
+        bail!("cp -a failed");
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn stats(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    (percentile(&v, 0.5), percentile(&v, 0.99))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<()> {
+    let status = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("git {args:?} failed");
+    }
+    Ok(())
+}
+
+async fn wait_history(state: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while Instant::now() < deadline {
+        let ok = Command::new("git")
+            .arg("--git-dir")
+            .arg(state.join("history.git"))
+            .args(["rev-parse", "-q", "--verify", "HEAD"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?
+            .success();
+        if ok {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("the history bootstrap did not finish")
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: &Value,
+) -> Result<(u16, Value)> {
+    let res = client
+        .post(url)
+        .header("Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await?;
+    let status = res.status().as_u16();
+    Ok((status, res.json().await?))
+}
+
+fn row(what: &str, got: &str, reference: &str) {
+    println!("| {what} | {got} | {reference} |");
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("writes bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<()> {
+    let Some(corpus) = corpus() else {
+        println!("skipped: ../shared/corpora/realvault.tar.gz not found");
+        return Ok(());
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-corpus/writes-run");
+    std::fs::create_dir_all(&root)?;
+    let vault = root.join("vault");
+    let state = root.join("state");
+    let git_copy = root.join("git");
+    let _ = std::fs::remove_dir_all(&state);
+    copy(&corpus, &vault)?;
+    copy(&corpus, &git_copy)?;
+    eprintln!("preparing the git reference repository (untimed)...");
+    git(&git_copy, &["init", "-q"])?;
+    git(&git_copy, &["add", "-A"])?;
+    git(&git_copy, &["commit", "-q", "-m", "init"])?;
+
+    let daemon = start(&vault, &state)?;
+    wait_history(&state).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let client = reqwest::Client::new();
+    let n = 200;
+
+    // Create latency.
+    let mut creates = Vec::new();
+    let mut versions = Vec::new();
+    for i in 0..n {
+        let body = json!({"slug": format!("bench/c{i}"), "content": format!("# Bench note {i}\n\nfirst version\n"), "agent_id": "bench"});
+        let t = Instant::now();
+        let (status, receipt) = post(
+            &client,
+            &format!("{}/v1/notes", daemon.base),
+            &format!("c{i}"),
+            &body,
+        )
+        .await?;
+        creates.push(t.elapsed());
+        if status != 201 {
+            bail!("create {i}: {status} {receipt}");
+        }
+        versions.push(
+            receipt["version_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    // :edit latency.
+    let mut edits = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        let body = json!({"version_id": v, "old_string": "first version", "new_string": "second version", "agent_id": "bench"});
+        let t = Instant::now();
+        let (status, receipt) = post(
+            &client,
+            &format!("{}/v1/notes/bench%2Fc{i}:edit", daemon.base),
+            &format!("e{i}"),
+            &body,
+        )
+        .await?;
+        edits.push(t.elapsed());
+        if status != 200 {
+            bail!("edit {i}: {status} {receipt}");
+        }
+    }
+    // The git CLI committing the same changes.
+    std::fs::create_dir_all(git_copy.join("bench"))?;
+    let mut git_creates = Vec::new();
+    let mut git_edits = Vec::new();
+    let g = 50;
+    for i in 0..g {
+        let file = format!("bench/c{i}.md");
+        std::fs::write(
+            git_copy.join(&file),
+            format!("# Bench note {i}\n\nfirst version\n"),
+        )?;
+        let t = Instant::now();
+        git(&git_copy, &["add", &file])?;
+        git(&git_copy, &["commit", "-q", "-m", "create"])?;
+        git_creates.push(t.elapsed());
+    }
+    for i in 0..g {
+        let file = format!("bench/c{i}.md");
+        std::fs::write(
+            git_copy.join(&file),
+            format!("# Bench note {i}\n\nsecond version\n"),
+        )?;
+        let t = Instant::now();
+        git(&git_copy, &["add", &file])?;
+        git(&git_copy, &["commit", "-q", "-m", "edit"])?;
+        git_edits.push(t.elapsed());
+    }
+
+    // Throughput: 16 clients creating notes.
+    let seconds: u64 = std::env::var("NOTEVAULT_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..16 {
+        let client = client.clone();
+        let base = daemon.base.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u64;
+            let mut i = 0;
+            while Instant::now() < until {
+                let body =
+                    json!({"slug": format!("load/w{w}-{i}"), "content": format!("load {w} {i}\n")});
+                if let Ok((201, _)) = post(
+                    &client,
+                    &format!("{base}/v1/notes"),
+                    &format!("l{w}-{i}"),
+                    &body,
+                )
+                .await
+                {
+                    ok += 1;
+                }
+                i += 1;
+            }
+            ok
+        }));
+    }
+    let mut applied = 0;
+    for t in tasks {
+        applied += t.await?;
+    }
+    let rate = applied as f64 / started.elapsed().as_secs_f64();
+
+    // A note with many revisions.
+    let revisions: usize = std::env::var("NOTEVAULT_BENCH_REVISIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    eprintln!("writing {revisions} revisions of one note...");
+    let (_, r) = post(
+        &client,
+        &format!("{}/v1/notes", daemon.base),
+        "rev-0",
+        &json!({"slug": "bench/many", "content": "counter 0\n"}),
+    )
+    .await?;
+    let mut version = r["version_id"].as_str().unwrap_or_default().to_string();
+    let mut listed_versions = vec![version.clone()];
+    for i in 1..revisions {
+        let body = json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")});
+        let (status, r) = post(
+            &client,
+            &format!("{}/v1/notes/bench%2Fmany:edit", daemon.base),
+            &format!("rev-{i}"),
+            &body,
+        )
+        .await?;
+        if status != 200 {
+            bail!("revision {i}: {status} {r}");
+        }
+        version = r["version_id"].as_str().unwrap_or_default().to_string();
+        listed_versions.push(version.clone());
+    }
+    let mut lists = Vec::new();
+    for i in 0..500 {
+        let url = if i % 2 == 0 {
+            format!(
+                "{}/v1/notes/bench%2Fmany:listRevisions?page_size=50",
+                daemon.base
+            )
+        } else {
+            format!(
+                "{}/v1/notes/bench%2Fmany:listRevisions?page_size=50&order_by=created_at%20asc",
+                daemon.base
+            )
+        };
+        let t = Instant::now();
+        let res = client.get(&url).send().await?;
+        let ok = res.status().is_success();
+        let _ = res.bytes().await?;
+        lists.push(t.elapsed());
+        if !ok {
+            bail!("listRevisions failed");
+        }
+    }
+    // Rollbacks to recent and to old revisions.
+    let mut rollbacks_recent = Vec::new();
+    let mut rollbacks_old = Vec::new();
+    for i in 0..20 {
+        for (old, out) in [(false, &mut rollbacks_recent), (true, &mut rollbacks_old)] {
+            let target = if old {
+                &listed_versions[i]
+            } else {
+                &listed_versions[listed_versions.len() - 2 - i]
+            };
+            let t = Instant::now();
+            let (status, r) = post(
+                &client,
+                &format!("{}/v1/notes/bench%2Fmany:rollback", daemon.base),
+                &format!("rb-{old}-{i}"),
+                &json!({"revision_id": target}),
+            )
+            .await?;
+            out.push(t.elapsed());
+            if status != 200 {
+                bail!("rollback: {status} {r}");
+            }
+        }
+    }
+    drop(daemon);
+
+    let (c50, c99) = stats(creates);
+    let (e50, e99) = stats(edits);
+    let (gc50, gc99) = stats(git_creates);
+    let (ge50, ge99) = stats(git_edits);
+    let (l50, l99) = stats(lists);
+    let (rr50, rr99) = stats(rollbacks_recent);
+    let (ro50, ro99) = stats(rollbacks_old);
+    println!(
+        "\n## writes ({} notes in the vault, 2-core machine)\n",
+        44_432
+    );
+    println!("| figure | notevault | reference / target |");
+    println!("|---|---|---|");
+    row(
+        "create p50 / p99 (history commit included)",
+        &format!("{} / {}", ms(c50), ms(c99)),
+        &format!(
+            "git add+commit {} / {}; target p50 ≤ 8 ms, p99 ≤ 25 ms, ≥ 10× faster",
+            ms(gc50),
+            ms(gc99)
+        ),
+    );
+    row(
+        "create speed-up over git (p50)",
+        &format!("{:.1}×", gc50.as_secs_f64() / c50.as_secs_f64()),
+        "target ≥ 10×",
+    );
+    row(
+        ":edit p50 / p99",
+        &format!("{} / {}", ms(e50), ms(e99)),
+        &format!(
+            "git add+commit {} / {}; target p50 ≤ 8 ms, p99 ≤ 25 ms",
+            ms(ge50),
+            ms(ge99)
+        ),
+    );
+    row(
+        ":edit speed-up over git (p50)",
+        &format!("{:.1}×", ge50.as_secs_f64() / e50.as_secs_f64()),
+        "target ≥ 10×",
+    );
+    row(
+        "applied creates/s, 16 clients",
+        &format!("{rate:.0}/s ({applied} in {seconds} s)"),
+        "target ≥ 200/s",
+    );
+    row(
+        &format!(":listRevisions, page of 50, {revisions} revisions, p50 / p99"),
+        &format!("{} / {}", ms(l50), ms(l99)),
+        "target p50 ≤ 2 ms",
+    );
+    row(
+        ":rollback to a recent revision p50 / p99",
+        &format!("{} / {}", ms(rr50), ms(rr99)),
+        "(no target)",
+    );
+    row(
+        &format!(":rollback to a revision ~{revisions} commits back p50 / p99"),
+        &format!("{} / {}", ms(ro50), ms(ro99)),
+        "(no target)",
+    );
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(())
+}
