@@ -311,6 +311,12 @@ impl Service {
     /// the path it last had): its id, slug, current version (`None` when deleted) and
     /// revisions, oldest first.
     pub fn history_of(&self, key: &str) -> Result<NoteHistory> {
+        self.history_with(key, true)
+    }
+
+    /// [`Service::history_of`] without loading the revisions of a note that exists (a
+    /// caller that pages them from the store itself).
+    pub fn history_with(&self, key: &str, load: bool) -> Result<NoteHistory> {
         let (note_id, slug, current) = match self.find(key) {
             Ok(note) => (
                 note.note_id.clone(),
@@ -341,7 +347,11 @@ impl Service {
             }
             Err(e) => return Err(e),
         };
-        let revisions = self.meta.revisions_of(&note_id)?;
+        let revisions = if load {
+            self.meta.revisions_of(&note_id)?
+        } else {
+            Vec::new()
+        };
         Ok(NoteHistory {
             note_id,
             slug,

@@ -519,7 +519,8 @@ pub async fn list_revisions(
     let filter_text = q.str("filter").unwrap_or("").to_string();
     let svc2 = svc.clone();
     let key = note.clone();
-    let history = blocking(move || svc2.history_of(&key)).await?;
+    let paged = expr.is_none();
+    let history = blocking(move || svc2.history_with(&key, !paged)).await?;
     let order = if descending { "desc" } else { "asc" };
     let fingerprint = [
         ("route", "revisions"),
@@ -537,23 +538,38 @@ pub async fn list_revisions(
             })?),
             None => None,
         };
-    let mut rows: Vec<&RevisionRow> = history
-        .revisions
-        .iter()
-        .filter(|r| {
-            expr.as_ref()
-                .is_none_or(|e| e.matches(&|f| revision_field(r, f)))
+    // Without a filter the store pages by seq; with one, the note's revisions are
+    // filtered here.
+    let page: Vec<RevisionRow> = if paged {
+        let svc3 = svc.clone();
+        let note_id = history.note_id.clone();
+        blocking(move || {
+            svc3.meta
+                .revisions_page(&note_id, after, descending, page_size + 1)
         })
-        .collect();
-    if descending {
-        rows.reverse();
-    }
-    let rows = rows.into_iter().filter(|r| match after {
-        Some(seq) if descending => r.seq < seq,
-        Some(seq) => r.seq > seq,
-        None => true,
-    });
-    let page: Vec<&RevisionRow> = rows.take(page_size + 1).collect();
+        .await?
+    } else {
+        let mut rows: Vec<&RevisionRow> = history
+            .revisions
+            .iter()
+            .filter(|r| {
+                expr.as_ref()
+                    .is_none_or(|e| e.matches(&|f| revision_field(r, f)))
+            })
+            .collect();
+        if descending {
+            rows.reverse();
+        }
+        rows.into_iter()
+            .filter(|r| match after {
+                Some(seq) if descending => r.seq < seq,
+                Some(seq) => r.seq > seq,
+                None => true,
+            })
+            .take(page_size + 1)
+            .cloned()
+            .collect()
+    };
     let more = page.len() > page_size;
     let page = &page[..page.len().min(page_size)];
     let next = more
@@ -565,7 +581,7 @@ pub async fn list_revisions(
     Ok(Json(RevisionList {
         slug: history.slug,
         current_version_id: history.current_version_id,
-        versions: page.iter().map(|r| RevisionEntry::from(*r)).collect(),
+        versions: page.iter().map(RevisionEntry::from).collect(),
         next_cursor: next.clone(),
         next_page_token: next,
     }))

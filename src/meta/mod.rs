@@ -395,6 +395,31 @@ impl Meta {
         Ok(stmt.query_row([path], revision_from).optional()?)
     }
 
+    /// One page of a note's revisions by seq: after `after` (exclusive) in the given
+    /// direction, at most `limit`.
+    pub fn revisions_page(
+        &self,
+        note_id: &str,
+        after: Option<i64>,
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<RevisionRow>> {
+        let conn = self.conn.lock();
+        let sql = if descending {
+            "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
+                    created_at
+             FROM revisions WHERE note_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
+        } else {
+            "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
+                    created_at
+             FROM revisions WHERE note_id = ?1 AND seq > ?2 ORDER BY seq ASC LIMIT ?3"
+        };
+        let bound = after.unwrap_or(if descending { i64::MAX } else { i64::MIN });
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params![note_id, bound, limit as i64], revision_from)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Revisions of one note, oldest first.
     pub fn revisions_of(&self, note_id: &str) -> Result<Vec<RevisionRow>> {
         let conn = self.conn.lock();
