@@ -212,6 +212,7 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
             .into_response(),
         Op::DiffNote => review::diff(svc, note()?, parts).await?.into_response(),
         Op::NoteLinks => notes::links(svc, note()?, parts).await?.into_response(),
+        Op::IndexStatus => notes::index_status(svc, parts).await?.into_response(),
         Op::GetWriteSettings => review::get_settings(svc, parts).await?.into_response(),
         Op::PatchWriteSettings => review::patch_settings(svc, parts, bytes)
             .await?

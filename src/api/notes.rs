@@ -264,3 +264,98 @@ pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Js
         unresolved,
     }))
 }
+
+/// The watcher's state.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct WatcherStatus {
+    /// `watching`, `stopped` or `off`.
+    pub state: String,
+    /// Batches of external changes taken in.
+    pub batches: u64,
+    /// Full rescans after a watcher overflow or error.
+    pub rescans: u64,
+    pub last_error: Option<String>,
+    pub last_batch_at: Option<String>,
+}
+
+/// `history.git`'s state.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct HistoryState {
+    pub head: Option<String>,
+    /// Commits written since start.
+    pub commits: u64,
+    /// Commits queued, not yet written.
+    pub pending: u64,
+    /// Failed commits waiting for a retry.
+    pub backlog: u64,
+    pub last_error: Option<String>,
+}
+
+/// `GET /v1/index-status`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct IndexStatus {
+    /// The newest change the vault has recorded.
+    pub committed_seq: i64,
+    /// The change the catalog (listing, filters, links) reflects; it is updated with
+    /// every change, so it equals `committed_seq`.
+    pub indexed_seq: i64,
+    pub notes: usize,
+    pub excluded: usize,
+    pub watcher: WatcherStatus,
+    pub history: HistoryState,
+}
+
+/// How fresh the daemon's view of the folder is: sequence numbers, the watcher (rescans,
+/// last error) and the history writer.
+#[utoipa::path(
+    get,
+    path = "/v1/index-status",
+    tag = "Notes",
+    responses(
+        (status = 200, description = "The status.", body = IndexStatus),
+        (status = 400, description = "Bad parameter.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn index_status(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<IndexStatus>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let watcher = match svc.watcher.lock().as_ref() {
+        Some(w) => {
+            let s = w.status.lock().clone();
+            WatcherStatus {
+                state: s.state,
+                batches: s.batches,
+                rescans: s.rescans,
+                last_error: s.last_error,
+                last_batch_at: s.last_batch_at.map(crate::service::timestamp),
+            }
+        }
+        None => WatcherStatus {
+            state: "off".into(),
+            batches: 0,
+            rescans: 0,
+            last_error: None,
+            last_batch_at: None,
+        },
+    };
+    let h = svc.history.status();
+    let (notes, excluded) = {
+        let c = svc.catalog.read();
+        (c.len(), c.excluded.len())
+    };
+    let seq = svc.committed_seq();
+    Ok(Json(IndexStatus {
+        committed_seq: seq,
+        indexed_seq: seq,
+        notes,
+        excluded,
+        watcher,
+        history: HistoryState {
+            head: h.head,
+            commits: h.commits,
+            pending: h.pending,
+            backlog: h.backlog,
+            last_error: h.last_error,
+        },
+    }))
+}

@@ -26,6 +26,7 @@ pub enum Op {
     RenameNote,
     RollbackNote,
     NoteLinks,
+    IndexStatus,
     ListRevisions,
     DiffNote,
     GetWriteSettings,
@@ -78,6 +79,7 @@ pub fn routes() -> Vec<Route> {
         ),
         r(Method::GET, "/v1/notes/{note}:diff", Op::DiffNote),
         r(Method::GET, "/v1/notes/{note}:links", Op::NoteLinks),
+        r(Method::GET, "/v1/index-status", Op::IndexStatus),
         r(
             Method::GET,
             "/v1/vault/write-settings",
