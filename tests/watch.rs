@@ -309,3 +309,45 @@ async fn the_link_graph_follows_the_folder() {
         "{orphan_slugs:?}"
     );
 }
+
+/// Regression: the watcher read a note before an API write and reconciled it after,
+/// recording the stale bytes as a new version, so the next chained edit answered a
+/// spurious `VERSION_MOVED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_api_edits_are_never_undone_by_the_watcher() {
+    let s = TestServer::start(None, |c| c.rate_limit_write_per_minute = 0).await;
+    let res = s
+        .client
+        .post(s.url("/v1/notes"))
+        .header("Idempotency-Key", "c")
+        .json(&serde_json::json!({"slug": "counter", "content": "counter 0\n"}))
+        .send()
+        .await
+        .unwrap();
+    let mut version = res.json::<Value>().await.unwrap()["version_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in 1..300 {
+        let res = s
+            .client
+            .post(s.url("/v1/notes/counter:edit"))
+            .header("Idempotency-Key", format!("e{i}"))
+            .json(&serde_json::json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")}))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(status, 200, "edit {i}: {body}");
+        version = body["version_id"].as_str().unwrap().to_string();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let note = s.get_json("/v1/notes/counter", 200).await;
+    assert_eq!(
+        note["version_id"],
+        version.as_str(),
+        "no stale filesystem revision after the last edit"
+    );
+    assert_eq!(note["lines"]["items"][0]["text"], "counter 299");
+}

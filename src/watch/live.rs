@@ -184,6 +184,9 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
     if observe.is_empty() && gone.is_empty() {
         return Ok(());
     }
+    // Observe under the write lock: a file read before an API write and reconciled after
+    // it would record stale content over the newer version.
+    let _write = svc.write_lock.lock();
     let mut observed: Vec<Observed> = Vec::new();
     for rel in observe {
         if paths.resolve(&rel).is_err() {
@@ -201,7 +204,6 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         .into_iter()
         .filter(|r| !paths.root.join(r).exists())
         .collect();
-    let _write = svc.write_lock.lock();
     crate::writes::reconcile::reconcile(
         svc,
         observed,
@@ -232,8 +234,8 @@ fn notes_under(svc: &Service, dir: &Path) -> Vec<String> {
 
 /// Compare the whole folder with the catalog and reconcile the difference.
 pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
-    let found = scan::scan(&svc.paths);
     let _write = svc.write_lock.lock();
+    let found = scan::scan(&svc.paths);
     let (changed, removed) = {
         let catalog = svc.catalog.read();
         let on_disk: BTreeSet<&str> = found.observed.iter().map(|o| o.rel.as_str()).collect();
