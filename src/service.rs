@@ -390,6 +390,9 @@ impl Service {
         if revision.content_hash.is_none() {
             return Ok(None);
         }
+        if let Some(commit) = &revision.commit_id {
+            return crate::history::read_at(self.history.git_dir(), commit, &revision.path);
+        }
         crate::history::content_at_seq(self.history.git_dir(), revision.seq, &revision.path)
     }
 

@@ -63,6 +63,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX pending_writes_by_time ON pending_writes (created_at);
     CREATE TABLE applied_writes (at TEXT NOT NULL);
     CREATE INDEX applied_writes_by_time ON applied_writes (at);",
+    // 4: the history commit of a revision, when known at once (API writes)
+    "ALTER TABLE revisions ADD COLUMN commit_id TEXT;",
 ];
 
 /// A write waiting for (or decided by) a reviewer.
@@ -120,6 +122,9 @@ pub struct RevisionRow {
     /// `create`, `update`, `delete`, `move`.
     pub kind: String,
     pub created_at: String,
+    /// The `history.git` commit holding it, when recorded (API writes); else it is found
+    /// by its `Notevault-Seq` trailer.
+    pub commit_id: Option<String>,
 }
 
 pub struct Meta {
@@ -208,8 +213,8 @@ impl Meta {
         {
             let mut rev = tx.prepare_cached(
                 "INSERT INTO revisions (seq, version_id, note_id, path, prev_version_id,
-                   content_hash, actor, kind, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                   content_hash, actor, kind, created_at, commit_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
             for r in revisions {
                 rev.execute(params![
@@ -221,7 +226,8 @@ impl Meta {
                     r.content_hash,
                     r.actor,
                     r.kind,
-                    r.created_at
+                    r.created_at,
+                    r.commit_id
                 ])?;
             }
             let mut del = tx.prepare_cached("DELETE FROM notes WHERE note_id = ?1")?;
@@ -378,7 +384,7 @@ impl Meta {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
-                    created_at
+                    created_at, commit_id
              FROM revisions WHERE version_id = ?1",
         )?;
         Ok(stmt.query_row([version_id], revision_from).optional()?)
@@ -389,7 +395,7 @@ impl Meta {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
-                    created_at
+                    created_at, commit_id
              FROM revisions WHERE path = ?1 ORDER BY seq DESC LIMIT 1",
         )?;
         Ok(stmt.query_row([path], revision_from).optional()?)
@@ -407,11 +413,11 @@ impl Meta {
         let conn = self.conn.lock();
         let sql = if descending {
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
-                    created_at
+                    created_at, commit_id
              FROM revisions WHERE note_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
         } else {
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
-                    created_at
+                    created_at, commit_id
              FROM revisions WHERE note_id = ?1 AND seq > ?2 ORDER BY seq ASC LIMIT ?3"
         };
         let bound = after.unwrap_or(if descending { i64::MAX } else { i64::MIN });
@@ -425,7 +431,7 @@ impl Meta {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
-                    created_at
+                    created_at, commit_id
              FROM revisions WHERE note_id = ?1 ORDER BY seq",
         )?;
         let rows = stmt.query_map([note_id], revision_from)?;
@@ -444,6 +450,7 @@ fn revision_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RevisionRow> {
         actor: r.get(6)?,
         kind: r.get(7)?,
         created_at: r.get(8)?,
+        commit_id: r.get(9)?,
     })
 }
 

@@ -181,6 +181,19 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
             }
         }
     }
+    // Files whose bytes the catalog already has (our own writes, above all) need nothing:
+    // checking that takes no lock, so the pipeline is not held up by its own echoes.
+    observe.retain(|rel| {
+        let known = svc
+            .catalog
+            .read()
+            .get(crate::vault::path::slug_of(rel))
+            .map(|n| n.content_hash.clone());
+        match (known, std::fs::read(paths.root.join(rel))) {
+            (Some(hash), Ok(bytes)) => scan::content_hash(&bytes) != hash,
+            _ => true,
+        }
+    });
     if observe.is_empty() && gone.is_empty() {
         return Ok(());
     }

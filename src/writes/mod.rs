@@ -710,10 +710,13 @@ pub(crate) fn commit_change(
         ],
         allow_empty: true,
     });
-    let flow_back_error = match history.recv() {
-        Ok(Ok(_)) => None,
-        Ok(Err(e)) => Some(format!("history commit failed: {}", e.message)),
-        Err(_) => Some("history commit failed: the history thread stopped".to_string()),
+    let (commit_id, flow_back_error) = match history.recv() {
+        Ok(Ok(id)) => (id, None),
+        Ok(Err(e)) => (None, Some(format!("history commit failed: {}", e.message))),
+        Err(_) => (
+            None,
+            Some("history commit failed: the history thread stopped".to_string()),
+        ),
     };
 
     let content_hash = bytes.as_deref().map(scan::content_hash);
@@ -727,6 +730,7 @@ pub(crate) fn commit_change(
         actor: actor.to_string(),
         kind: kind.to_string(),
         created_at: timestamp(now),
+        commit_id,
     };
     let mut catalog = svc.catalog.write();
     let note = match &bytes {

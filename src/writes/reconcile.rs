@@ -143,6 +143,7 @@ pub fn reconcile(
             actor: actor.to_string(),
             kind: kind.to_string(),
             created_at: now_s.clone(),
+            commit_id: None,
         });
         rows.push(NoteRow {
             note_id: note.note_id.clone(),
@@ -177,6 +178,7 @@ pub fn reconcile(
             actor: actor.to_string(),
             kind: "delete".into(),
             created_at: now_s.clone(),
+            commit_id: None,
         });
         deleted_ids.push(note.note_id.clone());
     }
