@@ -44,6 +44,8 @@ pub struct Service {
     pub key_locks: crate::writes::KeyLocks,
     /// The live watcher, when watching.
     pub watcher: Mutex<Option<crate::watch::live::LiveWatcher>>,
+    /// Notes that just left the folder, for move detection across batches.
+    pub recently_removed: reconcile::RecentlyRemoved,
 }
 
 /// One page of a line-sliced read.
@@ -138,18 +140,30 @@ impl Service {
             write_lock: Mutex::new(()),
             key_locks: Default::default(),
             watcher: Mutex::new(None),
+            recently_removed: Default::default(),
             config,
         });
-        // Watch before scanning, so nothing changed during the scan is missed.
-        if svc.config.watch {
-            match crate::watch::live::start(&svc) {
-                Ok(w) => *svc.watcher.lock() = Some(w),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot watch the vault; external edits are seen when read")
-                }
-            }
-        }
         svc.startup_scan()?;
+        // Setting up the watch walks every folder (hundreds of milliseconds on a large
+        // vault), so it runs beside serving; once it is up, a rescan catches whatever
+        // changed between the scan and the watch.
+        if svc.config.watch {
+            let bg = svc.clone();
+            std::thread::Builder::new()
+                .name("watch-setup".into())
+                .spawn(move || match crate::watch::live::start(&bg) {
+                    Ok(w) => {
+                        *bg.watcher.lock() = Some(w);
+                        if let Err(e) = crate::watch::live::full_rescan(&bg) {
+                            tracing::warn!(error = %e.message, "rescan after starting the watch failed");
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "cannot watch the vault; external edits are seen when read"
+                    ),
+                })?;
+        }
         Ok(svc)
     }
 

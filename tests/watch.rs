@@ -128,7 +128,16 @@ async fn renames_of_notes_and_folders_keep_ids() {
     })
     .await;
     for (slug, id) in &ids {
-        assert_eq!(handle(&s, slug).await.unwrap()["note_id"], *id, "{slug}");
+        let got = handle(&s, slug).await.unwrap()["note_id"].clone();
+        if got != *id {
+            let revs = s
+                .get_json(
+                    &format!("/v1/notes/{}:listRevisions", got.as_str().unwrap()),
+                    200,
+                )
+                .await;
+            panic!("{slug}: {got} != {id}; revisions {revs}");
+        }
     }
     let welcome = handle(&s, "Welcome").await.unwrap();
     std::fs::rename(s.vault.join("Welcome.md"), s.vault.join("Start here.md")).unwrap();

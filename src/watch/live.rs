@@ -6,7 +6,8 @@
 //! temp file renamed over the note (its temp and swap names are ignored), or a delete
 //! then create, all settle inside one debounce window and reconcile compares the content
 //! hash. A rename keeps its note id (reconcile matches the content hash). A watcher queue
-//! overflow or error triggers a full rescan, counted in the status.
+//! overflow or error triggers a full rescan, counted in the status. The watch is set up
+//! after the startup scan, beside serving, and followed by one rescan.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -211,6 +212,25 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
                 gone.insert(rel);
             }
             Err(e) => tracing::warn!(path = %rel, error = %e, "cannot read a changed note"),
+        }
+    }
+    // A note that appeared with the bytes of a known note whose file is gone was moved,
+    // even when the move's two halves reached different batches: take the old path in.
+    {
+        let catalog = svc.catalog.read();
+        let new_hashes: std::collections::HashSet<&str> = observed
+            .iter()
+            .filter(|o| catalog.get(crate::vault::path::slug_of(&o.rel)).is_none())
+            .map(|o| o.content_hash.as_str())
+            .collect();
+        if !new_hashes.is_empty() {
+            for note in catalog.iter() {
+                if new_hashes.contains(note.content_hash.as_str())
+                    && !paths.root.join(&note.path).exists()
+                {
+                    gone.insert(note.path.clone());
+                }
+            }
         }
     }
     let removed: Vec<String> = gone

@@ -27,6 +27,33 @@ pub struct Outcome {
     pub commit: Option<mpsc::Receiver<Result<Option<String>>>>,
 }
 
+/// Notes that left the folder in the last few seconds, by content hash, so that a move
+/// whose halves reach two batches (or a delete then create) keeps its note id.
+#[derive(Default)]
+pub struct RecentlyRemoved {
+    notes: parking_lot::Mutex<Vec<(std::time::Instant, String, Note)>>,
+}
+
+/// How long a removed note can still be found again by its content.
+const REMEMBER: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl RecentlyRemoved {
+    fn put(&self, note: &Note, delete_version: &str) {
+        let mut notes = self.notes.lock();
+        notes.retain(|(at, _, _)| at.elapsed() < REMEMBER);
+        let mut note = note.clone();
+        note.version_id = delete_version.to_string();
+        notes.push((std::time::Instant::now(), note.content_hash.clone(), note));
+    }
+
+    fn take(&self, content_hash: &str) -> Option<std::sync::Arc<Note>> {
+        let mut notes = self.notes.lock();
+        notes.retain(|(at, _, _)| at.elapsed() < REMEMBER);
+        let i = notes.iter().position(|(_, h, _)| h == content_hash)?;
+        Some(std::sync::Arc::new(notes.remove(i).2))
+    }
+}
+
 /// Build the catalog entry of an observed file.
 pub fn note_from(
     observed: Observed,
@@ -114,7 +141,11 @@ pub fn reconcile(
                 prev.created_at,
                 "update",
             ),
-            None => match gone.get_mut(&obs.content_hash).and_then(Vec::pop) {
+            None => match gone
+                .get_mut(&obs.content_hash)
+                .and_then(Vec::pop)
+                .or_else(|| svc.recently_removed.take(&obs.content_hash))
+            {
                 Some(moved) => (
                     moved.note_id.clone(),
                     Some(moved.version_id.clone()),
@@ -168,9 +199,12 @@ pub fn reconcile(
             continue;
         }
         seq += 1;
+        let version_id = uuid::Uuid::now_v7().to_string();
+        // Kept a moment: the other half of a move may reach the next batch.
+        svc.recently_removed.put(&note, &version_id);
         revisions.push(RevisionRow {
             seq,
-            version_id: uuid::Uuid::now_v7().to_string(),
+            version_id,
             note_id: note.note_id.clone(),
             path: note.path.clone(),
             prev_version_id: Some(note.version_id.clone()),
