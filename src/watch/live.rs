@@ -44,6 +44,15 @@ pub struct LiveWatcher {
     pub status: Arc<Mutex<WatchStatus>>,
 }
 
+fn changes_content(kind: &notify::EventKind) -> bool {
+    use notify::event::{EventKind, ModifyKind};
+    match kind {
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        _ => true,
+    }
+}
+
 enum Signal {
     Paths(Vec<PathBuf>),
     Rescan(String),
@@ -59,6 +68,9 @@ pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
             Ok(event) if event.need_rescan() => {
                 Signal::Rescan("the watcher asked for a rescan".into())
             }
+            // Reads (ours included: scans, the history bootstrap, API reads) and metadata
+            // touches change nothing; taking them in would feed the watcher its own reads.
+            Ok(event) if !changes_content(&event.kind) => return,
             Ok(event) => Signal::Paths(event.paths),
             Err(e) => Signal::Rescan(format!("watcher error: {e}")),
         };
@@ -154,11 +166,12 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
                 for file in notes_under(svc, abs) {
                     observe.insert(file);
                 }
+                let prefix = format!("{rel}/");
                 for note in svc
                     .catalog
                     .read()
                     .iter()
-                    .filter(|n| n.path.starts_with(&format!("{rel}/")))
+                    .filter(|n| n.path.starts_with(&prefix))
                 {
                     if !paths.root.join(&note.path).exists() {
                         gone.insert(note.path.clone());
@@ -172,8 +185,9 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
             Err(_) => {
                 // Removed: a note, or a folder of notes.
                 let catalog = svc.catalog.read();
+                let prefix = format!("{rel}/");
                 for note in catalog.iter() {
-                    if (note.path == rel || note.path.starts_with(&format!("{rel}/")))
+                    if (note.path == rel || note.path.starts_with(&prefix))
                         && !paths.root.join(&note.path).exists()
                     {
                         gone.insert(note.path.clone());
