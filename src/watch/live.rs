@@ -46,11 +46,10 @@ pub struct LiveWatcher {
 
 fn changes_content(kind: &notify::EventKind) -> bool {
     use notify::event::{EventKind, ModifyKind};
-    match kind {
-        EventKind::Access(_) => false,
-        EventKind::Modify(ModifyKind::Metadata(_)) => false,
-        _ => true,
-    }
+    !matches!(
+        kind,
+        EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(_))
+    )
 }
 
 enum Signal {
