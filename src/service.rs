@@ -303,21 +303,26 @@ impl Service {
     /// Read a note's bytes, checking the path again and catching an external edit the
     /// catalog has not seen yet (it is reconciled as a `filesystem` revision first).
     pub fn read(&self, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
-        let note = self.find(key)?;
-        let safe = self.paths.resolve(&note.path)?;
-        let bytes = match std::fs::read(&safe.abs) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.refresh(&note.path)?;
-                return Err(Error::not_found(key));
+        let mut note = self.find(key)?;
+        // The bytes answered must be the version answered: an editor writing in place can
+        // be caught mid-write, so re-read until both agree (a few tries, then the latest).
+        for _ in 0..5 {
+            let safe = self.paths.resolve(&note.path)?;
+            let bytes = match std::fs::read(&safe.abs) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.refresh(&note.path)?;
+                    return Err(Error::not_found(key));
+                }
+                Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+            };
+            if scan::content_hash(&bytes) == note.content_hash {
+                return Ok((note, bytes));
             }
-            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
-        };
-        if scan::content_hash(&bytes) == note.content_hash {
-            return Ok((note, bytes));
+            self.refresh(&note.path)?;
+            note = self.find(&note.note_id)?;
         }
-        self.refresh(&note.path)?;
-        let note = self.find(&note.note_id)?;
+        let bytes = std::fs::read(self.paths.resolve(&note.path)?.abs)?;
         Ok((note, bytes))
     }
 
