@@ -31,6 +31,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "notevault=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let file = args
         .config

@@ -54,13 +54,20 @@ fn changes_content(kind: &notify::EventKind) -> bool {
 
 enum Signal {
     Paths(Vec<PathBuf>),
+    /// A folder seen new a moment ago, looked at again: files created in it before its
+    /// own watch was in place sent no event.
+    Recheck(PathBuf),
     Rescan(String),
 }
+
+/// How long after a new folder appears it is looked at again.
+const RECHECK_AFTER: Duration = Duration::from_millis(300);
 
 /// Start watching `svc`'s vault. The thread holds only a weak reference, so it ends
 /// when the service is dropped.
 pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
     let (tx, rx) = mpsc::channel::<Signal>();
+    let recheck_tx = tx.clone();
     let root = svc.paths.root.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let signal = match res {
@@ -89,7 +96,7 @@ pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
     let thread_status = status.clone();
     std::thread::Builder::new()
         .name("watch".into())
-        .spawn(move || run(weak, rx, thread_status))
+        .spawn(move || run(weak, rx, recheck_tx, thread_status))
         .map_err(|e| notify::Error::generic(&e.to_string()))?;
     Ok(LiveWatcher {
         _watcher: watcher,
@@ -97,14 +104,29 @@ pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
     })
 }
 
-fn run(svc: Weak<Service>, rx: mpsc::Receiver<Signal>, status: Arc<Mutex<WatchStatus>>) {
-    // Wait for the first event of a batch, then collect until quiet.
-    while let Ok(first) = rx.recv() {
+fn run(
+    svc: Weak<Service>,
+    rx: mpsc::Receiver<Signal>,
+    tx: mpsc::Sender<Signal>,
+    status: Arc<Mutex<WatchStatus>>,
+) {
+    // Wait for the first event of a batch, then collect until quiet. The loop holds a
+    // sender (for rechecks), so it also ends when the service is gone.
+    loop {
+        let first = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(s) => s,
+            Err(RecvTimeoutError::Timeout) if svc.strong_count() > 0 => continue,
+            Err(_) => break,
+        };
         let started = Instant::now();
         let mut dirty = BTreeSet::new();
+        let mut rechecks = BTreeSet::new();
         let mut rescan: Option<String> = None;
         let mut take = |s: Signal, dirty: &mut BTreeSet<PathBuf>| match s {
             Signal::Paths(p) => dirty.extend(p),
+            Signal::Recheck(p) => {
+                rechecks.insert(p);
+            }
             Signal::Rescan(why) => rescan = Some(why),
         };
         take(first, &mut dirty);
@@ -126,7 +148,25 @@ fn run(svc: Weak<Service>, rx: mpsc::Receiver<Signal>, status: Arc<Mutex<WatchSt
                 status.lock().rescans += 1;
                 full_rescan(&svc)
             }
-            None => apply_batch(&svc, &dirty),
+            None => {
+                // New folders get a second look once their watch is surely in place.
+                let new_dirs: Vec<PathBuf> = dirty
+                    .iter()
+                    .filter(|p| !rechecks.contains(*p) && p.is_dir() && !svc.paths.is_ignored(p))
+                    .cloned()
+                    .collect();
+                if !new_dirs.is_empty() {
+                    let tx = tx.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(RECHECK_AFTER);
+                        for d in new_dirs {
+                            let _ = tx.send(Signal::Recheck(d));
+                        }
+                    });
+                }
+                dirty.extend(rechecks.iter().cloned());
+                apply_batch(&svc, &dirty)
+            }
         };
         let mut s = status.lock();
         s.batches += 1;
