@@ -411,24 +411,23 @@ fn run() -> Result<()> {
     }
     let mut full_converged = None;
     let mut full_pass = Duration::ZERO;
-    let mut last_full_diff = Vec::new();
     let mut passes = 0;
-    loop {
+    let last_full_diff = loop {
         daemon.ensure_running()?;
         let pass_began = Instant::now();
         let listed = rt.block_on(client.listing(""))?;
         full_pass = full_pass.max(pass_began.elapsed());
         passes += 1;
-        last_full_diff = diff(&expected, &listed);
-        if last_full_diff.is_empty() {
+        let differs = diff(&expected, &listed);
+        if differs.is_empty() {
             full_converged = Some(written.elapsed());
-            break;
+            break differs;
         }
         if Instant::now() >= deadline {
-            break;
+            break differs;
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
     match burst_converged {
         Some(t) => println!(
             "  {burst_prefix} listing equals what was written after {}",
