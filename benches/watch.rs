@@ -62,7 +62,9 @@ const VISIBLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// queued behind the previous edit's history commit.
 const EDIT_GAP: Duration = Duration::from_millis(50);
 const BURST_NOTES: usize = 1_000;
-const BURST_ROUNDS: usize = 10;
+const BURST_EDITS: usize = 10_000;
+/// The burst is written in this many chunks, each in a new folder of its own.
+const BURST_CHUNKS: usize = 10;
 const BURST_FOLDER: &str = "burst";
 /// How often the burst phase compares the `burst/` listing with what was written.
 const BURST_POLL: Duration = Duration::from_millis(5);
@@ -192,10 +194,9 @@ fn run() -> Result<()> {
         loadavg()
     );
     println!(
-        "  settings  {} edits of each kind, {} ms apart; burst {BURST_NOTES} new + {} edits; idle {} s",
+        "  settings  {} edits of each kind, {} ms apart; burst {BURST_NOTES} new + {BURST_EDITS} edits; idle {} s",
         settings.edits,
         EDIT_GAP.as_millis(),
-        BURST_NOTES * BURST_ROUNDS,
         settings.idle_seconds
     );
     println!();
@@ -228,7 +229,7 @@ fn run() -> Result<()> {
             .trim(),
         ms(bootstrapped)
     );
-    println!("  watch set-up: setup_ms={setup_ms} ({folders} folders)");
+    println!("  watch set-up: setup_ms={setup_ms} ({folders} folders, the root included)");
     let setup: u64 = setup_ms.parse().context("setup_ms is not a number")?;
     table.info(
         &format!("watch set-up, {folders} folders (daemon log `setup_ms`)"),
@@ -355,38 +356,76 @@ fn run() -> Result<()> {
     );
     println!();
 
-    // 3. A burst: 1,000 new notes, then 10 rounds rewriting each of them (even rounds in
-    // place, odd rounds by a temp file renamed over the note): 10,000 edits.
+    // 3. A burst, in 10 chunks: a new folder `burst/0k/` with 100 new notes, then 1,000
+    // edits of existing notes (every one a different note, spread over the corpus folders;
+    // every other one by rename). Each change happens once: one the watcher drops is not
+    // made good by a later event on the same file.
     println!(
-        "[burst] {BURST_NOTES} new notes in {BURST_FOLDER}/, then {BURST_ROUNDS} rounds rewriting each (odd rounds: temp file + rename), as fast as possible"
+        "[burst] {BURST_CHUNKS} x (a new folder {BURST_FOLDER}/0k/ with {} new notes, then {} edits of different existing notes, every other one by rename), as fast as possible",
+        BURST_NOTES / BURST_CHUNKS,
+        BURST_EDITS / BURST_CHUNKS
     );
-    let burst_dir = vault.join(BURST_FOLDER);
-    let began = Instant::now();
-    std::fs::create_dir(&burst_dir)?;
-    for round in 0..=BURST_ROUNDS {
-        for i in 0..BURST_NOTES {
-            let name = format!("note-{i:04}.md");
-            let text = format!("# Burst note {i}\n\nRound {round} of the watch bench burst.\n");
-            let path = burst_dir.join(&name);
-            if round % 2 == 1 {
-                atomic_write(&path, text.as_bytes())?;
-            } else {
-                std::fs::write(&path, text.as_bytes())?;
+    let edited: Vec<String> = pick_spread(&expected, BURST_EDITS);
+    ensure!(
+        edited.len() == BURST_EDITS,
+        "the corpus has fewer than {BURST_EDITS} notes"
+    );
+    // Prepared before the clock starts: the timed part only writes.
+    let mut chunks: Vec<(String, Vec<BurstWrite>)> = Vec::new();
+    for k in 0..BURST_CHUNKS {
+        let folder = format!("{BURST_FOLDER}/{k:02}");
+        let mut writes = Vec::new();
+        for i in 0..BURST_NOTES / BURST_CHUNKS {
+            let n = k * (BURST_NOTES / BURST_CHUNKS) + i;
+            let text = format!("# Burst note {n}\n\nCreated by the watch bench burst.\n");
+            writes.push(BurstWrite {
+                rel: format!("{folder}/note-{n:04}.md"),
+                bytes: text.into_bytes(),
+                rename: false,
+            });
+        }
+        let per = BURST_EDITS / BURST_CHUNKS;
+        for (j, rel) in edited[k * per..(k + 1) * per].iter().enumerate() {
+            let mut bytes =
+                std::fs::read(vault.join(rel)).with_context(|| format!("read {rel}"))?;
+            if !bytes.ends_with(b"\n") {
+                bytes.push(b'\n');
             }
-            if round == BURST_ROUNDS {
-                expected.insert(
-                    format!("{BURST_FOLDER}/{name}"),
-                    content_hash(text.as_bytes()),
-                );
+            bytes.extend_from_slice(
+                format!("\nEdited by the watch bench burst, edit {}.\n", k * per + j).as_bytes(),
+            );
+            writes.push(BurstWrite {
+                rel: rel.clone(),
+                bytes,
+                rename: j % 2 == 1,
+            });
+        }
+        chunks.push((folder, writes));
+    }
+    std::fs::create_dir(vault.join(BURST_FOLDER))?;
+    let began = Instant::now();
+    for (folder, writes) in &chunks {
+        std::fs::create_dir(vault.join(folder))?;
+        for w in writes {
+            let path = vault.join(&w.rel);
+            if w.rename {
+                atomic_write(&path, &w.bytes)?;
+            } else {
+                std::fs::write(&path, &w.bytes).with_context(|| format!("write {}", w.rel))?;
             }
         }
     }
     let written = Instant::now();
     let write_took = written - began;
+    for (_, writes) in &chunks {
+        for w in writes {
+            expected.insert(w.rel.clone(), content_hash(&w.bytes));
+        }
+    }
+    drop(chunks);
     println!(
-        "  {} file writes ({BURST_NOTES} creations, {} edits) in {}",
-        BURST_NOTES * (BURST_ROUNDS + 1),
-        BURST_NOTES * BURST_ROUNDS,
+        "  {} file writes ({BURST_NOTES} creations in {BURST_CHUNKS} new folders, {BURST_EDITS} edits of existing notes) in {}",
+        BURST_NOTES + BURST_EDITS,
         ms(write_took)
     );
     let burst_prefix = format!("{BURST_FOLDER}/");
@@ -396,7 +435,8 @@ fn run() -> Result<()> {
         .map(|(p, h)| (p.clone(), h.clone()))
         .collect();
     let deadline = written + CONVERGE_CAP;
-    // The changed folder first (2 pages, polled every 5 ms), then the whole listing.
+    // The new notes first (the `burst/` listing: 2 pages, polled every 5 ms), then the
+    // whole listing, which covers the edits.
     let mut burst_converged = None;
     let mut last_burst_diff = Vec::new();
     while Instant::now() < deadline {
@@ -475,14 +515,13 @@ fn run() -> Result<()> {
     );
     table.info(
         &format!(
-            "burst: {BURST_NOTES} new notes + {} edits written in",
-            BURST_NOTES * BURST_ROUNDS
+            "burst: {BURST_NOTES} new notes ({BURST_CHUNKS} new folders) + {BURST_EDITS} edits written in"
         ),
         ms(write_took),
         "",
     );
     table.info(
-        &format!("burst: {burst_prefix} listing equals the files after"),
+        &format!("burst: the {BURST_NOTES} new notes all listed ({burst_prefix} listing) after"),
         burst_converged.map_or_else(|| format!("> {} s", CONVERGE_CAP.as_secs()), ms),
         "",
     );
@@ -626,6 +665,15 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
     Ok(utime + stime)
 }
 
+/// One file write of the burst.
+struct BurstWrite {
+    /// Vault-relative path.
+    rel: String,
+    bytes: Vec<u8>,
+    /// By a temp file renamed over the note, rather than in place.
+    rename: bool,
+}
+
 /// Write `bytes` to `.name.tmp` beside `path`, then rename it over `path`.
 fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
@@ -686,7 +734,7 @@ fn is_temp_name(name: &str) -> bool {
 
 fn folder_count(root: &Path) -> Result<usize> {
     let mut n = 0;
-    for entry in walkdir::WalkDir::new(root).min_depth(1) {
+    for entry in walkdir::WalkDir::new(root) {
         if entry?.file_type().is_dir() {
             n += 1;
         }
