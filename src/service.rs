@@ -46,6 +46,32 @@ pub struct Service {
     pub watcher: Mutex<Option<crate::watch::live::LiveWatcher>>,
     /// Notes that just left the folder, for move detection across batches.
     pub recently_removed: reconcile::RecentlyRemoved,
+    /// The search index, fed every change after the start-up sync.
+    pub index: Arc<crate::index::SearchIndex>,
+}
+
+/// An AIP-132 order: a field, ascending or descending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    /// `score` (relevance), `slug`, `title`, `created_at`, `updated_at`, ...
+    pub field: String,
+    pub desc: bool,
+}
+
+impl Order {
+    pub fn relevance() -> Self {
+        Self {
+            field: "score".into(),
+            desc: true,
+        }
+    }
+
+    pub fn asc(field: &str) -> Self {
+        Self {
+            field: field.into(),
+            desc: false,
+        }
+    }
 }
 
 /// One page of a line-sliced read.
@@ -130,6 +156,7 @@ impl Service {
             }
         };
         let committed_seq = AtomicI64::new(meta.committed_seq()?);
+        let index = crate::index::SearchIndex::open(&state_dir)?;
         let svc = Arc::new(Self {
             paths: VaultPaths::new(root, state_dir),
             meta,
@@ -141,6 +168,7 @@ impl Service {
             key_locks: Default::default(),
             watcher: Mutex::new(None),
             recently_removed: Default::default(),
+            index,
             config,
         });
         svc.startup_scan()?;
@@ -219,6 +247,7 @@ impl Service {
                             created: std::time::SystemTime::UNIX_EPOCH,
                             content_hash: row.content_hash.clone(),
                             facts: Default::default(),
+                            content: None,
                         }
                     }
                 };
@@ -241,6 +270,10 @@ impl Service {
         };
         let outcome =
             reconcile::reconcile(self, changed, removed, "filesystem", subject, history_paths)?;
+        // The index catches up with the catalog in the background; every later change
+        // follows it in order.
+        let notes: Vec<Arc<Note>> = self.catalog.read().iter().cloned().collect();
+        self.index.start(notes, self.committed_seq());
         tracing::info!(
             notes = self.catalog.read().len(),
             revisions = outcome.revisions,
@@ -498,7 +531,7 @@ impl Service {
         page_size: usize,
     ) -> NoteList {
         let catalog = self.catalog.read();
-        let mut notes = Vec::with_capacity(page_size);
+        let mut notes = Vec::with_capacity(page_size.min(catalog.len()));
         let mut next_after = None;
         let after = after.filter(|a| *a >= prefix);
         let start = after.or(None);

@@ -129,6 +129,10 @@ pub fn classify(method: &Method, path: &str) -> Option<Class> {
     if !path.starts_with("/v1/") && path != "/v1" {
         return None;
     }
+    // A query sent as POST (its filter can be long): a read.
+    if path == "/v1/properties:aggregate" {
+        return Some(Class::Read);
+    }
     match *method {
         Method::GET | Method::HEAD => Some(Class::Read),
         Method::POST | Method::PATCH | Method::PUT | Method::DELETE => Some(Class::Write),

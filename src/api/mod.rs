@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod params;
 pub mod review;
 pub mod routes;
+pub mod search;
 pub mod wire;
 pub mod writes;
 
@@ -213,6 +214,13 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         Op::DiffNote => review::diff(svc, note()?, parts).await?.into_response(),
         Op::NoteLinks => notes::links(svc, note()?, parts).await?.into_response(),
         Op::IndexStatus => notes::index_status(svc, parts).await?.into_response(),
+        Op::Search => search::search_route(svc, parts).await?.into_response(),
+        Op::Grep => search::grep_route(svc, parts).await?.into_response(),
+        Op::Tags => search::tags_route(svc, parts).await?.into_response(),
+        Op::AggregateProperties => search::aggregate_route(svc, parts, bytes)
+            .await?
+            .into_response(),
+        Op::Vault => search::vault_route(svc, parts).await?.into_response(),
         Op::GetWriteSettings => review::get_settings(svc, parts).await?.into_response(),
         Op::PatchWriteSettings => review::patch_settings(svc, parts, bytes)
             .await?

@@ -18,13 +18,13 @@ pub const MAX_PAGE_SIZE: usize = 500;
 /// Run blocking domain work off the async threads.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-) -> ApiResult<T> {
+) -> Result<T, Error> {
     let request_id = crate::api::error::current_request_id();
     match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r.map_err(Into::into),
+        Ok(r) => r,
         Err(join) => {
             tracing::error!(request_id = %request_id, error = %join, "blocking task failed");
-            Err(Error::internal("the request's worker failed").into())
+            Err(Error::internal("the request's worker failed"))
         }
     }
 }
@@ -94,6 +94,10 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
             notes_returned: page.notes.len(),
             truncated: next_page_token.is_some(),
             excluded_count: page.excluded.len(),
+            excluded_by_reason: crate::api::wire::ExcludedCounts {
+                unreadable: page.excluded.len(),
+                ..Default::default()
+            },
             excluded: page
                 .excluded
                 .iter()
@@ -254,6 +258,7 @@ pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Js
             notes_returned: backlinks.len(),
             truncated: false,
             excluded_count: 0,
+            excluded_by_reason: Default::default(),
             excluded: Vec::new(),
             indexed_seq: report.committed_seq,
             committed_seq: report.committed_seq,
@@ -291,16 +296,38 @@ pub struct HistoryState {
     pub last_error: Option<String>,
 }
 
+/// The search index's state.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SearchIndexState {
+    /// The change search reflects (`min_seq` waits for it).
+    pub indexed_seq: i64,
+    /// Notes whose newest version is not searchable yet.
+    pub not_yet_indexed: usize,
+    pub documents: u64,
+    pub segments: usize,
+    pub schema_version: u32,
+    /// Why the index was rebuilt at this start (missing, corrupt, older schema); null
+    /// when it was reused.
+    pub rebuilt: Option<String>,
+    /// Notes (re)indexed by the start-up sync, and how long it took.
+    pub synced_notes: Option<usize>,
+    pub sync_ms: Option<u64>,
+    pub commits: u64,
+    pub last_commit_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
 /// `GET /v1/index-status`.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct IndexStatus {
     /// The newest change the vault has recorded.
     pub committed_seq: i64,
-    /// The change the catalog (listing, filters, links) reflects; it is updated with
-    /// every change, so it equals `committed_seq`.
+    /// The change the search index reflects. The catalog (listing, filters, links,
+    /// grep) follows every change at once, so it is at `committed_seq`.
     pub indexed_seq: i64,
     pub notes: usize,
     pub excluded: usize,
+    pub search_index: SearchIndexState,
     pub watcher: WatcherStatus,
     pub history: HistoryState,
 }
@@ -344,11 +371,26 @@ pub async fn index_status(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<Ind
         (c.len(), c.excluded.len())
     };
     let seq = svc.committed_seq();
+    let ix = svc.index.state();
+    let indexed_seq = svc.index.indexed_seq();
     Ok(Json(IndexStatus {
         committed_seq: seq,
-        indexed_seq: seq,
+        indexed_seq,
         notes,
         excluded,
+        search_index: SearchIndexState {
+            indexed_seq,
+            not_yet_indexed: ix.not_yet_indexed(),
+            documents: ix.docs,
+            segments: ix.segments,
+            schema_version: crate::index::SCHEMA_VERSION,
+            rebuilt: ix.rebuilt,
+            synced_notes: ix.synced_notes,
+            sync_ms: ix.sync_ms,
+            commits: ix.commits,
+            last_commit_ms: ix.last_commit_ms,
+            last_error: ix.last_error,
+        },
         watcher,
         history: HistoryState {
             head: h.head,

@@ -10,6 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
 use crate::error::{Error, Result};
+use crate::service::Order;
 
 /// A request's query parameters.
 pub struct Query {
@@ -51,6 +52,19 @@ impl Query {
         }
     }
 
+    /// A boolean parameter (`true` or `false`), or `default` when absent.
+    pub fn bool(&self, name: &str, default: bool) -> Result<bool> {
+        match self.str(name) {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(other) => Err(Error::invalid_field(
+                name,
+                format!("must be `true` or `false`, got {other:?}"),
+            )),
+        }
+    }
+
     /// An integer parameter within `range`, or `default` when absent.
     pub fn int(&self, name: &str, default: usize, min: usize, max: usize) -> Result<usize> {
         let Some(raw) = self.str(name) else {
@@ -75,7 +89,12 @@ impl Query {
 /// Parse an AIP-160 `filter` parameter and check its fields; `INVALID_FILTER` with the
 /// position on any mistake.
 pub fn filter(q: &Query, allowed: &[&str]) -> Result<Option<crate::filter::Expr>> {
-    let Some(raw) = q.str("filter") else {
+    filter_text(q.non_empty("filter")?, allowed)
+}
+
+/// [`filter`] of a filter given as text (absent: no filter).
+pub fn filter_text(raw: Option<&str>, allowed: &[&str]) -> Result<Option<crate::filter::Expr>> {
+    let Some(raw) = raw else {
         return Ok(None);
     };
     let invalid = |e: crate::filter::FilterError| {
@@ -91,6 +110,59 @@ pub fn filter(q: &Query, allowed: &[&str]) -> Result<Option<crate::filter::Expr>
         e.check_fields(allowed).map_err(invalid)?;
     }
     Ok(expr)
+}
+
+/// Parse an AIP-132 `order_by` parameter: see [`parse_order`].
+pub fn order_by(q: &Query, allowed: &[&str], default: Order) -> Result<Order> {
+    parse_order(q.non_empty("order_by")?, allowed, default)
+}
+
+/// An AIP-132 order (`field`, `field asc` or `field desc`; one field; `score` alone means
+/// best first) among `allowed`, or `default` when absent.
+pub fn parse_order(raw: Option<&str>, allowed: &[&str], default: Order) -> Result<Order> {
+    let Some(raw) = raw else {
+        return Ok(default);
+    };
+    let words: Vec<&str> = raw.split_whitespace().collect();
+    let hint = || {
+        format!(
+            "use one of {} followed by `asc` or `desc` (e.g. `{} desc`)",
+            allowed
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            allowed.first().copied().unwrap_or("")
+        )
+    };
+    let (field, desc) = match words.as_slice() {
+        [f] => (*f, *f == "score"),
+        [f, "asc"] => (*f, false),
+        [f, "desc"] => (*f, true),
+        _ => return Err(Error::invalid_field("order_by", hint())),
+    };
+    if !allowed.contains(&field) {
+        return Err(Error::invalid_field(
+            "order_by",
+            format!("cannot order by `{field}`; {}", hint()),
+        ));
+    }
+    Ok(Order {
+        field: field.to_string(),
+        desc,
+    })
+}
+
+/// A `page_size` given as a number: `(default, max)` bounds it to 1..=max.
+pub fn page_size(given: Option<usize>, (default, max): (usize, usize)) -> Result<usize> {
+    match given {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(Error::invalid_field(
+            "page_size",
+            format!("must be from 1 to {max}, got {n}"),
+        )),
+    }
 }
 
 /// Tamper-evident, opaque page tokens: `base64url(payload).base64url(mac)`, where the

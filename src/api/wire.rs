@@ -137,12 +137,55 @@ pub struct Coverage {
     pub excluded_count: usize,
     /// The first 100 of them.
     pub excluded: Vec<ExcludedNote>,
+    /// Notes left out, counted by why.
+    pub excluded_by_reason: ExcludedCounts,
     /// The change the answer reflects.
     pub indexed_seq: i64,
     /// The newest change the vault has recorded.
     pub committed_seq: i64,
     /// Plain-language remarks, e.g. "Private notes were not searched".
     pub notes: Vec<String>,
+}
+
+/// Notes left out of an answer, by reason.
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct ExcludedCounts {
+    /// Private notes: end-to-end encrypted, never searched.
+    pub private: usize,
+    /// Notes above the size searched (listed in `excluded`).
+    pub too_large: usize,
+    /// Notes changed since the index caught up (search only).
+    pub not_yet_indexed: usize,
+    /// Files that could not be read (listed in `excluded`).
+    pub unreadable: usize,
+}
+
+impl From<&crate::index::calls::CoverageFacts> for Coverage {
+    fn from(c: &crate::index::calls::CoverageFacts) -> Self {
+        Self {
+            notes_total: c.total,
+            notes_searched: c.searched,
+            notes_matched: c.matched,
+            notes_returned: c.returned,
+            truncated: c.truncated,
+            excluded_count: c.excluded.len(),
+            excluded: c
+                .excluded
+                .iter()
+                .take(100)
+                .map(ExcludedNote::from)
+                .collect(),
+            excluded_by_reason: ExcludedCounts {
+                private: c.private,
+                too_large: c.too_large,
+                not_yet_indexed: c.not_yet_indexed,
+                unreadable: c.unreadable,
+            },
+            indexed_seq: c.indexed_seq,
+            committed_seq: c.committed_seq,
+            notes: c.remarks.clone(),
+        }
+    }
 }
 
 /// `GET /v1/notes`.

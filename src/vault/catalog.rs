@@ -51,6 +51,9 @@ pub struct Note {
     pub updated_at: DateTime<Utc>,
     /// When the daemon recorded this version.
     pub observed_at: DateTime<Utc>,
+    /// The file's bytes as of `content_hash`, for search and grep; `None` when the note
+    /// is too large to keep (or private).
+    pub content: Option<Arc<Vec<u8>>>,
 }
 
 /// A file the scan could not take in, and why (reported in `coverage`).

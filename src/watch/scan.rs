@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rayon::prelude::*;
@@ -21,6 +22,17 @@ pub struct Observed {
     pub created: SystemTime,
     pub content_hash: String,
     pub facts: NoteFacts,
+    /// The bytes, kept for search and grep; `None` above [`MAX_CONTENT_BYTES`].
+    pub content: Option<Arc<Vec<u8>>>,
+}
+
+/// Notes larger than this are listed and readable but neither indexed nor grepped
+/// (`coverage` says so).
+pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
+
+/// What a note's bytes become in the catalog: kept unless too large.
+pub fn keep_content(bytes: Vec<u8>) -> Option<Arc<Vec<u8>>> {
+    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then(|| Arc::new(bytes))
 }
 
 /// What a scan found.
@@ -119,6 +131,7 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
         created: meta.created().unwrap_or(mtime).min(mtime),
         content_hash: content_hash(&bytes),
         facts: markdown::facts(&bytes),
+        content: keep_content(bytes),
     })
 }
 

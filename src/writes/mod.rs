@@ -680,10 +680,12 @@ pub(crate) fn commit_change(
         }
         (Some(_), None) | (None, None) => unreachable!("a create always has content"),
     }
-    if let Some(new) = &bytes {
+    // One copy of the new bytes serves the history commit and the catalog.
+    let shared = bytes.as_ref().map(|new| Arc::new(new.clone()));
+    if let Some(new) = &shared {
         history_changes.push(Change {
             path: to_rel.to_string(),
-            content: Some(Content::Bytes(Arc::new(new.clone()))),
+            content: Some(Content::Bytes(new.clone())),
         });
     } else {
         history_changes.push(Change {
@@ -746,6 +748,7 @@ pub(crate) fn commit_change(
                 created: created_at.into(),
                 content_hash: content_hash.clone().unwrap_or_default(),
                 facts: crate::vault::markdown::facts(new),
+                content: shared.filter(|b| b.len() as u64 <= scan::MAX_CONTENT_BYTES),
             };
             let note = reconcile::note_from(
                 observed,
@@ -780,6 +783,11 @@ pub(crate) fn commit_change(
     svc.set_committed_seq(seq);
     drop(catalog);
     let note = note.ok_or_else(|| Error::internal("the catalog lost a note it just recorded"))?;
+    if bytes.is_some() {
+        svc.index.upsert(note.clone(), seq);
+    } else {
+        svc.index.remove(&note.note_id, seq);
+    }
     let mut receipt = receipt_of(&note, seq, false);
     receipt.version_id = version_id;
     receipt.content_hash = content_hash.unwrap_or_default();

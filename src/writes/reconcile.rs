@@ -89,6 +89,7 @@ pub fn note_from(
         created_at,
         updated_at: observed.mtime.into(),
         observed_at,
+        content: observed.content,
         path: observed.rel,
         slug,
     }
@@ -123,6 +124,7 @@ pub fn reconcile(
     let mut rows = Vec::new();
     let mut changes = Vec::new();
     let mut seq = svc.committed_seq();
+    let mut to_index = Vec::new();
     let full_history = !history_paths.is_empty();
     for path in history_paths {
         changes.push(Change {
@@ -190,10 +192,15 @@ pub fn reconcile(
                 path: rel,
             });
         }
+        let slug = note.slug.clone();
         catalog.insert(note);
+        if let Some(note) = catalog.get(&slug) {
+            to_index.push((note.clone(), seq));
+        }
     }
     // What was removed and not re-found elsewhere is a delete.
     let mut deleted_ids = Vec::new();
+    let mut removed_from_index = Vec::new();
     for note in gone.into_values().flatten() {
         if catalog.get_by_id(&note.note_id).is_some() {
             continue;
@@ -215,6 +222,7 @@ pub fn reconcile(
             commit_id: None,
         });
         deleted_ids.push(note.note_id.clone());
+        removed_from_index.push((note.note_id.clone(), seq));
     }
     // A moved note's old path leaves the tree too.
     for rel in &removed {
@@ -229,6 +237,12 @@ pub fn reconcile(
     svc.meta.record(&revisions, &rows, &deleted_ids)?;
     svc.set_committed_seq(seq);
     drop(catalog);
+    for (note, seq) in to_index {
+        svc.index.upsert(note, seq);
+    }
+    for (note_id, seq) in removed_from_index {
+        svc.index.remove(&note_id, seq);
+    }
 
     let mut trailers = Vec::new();
     if let (Some(first), Some(last)) = (revisions.first(), revisions.last()) {

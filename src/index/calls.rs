@@ -1,0 +1,371 @@
+//! The search-side domain calls every surface shares (`/v1` and MCP): search, grep, the
+//! tag rollup, property aggregation and the vault summary, each with its coverage.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::grep::{GrepPage, Pattern};
+use super::provenance::{Matcher, Provenance};
+use super::rollup::{Aggregate, TagCount};
+use super::{key_of, query, searchable};
+use crate::error::{Error, Result};
+use crate::filter::Expr;
+use crate::service::{Order, Service};
+use crate::vault::catalog::{Excluded, Note, Visibility};
+
+/// The remark every search and grep answer carries.
+pub const PRIVATE_REMARK: &str = "Private notes were not searched";
+
+/// How complete an answer is, before it becomes the wire `coverage`.
+#[derive(Debug, Clone, Default)]
+pub struct CoverageFacts {
+    /// Notes in the vault.
+    pub total: usize,
+    /// Notes the answer considered.
+    pub searched: usize,
+    /// Notes that matched (all pages).
+    pub matched: usize,
+    pub returned: usize,
+    /// More results follow.
+    pub truncated: bool,
+    /// Files and notes left out, with why (unreadable files, notes too large).
+    pub excluded: Vec<Excluded>,
+    pub private: usize,
+    pub too_large: usize,
+    pub not_yet_indexed: usize,
+    pub unreadable: usize,
+    pub indexed_seq: i64,
+    pub committed_seq: i64,
+    pub remarks: Vec<String>,
+}
+
+/// Sort notes by `order` (slug breaks ties).
+pub fn sort_notes(notes: &mut [Arc<Note>], order: &Order) {
+    notes.sort_by(|a, b| {
+        let o = match order.field.as_str() {
+            "title" => a.title.to_lowercase().cmp(&b.title.to_lowercase()),
+            "created_at" => a.created_at.cmp(&b.created_at),
+            "updated_at" => a.updated_at.cmp(&b.updated_at),
+            _ => std::cmp::Ordering::Equal,
+        };
+        let o = if order.desc { o.reverse() } else { o };
+        let slug = a.slug.cmp(&b.slug);
+        o.then(if order.desc && order.field == "slug" {
+            slug.reverse()
+        } else {
+            slug
+        })
+    });
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: String,
+    pub filter: Option<Expr>,
+    pub order: Order,
+    pub offset: usize,
+    pub page_size: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchHit {
+    pub note: Arc<Note>,
+    pub score: f32,
+    pub provenance: Provenance,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchAnswer {
+    pub hits: Vec<SearchHit>,
+    /// The offset of the next page, when there is one.
+    pub next_offset: Option<usize>,
+    pub coverage: CoverageFacts,
+}
+
+#[derive(Debug, Clone)]
+pub struct GrepRequest {
+    pub pattern: Pattern,
+    pub filter: Option<Expr>,
+    /// A slug and the line after which to go on.
+    pub cursor: Option<(String, usize)>,
+    pub page_size: usize,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct GrepAnswer {
+    pub page: GrepPage,
+    pub coverage: CoverageFacts,
+}
+
+#[derive(Debug, Clone)]
+pub struct TagsAnswer {
+    pub tags: Vec<TagCount>,
+    pub coverage: CoverageFacts,
+}
+
+#[derive(Debug, Clone)]
+pub struct AggregateAnswer {
+    pub key: String,
+    pub aggregate: Aggregate,
+    pub coverage: CoverageFacts,
+}
+
+/// What `GET /v1/vault` says.
+#[derive(Debug, Clone)]
+pub struct VaultSummary {
+    pub root: String,
+    pub notes: usize,
+    pub excluded: usize,
+    pub private: usize,
+    pub folders: usize,
+    pub tags: usize,
+    pub bytes: u64,
+    pub statuses: Vec<(String, usize)>,
+    pub committed_seq: i64,
+    pub indexed_seq: i64,
+    pub settings: crate::writes::review::WriteSettings,
+}
+
+impl Service {
+    /// The notes in scope: matching `filter`, in slug order.
+    pub fn select(&self, filter: Option<&Expr>) -> Vec<Arc<Note>> {
+        match filter {
+            None => self.catalog.read().iter().cloned().collect(),
+            Some(f) => self.list("", Some(f), None, usize::MAX).notes,
+        }
+    }
+
+    /// Coverage of the whole vault as the catalog sees it, before matching.
+    fn scope_coverage(&self, indexed_seq: Option<i64>) -> CoverageFacts {
+        let catalog = self.catalog.read();
+        let mut c = CoverageFacts {
+            total: catalog.len(),
+            committed_seq: self.committed_seq(),
+            unreadable: catalog.excluded.len(),
+            excluded: catalog.excluded.clone(),
+            ..CoverageFacts::default()
+        };
+        for note in catalog.iter() {
+            if note.visibility == Visibility::Private {
+                c.private += 1;
+            } else if note.content.is_none() {
+                c.too_large += 1;
+                c.excluded.push(Excluded {
+                    path: note.path.clone(),
+                    reason: format!(
+                        "too large: {} bytes (search and grep cover notes up to {} bytes)",
+                        note.size,
+                        crate::watch::scan::MAX_CONTENT_BYTES
+                    ),
+                });
+            }
+        }
+        c.indexed_seq = indexed_seq.unwrap_or(c.committed_seq);
+        c.searched = c.total - c.private - c.too_large;
+        c.remarks.push(PRIVATE_REMARK.to_string());
+        c
+    }
+
+    /// Lexical search (BM25 over title, headings, tags, path, properties and body).
+    pub fn search(&self, req: &SearchRequest) -> Result<SearchAnswer> {
+        let parsed = query::parse(&req.query).map_err(|e| {
+            Error::invalid_field("q", format!("{} (at position {})", e.message, e.position))
+                .with_meta("position", e.position.to_string())
+        })?;
+        let state = self.index.state();
+        let mut coverage = self.scope_coverage(Some(self.index.indexed_seq()));
+        coverage.not_yet_indexed = state.not_yet_indexed().min(coverage.searched);
+        coverage.searched -= coverage.not_yet_indexed;
+        if coverage.not_yet_indexed > 0 {
+            coverage.remarks.push(format!(
+                "{} notes changed since the index caught up (indexed_seq {} < committed_seq {}); their newest versions were not searched",
+                coverage.not_yet_indexed, coverage.indexed_seq, coverage.committed_seq
+            ));
+        }
+        let allowed: Option<Arc<HashSet<u64>>> = req.filter.as_ref().map(|f| {
+            Arc::new(
+                self.select(Some(f))
+                    .iter()
+                    .map(|n| key_of(&n.note_id))
+                    .collect(),
+            )
+        });
+        let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
+            let hits = self
+                .index
+                .search(&parsed, allowed, req.offset, req.page_size)?;
+            let catalog = self.catalog.read();
+            let found = hits
+                .hits
+                .into_iter()
+                .filter_map(|h| catalog.get_by_id(&h.note_id).map(|n| (n.clone(), h.score)))
+                .collect();
+            (found, hits.matched)
+        } else {
+            let all = self.index.matching_ids(&parsed)?;
+            let catalog = self.catalog.read();
+            let mut scored: Vec<(Arc<Note>, f32)> = all
+                .into_iter()
+                .filter(|(id, _)| allowed.as_ref().is_none_or(|a| a.contains(&key_of(id))))
+                .filter_map(|(id, s)| catalog.get_by_id(&id).map(|n| (n.clone(), s)))
+                .collect();
+            drop(catalog);
+            let mut notes: Vec<Arc<Note>> = scored.iter().map(|(n, _)| n.clone()).collect();
+            sort_notes(&mut notes, &req.order);
+            let scores: std::collections::HashMap<String, f32> = scored
+                .drain(..)
+                .map(|(n, s)| (n.note_id.clone(), s))
+                .collect();
+            let matched = notes.len();
+            let page = notes
+                .into_iter()
+                .skip(req.offset)
+                .take(req.page_size)
+                .map(|n| {
+                    let s = scores.get(&n.note_id).copied().unwrap_or(0.0);
+                    (n, s)
+                })
+                .collect();
+            (page, matched)
+        };
+        let matcher = Matcher::new(parsed.highlight_terms());
+        let hits: Vec<SearchHit> = found
+            .into_iter()
+            .map(|(note, score)| SearchHit {
+                provenance: matcher.provenance(&note),
+                note,
+                score,
+            })
+            .collect();
+        let end = req.offset + hits.len();
+        coverage.matched = matched;
+        coverage.returned = hits.len();
+        coverage.truncated = end < matched;
+        Ok(SearchAnswer {
+            next_offset: coverage.truncated.then_some(end),
+            hits,
+            coverage,
+        })
+    }
+
+    /// grep over the current bytes of every searchable note matching the filter.
+    pub fn grep(&self, req: &GrepRequest) -> Result<GrepAnswer> {
+        let started = Instant::now();
+        let matcher = req.pattern.compile()?;
+        let mut coverage = self.scope_coverage(None);
+        let notes: Vec<Arc<Note>> = self
+            .select(req.filter.as_ref())
+            .into_iter()
+            .filter(|n| searchable(n))
+            .collect();
+        let in_scope = notes.len();
+        let page = super::grep::grep(
+            &matcher,
+            &notes,
+            req.cursor.as_ref().map(|(s, l)| (s.as_str(), *l)),
+            req.page_size,
+            started + req.timeout,
+        );
+        if page.timed_out {
+            coverage.remarks.push(format!(
+                "grep stopped after {} ms; {} of {} notes were searched; narrow the pattern or the filter",
+                req.timeout.as_millis(),
+                page.notes_searched,
+                in_scope
+            ));
+            coverage.searched = coverage.searched.min(page.notes_searched);
+        }
+        coverage.matched = page.notes_matched;
+        coverage.returned = page.files.len();
+        coverage.truncated = page.next.is_some() || page.timed_out;
+        Ok(GrepAnswer { page, coverage })
+    }
+
+    /// The frontmatter tag rollup of the notes matching `filter`.
+    pub fn tags(&self, filter: Option<&Expr>) -> TagsAnswer {
+        let notes = self.select(filter);
+        let tags = super::rollup::tags(notes.iter().map(|n| n.as_ref()));
+        let mut coverage = self.scope_coverage(None);
+        coverage.searched = coverage.total;
+        coverage.matched = notes.len();
+        coverage.returned = tags.len();
+        coverage.remarks =
+            vec!["Counts are of frontmatter tags; body #hashtags are not tags".to_string()];
+        TagsAnswer { tags, coverage }
+    }
+
+    /// Notes matching `filter` grouped by the frontmatter property `key`.
+    pub fn aggregate(&self, key: &str, filter: Option<&Expr>) -> Result<AggregateAnswer> {
+        if key.trim().is_empty() {
+            return Err(Error::invalid_field(
+                "key",
+                "must name a frontmatter property",
+            ));
+        }
+        let notes = self.select(filter);
+        let aggregate = super::rollup::aggregate(key, notes.iter().map(|n| n.as_ref()));
+        let mut coverage = self.scope_coverage(None);
+        coverage.searched = coverage.total;
+        coverage.matched = notes.len();
+        coverage.returned = aggregate.groups.len();
+        coverage.remarks = Vec::new();
+        Ok(AggregateAnswer {
+            key: key.to_string(),
+            aggregate,
+            coverage,
+        })
+    }
+
+    /// Counts, size, settings and freshness of the vault.
+    pub fn summary(&self) -> Result<VaultSummary> {
+        let settings = crate::writes::review::settings(self)?;
+        let catalog = self.catalog.read();
+        let mut folders: HashSet<&str> = HashSet::new();
+        let mut tags: HashSet<&str> = HashSet::new();
+        let mut statuses: std::collections::BTreeMap<&str, usize> = Default::default();
+        let mut bytes = 0;
+        let mut private = 0;
+        for note in catalog.iter() {
+            let mut path = note.slug.as_str();
+            while let Some((parent, _)) = path.rsplit_once('/') {
+                folders.insert(parent);
+                path = parent;
+            }
+            tags.extend(note.tags.iter().map(String::as_str));
+            *statuses.entry(note.status.as_str()).or_default() += 1;
+            bytes += note.size;
+            if note.visibility == Visibility::Private {
+                private += 1;
+            }
+        }
+        Ok(VaultSummary {
+            root: self.root().display().to_string(),
+            notes: catalog.len(),
+            excluded: catalog.excluded.len(),
+            private,
+            folders: folders.len(),
+            tags: tags.len(),
+            bytes,
+            statuses: statuses
+                .into_iter()
+                .map(|(s, n)| (s.to_string(), n))
+                .collect(),
+            committed_seq: self.committed_seq(),
+            indexed_seq: self.index.indexed_seq(),
+            settings,
+        })
+    }
+}
+
+/// `min_seq` beyond what the vault has recorded can never be reached.
+pub fn check_min_seq(min_seq: i64, committed_seq: i64) -> Result<()> {
+    if min_seq > committed_seq {
+        return Err(Error::invalid_field(
+            "min_seq",
+            format!("{min_seq} is beyond the newest change ({committed_seq}); use the committed_seq of a write receipt"),
+        ));
+    }
+    Ok(())
+}

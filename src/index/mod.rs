@@ -1,0 +1,664 @@
+//! The search index (tantivy, in `<state dir>/index/`) and the searches over it, plus
+//! grep and the tag and property rollups over the catalog.
+//!
+//! The index is derived state: it is rebuilt from the catalog when it is missing, corrupt
+//! or of another [`SCHEMA_VERSION`], and brought up to date at every start by comparing
+//! each indexed note's stamp (content hash and path) with the catalog. After that, every
+//! change the write pipeline or `reconcile` records is sent here with its `committed_seq`
+//! ([`SearchIndex::upsert`], [`SearchIndex::remove`]); one writer thread applies them in
+//! batches, commits, reloads the reader and advances `indexed_seq`, which
+//! `GET /v1/search?min_seq=` waits on.
+//!
+//! Invariants: private notes and notes above `MAX_CONTENT_BYTES` are never indexed; the
+//! index never decides what exists (a hit whose note left the catalog is dropped); no
+//! HTTP types here.
+
+pub mod calls;
+pub mod grep;
+pub mod provenance;
+pub mod query;
+pub mod rollup;
+pub mod tokenizer;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tantivy::collector::{Count, FilterCollector, TopDocs};
+use tantivy::schema::{
+    DateOptions, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED,
+    STRING,
+};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::error::{Error, Result};
+use crate::vault::catalog::{Note, Visibility};
+
+/// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
+pub const SCHEMA_VERSION: u32 = 1;
+const VERSION_FILE: &str = "notevault-schema-version";
+
+/// The fields of a document.
+#[derive(Clone, Copy)]
+struct Fields {
+    /// The note id: deletes by term, maps hits back to the catalog.
+    id: Field,
+    /// A hash of the note id, for filters evaluated on the catalog.
+    key: Field,
+    /// `content_hash path`: tells at start whether the indexed note is current.
+    stamp: Field,
+    title: Field,
+    headings: Field,
+    tags: Field,
+    path: Field,
+    properties: Field,
+    body: Field,
+    created: Field,
+    updated: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = |positions: bool| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(tokenizer::NAME)
+                .set_index_option(if positions {
+                    IndexRecordOption::WithFreqsAndPositions
+                } else {
+                    IndexRecordOption::WithFreqs
+                }),
+        )
+    };
+    let date = DateOptions::from(INDEXED).set_fast();
+    let fields = Fields {
+        id: b.add_text_field("id", STRING | FAST),
+        key: b.add_u64_field("key", FAST),
+        stamp: b.add_text_field("stamp", STRING | FAST),
+        title: b.add_text_field("title", text(true)),
+        headings: b.add_text_field("headings", text(true)),
+        tags: b.add_text_field("tags", text(true)),
+        path: b.add_text_field("path", text(true)),
+        properties: b.add_text_field("properties", text(true)),
+        body: b.add_text_field("body", text(true)),
+        created: b.add_date_field("created_at", date.clone()),
+        updated: b.add_date_field("updated_at", date),
+    };
+    (b.build(), fields)
+}
+
+/// The filter key of a note id.
+pub fn key_of(note_id: &str) -> u64 {
+    let h = blake3::hash(note_id.as_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+fn stamp_of(note: &Note) -> String {
+    format!("{} {}", note.content_hash, note.path)
+}
+
+/// Whether a note goes into the index (and grep): not private, content kept.
+pub fn searchable(note: &Note) -> bool {
+    note.visibility != Visibility::Private && note.content.is_some()
+}
+
+enum Msg {
+    /// Bring the index in line with these notes (all of the catalog) as of `seq`.
+    Sync {
+        notes: Vec<Arc<Note>>,
+        seq: i64,
+    },
+    Upsert {
+        note: Arc<Note>,
+        seq: i64,
+    },
+    Remove {
+        note_id: String,
+        seq: i64,
+    },
+}
+
+/// What `GET /v1/index-status` shows of the index.
+#[derive(Debug, Clone, Default)]
+pub struct IndexState {
+    /// The newest change the index reflects.
+    pub indexed_seq: i64,
+    /// Notes sent to the writer and not yet searchable, with the seq of their change.
+    pending: HashMap<String, i64>,
+    /// Notes the start-up sync still has to index.
+    pub sync_remaining: usize,
+    /// Documents in the index.
+    pub docs: u64,
+    pub segments: usize,
+    /// Why the index was rebuilt at this start, if it was.
+    pub rebuilt: Option<String>,
+    /// The start-up sync: notes (re)indexed and how long it took.
+    pub synced_notes: Option<usize>,
+    pub sync_ms: Option<u64>,
+    pub commits: u64,
+    pub last_commit_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+impl IndexState {
+    /// Notes whose current version is not searchable yet.
+    pub fn not_yet_indexed(&self) -> usize {
+        self.pending.len() + self.sync_remaining
+    }
+}
+
+/// One ranked hit.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub note_id: String,
+    pub score: f32,
+}
+
+/// A page of ranked hits.
+#[derive(Debug, Clone)]
+pub struct Hits {
+    pub hits: Vec<Hit>,
+    /// Documents that matched (all pages).
+    pub matched: usize,
+}
+
+pub struct SearchIndex {
+    dir: PathBuf,
+    reader: IndexReader,
+    fields: Fields,
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    /// Changes are sent only once the start-up sync is queued.
+    live: AtomicBool,
+    state: Mutex<IndexState>,
+    seq_tx: tokio::sync::watch::Sender<i64>,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl SearchIndex {
+    /// Open the index under `state_dir`, creating or rebuilding it when it is missing,
+    /// corrupt or of another schema version. Another process holding the index is an
+    /// error. Nothing is indexed until [`SearchIndex::start`].
+    pub fn open(state_dir: &Path) -> anyhow::Result<Arc<Self>> {
+        let dir = state_dir.join("index");
+        let (schema, fields) = schema();
+        let (index, rebuilt) = open_or_rebuild(&dir, &schema)?;
+        index
+            .tokenizers()
+            .register(tokenizer::NAME, tokenizer::analyzer());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let writer: IndexWriter<TantivyDocument> = index
+            .writer_with_num_threads(threads, 64_000_000 * threads)
+            .map_err(|e| match e {
+                tantivy::TantivyError::LockFailure(..) => anyhow::anyhow!(
+                    "the search index in {} is in use by another notevault process",
+                    dir.display()
+                ),
+                other => anyhow::anyhow!("cannot open the search index: {other}"),
+            })?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let (tx, rx) = mpsc::channel();
+        let (seq_tx, _) = tokio::sync::watch::channel(0);
+        let idx = Arc::new(Self {
+            dir,
+            reader,
+            fields,
+            tx: Mutex::new(Some(tx)),
+            live: AtomicBool::new(false),
+            state: Mutex::new(IndexState {
+                rebuilt,
+                ..IndexState::default()
+            }),
+            seq_tx,
+            worker: Mutex::new(None),
+        });
+        idx.refresh_counts();
+        let bg = idx.clone();
+        let handle = std::thread::Builder::new()
+            .name("index-writer".into())
+            .spawn(move || bg.run(writer, rx))?;
+        *idx.worker.lock() = Some(handle);
+        Ok(idx)
+    }
+
+    /// Queue the start-up sync with every note of the catalog as of `seq`; changes sent
+    /// from now on are applied after it. Call with the write lock held.
+    pub fn start(&self, notes: Vec<Arc<Note>>, seq: i64) {
+        {
+            let mut st = self.state.lock();
+            st.sync_remaining = notes.len();
+        }
+        self.send(Msg::Sync { notes, seq });
+        self.live.store(true, Ordering::SeqCst);
+    }
+
+    /// A note changed at `seq` (create, edit, move): index its current version.
+    pub fn upsert(&self, note: Arc<Note>, seq: i64) {
+        if !self.live.load(Ordering::SeqCst) {
+            return;
+        }
+        self.state.lock().pending.insert(note.note_id.clone(), seq);
+        self.send(Msg::Upsert { note, seq });
+    }
+
+    /// A note left the vault at `seq`.
+    pub fn remove(&self, note_id: &str, seq: i64) {
+        if !self.live.load(Ordering::SeqCst) {
+            return;
+        }
+        self.state.lock().pending.insert(note_id.to_string(), seq);
+        self.send(Msg::Remove {
+            note_id: note_id.to_string(),
+            seq,
+        });
+    }
+
+    fn send(&self, msg: Msg) {
+        if let Some(tx) = self.tx.lock().as_ref() {
+            if tx.send(msg).is_err() {
+                self.state.lock().last_error = Some("the index writer stopped".into());
+            }
+        }
+    }
+
+    pub fn state(&self) -> IndexState {
+        self.state.lock().clone()
+    }
+
+    pub fn indexed_seq(&self) -> i64 {
+        *self.seq_tx.borrow()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Wait until the index reflects `seq`, at most `timeout`; `true` when it does.
+    pub async fn wait_for(&self, seq: i64, timeout: Duration) -> bool {
+        let mut rx = self.seq_tx.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|s| *s >= seq))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Blocking form of [`SearchIndex::wait_for`], for the CLI.
+    pub fn wait_for_blocking(&self, seq: i64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.indexed_seq() >= seq && self.state.lock().sync_remaining == 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// Stop the writer thread after it has applied what was sent.
+    pub fn shutdown(&self) {
+        self.tx.lock().take();
+        if let Some(handle) = self.worker.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    fn refresh_counts(&self) {
+        let searcher = self.reader.searcher();
+        let mut st = self.state.lock();
+        st.docs = searcher.num_docs();
+        st.segments = searcher.segment_readers().len();
+    }
+
+    /// The writer thread: apply batches, commit, make them searchable.
+    fn run(self: Arc<Self>, mut writer: IndexWriter<TantivyDocument>, rx: mpsc::Receiver<Msg>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+                if batch.len() >= 10_000 {
+                    break;
+                }
+            }
+            let started = Instant::now();
+            let mut max_seq = i64::MIN;
+            let mut synced = None;
+            let mut applied: Vec<(String, i64)> = Vec::new();
+            let mut result: tantivy::Result<()> = Ok(());
+            for msg in batch {
+                let r = match msg {
+                    Msg::Sync { notes, seq } => {
+                        max_seq = max_seq.max(seq);
+                        self.sync(&writer, &notes).map(|n| synced = Some(n))
+                    }
+                    Msg::Upsert { note, seq } => {
+                        max_seq = max_seq.max(seq);
+                        applied.push((note.note_id.clone(), seq));
+                        writer.delete_term(Term::from_field_text(self.fields.id, &note.note_id));
+                        if searchable(&note) {
+                            writer.add_document(self.document(&note)).map(|_| ())
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    Msg::Remove { note_id, seq } => {
+                        max_seq = max_seq.max(seq);
+                        writer.delete_term(Term::from_field_text(self.fields.id, &note_id));
+                        applied.push((note_id, seq));
+                        Ok(())
+                    }
+                };
+                if let Err(e) = r {
+                    result = Err(e);
+                }
+            }
+            let committed = result
+                .and_then(|_| writer.commit().map(|_| ()))
+                .and_then(|_| self.reader.reload());
+            let elapsed = started.elapsed().as_millis() as u64;
+            {
+                let mut st = self.state.lock();
+                match &committed {
+                    Ok(()) => {
+                        st.commits += 1;
+                        st.last_commit_ms = Some(elapsed);
+                        for (id, seq) in &applied {
+                            if st.pending.get(id).is_some_and(|s| s <= seq) {
+                                st.pending.remove(id);
+                            }
+                        }
+                        if let Some(n) = synced {
+                            st.sync_remaining = 0;
+                            st.synced_notes = Some(n);
+                            st.sync_ms = Some(elapsed);
+                        }
+                        st.indexed_seq = st.indexed_seq.max(max_seq);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "index update failed; rolled back");
+                        st.last_error = Some(e.to_string());
+                        let _ = writer.rollback();
+                    }
+                }
+            }
+            if committed.is_ok() {
+                if let Some(n) = synced {
+                    tracing::info!(notes = n, ms = elapsed, "search index up to date");
+                }
+                self.refresh_counts();
+                self.seq_tx.send_if_modified(|s| {
+                    let changed = max_seq > *s;
+                    *s = (*s).max(max_seq);
+                    changed
+                });
+            }
+        }
+        let _ = writer.wait_merging_threads();
+    }
+
+    /// Index what differs between the index and `notes`; the number of notes (re)indexed.
+    fn sync(
+        &self,
+        writer: &IndexWriter<TantivyDocument>,
+        notes: &[Arc<Note>],
+    ) -> tantivy::Result<usize> {
+        let indexed = self.indexed_stamps()?;
+        let mut keep: HashSet<&str> = HashSet::with_capacity(notes.len());
+        let mut count = 0;
+        for note in notes {
+            if !searchable(note) {
+                continue;
+            }
+            keep.insert(note.note_id.as_str());
+            if indexed
+                .get(note.note_id.as_str())
+                .is_some_and(|s| *s == stamp_of(note))
+            {
+                continue;
+            }
+            if indexed.contains_key(note.note_id.as_str()) {
+                writer.delete_term(Term::from_field_text(self.fields.id, &note.note_id));
+            }
+            writer.add_document(self.document(note))?;
+            count += 1;
+        }
+        for id in indexed.keys() {
+            if !keep.contains(id.as_str()) {
+                writer.delete_term(Term::from_field_text(self.fields.id, id));
+            }
+        }
+        Ok(count)
+    }
+
+    /// Note id → stamp of every live document.
+    fn indexed_stamps(&self) -> tantivy::Result<HashMap<String, String>> {
+        let searcher = self.reader.searcher();
+        let mut out = HashMap::with_capacity(searcher.num_docs() as usize);
+        for segment in searcher.segment_readers() {
+            let ff = segment.fast_fields();
+            let (Some(ids), Some(stamps)) = (ff.str("id")?, ff.str("stamp")?) else {
+                continue;
+            };
+            let mut id = String::new();
+            let mut stamp = String::new();
+            for doc in segment.doc_ids_alive() {
+                let (Some(i), Some(s)) = (ids.term_ords(doc).next(), stamps.term_ords(doc).next())
+                else {
+                    continue;
+                };
+                id.clear();
+                stamp.clear();
+                ids.ord_to_str(i, &mut id)?;
+                stamps.ord_to_str(s, &mut stamp)?;
+                out.insert(id.clone(), stamp.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn document(&self, note: &Note) -> TantivyDocument {
+        let f = &self.fields;
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.id, &note.note_id);
+        doc.add_u64(f.key, key_of(&note.note_id));
+        doc.add_text(f.stamp, stamp_of(note));
+        doc.add_text(f.title, &note.title);
+        doc.add_text(f.path, &note.slug);
+        for tag in &note.tags {
+            doc.add_text(f.tags, tag);
+        }
+        doc.add_date(
+            f.created,
+            tantivy::DateTime::from_timestamp_millis(note.created_at.timestamp_millis()),
+        );
+        doc.add_date(
+            f.updated,
+            tantivy::DateTime::from_timestamp_millis(note.updated_at.timestamp_millis()),
+        );
+        if let Some(map) = &note.frontmatter {
+            let mut props = String::new();
+            for (k, v) in map {
+                let key = crate::vault::markdown::scalar_string(k).unwrap_or_default();
+                if matches!(key.as_str(), "title" | "tags" | "tag") {
+                    continue;
+                }
+                props.push_str(&key);
+                props.push(' ');
+                flatten_yaml(v, &mut props);
+                props.push('\n');
+            }
+            if !props.is_empty() {
+                doc.add_text(f.properties, props);
+            }
+        }
+        if let Some(bytes) = &note.content {
+            let (text, _) = crate::vault::markdown::decode(bytes);
+            let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
+            let body = &text[body_start..];
+            let headings = provenance::headings(body);
+            if !headings.is_empty() {
+                doc.add_text(f.headings, headings.join("\n"));
+            }
+            doc.add_text(f.body, body);
+        }
+        doc
+    }
+
+    /// Search: the hits of `query` ranked by score, `offset..offset + limit`, among the
+    /// notes whose key is in `allowed` when given.
+    pub fn search(
+        &self,
+        parsed: &query::Parsed,
+        allowed: Option<Arc<HashSet<u64>>>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Hits> {
+        let searcher = self.reader.searcher();
+        let f = &self.fields;
+        let fields: Vec<(&str, Field, f32)> = query::FIELDS
+            .iter()
+            .map(|(name, boost)| {
+                let field = match *name {
+                    "title" => f.title,
+                    "headings" => f.headings,
+                    "tags" => f.tags,
+                    "path" => f.path,
+                    "properties" => f.properties,
+                    _ => f.body,
+                };
+                (*name, field, *boost)
+            })
+            .collect();
+        let q = query::to_tantivy(parsed, &fields);
+        let top = TopDocs::with_limit((offset + limit).max(1)).order_by_score();
+        let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
+        let (docs, matched): (Vec<(f32, DocAddress)>, usize) = match allowed {
+            Some(set) => searcher
+                .search(
+                    &q,
+                    &FilterCollector::new(
+                        "key".to_string(),
+                        move |k: u64| set.contains(&k),
+                        (top, Count),
+                    ),
+                )
+                .map_err(internal)?,
+            None => searcher.search(&q, &(top, Count)).map_err(internal)?,
+        };
+        let mut hits = Vec::with_capacity(limit);
+        for (score, addr) in docs.into_iter().skip(offset) {
+            let segment = searcher.segment_reader(addr.segment_ord);
+            let Some(ids) = segment.fast_fields().str("id").map_err(internal)? else {
+                continue;
+            };
+            let Some(ord) = ids.term_ords(addr.doc_id).next() else {
+                continue;
+            };
+            let mut note_id = String::new();
+            ids.ord_to_str(ord, &mut note_id)
+                .map_err(|e| Error::internal(format!("search failed: {e}")))?;
+            hits.push(Hit { note_id, score });
+        }
+        Ok(Hits { hits, matched })
+    }
+
+    /// Every note id matching `parsed` (for orders other than relevance).
+    pub fn matching_ids(&self, parsed: &query::Parsed) -> Result<Vec<(String, f32)>> {
+        let all = self.search(parsed, None, 0, 0)?;
+        if all.matched == 0 {
+            return Ok(Vec::new());
+        }
+        let page = self.search(parsed, None, 0, all.matched)?;
+        Ok(page
+            .hits
+            .into_iter()
+            .map(|h| (h.note_id, h.score))
+            .collect())
+    }
+}
+
+impl Drop for SearchIndex {
+    fn drop(&mut self) {
+        self.tx.lock().take();
+    }
+}
+
+fn flatten_yaml(v: &serde_norway::Value, out: &mut String) {
+    match v {
+        serde_norway::Value::Sequence(items) => {
+            for item in items {
+                flatten_yaml(item, out);
+                out.push(' ');
+            }
+        }
+        serde_norway::Value::Mapping(map) => {
+            for (k, v) in map {
+                flatten_yaml(k, out);
+                out.push(' ');
+                flatten_yaml(v, out);
+                out.push(' ');
+            }
+        }
+        serde_norway::Value::Tagged(t) => flatten_yaml(&t.value, out),
+        other => {
+            if let Some(s) = crate::vault::markdown::scalar_string(other) {
+                out.push_str(&s);
+            }
+        }
+    }
+}
+
+/// Open the index in `dir`, or create it; an index that does not open, or of another
+/// schema version, is removed and created again. The second value says why it was
+/// (re)built.
+fn open_or_rebuild(dir: &Path, schema: &Schema) -> anyhow::Result<(Index, Option<String>)> {
+    let version_file = dir.join(VERSION_FILE);
+    let why = if !dir.join("meta.json").exists() {
+        Some("no index yet".to_string())
+    } else {
+        match std::fs::read_to_string(&version_file) {
+            Ok(v) if v.trim() == SCHEMA_VERSION.to_string() => {
+                match Index::open_in_dir(dir) {
+                    Ok(index) if index.schema() == *schema => {
+                        // Reading the segment list proves the files are there.
+                        match index.searchable_segment_metas() {
+                            Ok(_) => return Ok((index, None)),
+                            Err(e) => Some(format!("the index is corrupt ({e})")),
+                        }
+                    }
+                    Ok(_) => Some("the index has another schema".to_string()),
+                    Err(e) => Some(format!("the index is corrupt ({e})")),
+                }
+            }
+            Ok(v) => Some(format!(
+                "the index is of schema version {} (this build uses {SCHEMA_VERSION})",
+                v.trim()
+            )),
+            Err(_) => Some("the index has no schema version".to_string()),
+        }
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    let index = Index::create_in_dir(dir, schema.clone())?;
+    std::fs::write(&version_file, SCHEMA_VERSION.to_string())?;
+    if let Some(why) = &why {
+        tracing::info!(reason = %why, "building the search index");
+    }
+    Ok((index, why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_and_distinct() {
+        assert_eq!(key_of("a"), key_of("a"));
+        assert_ne!(key_of("a"), key_of("b"));
+    }
+}

@@ -1,0 +1,300 @@
+//! Why a note matched: the fields its query terms were found in, the line numbers, and a
+//! short snippet with the matches marked. Found in the note's kept bytes, so line numbers
+//! are those of the line-sliced read.
+//!
+//! Terms are found by their spelling (ASCII case-insensitive) at word boundaries; a match
+//! the index made through accent folding (`cafe` for `Café`) counts for the ranking but
+//! may have no line here.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use super::tokenizer::{is_unspaced, tokens};
+use crate::vault::catalog::Note;
+use crate::vault::markdown;
+
+/// Longest snippet, in characters (marks not counted).
+pub const SNIPPET_CHARS: usize = 200;
+/// Line numbers listed per hit.
+pub const MAX_LINES: usize = 20;
+pub const MARK_OPEN: &str = "<mark>";
+pub const MARK_CLOSE: &str = "</mark>";
+
+/// The ATX headings of a markdown body (text after the `#`s), outside fenced code.
+pub fn headings(body: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut fence: Option<&str> = None;
+    for line in body.lines() {
+        let t = line.trim_start();
+        if let Some(f) = fence {
+            if t.starts_with(f) {
+                fence = None;
+            }
+            continue;
+        }
+        if t.starts_with("```") {
+            fence = Some("```");
+            continue;
+        }
+        if t.starts_with("~~~") {
+            fence = Some("~~~");
+            continue;
+        }
+        if let Some(text) = heading_text(line) {
+            out.push(text);
+        }
+    }
+    out
+}
+
+fn heading_text(line: &str) -> Option<&str> {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    if indent > 3 {
+        return None;
+    }
+    let t = &line[indent..];
+    let hashes = t.len() - t.trim_start_matches('#').len();
+    if !(1..=6).contains(&hashes) {
+        return None;
+    }
+    let rest = &t[hashes..];
+    if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    Some(rest.trim().trim_end_matches('#').trim_end())
+}
+
+/// What a request looks for, built once per request.
+pub struct Matcher {
+    terms: Vec<(String, bool)>,
+    ac: Option<AhoCorasick>,
+}
+
+/// A snippet: the line it comes from and its text with matches marked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snippet {
+    pub line: Option<usize>,
+    pub text: String,
+}
+
+/// Why one note matched.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Provenance {
+    /// `title`, `headings`, `tags`, `path`, `properties`, `body`, in that order.
+    pub fields: Vec<&'static str>,
+    /// The first [`MAX_LINES`] matching line numbers (1-based).
+    pub lines: Vec<usize>,
+    /// Matching lines in all.
+    pub line_count: usize,
+    pub snippet: Option<Snippet>,
+}
+
+impl Matcher {
+    /// `terms`: lower-cased tokens, `true` for a prefix.
+    pub fn new(terms: Vec<(String, bool)>) -> Self {
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(terms.iter().map(|(t, _)| t.as_str()))
+            .ok()
+            .filter(|_| !terms.is_empty());
+        Self { terms, ac }
+    }
+
+    fn token_matches(&self, token: &str) -> bool {
+        self.terms.iter().any(|(t, prefix)| {
+            if *prefix {
+                token.starts_with(t.as_str())
+            } else {
+                token == t
+            }
+        })
+    }
+
+    fn text_matches(&self, text: &str) -> bool {
+        tokens(text).iter().any(|(t, _)| self.token_matches(t))
+    }
+
+    /// Byte ranges of the terms in `text`, at word boundaries.
+    fn find<'t>(&'t self, text: &'t str) -> impl Iterator<Item = (usize, usize)> + 't {
+        self.ac
+            .iter()
+            .flat_map(move |ac| ac.find_iter(text))
+            .filter(move |m| {
+                let (term, prefix) = &self.terms[m.pattern().as_usize()];
+                let first = term.chars().next().unwrap_or(' ');
+                let last = term.chars().last().unwrap_or(' ');
+                let before_ok = is_unspaced(first)
+                    || text[..m.start()]
+                        .chars()
+                        .next_back()
+                        .is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
+                let after_ok = *prefix
+                    || is_unspaced(last)
+                    || text[m.end()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
+                before_ok && after_ok
+            })
+            .map(|m| (m.start(), m.end()))
+    }
+
+    /// The provenance of `note`.
+    pub fn provenance(&self, note: &Note) -> Provenance {
+        let mut out = Provenance::default();
+        let mut fields: Vec<&'static str> = Vec::new();
+        if self.text_matches(&note.title) {
+            fields.push("title");
+        }
+        let mut body_line: Option<(usize, &str)> = None;
+        let mut fm_line: Option<(usize, &str)> = None;
+        let mut in_headings = false;
+        let mut in_body = false;
+        let mut in_props = false;
+        let text = note.content.as_deref().map(|b| markdown::decode(b).0);
+        if let Some(text) = text.as_deref() {
+            let body_start = markdown::frontmatter_span(text).map_or(0, |(_, b)| b);
+            let mut line_no = 1;
+            let mut counted_to = 0;
+            let mut last_line = 0;
+            for (start, _) in self.find(text) {
+                line_no += memchr::memchr_iter(b'\n', &text.as_bytes()[counted_to..start]).count();
+                counted_to = start;
+                if line_no == last_line {
+                    continue;
+                }
+                last_line = line_no;
+                out.line_count += 1;
+                if out.lines.len() < MAX_LINES {
+                    out.lines.push(line_no);
+                }
+                let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+                let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+                let line = text[line_start..line_end].trim_end_matches('\r');
+                if start < body_start {
+                    in_props = true;
+                    fm_line.get_or_insert((line_no, line));
+                } else {
+                    if heading_text(line).is_some() {
+                        in_headings = true;
+                    } else {
+                        in_body = true;
+                    }
+                    body_line.get_or_insert((line_no, line));
+                }
+            }
+        }
+        if in_headings {
+            fields.push("headings");
+        }
+        if note.tags.iter().any(|t| self.text_matches(t)) {
+            fields.push("tags");
+        }
+        if self.text_matches(&note.slug) {
+            fields.push("path");
+        }
+        if in_props {
+            fields.push("properties");
+        }
+        if in_body {
+            fields.push("body");
+        }
+        out.fields = fields;
+        out.snippet = match body_line.or(fm_line) {
+            Some((n, line)) => Some(Snippet {
+                line: Some(n),
+                text: self.snippet(line),
+            }),
+            None => Some(Snippet {
+                line: None,
+                text: self.snippet(&note.title),
+            }),
+        };
+        out
+    }
+
+    /// `line` cut to [`SNIPPET_CHARS`] around its first match, matches marked.
+    pub fn snippet(&self, line: &str) -> String {
+        let matches: Vec<(usize, usize)> = self.find(line).collect();
+        let total = line.chars().count();
+        let (from, to) = if total <= SNIPPET_CHARS {
+            (0, line.len())
+        } else {
+            let first = matches.first().map_or(0, |m| m.0);
+            let lead = line[..first].chars().count().min(SNIPPET_CHARS / 3);
+            let from = line[..first]
+                .char_indices()
+                .rev()
+                .nth(lead.saturating_sub(1))
+                .map_or(first, |(i, _)| i);
+            let from = if lead == 0 { first } else { from };
+            let to = line[from..]
+                .char_indices()
+                .nth(SNIPPET_CHARS)
+                .map_or(line.len(), |(i, _)| from + i);
+            (from, to)
+        };
+        let mut out = String::with_capacity(to - from + 32);
+        if from > 0 {
+            out.push('…');
+        }
+        let mut at = from;
+        for (s, e) in matches {
+            if s < from || e > to {
+                continue;
+            }
+            out.push_str(&line[at..s]);
+            out.push_str(MARK_OPEN);
+            out.push_str(&line[s..e]);
+            out.push_str(MARK_CLOSE);
+            at = e;
+        }
+        out.push_str(&line[at..to]);
+        if to < line.len() {
+            out.push('…');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matcher(terms: &[(&str, bool)]) -> Matcher {
+        Matcher::new(terms.iter().map(|(t, p)| (t.to_string(), *p)).collect())
+    }
+
+    #[test]
+    fn headings_outside_code() {
+        let body =
+            "# One\ntext\n```\n# not a heading\n```\n## Two ##\n#hashtag\n    # indented code\n";
+        assert_eq!(headings(body), ["One", "Two"]);
+    }
+
+    #[test]
+    fn words_match_at_boundaries_and_prefixes_extend() {
+        let m = matcher(&[("road", false)]);
+        assert_eq!(m.find("Road roadmap railroad road.").count(), 2);
+        let m = matcher(&[("road", true)]);
+        assert_eq!(m.find("Road roadmap railroad").count(), 2);
+        let m = matcher(&[("東京", false)]);
+        assert_eq!(m.find("私は東京に").count(), 1);
+    }
+
+    #[test]
+    fn snippets_mark_and_cut() {
+        let m = matcher(&[("needle", false)]);
+        assert_eq!(m.snippet("a Needle here"), "a <mark>Needle</mark> here");
+        let long = format!("{} needle {}", "x".repeat(300), "y".repeat(300));
+        let s = m.snippet(&long);
+        assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
+        assert!(s.contains("<mark>needle</mark>"));
+        let plain = s.replace(MARK_OPEN, "").replace(MARK_CLOSE, "");
+        assert!(
+            plain.chars().count() <= SNIPPET_CHARS + 2,
+            "{}",
+            plain.chars().count()
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! The tokenizer of every text field: words for scripts that separate words with spaces,
+//! overlapping character unigrams and bigrams for scripts that do not (Han, Kana, Hangul,
+//! Thai, Lao, Khmer, Myanmar), so that a word inside a Japanese or Chinese sentence is
+//! found without a dictionary. A query is tokenized the same way, and a run of several
+//! such characters becomes a phrase of bigrams (`日本語` → `日本` `本語` at consecutive
+//! positions), which matches exactly that run.
+//!
+//! After splitting: tokens longer than [`MAX_TOKEN_BYTES`] are dropped, the rest are
+//! lower-cased and folded to ASCII where a folding exists (`Café` → `cafe`).
+
+use std::str::CharIndices;
+
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, LowerCaser, RemoveLongFilter, TextAnalyzer, Token, TokenStream, Tokenizer,
+};
+
+/// The name the analyzer is registered under in the index.
+pub const NAME: &str = "notevault";
+/// Longer tokens (base64 blobs, hashes in URLs) are not indexed.
+pub const MAX_TOKEN_BYTES: usize = 40;
+
+/// The analyzer: split, drop long tokens, lower-case, fold to ASCII.
+pub fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(NoteTokenizer::default())
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .build()
+}
+
+/// A character of a script written without spaces between words.
+pub fn is_unspaced(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0EFF      // Thai, Lao
+        | 0x1000..=0x109F    // Myanmar
+        | 0x1100..=0x11FF    // Hangul Jamo
+        | 0x1780..=0x17FF    // Khmer
+        | 0x2E80..=0x2FDF    // CJK radicals
+        | 0x3040..=0x30FF    // Hiragana, Katakana
+        | 0x3100..=0x312F    // Bopomofo
+        | 0x3130..=0x318F    // Hangul compatibility Jamo
+        | 0x31A0..=0x31FF    // Bopomofo ext., Katakana phonetic ext.
+        | 0x3400..=0x4DBF    // CJK ext. A
+        | 0x4E00..=0x9FFF    // CJK unified ideographs
+        | 0xA960..=0xA97F    // Hangul Jamo ext. A
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F    // half-width Katakana
+        | 0x20000..=0x3134F  // CJK ext. B..G
+    )
+}
+
+#[derive(Clone, Default)]
+pub struct NoteTokenizer {
+    token: Token,
+    run: Vec<(usize, char)>,
+}
+
+impl Tokenizer for NoteTokenizer {
+    type TokenStream<'a> = NoteTokenStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> NoteTokenStream<'a> {
+        self.token.reset();
+        self.run.clear();
+        NoteTokenStream {
+            text,
+            chars: text.char_indices(),
+            token: &mut self.token,
+            run: &mut self.run,
+            run_at: 0,
+            bigram_next: false,
+            next_position: 0,
+            pending: None,
+        }
+    }
+}
+
+pub struct NoteTokenStream<'a> {
+    text: &'a str,
+    chars: CharIndices<'a>,
+    token: &'a mut Token,
+    /// The current run of unspaced characters, emitted as unigrams and bigrams.
+    run: &'a mut Vec<(usize, char)>,
+    run_at: usize,
+    bigram_next: bool,
+    next_position: usize,
+    /// A character read past the end of a token, to start the next one with.
+    pending: Option<(usize, char)>,
+}
+
+impl NoteTokenStream<'_> {
+    fn next_char(&mut self) -> Option<(usize, char)> {
+        self.pending.take().or_else(|| self.chars.next())
+    }
+
+    fn emit(&mut self, from: usize, to: usize, position: usize) -> bool {
+        self.token.text.clear();
+        self.token.text.push_str(&self.text[from..to]);
+        self.token.offset_from = from;
+        self.token.offset_to = to;
+        self.token.position = position;
+        self.token.position_length = 1;
+        true
+    }
+
+    /// The next unigram or bigram of the current run, if any is left.
+    fn advance_run(&mut self) -> bool {
+        while self.run_at < self.run.len() {
+            let (start, c) = self.run[self.run_at];
+            let position = self.next_position;
+            if !self.bigram_next {
+                self.bigram_next = true;
+                return self.emit(start, start + c.len_utf8(), position);
+            }
+            self.bigram_next = false;
+            self.run_at += 1;
+            self.next_position += 1;
+            if let Some(&(next, d)) = self.run.get(self.run_at) {
+                return self.emit(start, next + d.len_utf8(), position);
+            }
+        }
+        false
+    }
+}
+
+impl TokenStream for NoteTokenStream<'_> {
+    fn advance(&mut self) -> bool {
+        if self.advance_run() {
+            return true;
+        }
+        self.run.clear();
+        self.run_at = 0;
+        while let Some((start, c)) = self.next_char() {
+            if is_unspaced(c) {
+                self.run.push((start, c));
+                for (i, d) in self.chars.by_ref() {
+                    if is_unspaced(d) {
+                        self.run.push((i, d));
+                    } else {
+                        self.pending = Some((i, d));
+                        break;
+                    }
+                }
+                return self.advance_run();
+            }
+            if c.is_alphanumeric() {
+                let mut end = start + c.len_utf8();
+                for (i, d) in self.chars.by_ref() {
+                    if d.is_alphanumeric() && !is_unspaced(d) {
+                        end = i + d.len_utf8();
+                    } else {
+                        self.pending = Some((i, d));
+                        break;
+                    }
+                }
+                let position = self.next_position;
+                self.next_position += 1;
+                return self.emit(start, end, position);
+            }
+        }
+        false
+    }
+
+    fn token(&self) -> &Token {
+        self.token
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.token
+    }
+}
+
+/// The tokens of `text` as (text, position), for tests and for finding matches.
+pub fn tokens(text: &str) -> Vec<(String, usize)> {
+    let mut analyzer = analyzer();
+    let mut stream = analyzer.token_stream(text);
+    let mut out = Vec::new();
+    while stream.advance() {
+        let t = stream.token();
+        out.push((t.text.clone(), t.position));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(text: &str) -> Vec<String> {
+        tokens(text).into_iter().map(|(t, _)| t).collect()
+    }
+
+    #[test]
+    fn words_are_split_lowercased_and_folded() {
+        assert_eq!(
+            texts("Hello, Café-au-lait snake_case x2"),
+            ["hello", "cafe", "au", "lait", "snake", "case", "x2"]
+        );
+        let long = "a".repeat(MAX_TOKEN_BYTES + 1);
+        assert_eq!(texts(&format!("keep {long} this")), ["keep", "this"]);
+    }
+
+    #[test]
+    fn unspaced_scripts_give_unigrams_and_bigrams_at_consecutive_positions() {
+        assert_eq!(
+            tokens("日本語のノート"),
+            [
+                ("日".into(), 0),
+                ("日本".into(), 0),
+                ("本".into(), 1),
+                ("本語".into(), 1),
+                ("語".into(), 2),
+                ("語の".into(), 2),
+                ("の".into(), 3),
+                ("のノ".into(), 3),
+                ("ノ".into(), 4),
+                ("ノー".into(), 4),
+                ("ー".into(), 5),
+                ("ート".into(), 5),
+                ("ト".into(), 6),
+            ]
+        );
+        // Mixed scripts: the run ends at a Latin word, positions keep counting.
+        assert_eq!(
+            tokens("東京 is big"),
+            [
+                ("東".into(), 0),
+                ("東京".into(), 0),
+                ("京".into(), 1),
+                ("is".into(), 2),
+                ("big".into(), 3),
+            ]
+        );
+        assert_eq!(texts("abc漢字def"), ["abc", "漢", "漢字", "字", "def"]);
+    }
+}
