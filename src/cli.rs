@@ -21,8 +21,22 @@ pub struct Cli {
 pub enum Command {
     /// Serve a vault over HTTP (the /v1 API) on a loopback address.
     Serve(ServeArgs),
+    /// Rebuild the search index of a vault from its folder (the daemon must be stopped).
+    Reindex(ReindexArgs),
     /// Print the OpenAPI 3.1 contract as JSON.
     Openapi,
+}
+
+#[derive(clap::Args)]
+pub struct ReindexArgs {
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// Where history, metadata and index live [default: <VAULT>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

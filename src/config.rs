@@ -118,6 +118,18 @@ impl Layer {
 }
 
 impl Config {
+    /// The state directory: as configured, else `<vault>/.notevault` of the canonical
+    /// vault path.
+    pub fn state_dir_of_vault(&self) -> anyhow::Result<std::path::PathBuf> {
+        if let Some(dir) = &self.state_dir {
+            return Ok(dir.clone());
+        }
+        let root = self.vault.canonicalize().map_err(|e| {
+            anyhow::anyhow!("vault folder {} is not usable: {e}", self.vault.display())
+        })?;
+        Ok(root.join(".notevault"))
+    }
+
     /// Apply `layer` over `self`: every field the layer sets wins.
     pub fn apply(mut self, layer: Layer) -> Self {
         macro_rules! take {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use notevault::cli::{Cli, Command, ServeArgs};
+use notevault::cli::{Cli, Command, ReindexArgs, ServeArgs};
 use notevault::config::{Config, Layer};
 
 fn main() -> ExitCode {
@@ -14,17 +14,22 @@ fn main() -> ExitCode {
             println!("{}", notevault::api::openapi::document_json());
             ExitCode::SUCCESS
         }
-        Command::Serve(args) => match serve(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("notevault: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Serve(args) => exit(serve(args)),
+        Command::Reindex(args) => exit(reindex(args)),
     }
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
+fn exit(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("notevault: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn logs() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NOTEVAULT_LOG")
@@ -33,10 +38,61 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let file = args
-        .config
-        .clone()
-        .or_else(|| std::env::var_os("NOTEVAULT_CONFIG").map(PathBuf::from));
+}
+
+fn config_file(given: Option<PathBuf>) -> Option<PathBuf> {
+    given.or_else(|| std::env::var_os("NOTEVAULT_CONFIG").map(PathBuf::from))
+}
+
+/// Drop the index, open the vault without watching (which rebuilds it from the folder),
+/// wait for the index and the history writer, and say what was done.
+fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
+    logs();
+    let flags = Layer {
+        vault: args.vault,
+        state_dir: args.state_dir,
+        watch: Some(false),
+        ..Layer::default()
+    };
+    let config = Config::load(
+        config_file(args.config).as_deref(),
+        |k| std::env::var(k).ok(),
+        flags,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let started = std::time::Instant::now();
+    notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
+    let svc = notevault::service::Service::open(config)?;
+    let opened = started.elapsed();
+    if !svc
+        .index
+        .wait_for_blocking(svc.committed_seq(), std::time::Duration::from_secs(3600))
+    {
+        anyhow::bail!("the index did not finish within an hour");
+    }
+    let indexed = started.elapsed();
+    svc.index.shutdown();
+    let state = svc.index.state();
+    if let Some(e) = state.last_error {
+        anyhow::bail!("indexing failed: {e}");
+    }
+    svc.history.flush(std::time::Duration::from_secs(3600));
+    let notes = state.synced_notes.unwrap_or(0);
+    let secs = indexed.as_secs_f64();
+    println!(
+        "indexed {notes} notes of {} in {:.0} ms ({:.0} notes/s; scan {:.0} ms, index {} ms)",
+        svc.root().display(),
+        indexed.as_secs_f64() * 1000.0,
+        notes as f64 / secs.max(1e-9),
+        opened.as_secs_f64() * 1000.0,
+        state.sync_ms.unwrap_or(0)
+    );
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    logs();
+    let file = config_file(args.config.clone());
     let flags = Layer {
         vault: args.vault,
         listen: args.listen,

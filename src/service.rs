@@ -131,10 +131,7 @@ impl Service {
         if !root.is_dir() {
             anyhow::bail!("vault {} is not a folder", root.display());
         }
-        let state_dir = config
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| root.join(".notevault"));
+        let state_dir = config.state_dir_of_vault()?;
         std::fs::create_dir_all(&state_dir).map_err(|e| {
             anyhow::anyhow!("state dir {} is not writable: {e}", state_dir.display())
         })?;

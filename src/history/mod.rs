@@ -144,6 +144,14 @@ impl History {
         rx
     }
 
+    /// Wait until every queued commit is written (or `timeout` passes).
+    pub fn flush(&self, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while self.status().pending > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     pub fn status(&self) -> HistoryStatus {
         self.status.lock().clone()
     }

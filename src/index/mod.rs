@@ -226,6 +226,27 @@ impl SearchIndex {
         Ok(idx)
     }
 
+    /// Remove the index under `state_dir` so that the next open rebuilds it; refused
+    /// while a running daemon holds it.
+    pub fn drop_index(state_dir: &Path) -> anyhow::Result<()> {
+        let dir = state_dir.join("index");
+        if !dir.exists() {
+            return Ok(());
+        }
+        if let Ok(index) = Index::open_in_dir(&dir) {
+            match index.writer::<TantivyDocument>(15_000_000) {
+                Err(tantivy::TantivyError::LockFailure(..)) => anyhow::bail!(
+                    "the search index in {} is in use: stop the notevault daemon serving this vault first",
+                    dir.display()
+                ),
+                Ok(writer) => drop(writer),
+                Err(_) => {}
+            }
+        }
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
     /// Queue the start-up sync with every note of the catalog as of `seq`; changes sent
     /// from now on are applied after it. Call with the write lock held.
     pub fn start(&self, notes: Vec<Arc<Note>>, seq: i64) {

@@ -229,3 +229,22 @@ pub fn temp_list(root: &Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// Every file under `root` (state dir excluded) with its bytes, to prove nothing changed.
+pub fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
+        let entry = entry.unwrap();
+        let rel = entry
+            .path()
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel.starts_with(".notevault") || !entry.file_type().is_file() {
+            continue;
+        }
+        out.push((rel, std::fs::read(entry.path()).unwrap()));
+    }
+    out
+}
