@@ -218,10 +218,12 @@ impl SearchIndex {
             worker: Mutex::new(None),
         });
         idx.refresh_counts();
-        let bg = idx.clone();
+        // The writer thread holds the index weakly: dropping the service drops the
+        // sender, the thread ends, and its writer releases the index lock.
+        let weak = Arc::downgrade(&idx);
         let handle = std::thread::Builder::new()
             .name("index-writer".into())
-            .spawn(move || bg.run(writer, rx))?;
+            .spawn(move || Self::run(weak, writer, rx))?;
         *idx.worker.lock() = Some(handle);
         Ok(idx)
     }
@@ -335,8 +337,28 @@ impl SearchIndex {
     }
 
     /// The writer thread: apply batches, commit, make them searchable.
-    fn run(self: Arc<Self>, mut writer: IndexWriter<TantivyDocument>, rx: mpsc::Receiver<Msg>) {
+    fn run(
+        weak: std::sync::Weak<Self>,
+        mut writer: IndexWriter<TantivyDocument>,
+        rx: mpsc::Receiver<Msg>,
+    ) {
         while let Ok(first) = rx.recv() {
+            let Some(this) = weak.upgrade() else {
+                break;
+            };
+            this.apply(&mut writer, first, &rx);
+        }
+        let _ = writer.wait_merging_threads();
+    }
+
+    /// Apply `first` and whatever else is queued, commit, and make it searchable.
+    fn apply(
+        &self,
+        writer: &mut IndexWriter<TantivyDocument>,
+        first: Msg,
+        rx: &mpsc::Receiver<Msg>,
+    ) {
+        {
             let mut batch = vec![first];
             while let Ok(more) = rx.try_recv() {
                 batch.push(more);
@@ -353,7 +375,7 @@ impl SearchIndex {
                 let r = match msg {
                     Msg::Sync { notes, seq } => {
                         max_seq = max_seq.max(seq);
-                        self.sync(&writer, &notes).map(|n| synced = Some(n))
+                        self.sync(writer, &notes).map(|n| synced = Some(n))
                     }
                     Msg::Upsert { note, seq } => {
                         max_seq = max_seq.max(seq);
@@ -417,7 +439,6 @@ impl SearchIndex {
                 });
             }
         }
-        let _ = writer.wait_merging_threads();
     }
 
     /// Index what differs between the index and `notes`; the number of notes (re)indexed.
@@ -604,6 +625,13 @@ impl SearchIndex {
 impl Drop for SearchIndex {
     fn drop(&mut self) {
         self.tx.lock().take();
+        // Wait for the writer to let go of the index lock (unless this is the writer
+        // thread itself dropping the last handle).
+        if let Some(handle) = self.worker.lock().take() {
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
     }
 }
 

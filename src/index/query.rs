@@ -44,7 +44,27 @@ pub struct QueryError {
 pub struct Unit {
     pub field: Option<String>,
     pub tokens: Vec<String>,
+    /// Each token's position, relative to the first.
+    pub positions: Vec<usize>,
     pub prefix: bool,
+}
+
+/// The tokens of query text with their positions. Where unspaced characters gave both
+/// unigrams and bigrams, only the bigrams are kept (`東京` is the one token `東京`, `日本語`
+/// the phrase `日本` `本語`): the index holds both, and the bigrams are the stricter match.
+pub fn query_tokens(text: &str) -> Vec<(String, usize)> {
+    use super::tokenizer::is_unspaced;
+    let all = super::tokenizer::tokens(text);
+    let is_unigram = |t: &str| {
+        let mut chars = t.chars();
+        matches!((chars.next(), chars.next()), (Some(c), None) if is_unspaced(c))
+    };
+    let is_bigram = |t: &str| t.chars().count() == 2 && t.chars().all(is_unspaced);
+    let bigram_at = |p: usize| all.iter().any(|(t, q)| *q == p && is_bigram(t));
+    all.iter()
+        .filter(|(t, p)| !is_unigram(t) || !(bigram_at(*p) || (*p > 0 && bigram_at(p - 1))))
+        .cloned()
+        .collect()
 }
 
 /// A parsed query: clauses that must match (each a choice of units), clauses that must not.
@@ -237,16 +257,16 @@ impl Lexer<'_> {
             Some(t) => (t.to_string(), true),
             None => (text, self.eat("*")),
         };
-        let tokens: Vec<String> = super::tokenizer::tokens(&text)
+        let (tokens, positions) = query_tokens(&text)
             .into_iter()
-            .map(|(t, _)| t)
-            .collect();
+            .unzip::<_, _, Vec<_>, Vec<_>>();
         if tokens.is_empty() {
             return Ok(None);
         }
         Ok(Some(Unit {
             field,
             tokens,
+            positions,
             prefix,
         }))
     }
@@ -284,11 +304,12 @@ fn alternatives(units: &[Unit], fields: &[(&str, Field, f32)]) -> Box<dyn Query>
 }
 
 fn unit_query(unit: &Unit, field: Field) -> Box<dyn Query> {
+    let first = unit.positions.first().copied().unwrap_or(0);
     let terms: Vec<(usize, Term)> = unit
         .tokens
         .iter()
-        .enumerate()
-        .map(|(i, t)| (i, Term::from_field_text(field, t)))
+        .zip(&unit.positions)
+        .map(|(t, p)| (p - first, Term::from_field_text(field, t)))
         .collect();
     if unit.prefix {
         let mut q = PhrasePrefixQuery::new_with_offset(terms);
@@ -341,7 +362,10 @@ mod tests {
             ("a OR b OR c", "+(a|b|c)"),
             ("idea -draft", "+(idea) -(draft)"),
             ("idea NOT draft", "+(idea) -(draft)"),
-            ("日本語", "+(日_日本_本_本語_語)"),
+            ("日本語", "+(日本_本語)"),
+            ("東京", "+(東京)"),
+            ("猫", "+(猫)"),
+            ("猫 cat", "+(猫) +(cat)"),
             ("snake_case", "+(snake_case)"),
             ("C++ tips", "+(c) +(tips)"),
             ("tags:project/active", "+(tags:project_active)"),

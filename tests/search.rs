@@ -1,0 +1,614 @@
+//! GET /v1/search: relevance, phrases, prefixes, CJK, fields, filters, order, paging,
+//! read-your-writes with `min_seq`, coverage, the index across restarts, bad input.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+fn write(vault: &Path, rel: &str, text: &str) {
+    let path = vault.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A small vault made for ranking questions.
+fn corpus(vault: &Path) {
+    write(
+        vault,
+        "gardening.md",
+        "# Gardening\n\nSoil, seeds and patience.\n",
+    );
+    write(
+        vault,
+        "journal/week.md",
+        &format!(
+            "# A week\n\n{}\nOn Sunday I spent an hour gardening with the neighbours.\n{}",
+            "Work, meetings, errands and cooking.\n".repeat(20),
+            "More notes about the week.\n".repeat(10)
+        ),
+    );
+    write(
+        vault,
+        "fox-a.md",
+        "The quick brown fox jumps over the lazy dog.\n",
+    );
+    write(vault, "fox-b.md", "Brown is the dog; quick is the fox.\n");
+    write(
+        vault,
+        "jp/会議.md",
+        "---\ntags: [meeting]\n---\n今日は東京で会議がありました。\n",
+    );
+    write(vault, "zh/出差.md", "我们明天去北京开会。\n");
+    write(vault, "ko/회의.md", "내일 서울에서 회의가 있습니다.\n");
+    write(
+        vault,
+        "projects/solar.md",
+        "---\ntitle: Solar panels\ntags: [project/active, energy]\nstatus: draft\nowner: Ada Lovelace\n---\nInverters and batteries.\n\n## Procurement\n\nAsk three suppliers.\n",
+    );
+    write(
+        vault,
+        "projects/wind.md",
+        "---\ntags: [project/done, energy]\nstatus: done\n---\n# Wind turbine\nA turbine on the barn. #hashtag-not-a-tag\n",
+    );
+}
+
+async fn start() -> TestServer {
+    let (dir, vault, state) = common::temp_vault(None);
+    corpus(&vault);
+    TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await
+}
+
+fn enc(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+async fn search(s: &TestServer, q: &str, extra: &str) -> Value {
+    s.get_json(&format!("/v1/search?q={}{extra}", enc(q)), 200)
+        .await
+}
+
+fn slugs(body: &Value) -> Vec<String> {
+    body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["slug"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Wait until the index has caught up with every change recorded so far.
+async fn settled(s: &TestServer) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = s.get_json("/v1/index-status", 200).await;
+        if st["indexed_seq"] == st["committed_seq"] && st["search_index"]["not_yet_indexed"] == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the index never caught up: {st}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_title_match_outranks_a_body_mention_and_says_where_it_matched() {
+    let s = start().await;
+    settled(&s).await;
+    let body = search(&s, "gardening", "").await;
+    assert_eq!(slugs(&body), ["gardening", "journal/week"]);
+    let top = &body["results"][0];
+    assert!(
+        top["matched_fields"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("title")),
+        "{top}"
+    );
+    let second = &body["results"][1];
+    assert_eq!(second["matched_fields"], json!(["body"]));
+    assert_eq!(second["lines"], json!([24]));
+    assert_eq!(second["snippet"]["line"], 24);
+    assert_eq!(
+        second["snippet"]["text"],
+        "On Sunday I spent an hour <mark>gardening</mark> with the neighbours."
+    );
+    assert!(top["score"].as_f64().unwrap() > second["score"].as_f64().unwrap());
+    for r in body["results"].as_array().unwrap() {
+        assert!(
+            r.get("content").is_none() && r.get("lines_text").is_none(),
+            "never a body"
+        );
+        for field in [
+            "note_id",
+            "slug",
+            "title",
+            "status",
+            "visibility",
+            "version_id",
+            "content_hash",
+            "observed_at",
+        ] {
+            assert!(r[field].is_string(), "{field} in {r}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn phrases_prefixes_exclusions_alternatives_and_fields() {
+    let s = start().await;
+    settled(&s).await;
+    // Both notes have the words; only one has them in this order.
+    let mut both = slugs(&search(&s, "quick brown", "").await);
+    both.sort();
+    assert_eq!(both, ["fox-a", "fox-b"]);
+    assert_eq!(slugs(&search(&s, "\"quick brown\"", "").await), ["fox-a"]);
+    assert_eq!(slugs(&search(&s, "garden*", "").await).len(), 2);
+    assert_eq!(slugs(&search(&s, "fox -lazy", "").await), ["fox-b"]);
+    let mut alt = slugs(&search(&s, "turbine OR inverters", "").await);
+    alt.sort();
+    assert_eq!(alt, ["projects/solar", "projects/wind"]);
+    // Fields: headings, tags, frontmatter properties, path.
+    assert_eq!(
+        slugs(&search(&s, "headings:procurement", "").await),
+        ["projects/solar"]
+    );
+    assert!(slugs(&search(&s, "body:procurement", "").await) == ["projects/solar"]);
+    assert_eq!(
+        slugs(&search(&s, "properties:lovelace", "").await),
+        ["projects/solar"]
+    );
+    let energy = search(&s, "tags:energy", "").await;
+    assert_eq!(energy["coverage"]["notes_matched"], 2);
+    assert_eq!(
+        slugs(&search(&s, "path:journal", "").await),
+        ["journal/week"]
+    );
+    // A body #hashtag is text, not a tag.
+    assert!(slugs(&search(&s, "tags:hashtag", "").await).is_empty());
+    // Zero hits is an answer with coverage.
+    let none = search(&s, "xylophone", "").await;
+    assert_eq!(none["results"], json!([]));
+    assert_eq!(none["coverage"]["notes_matched"], 0);
+    assert_eq!(
+        none["coverage"]["notes"][0],
+        "Private notes were not searched"
+    );
+}
+
+#[tokio::test]
+async fn words_inside_sentences_without_spaces_are_found() {
+    let s = start().await;
+    settled(&s).await;
+    assert_eq!(slugs(&search(&s, "東京", "").await), ["jp/会議"]);
+    assert_eq!(slugs(&search(&s, "会議", "").await), ["jp/会議"]);
+    assert_eq!(slugs(&search(&s, "北京", "").await), ["zh/出差"]);
+    assert_eq!(slugs(&search(&s, "서울에서", "").await), ["ko/회의"]);
+    // Characters of the sentence that are not adjacent are not a word.
+    assert!(slugs(&search(&s, "京会", "").await).is_empty());
+    assert!(slugs(&search(&s, "京都", "").await).is_empty());
+    let hit = &search(&s, "東京", "").await["results"][0];
+    assert_eq!(hit["lines"], json!([4]));
+    assert_eq!(
+        hit["snippet"]["text"],
+        "今日は<mark>東京</mark>で会議がありました。"
+    );
+}
+
+#[tokio::test]
+async fn filters_orders_and_pages() {
+    let s = start().await;
+    settled(&s).await;
+    let body = search(&s, "energy", &format!("&filter={}", enc("status = draft"))).await;
+    assert_eq!(slugs(&body), ["projects/solar"]);
+    assert_eq!(body["coverage"]["notes_matched"], 1);
+    let body = search(
+        &s,
+        "energy",
+        &format!(
+            "&filter={}",
+            enc("folder = \"projects\" AND tags:project/done")
+        ),
+    )
+    .await;
+    assert_eq!(slugs(&body), ["projects/wind"]);
+    let body = search(&s, "energy", "&order_by=slug%20desc").await;
+    assert_eq!(slugs(&body), ["projects/wind", "projects/solar"]);
+    // Paging one at a time gives every result once, in the order of one page.
+    let all = slugs(&search(&s, "the", "&page_size=100").await);
+    assert!(all.len() >= 3);
+    let mut paged = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let extra = match &token {
+            Some(t) => format!("&page_size=1&page_token={t}"),
+            None => "&page_size=1".to_string(),
+        };
+        let body = search(&s, "the", &extra).await;
+        paged.extend(slugs(&body));
+        assert_eq!(body["coverage"]["notes_matched"], all.len());
+        match body["next_page_token"].as_str() {
+            Some(t) => {
+                assert_eq!(body["coverage"]["truncated"], true);
+                token = Some(t.to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(paged, all);
+}
+
+#[tokio::test]
+async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
+    let s = start().await;
+    let post = |slug: &str, content: &str, key: &str| {
+        s.client
+            .post(s.url("/v1/notes"))
+            .header("Idempotency-Key", key)
+            .json(&json!({"slug": slug, "content": content, "agent_id": "t"}))
+            .send()
+    };
+    let res = post("inbox/new", "# New\nflibbertigibbet\n", "k1")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
+        .as_i64()
+        .unwrap();
+    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
+    assert_eq!(slugs(&body), ["inbox/new"]);
+    assert!(body["coverage"]["indexed_seq"].as_i64().unwrap() >= seq);
+    // Rename: found under the new slug, not the old.
+    let res = s
+        .client
+        .post(s.url("/v1/notes/inbox%2Fnew:rename"))
+        .header("Idempotency-Key", "k2")
+        .json(&json!({"name": "renamed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
+        .as_i64()
+        .unwrap();
+    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
+    assert_eq!(slugs(&body), ["inbox/renamed"]);
+    // Delete: gone.
+    let res = s
+        .client
+        .delete(s.url("/v1/notes/inbox%2Frenamed"))
+        .header("Idempotency-Key", "k3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
+        .as_i64()
+        .unwrap();
+    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
+    assert!(slugs(&body).is_empty());
+    // An editor's change on disk reaches the index through the watcher.
+    write(
+        &s.vault,
+        "fox-b.md",
+        "Nothing about animals; only quasar.\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if slugs(&search(&s, "quasar", "").await) == ["fox-b"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the external edit never became searchable"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    settled(&s).await;
+    assert_eq!(
+        slugs(&search(&s, "\"quick is the fox\"", "").await),
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn coverage_counts_match_the_folder() {
+    let (dir, vault, state) = common::temp_vault(Some("fixtures/edge"));
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    let files = common::temp_list(&s.vault).len();
+    let body = search(&s, "title", "").await;
+    let cov = &body["coverage"];
+    // Every markdown file outside the skipped folders, plus the symlink that stays inside.
+    assert_eq!(
+        cov["notes_total"].as_u64().unwrap() as usize,
+        files + 1,
+        "{cov}"
+    );
+    assert_eq!(cov["notes_searched"], cov["notes_total"]);
+    assert_eq!(
+        cov["excluded_by_reason"]["unreadable"],
+        cov["excluded_count"]
+    );
+    let excluded: Vec<&str> = cov["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert!(excluded.contains(&"link-outside.md"), "{cov}");
+    assert_eq!(cov["indexed_seq"], cov["committed_seq"]);
+    assert_eq!(cov["excluded_by_reason"]["private"], 0);
+}
+
+#[tokio::test]
+async fn the_index_is_reused_synced_and_rebuilt_when_broken() {
+    let s = start().await;
+    settled(&s).await;
+    let st = s.get_json("/v1/index-status", 200).await;
+    assert_eq!(st["search_index"]["rebuilt"], "no index yet");
+    assert_eq!(st["search_index"]["synced_notes"], 9);
+    let (dir, vault, state) = s.stop().await;
+    // A plain restart reuses it: nothing to index.
+    write(&vault, "fox-a.md", "The slow red fox.\n");
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    let st = s.get_json("/v1/index-status", 200).await;
+    assert_eq!(st["search_index"]["rebuilt"], Value::Null, "{st}");
+    assert_eq!(
+        st["search_index"]["synced_notes"], 1,
+        "only the note edited while stopped"
+    );
+    assert_eq!(slugs(&search(&s, "slow red", "").await), ["fox-a"]);
+    assert!(slugs(&search(&s, "lazy", "").await).is_empty());
+    let (dir, vault, state) = s.stop().await;
+    // Corrupt: rebuilt.
+    std::fs::write(state.join("index/meta.json"), "{ not json").unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    let st = s.get_json("/v1/index-status", 200).await;
+    assert!(
+        st["search_index"]["rebuilt"]
+            .as_str()
+            .unwrap()
+            .contains("corrupt"),
+        "{st}"
+    );
+    assert_eq!(slugs(&search(&s, "slow red", "").await), ["fox-a"]);
+    let (dir, vault, state) = s.stop().await;
+    // An older schema version: rebuilt.
+    std::fs::write(state.join("index/notevault-schema-version"), "0").unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    let st = s.get_json("/v1/index-status", 200).await;
+    assert!(
+        st["search_index"]["rebuilt"]
+            .as_str()
+            .unwrap()
+            .contains("schema version 0"),
+        "{st}"
+    );
+    assert_eq!(st["search_index"]["documents"], 9);
+    let (dir, vault, state) = s.stop().await;
+    // Missing: rebuilt.
+    std::fs::remove_dir_all(state.join("index")).unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    assert_eq!(slugs(&search(&s, "turbine", "").await), ["projects/wind"]);
+}
+
+#[tokio::test]
+async fn bad_queries_and_parameters_are_clear_errors() {
+    let s = start().await;
+    let before = common::snapshot(&s.vault);
+    let long = "a ".repeat(600);
+    for (path, field) in [
+        ("/v1/search".to_string(), "q"),
+        ("/v1/search?q=".to_string(), "q"),
+        ("/v1/search?q=%20%20".to_string(), "q"),
+        (format!("/v1/search?q={}", enc(&long)), "q"),
+        ("/v1/search?q=%22open".to_string(), "q"),
+        ("/v1/search?q=-only".to_string(), "q"),
+        ("/v1/search?q=a&query=b".to_string(), "query"),
+        ("/v1/search?q=a&page_size=0".to_string(), "page_size"),
+        ("/v1/search?q=a&page_size=101".to_string(), "page_size"),
+        ("/v1/search?q=a&page_size=x".to_string(), "page_size"),
+        ("/v1/search?q=a&page_token=nope".to_string(), "page_token"),
+        ("/v1/search?q=a&min_seq=-1".to_string(), "min_seq"),
+        ("/v1/search?q=a&min_seq=999999".to_string(), "min_seq"),
+        ("/v1/search?q=a&mode=hybrid".to_string(), "mode"),
+        ("/v1/search?q=a&order_by=color".to_string(), "order_by"),
+        (
+            "/v1/search?q=a&order_by=score%20sideways".to_string(),
+            "order_by",
+        ),
+        ("/v1/search?q=a&bogus=1".to_string(), "bogus"),
+    ] {
+        let e = s.get_error(&path, 400, "VALIDATION_FAILED").await;
+        let bad = e["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
+            .unwrap_or_else(|| panic!("{path}: {e}"));
+        assert_eq!(bad["fieldViolations"][0]["field"], field, "{path}: {e}");
+    }
+    // The query's own mistakes say where they are.
+    let e = s
+        .get_error("/v1/search?q=idea%20%22open", 400, "VALIDATION_FAILED")
+        .await;
+    assert!(e["message"].as_str().unwrap().contains("position 5"), "{e}");
+    let e = s
+        .get_error(
+            &format!("/v1/search?q=a&filter={}", enc("tags:x AND (")),
+            400,
+            "INVALID_FILTER",
+        )
+        .await;
+    assert!(e["message"].as_str().unwrap().contains("position"), "{e}");
+    s.get_error(
+        &format!("/v1/search?q=a&filter={}", enc("colour = red")),
+        400,
+        "INVALID_FILTER",
+    )
+    .await;
+    // A token of another query, or a tampered one, is refused.
+    settled(&s).await;
+    let body = search(&s, "the", "&page_size=1").await;
+    let token = body["next_page_token"].as_str().unwrap().to_string();
+    let e = s
+        .get_error(
+            &format!("/v1/search?q=fox&page_size=1&page_token={token}"),
+            400,
+            "VALIDATION_FAILED",
+        )
+        .await;
+    assert!(
+        e["message"].as_str().unwrap().contains("another query"),
+        "{e}"
+    );
+    let mut t = token.into_bytes();
+    let last = t.len() - 2;
+    t[last] = if t[last] == b'A' { b'B' } else { b'A' };
+    let t = String::from_utf8(t).unwrap();
+    s.get_error(
+        &format!("/v1/search?q=the&page_size=1&page_token={t}"),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+    assert_eq!(
+        common::snapshot(&s.vault),
+        before,
+        "a search never writes the vault"
+    );
+}
+
+#[tokio::test]
+async fn tags_roll_up_frontmatter_tags_only() {
+    let s = start().await;
+    let body = s.get_json("/v1/tags", 200).await;
+    let tags: Vec<(String, u64, u64)> = body["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tag"].as_str().unwrap().to_string(),
+                t["count"].as_u64().unwrap(),
+                t["direct_count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            ("energy".to_string(), 2, 2),
+            ("meeting".to_string(), 1, 1),
+            ("project".to_string(), 2, 0),
+            ("project/active".to_string(), 1, 1),
+            ("project/done".to_string(), 1, 1),
+        ]
+    );
+    assert_eq!(body["coverage"]["notes_matched"], 9);
+    let body = s
+        .get_json("/v1/tags?order_by=count%20desc&page_size=2", 200)
+        .await;
+    assert_eq!(body["tags"][0]["tag"], "energy");
+    assert_eq!(body["tags"][1]["tag"], "project");
+    let token = body["next_page_token"].as_str().unwrap();
+    let next = s
+        .get_json(
+            &format!("/v1/tags?order_by=count%20desc&page_size=2&page_token={token}"),
+            200,
+        )
+        .await;
+    assert_eq!(next["tags"][0]["tag"], "meeting");
+    let body = s
+        .get_json(&format!("/v1/tags?filter={}", enc("status = done")), 200)
+        .await;
+    assert_eq!(body["tags"].as_array().unwrap().len(), 3, "{body}");
+    s.get_error("/v1/tags?order_by=size", 400, "VALIDATION_FAILED")
+        .await;
+    s.get_error("/v1/tags?page_size=1001", 400, "VALIDATION_FAILED")
+        .await;
+
+    // The fixture with every tag style, and hashtags in the body.
+    let edge = TestServer::start(Some("fixtures/edge"), |_| {}).await;
+    let body = edge.get_json("/v1/tags?page_size=1000", 200).await;
+    let names: Vec<&str> = body["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tag"].as_str().unwrap())
+        .collect();
+    let hashtags = std::fs::read_to_string(edge.vault.join("tags-styles/hashtags.md")).unwrap();
+    for word in hashtags
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('#'))
+    {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+        if !word.is_empty() {
+            assert!(
+                !names.contains(&word),
+                "hashtag {word} counted as a tag: {names:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn properties_aggregate_and_vault_summary() {
+    let s = start().await;
+    let post = |body: Value| {
+        s.client
+            .post(s.url("/v1/properties:aggregate"))
+            .json(&body)
+            .send()
+    };
+    let res = post(json!({"key": "status"})).await.unwrap();
+    let body = common::res_json(res, 200, "aggregate").await;
+    assert_eq!(
+        body["groups"],
+        json!([{"value": "done", "count": 1}, {"value": "draft", "count": 1}])
+    );
+    assert_eq!(body["notes_with_key"], 2);
+    assert_eq!(body["notes_without_key"], 7);
+    let res = post(json!({"key": "tags", "filter": "folder = \"projects\""}))
+        .await
+        .unwrap();
+    let body = common::res_json(res, 200, "aggregate tags").await;
+    assert_eq!(body["groups"][0], json!({"value": "energy", "count": 2}));
+    for bad in [
+        json!({}),
+        json!({"key": ""}),
+        json!({"key": "a", "limit": 0}),
+        json!({"key": "a", "nope": 1}),
+    ] {
+        let res = post(bad.clone()).await.unwrap();
+        let e = common::res_json(res, 400, "bad aggregate").await;
+        common::assert_envelope(&e, 400, "VALIDATION_FAILED");
+    }
+    let res = post(json!({"key": "a", "filter": "nope = 1"}))
+        .await
+        .unwrap();
+    common::assert_envelope(
+        &common::res_json(res, 400, "bad filter").await,
+        400,
+        "INVALID_FILTER",
+    );
+
+    let v = s.get_json("/v1/vault", 200).await;
+    assert_eq!(v["notes"], 9);
+    assert_eq!(v["tags"], 4);
+    assert_eq!(v["folders"], 5);
+    assert_eq!(v["write_policy"], "auto_apply");
+    assert_eq!(v["e2ee"]["enabled"], false);
+    let bytes: u64 = common::snapshot(&s.vault)
+        .iter()
+        .map(|(_, b)| b.len() as u64)
+        .sum();
+    assert_eq!(v["bytes"], bytes);
+}
