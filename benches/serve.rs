@@ -21,14 +21,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper::client::conn::http1;
-use hyper::{Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::StatusCode;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// The daemon, built by cargo with the bench (release) profile.
+mod common;
+
+use common::{load, us, Conn};
+
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 const DEFAULT_CORPUS: &str = "../shared/corpora/realvault.tar.gz";
 /// How often the start measure retries a refused connection.
@@ -379,7 +379,13 @@ fn run() -> Result<()> {
     }
     let mix = interleave(&folders);
     let duration = Duration::from_secs(settings.seconds);
-    let mixed = rt.block_on(load(addr, Arc::new(mix.clone()), duration))?;
+    let mixed = rt.block_on(load(
+        addr,
+        Arc::new(mix.clone()),
+        CONNECTIONS,
+        WARMUP,
+        duration,
+    ))?;
     println!("  mix of all folders:   {}", mixed.summary());
     let big: Vec<String> = folders
         .iter()
@@ -389,7 +395,13 @@ fn run() -> Result<()> {
     let big_load = if big.is_empty() {
         None
     } else {
-        let r = rt.block_on(load(addr, Arc::new(big.clone()), duration))?;
+        let r = rt.block_on(load(
+            addr,
+            Arc::new(big.clone()),
+            CONNECTIONS,
+            WARMUP,
+            duration,
+        ))?;
         println!("  PowerShell-Docs only: {}", r.summary());
         Some(r)
     };
@@ -838,38 +850,6 @@ fn drop_page_cache() -> bool {
 // ---------------------------------------------------------------------------------------
 // HTTP client
 
-/// One HTTP/1.1 keep-alive connection (hyper, no pool).
-struct Conn {
-    sender: http1::SendRequest<Empty<Bytes>>,
-    host: String,
-}
-
-impl Conn {
-    async fn open(addr: SocketAddr) -> Result<Self> {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(Self {
-            sender,
-            host: addr.to_string(),
-        })
-    }
-
-    async fn get(&mut self, path: &str) -> Result<(StatusCode, Bytes)> {
-        self.sender.ready().await?;
-        let request = Request::get(path)
-            .header("host", &self.host)
-            .body(Empty::<Bytes>::new())?;
-        let response = self.sender.send_request(request).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
-    }
-}
-
 /// Every slug of the vault, by top-level folder, paged through `GET /v1/notes`.
 async fn collect_slugs(addr: SocketAddr) -> Result<BTreeMap<String, Vec<String>>> {
     let mut conn = Conn::open(addr).await?;
@@ -929,106 +909,6 @@ fn interleave(folders: &[(String, Vec<String>)]) -> Vec<String> {
     (0..longest)
         .flat_map(|i| folders.iter().filter_map(move |(_, p)| p.get(i).cloned()))
         .collect()
-}
-
-struct LoadResult {
-    requests: usize,
-    errors: u64,
-    rps: f64,
-    p50: Duration,
-    p90: Duration,
-    p99: Duration,
-    p999: Duration,
-    max: Duration,
-    mean_body: f64,
-}
-
-impl LoadResult {
-    fn summary(&self) -> String {
-        format!(
-            "{} requests, {:.0} req/s, p50 {} p90 {} p99 {} p99.9 {} max {}, body mean {:.1} KB, {} non-200",
-            self.requests,
-            self.rps,
-            us(self.p50),
-            us(self.p90),
-            us(self.p99),
-            us(self.p999),
-            us(self.max),
-            self.mean_body / 1e3,
-            self.errors
-        )
-    }
-}
-
-/// `CONNECTIONS` keep-alive connections, each sending the next path as soon as the last
-/// answer is read, for `WARMUP` (discarded) then `duration`. Latency: from just before
-/// the request is sent to the last byte of the body, per request.
-async fn load(addr: SocketAddr, paths: Arc<Vec<String>>, duration: Duration) -> Result<LoadResult> {
-    ensure!(!paths.is_empty(), "no paths to load");
-    let begin = Instant::now();
-    let measure_from = begin + WARMUP;
-    let end = measure_from + duration;
-    let mut tasks = Vec::new();
-    for c in 0..CONNECTIONS {
-        let paths = paths.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::open(addr).await?;
-            let mut latencies = Vec::with_capacity(1 << 16);
-            let mut errors = 0u64;
-            let mut bytes = 0u64;
-            let mut i = c * paths.len() / CONNECTIONS;
-            loop {
-                let t0 = Instant::now();
-                if t0 >= end {
-                    break;
-                }
-                let path = &paths[i % paths.len()];
-                i += 1;
-                let (status, body) = conn.get(path).await?;
-                let took = t0.elapsed();
-                if t0 >= measure_from {
-                    if status == StatusCode::OK {
-                        latencies.push(took);
-                        bytes += body.len() as u64;
-                    } else {
-                        errors += 1;
-                    }
-                }
-            }
-            anyhow::Ok((latencies, errors, bytes))
-        }));
-    }
-    let mut all = Vec::new();
-    let mut errors = 0;
-    let mut bytes = 0;
-    for task in tasks {
-        let (latencies, e, b) = task.await??;
-        all.extend(latencies);
-        errors += e;
-        bytes += b;
-    }
-    all.sort_unstable();
-    let requests = all.len();
-    Ok(LoadResult {
-        requests,
-        errors,
-        rps: (requests as u64 + errors) as f64 / duration.as_secs_f64(),
-        p50: percentile(&all, 50.0),
-        p90: percentile(&all, 90.0),
-        p99: percentile(&all, 99.0),
-        p999: percentile(&all, 99.9),
-        max: all.last().copied().unwrap_or_default(),
-        mean_body: bytes as f64 / requests.max(1) as f64,
-    })
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// `wrk -t2 -c8 --latency` over the same paths, when wrk is installed: its p50, p99, req/s.
@@ -1160,10 +1040,6 @@ fn spread(samples: &[Duration]) -> String {
 
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.0} us", d.as_secs_f64() * 1e6)
 }
 
 fn sh(script: &str) -> Result<()> {

@@ -150,3 +150,40 @@ fn man_pages_are_current() {
         );
     }
 }
+
+#[test]
+fn reindex_rebuilds_the_index_and_refuses_while_a_daemon_serves() {
+    let vault = tempfile::tempdir().unwrap();
+    let v = vault.path().to_str().unwrap();
+    std::fs::write(vault.path().join("a.md"), "# Alpha\nfirst note\n").unwrap();
+    std::fs::write(vault.path().join("b.md"), "# Beta\nsecond note\n").unwrap();
+    let (ok, out, err) = run(&["reindex", v]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("indexed 2 notes of "), "{out}");
+    assert!(vault.path().join(".notevault/index/meta.json").is_file());
+    // Again: the index is dropped and built anew.
+    let (ok, out, err) = run(&["reindex", v]);
+    assert!(ok && out.starts_with("indexed 2 notes"), "{out} {err}");
+
+    let mut child = Command::new(BIN)
+        .args(["serve", v, "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    for line in BufReader::new(stderr).lines() {
+        if line.unwrap().contains("on http://") {
+            break;
+        }
+    }
+    let refused = run(&["reindex", v]);
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(!refused.0, "reindex must refuse while serving");
+    assert!(refused.2.contains("in use"), "{}", refused.2);
+    assert!(
+        vault.path().join(".notevault/index/meta.json").is_file(),
+        "the index is untouched"
+    );
+}

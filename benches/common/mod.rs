@@ -6,7 +6,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{bail, ensure, Context, Result};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
@@ -150,4 +158,146 @@ pub async fn wait_history(state: &Path) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     bail!("the history bootstrap did not finish")
+}
+
+/// One HTTP/1.1 keep-alive connection (hyper, no pool).
+pub struct Conn {
+    sender: http1::SendRequest<Empty<Bytes>>,
+    host: String,
+}
+
+impl Conn {
+    pub async fn open(addr: SocketAddr) -> Result<Self> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Self {
+            sender,
+            host: addr.to_string(),
+        })
+    }
+
+    pub async fn get(&mut self, path: &str) -> Result<(StatusCode, Bytes)> {
+        self.sender.ready().await?;
+        let request = Request::get(path)
+            .header("host", &self.host)
+            .body(Empty::<Bytes>::new())?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+pub struct LoadResult {
+    pub requests: usize,
+    pub errors: u64,
+    pub rps: f64,
+    pub p50: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub p999: Duration,
+    pub max: Duration,
+    pub mean_body: f64,
+}
+
+impl LoadResult {
+    pub fn summary(&self) -> String {
+        format!(
+            "{} requests, {:.0} req/s, p50 {} p90 {} p99 {} p99.9 {} max {}, body mean {:.1} KB, {} non-200",
+            self.requests,
+            self.rps,
+            us(self.p50),
+            us(self.p90),
+            us(self.p99),
+            us(self.p999),
+            us(self.max),
+            self.mean_body / 1e3,
+            self.errors
+        )
+    }
+}
+
+/// `connections` keep-alive connections, each sending the next path as soon as the last
+/// answer is read, for `WARMUP` (discarded) then `duration`. Latency: from just before
+/// the request is sent to the last byte of the body, per request.
+pub async fn load(
+    addr: SocketAddr,
+    paths: Arc<Vec<String>>,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<LoadResult> {
+    ensure!(!paths.is_empty(), "no paths to load");
+    let begin = Instant::now();
+    let measure_from = begin + warmup;
+    let end = measure_from + duration;
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let paths = paths.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            let mut latencies = Vec::with_capacity(1 << 16);
+            let mut errors = 0u64;
+            let mut bytes = 0u64;
+            let mut i = c * paths.len() / connections;
+            loop {
+                let t0 = Instant::now();
+                if t0 >= end {
+                    break;
+                }
+                let path = &paths[i % paths.len()];
+                i += 1;
+                let (status, body) = conn.get(path).await?;
+                let took = t0.elapsed();
+                if t0 >= measure_from {
+                    if status == StatusCode::OK {
+                        latencies.push(took);
+                        bytes += body.len() as u64;
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+            anyhow::Ok((latencies, errors, bytes))
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    let mut bytes = 0;
+    for task in tasks {
+        let (latencies, e, b) = task.await??;
+        all.extend(latencies);
+        errors += e;
+        bytes += b;
+    }
+    all.sort_unstable();
+    let requests = all.len();
+    Ok(LoadResult {
+        requests,
+        errors,
+        rps: (requests as u64 + errors) as f64 / duration.as_secs_f64(),
+        p50: rank_percentile(&all, 50.0),
+        p90: rank_percentile(&all, 90.0),
+        p99: rank_percentile(&all, 99.0),
+        p999: rank_percentile(&all, 99.9),
+        max: all.last().copied().unwrap_or_default(),
+        mean_body: bytes as f64 / requests.max(1) as f64,
+    })
+}
+
+/// Nearest-rank percentile of sorted samples.
+pub fn rank_percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn us(d: Duration) -> String {
+    format!("{:.0} us", d.as_secs_f64() * 1e6)
 }
