@@ -189,15 +189,22 @@ impl SearchIndex {
             .tokenizers()
             .register(tokenizer::NAME, tokenizer::analyzer());
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let writer: IndexWriter<TantivyDocument> = index
-            .writer_with_num_threads(threads, 64_000_000 * threads)
-            .map_err(|e| match e {
-                tantivy::TantivyError::LockFailure(..) => anyhow::anyhow!(
+        // A service of this process that is shutting down may still hold the lock for a
+        // moment (its last handle is dropped by a worker): wait a little before giving up.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let writer: IndexWriter<TantivyDocument> = loop {
+            match index.writer_with_num_threads(threads, 64_000_000 * threads) {
+                Ok(w) => break w,
+                Err(tantivy::TantivyError::LockFailure(..)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(tantivy::TantivyError::LockFailure(..)) => anyhow::bail!(
                     "the search index in {} is in use by another notevault process",
                     dir.display()
                 ),
-                other => anyhow::anyhow!("cannot open the search index: {other}"),
-            })?;
+                Err(other) => anyhow::bail!("cannot open the search index: {other}"),
+            }
+        };
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)

@@ -1,0 +1,547 @@
+//! Search, grep and the index on the real corpus (44k notes), each figure beside its
+//! reference or target, measured in the same run:
+//!
+//! - cold index build: `notevault reindex` (a process: start, scan, index, stop) against
+//!   a bare tantivy indexer over the same files (read, index title and body, commit);
+//! - `GET /v1/search` at 8 and 64 keep-alive connections (a query mix of words, phrases
+//!   and prefixes);
+//! - whole-vault `GET /v1/grep` against `rg -n` over the same folder, and the same lines;
+//! - write to searchable: `POST /v1/notes`, then `GET /v1/search?min_seq=` finds it;
+//! - resident memory of the daemon after indexing, against its budget.
+//!
+//! `cargo bench --bench search`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
+//! `NOTEVAULT_BENCH_RUNS` (index builds and greps, default 3).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use common::{load, Conn};
+use hyper::StatusCode;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+
+const QUERIES: &[&str] = &[
+    "git",
+    "docker",
+    "tar",
+    "ssh",
+    "curl",
+    "kubectl",
+    "postgres",
+    "vim",
+    "rails",
+    "react",
+    "schema",
+    "lookup",
+    "publish",
+    "vault",
+    "pipeline",
+    "module",
+    "cmdlet",
+    "parameter",
+    "\"pull request\"",
+    "\"regular expression\"",
+    "\"file system\"",
+    "\"hello world\"",
+    "kube*",
+    "postg*",
+    "Get-ChildItem",
+    "network interface",
+    "compress archive",
+    "list files",
+    "environment variable",
+    "title:docker",
+    "tags:javascript",
+    "python",
+    "json",
+    "http",
+    "certificate",
+    "password",
+    "branch merge",
+    "remote",
+    "registry",
+    "process",
+    "memory",
+    "timezone",
+    "unicode",
+    "markdown",
+    "wikilink",
+    "backlink",
+];
+
+/// `(label, pattern, /v1/grep flags, rg flags)`.
+const GREPS: &[(&str, &str, &str, &[&str])] = &[
+    ("literal", "kubectl", "", &[]),
+    ("regex", r"\bTODO\b|\bFIXME\b", "", &[]),
+    (
+        "case-insensitive word",
+        "dendron",
+        "&case=insensitive&word=true",
+        &["-i", "-w"],
+    ),
+];
+
+fn main() -> ExitCode {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("search bench: run it with `cargo bench --bench search`; nothing to test here");
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("search bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Table(Vec<[String; 4]>);
+
+impl Table {
+    fn row(&mut self, figure: &str, measured: String, reference: String, verdict: &str) {
+        println!("  {figure}: {measured} ({reference}) {verdict}");
+        self.0
+            .push([figure.into(), measured, reference, verdict.into()]);
+    }
+
+    fn print(&self) {
+        println!("\n| figure | measured | reference / target | |\n|---|---|---|---|");
+        for [a, b, c, d] in &self.0 {
+            println!("| {a} | {b} | {c} | {d} |");
+        }
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+fn run() -> Result<()> {
+    let Some(corpus) = common::corpus() else {
+        println!("search bench skipped: ../shared/corpora/realvault.tar.gz is absent");
+        return Ok(());
+    };
+    let seconds = env_num("NOTEVAULT_BENCH_SECONDS", 10);
+    let runs = env_num("NOTEVAULT_BENCH_RUNS", 3) as usize;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = root.join("target/bench-search");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let vault = work.join("vault");
+    let state = work.join("state");
+    common::copy(&corpus, &vault)?;
+    let (notes, corpus_bytes) = markdown_files(&vault);
+    println!(
+        "search bench: {notes} notes, {:.1} MB of markdown, {} cores, {seconds} s loads, {runs} runs",
+        corpus_bytes as f64 / 1e6,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let mut table = Table(Vec::new());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+
+    // First start: history, metadata and the index from nothing.
+    {
+        let daemon = common::start(&vault, &state)?;
+        let addr = addr_of(&daemon.base)?;
+        rt.block_on(common::wait_history(&state))?;
+        let st = rt.block_on(wait_indexed(addr))?;
+        println!(
+            "  first start: index of {} notes built in {} ms inside the daemon",
+            st["search_index"]["synced_notes"], st["search_index"]["sync_ms"]
+        );
+    }
+
+    // Cold index build: reindex (a whole process) against bare tantivy, alternating.
+    let mut ours = Vec::new();
+    let mut bare = Vec::new();
+    let mut reported = String::new();
+    for i in 0..runs {
+        let t0 = Instant::now();
+        let out = Command::new(common::BIN)
+            .args([
+                "reindex",
+                vault.to_str().unwrap(),
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .env("NOTEVAULT_LOG", "warn")
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "reindex failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ours.push(t0.elapsed());
+        reported = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let dir = work.join(format!("bare-{i}"));
+        let t0 = Instant::now();
+        let indexed = bare_tantivy(&vault, &dir)?;
+        bare.push(t0.elapsed());
+        ensure!(
+            indexed == notes,
+            "bare tantivy indexed {indexed} of {notes}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!("  reindex says: {reported}");
+    ours.sort();
+    bare.sort();
+    let (ours_med, bare_med) = (ours[runs / 2], bare[runs / 2]);
+    let rate = notes as f64 / ours_med.as_secs_f64();
+    let ratio = ours_med.as_secs_f64() / bare_med.as_secs_f64();
+    table.row(
+        "cold index build, `notevault reindex` (process wall, median)",
+        format!("{} ms, {rate:.0} notes/s", ours_med.as_millis()),
+        "target >= 20000 notes/s".into(),
+        verdict(rate >= 20_000.0),
+    );
+    table.row(
+        "  vs bare tantivy over the same files (read, title+body, commit)",
+        format!("{ratio:.2}x ({} ms)", bare_med.as_millis()),
+        "target <= 1.30x".into(),
+        verdict(ratio <= 1.3),
+    );
+
+    // Serving.
+    let daemon = common::start(&vault, &state)?;
+    let addr = addr_of(&daemon.base)?;
+    rt.block_on(wait_indexed(addr))?;
+    let pid = daemon.child.id();
+    let rss = rss_mib(pid)?;
+    let budget =
+        25.0 * notes as f64 / 10_000.0 + 40.0 + 1.1 * corpus_bytes as f64 / (1024.0 * 1024.0);
+    table.row(
+        "resident memory after indexing",
+        format!("{rss:.0} MiB"),
+        format!("target <= {budget:.0} MiB (25 MiB/10k notes + 40 MiB + 1.1x the {:.0} MiB corpus held for grep)", corpus_bytes as f64 / 1048576.0),
+        verdict(rss <= budget),
+    );
+
+    let paths: Vec<String> = QUERIES
+        .iter()
+        .map(|q| format!("/v1/search?q={}", utf8_percent_encode(q, NON_ALPHANUMERIC)))
+        .collect();
+    let hits = rt.block_on(check_queries(addr, &paths))?;
+    println!(
+        "  {} queries, {hits} results on their first pages",
+        paths.len()
+    );
+    let paths = Arc::new(paths);
+    for connections in [8, 64] {
+        let r = rt.block_on(load(
+            addr,
+            paths.clone(),
+            connections,
+            Duration::from_secs(1),
+            Duration::from_secs(seconds),
+        ))?;
+        println!("  search at {connections} connections: {}", r.summary());
+        ensure!(r.errors == 0, "{} searches failed", r.errors);
+        table.row(
+            &format!("search p50 / p99, {connections} connections"),
+            format!("{} / {}", common::us(r.p50), common::us(r.p99)),
+            "target p50 <= 1 ms, p99 <= 5 ms".into(),
+            verdict(r.p50 <= Duration::from_millis(1) && r.p99 <= Duration::from_millis(5)),
+        );
+        table.row(
+            &format!("search throughput, {connections} connections"),
+            format!("{:.0} req/s", r.rps),
+            "target >= 5000 req/s".into(),
+            verdict(r.rps >= 5000.0),
+        );
+    }
+
+    // Whole-vault grep against rg, same lines.
+    for (label, pattern, flags, rg_flags) in GREPS {
+        let want = rg_lines(&vault, pattern, rg_flags)?;
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        let mut got = BTreeSet::new();
+        for _ in 0..runs.max(3) {
+            let t0 = Instant::now();
+            got = rt.block_on(grep_all(addr, pattern, flags))?;
+            ours.push(t0.elapsed());
+            let t0 = Instant::now();
+            let out = Command::new("rg")
+                .current_dir(&vault)
+                .args(rg_args(rg_flags))
+                .arg("--")
+                .arg(pattern)
+                .arg(".")
+                .output()
+                .context("rg runs")?;
+            theirs.push(t0.elapsed());
+            ensure!(!out.stdout.is_empty(), "rg found nothing for {pattern}");
+        }
+        ours.sort();
+        theirs.sort();
+        let (o, t) = (ours[ours.len() / 2], theirs[theirs.len() / 2]);
+        let same = got == want;
+        let ratio = o.as_secs_f64() / t.as_secs_f64();
+        table.row(
+            &format!(
+                "grep {label} `{pattern}`, {} lines (median wall)",
+                want.len()
+            ),
+            format!("{:.1} ms = {ratio:.2}x rg", o.as_secs_f64() * 1000.0),
+            format!(
+                "rg -n {:.1} ms; target <= 0.50x; same lines: {same}",
+                t.as_secs_f64() * 1000.0
+            ),
+            verdict(ratio <= 0.5 && same),
+        );
+    }
+
+    // Write to searchable.
+    let samples = rt.block_on(write_to_searchable(addr, 200))?;
+    let (p50, p99) = common::stats(samples);
+    table.row(
+        "write to searchable: POST /v1/notes, then search with min_seq finds it",
+        format!("p50 {} / p99 {}", common::ms(p50), common::ms(p99)),
+        "target p50 <= 25 ms".into(),
+        verdict(p50 <= Duration::from_millis(25)),
+    );
+    let rss_after = rss_mib(pid)?;
+    table.row(
+        "resident memory after the loads",
+        format!("{rss_after:.0} MiB"),
+        format!("target <= {budget:.0} MiB"),
+        verdict(rss_after <= budget),
+    );
+    drop(daemon);
+    table.print();
+    Ok(())
+}
+
+fn addr_of(base: &str) -> Result<std::net::SocketAddr> {
+    Ok(base.trim_start_matches("http://").parse()?)
+}
+
+fn markdown_files(root: &Path) -> (usize, u64) {
+    let mut n = 0;
+    let mut bytes = 0;
+    for e in walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md") {
+            n += 1;
+            bytes += e.metadata().map_or(0, |m| m.len());
+        }
+    }
+    (n, bytes)
+}
+
+fn rss_mib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("no VmRSS")?;
+    Ok(kb / 1024.0)
+}
+
+async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
+    let (status, body) = conn.get(path).await?;
+    ensure!(
+        status == StatusCode::OK,
+        "GET {path}: {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Wait until the index reflects every recorded change; the index status.
+async fn wait_indexed(addr: std::net::SocketAddr) -> Result<serde_json::Value> {
+    let mut conn = Conn::open(addr).await?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let st = get_json(&mut conn, "/v1/index-status").await?;
+        if st["indexed_seq"] == st["committed_seq"]
+            && st["search_index"]["not_yet_indexed"] == 0
+            && st["search_index"]["synced_notes"].is_number()
+        {
+            return Ok(st);
+        }
+        if Instant::now() > deadline {
+            bail!("the index never caught up: {st}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn check_queries(addr: std::net::SocketAddr, paths: &[String]) -> Result<usize> {
+    let mut conn = Conn::open(addr).await?;
+    let mut hits = 0;
+    for p in paths {
+        hits += get_json(&mut conn, p).await?["results"]
+            .as_array()
+            .map_or(0, Vec::len);
+    }
+    Ok(hits)
+}
+
+/// The bare reference: walk, read, index file stem as title and the text as body
+/// (tantivy's default tokenizer, positions), commit, wait for merges.
+fn bare_tantivy(vault: &Path, dir: &Path) -> Result<usize> {
+    use tantivy::schema::{Schema, TEXT};
+    std::fs::create_dir_all(dir)?;
+    let mut b = Schema::builder();
+    let title = b.add_text_field("title", TEXT);
+    let body = b.add_text_field("body", TEXT);
+    let index = tantivy::Index::create_in_dir(dir, b.build())?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let mut writer: tantivy::IndexWriter =
+        index.writer_with_num_threads(threads, 64_000_000 * threads)?;
+    let mut n = 0;
+    for e in walkdir::WalkDir::new(vault)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        if !(e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md")) {
+            continue;
+        }
+        let bytes = std::fs::read(e.path())?;
+        let mut doc = tantivy::TantivyDocument::default();
+        doc.add_text(
+            title,
+            e.path().file_stem().unwrap_or_default().to_string_lossy(),
+        );
+        doc.add_text(body, String::from_utf8_lossy(&bytes));
+        writer.add_document(doc)?;
+        n += 1;
+    }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
+    Ok(n)
+}
+
+fn rg_args(flags: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["-n", "-L", "--hidden", "--no-ignore", "-g", "*.md"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for skip in ["!.obsidian", "!.trash", "!.git", "!.notevault"] {
+        args.push("-g".into());
+        args.push(skip.into());
+    }
+    args.extend(flags.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `(path, line, text)` of every line `rg -n` finds.
+fn rg_lines(
+    vault: &Path,
+    pattern: &str,
+    flags: &[&str],
+) -> Result<BTreeSet<(String, u64, String)>> {
+    let out = Command::new("rg")
+        .current_dir(vault)
+        .args(rg_args(flags))
+        .arg("--json")
+        .arg("--")
+        .arg(pattern)
+        .arg(".")
+        .output()
+        .context("rg (ripgrep) must be installed for this bench")?;
+    let mut set = BTreeSet::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if v["type"] != "match" {
+            continue;
+        }
+        let d = &v["data"];
+        let path = d["path"]["text"].as_str().unwrap_or_default();
+        let text = d["lines"]["text"].as_str().unwrap_or_default();
+        let text = text.trim_end_matches('\n').trim_end_matches('\r');
+        set.insert((
+            path.trim_start_matches("./").to_string(),
+            d["line_number"].as_u64().unwrap_or(0),
+            text.chars().take(400).collect(),
+        ));
+    }
+    Ok(set)
+}
+
+async fn grep_all(
+    addr: std::net::SocketAddr,
+    pattern: &str,
+    flags: &str,
+) -> Result<BTreeSet<(String, u64, String)>> {
+    let mut conn = Conn::open(addr).await?;
+    let mut set = BTreeSet::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut path = format!(
+            "/v1/grep?pattern={}{flags}&page_size=1000",
+            utf8_percent_encode(pattern, NON_ALPHANUMERIC)
+        );
+        if let Some(t) = &token {
+            path.push_str(&format!("&page_token={t}"));
+        }
+        let page = get_json(&mut conn, &path).await?;
+        for r in page["results"].as_array().context("results")? {
+            let p = r["path"].as_str().unwrap_or_default().to_string();
+            for l in r["lines"].as_array().context("lines")? {
+                set.insert((
+                    p.clone(),
+                    l["n"].as_u64().unwrap_or(0),
+                    l["text"].as_str().unwrap_or_default().to_string(),
+                ));
+            }
+        }
+        match page["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => return Ok(set),
+        }
+    }
+}
+
+/// Create a note with a word of its own, then search for it with the receipt's seq.
+async fn write_to_searchable(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Duration>> {
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let mut conn = Conn::open(addr).await?;
+    let mut out = Vec::with_capacity(n);
+    let tag = std::process::id();
+    for i in 0..n {
+        let word = format!("zq{tag}x{i}marker");
+        let t0 = Instant::now();
+        let res = client
+            .post(format!("{base}/v1/notes"))
+            .header("Idempotency-Key", format!("bench-search-{tag}-{i}"))
+            .json(&serde_json::json!({"slug": format!("bench-search/{word}"), "content": format!("# {word}\nbench note\n")}))
+            .send()
+            .await?;
+        ensure!(res.status().as_u16() == 201, "create: {}", res.status());
+        let seq = res.json::<serde_json::Value>().await?["committed_seq"]
+            .as_i64()
+            .context("seq")?;
+        let page = get_json(&mut conn, &format!("/v1/search?q={word}&min_seq={seq}")).await?;
+        let found = page["results"].as_array().map_or(0, Vec::len);
+        out.push(t0.elapsed());
+        ensure!(found == 1, "{word} not found after min_seq {seq}: {page}");
+    }
+    Ok(out)
+}
