@@ -36,7 +36,7 @@ async fn bad_query_values_name_their_field() {
         ("/v1/notes?page_size=0", "page_size"),
         ("/v1/notes?page_size=501", "page_size"),
         ("/v1/notes?page_token=", "page_token"),
-        ("/v1/notes?order_by=title%20desc", "order_by"),
+        ("/v1/notes?order_by=colour%20desc", "order_by"),
         ("/v1/notes/Welcome/raw?limit=1", "limit"),
     ] {
         let body = s.get_error(path, 400, "VALIDATION_FAILED").await;

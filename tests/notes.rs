@@ -262,3 +262,53 @@ pub fn walk_md(root: &std::path::Path) -> Vec<String> {
     out.sort();
     out
 }
+
+#[tokio::test]
+async fn listing_orders_by_title_and_dates_and_pages_in_that_order() {
+    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_read_per_minute = 0).await;
+    let all = s
+        .get_json("/v1/notes?order_by=title%20desc&page_size=500", 200)
+        .await;
+    let titles: Vec<String> = all["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["title"].as_str().unwrap().to_lowercase())
+        .collect();
+    let mut sorted = titles.clone();
+    sorted.sort();
+    sorted.reverse();
+    assert_eq!(titles, sorted);
+    // Paging keeps the order, and a token is bound to it.
+    let mut paged = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let path = match &token {
+            Some(t) => format!("/v1/notes?order_by=title%20desc&page_size=5&page_token={t}"),
+            None => "/v1/notes?order_by=title%20desc&page_size=5".to_string(),
+        };
+        let body = s.get_json(&path, 200).await;
+        paged.extend(
+            body["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n["title"].as_str().unwrap().to_lowercase()),
+        );
+        match body["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, titles);
+    let first = s
+        .get_json("/v1/notes?order_by=updated_at&page_size=2", 200)
+        .await;
+    let t = first["next_page_token"].as_str().unwrap();
+    s.get_error(
+        &format!("/v1/notes?order_by=title&page_size=2&page_token={t}"),
+        400,
+        "VALIDATION_FAILED",
+    )
+    .await;
+}

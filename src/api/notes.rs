@@ -37,7 +37,7 @@ pub async fn blocking<T: Send + 'static>(
     params(
         ("prefix" = Option<String>, Query, description = "Legacy path-prefix listing: only notes whose slug starts with this (e.g. `projects/`)."),
         ("filter" = Option<String>, Query, description = "AIP-160 filter over `tags`, `folder`, `path`, `slug`, `title`, `status`, `visibility`, `created_at`, `updated_at`, `links_to`, `linked_from`, `orphan`, `frontmatter.<key>` (e.g. `tags:idea AND status != done`, `links_to:projects/roadmap`, `orphan = true`). A mistake answers `INVALID_FILTER` with its position."),
-        ("order_by" = Option<String>, Query, description = "AIP-132 order: only `slug` (the default) is served so far."),
+        ("order_by" = Option<String>, Query, description = "AIP-132 order: `slug` (the default), `title`, `created_at` or `updated_at`, each with `asc` (default) or `desc`."),
         ("page_size" = Option<usize>, Query, description = "Notes per page, 1..500 (default 50)."),
         ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
     ),
@@ -53,35 +53,57 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
         &["prefix", "filter", "order_by", "page_size", "page_token"],
     )?;
     let filter = crate::api::params::filter(&q, crate::service::NOTE_FILTER_FIELDS)?;
-    if let Some(order) = q.non_empty("order_by")? {
-        if !matches!(order.trim(), "slug" | "slug asc" | "path" | "path asc") {
-            return Err(Error::invalid_field(
-                "order_by",
-                "only `slug` (ascending) is served so far",
-            )
-            .into());
-        }
+    let mut order = crate::api::params::order_by(
+        &q,
+        &["slug", "path", "title", "created_at", "updated_at"],
+        crate::service::Order::asc("slug"),
+    )?;
+    if order.field == "path" {
+        order.field = "slug".into();
     }
     let page_size = q.int("page_size", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)?;
     let prefix = q.str("prefix").unwrap_or("").to_string();
     let filter_text = q.str("filter").unwrap_or("").to_string();
+    let order_text = q.str("order_by").unwrap_or("").to_string();
     let fingerprint = [
         ("route", "notes"),
         ("prefix", prefix.as_str()),
         ("filter", filter_text.as_str()),
+        ("order_by", order_text.as_str()),
     ];
     let tokens = PageTokens {
         key: &svc.token_key,
     };
-    let after = match q.non_empty("page_token")? {
+    let cursor = match q.non_empty("page_token")? {
         Some(t) => Some(tokens.open(&fingerprint, t)?),
         None => None,
     };
     let svc2 = svc.clone();
     let prefix2 = prefix.clone();
-    let page =
-        blocking(move || Ok(svc2.list(&prefix2, filter.as_ref(), after.as_deref(), page_size)))
-            .await?;
+    // Slug order pages by the last slug (stable under inserts); other orders by offset.
+    let by_slug = order == crate::service::Order::asc("slug");
+    let page = blocking(move || {
+        if by_slug {
+            return Ok(svc2.list(&prefix2, filter.as_ref(), cursor.as_deref(), page_size));
+        }
+        let offset: usize = match cursor.as_deref() {
+            Some(c) => c.parse().map_err(|_| {
+                Error::invalid_field("page_token", "is not a page token of this route")
+            })?,
+            None => 0,
+        };
+        let mut all = svc2.list(&prefix2, filter.as_ref(), None, usize::MAX);
+        crate::index::calls::sort_notes(&mut all.notes, &order);
+        let end = (offset + page_size).min(all.notes.len());
+        all.next_after = (end < all.notes.len()).then(|| end.to_string());
+        all.notes = all
+            .notes
+            .get(offset..end)
+            .map(<[_]>::to_vec)
+            .unwrap_or_default();
+        Ok(all)
+    })
+    .await?;
     let next_page_token = page
         .next_after
         .as_deref()

@@ -489,24 +489,15 @@ pub async fn list_revisions(
         ],
     )?;
     let expr = params::filter(&q, &["actor", "kind", "created_at", "revision_create_time"])?;
-    let descending = match q
-        .non_empty("order_by")?
-        .map(|o| o.split_whitespace().collect::<Vec<_>>())
-    {
-        None => true,
-        Some(words) => match words.as_slice() {
-            ["created_at" | "revision_create_time"]
-            | ["created_at" | "revision_create_time", "asc"] => false,
-            ["created_at" | "revision_create_time", "desc"] => true,
-            _ => {
-                return Err(Error::invalid_field(
-                    "order_by",
-                    "use `created_at asc` or `created_at desc`",
-                )
-                .into())
-            }
+    let descending = params::order_by(
+        &q,
+        &["created_at", "revision_create_time"],
+        crate::service::Order {
+            field: "created_at".into(),
+            desc: true,
         },
-    };
+    )?
+    .desc;
     let page_size = match q.str("page_size") {
         Some(_) => q.int("page_size", DEFAULT_PAGE_SIZE, 1, 500)?,
         None => q.int("limit", DEFAULT_PAGE_SIZE, 1, 500)?,
