@@ -24,7 +24,7 @@ use crate::service::{Order, Service, NOTE_FILTER_FIELDS};
 pub const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
 /// How long a grep may search before it answers what it found.
 pub const GREP_TIMEOUT: Duration = Duration::from_secs(10);
-pub const SEARCH_PAGE_SIZE: (usize, usize) = (20, 100);
+pub const SEARCH_PAGE_SIZE: (usize, usize) = (10, 100);
 pub const GREP_PAGE_SIZE: (usize, usize) = (100, 1000);
 pub const TAGS_PAGE_SIZE: (usize, usize) = (200, 1000);
 /// Fields a search can be ordered by.
@@ -88,7 +88,7 @@ pub struct SearchParams {
         ("q" = String, Query, description = "Words (all must match), `\"a phrase\"`, `prefix*`, `-excluded`, `a OR b`, and `title:` / `headings:` / `tags:` / `path:` / `properties:` / `body:` to search one field. 1..1000 characters. `query` is accepted as another name.", min_length = 1),
         ("filter" = Option<String>, Query, description = "AIP-160 filter over the note fields of `GET /v1/notes` (e.g. `tags:project AND updated_at > 2026-01-01`)."),
         ("order_by" = Option<String>, Query, description = "`score` (default, best first), or `updated_at`, `created_at`, `title`, `slug` with `asc`/`desc`."),
-        ("page_size" = Option<usize>, Query, description = "Results per page, 1..100 (default 20)."),
+        ("page_size" = Option<usize>, Query, description = "Results per page, 1..100 (default 10)."),
         ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
         ("min_seq" = Option<i64>, Query, description = "Wait (up to 10 s) until the index reflects this `committed_seq` (from a write receipt), to read your own writes. `coverage.indexed_seq` says what was reached."),
         ("mode" = Option<String>, Query, description = "`lexical` (the only mode served)."),

@@ -14,6 +14,9 @@ use crate::filter::Expr;
 use crate::service::{Order, Service};
 use crate::vault::catalog::{Excluded, Note, Visibility};
 
+/// Excluded files listed in an answer (all are counted).
+pub const MAX_EXCLUDED: usize = 100;
+
 /// The remark every search and grep answer carries.
 pub const PRIVATE_REMARK: &str = "Private notes were not searched";
 
@@ -29,8 +32,11 @@ pub struct CoverageFacts {
     pub returned: usize,
     /// More results follow.
     pub truncated: bool,
-    /// Files and notes left out, with why (unreadable files, notes too large).
+    /// Files and notes left out, with why (unreadable files, notes too large): the
+    /// first [`MAX_EXCLUDED`].
     pub excluded: Vec<Excluded>,
+    /// All of them.
+    pub excluded_count: usize,
     pub private: usize,
     pub too_large: usize,
     pub not_yet_indexed: usize,
@@ -137,34 +143,48 @@ impl Service {
         }
     }
 
-    /// Coverage of the whole vault as the catalog sees it, before matching.
+    /// Coverage of the whole vault as the catalog sees it, before matching. Counting
+    /// walks every note, so it is kept until the catalog changes.
     fn scope_coverage(&self, indexed_seq: Option<i64>) -> CoverageFacts {
         let catalog = self.catalog.read();
-        let mut c = CoverageFacts {
-            total: catalog.len(),
-            committed_seq: self.committed_seq(),
-            unreadable: catalog.excluded.len(),
-            excluded: catalog.excluded.clone(),
-            ..CoverageFacts::default()
-        };
-        for note in catalog.iter() {
-            if note.visibility == Visibility::Private {
-                c.private += 1;
-            } else if note.content.is_none() {
-                c.too_large += 1;
-                c.excluded.push(Excluded {
-                    path: note.path.clone(),
-                    reason: format!(
-                        "too large: {} bytes (search and grep cover notes up to {} bytes)",
-                        note.size,
-                        crate::watch::scan::MAX_CONTENT_BYTES
-                    ),
-                });
+        let key = (self.committed_seq(), catalog.len(), catalog.excluded.len());
+        let mut cache = self.index.coverage_cache.lock();
+        let mut c = match cache.as_ref() {
+            Some((k, c)) if *k == key => c.clone(),
+            _ => {
+                let mut c = CoverageFacts {
+                    total: catalog.len(),
+                    committed_seq: key.0,
+                    unreadable: catalog.excluded.len(),
+                    excluded_count: catalog.excluded.len(),
+                    excluded: catalog.excluded.iter().take(MAX_EXCLUDED).cloned().collect(),
+                    ..CoverageFacts::default()
+                };
+                for note in catalog.iter() {
+                    if note.visibility == Visibility::Private {
+                        c.private += 1;
+                    } else if note.content.is_none() {
+                        c.too_large += 1;
+                        c.excluded_count += 1;
+                        if c.excluded.len() < MAX_EXCLUDED {
+                            c.excluded.push(Excluded {
+                                path: note.path.clone(),
+                                reason: format!(
+                                    "too large: {} bytes (search and grep cover notes up to {} bytes)",
+                                    note.size,
+                                    crate::watch::scan::MAX_CONTENT_BYTES
+                                ),
+                            });
+                        }
+                    }
+                }
+                c.searched = c.total - c.private - c.too_large;
+                c.remarks.push(PRIVATE_REMARK.to_string());
+                *cache = Some((key, c.clone()));
+                c
             }
-        }
+        };
         c.indexed_seq = indexed_seq.unwrap_or(c.committed_seq);
-        c.searched = c.total - c.private - c.too_large;
-        c.remarks.push(PRIVATE_REMARK.to_string());
         c
     }
 

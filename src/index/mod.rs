@@ -175,6 +175,8 @@ pub struct SearchIndex {
     state: Mutex<IndexState>,
     seq_tx: tokio::sync::watch::Sender<i64>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The vault-wide part of coverage, keyed by (committed_seq, notes, excluded files).
+    pub(crate) coverage_cache: Mutex<Option<((i64, usize, usize), calls::CoverageFacts)>>,
 }
 
 impl SearchIndex {
@@ -223,6 +225,7 @@ impl SearchIndex {
             }),
             seq_tx,
             worker: Mutex::new(None),
+            coverage_cache: Mutex::new(None),
         });
         idx.refresh_counts();
         // The writer thread holds the index weakly: dropping the service drops the
