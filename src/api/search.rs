@@ -50,10 +50,9 @@ pub struct SearchResult {
     /// Where the words were found: `title`, `headings`, `tags`, `path`, `properties`,
     /// `body`.
     pub matched_fields: Vec<String>,
-    /// The first 20 matching line numbers (1-based, as in the line-sliced read).
+    /// The first 20 matching line numbers (1-based, as in the line-sliced read); the
+    /// field list comes from the same lines.
     pub lines: Vec<usize>,
-    /// Matching lines in all.
-    pub line_count: usize,
     pub snippet: Option<Snippet>,
 }
 
@@ -212,7 +211,6 @@ pub async fn search(svc: Arc<Service>, p: SearchParams) -> Result<SearchResponse
                 score: h.score,
                 matched_fields: h.provenance.fields.iter().map(|f| f.to_string()).collect(),
                 lines: h.provenance.lines.clone(),
-                line_count: h.provenance.line_count,
                 snippet: h.provenance.snippet.as_ref().map(|s| Snippet {
                     line: s.line,
                     text: s.text.clone(),

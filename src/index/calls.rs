@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::grep::{GrepPage, Pattern};
 use super::provenance::{Matcher, Provenance};
 use super::rollup::{Aggregate, TagCount};
-use super::{key_of, query, searchable};
+use super::{query, searchable};
 use crate::error::{Error, Result};
 use crate::filter::Expr;
 use crate::service::{Order, Service};
@@ -157,7 +157,12 @@ impl Service {
                     committed_seq: key.0,
                     unreadable: catalog.excluded.len(),
                     excluded_count: catalog.excluded.len(),
-                    excluded: catalog.excluded.iter().take(MAX_EXCLUDED).cloned().collect(),
+                    excluded: catalog
+                        .excluded
+                        .iter()
+                        .take(MAX_EXCLUDED)
+                        .cloned()
+                        .collect(),
                     ..CoverageFacts::default()
                 };
                 for note in catalog.iter() {
@@ -204,14 +209,10 @@ impl Service {
                 coverage.not_yet_indexed, coverage.indexed_seq, coverage.committed_seq
             ));
         }
-        let allowed: Option<Arc<HashSet<u64>>> = req.filter.as_ref().map(|f| {
-            Arc::new(
-                self.select(Some(f))
-                    .iter()
-                    .map(|n| key_of(&n.note_id))
-                    .collect(),
-            )
-        });
+        let allowed: Option<Arc<HashSet<u64>>> = req
+            .filter
+            .as_ref()
+            .map(|f| Arc::new(self.select(Some(f)).iter().map(|n| n.key()).collect()));
         let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
             let hits = self
                 .index
@@ -220,16 +221,16 @@ impl Service {
             let found = hits
                 .hits
                 .into_iter()
-                .filter_map(|h| catalog.get_by_id(&h.note_id).map(|n| (n.clone(), h.score)))
+                .filter_map(|h| catalog.get_by_key(h.key).map(|n| (n.clone(), h.score)))
                 .collect();
             (found, hits.matched)
         } else {
-            let all = self.index.matching_ids(&parsed)?;
+            let all = self.index.matching(&parsed)?;
             let catalog = self.catalog.read();
             let mut scored: Vec<(Arc<Note>, f32)> = all
                 .into_iter()
-                .filter(|(id, _)| allowed.as_ref().is_none_or(|a| a.contains(&key_of(id))))
-                .filter_map(|(id, s)| catalog.get_by_id(&id).map(|n| (n.clone(), s)))
+                .filter(|(key, _)| allowed.as_ref().is_none_or(|a| a.contains(key)))
+                .filter_map(|(key, s)| catalog.get_by_key(key).map(|n| (n.clone(), s)))
                 .collect();
             drop(catalog);
             let mut notes: Vec<Arc<Note>> = scored.iter().map(|(n, _)| n.clone()).collect();

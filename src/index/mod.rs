@@ -27,10 +27,10 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tantivy::collector::{Count, FilterCollector, TopDocs};
+use tantivy::collector::{Collector, Count, FilterCollector, TopDocs};
+use tantivy::query::Query;
 use tantivy::schema::{
     DateOptions, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED,
-    STRING,
 };
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
@@ -38,15 +38,14 @@ use crate::error::{Error, Result};
 use crate::vault::catalog::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.
 #[derive(Clone, Copy)]
 struct Fields {
-    /// The note id: deletes by term, maps hits back to the catalog.
-    id: Field,
-    /// A hash of the note id, for filters evaluated on the catalog.
+    /// The note's key (a hash of its id): deletes by term, maps hits back to the
+    /// catalog, and filters evaluated on the catalog.
     key: Field,
     /// `content_hash path`: tells at start whether the indexed note is current.
     stamp: Field,
@@ -75,9 +74,8 @@ fn schema() -> (Schema, Fields) {
     };
     let date = DateOptions::from(INDEXED).set_fast();
     let fields = Fields {
-        id: b.add_text_field("id", STRING | FAST),
-        key: b.add_u64_field("key", FAST),
-        stamp: b.add_text_field("stamp", STRING | FAST),
+        key: b.add_u64_field("key", INDEXED | FAST),
+        stamp: b.add_text_field("stamp", FAST),
         title: b.add_text_field("title", text(true)),
         headings: b.add_text_field("headings", text(true)),
         tags: b.add_text_field("tags", text(true)),
@@ -90,11 +88,7 @@ fn schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
-/// The filter key of a note id.
-pub fn key_of(note_id: &str) -> u64 {
-    let h = blake3::hash(note_id.as_bytes());
-    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
-}
+pub use crate::vault::catalog::key_of;
 
 fn stamp_of(note: &Note) -> String {
     format!("{} {}", note.content_hash, note.path)
@@ -150,10 +144,10 @@ impl IndexState {
     }
 }
 
-/// One ranked hit.
+/// One ranked hit: a note key and its score.
 #[derive(Debug, Clone)]
 pub struct Hit {
-    pub note_id: String,
+    pub key: u64,
     pub score: f32,
 }
 
@@ -390,7 +384,7 @@ impl SearchIndex {
                     Msg::Upsert { note, seq } => {
                         max_seq = max_seq.max(seq);
                         applied.push((note.note_id.clone(), seq));
-                        writer.delete_term(Term::from_field_text(self.fields.id, &note.note_id));
+                        writer.delete_term(Term::from_field_u64(self.fields.key, note.key()));
                         if searchable(&note) {
                             writer.add_document(self.document(&note)).map(|_| ())
                         } else {
@@ -399,7 +393,7 @@ impl SearchIndex {
                     }
                     Msg::Remove { note_id, seq } => {
                         max_seq = max_seq.max(seq);
-                        writer.delete_term(Term::from_field_text(self.fields.id, &note_id));
+                        writer.delete_term(Term::from_field_u64(self.fields.key, key_of(&note_id)));
                         applied.push((note_id, seq));
                         Ok(())
                     }
@@ -458,54 +452,50 @@ impl SearchIndex {
         notes: &[Arc<Note>],
     ) -> tantivy::Result<usize> {
         let indexed = self.indexed_stamps()?;
-        let mut keep: HashSet<&str> = HashSet::with_capacity(notes.len());
+        let mut keep: HashSet<u64> = HashSet::with_capacity(notes.len());
         let mut count = 0;
         for note in notes {
             if !searchable(note) {
                 continue;
             }
-            keep.insert(note.note_id.as_str());
-            if indexed
-                .get(note.note_id.as_str())
-                .is_some_and(|s| *s == stamp_of(note))
-            {
-                continue;
-            }
-            if indexed.contains_key(note.note_id.as_str()) {
-                writer.delete_term(Term::from_field_text(self.fields.id, &note.note_id));
+            let key = note.key();
+            keep.insert(key);
+            match indexed.get(&key) {
+                Some(stamp) if *stamp == stamp_of(note) => continue,
+                Some(_) => {
+                    writer.delete_term(Term::from_field_u64(self.fields.key, key));
+                }
+                None => {}
             }
             writer.add_document(self.document(note))?;
             count += 1;
         }
-        for id in indexed.keys() {
-            if !keep.contains(id.as_str()) {
-                writer.delete_term(Term::from_field_text(self.fields.id, id));
+        for key in indexed.keys() {
+            if !keep.contains(key) {
+                writer.delete_term(Term::from_field_u64(self.fields.key, *key));
             }
         }
         Ok(count)
     }
 
-    /// Note id → stamp of every live document.
-    fn indexed_stamps(&self) -> tantivy::Result<HashMap<String, String>> {
+    /// Key → stamp of every live document.
+    fn indexed_stamps(&self) -> tantivy::Result<HashMap<u64, String>> {
         let searcher = self.reader.searcher();
         let mut out = HashMap::with_capacity(searcher.num_docs() as usize);
         for segment in searcher.segment_readers() {
             let ff = segment.fast_fields();
-            let (Some(ids), Some(stamps)) = (ff.str("id")?, ff.str("stamp")?) else {
+            let keys = ff.u64("key")?;
+            let Some(stamps) = ff.str("stamp")? else {
                 continue;
             };
-            let mut id = String::new();
             let mut stamp = String::new();
             for doc in segment.doc_ids_alive() {
-                let (Some(i), Some(s)) = (ids.term_ords(doc).next(), stamps.term_ords(doc).next())
-                else {
+                let (Some(key), Some(s)) = (keys.first(doc), stamps.term_ords(doc).next()) else {
                     continue;
                 };
-                id.clear();
                 stamp.clear();
-                ids.ord_to_str(i, &mut id)?;
                 stamps.ord_to_str(s, &mut stamp)?;
-                out.insert(id.clone(), stamp.clone());
+                out.insert(key, stamp.clone());
             }
         }
         Ok(out)
@@ -514,8 +504,7 @@ impl SearchIndex {
     fn document(&self, note: &Note) -> TantivyDocument {
         let f = &self.fields;
         let mut doc = TantivyDocument::default();
-        doc.add_text(f.id, &note.note_id);
-        doc.add_u64(f.key, key_of(&note.note_id));
+        doc.add_u64(f.key, note.key());
         doc.add_text(f.stamp, stamp_of(note));
         doc.add_text(f.title, &note.title);
         doc.add_text(f.path, &note.slug);
@@ -587,48 +576,67 @@ impl SearchIndex {
         let q = query::to_tantivy(parsed, &fields);
         let top = TopDocs::with_limit((offset + limit).max(1)).order_by_score();
         let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
-        let (docs, matched): (Vec<(f32, DocAddress)>, usize) = match allowed {
-            Some(set) => searcher
-                .search(
-                    &q,
-                    &FilterCollector::new(
-                        "key".to_string(),
-                        move |k: u64| set.contains(&k),
-                        (top, Count),
-                    ),
-                )
-                .map_err(internal)?,
-            None => searcher.search(&q, &(top, Count)).map_err(internal)?,
+        // One weight for both the ranking and the count.
+        let weight = q
+            .weight(tantivy::query::EnableScoring::enabled_from_searcher(
+                &searcher,
+            ))
+            .map_err(internal)?;
+        let run = |collect: &mut dyn FnMut(u32, &tantivy::SegmentReader) -> tantivy::Result<()>| {
+            for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+                collect(ord as u32, segment)?;
+            }
+            Ok::<(), tantivy::TantivyError>(())
         };
+        let mut tops = Vec::new();
+        let mut matched = 0usize;
+        match allowed {
+            Some(set) => {
+                let keep = move |k: u64| set.contains(&k);
+                let top = FilterCollector::new("key".to_string(), keep.clone(), top);
+                let count = FilterCollector::new("key".to_string(), keep, Count);
+                run(&mut |ord, segment| {
+                    tops.push(top.collect_segment(weight.as_ref(), ord, segment)?);
+                    matched += count.collect_segment(weight.as_ref(), ord, segment)?;
+                    Ok(())
+                })
+                .map_err(internal)?;
+            }
+            None => {
+                run(&mut |ord, segment| {
+                    tops.push(top.collect_segment(weight.as_ref(), ord, segment)?);
+                    matched += weight.count(segment)? as usize;
+                    Ok(())
+                })
+                .map_err(internal)?;
+            }
+        }
+        let docs: Vec<(f32, DocAddress)> = TopDocs::with_limit((offset + limit).max(1))
+            .order_by_score()
+            .merge_fruits(tops)
+            .map_err(internal)?;
         let mut hits = Vec::with_capacity(limit);
         for (score, addr) in docs.into_iter().skip(offset) {
-            let segment = searcher.segment_reader(addr.segment_ord);
-            let Some(ids) = segment.fast_fields().str("id").map_err(internal)? else {
-                continue;
-            };
-            let Some(ord) = ids.term_ords(addr.doc_id).next() else {
-                continue;
-            };
-            let mut note_id = String::new();
-            ids.ord_to_str(ord, &mut note_id)
-                .map_err(|e| Error::internal(format!("search failed: {e}")))?;
-            hits.push(Hit { note_id, score });
+            let keys = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .u64("key")
+                .map_err(internal)?;
+            if let Some(key) = keys.first(addr.doc_id) {
+                hits.push(Hit { key, score });
+            }
         }
         Ok(Hits { hits, matched })
     }
 
-    /// Every note id matching `parsed` (for orders other than relevance).
-    pub fn matching_ids(&self, parsed: &query::Parsed) -> Result<Vec<(String, f32)>> {
+    /// The key and score of every note matching `parsed` (for orders other than relevance).
+    pub fn matching(&self, parsed: &query::Parsed) -> Result<Vec<(u64, f32)>> {
         let all = self.search(parsed, None, 0, 0)?;
         if all.matched == 0 {
             return Ok(Vec::new());
         }
         let page = self.search(parsed, None, 0, all.matched)?;
-        Ok(page
-            .hits
-            .into_iter()
-            .map(|h| (h.note_id, h.score))
-            .collect())
+        Ok(page.hits.into_iter().map(|h| (h.key, h.score)).collect())
     }
 }
 

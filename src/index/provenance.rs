@@ -1,12 +1,10 @@
-//! Why a note matched: the fields its query terms were found in, the line numbers, and a
-//! short snippet with the matches marked. Found in the note's kept bytes, so line numbers
+//! Why a note matched: the fields its query terms were found in, the first line numbers,
+//! and a short snippet with the matches marked. Found in the note's kept bytes, so line numbers
 //! are those of the line-sliced read.
 //!
 //! Terms are found by their spelling (ASCII case-insensitive) at word boundaries; a match
 //! the index made through accent folding (`cafe` for `Café`) counts for the ranking but
 //! may have no line here.
-
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use super::tokenizer::{is_unspaced, tokens};
 use crate::vault::catalog::Note;
@@ -63,10 +61,44 @@ fn heading_text(line: &str) -> Option<&str> {
     Some(rest.trim().trim_end_matches('#').trim_end())
 }
 
-/// What a request looks for, built once per request.
+/// What a request looks for, built once per request (cheaply: a page holds few notes).
 pub struct Matcher {
     terms: Vec<(String, bool)>,
-    ac: Option<AhoCorasick>,
+    finders: Vec<TermFinder>,
+}
+
+/// Finds one term: ASCII case-insensitively when it is ASCII (the first byte in either
+/// case by `memchr2`, the rest compared), by its exact bytes otherwise.
+struct TermFinder {
+    bytes: Vec<u8>,
+    exact: Option<memchr::memmem::Finder<'static>>,
+}
+
+impl TermFinder {
+    fn new(term: &str) -> Self {
+        let bytes = term.as_bytes().to_vec();
+        let exact = (!term.is_ascii()).then(|| memchr::memmem::Finder::new(&bytes).into_owned());
+        Self { bytes, exact }
+    }
+
+    /// Every match in `text`, by start.
+    fn find_all(&self, text: &[u8], out: &mut Vec<(usize, usize, usize)>, pattern: usize) {
+        let n = self.bytes.len();
+        if n == 0 || n > text.len() {
+            return;
+        }
+        if let Some(f) = &self.exact {
+            out.extend(f.find_iter(text).map(|i| (i, i + n, pattern)));
+            return;
+        }
+        let first = self.bytes[0];
+        let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+        for i in memchr::memchr2_iter(lo, up, &text[..=text.len() - n]) {
+            if text[i + 1..i + n].eq_ignore_ascii_case(&self.bytes[1..]) {
+                out.push((i, i + n, pattern));
+            }
+        }
+    }
 }
 
 /// A snippet: the line it comes from and its text with matches marked.
@@ -83,21 +115,14 @@ pub struct Provenance {
     pub fields: Vec<&'static str>,
     /// The first [`MAX_LINES`] matching line numbers (1-based).
     pub lines: Vec<usize>,
-    /// Matching lines in all.
-    pub line_count: usize,
     pub snippet: Option<Snippet>,
 }
 
 impl Matcher {
     /// `terms`: lower-cased tokens, `true` for a prefix.
     pub fn new(terms: Vec<(String, bool)>) -> Self {
-        let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(terms.iter().map(|(t, _)| t.as_str()))
-            .ok()
-            .filter(|_| !terms.is_empty());
-        Self { terms, ac }
+        let finders = terms.iter().map(|(t, _)| TermFinder::new(t)).collect();
+        Self { terms, finders }
     }
 
     fn token_matches(&self, token: &str) -> bool {
@@ -114,29 +139,31 @@ impl Matcher {
         tokens(text).iter().any(|(t, _)| self.token_matches(t))
     }
 
-    /// Byte ranges of the terms in `text`, at word boundaries.
-    fn find<'t>(&'t self, text: &'t str) -> impl Iterator<Item = (usize, usize)> + 't {
-        self.ac
-            .iter()
-            .flat_map(move |ac| ac.find_iter(text))
-            .filter(move |m| {
-                let (term, prefix) = &self.terms[m.pattern().as_usize()];
-                let first = term.chars().next().unwrap_or(' ');
-                let last = term.chars().last().unwrap_or(' ');
-                let before_ok = is_unspaced(first)
-                    || text[..m.start()]
-                        .chars()
-                        .next_back()
-                        .is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
-                let after_ok = *prefix
-                    || is_unspaced(last)
-                    || text[m.end()..]
-                        .chars()
-                        .next()
-                        .is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
-                before_ok && after_ok
-            })
-            .map(|m| (m.start(), m.end()))
+    /// Byte ranges of the terms in `text` at word boundaries, leftmost first, the longest
+    /// where matches overlap. Bytes, not text: a note's bytes are searched as they are.
+    fn find(&self, text: &[u8]) -> Vec<(usize, usize)> {
+        let mut all = Vec::new();
+        for (i, f) in self.finders.iter().enumerate() {
+            f.find_all(text, &mut all, i);
+        }
+        all.retain(|&(start, end, i)| {
+            let (term, prefix) = &self.terms[i];
+            let first = term.chars().next().unwrap_or(' ');
+            let last = term.chars().last().unwrap_or(' ');
+            let boundary =
+                |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
+            let before_ok = is_unspaced(first) || boundary(char_before(text, start));
+            let after_ok = *prefix || is_unspaced(last) || boundary(char_after(text, end));
+            before_ok && after_ok
+        });
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut out: Vec<(usize, usize)> = Vec::with_capacity(all.len());
+        for (start, end, _) in all {
+            if out.last().is_none_or(|&(_, e)| start >= e) {
+                out.push((start, end));
+            }
+        }
+        out
     }
 
     /// The provenance of `note`.
@@ -146,42 +173,44 @@ impl Matcher {
         if self.text_matches(&note.title) {
             fields.push("title");
         }
-        let mut body_line: Option<(usize, &str)> = None;
-        let mut fm_line: Option<(usize, &str)> = None;
+        let mut body_line: Option<(usize, std::ops::Range<usize>)> = None;
+        let mut fm_line: Option<(usize, std::ops::Range<usize>)> = None;
         let mut in_headings = false;
         let mut in_body = false;
         let mut in_props = false;
-        let text = note.content.as_deref().map(|b| markdown::decode(b).0);
-        if let Some(text) = text.as_deref() {
-            let body_start = markdown::frontmatter_span(text).map_or(0, |(_, b)| b);
-            let mut line_no = 1;
-            let mut counted_to = 0;
-            let mut last_line = 0;
-            for (start, _) in self.find(text) {
-                line_no += memchr::memchr_iter(b'\n', &text.as_bytes()[counted_to..start]).count();
-                counted_to = start;
-                if line_no == last_line {
-                    continue;
-                }
-                last_line = line_no;
-                out.line_count += 1;
-                if out.lines.len() < MAX_LINES {
-                    out.lines.push(line_no);
-                }
-                let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-                let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-                let line = text[line_start..line_end].trim_end_matches('\r');
-                if start < body_start {
-                    in_props = true;
-                    fm_line.get_or_insert((line_no, line));
-                } else {
-                    if heading_text(line).is_some() {
+        let bytes: &[u8] = note.content.as_deref().map_or(&[], |b| b.as_slice());
+        let body_start = markdown::frontmatter_span_bytes(bytes).map_or(0, |(_, b)| b);
+        let mut line_no = 1;
+        let mut counted_to = 0;
+        let mut last_line = 0;
+        for (start, _) in self.find(bytes) {
+            line_no += memchr::memchr_iter(b'\n', &bytes[counted_to..start]).count();
+            counted_to = start;
+            if line_no == last_line {
+                continue;
+            }
+            if out.lines.len() == MAX_LINES {
+                // Enough to point at; the rest of the note is not scanned.
+                break;
+            }
+            last_line = line_no;
+            out.lines.push(line_no);
+            let line_start = memchr::memrchr(b'\n', &bytes[..start]).map_or(0, |i| i + 1);
+            let line_end =
+                memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+            if start < body_start {
+                in_props = true;
+                fm_line.get_or_insert((line_no, line_start..line_end));
+            } else {
+                if body_line.is_none() || !(in_headings && in_body) {
+                    let line = String::from_utf8_lossy(&bytes[line_start..line_end]);
+                    if heading_text(&line).is_some() {
                         in_headings = true;
                     } else {
                         in_body = true;
                     }
-                    body_line.get_or_insert((line_no, line));
                 }
+                body_line.get_or_insert((line_no, line_start..line_end));
             }
         }
         if in_headings {
@@ -200,22 +229,29 @@ impl Matcher {
             fields.push("body");
         }
         out.fields = fields;
-        out.snippet = match body_line.or(fm_line) {
-            Some((n, line)) => Some(Snippet {
-                line: Some(n),
-                text: self.snippet(line),
-            }),
-            None => Some(Snippet {
+        out.snippet = Some(match body_line.or(fm_line) {
+            Some((n, range)) => {
+                let line = String::from_utf8_lossy(&bytes[range]);
+                Snippet {
+                    line: Some(n),
+                    text: self.snippet(line.trim_end_matches('\r')),
+                }
+            }
+            None => Snippet {
                 line: None,
                 text: self.snippet(&note.title),
-            }),
-        };
+            },
+        });
         out
     }
 
     /// `line` cut to [`SNIPPET_CHARS`] around its first match, matches marked.
     pub fn snippet(&self, line: &str) -> String {
-        let matches: Vec<(usize, usize)> = self.find(line).collect();
+        let matches: Vec<(usize, usize)> = self
+            .find(line.as_bytes())
+            .into_iter()
+            .filter(|(s, e)| line.is_char_boundary(*s) && line.is_char_boundary(*e))
+            .collect();
         let total = line.chars().count();
         let (from, to) = if total <= SNIPPET_CHARS {
             (0, line.len())
@@ -257,6 +293,25 @@ impl Matcher {
     }
 }
 
+/// The character ending just before byte `i`, if the bytes there are UTF-8.
+fn char_before(bytes: &[u8], i: usize) -> Option<char> {
+    (1..=4.min(i)).find_map(|n| {
+        std::str::from_utf8(&bytes[i - n..i])
+            .ok()
+            .and_then(|s| s.chars().next_back())
+    })
+}
+
+/// The character starting at byte `i`, if the bytes there are UTF-8.
+fn char_after(bytes: &[u8], i: usize) -> Option<char> {
+    let end = (i + 4).min(bytes.len());
+    (i + 1..=end).find_map(|e| {
+        std::str::from_utf8(&bytes[i..e])
+            .ok()
+            .and_then(|s| s.chars().next())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,11 +330,17 @@ mod tests {
     #[test]
     fn words_match_at_boundaries_and_prefixes_extend() {
         let m = matcher(&[("road", false)]);
-        assert_eq!(m.find("Road roadmap railroad road.").count(), 2);
+        assert_eq!(m.find(b"Road roadmap railroad road."), [(0, 4), (22, 26)]);
         let m = matcher(&[("road", true)]);
-        assert_eq!(m.find("Road roadmap railroad").count(), 2);
+        assert_eq!(m.find(b"Road roadmap railroad").len(), 2);
         let m = matcher(&[("東京", false)]);
-        assert_eq!(m.find("私は東京に").count(), 1);
+        assert_eq!(m.find("私は東京に".as_bytes()).len(), 1);
+        // Accented letters are word characters: no match inside "éroad".
+        let m = matcher(&[("road", false)]);
+        assert_eq!(m.find("éroad road".as_bytes()).len(), 1);
+        // Overlapping terms: the longest at the leftmost start.
+        let m = matcher(&[("road", true), ("roadmap", false)]);
+        assert_eq!(m.find(b"a roadmap"), [(2, 9)]);
     }
 
     #[test]

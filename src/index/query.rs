@@ -274,6 +274,10 @@ impl Lexer<'_> {
 
 /// The tantivy query of `parsed` over `fields` (name, field, boost, has positions).
 pub fn to_tantivy(parsed: &Parsed, fields: &[(&str, Field, f32)]) -> Box<dyn Query> {
+    // One clause needs no conjunction around it.
+    if let ([alt], []) = (parsed.must.as_slice(), parsed.must_not.as_slice()) {
+        return alternatives(alt, fields);
+    }
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for alt in &parsed.must {
         clauses.push((Occur::Must, alternatives(alt, fields)));

@@ -170,16 +170,22 @@ impl TokenStream for NoteTokenStream<'_> {
     }
 }
 
-/// The tokens of `text` as (text, position), for tests and for finding matches.
+thread_local! {
+    static ANALYZER: std::cell::RefCell<TextAnalyzer> = std::cell::RefCell::new(analyzer());
+}
+
+/// The tokens of `text` as (text, position): how a query and a title are split.
 pub fn tokens(text: &str) -> Vec<(String, usize)> {
-    let mut analyzer = analyzer();
-    let mut stream = analyzer.token_stream(text);
-    let mut out = Vec::new();
-    while stream.advance() {
-        let t = stream.token();
-        out.push((t.text.clone(), t.position));
-    }
-    out
+    ANALYZER.with(|a| {
+        let mut analyzer = a.borrow_mut();
+        let mut stream = analyzer.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            let t = stream.token();
+            out.push((t.text.clone(), t.position));
+        }
+        out
+    })
 }
 
 #[cfg(test)]

@@ -63,10 +63,24 @@ pub struct Excluded {
     pub reason: String,
 }
 
+impl Note {
+    /// A 64-bit hash of the note id: how the search index names the note.
+    pub fn key(&self) -> u64 {
+        key_of(&self.note_id)
+    }
+}
+
+/// The 64-bit key of a note id (the first 8 bytes of its BLAKE3 hash).
+pub fn key_of(note_id: &str) -> u64 {
+    let h = blake3::hash(note_id.as_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
 #[derive(Debug, Default)]
 pub struct Catalog {
     by_slug: BTreeMap<String, Arc<Note>>,
-    slug_by_id: HashMap<String, String>,
+    by_id: HashMap<String, Arc<Note>>,
+    by_key: HashMap<u64, Arc<Note>>,
     pub excluded: Vec<Excluded>,
 }
 
@@ -84,9 +98,12 @@ impl Catalog {
     }
 
     pub fn get_by_id(&self, note_id: &str) -> Option<&Arc<Note>> {
-        self.slug_by_id
-            .get(note_id)
-            .and_then(|slug| self.by_slug.get(slug))
+        self.by_id.get(note_id)
+    }
+
+    /// The note whose [`Note::key`] is `key`.
+    pub fn get_by_key(&self, key: u64) -> Option<&Arc<Note>> {
+        self.by_key.get(&key)
     }
 
     /// Find a note by note id or slug (exact case first, then case-insensitive when unique).
@@ -110,19 +127,27 @@ impl Catalog {
     }
 
     pub fn insert(&mut self, note: Note) {
-        if let Some(old_slug) = self.slug_by_id.get(&note.note_id) {
-            if *old_slug != note.slug {
-                self.by_slug.remove(old_slug);
+        if let Some(old) = self.by_id.get(&note.note_id) {
+            if old.slug != note.slug {
+                let old_slug = old.slug.clone();
+                self.by_slug.remove(&old_slug);
             }
         }
-        self.slug_by_id
-            .insert(note.note_id.clone(), note.slug.clone());
-        self.by_slug.insert(note.slug.clone(), Arc::new(note));
+        let note = Arc::new(note);
+        if let Some(replaced) = self.by_slug.insert(note.slug.clone(), note.clone()) {
+            if replaced.note_id != note.note_id {
+                self.by_id.remove(&replaced.note_id);
+                self.by_key.remove(&replaced.key());
+            }
+        }
+        self.by_key.insert(note.key(), note.clone());
+        self.by_id.insert(note.note_id.clone(), note);
     }
 
     pub fn remove(&mut self, slug: &str) -> Option<Arc<Note>> {
         let note = self.by_slug.remove(slug)?;
-        self.slug_by_id.remove(&note.note_id);
+        self.by_id.remove(&note.note_id);
+        self.by_key.remove(&note.key());
         Some(note)
     }
 

@@ -44,20 +44,34 @@ pub fn decode(bytes: &[u8]) -> (Cow<'_, str>, bool) {
 /// The frontmatter block of `text`: the byte range of the YAML between the fences, and the
 /// byte offset where the body starts. A leading BOM is allowed before the opening fence.
 pub fn frontmatter_span(text: &str) -> Option<(Range<usize>, usize)> {
-    let start = if text.starts_with('\u{feff}') { 3 } else { 0 };
-    let rest = &text[start..];
-    let first_len = if rest.starts_with("---\n") {
+    frontmatter_span_bytes(text.as_bytes())
+}
+
+/// [`frontmatter_span`] of raw bytes (the fences are ASCII, so the offsets are the same
+/// whether or not the rest is valid UTF-8).
+pub fn frontmatter_span_bytes(bytes: &[u8]) -> Option<(Range<usize>, usize)> {
+    let start = if bytes.starts_with("\u{feff}".as_bytes()) {
+        3
+    } else {
+        0
+    };
+    let rest = &bytes[start..];
+    let first_len = if rest.starts_with(b"---\n") {
         4
-    } else if rest.starts_with("---\r\n") {
+    } else if rest.starts_with(b"---\r\n") {
         5
     } else {
         return None;
     };
     let yaml_start = start + first_len;
     let mut pos = yaml_start;
-    for line in text[yaml_start..].split_inclusive('\n') {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        if bare == "---" || bare == "..." {
+    for line in bytes[yaml_start..].split_inclusive(|b| *b == b'\n') {
+        let end = line
+            .iter()
+            .rposition(|b| *b != b'\n' && *b != b'\r')
+            .map_or(0, |i| i + 1);
+        let bare = &line[..end];
+        if bare == b"---" || bare == b"..." {
             return Some((yaml_start..pos, pos + line.len()));
         }
         pos += line.len();
