@@ -311,6 +311,22 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
         slugs(&search(&s, "\"quick is the fox\"", "").await),
         Vec::<String>::new()
     );
+    // Once writes pause, the in-memory changes go to the index on disk; answers stay the same.
+    let before = s.get_json("/v1/index-status", 200).await["search_index"]["commits"]
+        .as_u64()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = s.get_json("/v1/index-status", 200).await;
+        if st["search_index"]["commits"].as_u64().unwrap() > before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the overlay never went to disk: {st}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(slugs(&search(&s, "quasar", "").await), ["fox-b"]);
+    assert!(slugs(&search(&s, "flibbertigibbet", "").await).is_empty());
+    assert_eq!(slugs(&search(&s, "lazy", "").await), ["fox-a"]);
 }
 
 #[tokio::test]

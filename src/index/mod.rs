@@ -41,6 +41,71 @@ use crate::vault::catalog::{Note, Visibility};
 pub const SCHEMA_VERSION: u32 = 2;
 const VERSION_FILE: &str = "notevault-schema-version";
 
+/// (committed_seq, notes, excluded files): when the vault-wide coverage changes.
+pub(crate) type CoverageKey = (i64, usize, usize);
+/// A filter over note keys.
+type KeyFilter = Arc<dyn Fn(u64) -> bool + Send + Sync>;
+
+/// Writes pause this long before the overlay goes to disk.
+const FLUSH_IDLE: Duration = Duration::from_secs(1);
+/// The overlay goes to disk once it holds this many notes...
+const FLUSH_MAX: usize = 1_000;
+/// ...or its oldest change is this old.
+const FLUSH_AGE: Duration = Duration::from_secs(10);
+
+/// Changes not yet on disk, searchable from memory: a small in-memory index holding the
+/// current version of every note changed since the last commit on disk.
+#[derive(Default)]
+struct Overlay {
+    /// Every note changed since then (also deleted ones): their documents on disk are
+    /// stale and left out.
+    keys: HashSet<u64>,
+    searcher: Option<tantivy::Searcher>,
+}
+
+/// What the writer thread owns.
+struct Worker {
+    main: IndexWriter<TantivyDocument>,
+    main_reader: IndexReader,
+    fields: Fields,
+    ram_writer: IndexWriter<TantivyDocument>,
+    ram_reader: IndexReader,
+    /// Key → current version (`None`: deleted or not searchable) since the last commit
+    /// on disk.
+    changed: HashMap<u64, Option<Arc<Note>>>,
+    first_change: Option<Instant>,
+}
+
+impl Worker {
+    /// Commit the overlay's notes to the index on disk and empty the overlay. On error the
+    /// uncommitted operations are rolled back and the overlay kept, to be retried.
+    fn flush_to_disk(&mut self) -> tantivy::Result<()> {
+        if self.changed.is_empty() {
+            return Ok(());
+        }
+        let mut write = || -> tantivy::Result<()> {
+            for (key, note) in &self.changed {
+                self.main
+                    .delete_term(Term::from_field_u64(self.fields.key, *key));
+                if let Some(note) = note {
+                    self.main.add_document(document(&self.fields, note))?;
+                }
+            }
+            self.main.commit()?;
+            self.main_reader.reload()
+        };
+        if let Err(e) = write() {
+            let _ = self.main.rollback();
+            return Err(e);
+        }
+        self.changed.clear();
+        self.first_change = None;
+        self.ram_writer.delete_all_documents()?;
+        self.ram_writer.commit()?;
+        self.ram_reader.reload()
+    }
+}
+
 /// The fields of a document.
 #[derive(Clone, Copy)]
 struct Fields {
@@ -169,8 +234,10 @@ pub struct SearchIndex {
     state: Mutex<IndexState>,
     seq_tx: tokio::sync::watch::Sender<i64>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Read before `reader` by every search (see [`SearchIndex::flush`]).
+    overlay: parking_lot::RwLock<Arc<Overlay>>,
     /// The vault-wide part of coverage, keyed by (committed_seq, notes, excluded files).
-    pub(crate) coverage_cache: Mutex<Option<((i64, usize, usize), calls::CoverageFacts)>>,
+    pub(crate) coverage_cache: Mutex<Option<(CoverageKey, calls::CoverageFacts)>>,
 }
 
 impl SearchIndex {
@@ -205,12 +272,28 @@ impl SearchIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
+        let ram = Index::create_in_ram(schema.clone());
+        ram.tokenizers()
+            .register(tokenizer::NAME, tokenizer::analyzer());
+        let worker = Worker {
+            main: writer,
+            main_reader: reader.clone(),
+            fields,
+            ram_writer: ram.writer_with_num_threads(1, 15_000_000)?,
+            ram_reader: ram
+                .reader_builder()
+                .reload_policy(ReloadPolicy::Manual)
+                .try_into()?,
+            changed: HashMap::new(),
+            first_change: None,
+        };
         let (tx, rx) = mpsc::channel();
         let (seq_tx, _) = tokio::sync::watch::channel(0);
         let idx = Arc::new(Self {
             dir,
             reader,
             fields,
+            overlay: Default::default(),
             tx: Mutex::new(Some(tx)),
             live: AtomicBool::new(false),
             state: Mutex::new(IndexState {
@@ -227,7 +310,7 @@ impl SearchIndex {
         let weak = Arc::downgrade(&idx);
         let handle = std::thread::Builder::new()
             .name("index-writer".into())
-            .spawn(move || Self::run(weak, writer, rx))?;
+            .spawn(move || Self::run(weak, worker, rx))?;
         *idx.worker.lock() = Some(handle);
         Ok(idx)
     }
@@ -340,109 +423,182 @@ impl SearchIndex {
         st.segments = searcher.segment_readers().len();
     }
 
-    /// The writer thread: apply batches, commit, make them searchable.
-    fn run(
-        weak: std::sync::Weak<Self>,
-        mut writer: IndexWriter<TantivyDocument>,
-        rx: mpsc::Receiver<Msg>,
-    ) {
-        while let Ok(first) = rx.recv() {
-            let Some(this) = weak.upgrade() else {
-                break;
+    /// The writer thread: apply batches to the in-memory overlay at once, and to the
+    /// index on disk when writes pause (or the overlay grows large or old).
+    fn run(weak: std::sync::Weak<Self>, mut w: Worker, rx: mpsc::Receiver<Msg>) {
+        loop {
+            let next = if w.changed.is_empty() {
+                rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+            } else {
+                rx.recv_timeout(FLUSH_IDLE)
             };
-            this.apply(&mut writer, first, &rx);
+            match next {
+                Ok(first) => {
+                    let Some(this) = weak.upgrade() else {
+                        break;
+                    };
+                    this.apply(&mut w, first, &rx);
+                    if w.changed.len() >= FLUSH_MAX
+                        || w.first_change.is_some_and(|t| t.elapsed() >= FLUSH_AGE)
+                    {
+                        this.flush(&mut w);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => match weak.upgrade() {
+                    Some(this) => this.flush(&mut w),
+                    None => break,
+                },
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
         }
-        let _ = writer.wait_merging_threads();
+        // Shutting down: what is only in memory goes to disk.
+        if let Err(e) = w.flush_to_disk() {
+            tracing::error!(error = %e, "could not write the last index changes; the next start indexes them");
+        }
+        let _ = w.main.wait_merging_threads();
     }
 
-    /// Apply `first` and whatever else is queued, commit, and make it searchable.
-    fn apply(
-        &self,
-        writer: &mut IndexWriter<TantivyDocument>,
-        first: Msg,
-        rx: &mpsc::Receiver<Msg>,
-    ) {
-        {
-            let mut batch = vec![first];
-            while let Ok(more) = rx.try_recv() {
-                batch.push(more);
-                if batch.len() >= 10_000 {
-                    break;
-                }
-            }
-            let started = Instant::now();
-            let mut max_seq = i64::MIN;
-            let mut synced = None;
-            let mut applied: Vec<(String, i64)> = Vec::new();
-            let mut result: tantivy::Result<()> = Ok(());
-            for msg in batch {
-                let r = match msg {
-                    Msg::Sync { notes, seq } => {
-                        max_seq = max_seq.max(seq);
-                        self.sync(writer, &notes).map(|n| synced = Some(n))
-                    }
-                    Msg::Upsert { note, seq } => {
-                        max_seq = max_seq.max(seq);
-                        applied.push((note.note_id.clone(), seq));
-                        writer.delete_term(Term::from_field_u64(self.fields.key, note.key()));
-                        if searchable(&note) {
-                            writer.add_document(self.document(&note)).map(|_| ())
-                        } else {
-                            Ok(())
-                        }
-                    }
-                    Msg::Remove { note_id, seq } => {
-                        max_seq = max_seq.max(seq);
-                        writer.delete_term(Term::from_field_u64(self.fields.key, key_of(&note_id)));
-                        applied.push((note_id, seq));
-                        Ok(())
-                    }
-                };
-                if let Err(e) = r {
-                    result = Err(e);
-                }
-            }
-            let committed = result
-                .and_then(|_| writer.commit().map(|_| ()))
-                .and_then(|_| self.reader.reload());
-            let elapsed = started.elapsed().as_millis() as u64;
-            {
-                let mut st = self.state.lock();
-                match &committed {
-                    Ok(()) => {
-                        st.commits += 1;
-                        st.last_commit_ms = Some(elapsed);
-                        for (id, seq) in &applied {
-                            if st.pending.get(id).is_some_and(|s| s <= seq) {
-                                st.pending.remove(id);
-                            }
-                        }
-                        if let Some(n) = synced {
-                            st.sync_remaining = 0;
-                            st.synced_notes = Some(n);
-                            st.sync_ms = Some(elapsed);
-                        }
-                        st.indexed_seq = st.indexed_seq.max(max_seq);
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "index update failed; rolled back");
-                        st.last_error = Some(e.to_string());
-                        let _ = writer.rollback();
-                    }
-                }
-            }
-            if committed.is_ok() {
-                if let Some(n) = synced {
-                    tracing::info!(notes = n, ms = elapsed, "search index up to date");
-                }
-                self.refresh_counts();
-                self.seq_tx.send_if_modified(|s| {
-                    let changed = max_seq > *s;
-                    *s = (*s).max(max_seq);
-                    changed
-                });
+    /// Apply `first` and whatever else is queued, and make it searchable.
+    fn apply(&self, w: &mut Worker, first: Msg, rx: &mpsc::Receiver<Msg>) {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+            if batch.len() >= 10_000 {
+                break;
             }
         }
+        let started = Instant::now();
+        let mut max_seq = i64::MIN;
+        let mut synced = None;
+        let mut applied: Vec<(String, i64)> = Vec::new();
+        let mut result: tantivy::Result<()> = Ok(());
+        let mut overlay_changed = false;
+        for msg in batch {
+            let r = match msg {
+                Msg::Sync { notes, seq } => {
+                    max_seq = max_seq.max(seq);
+                    // The start-up sync goes straight to disk.
+                    self.sync(&w.main, &notes)
+                        .and_then(|n| {
+                            synced = Some(n);
+                            w.main.commit().map(|_| ())
+                        })
+                        .and_then(|_| self.reader.reload())
+                }
+                Msg::Upsert { note, seq } => {
+                    max_seq = max_seq.max(seq);
+                    applied.push((note.note_id.clone(), seq));
+                    overlay_changed = true;
+                    let key = note.key();
+                    w.ram_writer
+                        .delete_term(Term::from_field_u64(self.fields.key, key));
+                    let r = if searchable(&note) {
+                        w.ram_writer
+                            .add_document(document(&self.fields, &note))
+                            .map(|_| ())
+                    } else {
+                        Ok(())
+                    };
+                    w.first_change.get_or_insert_with(Instant::now);
+                    w.changed.insert(key, searchable(&note).then_some(note));
+                    r
+                }
+                Msg::Remove { note_id, seq } => {
+                    max_seq = max_seq.max(seq);
+                    let key = key_of(&note_id);
+                    overlay_changed = true;
+                    w.ram_writer
+                        .delete_term(Term::from_field_u64(self.fields.key, key));
+                    w.first_change.get_or_insert_with(Instant::now);
+                    w.changed.insert(key, None);
+                    applied.push((note_id, seq));
+                    Ok(())
+                }
+            };
+            if let Err(e) = r {
+                result = Err(e);
+            }
+        }
+        if overlay_changed {
+            result = result
+                .and_then(|_| w.ram_writer.commit().map(|_| ()))
+                .and_then(|_| w.ram_reader.reload());
+            if result.is_ok() {
+                self.publish_overlay(w);
+            }
+        }
+        let elapsed = started.elapsed().as_millis() as u64;
+        tracing::debug!(us = started.elapsed().as_micros() as u64, "index batch");
+        {
+            let mut st = self.state.lock();
+            match &result {
+                Ok(()) => {
+                    for (id, seq) in &applied {
+                        if st.pending.get(id).is_some_and(|s| s <= seq) {
+                            st.pending.remove(id);
+                        }
+                    }
+                    if let Some(n) = synced {
+                        st.sync_remaining = 0;
+                        st.synced_notes = Some(n);
+                        st.sync_ms = Some(elapsed);
+                        st.commits += 1;
+                        st.last_commit_ms = Some(elapsed);
+                    }
+                    st.indexed_seq = st.indexed_seq.max(max_seq);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "index update failed");
+                    st.last_error = Some(e.to_string());
+                }
+            }
+        }
+        if result.is_ok() {
+            if let Some(n) = synced {
+                tracing::info!(notes = n, ms = elapsed, "search index up to date");
+            }
+            self.refresh_counts();
+            self.seq_tx.send_if_modified(|s| {
+                let changed = max_seq > *s;
+                *s = (*s).max(max_seq);
+                changed
+            });
+        }
+    }
+
+    /// Write the overlay to the index on disk and empty it.
+    fn flush(&self, w: &mut Worker) {
+        let started = Instant::now();
+        match w.flush_to_disk() {
+            Ok(()) => {
+                // The disk index is current before the overlay empties: a search that
+                // took the old overlay excludes its keys from the disk index, one that
+                // takes the empty overlay finds them on disk.
+                self.publish_overlay(w);
+                let ms = started.elapsed().as_millis() as u64;
+                let mut st = self.state.lock();
+                st.commits += 1;
+                st.last_commit_ms = Some(ms);
+                drop(st);
+                self.refresh_counts();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "index commit failed; the changes stay in memory and are retried");
+                self.state.lock().last_error = Some(e.to_string());
+            }
+        }
+    }
+
+    fn publish_overlay(&self, w: &Worker) {
+        let overlay = if w.changed.is_empty() {
+            Overlay::default()
+        } else {
+            Overlay {
+                keys: w.changed.keys().copied().collect(),
+                searcher: Some(w.ram_reader.searcher()),
+            }
+        };
+        *self.overlay.write() = Arc::new(overlay);
     }
 
     /// Index what differs between the index and `notes`; the number of notes (re)indexed.
@@ -467,7 +623,7 @@ impl SearchIndex {
                 }
                 None => {}
             }
-            writer.add_document(self.document(note))?;
+            writer.add_document(document(&self.fields, note))?;
             count += 1;
         }
         for key in indexed.keys() {
@@ -501,53 +657,6 @@ impl SearchIndex {
         Ok(out)
     }
 
-    fn document(&self, note: &Note) -> TantivyDocument {
-        let f = &self.fields;
-        let mut doc = TantivyDocument::default();
-        doc.add_u64(f.key, note.key());
-        doc.add_text(f.stamp, stamp_of(note));
-        doc.add_text(f.title, &note.title);
-        doc.add_text(f.path, &note.slug);
-        for tag in &note.tags {
-            doc.add_text(f.tags, tag);
-        }
-        doc.add_date(
-            f.created,
-            tantivy::DateTime::from_timestamp_millis(note.created_at.timestamp_millis()),
-        );
-        doc.add_date(
-            f.updated,
-            tantivy::DateTime::from_timestamp_millis(note.updated_at.timestamp_millis()),
-        );
-        if let Some(map) = &note.frontmatter {
-            let mut props = String::new();
-            for (k, v) in map {
-                let key = crate::vault::markdown::scalar_string(k).unwrap_or_default();
-                if matches!(key.as_str(), "title" | "tags" | "tag") {
-                    continue;
-                }
-                props.push_str(&key);
-                props.push(' ');
-                flatten_yaml(v, &mut props);
-                props.push('\n');
-            }
-            if !props.is_empty() {
-                doc.add_text(f.properties, props);
-            }
-        }
-        if let Some(bytes) = &note.content {
-            let (text, _) = crate::vault::markdown::decode(bytes);
-            let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
-            let body = &text[body_start..];
-            let headings = provenance::headings(body);
-            if !headings.is_empty() {
-                doc.add_text(f.headings, headings.join("\n"));
-            }
-            doc.add_text(f.body, body);
-        }
-        doc
-    }
-
     /// Search: the hits of `query` ranked by score, `offset..offset + limit`, among the
     /// notes whose key is in `allowed` when given.
     pub fn search(
@@ -557,6 +666,8 @@ impl SearchIndex {
         offset: usize,
         limit: usize,
     ) -> Result<Hits> {
+        // The overlay first, then the disk index (see `flush`).
+        let overlay = self.overlay.read().clone();
         let searcher = self.reader.searcher();
         let f = &self.fields;
         let fields: Vec<(&str, Field, f32)> = query::FIELDS
@@ -574,58 +685,36 @@ impl SearchIndex {
             })
             .collect();
         let q = query::to_tantivy(parsed, &fields);
-        let top = TopDocs::with_limit((offset + limit).max(1)).order_by_score();
         let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
-        // One weight for both the ranking and the count.
-        let weight = q
-            .weight(tantivy::query::EnableScoring::enabled_from_searcher(
-                &searcher,
-            ))
-            .map_err(internal)?;
-        let run = |collect: &mut dyn FnMut(u32, &tantivy::SegmentReader) -> tantivy::Result<()>| {
-            for (ord, segment) in searcher.segment_readers().iter().enumerate() {
-                collect(ord as u32, segment)?;
+        let want = (offset + limit).max(1);
+        // On disk: every note but those the overlay holds newer (or no) versions of.
+        let stale = (!overlay.keys.is_empty()).then(|| overlay.keys.clone());
+        let keep_disk: Option<KeyFilter> = match (&allowed, stale) {
+            (None, None) => None,
+            (allowed, stale) => {
+                let allowed = allowed.clone();
+                Some(Arc::new(move |k: u64| {
+                    stale.as_ref().is_none_or(|s| !s.contains(&k))
+                        && allowed.as_ref().is_none_or(|a| a.contains(&k))
+                }))
             }
-            Ok::<(), tantivy::TantivyError>(())
         };
-        let mut tops = Vec::new();
-        let mut matched = 0usize;
-        match allowed {
-            Some(set) => {
-                let keep = move |k: u64| set.contains(&k);
-                let top = FilterCollector::new("key".to_string(), keep.clone(), top);
-                let count = FilterCollector::new("key".to_string(), keep, Count);
-                run(&mut |ord, segment| {
-                    tops.push(top.collect_segment(weight.as_ref(), ord, segment)?);
-                    matched += count.collect_segment(weight.as_ref(), ord, segment)?;
-                    Ok(())
-                })
-                .map_err(internal)?;
-            }
-            None => {
-                run(&mut |ord, segment| {
-                    tops.push(top.collect_segment(weight.as_ref(), ord, segment)?);
-                    matched += weight.count(segment)? as usize;
-                    Ok(())
-                })
-                .map_err(internal)?;
-            }
+        let scoring = tantivy::query::EnableScoring::enabled_from_searcher(&searcher);
+        let (mut hits, mut matched) =
+            collect(&searcher, q.as_ref(), scoring, keep_disk, want).map_err(internal)?;
+        // In memory: scored with the disk index's statistics, so scores compare.
+        if let Some(ram) = &overlay.searcher {
+            let keep_ram: Option<KeyFilter> = allowed
+                .clone()
+                .map(|a| Arc::new(move |k: u64| a.contains(&k)) as KeyFilter);
+            let scoring =
+                tantivy::query::EnableScoring::enabled_from_statistics_provider(&searcher, ram);
+            let (more, n) = collect(ram, q.as_ref(), scoring, keep_ram, want).map_err(internal)?;
+            hits.extend(more);
+            matched += n;
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
         }
-        let docs: Vec<(f32, DocAddress)> = TopDocs::with_limit((offset + limit).max(1))
-            .order_by_score()
-            .merge_fruits(tops)
-            .map_err(internal)?;
-        let mut hits = Vec::with_capacity(limit);
-        for (score, addr) in docs.into_iter().skip(offset) {
-            let keys = searcher
-                .segment_reader(addr.segment_ord)
-                .fast_fields()
-                .u64("key")
-                .map_err(internal)?;
-            if let Some(key) = keys.first(addr.doc_id) {
-                hits.push(Hit { key, score });
-            }
-        }
+        let hits = hits.into_iter().skip(offset).take(limit).collect();
         Ok(Hits { hits, matched })
     }
 
@@ -651,6 +740,102 @@ impl Drop for SearchIndex {
             }
         }
     }
+}
+
+/// The best `want` hits of `query` in `searcher` (by key) and how many matched, among the
+/// notes `keep` allows (all when `None`). One weight serves the ranking and the count.
+fn collect(
+    searcher: &tantivy::Searcher,
+    query: &dyn Query,
+    scoring: tantivy::query::EnableScoring<'_>,
+    keep: Option<KeyFilter>,
+    want: usize,
+) -> tantivy::Result<(Vec<Hit>, usize)> {
+    let weight = query.weight(scoring)?;
+    let segments = searcher.segment_readers().iter().enumerate();
+    let mut tops = Vec::new();
+    let mut matched = 0usize;
+    let docs: Vec<(f32, DocAddress)> = match keep {
+        Some(keep) => {
+            let k2 = keep.clone();
+            let top = FilterCollector::new(
+                "key".to_string(),
+                move |k: u64| keep(k),
+                TopDocs::with_limit(want).order_by_score(),
+            );
+            let count = FilterCollector::new("key".to_string(), move |k: u64| k2(k), Count);
+            for (ord, segment) in segments {
+                tops.push(top.collect_segment(weight.as_ref(), ord as u32, segment)?);
+                matched += count.collect_segment(weight.as_ref(), ord as u32, segment)?;
+            }
+            top.merge_fruits(tops)?
+        }
+        None => {
+            let top = TopDocs::with_limit(want).order_by_score();
+            for (ord, segment) in segments {
+                tops.push(top.collect_segment(weight.as_ref(), ord as u32, segment)?);
+                matched += weight.count(segment)? as usize;
+            }
+            top.merge_fruits(tops)?
+        }
+    };
+    let mut hits = Vec::with_capacity(docs.len());
+    for (score, addr) in docs {
+        let keys = searcher
+            .segment_reader(addr.segment_ord)
+            .fast_fields()
+            .u64("key")?;
+        if let Some(key) = keys.first(addr.doc_id) {
+            hits.push(Hit { key, score });
+        }
+    }
+    Ok((hits, matched))
+}
+
+fn document(f: &Fields, note: &Note) -> TantivyDocument {
+    let mut doc = TantivyDocument::default();
+    doc.add_u64(f.key, note.key());
+    doc.add_text(f.stamp, stamp_of(note));
+    doc.add_text(f.title, &note.title);
+    doc.add_text(f.path, &note.slug);
+    for tag in &note.tags {
+        doc.add_text(f.tags, tag);
+    }
+    doc.add_date(
+        f.created,
+        tantivy::DateTime::from_timestamp_millis(note.created_at.timestamp_millis()),
+    );
+    doc.add_date(
+        f.updated,
+        tantivy::DateTime::from_timestamp_millis(note.updated_at.timestamp_millis()),
+    );
+    if let Some(map) = &note.frontmatter {
+        let mut props = String::new();
+        for (k, v) in map {
+            let key = crate::vault::markdown::scalar_string(k).unwrap_or_default();
+            if matches!(key.as_str(), "title" | "tags" | "tag") {
+                continue;
+            }
+            props.push_str(&key);
+            props.push(' ');
+            flatten_yaml(v, &mut props);
+            props.push('\n');
+        }
+        if !props.is_empty() {
+            doc.add_text(f.properties, props);
+        }
+    }
+    if let Some(bytes) = &note.content {
+        let (text, _) = crate::vault::markdown::decode(bytes);
+        let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
+        let body = &text[body_start..];
+        let headings = provenance::headings(body);
+        if !headings.is_empty() {
+            doc.add_text(f.headings, headings.join("\n"));
+        }
+        doc.add_text(f.body, body);
+    }
+    doc
 }
 
 fn flatten_yaml(v: &serde_norway::Value, out: &mut String) {
