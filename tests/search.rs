@@ -321,7 +321,10 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
         if st["search_index"]["commits"].as_u64().unwrap() > before {
             break;
         }
-        assert!(Instant::now() < deadline, "the overlay never went to disk: {st}");
+        assert!(
+            Instant::now() < deadline,
+            "the overlay never went to disk: {st}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(slugs(&search(&s, "quasar", "").await), ["fox-b"]);

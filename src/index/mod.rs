@@ -46,6 +46,14 @@ pub(crate) type CoverageKey = (i64, usize, usize);
 /// A filter over note keys.
 type KeyFilter = Arc<dyn Fn(u64) -> bool + Send + Sync>;
 
+/// The memory budget of the writers that take small batches (tantivy's minimum).
+const SMALL_WRITER_BYTES: usize = 15_000_000;
+
+/// A writer on an empty in-memory index, to hold the place of one being dropped.
+fn placeholder_writer() -> tantivy::Result<IndexWriter<TantivyDocument>> {
+    Index::create_in_ram(schema().0).writer_with_num_threads(1, SMALL_WRITER_BYTES)
+}
+
 /// Writes pause this long before the overlay goes to disk.
 const FLUSH_IDLE: Duration = Duration::from_secs(1);
 /// The overlay goes to disk once it holds this many notes...
@@ -65,6 +73,7 @@ struct Overlay {
 
 /// What the writer thread owns.
 struct Worker {
+    index: Index,
     main: IndexWriter<TantivyDocument>,
     main_reader: IndexReader,
     fields: Fields,
@@ -77,6 +86,24 @@ struct Worker {
 }
 
 impl Worker {
+    /// Replace the start-up writer by a one-thread writer with the smallest budget.
+    fn shrink(&mut self) -> tantivy::Result<()> {
+        let small = loop {
+            // The old writer holds the lock until it is dropped: swap through a wait.
+            match self.index.writer_with_num_threads(1, SMALL_WRITER_BYTES) {
+                Ok(w) => break w,
+                Err(tantivy::TantivyError::LockFailure(..)) => {
+                    // Dropping it stops its merges (they are considered again at the next
+                    // commit) and releases the lock.
+                    drop(std::mem::replace(&mut self.main, placeholder_writer()?));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.main = small;
+        Ok(())
+    }
+
     /// Commit the overlay's notes to the index on disk and empty the overlay. On error the
     /// uncommitted operations are rolled back and the overlay kept, to be retried.
     fn flush_to_disk(&mut self) -> tantivy::Result<()> {
@@ -276,10 +303,11 @@ impl SearchIndex {
         ram.tokenizers()
             .register(tokenizer::NAME, tokenizer::analyzer());
         let worker = Worker {
+            index: index.clone(),
             main: writer,
             main_reader: reader.clone(),
             fields,
-            ram_writer: ram.writer_with_num_threads(1, 15_000_000)?,
+            ram_writer: ram.writer_with_num_threads(1, SMALL_WRITER_BYTES)?,
             ram_reader: ram
                 .reader_builder()
                 .reload_policy(ReloadPolicy::Manual)
@@ -477,13 +505,16 @@ impl SearchIndex {
             let r = match msg {
                 Msg::Sync { notes, seq } => {
                     max_seq = max_seq.max(seq);
-                    // The start-up sync goes straight to disk.
+                    // The start-up sync goes straight to disk, with every core and a large
+                    // memory budget; later changes come a few at a time, and a writer's
+                    // memory grows with its budget, so a small writer takes over.
                     self.sync(&w.main, &notes)
                         .and_then(|n| {
                             synced = Some(n);
                             w.main.commit().map(|_| ())
                         })
                         .and_then(|_| self.reader.reload())
+                        .and_then(|_| w.shrink())
                 }
                 Msg::Upsert { note, seq } => {
                     max_seq = max_seq.max(seq);
@@ -556,6 +587,7 @@ impl SearchIndex {
         if result.is_ok() {
             if let Some(n) = synced {
                 tracing::info!(notes = n, ms = elapsed, "search index up to date");
+                crate::service::release_free_memory();
             }
             self.refresh_counts();
             self.seq_tx.send_if_modified(|s| {
