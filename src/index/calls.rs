@@ -14,6 +14,9 @@ use crate::filter::Expr;
 use crate::service::{Order, Service};
 use crate::vault::catalog::{Excluded, Note, Visibility};
 
+/// Greps whose first pass is kept for their next pages.
+const GREP_CACHE: usize = 8;
+
 /// Excluded files listed in an answer (all are counted).
 pub const MAX_EXCLUDED: usize = 100;
 
@@ -282,13 +285,42 @@ impl Service {
             .filter(|n| searchable(n))
             .collect();
         let in_scope = notes.len();
-        let page = super::grep::grep(
+        let deadline = started + req.timeout;
+        // Later pages of the same grep over the same vault reuse the first pass.
+        let key = format!(
+            "{:?}\u{0}{:?}\u{0}{}\u{0}{}",
+            req.pattern, req.filter, coverage.committed_seq, coverage.total
+        );
+        let cached = self
+            .index
+            .grep_cache
+            .lock()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone());
+        let (matched, searched, timed_out) = match cached {
+            Some(hit) => (*hit).clone(),
+            None => {
+                let found = super::grep::matching_notes(&matcher, &notes, deadline);
+                if !found.2 {
+                    let mut cache = self.index.grep_cache.lock();
+                    if cache.len() == GREP_CACHE {
+                        cache.pop_front();
+                    }
+                    cache.push_back((key, Arc::new(found.clone())));
+                }
+                found
+            }
+        };
+        let mut page = super::grep::lines_page(
             &matcher,
-            &notes,
+            &matched,
             req.cursor.as_ref().map(|(s, l)| (s.as_str(), *l)),
             req.page_size,
-            started + req.timeout,
+            deadline,
         );
+        page.notes_searched = searched;
+        page.timed_out |= timed_out;
         if page.timed_out {
             coverage.remarks.push(format!(
                 "grep stopped after {} ms; {} of {} notes were searched; narrow the pattern or the filter",

@@ -5,8 +5,9 @@
 //! boundaries, BOM sniffing, and a file stops at its first NUL byte.
 //!
 //! Two passes: every note is first asked whether it matches at all (in parallel; the
-//! count is `notes_matched`), then lines are collected from the cursor on until the page
-//! holds `page_size` lines. Both stop at a deadline; what was not searched is reported.
+//! count is `notes_matched`; the caller keeps the answer for the next pages of the same
+//! grep), then lines are collected from the cursor on until the page holds `page_size`
+//! lines. Both stop at a deadline; what was not searched is reported.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -172,18 +173,15 @@ impl Sink for Any {
     }
 }
 
-/// Grep `notes` (in the order given) for `matcher`: the page of at most `page_size`
-/// lines starting after `cursor` (a slug and a line number).
-pub fn grep(
+/// Which notes match at all (pass 1), in the order given: searched in parallel until
+/// `deadline`. Also how many were searched, and whether the deadline stopped it.
+pub fn matching_notes(
     matcher: &RegexMatcher,
     notes: &[Arc<Note>],
-    cursor: Option<(&str, usize)>,
-    page_size: usize,
     deadline: Instant,
-) -> GrepPage {
+) -> (Vec<Arc<Note>>, usize, bool) {
     let stop = AtomicBool::new(false);
     let searched = AtomicUsize::new(0);
-    // Pass 1: which notes match at all.
     let matched: Vec<bool> = notes
         .par_iter()
         .map_init(searcher, |s, note| {
@@ -203,22 +201,38 @@ pub fn grep(
             any.0
         })
         .collect();
+    let notes = notes
+        .iter()
+        .zip(matched)
+        .filter(|(_, m)| *m)
+        .map(|(n, _)| n.clone())
+        .collect();
+    (
+        notes,
+        searched.load(Ordering::Relaxed),
+        stop.load(Ordering::Relaxed),
+    )
+}
+
+/// The page of at most `page_size` lines of `matched` (pass 2, in the order given)
+/// starting after `cursor` (a slug and a line number).
+pub fn lines_page(
+    matcher: &RegexMatcher,
+    matched: &[Arc<Note>],
+    cursor: Option<(&str, usize)>,
+    page_size: usize,
+    deadline: Instant,
+) -> GrepPage {
     let mut page = GrepPage {
-        notes_matched: matched.iter().filter(|m| **m).count(),
-        notes_searched: searched.load(Ordering::Relaxed),
-        timed_out: stop.load(Ordering::Relaxed),
+        notes_matched: matched.len(),
         ..GrepPage::default()
     };
-    // Pass 2: lines from the cursor on.
     let mut s = searcher();
     let start = match cursor {
-        Some((slug, _)) => notes.partition_point(|n| n.slug.as_str() < slug),
+        Some((slug, _)) => matched.partition_point(|n| n.slug.as_str() < slug),
         None => 0,
     };
-    for (i, note) in notes.iter().enumerate().skip(start) {
-        if !matched[i] {
-            continue;
-        }
+    for note in &matched[start..] {
         if Instant::now() > deadline {
             page.timed_out = true;
             page.next = page

@@ -43,6 +43,8 @@ const VERSION_FILE: &str = "notevault-schema-version";
 
 /// (committed_seq, notes, excluded files): when the vault-wide coverage changes.
 pub(crate) type CoverageKey = (i64, usize, usize);
+/// A grep's first pass: the notes that match, how many were searched, whether it timed out.
+pub(crate) type GrepPass = (Vec<Arc<Note>>, usize, bool);
 /// A filter over note keys.
 type KeyFilter = Arc<dyn Fn(u64) -> bool + Send + Sync>;
 
@@ -265,6 +267,9 @@ pub struct SearchIndex {
     overlay: parking_lot::RwLock<Arc<Overlay>>,
     /// The vault-wide part of coverage, keyed by (committed_seq, notes, excluded files).
     pub(crate) coverage_cache: Mutex<Option<(CoverageKey, calls::CoverageFacts)>>,
+    /// The first pass of recent greps (matching notes, notes searched, timed out), by
+    /// pattern, filter and vault state.
+    pub(crate) grep_cache: Mutex<std::collections::VecDeque<(String, Arc<GrepPass>)>>,
 }
 
 impl SearchIndex {
@@ -331,6 +336,7 @@ impl SearchIndex {
             seq_tx,
             worker: Mutex::new(None),
             coverage_cache: Mutex::new(None),
+            grep_cache: Mutex::new(Default::default()),
         });
         idx.refresh_counts();
         // The writer thread holds the index weakly: dropping the service drops the
