@@ -210,7 +210,8 @@ impl Lexer<'_> {
     /// An upper-case keyword followed by a space or the end.
     fn eat_keyword(&mut self, kw: &str) -> bool {
         let rest = self.rest();
-        let after = &rest[kw.len().min(rest.len())..];
+        // `get`: a keyword's length can fall inside a multi-byte character of `rest`.
+        let after = rest.get(kw.len()..).unwrap_or("");
         if rest.starts_with(kw) && (after.is_empty() || after.starts_with(char::is_whitespace)) {
             self.pos += kw.len();
             true
@@ -374,6 +375,8 @@ mod tests {
             ("C++ tips", "+(c) +(tips)"),
             ("tags:project/active", "+(tags:project_active)"),
             ("https://example.com", "+(https_example_com)"),
+            // Regression: the keyword check sliced inside `ð` (schemathesis found it).
+            ("öðÓ", "+(odo)"),
         ];
         for (input, want) in cases {
             let got = parse(input).unwrap_or_else(|e| panic!("{input:?}: {e:?}"));
