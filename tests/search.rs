@@ -631,3 +631,37 @@ async fn properties_aggregate_and_vault_summary() {
         .sum();
     assert_eq!(v["bytes"], bytes);
 }
+
+#[tokio::test]
+async fn a_note_too_large_to_search_is_listed_readable_and_reported() {
+    let (dir, vault, state) = common::temp_vault(None);
+    write(&vault, "small.md", "# Small\nneedle here\n");
+    let big = format!("# Big\nneedle\n{}", "filler line of text\n".repeat(600_000));
+    assert!(big.len() > 10 * 1024 * 1024);
+    write(&vault, "big.md", &big);
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    for path in ["/v1/search?q=needle", "/v1/grep?pattern=needle"] {
+        let body = s.get_json(path, 200).await;
+        let cov = &body["coverage"];
+        assert_eq!(
+            body["results"].as_array().unwrap().len(),
+            1,
+            "{path}: {body}"
+        );
+        assert_eq!(body["results"][0]["slug"], "small");
+        assert_eq!(cov["notes_total"], 2);
+        assert_eq!(cov["notes_searched"], 1, "{path}: {cov}");
+        assert_eq!(cov["excluded_by_reason"]["too_large"], 1);
+        assert_eq!(cov["excluded"][0]["path"], "big.md");
+        assert!(cov["excluded"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("too large"));
+    }
+    // Still a note: listed and readable by lines.
+    let list = s.get_json("/v1/notes", 200).await;
+    assert_eq!(list["coverage"]["notes_total"], 2);
+    let read = s.get_json("/v1/notes/big?limit=2", 200).await;
+    assert_eq!(read["lines"]["items"][1]["text"], "needle");
+}
