@@ -10,6 +10,7 @@ pub mod error; // the one Error type and the one table of reasons
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history; // history.git: a bare gix repository, one commit per batch
 pub mod index; // search index (tantivy), search, grep, tag and property rollups
+pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools over the /v1 calls
 pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
 pub mod service; // the assembled daemon and the domain calls shared by every surface
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP

@@ -121,6 +121,28 @@ pub struct NoteList {
     pub committed_seq: i64,
 }
 
+/// One folder of the vault, as the notes in it show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderEntry {
+    /// Vault-relative, `/`-separated, no trailing slash.
+    pub path: String,
+    /// Notes directly in it.
+    pub notes: usize,
+    /// Notes in it and in every folder below it.
+    pub notes_total: usize,
+}
+
+/// The folders of the vault whose path starts with a prefix.
+#[derive(Debug, Clone)]
+pub struct FolderListing {
+    /// In path order.
+    pub folders: Vec<FolderEntry>,
+    /// Notes in the vault.
+    pub total: usize,
+    pub excluded: Vec<Excluded>,
+    pub committed_seq: i64,
+}
+
 impl Service {
     /// Open the state directory, scan the vault and reconcile it with what was stored.
     /// The history commit of the scan runs in the background: serving does not wait.
@@ -518,6 +540,42 @@ impl Service {
                 items,
             },
         ))
+    }
+
+    /// The folders holding notes (at any depth), derived from the catalog: a folder is
+    /// listed when a note is in it or below it; only those whose path starts with
+    /// `prefix` are kept.
+    pub fn folders(&self, prefix: &str) -> FolderListing {
+        let catalog = self.catalog.read();
+        let mut counts: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+        for note in catalog.iter() {
+            let Some((dir, _)) = note.slug.rsplit_once('/') else {
+                continue;
+            };
+            counts.entry(dir).or_default().0 += 1;
+            let mut folder = dir;
+            loop {
+                counts.entry(folder).or_default().1 += 1;
+                match folder.rsplit_once('/') {
+                    Some((parent, _)) => folder = parent,
+                    None => break,
+                }
+            }
+        }
+        FolderListing {
+            folders: counts
+                .into_iter()
+                .filter(|(path, _)| path.starts_with(prefix))
+                .map(|(path, (notes, notes_total))| FolderEntry {
+                    path: path.to_string(),
+                    notes,
+                    notes_total,
+                })
+                .collect(),
+            total: catalog.len(),
+            excluded: catalog.excluded.clone(),
+            committed_seq: self.committed_seq(),
+        }
     }
 
     /// List notes whose slug starts with `prefix` and that match `filter`, in slug order,

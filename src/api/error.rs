@@ -16,6 +16,11 @@ tokio::task_local! {
     pub static DOCS_URL: std::sync::Arc<str>;
 }
 
+/// The request id, also kept in the request's extensions (for handlers that run outside
+/// the middleware's task, such as MCP tool calls).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// The error body of every failed request.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorEnvelope {

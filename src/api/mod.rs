@@ -3,6 +3,7 @@
 //! the OpenAPI document. The domain (`service`, `vault`, ...) knows nothing of this.
 
 pub mod error;
+pub mod folders;
 pub mod guard;
 pub mod notes;
 pub mod openapi;
@@ -25,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::api::error::{ApiError, DOCS_URL, REQUEST_ID};
+use crate::api::error::{ApiError, RequestId, DOCS_URL, REQUEST_ID};
 use crate::api::guard::{classify, Guards, HostGuard, RateLimits};
 use crate::api::routes::{recognize, Op};
 use crate::error::{Error, Reason};
@@ -37,6 +38,10 @@ pub struct AppState {
     pub svc: Arc<Service>,
     pub guards: Arc<Guards>,
     pub docs_url: Arc<str>,
+    /// Ends the MCP sessions and streams when the server shuts down.
+    pub mcp_cancel: tokio_util::sync::CancellationToken,
+    /// The `/mcp` service (rmcp's streamable HTTP transport and its sessions).
+    pub mcp: crate::mcp::McpService,
 }
 
 impl AppState {
@@ -45,17 +50,31 @@ impl AppState {
             hosts: HostGuard::new(&svc.config),
             limits: Arc::new(RateLimits::new(&svc.config)),
         });
+        let docs_url: Arc<str> = svc.config.docs_url.clone().into();
+        let mcp_cancel = tokio_util::sync::CancellationToken::new();
         Self {
-            docs_url: svc.config.docs_url.clone().into(),
+            mcp: crate::mcp::service(svc.clone(), docs_url.clone(), mcp_cancel.clone()),
+            docs_url,
             svc,
             guards,
+            mcp_cancel,
         }
     }
 }
 
-/// The whole application as a router, for `run` and for `oneshot` tests.
+/// The whole application as a router, for `run` and for `oneshot` tests: `/mcp` (rmcp's
+/// streamable HTTP service) and the route table, behind the same middleware.
 pub fn router(state: AppState) -> Router {
-    layered(Router::new().fallback(dispatch), state)
+    layered(
+        Router::new()
+            .route("/mcp", axum::routing::any(mcp))
+            .fallback(dispatch),
+        state,
+    )
+}
+
+async fn mcp(State(state): State<AppState>, req: Request) -> Response {
+    crate::mcp::handle(&state.mcp, req).await
 }
 
 /// Wrap `app` in the middleware every request passes: request id (outermost), Host/Origin
@@ -90,18 +109,25 @@ pub async fn run(
     svc: Arc<Service>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(AppState::new(svc));
+    let state = AppState::new(svc);
+    let mcp_cancel = state.mcp_cancel.clone();
+    let app = router(state);
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    // Open MCP streams would hold the graceful shutdown forever: end them first.
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        mcp_cancel.cancel();
+    })
     .await
 }
 
 /// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope.
-async fn request_id(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn request_id(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let id = uuid::Uuid::now_v7().simple().to_string();
+    req.extensions_mut().insert(RequestId(id.clone()));
     let mut response = REQUEST_ID
         .scope(
             id.clone(),
@@ -199,6 +225,7 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         )
             .into_response(),
         Op::ListNotes => notes::list(svc, parts).await?.into_response(),
+        Op::ListFolders => folders::list(svc, parts).await?.into_response(),
         Op::GetNote => notes::get(svc, note()?, parts).await?.into_response(),
         Op::GetRaw => notes::raw(svc, note()?, parts).await?.into_response(),
         Op::CreateNote => writes::create(svc, parts, bytes).await?,

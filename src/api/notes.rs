@@ -4,9 +4,11 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use axum::Json;
+use serde::Deserialize;
+use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::params::{PageTokens, Query};
+use crate::api::params::{self, PageTokens, Query};
 use crate::api::wire::{Coverage, ExcludedNote, NoteHandle, NoteList, NoteRead, RawNote};
 use crate::error::Error;
 use crate::service::{Service, DEFAULT_LINES, MAX_LINES};
@@ -52,19 +54,65 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
         parts.uri.query(),
         &["prefix", "filter", "order_by", "page_size", "page_token"],
     )?;
-    let filter = crate::api::params::filter(&q, crate::service::NOTE_FILTER_FIELDS)?;
-    let mut order = crate::api::params::order_by(
-        &q,
+    let p = ListNotesParams {
+        prefix: q.owned("prefix"),
+        filter: q.owned("filter"),
+        order_by: q.owned("order_by"),
+        page_size: q.opt_int("page_size", 1, MAX_PAGE_SIZE)?,
+        page_token: q.owned("page_token"),
+    };
+    Ok(Json(list_notes(svc, p).await?))
+}
+
+/// What a note listing takes: the query of `GET /v1/notes` and the arguments of the MCP
+/// `list_notes` tool.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListNotesParams {
+    /// Only notes whose slug starts with this path prefix, e.g. `projects/` (a folder and
+    /// everything under it) or `daily/2026-` (a name prefix).
+    pub prefix: Option<String>,
+    /// AIP-160 filter over `tags`, `folder`, `path`, `slug`, `title`, `status`,
+    /// `visibility`, `created_at`, `updated_at`, `links_to`, `linked_from`, `orphan` and
+    /// `frontmatter.<key>`, e.g. `tags:idea AND status != "done"`,
+    /// `links_to:projects/roadmap`, `orphan = true`, `updated_at > "2026-01-01T00:00:00Z"`.
+    /// A mistake answers `INVALID_FILTER` with its position.
+    pub filter: Option<String>,
+    /// AIP-132 order: `slug` (the default), `title`, `created_at` or `updated_at`, each
+    /// with `asc` (default) or `desc`, e.g. `updated_at desc` for the latest first.
+    pub order_by: Option<String>,
+    /// Notes per page, 1..500 (default 50).
+    #[schema(minimum = 1, maximum = 500)]
+    pub page_size: Option<usize>,
+    /// The `next_page_token` of the previous page; repeat the other parameters unchanged.
+    pub page_token: Option<String>,
+}
+
+/// List notes by path prefix, filter and order: handles and coverage, never bodies
+/// (`GET /v1/notes`, the MCP `list_notes` tool).
+pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteList, Error> {
+    let filter = params::filter_text(
+        params::non_empty("filter", p.filter.as_deref())?,
+        crate::service::NOTE_FILTER_FIELDS,
+    )?;
+    let mut order = params::parse_order(
+        params::non_empty("order_by", p.order_by.as_deref())?,
         &["slug", "path", "title", "created_at", "updated_at"],
         crate::service::Order::asc("slug"),
     )?;
     if order.field == "path" {
         order.field = "slug".into();
     }
-    let page_size = q.int("page_size", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)?;
-    let prefix = q.str("prefix").unwrap_or("").to_string();
-    let filter_text = q.str("filter").unwrap_or("").to_string();
-    let order_text = q.str("order_by").unwrap_or("").to_string();
+    let page_size = params::in_range(
+        "page_size",
+        p.page_size,
+        DEFAULT_PAGE_SIZE,
+        1,
+        MAX_PAGE_SIZE,
+    )?;
+    let prefix = p.prefix.clone().unwrap_or_default();
+    let filter_text = p.filter.clone().unwrap_or_default();
+    let order_text = p.order_by.clone().unwrap_or_default();
     let fingerprint = [
         ("route", "notes"),
         ("prefix", prefix.as_str()),
@@ -74,7 +122,7 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
     let tokens = PageTokens {
         key: &svc.token_key,
     };
-    let cursor = match q.non_empty("page_token")? {
+    let cursor = match params::non_empty("page_token", p.page_token.as_deref())? {
         Some(t) => Some(tokens.open(&fingerprint, t)?),
         None => None,
     };
@@ -108,7 +156,7 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
         .next_after
         .as_deref()
         .map(|cursor| tokens.issue(&fingerprint, cursor));
-    Ok(Json(NoteList {
+    Ok(NoteList {
         coverage: Coverage {
             notes_total: page.total,
             notes_searched: page.total,
@@ -136,7 +184,7 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
             .map(|n| NoteHandle::from(n.as_ref()))
             .collect(),
         next_page_token,
-    }))
+    })
 }
 
 /// Read a note by line slices.
@@ -158,13 +206,41 @@ pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> 
 )]
 pub async fn get(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<NoteRead>> {
     let q = Query::parse(parts.uri.query(), &["offset", "limit"])?;
-    let offset = q.int("offset", 1, 1, usize::MAX)?;
-    let limit = q.int("limit", DEFAULT_LINES, 1, MAX_LINES)?;
+    let p = ReadNoteParams {
+        note: key,
+        offset: q.opt_int("offset", 1, usize::MAX)?,
+        limit: q.opt_int("limit", 1, MAX_LINES)?,
+    };
+    Ok(Json(read_note(svc, p).await?))
+}
+
+/// What a line-sliced read takes: `GET /v1/notes/{note}` and the MCP `read_note` tool.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadNoteParams {
+    /// The note: its slug (the vault-relative path without `.md`, e.g.
+    /// `projects/roadmap`) or its `note_id`, as list and search answers give them.
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// First line to return, 1-based (default 1). Continue a long note with the
+    /// `next_offset` of the previous slice.
+    #[schema(minimum = 1)]
+    pub offset: Option<usize>,
+    /// Lines to return, 1..2000 (default 200).
+    #[schema(minimum = 1, maximum = 2000)]
+    pub limit: Option<usize>,
+}
+
+/// A line-sliced read: the handle plus `lines` (both surfaces).
+pub async fn read_note(svc: Arc<Service>, p: ReadNoteParams) -> Result<NoteRead, Error> {
+    let offset = params::in_range("offset", p.offset, 1, 1, usize::MAX)?;
+    let limit = params::in_range("limit", p.limit, DEFAULT_LINES, 1, MAX_LINES)?;
+    let key = p.note;
     let (note, page) = blocking(move || svc.read_lines(&key, offset, limit)).await?;
-    Ok(Json(NoteRead {
+    Ok(NoteRead {
         note: NoteHandle::from(note.as_ref()),
         lines: page.into(),
-    }))
+    })
 }
 
 /// Read a note's whole markdown file.
@@ -245,6 +321,22 @@ pub struct NoteLinks {
 )]
 pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<NoteLinks>> {
     Query::parse(parts.uri.query(), &[])?;
+    Ok(Json(note_links(svc, NoteParam { note: key }).await?))
+}
+
+/// A tool argument naming one note.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteParam {
+    /// The note: its slug (the vault-relative path without `.md`, e.g.
+    /// `projects/roadmap`) or its `note_id`, as list and search answers give them.
+    #[schema(min_length = 1)]
+    pub note: String,
+}
+
+/// A note's links (`GET /v1/notes/{note}:links`, the MCP `note_links` tool).
+pub async fn note_links(svc: Arc<Service>, p: NoteParam) -> Result<NoteLinks, Error> {
+    let key = p.note;
     let report = blocking(move || svc.links(&key)).await?;
     let to_wire = |(link, note): &(
         crate::vault::links::RawLink,
@@ -271,7 +363,7 @@ pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Js
             lines: lines.clone(),
         })
         .collect();
-    Ok(Json(NoteLinks {
+    Ok(NoteLinks {
         note: NoteHandle::from(report.note.as_ref()),
         coverage: Coverage {
             notes_total: report.total,
@@ -289,7 +381,7 @@ pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Js
         outgoing,
         backlinks,
         unresolved,
-    }))
+    })
 }
 
 /// The watcher's state.

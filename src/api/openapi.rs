@@ -156,6 +156,7 @@ Search and list answers return handles, provenance and coverage, never bodies; a
     paths(
         openapi_json,
         crate::api::notes::list,
+        crate::api::folders::list,
         crate::api::notes::get,
         crate::api::notes::raw,
         crate::api::notes::links,
@@ -212,6 +213,8 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::search::VaultSummary,
         crate::api::search::StatusCount,
         crate::api::search::E2eeState,
+        wire::Folder,
+        wire::FolderList,
         crate::api::notes::NoteLinks,
         crate::api::notes::OutgoingLink,
         crate::api::notes::Backlink,

@@ -46,10 +46,7 @@ impl Query {
 
     /// A string parameter that, when present, must not be empty.
     pub fn non_empty(&self, name: &str) -> Result<Option<&str>> {
-        match self.str(name) {
-            Some("") => Err(Error::invalid_field(name, "must be at least 1 character")),
-            other => Ok(other),
-        }
+        non_empty(name, self.str(name))
     }
 
     /// A boolean parameter (`true` or `false`), or `default` when absent.
@@ -65,24 +62,57 @@ impl Query {
         }
     }
 
-    /// An integer parameter within `range`, or `default` when absent.
-    pub fn int(&self, name: &str, default: usize, min: usize, max: usize) -> Result<usize> {
+    /// A string parameter, owned.
+    pub fn owned(&self, name: &str) -> Option<String> {
+        self.str(name).map(str::to_string)
+    }
+
+    /// An integer parameter, parsed; the range (`min..=max`, checked by [`in_range`])
+    /// is named in the message of a value that is not an integer.
+    pub fn opt_int(&self, name: &str, min: usize, max: usize) -> Result<Option<usize>> {
         let Some(raw) = self.str(name) else {
-            return Ok(default);
+            return Ok(None);
         };
-        let value: usize = raw.trim().parse().map_err(|_| {
+        raw.trim().parse().map(Some).map_err(|_| {
             Error::invalid_field(
                 name,
                 format!("must be an integer from {min} to {max}, got {raw:?}"),
             )
-        })?;
-        if !(min..=max).contains(&value) {
-            return Err(Error::invalid_field(
-                name,
-                format!("must be from {min} to {max}, got {value}"),
-            ));
-        }
-        Ok(value)
+        })
+    }
+
+    /// An integer parameter within `min..=max`, or `default` when absent.
+    pub fn int(&self, name: &str, default: usize, min: usize, max: usize) -> Result<usize> {
+        in_range(name, self.opt_int(name, min, max)?, default, min, max)
+    }
+}
+
+/// `value` within `min..=max`, or `default` when absent: the one range check of every
+/// surface (query parameters and tool arguments alike).
+pub fn in_range(
+    name: &str,
+    value: Option<usize>,
+    default: usize,
+    min: usize,
+    max: usize,
+) -> Result<usize> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    if !(min..=max).contains(&value) {
+        return Err(Error::invalid_field(
+            name,
+            format!("must be from {min} to {max}, got {value}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// A string parameter that, when present, must not be empty.
+pub fn non_empty<'a>(name: &str, value: Option<&'a str>) -> Result<Option<&'a str>> {
+    match value {
+        Some("") => Err(Error::invalid_field(name, "must be at least 1 character")),
+        other => Ok(other),
     }
 }
 

@@ -488,9 +488,74 @@ pub async fn list_revisions(
             "cursor",
         ],
     )?;
-    let expr = params::filter(&q, &["actor", "kind", "created_at", "revision_create_time"])?;
-    let descending = params::order_by(
-        &q,
+    // The legacy `limit` and `cursor` stand in for their AIP names when those are absent.
+    let (size_name, token_name) = (
+        if q.str("page_size").is_some() {
+            "page_size"
+        } else {
+            "limit"
+        },
+        if q.str("page_token").is_some() {
+            "page_token"
+        } else {
+            "cursor"
+        },
+    );
+    let p = ListRevisionsParams {
+        note,
+        filter: q.owned("filter"),
+        order_by: q.owned("order_by"),
+        page_size: q.opt_int(size_name, 1, 500)?,
+        page_token: q.owned(token_name),
+    };
+    Ok(Json(revisions(svc, p, size_name, token_name).await?))
+}
+
+/// What a revision list takes: `GET /v1/notes/{note}:listRevisions` and the MCP
+/// `list_revisions` tool.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListRevisionsParams {
+    /// The note: its slug or `note_id` (a deleted note is found by either too).
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// AIP-160 filter over `actor` (`filesystem` for edits made on disk,
+    /// `agent:<agent_id>` for API writes), `kind` (`create`, `update`, `move`, `delete`)
+    /// and `created_at`, e.g. `actor = "filesystem" AND created_at > "2026-01-01T00:00:00Z"`.
+    pub filter: Option<String>,
+    /// `created_at desc` (newest first, the default) or `created_at asc`.
+    pub order_by: Option<String>,
+    /// Revisions per page, 1..500 (default 50).
+    #[schema(minimum = 1, maximum = 500)]
+    pub page_size: Option<usize>,
+    /// The `next_page_token` of the previous page; repeat the other parameters unchanged.
+    pub page_token: Option<String>,
+}
+
+/// A note's revisions, newest first unless `order_by` says otherwise (both surfaces).
+pub async fn list_note_revisions(
+    svc: Arc<Service>,
+    p: ListRevisionsParams,
+) -> Result<RevisionList, Error> {
+    revisions(svc, p, "page_size", "page_token").await
+}
+
+/// [`list_note_revisions`], naming the size and token parameters as the caller sent them.
+async fn revisions(
+    svc: Arc<Service>,
+    p: ListRevisionsParams,
+    size_name: &str,
+    token_name: &str,
+) -> Result<RevisionList, Error> {
+    if p.note.is_empty() {
+        return Err(Error::invalid_field("note", "must be at least 1 character"));
+    }
+    let expr = params::filter_text(
+        params::non_empty("filter", p.filter.as_deref())?,
+        &["actor", "kind", "created_at", "revision_create_time"],
+    )?;
+    let descending = params::parse_order(
+        params::non_empty("order_by", p.order_by.as_deref())?,
         &["created_at", "revision_create_time"],
         crate::service::Order {
             field: "created_at".into(),
@@ -498,18 +563,10 @@ pub async fn list_revisions(
         },
     )?
     .desc;
-    let page_size = match q.str("page_size") {
-        Some(_) => q.int("page_size", DEFAULT_PAGE_SIZE, 1, 500)?,
-        None => q.int("limit", DEFAULT_PAGE_SIZE, 1, 500)?,
-    };
-    let token_param = if q.str("page_token").is_some() {
-        "page_token"
-    } else {
-        "cursor"
-    };
-    let filter_text = q.str("filter").unwrap_or("").to_string();
+    let page_size = params::in_range(size_name, p.page_size, DEFAULT_PAGE_SIZE, 1, 500)?;
+    let filter_text = p.filter.clone().unwrap_or_default();
     let svc2 = svc.clone();
-    let key = note.clone();
+    let key = p.note.clone();
     let paged = expr.is_none();
     let history = blocking(move || svc2.history_with(&key, !paged)).await?;
     let order = if descending { "desc" } else { "asc" };
@@ -523,9 +580,9 @@ pub async fn list_revisions(
         key: &svc.token_key,
     };
     let after: Option<i64> =
-        match q.non_empty(token_param)? {
+        match params::non_empty(token_name, p.page_token.as_deref())? {
             Some(t) => Some(tokens.open(&fingerprint, t)?.parse().map_err(|_| {
-                Error::invalid_field(token_param, "is not a page token of this list")
+                Error::invalid_field(token_name, "is not a page token of this list")
             })?),
             None => None,
         };
@@ -569,13 +626,13 @@ pub async fn list_revisions(
                 .map(|r| tokens.issue(&fingerprint, &r.seq.to_string()))
         })
         .flatten();
-    Ok(Json(RevisionList {
+    Ok(RevisionList {
         slug: history.slug,
         current_version_id: history.current_version_id,
         versions: page.iter().map(RevisionEntry::from).collect(),
         next_cursor: next.clone(),
         next_page_token: next,
-    }))
+    })
 }
 
 /// A unified diff between two revisions, or a revision and the current file.

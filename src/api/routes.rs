@@ -16,6 +16,7 @@ use crate::error::{Error, Reason};
 pub enum Op {
     OpenApi,
     ListNotes,
+    ListFolders,
     GetNote,
     GetRaw,
     CreateNote,
@@ -68,6 +69,7 @@ pub fn routes() -> Vec<Route> {
     vec![
         r(Method::GET, "/openapi.json", Op::OpenApi),
         r(Method::GET, "/v1/notes", Op::ListNotes),
+        r(Method::GET, "/v1/folders", Op::ListFolders),
         r(Method::POST, "/v1/notes", Op::CreateNote),
         r(Method::GET, "/v1/notes/{note}", Op::GetNote),
         r(Method::PATCH, "/v1/notes/{note}", Op::PatchNote),

@@ -227,3 +227,51 @@ pub struct Receipt {
     /// The file was written but a follow-up (history commit) failed.
     pub flow_back_error: Option<String>,
 }
+
+/// A folder of the vault. Folders are derived from the notes in them: one that holds no
+/// markdown note at any depth is not listed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Folder {
+    /// Vault-relative path, `/`-separated, no trailing slash (e.g. `projects/2027`): the
+    /// folder's identity, and the `prefix` that lists its notes (`projects/2027/`).
+    pub path: String,
+    /// The last segment of `path`.
+    pub name: String,
+    /// The parent folder's path; null for a top-level folder.
+    pub parent: Option<String>,
+    /// 1 for a top-level folder, 2 for one inside it, ...
+    pub depth: usize,
+    /// Notes directly in this folder.
+    pub notes: usize,
+    /// Notes in this folder and in every folder below it.
+    pub notes_total: usize,
+}
+
+impl From<&crate::service::FolderEntry> for Folder {
+    fn from(f: &crate::service::FolderEntry) -> Self {
+        let (parent, name) = match f.path.rsplit_once('/') {
+            Some((parent, name)) => (Some(parent.to_string()), name.to_string()),
+            None => (None, f.path.clone()),
+        };
+        Self {
+            depth: f.path.split('/').count(),
+            path: f.path.clone(),
+            name,
+            parent,
+            notes: f.notes,
+            notes_total: f.notes_total,
+        }
+    }
+}
+
+/// `GET /v1/folders`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FolderList {
+    /// In path order (a parent before its children).
+    pub folders: Vec<Folder>,
+    /// Pass as `page_token` for the next page; `null` on the last page.
+    pub next_page_token: Option<String>,
+    /// `notes_matched`: notes inside the folders that matched; `notes_returned`: notes
+    /// directly in the folders of this page.
+    pub coverage: Coverage,
+}

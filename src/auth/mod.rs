@@ -43,9 +43,42 @@ pub fn require(credential: &Credential, permission: Permission) -> Result<()> {
     }
 }
 
+/// Whether the MCP endpoint lists (and serves) its conditional write tools, `write_note`
+/// and `edit_note`, to `credential` (interface spec, "What the service does" item 9).
+/// They are offered only to a token holding `notes.write` while writes are possible (the
+/// vault's write policy is not `read_only`). Open local mode stays a read-only tool
+/// server: the design keeps the unauthenticated loopback endpoint free of write tools.
+pub fn mcp_write_tools(credential: &Credential, writes_possible: bool) -> bool {
+    match credential {
+        Credential::Open => false,
+        Credential::Token { permissions } => {
+            writes_possible && permissions.contains(&Permission::NotesWrite)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_write_tools_need_a_writing_token_and_a_writable_vault() {
+        assert!(!mcp_write_tools(&Credential::Open, true));
+        assert!(!mcp_write_tools(&Credential::Open, false));
+        let writer = Credential::Token {
+            permissions: vec![Permission::NotesWrite],
+        };
+        assert!(mcp_write_tools(&writer, true));
+        assert!(!mcp_write_tools(&writer, false));
+        let reviewer = Credential::Token {
+            permissions: vec![Permission::NotesReview],
+        };
+        assert!(!mcp_write_tools(&reviewer, true));
+        let reader = Credential::Token {
+            permissions: Vec::new(),
+        };
+        assert!(!mcp_write_tools(&reader, true));
+    }
 
     #[test]
     fn tokens_need_the_permission_and_open_mode_has_all() {

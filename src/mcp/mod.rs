@@ -1,0 +1,224 @@
+//! The Model Context Protocol endpoint at `/mcp`: a read-only tool server over the same
+//! domain calls as `/v1`.
+//!
+//! The transport is rmcp's streamable HTTP service, mounted in the one axum app, so a
+//! request to `/mcp` passes the same middleware as `/v1` (request id, Host/Origin guard,
+//! read rate limit, panic catcher); rmcp's own Host check is switched off because the
+//! guard is the one place that decides it. Both protocol eras are served by the same
+//! service: the handshake era (`initialize`, `Mcp-Session-Id` sessions, GET as an SSE
+//! stream of a session) and the stateless 2026-07-28 revision (`server/discover`,
+//! per-request `_meta`, the `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers,
+//! answered as plain JSON).
+//!
+//! A tool answers the JSON `/v1` answers (the same function builds it), as
+//! `structuredContent` and as text; its `outputSchema` is the utoipa schema of that
+//! answer (`schema.rs`). A domain error becomes a tool result with `isError: true`
+//! carrying the `/v1` error envelope (same `reason`, `message`, `hint`); an unknown tool is
+//! a JSON-RPC error.
+
+pub mod logging;
+pub mod schema;
+pub mod tools;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
+use crate::auth::Credential;
+use crate::error::Error;
+use crate::service::Service;
+
+/// What the server tells an agent at connection time.
+const INSTRUCTIONS: &str = "notevault serves a folder of markdown notes (an Obsidian-style \
+vault). Find notes with `list_notes` (path prefix, AIP-160 filter on tags, folder, status, \
+frontmatter, links) and `list_folders`; follow links with `note_links`; see the history of a \
+note with `list_revisions`. These answer handles, never bodies: read a note's text only with \
+`read_note`, by line slices (follow `lines.next_offset`). Every list answer carries \
+`coverage`: read it before treating a result as complete (`truncated` means more pages: pass \
+`next_page_token` back as `page_token`). A failed call answers `isError` with a `reason` and \
+a `hint`: follow the hint. This local server is read-only.";
+
+/// The `/mcp` service for `svc`; `cancel` ends its sessions and streams (on shutdown).
+pub fn service(svc: Arc<Service>, docs_url: Arc<str>, cancel: CancellationToken) -> McpService {
+    let config = StreamableHttpServerConfig::default()
+        // The guard middleware checks Host and Origin for every route, /mcp included.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_json_response(true)
+        .with_cancellation_token(cancel);
+    // One server per session (its log level) or per stateless request.
+    let factory = move || {
+        Ok(NotesServer {
+            svc: svc.clone(),
+            docs_url: docs_url.clone(),
+            log_level: Default::default(),
+        })
+    };
+    StreamableHttpService::new(factory, Default::default(), config)
+}
+
+/// The rmcp service as mounted.
+pub type McpService = StreamableHttpService<NotesServer, LocalSessionManager>;
+
+/// Serve one `/mcp` request. rmcp answers a session's DELETE with 202 once the session is
+/// closed; it is done, so the answer is 204, which clients (the Python SDK) expect.
+pub async fn handle(
+    service: &McpService,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let delete = request.method() == axum::http::Method::DELETE;
+    let response = service.handle(request).await.into_response();
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        return axum::http::StatusCode::NO_CONTENT.into_response();
+    }
+    response
+}
+
+/// The tool server: one per session (or per stateless request), cheap to clone.
+#[derive(Clone)]
+pub struct NotesServer {
+    svc: Arc<Service>,
+    docs_url: Arc<str>,
+    log_level: logging::SessionLevel,
+}
+
+/// The HTTP request behind an MCP request (rmcp hands its parts to the handler).
+fn http_parts(extensions: &rmcp::model::Extensions) -> Option<&axum::http::request::Parts> {
+    extensions.get::<axum::http::request::Parts>()
+}
+
+impl NotesServer {
+    /// Whether the caller of this request is offered the write tools.
+    fn write_tools(&self, context: &RequestContext<RoleServer>) -> bool {
+        // The auth middleware attaches the request's credential; without one the daemon is
+        // in open local mode.
+        let credential = http_parts(&context.extensions)
+            .and_then(|p| p.extensions.get::<Credential>())
+            .cloned()
+            .unwrap_or(Credential::Open);
+        if matches!(credential, Credential::Open) {
+            return false;
+        }
+        let writes_possible = crate::writes::review::settings(&self.svc)
+            .map(|s| s.policy != crate::writes::review::WritePolicy::ReadOnly)
+            .unwrap_or(false);
+        crate::auth::mcp_write_tools(&credential, writes_possible)
+    }
+}
+
+impl ServerHandler for NotesServer {
+    #[allow(deprecated)] // logging: deprecated by SEP-2577, still part of 2025-11-25
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+            .with_server_info(
+                Implementation::new("notevault", env!("CARGO_PKG_VERSION"))
+                    .with_title("notevault")
+                    .with_description(
+                        "A folder of markdown notes, served to agents: list, read by line slices, links, revisions",
+                    ),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    #[allow(deprecated)] // logging: deprecated by SEP-2577, still part of 2025-11-25
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::listed(
+            self.write_tools(&context),
+        )))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::find(name).map(|(_, tool)| tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let offered = match tools::find(&name) {
+            Some((tools::Access::Read, _)) => true,
+            Some((tools::Access::Write, _)) => self.write_tools(&context),
+            None => false,
+        };
+        let unknown = |name: &str| {
+            McpError::invalid_params(
+                format!("unknown tool `{name}`; call tools/list for the tools this server offers"),
+                None,
+            )
+        };
+        if !offered {
+            return Err(unknown(&name));
+        }
+        let request_id = http_parts(&context.extensions)
+            .and_then(|p| p.extensions.get::<RequestId>())
+            .map(|r| r.0.clone())
+            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        let svc = self.svc.clone();
+        let arguments = request.arguments;
+        let called = name.clone();
+        let started = std::time::Instant::now();
+        let outcome = REQUEST_ID
+            .scope(
+                request_id,
+                DOCS_URL.scope(self.docs_url.clone(), async move {
+                    match tools::call(svc, &called, arguments).await {
+                        Some(Ok(answer)) => Ok(CallToolResult::structured(answer)),
+                        Some(Err(err)) => Ok(tool_error(&err)),
+                        None => Err(()),
+                    }
+                }),
+            )
+            .await;
+        let result = outcome.map_err(|()| unknown(&name))?;
+        if let Some(min) = self.log_level.of(&context) {
+            let messages = logging::messages(&name, &result, started.elapsed());
+            logging::send(&context, min, messages).await;
+        }
+        Ok(result.into())
+    }
+}
+
+/// A domain error as a tool result: `isError`, the `/v1` error envelope as
+/// `structuredContent` and as text. Call inside the request's `REQUEST_ID` scope.
+pub fn tool_error(err: &Error) -> CallToolResult {
+    if err.reason.status() >= 500 {
+        tracing::error!(
+            request_id = %crate::api::error::current_request_id(),
+            reason = %err.reason,
+            message = %err.message,
+            "tool call failed"
+        );
+    }
+    let body = serde_json::to_value(envelope(err)).unwrap_or_default();
+    CallToolResult::structured_error(body)
+}

@@ -1,0 +1,209 @@
+//! The tool table: one row per tool (name, title, description for an agent, access,
+//! parameter and answer types), and the dispatch from a tool name to the function that
+//! `/v1` calls for the same answer.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::folders::{self, ListFoldersParams};
+use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
+use crate::api::review::{self, ListRevisionsParams, RevisionList};
+use crate::api::wire::{FolderList, NoteList, NoteRead};
+use crate::error::Error;
+use crate::mcp::schema;
+use crate::service::Service;
+
+/// What a tool may do to the vault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only; listed to everyone.
+    Read,
+    /// Goes through the write pipeline; listed only when `auth::mcp_write_tools` allows.
+    Write,
+}
+
+/// One tool as `tools/list` shows it.
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub access: Access,
+    input: fn() -> JsonObject,
+    output: fn() -> JsonObject,
+}
+
+/// Every tool the server knows, in the order `tools/list` answers them.
+pub const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "list_notes",
+        title: "List notes",
+        description: "List the notes of the vault by path prefix and/or an AIP-160 filter \
+(fields: tags, folder, path, slug, title, status, visibility, created_at, updated_at, \
+frontmatter.<key>, links_to, linked_from, orphan; e.g. `tags:idea AND status != \"done\"`). \
+Use it to browse a folder, to find notes by tag, status or frontmatter property, or to walk \
+the whole vault. Returns note handles (slug, note_id, title, path, tags, status, version_id, \
+content_hash), never note bodies: read a body with `read_note`. Every answer carries \
+`coverage`; read it before treating the list as complete: `coverage.notes_matched` counts \
+the matches over all pages, `coverage.truncated` (with `next_page_token`) means more pages \
+follow (call again with `page_token`), and `coverage.excluded` names files the daemon could \
+not serve. Zero notes with coverage is a valid answer.",
+        access: Access::Read,
+        input: schema::of::<ListNotesParams>,
+        output: schema::of::<NoteList>,
+    },
+    ToolSpec {
+        name: "read_note",
+        title: "Read a note by line slices",
+        description: "Read the text of one note, by line slices. This is the only tool that \
+returns note bodies; the list tools return handles only. `note` takes a slug (the \
+vault-relative path without `.md`, e.g. `projects/roadmap`) or a note_id. Returns the note \
+handle (slug, note_id, title, tags, version_id, content_hash) plus `lines`: `offset`, \
+`limit`, `total` (lines in the whole note), `next_offset` and `items` ({n, text}, numbered \
+from 1). A slice is 200 lines by default and at most 2000; when `lines.next_offset` is not \
+null the note goes on: call again with `offset` set to it. Quote line numbers from `n`.",
+        access: Access::Read,
+        input: schema::of::<ReadNoteParams>,
+        output: schema::of::<NoteRead>,
+    },
+    ToolSpec {
+        name: "list_folders",
+        title: "List folders",
+        description: "List the folders of the vault with how many notes each holds, directly \
+(`notes`) and at any depth below (`notes_total`); `prefix` narrows the list (e.g. \
+`projects`). Folders are derived from the notes in them, so a folder holding no markdown \
+note is not listed. To list a folder's notes, call `list_notes` with `prefix` set to the \
+folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `coverage` like \
+`list_notes`; page with `next_page_token`.",
+        access: Access::Read,
+        input: schema::of::<ListFoldersParams>,
+        output: schema::of::<FolderList>,
+    },
+    ToolSpec {
+        name: "list_revisions",
+        title: "List a note's revisions",
+        description: "List the revisions of one note, newest first: each with `revision_id` \
+(= `version_id`), `created_at`, `actor` (`filesystem` for edits made on disk by an editor, \
+`agent:<agent_id>` for API writes), `kind` (create, update, move, delete), `content_hash` \
+and `path`. Also works for a deleted note, by its slug or note_id. Filter with AIP-160 over \
+`actor`, `kind`, `created_at`; page with `next_page_token`. Returns no note text: read the \
+current text with `read_note`.",
+        access: Access::Read,
+        input: schema::of::<ListRevisionsParams>,
+        output: schema::of::<RevisionList>,
+    },
+    ToolSpec {
+        name: "note_links",
+        title: "A note's links and backlinks",
+        description: "The links of one note: `outgoing` (every wikilink, embed and relative \
+markdown link, with its line and the note it resolves to, the way Obsidian resolves them), \
+`unresolved` (links naming no note) and `backlinks` (notes linking to this one, with the \
+lines of their links). Handles only, never bodies: read a linked note with `read_note`. \
+`coverage.notes_searched` says how many notes were searched for backlinks.",
+        access: Access::Read,
+        input: schema::of::<NoteParam>,
+        output: schema::of::<NoteLinks>,
+    },
+];
+
+/// The rmcp definition of every tool, built once.
+fn definitions() -> &'static [(Access, Tool)] {
+    static DEFS: OnceLock<Vec<(Access, Tool)>> = OnceLock::new();
+    DEFS.get_or_init(|| {
+        TOOLS
+            .iter()
+            .map(|spec| {
+                let annotations = match spec.access {
+                    Access::Read => ToolAnnotations::with_title(spec.title)
+                        .read_only(true)
+                        .destructive(false)
+                        .idempotent(true)
+                        .open_world(false),
+                    Access::Write => ToolAnnotations::with_title(spec.title)
+                        .read_only(false)
+                        .destructive(false)
+                        .idempotent(true)
+                        .open_world(false),
+                };
+                let tool = Tool::new(spec.name, spec.description, Arc::new((spec.input)()))
+                    .with_title(spec.title)
+                    .with_raw_output_schema(Arc::new((spec.output)()))
+                    .with_annotations(annotations);
+                (spec.access, tool)
+            })
+            .collect()
+    })
+}
+
+/// The tools listed to a caller: the read-only set, plus the write tools when
+/// `with_writes` (see `auth::mcp_write_tools`).
+pub fn listed(with_writes: bool) -> Vec<Tool> {
+    definitions()
+        .iter()
+        .filter(|(access, _)| *access == Access::Read || with_writes)
+        .map(|(_, tool)| tool.clone())
+        .collect()
+}
+
+/// One tool's definition and access, by name.
+pub fn find(name: &str) -> Option<(Access, &'static Tool)> {
+    definitions()
+        .iter()
+        .find(|(_, tool)| tool.name == name)
+        .map(|(access, tool)| (*access, tool))
+}
+
+/// Run the tool `name` with `arguments`: the JSON of the same answer `/v1` gives, or the
+/// domain error (`VALIDATION_FAILED` naming the argument when they do not fit the tool's
+/// parameters). `None` for a name no tool has.
+pub async fn call(
+    svc: Arc<Service>,
+    name: &str,
+    arguments: Option<JsonObject>,
+) -> Option<Result<Value, Error>> {
+    let args = Value::Object(arguments.unwrap_or_default());
+    Some(match name {
+        "list_notes" => run(args, |p| notes::list_notes(svc, p)).await,
+        "read_note" => run(args, |p| notes::read_note(svc, p)).await,
+        "list_folders" => run(args, |p| folders::list_folders(svc, p)).await,
+        "list_revisions" => run(args, |p| review::list_note_revisions(svc, p)).await,
+        "note_links" => run(args, |p| notes::note_links(svc, p)).await,
+        _ => return None,
+    })
+}
+
+async fn run<P, T, F>(args: Value, f: impl FnOnce(P) -> F) -> Result<Value, Error>
+where
+    P: DeserializeOwned,
+    T: Serialize,
+    F: std::future::Future<Output = Result<T, Error>>,
+{
+    let params: P = crate::api::writes::parse_as(&args)?;
+    let answer = f(params).await?;
+    serde_json::to_value(answer).map_err(Error::internal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_read_only_described_and_dispatched() {
+        let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "tool names are unique");
+        for tool in listed(false) {
+            let annotations = tool.annotations.as_ref().unwrap();
+            assert_eq!(annotations.read_only_hint, Some(true), "{}", tool.name);
+            assert_eq!(tool.input_schema["type"], "object");
+            assert_eq!(tool.output_schema.as_ref().unwrap()["type"], "object");
+            assert!(tool.description.as_ref().unwrap().len() > 200);
+        }
+        assert_eq!(listed(false).len(), TOOLS.len());
+    }
+}

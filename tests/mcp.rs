@@ -1,0 +1,572 @@
+//! `/mcp` over real HTTP: both protocol eras, the tools against their `/v1` twins, tool
+//! errors with the envelope's reason and hint, and the guards `/v1` has.
+
+mod common;
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+
+/// The body of an MCP answer: plain JSON, or the last `data:` event of an SSE stream.
+async fn rpc_body(res: reqwest::Response) -> Value {
+    let is_sse = res
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let text = res.text().await.unwrap();
+    if !is_sse {
+        return serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"))
+}
+
+/// Every JSON-RPC message of an SSE answer.
+async fn sse_messages(res: reqwest::Response) -> Vec<Value> {
+    let text = res.text().await.unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .collect()
+}
+
+/// A handshake-era session: `initialize`, `notifications/initialized`, then requests
+/// carrying `Mcp-Session-Id`.
+struct Session<'a> {
+    s: &'a TestServer,
+    id: String,
+    next: u64,
+}
+
+impl<'a> Session<'a> {
+    async fn open(s: &'a TestServer) -> (Session<'a>, Value) {
+        let res = s
+            .client
+            .post(s.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({
+                "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {
+                    "protocolVersion": LEGACY,
+                    "capabilities": {},
+                    "clientInfo": {"name": "notevault-tests", "version": "0"}
+                }
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let id = res.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let init = rpc_body(res).await;
+        let session = Session { s, id, next: 1 };
+        let res = session
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert_eq!(res.status(), 202);
+        (session, init)
+    }
+
+    async fn post(&self, body: Value) -> reqwest::Response {
+        self.s
+            .client
+            .post(self.s.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", LEGACY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let res = self
+            .post(json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}))
+            .await;
+        assert_eq!(res.status(), 200, "{method}");
+        rpc_body(res).await
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let answer = self
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await;
+        answer
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool}: {answer}"))
+    }
+}
+
+/// A stateless 2026-07-28 request: per-request `_meta` (added to any `_meta` of `params`)
+/// and the standard headers.
+async fn modern_request(
+    s: &TestServer,
+    method: &str,
+    params: Value,
+    name: Option<&str>,
+) -> reqwest::Response {
+    let mut params = params;
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "notevault-tests", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    if let Some(extra) = params["_meta"].as_object() {
+        for (k, v) in extra {
+            meta[k] = v.clone();
+        }
+    }
+    params["_meta"] = meta;
+    let mut req = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method);
+    if let Some(name) = name {
+        req = req.header("mcp-name", name);
+    }
+    req.json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// [`modern_request`], answered: the status and the JSON-RPC answer.
+async fn modern(s: &TestServer, method: &str, params: Value, name: Option<&str>) -> (u16, Value) {
+    let res = modern_request(s, method, params, name).await;
+    let status = res.status().as_u16();
+    (status, rpc_body(res).await)
+}
+
+async fn vault_example() -> TestServer {
+    TestServer::start(Some("vault-example"), |c| {
+        c.rate_limit_read_per_minute = 0;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_handshake_names_notevault_and_lists_read_only_tools() {
+    let s = vault_example().await;
+    let (mut session, init) = Session::open(&s).await;
+    let result = &init["result"];
+    assert_eq!(result["protocolVersion"], LEGACY);
+    assert_eq!(result["serverInfo"]["name"], "notevault");
+    assert_eq!(result["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(result["capabilities"]["tools"].is_object());
+    assert!(result["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("read_note"));
+
+    let list = session.request("tools/list", json!({})).await;
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for expected in [
+        "list_notes",
+        "read_note",
+        "list_folders",
+        "list_revisions",
+        "note_links",
+    ] {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
+    // Open local mode is read-only: no write tool is offered.
+    assert!(!names.contains(&"write_note") && !names.contains(&"edit_note"));
+    for tool in tools {
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+        assert!(tool["description"].as_str().unwrap().len() > 200, "{tool}");
+    }
+    let read = tools.iter().find(|t| t["name"] == "read_note").unwrap();
+    assert_eq!(read["inputSchema"]["required"], json!(["note"]));
+}
+
+#[tokio::test]
+async fn tools_answer_what_v1_answers() {
+    let s = vault_example().await;
+    let (mut session, _) = Session::open(&s).await;
+
+    let result = session
+        .call(
+            "read_note",
+            json!({"note": "projects/roadmap", "offset": 2, "limit": 3}),
+        )
+        .await;
+    assert_eq!(result["isError"], false);
+    let v1 = s
+        .get_json("/v1/notes/projects%2Froadmap?offset=2&limit=3", 200)
+        .await;
+    assert_eq!(result["structuredContent"], v1);
+    // The same JSON as text, for clients that read only content.
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, v1);
+    assert_eq!(v1["lines"]["items"][0]["n"], 2);
+
+    let result = session
+        .call("list_notes", json!({"prefix": "daily/", "page_size": 2}))
+        .await;
+    let v1 = s.get_json("/v1/notes?prefix=daily/&page_size=2", 200).await;
+    let structured = &result["structuredContent"];
+    assert_eq!(structured["notes"], v1["notes"]);
+    assert_eq!(structured["coverage"], v1["coverage"]);
+    assert_eq!(structured["coverage"]["notes_matched"], 3);
+    assert_eq!(structured["coverage"]["truncated"], true);
+    // Its page token pages the tool too.
+    let token = structured["next_page_token"].as_str().unwrap();
+    let next = session
+        .call(
+            "list_notes",
+            json!({"prefix": "daily/", "page_size": 2, "page_token": token}),
+        )
+        .await;
+    assert_eq!(
+        next["structuredContent"]["notes"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(
+        next["structuredContent"]["notes"][0]["slug"],
+        "daily/2026-11-21"
+    );
+
+    let result = session
+        .call("list_notes", json!({"filter": "tags:recipe"}))
+        .await;
+    let v1 = s.get_json("/v1/notes?filter=tags%3Arecipe", 200).await;
+    assert_eq!(result["structuredContent"]["notes"], v1["notes"]);
+
+    let result = session.call("list_folders", json!({})).await;
+    let v1 = s.get_json("/v1/folders", 200).await;
+    assert_eq!(result["structuredContent"], v1);
+
+    let result = session
+        .call("list_revisions", json!({"note": "Welcome"}))
+        .await;
+    let v1 = s.get_json("/v1/notes/Welcome:listRevisions", 200).await;
+    assert_eq!(result["structuredContent"], v1);
+
+    let result = session.call("note_links", json!({"note": "Welcome"})).await;
+    let v1 = s.get_json("/v1/notes/Welcome:links", 200).await;
+    assert_eq!(result["structuredContent"], v1);
+}
+
+#[tokio::test]
+async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
+    let s = vault_example().await;
+    let (mut session, _) = Session::open(&s).await;
+
+    let result = session
+        .call("read_note", json!({"note": "no-such-note"}))
+        .await;
+    assert_eq!(result["isError"], true);
+    let err = &result["structuredContent"];
+    let v1 = s
+        .get_error("/v1/notes/no-such-note", 404, "NOTE_NOT_FOUND")
+        .await;
+    common::assert_envelope(err, 404, "NOTE_NOT_FOUND");
+    assert_eq!(err["hint"], v1["hint"]);
+    assert_eq!(err["message"], v1["message"]);
+    assert_eq!(err["help"], v1["help"]);
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(&text, err);
+
+    // Arguments that do not fit the tool: a tool error naming the argument, so an agent
+    // can correct itself.
+    for (arguments, field) in [
+        (json!({"note": "Welcome", "limit": 0}), "limit"),
+        (json!({"note": "Welcome", "limit": "ten"}), "limit"),
+        (json!({"note": "Welcome", "offset": 999}), "offset"),
+        (json!({"note": "Welcome", "colour": "red"}), "colour"),
+        (json!({}), "note"),
+    ] {
+        let result = session.call("read_note", arguments.clone()).await;
+        assert_eq!(result["isError"], true, "{arguments}");
+        let err = &result["structuredContent"];
+        common::assert_envelope(err, 400, "VALIDATION_FAILED");
+        let violations = err["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert_eq!(violations["fieldViolations"][0]["field"], field, "{err}");
+    }
+
+    let result = session.call("list_notes", json!({"filter": "tags:"})).await;
+    common::assert_envelope(&result["structuredContent"], 400, "INVALID_FILTER");
+    let result = session
+        .call("read_note", json!({"note": "../../etc/passwd"}))
+        .await;
+    common::assert_envelope(&result["structuredContent"], 400, "UNSAFE_PATH");
+
+    // An unknown tool is a protocol error.
+    let answer = session
+        .request(
+            "tools/call",
+            json!({"name": "delete_everything", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("delete_everything"));
+}
+
+#[tokio::test]
+async fn the_stateless_revision_discovers_and_calls_without_a_session() {
+    let s = vault_example().await;
+    let (status, answer) = modern(&s, "server/discover", json!({}), None).await;
+    assert_eq!(status, 200, "{answer}");
+    let result = &answer["result"];
+    assert!(result["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .contains(&json!(MODERN)));
+    assert!(result["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .contains(&json!(LEGACY)));
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "notevault"
+    );
+    assert!(result["capabilities"]["tools"].is_object());
+
+    let (status, answer) = modern(&s, "tools/list", json!({}), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 5);
+
+    let (status, answer) = modern(
+        &s,
+        "tools/call",
+        json!({"name": "read_note", "arguments": {"note": "Welcome", "limit": 2}}),
+        Some("read_note"),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let v1 = s.get_json("/v1/notes/Welcome?limit=2", 200).await;
+    assert_eq!(answer["result"]["structuredContent"], v1);
+    assert_eq!(answer["result"]["resultType"], "complete");
+
+    // The Mcp-Name header must agree with the body.
+    let (status, answer) = modern(
+        &s,
+        "tools/call",
+        json!({"name": "read_note", "arguments": {"note": "Welcome"}}),
+        Some("list_notes"),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"].is_object(), "{answer}");
+
+    // Without its `_meta`, a 2026-07-28 request is malformed.
+    let res = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/list")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+}
+
+#[tokio::test]
+async fn get_is_a_session_stream_or_405() {
+    let s = vault_example().await;
+    let (session, _) = Session::open(&s).await;
+    let res = s
+        .client
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    drop(res);
+
+    // The stateless revision has no standalone stream.
+    let res = s
+        .client
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
+
+    // A session ends with DELETE; it is then unknown.
+    let res = s
+        .client
+        .delete(s.url("/mcp"))
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let res = session
+        .post(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
+        .await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn foreign_origins_and_hosts_are_refused_like_on_v1() {
+    let s = vault_example().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "evil", "version": "0"}}});
+    let res = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("origin", "http://evil.example")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let err = common::res_json(res, 403, "foreign origin").await;
+    common::assert_envelope(&err, 403, "ORIGIN_FORBIDDEN");
+
+    let res = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("host", "evil.example")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let err = common::res_json(res, 403, "foreign host").await;
+    common::assert_envelope(&err, 403, "ORIGIN_FORBIDDEN");
+
+    // A loopback origin is a local client.
+    let res = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("origin", "http://localhost:5173")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+#[tokio::test]
+async fn mcp_requests_count_against_the_read_rate_limit() {
+    let s = TestServer::start(Some("vault-example"), |c| {
+        c.rate_limit_read_per_minute = 2;
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let (status, _) = match modern(&s, "tools/list", json!({}), None).await {
+            (429, body) => (429, body),
+            other => other,
+        };
+        statuses.push(status);
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+}
+
+#[tokio::test]
+async fn a_client_that_opts_in_to_logging_hears_about_its_calls() {
+    let (dir, vault, state) = common::temp_vault(Some("vault-example"));
+    // A symlink leaving the vault is excluded from every answer: a warning.
+    std::os::unix::fs::symlink("/etc/hostname", vault.join("outside.md")).unwrap();
+    let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
+    let call = json!({"name": "list_notes", "arguments": {"page_size": 1}});
+
+    // 2026-07-28: a request opts in with `_meta` logLevel; its answer stream carries the
+    // messages before the result.
+    let mut params = call.clone();
+    params["_meta"] = json!({"io.modelcontextprotocol/logLevel": "debug"});
+    let res = modern_request(&s, "tools/call", params, Some("list_notes")).await;
+    assert_eq!(res.status(), 200);
+    let messages = sse_messages(res).await;
+    let levels: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| m["params"]["level"].as_str().unwrap())
+        .collect();
+    assert_eq!(levels, ["debug", "warning"], "{messages:?}");
+    assert_eq!(messages[0]["params"]["logger"], "notevault");
+    assert_eq!(messages[0]["params"]["data"]["tool"], "list_notes");
+    assert_eq!(messages[1]["params"]["data"]["excluded_count"], 1);
+    assert!(messages.last().unwrap()["result"]["structuredContent"].is_object());
+    // Without the opt-in: the answer alone, as plain JSON.
+    let (status, answer) = modern(&s, "tools/call", call.clone(), Some("list_notes")).await;
+    assert_eq!(status, 200);
+    assert!(answer["result"]["structuredContent"].is_object());
+
+    // A handshake-era session opts in with logging/setLevel; rmcp sends a session's log
+    // messages on its standalone GET stream.
+    let (mut session, _) = Session::open(&s).await;
+    let answer = session
+        .request("logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    let mut stream = s
+        .client
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let answer = session.request("tools/call", call).await;
+    assert!(answer["result"]["structuredContent"].is_object());
+    let mut seen = String::new();
+    let log = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let chunk = stream
+                .chunk()
+                .await
+                .unwrap()
+                .expect("the stream stays open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            let found = seen
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m["method"] == "notifications/message");
+            if let Some(m) = found {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("a log message on the session stream");
+    // `debug` is below the session's level: the first message is the warning.
+    assert_eq!(log["params"]["level"], "warning", "{log}");
+    assert_eq!(log["params"]["data"]["excluded_count"], 1);
+}
