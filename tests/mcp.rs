@@ -570,3 +570,53 @@ async fn a_client_that_opts_in_to_logging_hears_about_its_calls() {
     assert_eq!(log["params"]["level"], "warning", "{log}");
     assert_eq!(log["params"]["data"]["excluded_count"], 1);
 }
+
+/// The official MCP Python SDK (`mcp` on PyPI, from the venv `.ci/run` creates) in its
+/// `legacy` (initialize handshake) and `auto` (server/discover, 2026-07-28) modes:
+/// `tests/mcp/e2e.py` lists the tools, checks their annotations, calls them and validates
+/// each `structuredContent` against its `outputSchema` with `jsonschema`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdk_accepts_the_server_in_both_modes() {
+    // `.ci/run` sets NOTEVAULT_REQUIRE_TOOLS: there a missing tool fails the test.
+    let required =
+        std::env::var_os("CI").is_some() || std::env::var_os("NOTEVAULT_REQUIRE_TOOLS").is_some();
+    let Some(python) = std::env::var_os("NOTEVAULT_PYTHON") else {
+        if required {
+            panic!("CI must set NOTEVAULT_PYTHON to a python with the `mcp` SDK installed");
+        }
+        eprintln!("skipped: NOTEVAULT_PYTHON is unset (.ci/run sets it to .venv/bin/python)");
+        return;
+    };
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import mcp.client.client, jsonschema"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        if required {
+            panic!("CI must provide the `mcp` SDK in the venv of NOTEVAULT_PYTHON");
+        }
+        eprintln!("skipped: no `mcp` SDK in NOTEVAULT_PYTHON (run .ci/run once to install it)");
+        return;
+    }
+    let s = vault_example().await;
+    let url = s.url("/mcp");
+    let script = common::repo_path("tests/mcp/e2e.py");
+    for mode in ["legacy", "auto"] {
+        let (python, url, script) = (python.clone(), url.clone(), script.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python)
+                .arg(script)
+                .args([url.as_str(), mode])
+                .output()
+                .expect("python runs")
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}:\n{stdout}\n{stderr}");
+        assert!(stdout.contains(&format!("mcp e2e {mode}:")), "{stdout}");
+        // The SDK warns on anything it did not expect (a session ending badly, say).
+        assert!(!stderr.contains("failed"), "{mode}: {stderr}");
+    }
+}

@@ -1,0 +1,93 @@
+"""The official MCP Python SDK (`mcp` on PyPI) against a running notevault.
+
+Usage: python e2e.py URL MODE, where MODE is `legacy` (the initialize handshake) or
+`auto` (server/discover, the stateless 2026-07-28 revision, falling back to the
+handshake). Lists the tools, checks their annotations, calls them, and validates every
+`structuredContent` against the tool's `outputSchema` with `jsonschema`. Exits non-zero
+on the first failure; prints one line per mode on success.
+"""
+
+import asyncio
+import json
+import sys
+
+import jsonschema
+from mcp.client.client import Client
+
+EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+READ_ONLY = {"list_notes", "read_note", "list_folders", "list_revisions", "note_links"}
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+async def run(url: str, mode: str) -> int:
+    checks = 0
+    async with Client(url, mode=mode) as client:
+        check(client.protocol_version == EXPECTED_VERSION[mode],
+              f"{mode}: negotiated {client.protocol_version}")
+        info = client.server_info
+        check(info is not None and info.name == "notevault", f"{mode}: server info {info}")
+        listing = await client.list_tools()
+        tools = {t.name: t for t in listing.tools}
+        check(READ_ONLY <= set(tools), f"{mode}: tools {sorted(tools)}")
+        check("write_note" not in tools and "edit_note" not in tools,
+              f"{mode}: open local mode offers no write tools")
+        for tool in tools.values():
+            check(tool.annotations is not None and tool.annotations.read_only_hint is True,
+                  f"{tool.name}: readOnlyHint")
+            check(tool.output_schema is not None and tool.output_schema.get("type") == "object",
+                  f"{tool.name}: outputSchema")
+            jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+            jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+            check(len(tool.description or "") > 200, f"{tool.name}: description")
+            checks += 1
+
+        async def call(name, arguments):
+            nonlocal checks
+            result = await client.call_tool(name, arguments)
+            check(not result.is_error, f"{name}({arguments}): {result}")
+            structured = result.structured_content
+            jsonschema.validate(structured, tools[name].output_schema,
+                                cls=jsonschema.Draft202012Validator)
+            check(json.loads(result.content[0].text) == structured,
+                  f"{name}: the text content is the structured content")
+            checks += 1
+            return structured
+
+        listing = await call("list_notes", {"prefix": "projects/"})
+        check(listing["coverage"]["notes_matched"] == len(listing["notes"]) > 0,
+              f"list_notes coverage {listing['coverage']}")
+        slug = listing["notes"][0]["slug"]
+        read = await call("read_note", {"note": slug, "limit": 5})
+        check(read["slug"] == slug and read["lines"]["items"][0]["n"] == 1, f"read_note {read}")
+        check(len(read["lines"]["items"]) == min(5, read["lines"]["total"]), "read_note slice")
+        if read["lines"]["next_offset"] is not None:
+            more = await call("read_note", {"note": read["note_id"],
+                                            "offset": read["lines"]["next_offset"], "limit": 2})
+            check(more["lines"]["items"][0]["n"] == 6, f"read_note next slice {more['lines']}")
+        page = await call("list_notes", {"page_size": 2})
+        check(page["coverage"]["truncated"] and page["next_page_token"], "list_notes pages")
+        await call("list_notes", {"filter": "tags:recipe"})
+        folders = await call("list_folders", {})
+        check(any(f["path"] == "projects" for f in folders["folders"]), "list_folders")
+        await call("list_revisions", {"note": slug})
+        await call("note_links", {"note": "Welcome"})
+
+        error = await client.call_tool("read_note", {"note": "no-such-note"})
+        check(error.is_error, "a missing note is a tool error")
+        envelope = error.structured_content
+        check(envelope["reason"] == "NOTE_NOT_FOUND" and envelope["hint"].startswith("List notes"),
+              f"error envelope {envelope}")
+        bad = await client.call_tool("read_note", {"note": slug, "limit": 0})
+        check(bad.is_error and bad.structured_content["reason"] == "VALIDATION_FAILED",
+              f"bad argument {bad}")
+        checks += 2
+    print(f"mcp e2e {mode}: {checks} checks passed against {url}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(run(sys.argv[1], sys.argv[2])))
