@@ -112,6 +112,13 @@ pub async fn run(
     let state = AppState::new(svc);
     let mcp_cancel = state.mcp_cancel.clone();
     let app = router(state);
+    // Streamed answers (the SSE of an MCP session) are several small writes: without
+    // TCP_NODELAY each waits for the client's delayed ACK (~40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
