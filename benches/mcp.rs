@@ -1,0 +1,409 @@
+//! `cargo bench --bench mcp`: tool calls over `/mcp` at 8 connections on the real corpus
+//! (`../shared/corpora/realvault.tar.gz`): p50, p99 and req/s of `read_note` (200 lines)
+//! in both protocol eras, of `list_notes` with a filter, and of the same read over
+//! `GET /v1/notes/{note}` for the cost of the MCP layer. Target: p50 <= 2 ms.
+//!
+//! Environment: `NOTEVAULT_CORPUS` (the tarball; without it the bench says so and exits
+//! 0), `NOTEVAULT_BENCH_SECONDS` (measured seconds per load, default 10).
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+
+const CONNECTIONS: usize = 8;
+const WARMUP: Duration = Duration::from_secs(1);
+const TARGET_P50: Duration = Duration::from_millis(2);
+const SLUGS: usize = 2000;
+
+fn main() -> ExitCode {
+    // `cargo test --all-targets` runs benches without `--bench`: stay out of its way.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("mcp bench: run it with `cargo bench --bench mcp`; nothing to test here");
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How a request reaches the daemon.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// `GET /v1/...`, for reference.
+    Http,
+    /// 2026-07-28: stateless POSTs with `_meta` and the standard headers, JSON answers.
+    Stateless,
+    /// 2025-11-25: one `initialize`d session per connection, SSE answers.
+    Session,
+}
+
+struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    host: String,
+    session: Option<String>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr, era: Era) -> Result<Self> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut conn = Self {
+            sender,
+            host: addr.to_string(),
+            session: None,
+        };
+        if era == Era::Session {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "notevault-bench", "version": "0"}}});
+            let (status, headers, _) = conn.post(&init, None).await?;
+            ensure!(status == StatusCode::OK, "initialize: {status}");
+            let id = headers
+                .get("mcp-session-id")
+                .context("no Mcp-Session-Id")?
+                .to_str()?
+                .to_string();
+            conn.session = Some(id);
+            let (status, _, _) = conn
+                .post(
+                    &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                    None,
+                )
+                .await?;
+            ensure!(status == StatusCode::ACCEPTED, "initialized: {status}");
+        }
+        Ok(conn)
+    }
+
+    async fn get(&mut self, path: &str) -> Result<(StatusCode, Bytes)> {
+        self.sender.ready().await?;
+        let request = Request::get(path)
+            .header("host", &self.host)
+            .body(Full::new(Bytes::new()))?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        Ok((status, response.into_body().collect().await?.to_bytes()))
+    }
+
+    async fn post(
+        &mut self,
+        body: &Value,
+        method: Option<(&str, &str, &str)>,
+    ) -> Result<(StatusCode, hyper::HeaderMap, Bytes)> {
+        self.sender.ready().await?;
+        let mut request = Request::post("/mcp")
+            .header("host", &self.host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some((version, method, name)) = method {
+            request = request
+                .header("mcp-protocol-version", version)
+                .header("mcp-method", method)
+                .header("mcp-name", name);
+        }
+        if let Some(id) = &self.session {
+            request = request
+                .header("mcp-session-id", id)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let request = request.body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        Ok((
+            status,
+            headers,
+            response.into_body().collect().await?.to_bytes(),
+        ))
+    }
+
+    /// One tool call; `Ok(true)` when it answered a result that is not an error.
+    async fn call(&mut self, era: Era, tool: &str, arguments: &Value) -> Result<bool> {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        let headers = if era == Era::Stateless {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "notevault-bench", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            });
+            Some(("2026-07-28", "tools/call", tool))
+        } else {
+            None
+        };
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        let (status, _, bytes) = self.post(&body, headers).await?;
+        if status != StatusCode::OK {
+            return Ok(false);
+        }
+        let text = std::str::from_utf8(&bytes)?;
+        let json = match text.lines().find_map(|l| l.strip_prefix("data:")) {
+            Some(_) => text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|v| v.get("id").is_some())
+                .unwrap_or_default(),
+            None => serde_json::from_str(text)?,
+        };
+        Ok(json["result"]["isError"] == false)
+    }
+}
+
+/// What one load asks for, request after request.
+#[derive(Clone)]
+enum Work {
+    Read(Arc<Vec<String>>),
+    List(Arc<Vec<String>>),
+}
+
+struct LoadResult {
+    ok: usize,
+    errors: u64,
+    rps: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+async fn load(addr: SocketAddr, era: Era, work: Work, duration: Duration) -> Result<LoadResult> {
+    let begin = Instant::now();
+    let measure_from = begin + WARMUP;
+    let end = measure_from + duration;
+    let mut tasks = Vec::new();
+    for c in 0..CONNECTIONS {
+        let work = work.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr, era).await?;
+            let mut latencies = Vec::with_capacity(1 << 16);
+            let mut errors = 0u64;
+            let mut i = c * 997;
+            loop {
+                let t0 = Instant::now();
+                if t0 >= end {
+                    break;
+                }
+                i += 1;
+                let ok = match (&work, era) {
+                    (Work::Read(slugs), Era::Http) => {
+                        let slug = &slugs[i % slugs.len()];
+                        let path = format!(
+                            "/v1/notes/{}?limit=200",
+                            percent_encoding::utf8_percent_encode(
+                                slug,
+                                percent_encoding::NON_ALPHANUMERIC
+                            )
+                        );
+                        conn.get(&path).await?.0 == StatusCode::OK
+                    }
+                    (Work::Read(slugs), _) => {
+                        let args = json!({"note": slugs[i % slugs.len()], "limit": 200});
+                        conn.call(era, "read_note", &args).await?
+                    }
+                    (Work::List(filters), Era::Http) => {
+                        let f = &filters[i % filters.len()];
+                        let path = format!(
+                            "/v1/notes?page_size=50&filter={}",
+                            percent_encoding::utf8_percent_encode(
+                                f,
+                                percent_encoding::NON_ALPHANUMERIC
+                            )
+                        );
+                        conn.get(&path).await?.0 == StatusCode::OK
+                    }
+                    (Work::List(filters), _) => {
+                        let args = json!({"filter": filters[i % filters.len()], "page_size": 50});
+                        conn.call(era, "list_notes", &args).await?
+                    }
+                };
+                let took = t0.elapsed();
+                if t0 >= measure_from {
+                    if ok {
+                        latencies.push(took);
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+            anyhow::Ok((latencies, errors))
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for task in tasks {
+        let (latencies, e) = task.await??;
+        all.extend(latencies);
+        errors += e;
+    }
+    let ok = all.len();
+    let (p50, p99) = common::stats(all);
+    Ok(LoadResult {
+        ok,
+        errors,
+        rps: (ok as u64 + errors) as f64 / duration.as_secs_f64(),
+        p50,
+        p99,
+    })
+}
+
+/// Every `step`-th slug of the vault, up to `SLUGS`.
+async fn slugs(addr: SocketAddr) -> Result<Vec<String>> {
+    let mut conn = Conn::open(addr, Era::Http).await?;
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut path = "/v1/notes?page_size=500".to_string();
+        if let Some(t) = &token {
+            path.push_str("&page_token=");
+            path.push_str(t);
+        }
+        let (status, body) = conn.get(&path).await?;
+        ensure!(status == StatusCode::OK, "GET {path}: {status}");
+        let page: Value = serde_json::from_slice(&body)?;
+        for note in page["notes"].as_array().context("notes")? {
+            all.push(note["slug"].as_str().context("slug")?.to_string());
+        }
+        match page["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    let step = (all.len() / SLUGS).max(1);
+    Ok(all.into_iter().step_by(step).take(SLUGS).collect())
+}
+
+fn run() -> Result<()> {
+    let seconds: u64 = std::env::var("NOTEVAULT_BENCH_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(10);
+    let Some(corpus) = common::corpus() else {
+        println!("skipped: the corpus tarball was not found (NOTEVAULT_CORPUS)");
+        return Ok(());
+    };
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+    };
+    let work = target.join("bench-corpus/mcp-run");
+    std::fs::create_dir_all(&work)?;
+    let vault = work.join("vault");
+    let state = work.join("state");
+    common::copy(&corpus, &vault)?;
+    let _ = std::fs::remove_dir_all(&state);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let daemon = common::start(&vault, &state)?;
+    let addr: SocketAddr = daemon
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .context("daemon address")?;
+    let result = rt.block_on(async {
+        common::wait_history(&state).await?;
+        let slugs = Arc::new(slugs(addr).await?);
+        let filters = Arc::new(
+            [
+                "tags:docs",
+                "status = \"active\"",
+                "folder = \"PowerShell-Docs\"",
+                "title:\"Get\"",
+                "updated_at > \"2020-01-01T00:00:00Z\"",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        println!("notevault MCP bench");
+        println!(
+            "  date      {}",
+            chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+        );
+        println!(
+            "  machine   {} cores; client and daemon share them",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        println!(
+            "  corpus    {} ({} slugs sampled for reads)",
+            corpus.display(),
+            slugs.len()
+        );
+        println!(
+            "  load      {CONNECTIONS} connections, {} s warm-up + {seconds} s each",
+            WARMUP.as_secs()
+        );
+        println!();
+        println!(
+            "| load | p50 | p99 | req/s | errors | target p50 <= {} ms |",
+            TARGET_P50.as_millis()
+        );
+        println!("|---|---|---|---|---|---|");
+        let duration = Duration::from_secs(seconds);
+        for (label, era, work) in [
+            (
+                "read_note (200 lines), MCP 2026-07-28 stateless",
+                Era::Stateless,
+                Work::Read(slugs.clone()),
+            ),
+            (
+                "read_note (200 lines), MCP 2025-11-25 session",
+                Era::Session,
+                Work::Read(slugs.clone()),
+            ),
+            (
+                "GET /v1/notes/{note}?limit=200 (reference)",
+                Era::Http,
+                Work::Read(slugs.clone()),
+            ),
+            (
+                "list_notes (filter, 50 per page), MCP 2026-07-28",
+                Era::Stateless,
+                Work::List(filters.clone()),
+            ),
+            (
+                "GET /v1/notes?filter= (reference)",
+                Era::Http,
+                Work::List(filters.clone()),
+            ),
+        ] {
+            let r = load(addr, era, work, duration).await?;
+            let verdict = if era == Era::Http {
+                "-"
+            } else if r.p50 <= TARGET_P50 {
+                "met"
+            } else {
+                "MISSED"
+            };
+            println!(
+                "| {label} | {} | {} | {:.0} | {} of {} | {verdict} |",
+                common::ms(r.p50),
+                common::ms(r.p99),
+                r.rps,
+                r.errors,
+                r.ok as u64 + r.errors
+            );
+        }
+        anyhow::Ok(())
+    });
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
