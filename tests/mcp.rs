@@ -177,11 +177,16 @@ async fn the_handshake_names_notevault_and_lists_read_only_tools() {
     let tools = list["result"]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     for expected in [
+        "search",
+        "grep",
         "list_notes",
         "read_note",
         "list_folders",
         "list_revisions",
         "note_links",
+        "list_tags",
+        "aggregate_properties",
+        "vault_summary",
     ] {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
@@ -263,6 +268,64 @@ async fn tools_answer_what_v1_answers() {
     let result = session.call("note_links", json!({"note": "Welcome"})).await;
     let v1 = s.get_json("/v1/notes/Welcome:links", 200).await;
     assert_eq!(result["structuredContent"], v1);
+    // Search, grep, tags, properties and the summary: the functions /v1 calls. The
+    // index catches up with the start-up scan in the background: `min_seq` waits for it.
+    let seq = s.svc.committed_seq();
+    let result = session
+        .call(
+            "search",
+            json!({"q": "sourdough", "page_size": 3, "min_seq": seq}),
+        )
+        .await;
+    let v1 = s
+        .get_json(
+            &format!("/v1/search?q=sourdough&page_size=3&min_seq={seq}"),
+            200,
+        )
+        .await;
+    assert_eq!(result["structuredContent"], v1);
+    let hits = v1["results"].as_array().unwrap();
+    assert!(
+        hits.iter().any(|h| h["slug"] == "recipes/sourdough"),
+        "{v1}"
+    );
+    assert!(v1["coverage"]["notes_searched"].as_u64().unwrap() > 0);
+
+    let result = session
+        .call(
+            "grep",
+            json!({"pattern": "todo", "case": "insensitive", "page_size": 5}),
+        )
+        .await;
+    let v1 = s
+        .get_json("/v1/grep?pattern=todo&case=insensitive&page_size=5", 200)
+        .await;
+    assert_eq!(result["structuredContent"], v1);
+    assert!(v1["lines_returned"].as_u64().unwrap() > 0, "{v1}");
+
+    let result = session
+        .call("list_tags", json!({"order_by": "count desc"}))
+        .await;
+    let v1 = s.get_json("/v1/tags?order_by=count%20desc", 200).await;
+    assert_eq!(result["structuredContent"], v1);
+
+    let result = session
+        .call("aggregate_properties", json!({"key": "status"}))
+        .await;
+    let res = s
+        .client
+        .post(s.url("/v1/properties:aggregate"))
+        .json(&json!({"key": "status"}))
+        .send()
+        .await
+        .unwrap();
+    let v1 = common::res_json(res, 200, "aggregate").await;
+    assert_eq!(result["structuredContent"], v1);
+
+    let result = session.call("vault_summary", json!({})).await;
+    let v1 = s.get_json("/v1/vault", 200).await;
+    assert_eq!(result["structuredContent"], v1);
+    assert_eq!(v1["notes"], 24);
 }
 
 #[tokio::test]
@@ -309,6 +372,14 @@ async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
 
     let result = session.call("list_notes", json!({"filter": "tags:"})).await;
     common::assert_envelope(&result["structuredContent"], 400, "INVALID_FILTER");
+    let result = session.call("search", json!({"q": ""})).await;
+    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
+    let result = session.call("grep", json!({"pattern": "("})).await;
+    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
+    let result = session
+        .call("vault_summary", json!({"verbose": true}))
+        .await;
+    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
     let result = session
         .call("read_note", json!({"note": "../../etc/passwd"}))
         .await;
@@ -350,7 +421,7 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
 
     let (status, answer) = modern(&s, "tools/list", json!({}), None).await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 10);
 
     let (status, answer) = modern(
         &s,

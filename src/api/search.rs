@@ -65,14 +65,32 @@ pub struct SearchResponse {
     pub coverage: Coverage,
 }
 
-/// The parameters of a search, as both surfaces take them.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The parameters of a search, as both surfaces take them (`GET /v1/search`, the MCP
+/// `search` tool).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SearchParams {
+    /// What to find: words (all must match), `"a phrase"`, `prefix*`, `-excluded`,
+    /// `a OR b`, and `title:` / `headings:` / `tags:` / `path:` / `properties:` / `body:`
+    /// to search one field. Case and accents do not matter; CJK text works. 1..1000
+    /// characters.
+    #[schema(min_length = 1, max_length = 1000)]
     pub q: String,
+    /// AIP-160 filter over the note fields of `list_notes` (e.g.
+    /// `tags:project AND updated_at > "2026-01-01T00:00:00Z"`).
     pub filter: Option<String>,
+    /// `score` (default, best first), or `updated_at`, `created_at`, `title`, `slug` with
+    /// `asc` or `desc`.
     pub order_by: Option<String>,
+    /// Results per page, 1..100 (default 10).
+    #[schema(minimum = 1, maximum = 100)]
     pub page_size: Option<usize>,
+    /// The `next_page_token` of the previous page; repeat the other parameters unchanged.
     pub page_token: Option<String>,
+    /// Wait (up to 10 s) until the index reflects this `committed_seq` (from a write
+    /// receipt), to find what was just written; `coverage.indexed_seq` says what was
+    /// reached.
+    #[schema(minimum = 0)]
     pub min_seq: Option<i64>,
 }
 
@@ -261,16 +279,27 @@ pub struct GrepResponse {
     pub coverage: Coverage,
 }
 
-/// The parameters of a grep.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The parameters of a grep (`GET /v1/grep`, the MCP `grep` tool).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct GrepParams {
+    /// A regex in the Rust `regex` crate's syntax, matched one line at a time as `rg`
+    /// does (e.g. `TODO|FIXME`, `^## `); 1..1000 characters.
+    #[schema(min_length = 1, max_length = 1000)]
     pub pattern: String,
+    /// Match `pattern` as written, not as a regex (`rg -F`).
     pub literal: Option<bool>,
-    /// `sensitive` (default), `insensitive` or `smart`.
+    /// `sensitive` (default), `insensitive` (`rg -i`) or `smart` (`rg -S`: insensitive
+    /// unless the pattern has an upper-case letter).
     pub case: Option<String>,
+    /// Only whole words (`rg -w`).
     pub word: Option<bool>,
+    /// AIP-160 filter over the note fields of `list_notes`: grep only the notes it keeps.
     pub filter: Option<String>,
+    /// Matching lines per page, 1..1000 (default 100).
+    #[schema(minimum = 1, maximum = 1000)]
     pub page_size: Option<usize>,
+    /// The `next_page_token` of the previous page; repeat the other parameters unchanged.
     pub page_token: Option<String>,
 }
 
@@ -435,14 +464,26 @@ pub struct TagList {
     pub coverage: Coverage,
 }
 
-/// The parameters of the tag rollup.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The parameters of the tag rollup (`GET /v1/tags`, the MCP `list_tags` tool).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TagsParams {
+    /// AIP-160 filter over the note fields of `list_notes`: count only the tags of the
+    /// notes it keeps.
     pub filter: Option<String>,
+    /// `tag` (default, ascending) or `count` (`count desc` for the most used first).
     pub order_by: Option<String>,
+    /// Tags per page, 1..1000 (default 200).
+    #[schema(minimum = 1, maximum = 1000)]
     pub page_size: Option<usize>,
+    /// The `next_page_token` of the previous page; repeat the other parameters unchanged.
     pub page_token: Option<String>,
 }
+
+/// Arguments of a tool that takes none.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
 
 /// The frontmatter tag rollup with counts, nested tags rolled up into their parents.
 /// Body `#hashtags` are not tags.

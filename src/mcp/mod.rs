@@ -23,8 +23,8 @@ pub mod tools;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -39,13 +39,17 @@ use crate::service::Service;
 
 /// What the server tells an agent at connection time.
 const INSTRUCTIONS: &str = "notevault serves a folder of markdown notes (an Obsidian-style \
-vault). Find notes with `list_notes` (path prefix, AIP-160 filter on tags, folder, status, \
-frontmatter, links) and `list_folders`; follow links with `note_links`; see the history of a \
-note with `list_revisions`. These answer handles, never bodies: read a note's text only with \
-`read_note`, by line slices (follow `lines.next_offset`). Every list answer carries \
-`coverage`: read it before treating a result as complete (`truncated` means more pages: pass \
-`next_page_token` back as `page_token`). A failed call answers `isError` with a `reason` and \
-a `hint`: follow the hint. This local server is read-only.";
+vault). Find notes with `search` (words, phrases, fields; best first) and `grep` (exact \
+strings and regexes, line by line); browse with `list_notes` (path prefix, AIP-160 filter on \
+tags, folder, status, frontmatter, links), `list_folders`, `list_tags` and \
+`aggregate_properties`; follow links with `note_links`; see a note's history with \
+`list_revisions`; `vault_summary` gives the size and freshness of the vault. These answer \
+handles and line numbers, never bodies: read a note's text only with `read_note`, by line \
+slices (follow `lines.next_offset`). Every search and list answer carries `coverage`: read \
+it before treating a result as complete (`truncated` means more pages: pass \
+`next_page_token` back as `page_token`; `excluded` says what was left out and why). A \
+failed call answers `isError` with a `reason` and a `hint`: follow the hint. This local \
+server is read-only.";
 
 /// The `/mcp` service for `svc`; `cancel` ends its sessions and streams (on shutdown).
 pub fn service(svc: Arc<Service>, docs_url: Arc<str>, cancel: CancellationToken) -> McpService {
@@ -129,7 +133,7 @@ impl ServerHandler for NotesServer {
                 Implementation::new("notevault", env!("CARGO_PKG_VERSION"))
                     .with_title("notevault")
                     .with_description(
-                        "A folder of markdown notes, served to agents: list, read by line slices, links, revisions",
+                        "A folder of markdown notes, served to agents: search, grep, list, read by line slices, links, revisions",
                     ),
             )
             .with_instructions(INSTRUCTIONS)
@@ -192,7 +196,11 @@ impl ServerHandler for NotesServer {
                 request_id,
                 DOCS_URL.scope(self.docs_url.clone(), async move {
                     match tools::call(svc, &called, arguments).await {
-                        Some(Ok(answer)) => Ok(CallToolResult::structured(answer)),
+                        Some(Ok(answer)) => {
+                            let mut result = CallToolResult::structured(answer.json);
+                            result.content = vec![ContentBlock::text(answer.text)];
+                            Ok(result)
+                        }
                         Some(Err(err)) => Ok(tool_error(&err)),
                         None => Err(()),
                     }

@@ -12,6 +12,10 @@ use serde_json::Value;
 use crate::api::folders::{self, ListFoldersParams};
 use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
 use crate::api::review::{self, ListRevisionsParams, RevisionList};
+use crate::api::search::{
+    self, AggregateRequest, GrepParams, GrepResponse, NoParams, PropertyAggregate, SearchParams,
+    SearchResponse, TagList, TagsParams, VaultSummary,
+};
 use crate::api::wire::{FolderList, NoteList, NoteRead};
 use crate::error::Error;
 use crate::mcp::schema;
@@ -38,6 +42,41 @@ pub struct ToolSpec {
 
 /// Every tool the server knows, in the order `tools/list` answers them.
 pub const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "search",
+        title: "Search notes",
+        description: "Find notes by words: BM25 relevance over title (boosted most), \
+headings, tags, path, frontmatter properties and body, CJK text included. `q` takes words \
+(all must match), `\"a phrase\"`, `prefix*`, `-excluded`, `a OR b`, and `field:word` for \
+title, headings, tags, path, properties or body. Returns, best first, note handles with why \
+they matched: `score`, `matched_fields`, `lines` (the first matching line numbers, numbered \
+as `read_note` numbers them), `line_count` and a short `snippet`; never a body: read the \
+text around a hit with `read_note` (`offset` a little before a listed line). `filter` takes \
+AIP-160 like `list_notes`. Every answer carries `coverage`: notes searched of notes total, \
+what was left out and why (private, too large, not yet indexed), `indexed_seq` against \
+`committed_seq` (how fresh the index is; pass a write's `committed_seq` as `min_seq` to \
+wait for it) and `truncated` (more pages: pass `next_page_token` as `page_token`). Zero \
+results with coverage is a valid answer. For exact strings or patterns use `grep`.",
+        access: Access::Read,
+        input: schema::of::<SearchParams>,
+        output: schema::of::<SearchResponse>,
+    },
+    ToolSpec {
+        name: "grep",
+        title: "Grep note lines",
+        description: "Find the lines matching a regex (the Rust `regex` crate's syntax) or, \
+with `literal: true`, a plain string, in the current text of every note: the lines `rg -n` \
+finds in the markdown files (`case`: sensitive, insensitive or smart; `word` for whole \
+words). Returns, note by note, the note handle and its matching lines `{n, text}` (text cut \
+at 400 characters, `truncated` then set); read around a hit with `read_note` and `offset` \
+near `n`. A page holds up to `page_size` lines and a note may continue on the next page \
+(`next_page_token`). `coverage` says how many notes were searched, which were left out and \
+why, and whether the grep stopped early (10 s). Use `search` for words and topics, `grep` \
+for exact strings, code, TODO markers and patterns.",
+        access: Access::Read,
+        input: schema::of::<GrepParams>,
+        output: schema::of::<GrepResponse>,
+    },
     ToolSpec {
         name: "list_notes",
         title: "List notes",
@@ -107,6 +146,41 @@ lines of their links). Handles only, never bodies: read a linked note with `read
         input: schema::of::<NoteParam>,
         output: schema::of::<NoteLinks>,
     },
+    ToolSpec {
+        name: "list_tags",
+        title: "List tags",
+        description: "The frontmatter tags of the vault with how many notes carry each: \
+`count` (a nested tag `a/b` also counts for `a`) and `direct_count`; only over the notes an \
+AIP-160 `filter` keeps, if given; ordered by `tag` (default) or `count desc` (most used \
+first). Body `#hashtags` are not tags. Find a tag's notes with `list_notes` and the filter \
+`tags:<tag>`. Carries `coverage`; page with `next_page_token`.",
+        access: Access::Read,
+        input: schema::of::<TagsParams>,
+        output: schema::of::<TagList>,
+    },
+    ToolSpec {
+        name: "aggregate_properties",
+        title: "Group notes by a frontmatter property",
+        description: "Group the notes (those an AIP-160 `filter` keeps, if given) by the \
+value of one top-level frontmatter `key` (e.g. `status`, `rating`, `author`): each value \
+with its count, most frequent first (up to `limit` groups; each item of a list counts on \
+its own), how many notes have the key and how many do not, and the range of the values \
+when they are numbers or dates. Carries `coverage`.",
+        access: Access::Read,
+        input: schema::of::<AggregateRequest>,
+        output: schema::of::<PropertyAggregate>,
+    },
+    ToolSpec {
+        name: "vault_summary",
+        title: "Vault summary",
+        description: "A summary of the vault: how many notes, excluded files, private notes, \
+folders and distinct tags it has, its size in bytes, notes by `status`, the write policy \
+and budget, and how fresh the search index is (`indexed_seq` against `committed_seq`). \
+Call it first to learn the size and shape of the vault. Takes no arguments.",
+        access: Access::Read,
+        input: schema::of::<NoParams>,
+        output: schema::of::<VaultSummary>,
+    },
 ];
 
 /// The rmcp definition of every tool, built once.
@@ -163,9 +237,14 @@ pub async fn call(
     svc: Arc<Service>,
     name: &str,
     arguments: Option<JsonObject>,
-) -> Option<Result<Value, Error>> {
+) -> Option<Result<Answer, Error>> {
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
+        "search" => run(args, |p| search::search(svc, p)).await,
+        "grep" => run(args, |p| search::grep(svc, p)).await,
+        "list_tags" => run(args, |p| search::tags(svc, p)).await,
+        "aggregate_properties" => run(args, |p| search::aggregate(svc, p)).await,
+        "vault_summary" => run(args, |_: NoParams| search::vault(svc)).await,
         "list_notes" => run(args, |p| notes::list_notes(svc, p)).await,
         "read_note" => run(args, |p| notes::read_note(svc, p)).await,
         "list_folders" => run(args, |p| folders::list_folders(svc, p)).await,
@@ -175,7 +254,15 @@ pub async fn call(
     })
 }
 
-async fn run<P, T, F>(args: Value, f: impl FnOnce(P) -> F) -> Result<Value, Error>
+/// A tool's answer: the JSON text `/v1` sends (byte for byte: an `f32` score keeps its
+/// short form) and the same parsed, for `structuredContent`.
+#[derive(Debug)]
+pub struct Answer {
+    pub text: String,
+    pub json: Value,
+}
+
+async fn run<P, T, F>(args: Value, f: impl FnOnce(P) -> F) -> Result<Answer, Error>
 where
     P: DeserializeOwned,
     T: Serialize,
@@ -183,7 +270,9 @@ where
 {
     let params: P = crate::api::writes::parse_as(&args)?;
     let answer = f(params).await?;
-    serde_json::to_value(answer).map_err(Error::internal)
+    let text = serde_json::to_string(&answer).map_err(Error::internal)?;
+    let json = serde_json::from_str(&text).map_err(Error::internal)?;
+    Ok(Answer { text, json })
 }
 
 #[cfg(test)]

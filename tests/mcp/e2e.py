@@ -15,7 +15,8 @@ import jsonschema
 from mcp.client.client import Client
 
 EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
-READ_ONLY = {"list_notes", "read_note", "list_folders", "list_revisions", "note_links"}
+READ_ONLY = {"search", "grep", "list_notes", "read_note", "list_folders", "list_revisions",
+             "note_links", "list_tags", "aggregate_properties", "vault_summary"}
 
 
 def check(condition, what):
@@ -56,6 +57,21 @@ async def run(url: str, mode: str) -> int:
                   f"{name}: the text content is the structured content")
             checks += 1
             return structured
+
+        seq = (await call("vault_summary", {}))["committed_seq"]
+        found = await call("search", {"q": "sourdough starter", "min_seq": seq})
+        check(found["results"] and found["coverage"]["notes_searched"] > 0, f"search {found}")
+        hit = found["results"][0]
+        line = hit["lines"][0] if hit["lines"] else 1
+        around = await call("read_note", {"note": hit["slug"], "offset": line, "limit": 3})
+        check(around["lines"]["items"][0]["n"] == line, "read_note at a search hit")
+        grep = await call("grep", {"pattern": "TODO", "case": "insensitive"})
+        check(grep["lines_returned"] > 0 and grep["results"][0]["lines"][0]["n"] >= 1,
+              f"grep {grep['coverage']}")
+        await call("list_tags", {"order_by": "count desc"})
+        await call("aggregate_properties", {"key": "status"})
+        summary = await call("vault_summary", {})
+        check(summary["notes"] > 0, f"vault_summary {summary}")
 
         listing = await call("list_notes", {"prefix": "projects/"})
         check(listing["coverage"]["notes_matched"] == len(listing["notes"]) > 0,
