@@ -254,6 +254,8 @@ pub struct Hits {
 }
 
 pub struct SearchIndex {
+    /// `<state dir>/index.lock`, locked while the index is open.
+    _lock: std::fs::File,
     dir: PathBuf,
     reader: IndexReader,
     fields: Fields,
@@ -278,28 +280,18 @@ impl SearchIndex {
     /// error. Nothing is indexed until [`SearchIndex::start`].
     pub fn open(state_dir: &Path) -> anyhow::Result<Arc<Self>> {
         let dir = state_dir.join("index");
+        // Held as long as this index lives: tantivy's own writer lock is let go for a
+        // moment when the start-up writer is replaced by a small one.
+        let lock = lock_index(state_dir, true)?;
         let (schema, fields) = schema();
         let (index, rebuilt) = open_or_rebuild(&dir, &schema)?;
         index
             .tokenizers()
             .register(tokenizer::NAME, tokenizer::analyzer());
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        // A service of this process that is shutting down may still hold the lock for a
-        // moment (its last handle is dropped by a worker): wait a little before giving up.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let writer: IndexWriter<TantivyDocument> = loop {
-            match index.writer_with_num_threads(threads, 64_000_000 * threads) {
-                Ok(w) => break w,
-                Err(tantivy::TantivyError::LockFailure(..)) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(tantivy::TantivyError::LockFailure(..)) => anyhow::bail!(
-                    "the search index in {} is in use by another notevault process",
-                    dir.display()
-                ),
-                Err(other) => anyhow::bail!("cannot open the search index: {other}"),
-            }
-        };
+        let writer: IndexWriter<TantivyDocument> = index
+            .writer_with_num_threads(threads, 64_000_000 * threads)
+            .map_err(|e| anyhow::anyhow!("cannot open the search index: {e}"))?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -323,6 +315,7 @@ impl SearchIndex {
         let (tx, rx) = mpsc::channel();
         let (seq_tx, _) = tokio::sync::watch::channel(0);
         let idx = Arc::new(Self {
+            _lock: lock,
             dir,
             reader,
             fields,
@@ -352,21 +345,14 @@ impl SearchIndex {
     /// Remove the index under `state_dir` so that the next open rebuilds it; refused
     /// while a running daemon holds it.
     pub fn drop_index(state_dir: &Path) -> anyhow::Result<()> {
-        let dir = state_dir.join("index");
-        if !dir.exists() {
+        if !state_dir.is_dir() {
             return Ok(());
         }
-        if let Ok(index) = Index::open_in_dir(&dir) {
-            match index.writer::<TantivyDocument>(15_000_000) {
-                Err(tantivy::TantivyError::LockFailure(..)) => anyhow::bail!(
-                    "the search index in {} is in use: stop the notevault daemon serving this vault first",
-                    dir.display()
-                ),
-                Ok(writer) => drop(writer),
-                Err(_) => {}
-            }
+        let _lock = lock_index(state_dir, false)?;
+        let dir = state_dir.join("index");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
         }
-        std::fs::remove_dir_all(&dir)?;
         Ok(())
     }
 
@@ -896,6 +882,39 @@ fn flatten_yaml(v: &serde_norway::Value, out: &mut String) {
         other => {
             if let Some(s) = crate::vault::markdown::scalar_string(other) {
                 out.push_str(&s);
+            }
+        }
+    }
+}
+
+/// Lock `<state dir>/index.lock` for this process. A service of this process that is
+/// shutting down may still hold it for a moment (its last handle is dropped by a worker),
+/// so `wait` tries for a few seconds before giving up.
+fn lock_index(state_dir: &Path, wait: bool) -> anyhow::Result<std::fs::File> {
+    let path = state_dir.join("index.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    let deadline = Instant::now()
+        + if wait {
+            Duration::from_secs(5)
+        } else {
+            Duration::ZERO
+        };
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+                "the search index in {} is in use: another notevault process serves this vault; stop it first",
+                state_dir.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) => {
+                anyhow::bail!("cannot lock {}: {e}", path.display())
             }
         }
     }
