@@ -85,6 +85,9 @@ struct Worker {
     /// on disk.
     changed: HashMap<u64, Option<Arc<Note>>>,
     first_change: Option<Instant>,
+    /// `<state dir>/index.lock`, held while the index is open. Last, so that it is let go
+    /// after the writers (fields drop in order) when the thread ends.
+    _lock: std::fs::File,
 }
 
 impl Worker {
@@ -254,8 +257,6 @@ pub struct Hits {
 }
 
 pub struct SearchIndex {
-    /// `<state dir>/index.lock`, locked while the index is open.
-    _lock: std::fs::File,
     dir: PathBuf,
     reader: IndexReader,
     fields: Fields,
@@ -311,11 +312,11 @@ impl SearchIndex {
                 .try_into()?,
             changed: HashMap::new(),
             first_change: None,
+            _lock: lock,
         };
         let (tx, rx) = mpsc::channel();
         let (seq_tx, _) = tokio::sync::watch::channel(0);
         let idx = Arc::new(Self {
-            _lock: lock,
             dir,
             reader,
             fields,
