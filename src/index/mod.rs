@@ -110,7 +110,9 @@ impl Worker {
     }
 
     /// Commit the overlay's notes to the index on disk and empty the overlay. On error the
-    /// uncommitted operations are rolled back and the overlay kept, to be retried.
+    /// overlay is kept and retried: each note's operations (delete its key, add its
+    /// document) replayed after a failed attempt supersede that attempt's, so no rollback
+    /// is needed (tantivy's rollback gives up the writer's lock when it fails).
     fn flush_to_disk(&mut self) -> tantivy::Result<()> {
         if self.changed.is_empty() {
             return Ok(());
@@ -126,10 +128,7 @@ impl Worker {
             self.main.commit()?;
             self.main_reader.reload()
         };
-        if let Err(e) = write() {
-            let _ = self.main.rollback();
-            return Err(e);
-        }
+        write()?;
         self.changed.clear();
         self.first_change = None;
         self.ram_writer.delete_all_documents()?;
