@@ -32,13 +32,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use hyper::client::conn::http1;
-use hyper::{Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::StatusCode;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde_json::Value;
+
+mod common;
+
+use common::Conn;
 
 /// The daemon, built by cargo with the bench (release) profile.
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
@@ -1097,38 +1098,6 @@ fn strip_ansi(line: &str) -> String {
 
 // ---------------------------------------------------------------------------------------
 // HTTP client
-
-/// One HTTP/1.1 keep-alive connection (hyper, no pool).
-struct Conn {
-    sender: http1::SendRequest<Empty<Bytes>>,
-    host: String,
-}
-
-impl Conn {
-    async fn open(addr: SocketAddr) -> Result<Self> {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(Self {
-            sender,
-            host: addr.to_string(),
-        })
-    }
-
-    async fn get(&mut self, path: &str) -> Result<(StatusCode, Bytes)> {
-        self.sender.ready().await?;
-        let request = Request::get(path)
-            .header("host", &self.host)
-            .body(Empty::<Bytes>::new())?;
-        let response = self.sender.send_request(request).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
-    }
-}
 
 /// A connection that is (re)opened on demand; every request has a timeout and must
 /// answer 200 with JSON.

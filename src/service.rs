@@ -616,6 +616,9 @@ impl Service {
         }
         let matched = if prefix.is_empty() && filter.is_none() {
             catalog.len()
+        } else if start.is_none() && next_after.is_none() {
+            // The page holds every match already: no second pass of the filter.
+            notes.len()
         } else {
             catalog
                 .iter_from(None)

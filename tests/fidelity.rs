@@ -3,41 +3,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::SystemTime;
-
 use common::TestServer;
-
-fn snapshot(root: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
-    let mut out = BTreeMap::new();
-    for entry in walkdir::WalkDir::new(root).follow_links(false) {
-        let entry = entry.unwrap();
-        let rel = entry
-            .path()
-            .strip_prefix(root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        if rel.starts_with(".notevault") || !entry.file_type().is_file() {
-            continue;
-        }
-        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
-        out.insert(
-            rel,
-            (
-                std::fs::read(entry.path()).unwrap(),
-                meta.modified().unwrap(),
-            ),
-        );
-    }
-    out
-}
 
 #[tokio::test]
 async fn scanning_and_reading_every_note_changes_no_byte_and_no_mtime() {
     let (dir, vault, _) = common::temp_vault(Some("fixtures/edge"));
-    let before = snapshot(&vault);
+    let before = common::snapshot(&vault);
     // The state dir defaults to <vault>/.notevault here, as for a user.
     let s = TestServer::start_in(dir, vault.clone(), vault.join(".notevault"), |_| {}).await;
     let list = s.get_json("/v1/notes?page_size=500", 200).await;
@@ -49,7 +20,7 @@ async fn scanning_and_reading_every_note_changes_no_byte_and_no_mtime() {
         }
     }
     common::wait_history(&s.svc);
-    assert_eq!(snapshot(&vault), before);
+    assert_eq!(common::snapshot(&vault), before);
 }
 
 #[tokio::test]

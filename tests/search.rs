@@ -626,8 +626,8 @@ async fn properties_aggregate_and_vault_summary() {
     assert_eq!(v["write_policy"], "auto_apply");
     assert_eq!(v["e2ee"]["enabled"], false);
     let bytes: u64 = common::snapshot(&s.vault)
-        .iter()
-        .map(|(_, b)| b.len() as u64)
+        .values()
+        .map(|(b, _)| b.len() as u64)
         .sum();
     assert_eq!(v["bytes"], bytes);
 }

@@ -163,10 +163,7 @@ pub async fn search_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<Sea
         ),
         None => None,
     };
-    let page_size = match q.str("page_size") {
-        Some(_) => Some(q.int("page_size", SEARCH_PAGE_SIZE.0, 1, SEARCH_PAGE_SIZE.1)?),
-        None => None,
-    };
+    let page_size = q.opt_int("page_size", 1, SEARCH_PAGE_SIZE.1)?;
     let params = SearchParams {
         q: text,
         filter: q.non_empty("filter")?.map(str::to_string),
@@ -337,10 +334,7 @@ pub async fn grep_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<GrepR
             "page_token",
         ],
     )?;
-    let page_size = match q.str("page_size") {
-        Some(_) => Some(q.int("page_size", GREP_PAGE_SIZE.0, 1, GREP_PAGE_SIZE.1)?),
-        None => None,
-    };
+    let page_size = q.opt_int("page_size", 1, GREP_PAGE_SIZE.1)?;
     let params = GrepParams {
         pattern: q
             .str("pattern")
@@ -508,10 +502,7 @@ pub async fn tags_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<TagLi
         parts.uri.query(),
         &["filter", "order_by", "page_size", "page_token"],
     )?;
-    let page_size = match q.str("page_size") {
-        Some(_) => Some(q.int("page_size", TAGS_PAGE_SIZE.0, 1, TAGS_PAGE_SIZE.1)?),
-        None => None,
-    };
+    let page_size = q.opt_int("page_size", 1, TAGS_PAGE_SIZE.1)?;
     let params = TagsParams {
         filter: q.non_empty("filter")?.map(str::to_string),
         order_by: q.non_empty("order_by")?.map(str::to_string),

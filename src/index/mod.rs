@@ -21,7 +21,7 @@ pub mod rollup;
 pub mod tokenizer;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -256,7 +256,6 @@ pub struct Hits {
 }
 
 pub struct SearchIndex {
-    dir: PathBuf,
     reader: IndexReader,
     fields: Fields,
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
@@ -316,7 +315,6 @@ impl SearchIndex {
         let (tx, rx) = mpsc::channel();
         let (seq_tx, _) = tokio::sync::watch::channel(0);
         let idx = Arc::new(Self {
-            dir,
             reader,
             fields,
             overlay: Default::default(),
@@ -402,10 +400,6 @@ impl SearchIndex {
 
     pub fn indexed_seq(&self) -> i64 {
         *self.seq_tx.borrow()
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Wait until the index reflects `seq`, at most `timeout`; `true` when it does.

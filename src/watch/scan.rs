@@ -31,8 +31,8 @@ pub struct Observed {
 pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
 
 /// What a note's bytes become in the catalog: kept unless too large.
-pub fn keep_content(bytes: Vec<u8>) -> Option<Arc<Vec<u8>>> {
-    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then(|| Arc::new(bytes))
+pub fn keep_content(bytes: Arc<Vec<u8>>) -> Option<Arc<Vec<u8>>> {
+    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then_some(bytes)
 }
 
 /// What a scan found.
@@ -131,7 +131,7 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
         created: meta.created().unwrap_or(mtime).min(mtime),
         content_hash: content_hash(&bytes),
         facts: markdown::facts(&bytes),
-        content: keep_content(bytes),
+        content: keep_content(Arc::new(bytes)),
     })
 }
 

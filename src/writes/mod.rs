@@ -748,7 +748,7 @@ pub(crate) fn commit_change(
                 created: created_at.into(),
                 content_hash: content_hash.clone().unwrap_or_default(),
                 facts: crate::vault::markdown::facts(new),
-                content: shared.filter(|b| b.len() as u64 <= scan::MAX_CONTENT_BYTES),
+                content: shared.and_then(scan::keep_content),
             };
             let note = reconcile::note_from(
                 observed,

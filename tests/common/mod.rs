@@ -230,10 +230,13 @@ pub fn temp_list(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Every file under `root` (state dir excluded) with its bytes, to prove nothing changed.
-pub fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
+/// Every file under `root` (state dir and symlinks excluded) with its bytes and mtime, to
+/// prove that nothing changed.
+pub fn snapshot(
+    root: &Path,
+) -> std::collections::BTreeMap<String, (Vec<u8>, std::time::SystemTime)> {
+    let mut out = std::collections::BTreeMap::new();
+    for entry in walkdir::WalkDir::new(root).follow_links(false) {
         let entry = entry.unwrap();
         let rel = entry
             .path()
@@ -244,7 +247,14 @@ pub fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
         if rel.starts_with(".notevault") || !entry.file_type().is_file() {
             continue;
         }
-        out.push((rel, std::fs::read(entry.path()).unwrap()));
+        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+        out.insert(
+            rel,
+            (
+                std::fs::read(entry.path()).unwrap(),
+                meta.modified().unwrap(),
+            ),
+        );
     }
     out
 }
