@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::history::History;
+use crate::history::{Change, Content, History};
 use crate::meta::Meta;
 use crate::vault::catalog::{Catalog, Excluded, Note};
 use crate::vault::markdown;
@@ -229,8 +229,18 @@ impl Service {
         }
         let stored = self.meta.all_notes()?;
         let first_history = self.history.status().head.is_none();
-        let history_paths: Vec<String> = if first_history {
-            found.observed.iter().map(|o| o.rel.clone()).collect()
+        let history: Vec<Change> = if first_history {
+            found
+                .observed
+                .iter()
+                .map(|o| Change {
+                    path: o.rel.clone(),
+                    content: Some(Content::kept_or_file(
+                        o.content.clone(),
+                        self.paths.root.join(&o.rel),
+                    )),
+                })
+                .collect()
         } else {
             Vec::new()
         };
@@ -289,8 +299,7 @@ impl Service {
         } else {
             "Record changes made while notevault was stopped"
         };
-        let outcome =
-            reconcile::reconcile(self, changed, removed, "filesystem", subject, history_paths)?;
+        let outcome = reconcile::reconcile(self, changed, removed, "filesystem", subject, history)?;
         // The index catches up with the catalog in the background; every later change
         // follows it in order.
         let notes: Vec<Arc<Note>> = self.catalog.read().iter().cloned().collect();

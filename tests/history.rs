@@ -122,3 +122,50 @@ fn walk(root: &std::path::Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// The first start records the vault as found, even when a write lands before the
+/// history thread has written that first commit (it once re-read files late and
+/// recorded the write's bytes as the "found" revision).
+#[tokio::test]
+async fn the_first_revision_holds_the_bytes_found_at_start() {
+    let (dir, vault, state) = common::temp_vault(None);
+    // 48 MB of notes: compressing them into history takes a while.
+    for i in 0..3000 {
+        let words = format!("filler {i} takes a while to compress. ").repeat(500);
+        std::fs::write(vault.join(format!("filler {i}.md")), words).unwrap();
+    }
+    // Named to sort last, so the late read of old came after the write.
+    std::fs::write(vault.join("zzinbox.md"), "as found\n").unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let note = s.get_json("/v1/notes/zzinbox?limit=1", 200).await;
+    let res = s
+        .client
+        .post(s.url("/v1/notes/zzinbox:edit"))
+        .header("Idempotency-Key", "edit-early")
+        .json(&serde_json::json!({
+            "version_id": note["version_id"],
+            "old_string": "as found",
+            "new_string": "written",
+        }))
+        .send()
+        .await
+        .unwrap();
+    common::res_json(res, 200, "edit").await;
+    common::wait_history(&s.svc);
+    let found = git(&s.state, &["show", "HEAD~1:zzinbox.md"]);
+    assert_eq!(found, "as found\n", "the bootstrap commit");
+    assert_eq!(git(&s.state, &["show", "HEAD:zzinbox.md"]), "written\n");
+    let first = s.get_json("/v1/notes/zzinbox:listRevisions", 200).await["versions"][1]
+        ["version_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let diff = s
+        .get_json(&format!("/v1/notes/zzinbox:diff?from={first}"), 200)
+        .await;
+    let diff = diff["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-as found") && diff.contains("+written"),
+        "{diff}"
+    );
+}

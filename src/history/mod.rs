@@ -22,8 +22,20 @@ use crate::error::{Error, Result};
 pub enum Content {
     /// The bytes just written by the write pipeline.
     Bytes(Arc<Vec<u8>>),
-    /// A file to read now (the startup bootstrap reads the vault in parallel).
+    /// A file to read when the commit is written: only for notes whose bytes are not kept
+    /// in memory (over 10 MiB). The write pipeline waits for pending commits before it
+    /// changes such a file, so the late read still sees the recorded version.
     File(PathBuf),
+}
+
+impl Content {
+    /// The bytes a scan kept, else the file (see [`Content::File`]).
+    pub fn kept_or_file(kept: Option<Arc<Vec<u8>>>, file: PathBuf) -> Content {
+        match kept {
+            Some(bytes) => Content::Bytes(bytes),
+            None => Content::File(file),
+        }
+    }
 }
 
 /// One path of a commit: new content, or `None` for a removal.
@@ -41,8 +53,8 @@ pub struct CommitRequest {
     pub changes: Vec<Change>,
     /// `(key, value)` trailers appended to the message.
     pub trailers: Vec<(String, String)>,
-    /// Commit even when the tree is unchanged (an API write always gets its commit, even
-    /// when the startup bootstrap, which reads files late, already holds its content).
+    /// Commit even when the tree is unchanged (an API write always gets its commit, so
+    /// its revision has a commit of its own to be read back from).
     pub allow_empty: bool,
 }
 

@@ -647,6 +647,11 @@ pub(crate) fn commit_change(
             });
         }
     }
+    // A note whose bytes are not kept (over 10 MiB) may still be waiting for a history
+    // commit that reads the file late: let it read the version it records first.
+    if from.is_some_and(|(n, _)| n.content.is_none()) {
+        svc.history.flush(std::time::Duration::from_secs(30));
+    }
     let expect_old = from.map(|(n, _)| Expect::Hash(n.content_hash.clone()));
     let mut history_changes = Vec::new();
     match (&bytes, from) {

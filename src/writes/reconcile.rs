@@ -96,15 +96,16 @@ pub fn note_from(
 }
 
 /// Take `observed` files and `removed` paths into every store, as one batch.
-/// `history_paths` are more files for the commit to carry as they are on disk (the first
-/// bootstrap records the whole vault).
+/// `history` is more for the commit to carry (the first bootstrap records the whole
+/// vault). Changed files go to history with the bytes that were observed, never re-read
+/// later: a write that lands before the commit is written must not leak into it.
 pub fn reconcile(
     svc: &Service,
     observed: Vec<Observed>,
     removed: Vec<String>,
     actor: &str,
     subject: &str,
-    history_paths: Vec<String>,
+    history: Vec<Change>,
 ) -> Result<Outcome> {
     let now = Utc::now();
     let now_s = timestamp(now);
@@ -125,13 +126,8 @@ pub fn reconcile(
     let mut changes = Vec::new();
     let mut seq = svc.committed_seq();
     let mut to_index = Vec::new();
-    let full_history = !history_paths.is_empty();
-    for path in history_paths {
-        changes.push(Change {
-            content: Some(Content::File(svc.paths.root.join(&path))),
-            path,
-        });
-    }
+    let full_history = !history.is_empty();
+    changes.extend(history);
     for obs in observed {
         let slug = slug_of(&obs.rel);
         let previous = catalog.get(slug).cloned();
@@ -164,7 +160,13 @@ pub fn reconcile(
         };
         seq += 1;
         let version_id = uuid::Uuid::now_v7().to_string();
-        let rel = obs.rel.clone();
+        let recorded = Change {
+            content: Some(Content::kept_or_file(
+                obs.content.clone(),
+                svc.paths.root.join(&obs.rel),
+            )),
+            path: obs.rel.clone(),
+        };
         let note = note_from(obs, note_id, version_id, created_at, now);
         revisions.push(RevisionRow {
             seq,
@@ -187,10 +189,7 @@ pub fn reconcile(
             observed_at: now_s.clone(),
         });
         if !full_history {
-            changes.push(Change {
-                content: Some(Content::File(svc.paths.root.join(&rel))),
-                path: rel,
-            });
+            changes.push(recorded);
         }
         let slug = note.slug.clone();
         catalog.insert(note);
