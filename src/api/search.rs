@@ -208,7 +208,12 @@ pub async fn search(svc: Arc<Service>, p: SearchParams) -> Result<SearchResponse
         page_size,
     };
     let svc2 = svc.clone();
-    let answer = blocking(move || svc2.search(&req)).await?;
+    // Light searches run here (see `SearchRequest::is_light`); the rest on the pool.
+    let answer = if req.is_light() {
+        svc2.search(&req)?
+    } else {
+        blocking(move || svc2.search(&req)).await?
+    };
     let mut coverage = Coverage::from(&answer.coverage);
     if let Some(min) = waited_out {
         coverage.notes.push(format!(

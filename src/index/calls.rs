@@ -77,6 +77,18 @@ pub struct SearchRequest {
     pub page_size: usize,
 }
 
+impl SearchRequest {
+    /// Light enough to run on the async worker that received it: a light query, ranked,
+    /// unfiltered, near the first page. Handing it to the blocking pool costs about as
+    /// much CPU again as the search (thread wake-ups on every request).
+    pub fn is_light(&self) -> bool {
+        self.filter.is_none()
+            && self.order.field == "score"
+            && self.offset < 1000
+            && query::parse(&self.query).is_ok_and(|p| p.is_light())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SearchHit {
     pub note: Arc<Note>,

@@ -72,30 +72,111 @@ pub struct Matcher {
 struct TermFinder {
     bytes: Vec<u8>,
     exact: Option<memchr::memmem::Finder<'static>>,
+    prefix: bool,
+    /// The term starts / ends with a character of an unspaced script: no word boundary
+    /// is needed on that side.
+    open_start: bool,
+    open_end: bool,
 }
 
 impl TermFinder {
-    fn new(term: &str) -> Self {
+    fn new(term: &str, prefix: bool) -> Self {
         let bytes = term.as_bytes().to_vec();
         let exact = (!term.is_ascii()).then(|| memchr::memmem::Finder::new(&bytes).into_owned());
-        Self { bytes, exact }
+        Self {
+            bytes,
+            exact,
+            prefix,
+            open_start: term.chars().next().is_some_and(is_unspaced),
+            open_end: term.chars().last().is_some_and(is_unspaced),
+        }
     }
 
-    /// Every match in `text`, by start.
-    fn find_all(&self, text: &[u8], out: &mut Vec<(usize, usize, usize)>, pattern: usize) {
+    /// The matches in `text`, by start, lazily.
+    fn iter<'a>(&'a self, text: &'a [u8]) -> TermMatches<'a> {
         let n = self.bytes.len();
-        if n == 0 || n > text.len() {
-            return;
+        let candidates = if n == 0 || n > text.len() {
+            Candidates::None
+        } else if let Some(f) = &self.exact {
+            Candidates::Exact(f.find_iter(text))
+        } else {
+            let first = self.bytes[0];
+            let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+            Candidates::Ascii(memchr::memchr2_iter(lo, up, &text[..=text.len() - n]))
+        };
+        TermMatches {
+            finder: self,
+            text,
+            candidates,
         }
-        if let Some(f) = &self.exact {
-            out.extend(f.find_iter(text).map(|i| (i, i + n, pattern)));
-            return;
+    }
+
+    fn accepts(&self, text: &[u8], start: usize, end: usize) -> bool {
+        if self.exact.is_none() && !text[start + 1..end].eq_ignore_ascii_case(&self.bytes[1..]) {
+            return false;
         }
-        let first = self.bytes[0];
-        let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
-        for i in memchr::memchr2_iter(lo, up, &text[..=text.len() - n]) {
-            if text[i + 1..i + n].eq_ignore_ascii_case(&self.bytes[1..]) {
-                out.push((i, i + n, pattern));
+        let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
+        (self.open_start || boundary(char_before(text, start)))
+            && (self.prefix || self.open_end || boundary(char_after(text, end)))
+    }
+}
+
+enum Candidates<'a> {
+    None,
+    Ascii(memchr::Memchr2<'a>),
+    Exact(memchr::memmem::FindIter<'a, 'a>),
+}
+
+/// One term's matches at word boundaries, by start.
+struct TermMatches<'a> {
+    finder: &'a TermFinder,
+    text: &'a [u8],
+    candidates: Candidates<'a>,
+}
+
+impl Iterator for TermMatches<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        let n = self.finder.bytes.len();
+        loop {
+            let start = match &mut self.candidates {
+                Candidates::None => return None,
+                Candidates::Ascii(it) => it.next()?,
+                Candidates::Exact(it) => it.next()?,
+            };
+            if self.finder.accepts(self.text, start, start + n) {
+                return Some((start, start + n));
+            }
+        }
+    }
+}
+
+/// Every term's matches merged: leftmost first, the longest where matches overlap.
+/// Lazy, so a caller that has seen enough stops scanning the note.
+struct Matches<'a> {
+    terms: Vec<std::iter::Peekable<TermMatches<'a>>>,
+    end: usize,
+}
+
+impl Iterator for Matches<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        loop {
+            let mut best: Option<(usize, usize, usize)> = None;
+            for (i, term) in self.terms.iter_mut().enumerate() {
+                if let Some(&(s, e)) = term.peek() {
+                    if best.is_none_or(|(bs, be, _)| s < bs || (s == bs && e > be)) {
+                        best = Some((s, e, i));
+                    }
+                }
+            }
+            let (start, end, i) = best?;
+            self.terms[i].next();
+            if start >= self.end {
+                self.end = end;
+                return Some((start, end));
             }
         }
     }
@@ -121,7 +202,7 @@ pub struct Provenance {
 impl Matcher {
     /// `terms`: lower-cased tokens, `true` for a prefix.
     pub fn new(terms: Vec<(String, bool)>) -> Self {
-        let finders = terms.iter().map(|(t, _)| TermFinder::new(t)).collect();
+        let finders = terms.iter().map(|(t, p)| TermFinder::new(t, *p)).collect();
         Self { terms, finders }
     }
 
@@ -135,35 +216,29 @@ impl Matcher {
         })
     }
 
+    /// Whether a term is a word of `text`. The byte finder answers first; the tokenizer
+    /// (which also folds accents, `cafe` for `Café`) only for non-ASCII text it missed.
     fn text_matches(&self, text: &str) -> bool {
-        tokens(text).iter().any(|(t, _)| self.token_matches(t))
+        self.matches(text.as_bytes()).next().is_some()
+            || (!text.is_ascii() && tokens(text).iter().any(|(t, _)| self.token_matches(t)))
     }
 
     /// Byte ranges of the terms in `text` at word boundaries, leftmost first, the longest
     /// where matches overlap. Bytes, not text: a note's bytes are searched as they are.
+    fn matches<'a>(&'a self, text: &'a [u8]) -> Matches<'a> {
+        Matches {
+            terms: self
+                .finders
+                .iter()
+                .map(|f| f.iter(text).peekable())
+                .collect(),
+            end: 0,
+        }
+    }
+
+    #[cfg(test)]
     fn find(&self, text: &[u8]) -> Vec<(usize, usize)> {
-        let mut all = Vec::new();
-        for (i, f) in self.finders.iter().enumerate() {
-            f.find_all(text, &mut all, i);
-        }
-        all.retain(|&(start, end, i)| {
-            let (term, prefix) = &self.terms[i];
-            let first = term.chars().next().unwrap_or(' ');
-            let last = term.chars().last().unwrap_or(' ');
-            let boundary =
-                |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
-            let before_ok = is_unspaced(first) || boundary(char_before(text, start));
-            let after_ok = *prefix || is_unspaced(last) || boundary(char_after(text, end));
-            before_ok && after_ok
-        });
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        let mut out: Vec<(usize, usize)> = Vec::with_capacity(all.len());
-        for (start, end, _) in all {
-            if out.last().is_none_or(|&(_, e)| start >= e) {
-                out.push((start, end));
-            }
-        }
-        out
+        self.matches(text).collect()
     }
 
     /// The provenance of `note`.
@@ -183,7 +258,7 @@ impl Matcher {
         let mut line_no = 1;
         let mut counted_to = 0;
         let mut last_line = 0;
-        for (start, _) in self.find(bytes) {
+        for (start, _) in self.matches(bytes) {
             line_no += memchr::memchr_iter(b'\n', &bytes[counted_to..start]).count();
             counted_to = start;
             if line_no == last_line {
@@ -248,8 +323,7 @@ impl Matcher {
     /// `line` cut to [`SNIPPET_CHARS`] around its first match, matches marked.
     pub fn snippet(&self, line: &str) -> String {
         let matches: Vec<(usize, usize)> = self
-            .find(line.as_bytes())
-            .into_iter()
+            .matches(line.as_bytes())
             .filter(|(s, e)| line.is_char_boundary(*s) && line.is_char_boundary(*e))
             .collect();
         let total = line.chars().count();
@@ -341,6 +415,16 @@ mod tests {
         // Overlapping terms: the longest at the leftmost start.
         let m = matcher(&[("road", true), ("roadmap", false)]);
         assert_eq!(m.find(b"a roadmap"), [(2, 9)]);
+    }
+
+    #[test]
+    fn words_in_short_texts_fold_accents_when_bytes_miss() {
+        let m = matcher(&[("cafe", false)]);
+        assert!(m.text_matches("Cafe notes"));
+        assert!(m.text_matches("Café notes"), "by the tokenizer's folding");
+        assert!(!m.text_matches("Cafeteria notes"));
+        let m = matcher(&[("東京", false)]);
+        assert!(m.text_matches("私は東京に"));
     }
 
     #[test]
