@@ -98,7 +98,7 @@ impl TermFinder {
         let candidates = if n == 0 || n > text.len() {
             Candidates::None
         } else if let Some(f) = &self.exact {
-            Candidates::Exact(f.find_iter(text))
+            Candidates::Exact(Box::new(f.find_iter(text)))
         } else {
             let first = self.bytes[0];
             let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
@@ -124,7 +124,7 @@ impl TermFinder {
 enum Candidates<'a> {
     None,
     Ascii(memchr::Memchr2<'a>),
-    Exact(memchr::memmem::FindIter<'a, 'a>),
+    Exact(Box<memchr::memmem::FindIter<'a, 'a>>),
 }
 
 /// One term's matches at word boundaries, by start.
