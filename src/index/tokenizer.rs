@@ -29,7 +29,13 @@ pub fn analyzer() -> TextAnalyzer {
 }
 
 /// A character of a script written without spaces between words.
+#[inline]
 pub fn is_unspaced(c: char) -> bool {
+    // Most text is below Thai: one comparison.
+    (c as u32) >= 0x0E00 && is_unspaced_slow(c)
+}
+
+fn is_unspaced_slow(c: char) -> bool {
     matches!(c as u32,
         0x0E00..=0x0EFF      // Thai, Lao
         | 0x1000..=0x109F    // Myanmar
