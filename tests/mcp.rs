@@ -284,6 +284,15 @@ async fn tools_answer_what_v1_answers() {
         )
         .await;
     assert_eq!(result["structuredContent"], v1);
+    // Byte for byte, scores' digits and field order included.
+    let raw = s
+        .get(&format!("/v1/search?q=sourdough&page_size=3&min_seq={seq}"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(result["content"][0]["text"].as_str().unwrap(), raw);
+    assert!(raw.contains("\"score\":"), "{raw}");
     let hits = v1["results"].as_array().unwrap();
     assert!(
         hits.iter().any(|h| h["slug"] == "recipes/sourdough"),

@@ -40,12 +40,20 @@ pub struct Snippet {
     pub text: String,
 }
 
+/// An `f32` written as the `f64` with the same digits (`0.8712345`, not
+/// `0.8712345361709595`), so that JSON built through `serde_json::Value` (MCP's
+/// `structuredContent`) reads as `/v1` does.
+fn f32_as_printed<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(v.to_string().parse().unwrap_or(f64::from(*v)))
+}
+
 /// One search result: the note handle plus why it matched. Never a body.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SearchResult {
     #[serde(flatten)]
     pub note: NoteHandle,
     /// BM25 relevance (higher is better).
+    #[serde(serialize_with = "f32_as_printed")]
     pub score: f32,
     /// Where the words were found: `title`, `headings`, `tags`, `path`, `properties`,
     /// `body`.

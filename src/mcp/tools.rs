@@ -254,8 +254,9 @@ pub async fn call(
     })
 }
 
-/// A tool's answer: the JSON text `/v1` sends (byte for byte: an `f32` score keeps its
-/// short form) and the same parsed, for `structuredContent`.
+/// A tool's answer: the JSON text `/v1` sends (byte for byte: fields keep their order,
+/// `preserve_order`, and scores their digits) and the same as a value, for
+/// `structuredContent`.
 #[derive(Debug)]
 pub struct Answer {
     pub text: String,
@@ -270,8 +271,8 @@ where
 {
     let params: P = crate::api::writes::parse_as(&args)?;
     let answer = f(params).await?;
-    let text = serde_json::to_string(&answer).map_err(Error::internal)?;
-    let json = serde_json::from_str(&text).map_err(Error::internal)?;
+    let json = serde_json::to_value(&answer).map_err(Error::internal)?;
+    let text = serde_json::to_string(&json).map_err(Error::internal)?;
     Ok(Answer { text, json })
 }
 
