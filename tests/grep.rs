@@ -391,3 +391,47 @@ async fn bad_patterns_and_parameters_are_clear_errors() {
     assert!(body["coverage"]["notes_searched"].as_u64().unwrap() > 0);
     assert_eq!(common::snapshot(&s.vault), before, "nothing written");
 }
+
+/// A grep that runs out of time answers what it found, says how much it searched and
+/// that it stopped, and is not cached: the next request searches again, in full. (The
+/// route's bound is 10 s; the domain call takes the bound as a parameter.)
+#[tokio::test]
+async fn a_grep_out_of_time_says_how_far_it_got() {
+    use notevault::index::calls::GrepRequest;
+    use notevault::index::grep::{Case, Pattern};
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let request = |timeout| GrepRequest {
+        pattern: Pattern {
+            pattern: "the".into(),
+            literal: true,
+            case: Case::Insensitive,
+            word: false,
+        },
+        filter: None,
+        cursor: None,
+        page_size: 1000,
+        timeout,
+    };
+    let stopped = s.svc.grep(&request(std::time::Duration::ZERO)).unwrap();
+    let total = stopped.coverage.total;
+    assert!(total > 10, "{total}");
+    assert!(stopped.coverage.truncated);
+    assert!(stopped.coverage.searched < total);
+    assert!(
+        stopped
+            .coverage
+            .remarks
+            .iter()
+            .any(|r| r.starts_with("grep stopped after 0 ms")
+                && r.contains(&format!("{} of", stopped.coverage.searched))),
+        "{:?}",
+        stopped.coverage.remarks
+    );
+    let full = s
+        .svc
+        .grep(&request(std::time::Duration::from_secs(10)))
+        .unwrap();
+    assert!(!full.coverage.truncated);
+    assert!(full.coverage.remarks.iter().all(|r| !r.contains("stopped")));
+    assert!(full.page.files.len() > stopped.page.files.len());
+}
