@@ -128,44 +128,66 @@ fn walk(root: &std::path::Path) -> Vec<String> {
 /// recorded the write's bytes as the "found" revision).
 #[tokio::test]
 async fn the_first_revision_holds_the_bytes_found_at_start() {
-    let (dir, vault, state) = common::temp_vault(None);
-    // 48 MB of notes: compressing them into history takes a while.
-    for i in 0..3000 {
-        let words = format!("filler {i} takes a while to compress. ").repeat(500);
-        std::fs::write(vault.join(format!("filler {i}.md")), words).unwrap();
-    }
-    // Named to sort last, so the late read of old came after the write.
-    std::fs::write(vault.join("zzinbox.md"), "as found\n").unwrap();
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    let note = s.get_json("/v1/notes/zzinbox?limit=1", 200).await;
-    let res = s
-        .client
-        .post(s.url("/v1/notes/zzinbox:edit"))
-        .header("Idempotency-Key", "edit-early")
-        .json(&serde_json::json!({
-            "version_id": note["version_id"],
-            "old_string": "as found",
-            "new_string": "written",
-        }))
-        .send()
-        .await
-        .unwrap();
-    common::res_json(res, 200, "edit").await;
-    common::wait_history(&s.svc);
-    let found = git(&s.state, &["show", "HEAD~1:zzinbox.md"]);
-    assert_eq!(found, "as found\n", "the bootstrap commit");
-    assert_eq!(git(&s.state, &["show", "HEAD:zzinbox.md"]), "written\n");
-    let first = s.get_json("/v1/notes/zzinbox:listRevisions", 200).await["versions"][1]
+    let s = edit_right_after_first_start("as found\n", "as found", "written").await;
+    let first = s.get_json("/v1/notes/zznote:listRevisions", 200).await["versions"][1]
         ["version_id"]
         .as_str()
         .unwrap()
         .to_string();
     let diff = s
-        .get_json(&format!("/v1/notes/zzinbox:diff?from={first}"), 200)
+        .get_json(&format!("/v1/notes/zznote:diff?from={first}"), 200)
         .await;
     let diff = diff["diff"].as_str().unwrap();
     assert!(
         diff.contains("-as found") && diff.contains("+written"),
         "{diff}"
     );
+}
+
+/// A note over 10 MiB has no bytes kept in memory, so the first commit reads it from
+/// disk when that commit is written: a write to such a note waits for it.
+#[tokio::test]
+async fn a_note_too_large_to_keep_is_recorded_as_found_too() {
+    let big = format!("as found\n{}", "a line of a large note\n".repeat(480_000));
+    assert!(big.len() > 10 * 1024 * 1024);
+    edit_right_after_first_start(&big, "as found", "written").await;
+}
+
+/// Start on a fresh vault of 48 MB of filler notes (their first commit takes a while)
+/// and `zznote.md` holding `content` (named to sort last: a late read of it comes after
+/// the edit), replace `old` with `new` at once, and check what history holds.
+async fn edit_right_after_first_start(content: &str, old: &str, new: &str) -> TestServer {
+    let (dir, vault, state) = common::temp_vault(None);
+    for i in 0..3000 {
+        let words = format!("filler {i} takes a while to compress. ").repeat(500);
+        std::fs::write(vault.join(format!("filler {i}.md")), words).unwrap();
+    }
+    std::fs::write(vault.join("zznote.md"), content).unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    // The listing, not a read: reading 10 MiB in a debug build outlasts the first commit.
+    let list = s.get_json("/v1/notes?prefix=zznote", 200).await;
+    let note = &list["notes"][0];
+    let res = s
+        .client
+        .post(s.url("/v1/notes/zznote:edit"))
+        .header("Idempotency-Key", "edit-early")
+        .json(&serde_json::json!({
+            "version_id": note["version_id"],
+            "old_string": old,
+            "new_string": new,
+        }))
+        .send()
+        .await
+        .unwrap();
+    common::res_json(res, 200, "edit").await;
+    common::wait_history(&s.svc);
+    let root = git(&s.state, &["rev-list", "--max-parents=0", "HEAD"]);
+    let found = git(&s.state, &["show", &format!("{}:zznote.md", root.trim())]);
+    assert!(
+        found == content,
+        "the bootstrap commit holds the note as found"
+    );
+    let now = git(&s.state, &["show", "HEAD:zznote.md"]);
+    assert!(now == content.replacen(old, new, 1), "the edit's commit");
+    s
 }
