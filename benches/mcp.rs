@@ -27,18 +27,7 @@ const TARGET_P50: Duration = Duration::from_millis(2);
 const SLUGS: usize = 2000;
 
 fn main() -> ExitCode {
-    // `cargo test --all-targets` runs benches without `--bench`: stay out of its way.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("mcp bench: run it with `cargo bench --bench mcp`; nothing to test here");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mcp bench failed: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("mcp", run)
 }
 
 /// How a request reaches the daemon.

@@ -87,17 +87,7 @@ const GREPS: &[(&str, &str, &str, &[&str])] = &[
 ];
 
 fn main() -> ExitCode {
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("search bench: run it with `cargo bench --bench search`; nothing to test here");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("search bench failed: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("search", run)
 }
 
 struct Table(Vec<[String; 4]>);

@@ -62,18 +62,7 @@ const SLUG: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 fn main() -> ExitCode {
-    // `cargo test --all-targets` runs benches without `--bench`: stay out of its way.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("serve bench: run it with `cargo bench --bench serve`; nothing to test here");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("serve bench failed: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("serve", run)
 }
 
 struct Settings {

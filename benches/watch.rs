@@ -89,18 +89,7 @@ const TARGET_IDLE_PERCENT: f64 = 1.0;
 const RESERVED_DIRS: &[&str] = &[".git", ".obsidian", ".trash", ".notevault"];
 
 fn main() -> ExitCode {
-    // `cargo test --all-targets` runs benches without `--bench`: stay out of its way.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("watch bench: run it with `cargo bench --bench watch`; nothing to test here");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("watch bench failed: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("watch", run)
 }
 
 struct Settings {

@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::history::{Change, Content, History};
+use crate::history::{Change, History};
 use crate::meta::Meta;
 use crate::vault::catalog::{Catalog, Excluded, Note};
 use crate::vault::markdown;
@@ -233,13 +233,7 @@ impl Service {
             found
                 .observed
                 .iter()
-                .map(|o| Change {
-                    path: o.rel.clone(),
-                    content: Some(Content::kept_or_file(
-                        o.content.clone(),
-                        self.paths.root.join(&o.rel),
-                    )),
-                })
+                .map(|o| reconcile::recorded(&self.paths.root, o))
                 .collect()
         } else {
             Vec::new()

@@ -301,3 +301,20 @@ pub fn rank_percentile(sorted: &[Duration], p: f64) -> Duration {
 pub fn us(d: Duration) -> String {
     format!("{:.0} us", d.as_secs_f64() * 1e6)
 }
+
+/// A bench's `main`: runs `run` under `cargo bench --bench NAME` and exits non-zero on its
+/// error; under `cargo test --all-targets` (no `--bench`) it does nothing.
+#[allow(dead_code)] // each bench binary compiles this module; some have their own main
+pub fn bench_main(name: &str, run: impl FnOnce() -> Result<()>) -> std::process::ExitCode {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("{name} bench: run it with `cargo bench --bench {name}`; nothing to test here");
+        return std::process::ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name} bench failed: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

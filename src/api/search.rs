@@ -16,7 +16,7 @@ use crate::api::notes::blocking;
 use crate::api::params::{self, PageTokens, Query};
 use crate::api::wire::{Coverage, NoteHandle};
 use crate::error::Error;
-use crate::index::calls::{check_min_seq, GrepRequest, SearchRequest};
+use crate::index::calls::{check_min_seq, parse_query, GrepRequest, SearchRequest};
 use crate::index::grep::{Case, Pattern};
 use crate::service::{Order, Service, NOTE_FILTER_FIELDS};
 
@@ -209,7 +209,7 @@ pub async fn search(svc: Arc<Service>, p: SearchParams) -> Result<SearchResponse
         }
     }
     let req = SearchRequest {
-        query: p.q.clone(),
+        query: parse_query(&p.q)?,
         filter,
         order,
         offset,

@@ -28,16 +28,6 @@ pub enum Content {
     File(PathBuf),
 }
 
-impl Content {
-    /// The bytes a scan kept, else the file (see [`Content::File`]).
-    pub fn kept_or_file(kept: Option<Arc<Vec<u8>>>, file: PathBuf) -> Content {
-        match kept {
-            Some(bytes) => Content::Bytes(bytes),
-            None => Content::File(file),
-        }
-    }
-}
-
 /// One path of a commit: new content, or `None` for a removal.
 #[derive(Debug, Clone)]
 pub struct Change {

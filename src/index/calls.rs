@@ -70,7 +70,8 @@ pub fn sort_notes(notes: &mut [Arc<Note>], order: &Order) {
 
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
-    pub query: String,
+    /// The query, parsed once (see [`parse_query`]).
+    pub query: query::Parsed,
     pub filter: Option<Expr>,
     pub order: Order,
     pub offset: usize,
@@ -85,8 +86,16 @@ impl SearchRequest {
         self.filter.is_none()
             && self.order.field == "score"
             && self.offset < 1000
-            && query::parse(&self.query).is_ok_and(|p| p.is_light())
+            && self.query.is_light()
     }
+}
+
+/// Parse the `q` of a search: a mistake is `VALIDATION_FAILED` on `q` with its position.
+pub fn parse_query(q: &str) -> Result<query::Parsed> {
+    query::parse(q).map_err(|e| {
+        Error::invalid_field("q", format!("{} (at position {})", e.message, e.position))
+            .with_meta("position", e.position.to_string())
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -210,10 +219,7 @@ impl Service {
 
     /// Lexical search (BM25 over title, headings, tags, path, properties and body).
     pub fn search(&self, req: &SearchRequest) -> Result<SearchAnswer> {
-        let parsed = query::parse(&req.query).map_err(|e| {
-            Error::invalid_field("q", format!("{} (at position {})", e.message, e.position))
-                .with_meta("position", e.position.to_string())
-        })?;
+        let parsed = &req.query;
         let state = self.index.state();
         let mut coverage = self.scope_coverage(Some(self.index.indexed_seq()));
         coverage.not_yet_indexed = state.not_yet_indexed().min(coverage.searched);
@@ -231,7 +237,7 @@ impl Service {
         let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
             let hits = self
                 .index
-                .search(&parsed, allowed, req.offset, req.page_size)?;
+                .search(parsed, allowed, req.offset, req.page_size)?;
             let catalog = self.catalog.read();
             let found = hits
                 .hits
@@ -240,7 +246,7 @@ impl Service {
                 .collect();
             (found, hits.matched)
         } else {
-            let all = self.index.matching(&parsed)?;
+            let all = self.index.matching(parsed)?;
             let catalog = self.catalog.read();
             let mut scored: Vec<(Arc<Note>, f32)> = all
                 .into_iter()

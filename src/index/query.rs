@@ -89,9 +89,7 @@ impl Parsed {
         }
         out
     }
-}
 
-impl Parsed {
     /// Cheap to run: a few units and no short prefix (whose expansion can reach thousands
     /// of terms). Such a query ranks the 44k-note corpus in about a tenth of a millisecond.
     pub fn is_light(&self) -> bool {

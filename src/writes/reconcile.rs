@@ -95,6 +95,19 @@ pub fn note_from(
     }
 }
 
+/// What a history commit records of an observed file: the bytes the scan kept, else the
+/// file itself (over 10 MiB; see [`Content::File`]).
+pub fn recorded(root: &std::path::Path, obs: &Observed) -> Change {
+    let content = match &obs.content {
+        Some(bytes) => Content::Bytes(bytes.clone()),
+        None => Content::File(root.join(&obs.rel)),
+    };
+    Change {
+        path: obs.rel.clone(),
+        content: Some(content),
+    }
+}
+
 /// Take `observed` files and `removed` paths into every store, as one batch.
 /// `history` is more for the commit to carry (the first bootstrap records the whole
 /// vault). Changed files go to history with the bytes that were observed, never re-read
@@ -160,13 +173,7 @@ pub fn reconcile(
         };
         seq += 1;
         let version_id = uuid::Uuid::now_v7().to_string();
-        let recorded = Change {
-            content: Some(Content::kept_or_file(
-                obs.content.clone(),
-                svc.paths.root.join(&obs.rel),
-            )),
-            path: obs.rel.clone(),
-        };
+        let recorded = (!full_history).then(|| recorded(&svc.paths.root, &obs));
         let note = note_from(obs, note_id, version_id, created_at, now);
         revisions.push(RevisionRow {
             seq,
@@ -188,9 +195,7 @@ pub fn reconcile(
             created_at: timestamp(note.created_at),
             observed_at: now_s.clone(),
         });
-        if !full_history {
-            changes.push(recorded);
-        }
+        changes.extend(recorded);
         let slug = note.slug.clone();
         catalog.insert(note);
         if let Some(note) = catalog.get(&slug) {
