@@ -66,6 +66,8 @@ mod table {
         UNSAFE_PATH => (400, "Retry with a vault-relative path that stays inside the vault (no `..`, no absolute path, no link leaving the vault)."),
         IDEMPOTENCY_KEY_MISSING => (400, "Retry the write with an `Idempotency-Key` header unique to the operation."),
         IDEMPOTENCY_KEY_REUSED => (422, "This key was used with a different request; retry with a fresh `Idempotency-Key`."),
+        REVISION_CONTENT_MISSING => (410, "This revision's bytes were never recorded in history (`details` says why); diff or roll back to another revision listed by `GET /v1/notes/{note}:listRevisions`."),
+        HISTORY_BEHIND => (503, "History has not recorded this revision yet; read `history` in `GET /v1/index-status`, then retry after `Retry-After` seconds."),
         VERSION_MOVED => (409, "Read the note's current `version_id` with `GET /v1/notes/{note}`, then retry with it and a fresh `Idempotency-Key`."),
         NAME_COLLISION => (409, "List notes with `GET /v1/notes` (or folders), then retry with a path that does not exist."),
         ALREADY_DECIDED => (409, "List writes with `GET /v1/writes?status=applied` or `status=rejected`; do not retry the same approve or reject."),

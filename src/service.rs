@@ -10,7 +10,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Reason, Result};
 use crate::history::{Change, History};
 use crate::meta::Meta;
 use crate::vault::catalog::{Catalog, Excluded, Note};
@@ -228,8 +228,23 @@ impl Service {
             }
         }
         let stored = self.meta.all_notes()?;
-        let first_history = self.history.status().head.is_none();
-        let history: Vec<Change> = if first_history {
+        let history_status = self.history.status();
+        let first_history = history_status.head.is_none();
+        // History is behind the revisions (it was stalled, or the daemon stopped before a
+        // commit was written): record the whole vault as it is now, and find out which of
+        // the revisions in between that commit holds.
+        let behind = !first_history && history_status.head_seq < self.committed_seq();
+        let gap = if behind {
+            tracing::warn!(
+                history_seq = history_status.head_seq,
+                committed_seq = self.committed_seq(),
+                "history is behind the recorded revisions; recording the vault as found"
+            );
+            self.meta.revisions_after(history_status.head_seq)?
+        } else {
+            Vec::new()
+        };
+        let history: Vec<Change> = if first_history || behind {
             found
                 .observed
                 .iter()
@@ -290,10 +305,15 @@ impl Service {
         changed.extend(by_path.into_values());
         let subject = if first_history {
             "Record the vault as found"
+        } else if behind {
+            "Record the vault as found (history was behind)"
         } else {
             "Record changes made while notevault was stopped"
         };
         let outcome = reconcile::reconcile(self, changed, removed, "filesystem", subject, history)?;
+        if behind {
+            self.settle_gap(gap, outcome.commit);
+        }
         // The index catches up with the catalog in the background; every later change
         // follows it in order.
         let notes: Vec<Arc<Note>> = self.catalog.read().iter().cloned().collect();
@@ -306,6 +326,51 @@ impl Service {
             "vault scanned"
         );
         Ok(())
+    }
+
+    /// After history was found behind at start: the revisions recorded while it was
+    /// behind that are the current version of their note are held by the commit of the
+    /// vault as found (their commit id is stored); the others' bytes are gone, and are
+    /// counted in the history status. Runs when that commit is written.
+    fn settle_gap(
+        &self,
+        gap: Vec<crate::meta::RevisionRow>,
+        commit: Option<std::sync::mpsc::Receiver<Result<crate::history::Written>>>,
+    ) {
+        let current: Vec<i64> = {
+            let catalog = self.catalog.read();
+            gap.iter()
+                .filter(|r| {
+                    catalog
+                        .get_by_id(&r.note_id)
+                        .is_some_and(|n| n.version_id == r.version_id && n.path == r.path)
+                })
+                .map(|r| r.seq)
+                .collect()
+        };
+        let lost = gap
+            .iter()
+            .filter(|r| r.content_hash.is_some() && !current.contains(&r.seq))
+            .count() as u64;
+        let commit_id = commit
+            .and_then(|rx| rx.recv().ok())
+            .and_then(|r| r.ok())
+            .and_then(|w| w.id);
+        match commit_id {
+            Some(id) => {
+                if let Err(e) = self.meta.set_commit_ids(&current, &id) {
+                    tracing::warn!(error = %e.message, "cannot link revisions to the commit of the vault as found");
+                }
+                if lost > 0 {
+                    tracing::warn!(
+                        revisions = lost,
+                        "revisions recorded while history was behind have no bytes in history"
+                    );
+                    self.history.note_lost_revisions(lost);
+                }
+            }
+            None => tracing::warn!("the commit of the vault as found failed; it is retried"),
+        }
     }
 
     pub fn committed_seq(&self) -> i64 {
@@ -461,15 +526,61 @@ impl Service {
         })
     }
 
-    /// The bytes of a revision of `history` (`None` for a delete).
+    /// The bytes of a revision (`None` for a delete). A revision whose bytes are not in
+    /// history is an error that says so, never an empty or a wrong content: left out of
+    /// history, or lost while history was behind, is `REVISION_CONTENT_MISSING`; not
+    /// written yet (history is catching up or retrying) is `HISTORY_BEHIND`.
     pub fn revision_content(&self, revision: &crate::meta::RevisionRow) -> Result<Option<Vec<u8>>> {
+        use crate::history::Stored;
         if revision.content_hash.is_none() {
             return Ok(None);
         }
-        if let Some(commit) = &revision.commit_id {
-            return crate::history::read_at(self.history.git_dir(), commit, &revision.path);
+        let lookup = || match &revision.commit_id {
+            Some(commit) => crate::history::read_at(self.history.git_dir(), commit, &revision.path),
+            None => {
+                crate::history::content_at_seq(self.history.git_dir(), revision.seq, &revision.path)
+            }
+        };
+        let mut stored = lookup()?;
+        if stored == Stored::NotRecorded && revision.seq > self.history.status().head_seq {
+            // Recorded a moment ago: its commit may be on its way.
+            self.history.flush(std::time::Duration::from_secs(2));
+            stored = lookup()?;
         }
-        crate::history::content_at_seq(self.history.git_dir(), revision.seq, &revision.path)
+        let missing = |why: String| {
+            Error::new(
+                Reason::REVISION_CONTENT_MISSING,
+                format!(
+                    "the bytes of revision {} are not in history: {why}",
+                    revision.version_id
+                ),
+            )
+            .with_meta("revision_id", revision.version_id.clone())
+        };
+        match stored {
+            Stored::Bytes(bytes) => Ok(Some(bytes)),
+            Stored::LeftOut(why) => Err(missing(why)),
+            Stored::Absent => Err(missing(format!(
+                "its commit does not hold {}",
+                revision.path
+            ))),
+            Stored::NotRecorded if revision.seq > self.history.status().head_seq => {
+                let status = self.history.status();
+                Err(Error::new(
+                    Reason::HISTORY_BEHIND,
+                    format!(
+                        "history has recorded changes up to {}, not yet revision {} (seq {}); {} commits are waiting to be retried",
+                        status.head_seq, revision.version_id, revision.seq, status.backlog
+                    ),
+                )
+                .with_meta("revision_id", revision.version_id.clone())
+                .with_retry_after(5))
+            }
+            Stored::NotRecorded => Err(missing(
+                "the daemon stopped (or gave up a failing commit) before history recorded it"
+                    .into(),
+            )),
+        }
     }
 
     /// Reconcile one path with the disk (`filesystem` actor).

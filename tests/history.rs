@@ -191,3 +191,81 @@ async fn edit_right_after_first_start(content: &str, old: &str, new: &str) -> Te
     assert!(now == content.replacen(old, new, 1), "the edit's commit");
     s
 }
+
+/// History that fell behind the revisions (a stall, or a stop before the commit of a
+/// watcher batch was written) never answers a wrong diff: at the next start the vault is
+/// recorded as found, a revision that is still the note's current version is read from
+/// that commit, and one whose bytes never reached history answers an envelope that says
+/// so; the loss is reported by `GET /v1/index-status` and survives further restarts.
+#[tokio::test]
+async fn revisions_history_never_got_answer_an_envelope_not_a_wrong_diff() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    common::wait_history(&s.svc);
+    // Two edits by an editor: two watcher revisions, each with its own commit.
+    for text in ["# Welcome\n\nedit one\n", "# Welcome\n\nedit two\n"] {
+        std::fs::write(s.vault.join("Welcome.md"), text).unwrap();
+        common::eventually("the watcher records the edit", || async {
+            let versions = s.get_json("/v1/notes/Welcome:listRevisions", 200).await;
+            versions["versions"][0]["content_hash"]
+                == format!("blake3:{}", blake3::hash(text.as_bytes()).to_hex())
+        })
+        .await;
+    }
+    common::wait_history(&s.svc);
+    let versions = s.get_json("/v1/notes/Welcome:listRevisions", 200).await["versions"].clone();
+    let (two, one, found) = (
+        versions[0]["version_id"].as_str().unwrap().to_string(),
+        versions[1]["version_id"].as_str().unwrap().to_string(),
+        versions[2]["version_id"].as_str().unwrap().to_string(),
+    );
+    let (dir, vault, state) = s.stop().await;
+    // Those two commits never made it: history is two changes behind.
+    git(&state, &["update-ref", "HEAD", "HEAD~2"]);
+
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    common::wait_history(&s.svc);
+    let subject = git(&s.state, &["log", "-1", "--format=%s"]);
+    assert!(subject.contains("history was behind"), "{subject}");
+    // The current version's bytes are in the commit of the vault as found.
+    let diff = s
+        .get_json(
+            &format!("/v1/notes/Welcome:diff?from={found}&to={two}"),
+            200,
+        )
+        .await;
+    assert!(
+        diff["diff"].as_str().unwrap().contains("+edit two"),
+        "{diff}"
+    );
+    // The edit in between was never recorded: an envelope, not an empty or whole diff.
+    for path in [
+        format!("/v1/notes/Welcome:diff?from={one}"),
+        format!("/v1/notes/Welcome:diff?from={found}&to={one}"),
+    ] {
+        s.get_error(&path, 410, "REVISION_CONTENT_MISSING").await;
+    }
+    let history = s.get_json("/v1/index-status", 200).await["history"].clone();
+    assert_eq!(history["lost_revisions"], 1, "{history}");
+    assert_eq!(history["backlog"], 0, "{history}");
+    assert_eq!(
+        history["head_seq"],
+        s.get_json("/v1/index-status", 200).await["committed_seq"]
+    );
+
+    // Another start: nothing to catch up (no commit), the loss still reported, the
+    // answers the same.
+    let commits = git(&s.state, &["rev-list", "--count", "HEAD"]);
+    let (dir, vault, state) = s.stop().await;
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    common::wait_history(&s.svc);
+    assert_eq!(git(&s.state, &["rev-list", "--count", "HEAD"]), commits);
+    let history = s.get_json("/v1/index-status", 200).await["history"].clone();
+    assert_eq!(history["lost_revisions"], 1, "{history}");
+    s.get_error(
+        &format!("/v1/notes/Welcome:diff?from={one}"),
+        410,
+        "REVISION_CONTENT_MISSING",
+    )
+    .await;
+    git(&s.state, &["fsck", "--strict", "--no-dangling"]);
+}

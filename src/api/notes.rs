@@ -407,7 +407,30 @@ pub struct HistoryState {
     pub pending: u64,
     /// Failed commits waiting for a retry.
     pub backlog: u64,
+    /// The newest seq history accounts for (recorded, or known to be missing).
+    pub head_seq: i64,
+    /// The last failure of a history commit (kept across restarts) and when it happened.
     pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
+    /// Files left out of history (a name git cannot store, an unreadable file): how many
+    /// since the repository was made, and the newest 100 by name.
+    pub left_out_total: u64,
+    pub left_out: Vec<HistoryLeftOut>,
+    /// Commits given up after repeated failures.
+    pub dropped_commits: u64,
+    /// Revisions whose bytes never reached history (the daemon stopped while history was
+    /// behind), found at start.
+    pub lost_revisions: u64,
+}
+
+/// A file left out of history, and why.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct HistoryLeftOut {
+    pub path: String,
+    pub reason: String,
+    /// The `Notevault-Seq` of the commit it was left out of.
+    pub seq: String,
+    pub at: String,
 }
 
 /// The search index's state.
@@ -511,7 +534,22 @@ pub async fn index_status(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<Ind
             commits: h.commits,
             pending: h.pending,
             backlog: h.backlog,
+            head_seq: h.head_seq,
             last_error: h.last_error,
+            last_error_at: h.last_error_at,
+            left_out_total: h.left_out_total,
+            left_out: h
+                .left_out
+                .into_iter()
+                .map(|l| HistoryLeftOut {
+                    path: l.path,
+                    reason: l.reason,
+                    seq: l.seq,
+                    at: l.at,
+                })
+                .collect(),
+            dropped_commits: h.dropped_commits,
+            lost_revisions: h.lost_revisions,
         },
     }))
 }

@@ -46,20 +46,77 @@ pub struct CommitRequest {
     /// Commit even when the tree is unchanged (an API write always gets its commit, so
     /// its revision has a commit of its own to be read back from).
     pub allow_empty: bool,
+    /// The changes are the whole tree (the vault as found at start), not edits of the
+    /// last commit's tree.
+    pub replace: bool,
 }
 
-/// What the history thread reports, for `/v1/index-status` and tests.
-#[derive(Debug, Clone, Default)]
+/// A file left out of a commit, and why (its name is one git cannot store, or it could
+/// not be read). Every other change of the commit is still recorded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeftOut {
+    pub path: String,
+    pub reason: String,
+    /// The `Notevault-Seq` of the commit it was left out of (`7` or `3-9`).
+    pub seq: String,
+    pub at: String,
+}
+
+/// What the history thread reports, for `/v1/index-status` and tests. The lasting part
+/// (errors, files left out, commits given up) is kept in `notevault-status.json` in the
+/// repository, so a restart does not hide a stall.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct HistoryStatus {
+    #[serde(skip)]
     pub commits: u64,
+    #[serde(skip)]
     pub pending: u64,
     /// Failed commits waiting to be retried.
+    #[serde(skip)]
     pub backlog: u64,
     pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
+    #[serde(skip)]
     pub head: Option<String>,
+    /// Every change up to this seq is in a commit, or known to be missing from history.
+    #[serde(skip)]
+    pub head_seq: i64,
+    /// The newest files left out of history (at most [`KEEP_LEFT_OUT`]).
+    pub left_out: Vec<LeftOut>,
+    /// Files left out since the repository was created.
+    pub left_out_total: u64,
+    /// Commits given up after failing [`MAX_ATTEMPTS`] times: their revisions' bytes are
+    /// not in history.
+    pub dropped_commits: u64,
+    /// Revisions whose bytes never reached history (the daemon stopped while history was
+    /// behind), found at start.
+    pub lost_revisions: u64,
 }
 
-type Reply = mpsc::Sender<Result<Option<String>>>;
+/// How many left-out files the status keeps by name.
+pub const KEEP_LEFT_OUT: usize = 100;
+/// A commit that fails this many times in a row is given up (about 7 minutes of retries).
+pub const MAX_ATTEMPTS: u32 = 12;
+/// Where the lasting status is kept, inside `history.git`.
+const STATUS_FILE: &str = "notevault-status.json";
+
+/// What writing a commit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// The commit id; `None` when the tree was unchanged and no commit was needed.
+    pub id: Option<String>,
+    /// `(path, reason)` of each change left out of it.
+    pub left_out: Vec<(String, String)>,
+}
+
+type Reply = mpsc::Sender<Result<Written>>;
+
+/// A queued commit: the request, who waits for it, and how often it failed.
+struct Queued {
+    request: CommitRequest,
+    reply: Option<Reply>,
+    attempts: u32,
+}
 
 pub struct History {
     tx: Mutex<mpsc::Sender<(CommitRequest, Reply)>>,
@@ -77,56 +134,24 @@ impl History {
             gix::init_bare(git_dir).map_err(|e| history_error("init", e))?
         };
         let sync = repo.into_sync();
-        let status = Arc::new(Mutex::new(HistoryStatus::default()));
-        status.lock().head = sync
-            .to_thread_local()
-            .head_id()
+        let mut initial: HistoryStatus = std::fs::read(git_dir.join(STATUS_FILE))
             .ok()
-            .map(|id| id.to_string());
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let local = sync.to_thread_local();
+        if let Ok(head) = local.head_id() {
+            initial.head = Some(head.to_string());
+            if let Ok(commit) = head.object().map(|o| o.into_commit()) {
+                initial.head_seq = seq_through(&commit.message_raw_sloppy().to_string());
+            }
+        }
+        let status = Arc::new(Mutex::new(initial));
         let (tx, rx) = mpsc::channel::<(CommitRequest, Reply)>();
         let thread_status = status.clone();
+        let status_file = git_dir.join(STATUS_FILE);
         std::thread::Builder::new()
             .name("history".into())
-            .spawn(move || {
-                // Commits that failed are kept and retried, in order, before the next one:
-                // a receipt's `flow_back_error` promises that.
-                let mut backlog: Vec<CommitRequest> = Vec::new();
-                for (request, reply) in rx {
-                    while let Some(first) = backlog.first() {
-                        match apply(&sync, first.clone()) {
-                            Ok(_) => {
-                                backlog.remove(0);
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "history retry failed");
-                                break;
-                            }
-                        }
-                    }
-                    let result = if backlog.is_empty() {
-                        apply(&sync, request.clone())
-                    } else {
-                        Err(Error::internal("earlier history commits are still failing"))
-                    };
-                    let mut s = thread_status.lock();
-                    s.pending = s.pending.saturating_sub(1);
-                    match &result {
-                        Ok(Some(id)) => {
-                            s.commits += 1;
-                            s.head = Some(id.clone());
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::error!(error = %e, "history commit failed; it will be retried");
-                            s.last_error = Some(e.message.clone());
-                            backlog.push(request);
-                        }
-                    }
-                    s.backlog = backlog.len() as u64;
-                    drop(s);
-                    let _ = reply.send(result);
-                }
-            })
+            .spawn(move || writer(sync, rx, thread_status, status_file))
             .map_err(|e| Error::internal(format!("cannot start the history thread: {e}")))?;
         Ok(Self {
             tx: Mutex::new(tx),
@@ -135,9 +160,9 @@ impl History {
         })
     }
 
-    /// Queue a commit; the receiver yields the commit id (`None` when nothing changed)
-    /// once it is written.
-    pub fn commit(&self, request: CommitRequest) -> mpsc::Receiver<Result<Option<String>>> {
+    /// Queue a commit; the receiver yields what was written once it is, or the error of
+    /// its first attempt (it is then retried in the background, in order).
+    pub fn commit(&self, request: CommitRequest) -> mpsc::Receiver<Result<Written>> {
         let (reply, rx) = mpsc::channel();
         self.status.lock().pending += 1;
         if let Err(mpsc::SendError((_, reply))) = self.tx.lock().send((request, reply)) {
@@ -146,7 +171,7 @@ impl History {
         rx
     }
 
-    /// Wait until every queued commit is written (or `timeout` passes).
+    /// Wait until every queued commit is written or has failed once (or `timeout` passes).
     pub fn flush(&self, timeout: std::time::Duration) {
         let deadline = std::time::Instant::now() + timeout;
         while self.status().pending > 0 && std::time::Instant::now() < deadline {
@@ -158,40 +183,283 @@ impl History {
         self.status.lock().clone()
     }
 
+    /// Count revisions found at start whose bytes never reached history.
+    pub fn note_lost_revisions(&self, count: u64) {
+        let mut s = self.status.lock();
+        s.lost_revisions += count;
+        save_status(&self.git_dir.join(STATUS_FILE), &s);
+    }
+
     pub fn git_dir(&self) -> &Path {
         &self.git_dir
     }
+}
+
+/// The history thread: applies queued commits in order. A commit that fails is retried,
+/// in order, before the ones after it, with a growing pause (1 s doubling to 60 s), and
+/// given up after [`MAX_ATTEMPTS`]; a change that can never be stored (a name git
+/// refuses, an unreadable file) is left out of its commit instead of failing it, so one
+/// bad file never blocks the history of the others.
+fn writer(
+    sync: gix::ThreadSafeRepository,
+    rx: mpsc::Receiver<(CommitRequest, Reply)>,
+    status: Arc<Mutex<HistoryStatus>>,
+    status_file: PathBuf,
+) {
+    let mut queue: std::collections::VecDeque<Queued> = Default::default();
+    let push = |queue: &mut std::collections::VecDeque<Queued>, (request, reply)| {
+        queue.push_back(Queued {
+            request,
+            reply: Some(reply),
+            attempts: 0,
+        })
+    };
+    loop {
+        match queue.front().map(|q| q.attempts) {
+            None => match rx.recv() {
+                Ok(item) => push(&mut queue, item),
+                Err(_) => return,
+            },
+            Some(0) => {}
+            Some(failing) => {
+                let pause = std::time::Duration::from_secs(1 << (failing - 1).min(6))
+                    .min(std::time::Duration::from_secs(60));
+                match rx.recv_timeout(pause) {
+                    Ok(item) => push(&mut queue, item),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        // Shutting down: one last try, then whatever still fails is
+                        // found missing at the next start.
+                        for q in queue.iter_mut() {
+                            q.attempts = MAX_ATTEMPTS.saturating_sub(1).min(q.attempts);
+                        }
+                        drain(&sync, &mut queue, &status, &status_file);
+                        return;
+                    }
+                }
+            }
+        }
+        while let Ok(item) = rx.try_recv() {
+            push(&mut queue, item);
+        }
+        drain(&sync, &mut queue, &status, &status_file);
+    }
+}
+
+/// Apply queued commits from the front until one fails.
+fn drain(
+    sync: &gix::ThreadSafeRepository,
+    queue: &mut std::collections::VecDeque<Queued>,
+    status: &Mutex<HistoryStatus>,
+    status_file: &Path,
+) {
+    while let Some(front) = queue.front_mut() {
+        let result = apply(sync, front.request.clone());
+        let mut s = status.lock();
+        let mut changed = false;
+        match result {
+            Ok(written) => {
+                let q = queue.pop_front().expect("front exists");
+                if q.reply.is_some() {
+                    s.pending = s.pending.saturating_sub(1);
+                }
+                if let Some(id) = &written.id {
+                    s.commits += 1;
+                    s.head = Some(id.clone());
+                }
+                s.head_seq = s.head_seq.max(request_through(&q.request));
+                if !written.left_out.is_empty() {
+                    note_left_out(&mut s, &q.request, &written.left_out);
+                    changed = true;
+                }
+                if let Some(reply) = q.reply {
+                    let _ = reply.send(Ok(written));
+                }
+            }
+            Err(e) => {
+                front.attempts += 1;
+                s.last_error = Some(e.message.clone());
+                s.last_error_at = Some(crate::service::timestamp(chrono::Utc::now()));
+                changed = true;
+                if front.attempts >= MAX_ATTEMPTS {
+                    let q = queue.pop_front().expect("front exists");
+                    tracing::error!(error = %e.message, attempts = q.attempts, "history commit given up; its revisions' bytes are not in history");
+                    s.dropped_commits += 1;
+                    s.head_seq = s.head_seq.max(request_through(&q.request));
+                    let reason = format!("the commit failed {} times: {}", q.attempts, e.message);
+                    let all: Vec<(String, String)> = q
+                        .request
+                        .changes
+                        .iter()
+                        .map(|c| (c.path.clone(), reason.clone()))
+                        .collect();
+                    note_left_out(&mut s, &q.request, &all);
+                } else {
+                    if front.attempts == 1 {
+                        tracing::error!(error = %e.message, "history commit failed; it will be retried");
+                    } else {
+                        tracing::warn!(error = %e.message, attempts = front.attempts, "history retry failed");
+                    }
+                    // Whoever waits hears of the failure now; the retry goes on without them.
+                    if let Some(reply) = front.reply.take() {
+                        s.pending = s.pending.saturating_sub(1);
+                        let _ = reply.send(Err(e));
+                    }
+                    // The commits behind it wait their turn, and say so.
+                    for later in queue.iter_mut().skip(1) {
+                        if let Some(reply) = later.reply.take() {
+                            s.pending = s.pending.saturating_sub(1);
+                            let _ = reply.send(Err(Error::internal(
+                                "earlier history commits are still failing; this one is queued behind them",
+                            )));
+                        }
+                    }
+                    s.backlog = queue.len() as u64;
+                    save_status(status_file, &s);
+                    return;
+                }
+            }
+        }
+        s.backlog = queue.iter().filter(|q| q.attempts > 0).count() as u64;
+        if changed {
+            save_status(status_file, &s);
+        }
+    }
+}
+
+fn note_left_out(s: &mut HistoryStatus, request: &CommitRequest, left_out: &[(String, String)]) {
+    let seq = request
+        .trailers
+        .iter()
+        .find(|(k, _)| k == "Notevault-Seq")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let at = crate::service::timestamp(chrono::Utc::now());
+    for (path, reason) in left_out {
+        // Once per file and reason: a file edited again is not logged again.
+        let known = s
+            .left_out
+            .iter()
+            .any(|l| l.path == *path && l.reason == *reason);
+        if !known {
+            tracing::warn!(path = %path.escape_debug(), reason = %reason, "a file was left out of history");
+        }
+        s.left_out_total += 1;
+        s.left_out.retain(|l| l.path != *path);
+        s.left_out.push(LeftOut {
+            path: path.clone(),
+            reason: reason.clone(),
+            seq: seq.clone(),
+            at: at.clone(),
+        });
+    }
+    let extra = s.left_out.len().saturating_sub(KEEP_LEFT_OUT);
+    s.left_out.drain(..extra);
+}
+
+/// Keep the lasting part of the status (written whole, then renamed into place).
+fn save_status(file: &Path, status: &HistoryStatus) {
+    let Ok(json) = serde_json::to_vec_pretty(status) else {
+        return;
+    };
+    let temp = file.with_extension("json.tmp");
+    if let Err(e) = std::fs::write(&temp, json).and_then(|_| std::fs::rename(&temp, file)) {
+        tracing::warn!(error = %e, "cannot keep the history status");
+    }
+}
+
+/// The newest seq a commit request carries (`Notevault-Seq` or `Notevault-Through`).
+fn request_through(request: &CommitRequest) -> i64 {
+    let message: String = request
+        .trailers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\n"))
+        .collect();
+    seq_through(&message)
+}
+
+/// The newest seq a commit message accounts for: the top of its `Notevault-Seq` range,
+/// or its `Notevault-Through` (a commit that brought history up to date at start).
+fn seq_through(message: &str) -> i64 {
+    message
+        .lines()
+        .filter_map(|line| {
+            if let Some(range) = line.strip_prefix("Notevault-Seq: ") {
+                let hi = range.trim().rsplit('-').next()?;
+                hi.parse::<i64>().ok()
+            } else {
+                line.strip_prefix("Notevault-Through: ")?
+                    .trim()
+                    .parse()
+                    .ok()
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Why `path` (vault-relative, `/`-separated) cannot be a path in `history.git`, or
+/// `None`: the names git refuses (`.git` in any case, `git~1`, NTFS tricks, `.`/`..`,
+/// empty components), with the checks gix applies when it writes a tree here.
+pub fn unstorable(path: &str) -> Option<String> {
+    use gix::validate::path::component::Options;
+    let options = Options {
+        protect_windows: cfg!(windows),
+        protect_hfs: cfg!(target_os = "macos"),
+        protect_ntfs: true,
+    };
+    for component in path.split('/') {
+        if let Err(e) = gix::validate::path::component(component.into(), None, options) {
+            return Some(format!("git cannot store the name {component:?}: {e}"));
+        }
+    }
+    None
 }
 
 fn history_error(what: &str, err: impl std::fmt::Display) -> Error {
     Error::internal(format!("history {what}: {err}"))
 }
 
-fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Option<String>> {
+fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Written> {
     let repo = sync.to_thread_local();
-    // Write the blobs first, in parallel: the bootstrap of a large vault is mostly this.
-    let blobs: Vec<(String, Option<gix::ObjectId>)> = request
+    // Names git refuses never reach the tree editor: they are left out, not fatal.
+    let mut left_out: Vec<(String, String)> = Vec::new();
+    let storable: Vec<&Change> = request
         .changes
+        .iter()
+        .filter(|c| match unstorable(&c.path) {
+            Some(why) => {
+                left_out.push((c.path.clone(), why));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    // Write the blobs first, in parallel: the bootstrap of a large vault is mostly this.
+    // `Err` of the outer result fails the commit (to be retried); `Err` of the inner one
+    // leaves that change out.
+    type Blob = std::result::Result<Option<gix::ObjectId>, String>;
+    let blobs: Vec<(String, Blob)> = storable
         .par_iter()
         .map_init(
             || sync.to_thread_local(),
             |repo, change| -> Result<_> {
-                let id = match &change.content {
-                    None => None,
-                    Some(Content::Bytes(bytes)) => Some(
+                let id: Blob = match &change.content {
+                    None => Ok(None),
+                    Some(Content::Bytes(bytes)) => Ok(Some(
                         repo.write_blob(bytes.as_slice())
                             .map_err(|e| history_error("write blob", e))?
                             .detach(),
-                    ),
+                    )),
                     Some(Content::File(path)) => match std::fs::read(path) {
-                        Ok(bytes) => Some(
+                        Ok(bytes) => Ok(Some(
                             repo.write_blob(&bytes)
                                 .map_err(|e| history_error("write blob", e))?
                                 .detach(),
-                        ),
+                        )),
                         // Gone since it was seen: the next reconcile records the removal.
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                        Err(e) => return Err(history_error("read file", e)),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                        Err(e) => Err(format!("unreadable: {e}")),
                     },
                 };
                 Ok((change.path.clone(), id))
@@ -204,35 +472,51 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Opt
         .head_tree_id_or_empty()
         .map_err(|e| history_error("read head", e))?
         .detach();
+    let start = if request.replace {
+        gix::ObjectId::empty_tree(repo.object_hash())
+    } else {
+        base_tree
+    };
     let mut editor = repo
-        .edit_tree(base_tree)
+        .edit_tree(start)
         .map_err(|e| history_error("edit tree", e))?;
-    for (path, id) in &blobs {
-        match id {
-            Some(id) => {
-                editor
-                    .upsert(path.as_str(), EntryKind::Blob, *id)
-                    .map_err(|e| history_error("tree upsert", e))?;
-            }
-            None => {
-                editor
-                    .remove(path.as_str())
-                    .map_err(|e| history_error("tree remove", e))?;
-            }
+    for (path, id) in blobs {
+        let edited = match id {
+            Ok(Some(id)) => editor
+                .upsert(path.as_str(), EntryKind::Blob, id)
+                .map(|_| ())
+                .map_err(|e| format!("the tree cannot hold it: {e}")),
+            Ok(None) => editor
+                .remove(path.as_str())
+                .map(|_| ())
+                .map_err(|e| format!("the tree cannot drop it: {e}")),
+            Err(why) => Err(why),
+        };
+        if let Err(why) = edited {
+            left_out.push((path, why));
         }
     }
     let tree = editor
         .write()
         .map_err(|e| history_error("write tree", e))?
         .detach();
-    if parent.is_some() && tree == base_tree && !request.allow_empty {
-        return Ok(None);
+    if parent.is_some() && tree == base_tree && !request.allow_empty && left_out.is_empty() {
+        return Ok(Written { id: None, left_out });
     }
     let mut message = request.subject.clone();
     message.push_str("\n\n");
     message.push_str(&format!("Notevault-Actor: {}\n", request.actor));
     for (key, value) in &request.trailers {
         message.push_str(&format!("{key}: {value}\n"));
+    }
+    // A trailer per file left out, so a read of this commit can tell "left out" from
+    // "removed". The path is JSON-quoted: a name may hold a newline.
+    for (path, why) in &left_out {
+        let quoted = serde_json::to_string(path).unwrap_or_default();
+        message.push_str(&format!(
+            "{LEFT_OUT_TRAILER}{quoted} {}\n",
+            why.replace(['\n', '\r'], " ")
+        ));
     }
     let signature = gix::actor::Signature {
         name: "notevault".into(),
@@ -244,26 +528,62 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Opt
     let id = repo
         .commit_as(signature, signature, "HEAD", message, tree, parent)
         .map_err(|e| history_error("commit", e))?;
-    Ok(Some(id.to_string()))
+    Ok(Written {
+        id: Some(id.to_string()),
+        left_out,
+    })
 }
 
-/// Read the content of `path` as it was at commit `commit` (a hex id).
-pub fn read_at(git_dir: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>> {
+const LEFT_OUT_TRAILER: &str = "Notevault-Left-Out: ";
+
+/// The reason `path` was left out of the commit with this message, if it was.
+fn left_out_of(message: &str, path: &str) -> Option<String> {
+    let quoted = serde_json::to_string(path).ok()?;
+    message.lines().find_map(|line| {
+        let rest = line.strip_prefix(LEFT_OUT_TRAILER)?.strip_prefix(&quoted)?;
+        Some(rest.trim().to_string())
+    })
+}
+
+/// What `history.git` holds of a path in a revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// The bytes.
+    Bytes(Vec<u8>),
+    /// The commit has no such path: the note was removed (or never there).
+    Absent,
+    /// The commit left the path out, for this reason.
+    LeftOut(String),
+    /// No commit carries the revision.
+    NotRecorded,
+}
+
+/// What commit `commit` (a hex id) holds of `path`.
+pub fn read_at(git_dir: &Path, commit: &str, path: &str) -> Result<Stored> {
     let repo = gix::open(git_dir).map_err(|e| history_error("open", e))?;
     let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| history_error("id", e))?;
-    let tree = repo
+    let commit = repo
         .find_commit(id)
-        .map_err(|e| history_error("find commit", e))?
-        .tree()
-        .map_err(|e| history_error("read tree", e))?;
+        .map_err(|e| history_error("find commit", e))?;
+    stored_in(&commit, path)
+}
+
+fn stored_in(commit: &gix::Commit<'_>, path: &str) -> Result<Stored> {
+    if let Some(why) = left_out_of(&commit.message_raw_sloppy().to_string(), path) {
+        return Ok(Stored::LeftOut(why));
+    }
+    if unstorable(path).is_some() {
+        return Ok(Stored::LeftOut(unstorable(path).unwrap_or_default()));
+    }
+    let tree = commit.tree().map_err(|e| history_error("read tree", e))?;
     let Some(entry) = tree
         .lookup_entry_by_path(path)
         .map_err(|e| history_error("lookup", e))?
     else {
-        return Ok(None);
+        return Ok(Stored::Absent);
     };
     let blob = entry.object().map_err(|e| history_error("read blob", e))?;
-    Ok(Some(blob.data.clone()))
+    Ok(Stored::Bytes(blob.data.clone()))
 }
 
 #[cfg(test)]
@@ -278,10 +598,12 @@ mod tests {
                 changes,
                 trailers: vec![("Notevault-Seq".into(), "1".into())],
                 allow_empty: false,
+                replace: false,
             })
             .recv()
             .unwrap()
             .unwrap()
+            .id
     }
 
     #[test]
@@ -322,11 +644,88 @@ mod tests {
         .unwrap();
         assert_ne!(first, second);
         assert_eq!(
-            read_at(&git_dir, &first, "dir/b.md").unwrap().unwrap(),
-            b"b"
+            read_at(&git_dir, &first, "dir/b.md").unwrap(),
+            Stored::Bytes(b"b".to_vec())
         );
-        assert_eq!(read_at(&git_dir, &second, "dir/b.md").unwrap(), None);
+        assert_eq!(
+            read_at(&git_dir, &second, "dir/b.md").unwrap(),
+            Stored::Absent
+        );
         assert_eq!(history.status().commits, 2);
+    }
+
+    #[test]
+    fn a_name_git_refuses_is_left_out_and_the_rest_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let git_dir = dir.path().join("history.git");
+        let history = History::open(&git_dir).unwrap();
+        let bytes = |s: &str| Some(Content::Bytes(Arc::new(s.as_bytes().to_vec())));
+        for bad in [".GIT/x.md", "git~1/x.md", ".Git/y.md"] {
+            let written = history
+                .commit(CommitRequest {
+                    subject: "test".into(),
+                    actor: "test".into(),
+                    changes: vec![
+                        Change {
+                            path: bad.into(),
+                            content: bytes("bad"),
+                        },
+                        Change {
+                            path: "good.md".into(),
+                            content: bytes(bad),
+                        },
+                    ],
+                    trailers: vec![("Notevault-Seq".into(), "4".into())],
+                    allow_empty: false,
+                    replace: false,
+                })
+                .recv()
+                .unwrap()
+                .unwrap();
+            let id = written.id.expect("the good change is committed");
+            assert_eq!(written.left_out.len(), 1, "{bad}");
+            assert_eq!(
+                read_at(&git_dir, &id, "good.md").unwrap(),
+                Stored::Bytes(bad.as_bytes().to_vec())
+            );
+            assert!(matches!(
+                read_at(&git_dir, &id, bad).unwrap(),
+                Stored::LeftOut(_)
+            ));
+            assert!(matches!(
+                content_at_seq(&git_dir, 4, bad).unwrap(),
+                Stored::LeftOut(_)
+            ));
+        }
+        let status = history.status();
+        assert_eq!((status.backlog, status.left_out_total), (0, 3));
+        assert_eq!(status.head_seq, 4);
+        assert_eq!(
+            content_at_seq(&git_dir, 5, "good.md").unwrap(),
+            Stored::NotRecorded
+        );
+        // The lasting part survives a restart.
+        drop(history);
+        let reopened = History::open(&git_dir).unwrap().status();
+        assert_eq!(reopened.left_out_total, 3);
+        assert_eq!(reopened.left_out.len(), 3);
+        assert_eq!(reopened.head_seq, 4);
+    }
+
+    #[test]
+    fn unstorable_names() {
+        for bad in [
+            ".git/x.md",
+            ".GIT/x.md",
+            "a/git~1/b.md",
+            "GIT~1/x.md",
+            ".git./x.md",
+        ] {
+            assert!(unstorable(bad).is_some(), "{bad}");
+        }
+        for good in ["a.md", "git/x.md", ".github/x.md", "new\nline.md", "Zoë.md"] {
+            assert_eq!(unstorable(good), None, "{good}");
+        }
     }
 }
 
@@ -344,12 +743,12 @@ fn covers(message: &str, seq: i64) -> bool {
     })
 }
 
-/// The content of `path` as recorded by the commit that carries revision `seq`
-/// (`None` when no commit carries it, or the path is absent there).
-pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Option<Vec<u8>>> {
+/// What the commit that carries revision `seq` holds of `path`
+/// ([`Stored::NotRecorded`] when no commit carries it).
+pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Stored> {
     let repo = gix::open(git_dir).map_err(|e| history_error("open", e))?;
     let Ok(head) = repo.head_id() else {
-        return Ok(None);
+        return Ok(Stored::NotRecorded);
     };
     let walk = repo
         .rev_walk([head.detach()])
@@ -359,20 +758,11 @@ pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Option<Vec
         let info = info.map_err(|e| history_error("walk", e))?;
         let commit = info.object().map_err(|e| history_error("read commit", e))?;
         let message = commit.message_raw_sloppy().to_string();
-        if !covers(&message, seq) {
-            continue;
+        if covers(&message, seq) {
+            return stored_in(&commit, path);
         }
-        let tree = commit.tree().map_err(|e| history_error("read tree", e))?;
-        let Some(entry) = tree
-            .lookup_entry_by_path(path)
-            .map_err(|e| history_error("lookup", e))?
-        else {
-            return Ok(None);
-        };
-        let blob = entry.object().map_err(|e| history_error("read blob", e))?;
-        return Ok(Some(blob.data.clone()));
     }
-    Ok(None)
+    Ok(Stored::NotRecorded)
 }
 
 #[cfg(test)]

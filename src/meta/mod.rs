@@ -437,6 +437,33 @@ impl Meta {
         let rows = stmt.query_map([note_id], revision_from)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// Revisions with a seq above `after`, by seq.
+    pub fn revisions_after(&self, after: i64) -> Result<Vec<RevisionRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
+                    created_at, commit_id
+             FROM revisions WHERE seq > ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([after], revision_from)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Name the history commit that holds each of these revisions (by seq).
+    pub fn set_commit_ids(&self, seqs: &[i64], commit_id: &str) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt =
+                tx.prepare_cached("UPDATE revisions SET commit_id = ?1 WHERE seq = ?2")?;
+            for seq in seqs {
+                stmt.execute(params![commit_id, seq])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
 }
 
 fn revision_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RevisionRow> {

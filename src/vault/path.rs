@@ -1,9 +1,17 @@
 //! The one path-safety function. Every client-supplied path or slug goes through
-//! [`VaultPaths::resolve`] before anything touches the disk.
+//! [`VaultPaths::resolve`] (to read) or [`VaultPaths::resolve_new`] (to create a name)
+//! before anything touches the disk.
 //!
-//! Refused with `UNSAFE_PATH`: empty paths, NUL, absolute paths, backslashes, `.` and `..`
-//! components, the state directory, `.git/` (and the other ignored folders), and paths
-//! whose existing part resolves through a symlink to a place outside the vault.
+//! Refused with `UNSAFE_PATH` everywhere: empty paths, NUL, absolute paths, backslashes,
+//! `.` and `..` components, the state directory, `.git/` (and the other ignored folders;
+//! in any letter case where the file system ignores case), and paths whose existing part
+//! resolves through a symlink to a place outside the vault.
+//!
+//! Refused too when the API would create the name ([`name_problem`]): the ignored folder
+//! names and `git~1` in any letter case, control characters (C0, DEL, C1), bidirectional
+//! overrides and isolates, components made only of dots or spaces in any Unicode form,
+//! a trailing dot or space, components over 255 bytes, and any name `history.git` could
+//! not store. The user's folder may still hold such names: they are read and served.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -11,6 +19,9 @@ use crate::error::{Error, Result};
 
 /// Folder names the daemon never serves or writes as notes.
 pub const IGNORED_DIRS: &[&str] = &[".git", ".obsidian", ".trash", ".notevault"];
+
+/// Longest path component most file systems accept, in bytes.
+pub const MAX_COMPONENT_BYTES: usize = 255;
 
 /// A path inside the vault that passed the safety checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,11 +37,41 @@ pub struct SafePath {
 pub struct VaultPaths {
     pub root: PathBuf,
     pub state_dir: PathBuf,
+    /// The vault's file system ignores letter case (macOS and Windows defaults): `.GIT/`
+    /// is the user's `.git/` there, and is ignored like it.
+    pub case_insensitive: bool,
 }
 
 impl VaultPaths {
+    /// Paths of a vault, probing whether its file system ignores letter case.
     pub fn new(root: PathBuf, state_dir: PathBuf) -> Self {
-        Self { root, state_dir }
+        let case_insensitive = probe_case_insensitive(&root, &state_dir);
+        Self {
+            root,
+            state_dir,
+            case_insensitive,
+        }
+    }
+
+    /// Whether a path component is one of the folders the daemon ignores, in any letter
+    /// case where the file system ignores case.
+    pub fn is_ignored_dir(&self, name: &str) -> bool {
+        IGNORED_DIRS.iter().any(|d| {
+            if self.case_insensitive {
+                d.eq_ignore_ascii_case(name)
+            } else {
+                *d == name
+            }
+        })
+    }
+
+    /// Check a vault-relative path the API is about to create (a new note, or the place a
+    /// note moves to): [`VaultPaths::resolve`] plus the naming rules of [`name_problem`].
+    pub fn resolve_new(&self, rel: &str) -> Result<SafePath> {
+        if let Some(why) = name_problem(rel) {
+            return Err(Error::unsafe_path(why));
+        }
+        self.resolve(rel)
     }
 
     /// Check a vault-relative path and return where it lives on disk.
@@ -53,7 +94,7 @@ impl VaultPaths {
             match component {
                 Component::Normal(name) => {
                     let name = name.to_string_lossy();
-                    if IGNORED_DIRS.contains(&name.as_ref()) {
+                    if self.is_ignored_dir(&name) {
                         return Err(Error::unsafe_path(format!(
                             "`{name}` is reserved and not part of the notes"
                         )));
@@ -118,11 +159,133 @@ impl VaultPaths {
         rel.components().any(|c| match c {
             Component::Normal(name) => {
                 let name = name.to_string_lossy();
-                IGNORED_DIRS.contains(&name.as_ref()) || is_temp_name(&name)
+                self.is_ignored_dir(&name) || is_temp_name(&name)
             }
             _ => false,
         })
     }
+}
+
+/// Why the API must not create `rel` (a vault-relative path, `/`-separated), or `None`.
+/// Each component is checked, and a note's file name also without its `.md`, so the slug
+/// `..` (file `...md`) is refused like the component `..`.
+pub fn name_problem(rel: &str) -> Option<String> {
+    let components: Vec<&str> = rel.split('/').collect();
+    let last = components.len() - 1;
+    for (i, component) in components.iter().enumerate() {
+        if let Some(why) = component_problem(component) {
+            return Some(why);
+        }
+        if i == last {
+            if let Some(stem) = component.strip_suffix(".md") {
+                if let Some(why) = component_problem(stem) {
+                    return Some(why);
+                }
+            }
+        }
+    }
+    if let Some(why) = crate::history::unstorable(rel) {
+        return Some(format!("{rel:?} cannot be kept in history: {why}"));
+    }
+    None
+}
+
+/// Why one component (a folder name, a file name or a note's name without `.md`) is not
+/// one the API creates.
+fn component_problem(name: &str) -> Option<String> {
+    use unicode_normalization::UnicodeNormalization;
+    if name.is_empty() {
+        return Some("the path contains an empty component".into());
+    }
+    if name.len() > MAX_COMPONENT_BYTES {
+        return Some(format!(
+            "a name is {} bytes long; at most {MAX_COMPONENT_BYTES} bytes per folder or file name",
+            name.len()
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "a name contains the control character U+{:04X}",
+            c as u32
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| matches!(*c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
+    {
+        return Some(format!(
+            "a name contains the bidirectional control U+{:04X}, which makes it display as something else",
+            c as u32
+        ));
+    }
+    // Compatibility forms fold to what they look like: fullwidth `．` is `.`, `‥` is `..`.
+    let folded: String = name.nfkc().collect();
+    if folded.chars().all(|c| c == '.' || c.is_whitespace()) {
+        return Some(format!("{name:?} is only dots or spaces"));
+    }
+    if folded.ends_with('.') || folded.ends_with(|c: char| c.is_whitespace()) {
+        return Some(format!("{name:?} ends with a dot or a space"));
+    }
+    let reserved = IGNORED_DIRS.iter().chain(&["git~1"]);
+    if let Some(r) = reserved
+        .into_iter()
+        .find(|r| r.eq_ignore_ascii_case(&folded))
+    {
+        return Some(format!(
+            "`{name}` is reserved (it names `{r}` on some file systems) and not part of the notes"
+        ));
+    }
+    None
+}
+
+/// Whether the vault's file system ignores letter case: the state directory (ours, and
+/// usually inside the vault) gets a probe file whose name is then looked up in the other
+/// case. A state directory on another device is not the vault's file system: then an
+/// entry of the vault root is looked up in the other case instead.
+fn probe_case_insensitive(root: &Path, state_dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let same_device = match (std::fs::metadata(root), std::fs::metadata(state_dir)) {
+        (Ok(r), Ok(s)) => r.dev() == s.dev(),
+        _ => false,
+    };
+    if same_device {
+        let probe = state_dir.join(".notevault-tmp-case-probe");
+        if std::fs::write(&probe, b"").is_ok() {
+            let folded = state_dir
+                .join(".NOTEVAULT-TMP-CASE-PROBE")
+                .symlink_metadata()
+                .is_ok();
+            let _ = std::fs::remove_file(&probe);
+            return folded;
+        }
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return false;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let swapped: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_lowercase() {
+                    c.to_ascii_uppercase()
+                } else {
+                    c.to_ascii_lowercase()
+                }
+            })
+            .collect();
+        if swapped == name {
+            continue;
+        }
+        let (Ok(a), Ok(b)) = (
+            entry.path().symlink_metadata(),
+            root.join(&swapped).symlink_metadata(),
+        ) else {
+            return false;
+        };
+        return a.ino() == b.ino() && a.dev() == b.dev();
+    }
+    false
 }
 
 /// Editor swap and temp files: `.*.swp`, `*~`, `.#*`, vim's `4913` probe, our own temp files.
@@ -169,6 +332,77 @@ mod tests {
         ] {
             let err = p.resolve(bad).unwrap_err();
             assert_eq!(err.reason, crate::error::Reason::UNSAFE_PATH, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_api_never_creates_a_name_of_these() {
+        let (_dir, p) = paths();
+        let long = format!("{}.md", "a".repeat(256));
+        for bad in [
+            ".GIT/x.md",
+            ".Git/x.md",
+            ".git/x.md",
+            "git~1/x.md",
+            "GIT~1/x.md",
+            ".NOTEVAULT/x.md",
+            ".Obsidian/x.md",
+            ".TRASH/x.md",
+            "sub/new\nline.md",
+            "tab\there.md",
+            "del\u{7f}.md",
+            "c1\u{85}.md",
+            "evil\u{202E}dm.txt.md",
+            "iso\u{2066}late.md",
+            "\u{FF0E}\u{FF0E}/x.md",
+            "\u{2025}/x.md",
+            "\u{2024}.md",
+            "...md",
+            "..md",
+            " .md",
+            "trailing./x.md",
+            "trailing /x.md",
+            "name .md",
+            "name..md",
+            long.as_str(),
+        ] {
+            let err = p.resolve_new(bad).unwrap_err();
+            assert_eq!(err.reason, crate::error::Reason::UNSAFE_PATH, "{bad:?}");
+        }
+        for good in [
+            "notes/a.md",
+            "Zoë/Café.md",
+            "a.b/c.md",
+            ".hidden/x.md",
+            "git/x.md",
+            "東京/メモ.md",
+            "v1.2 notes.md",
+        ] {
+            assert!(p.resolve_new(good).is_ok(), "{good:?}");
+        }
+        // Reads of names already on disk are not held to the naming rules.
+        assert!(p.resolve("sub/new\nline.md").is_ok());
+    }
+
+    #[test]
+    fn ignored_folders_follow_the_file_systems_case_rule() {
+        let (_dir, mut p) = paths();
+        assert!(
+            !p.case_insensitive,
+            "the test machine's file system keeps case"
+        );
+        assert!(p.is_ignored(&p.root.join(".git/x.md")));
+        assert!(!p.is_ignored(&p.root.join(".GIT/x.md")));
+        assert!(p.resolve(".GIT/x.md").is_ok());
+        p.case_insensitive = true;
+        for name in [
+            ".GIT/x.md",
+            ".Obsidian/x.md",
+            ".Trash/x.md",
+            ".NOTEVAULT/x.md",
+        ] {
+            assert!(p.is_ignored(&p.root.join(name)), "{name}");
+            assert!(p.resolve(name).is_err(), "{name}");
         }
     }
 

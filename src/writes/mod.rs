@@ -233,11 +233,11 @@ fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
     }
 }
 
-/// Check a target slug for a new or moved note: safe, and creating folders at most one
-/// level deep.
+/// Check a target slug for a new or moved note: safe, a name the API may create, and
+/// creating folders at most one level deep.
 fn target_path(svc: &Service, slug: &str) -> Result<crate::vault::path::SafePath> {
     let rel = format!("{slug}.md");
-    let safe = svc.paths.resolve(&rel)?;
+    let safe = svc.paths.resolve_new(&rel)?;
     if let Some((folder, _)) = slug.rsplit_once('/') {
         if folder.contains('/') && !svc.paths.root.join(folder).is_dir() {
             return Err(Error::invalid_field(
@@ -716,9 +716,18 @@ pub(crate) fn commit_change(
             ("Notevault-Note".into(), note_id.clone()),
         ],
         allow_empty: true,
+        replace: false,
     });
     let (commit_id, flow_back_error) = match history.recv() {
-        Ok(Ok(id)) => (id, None),
+        Ok(Ok(written)) if written.left_out.is_empty() => (written.id, None),
+        Ok(Ok(written)) => {
+            let why: Vec<String> = written
+                .left_out
+                .iter()
+                .map(|(path, why)| format!("{path:?} was left out of history: {why}"))
+                .collect();
+            (written.id, Some(why.join("; ")))
+        }
         Ok(Err(e)) => (None, Some(format!("history commit failed: {}", e.message))),
         Err(_) => (
             None,

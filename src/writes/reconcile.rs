@@ -24,7 +24,7 @@ pub struct Outcome {
     /// Revisions recorded.
     pub revisions: usize,
     /// The history commit, when one was queued.
-    pub commit: Option<mpsc::Receiver<Result<Option<String>>>>,
+    pub commit: Option<mpsc::Receiver<Result<crate::history::Written>>>,
 }
 
 /// Notes that left the folder in the last few seconds, by content hash, so that a move
@@ -68,6 +68,11 @@ pub fn note_from(
     let mut warnings = Vec::new();
     if let Some(why) = &facts.frontmatter_error {
         warnings.push(format!("{why}; the frontmatter was treated as absent"));
+    }
+    if let Some(why) = crate::history::unstorable(&observed.rel) {
+        warnings.push(format!(
+            "history.git cannot keep this file ({why}); it is served, but its revisions' bytes are not versioned; rename it to keep its history"
+        ));
     }
     if facts.lossy_utf8 {
         warnings
@@ -228,12 +233,14 @@ pub fn reconcile(
         deleted_ids.push(note.note_id.clone());
         removed_from_index.push((note.note_id.clone(), seq));
     }
-    // A moved note's old path leaves the tree too.
-    for rel in &removed {
-        changes.push(Change {
-            path: rel.clone(),
-            content: None,
-        });
+    // A moved note's old path leaves the tree too (a whole tree has none to leave).
+    if !full_history {
+        for rel in &removed {
+            changes.push(Change {
+                path: rel.clone(),
+                content: None,
+            });
+        }
     }
     if revisions.is_empty() && !full_history {
         return Ok(Outcome::default());
@@ -260,12 +267,20 @@ pub fn reconcile(
             trailers.push(("Notevault-Version".to_string(), first.version_id.clone()));
         }
     }
+    if full_history {
+        // The whole vault as it is now: every change up to `seq` is accounted for, in this
+        // commit or an earlier one, or known to be missing.
+        trailers.push(("Notevault-Through".to_string(), seq.to_string()));
+    }
     let commit = svc.history.commit(CommitRequest {
         subject: subject.to_string(),
         actor: actor.to_string(),
         changes,
         trailers,
-        allow_empty: false,
+        // Every recorded revision has a commit that carries it, also when the tree did
+        // not change (the bytes were already in history): a read of it must find them.
+        allow_empty: !revisions.is_empty() || full_history,
+        replace: full_history,
     });
     Ok(Outcome {
         revisions: revisions.len(),

@@ -132,6 +132,23 @@ impl TestServer {
         self.client.get(self.url(path)).send().await.unwrap()
     }
 
+    /// Send a write with an `Idempotency-Key` and a JSON body.
+    pub async fn write(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        key: &str,
+        body: serde_json::Value,
+    ) -> reqwest::Response {
+        self.client
+            .request(method, self.url(path))
+            .header("Idempotency-Key", key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// GET and parse JSON, asserting the status.
     pub async fn get_json(&self, path: &str, status: u16) -> serde_json::Value {
         let res = self.get(path).await;
@@ -183,6 +200,22 @@ pub fn assert_envelope(body: &serde_json::Value, status: u16, reason: &str) {
     assert!(details
         .iter()
         .any(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo") && d["reason"] == reason));
+}
+
+/// Poll until `check` holds, or fail with `what` after 10 s.
+pub async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(10) {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
 }
 
 /// Wait until the history thread has nothing pending.
