@@ -30,6 +30,10 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Watch the folder for external edits.
     pub watch: bool,
+    /// Tests only (`NOTEVAULT_TEST_CRASH_AT`): a step of the write pipeline where the
+    /// daemon aborts as `kill -9` would (`before-file`, `after-file`, `after-history`,
+    /// `before-receipt`), so crash recovery can be tested at each step.
+    pub test_crash_at: Option<String>,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             watch: true,
+            test_crash_at: None,
         }
     }
 }
@@ -67,6 +72,8 @@ pub struct Layer {
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
     pub watch: Option<bool>,
+    #[serde(skip)]
+    pub test_crash_at: Option<String>,
 }
 
 impl Layer {
@@ -113,6 +120,7 @@ impl Layer {
             watch: own("WATCH")
                 .map(|v| parse_bool("NOTEVAULT_WATCH", &v))
                 .transpose()?,
+            test_crash_at: own("TEST_CRASH_AT"),
         })
     }
 }
@@ -152,6 +160,9 @@ impl Config {
         }
         if layer.idp_api_key.is_some() {
             self.idp_api_key = layer.idp_api_key;
+        }
+        if layer.test_crash_at.is_some() {
+            self.test_crash_at = layer.test_crash_at;
         }
         self
     }

@@ -241,8 +241,9 @@ mod tests {
                 "{name} is missing"
             );
         }
-        // One extension: ORIGIN_FORBIDDEN for the Host/Origin guard.
-        assert_eq!(Reason::ALL.len(), 34);
+        // Extensions: ORIGIN_FORBIDDEN for the Host/Origin guard; REVISION_CONTENT_MISSING
+        // and HISTORY_BEHIND for a revision whose bytes history does not hold.
+        assert_eq!(Reason::ALL.len(), 36);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");

@@ -303,6 +303,9 @@ impl Service {
         }
         // Files the store has never seen.
         changed.extend(by_path.into_values());
+        // Writes under way when the daemon stopped: what landed is recorded as those
+        // writes, before the rest is taken as an editor's changes.
+        crate::writes::recover::resolve_intents(self, &mut changed, &mut removed)?;
         let subject = if first_history {
             "Record the vault as found"
         } else if behind {

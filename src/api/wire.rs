@@ -48,6 +48,24 @@ impl From<&Note> for NoteHandle {
     }
 }
 
+impl From<&crate::writes::NoteFacts> for NoteHandle {
+    fn from(n: &crate::writes::NoteFacts) -> Self {
+        Self {
+            note_id: n.note_id.clone(),
+            slug: n.slug.clone(),
+            title: n.title.clone(),
+            status: n.status.clone(),
+            visibility: n.visibility.clone(),
+            version_id: n.version_id.clone(),
+            content_hash: n.content_hash.clone(),
+            observed_at: n.observed_at.clone(),
+            path: n.path.clone(),
+            tags: n.tags.clone(),
+            warnings: n.warnings.clone(),
+        }
+    }
+}
+
 /// One numbered line.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Line {

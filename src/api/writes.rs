@@ -196,7 +196,7 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
         committed_seq: receipt.committed_seq,
         note: receipt
             .note
-            .as_deref()
+            .as_ref()
             .filter(|_| embed_note)
             .map(NoteHandle::from),
         renamed: receipt.renamed,
@@ -333,8 +333,7 @@ async fn submit(svc: Arc<Service>, headers: &HeaderMap, prepared: Prepared) -> A
         embed_note,
         ..
     } = prepared;
-    let (status, body) = blocking(move || {
-        let render_fn = move |r: &writes::Receipt| render(r, embed_note);
+    let submitted = blocking(move || {
         writes::submit(
             &svc,
             op,
@@ -342,12 +341,15 @@ async fn submit(svc: Arc<Service>, headers: &HeaderMap, prepared: Prepared) -> A
             Idempotency {
                 key: &key,
                 op_hash: hash,
-                render: &render_fn,
                 payload,
             },
         )
     })
     .await?;
+    let (status, body) = match submitted {
+        writes::Submitted::Receipt(receipt) => render(&receipt, embed_note),
+        writes::Submitted::Rendered(status, body) => (status, body),
+    };
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     Ok((
         status,

@@ -65,6 +65,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX applied_writes_by_time ON applied_writes (at);",
     // 4: the history commit of a revision, when known at once (API writes)
     "ALTER TABLE revisions ADD COLUMN commit_id TEXT;",
+    // 5: receipts stored as the pipeline's receipt (JSON), not rendered; intents of
+    // writes under way, resolved at start after a crash
+    "ALTER TABLE idempotency ADD COLUMN receipt TEXT;
+    CREATE TABLE write_intents (
+        key        TEXT PRIMARY KEY,
+        op_hash    TEXT NOT NULL,
+        intent     TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );",
 ];
 
 /// A write waiting for (or decided by) a reviewer.
@@ -93,8 +102,20 @@ pub struct PendingRow {
 pub struct IdempotencyRow {
     pub key: String,
     pub op_hash: String,
+    /// The receipt (opaque JSON); `None` in rows stored before receipts were, which
+    /// replay `status` and `body` as they were answered.
+    pub receipt: Option<String>,
     pub status: u16,
     pub body: String,
+}
+
+/// A write under way, recorded before it changed the folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentRow {
+    pub key: String,
+    pub op_hash: String,
+    /// The intent (opaque JSON).
+    pub intent: String,
 }
 
 /// A note row as the store keeps it.
@@ -261,27 +282,71 @@ impl Meta {
             .conn
             .lock()
             .query_row(
-                "SELECT key, op_hash, status, body FROM idempotency WHERE key = ?1",
+                "SELECT key, op_hash, receipt, status, body FROM idempotency WHERE key = ?1",
                 [key],
                 |r| {
                     Ok(IdempotencyRow {
                         key: r.get(0)?,
                         op_hash: r.get(1)?,
-                        status: r.get(2)?,
-                        body: r.get(3)?,
+                        receipt: r.get(2)?,
+                        status: r.get(3)?,
+                        body: r.get(4)?,
                     })
                 },
             )
             .optional()?)
     }
 
-    pub fn store_idempotency(&self, row: &IdempotencyRow, created_at: &str) -> Result<()> {
+    /// Keep a receipt under its key, and drop the key's intent, in one transaction.
+    pub fn store_receipt(
+        &self,
+        key: &str,
+        op_hash: &str,
+        receipt: &str,
+        created_at: &str,
+    ) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO idempotency (key, op_hash, receipt, status, body, created_at)
+             VALUES (?1, ?2, ?3, 0, '', ?4)",
+            params![key, op_hash, receipt, created_at],
+        )?;
+        tx.execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Record the intent of a write under way (replacing an earlier one of the key).
+    pub fn store_intent(&self, key: &str, op_hash: &str, intent: &str) -> Result<()> {
         self.conn.lock().execute(
-            "INSERT INTO idempotency (key, op_hash, status, body, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![row.key, row.op_hash, row.status, row.body, created_at],
+            "INSERT OR REPLACE INTO write_intents (key, op_hash, intent, created_at)
+             VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            params![key, op_hash, intent],
         )?;
         Ok(())
+    }
+
+    pub fn forget_intent(&self, key: &str) -> Result<()> {
+        self.conn
+            .lock()
+            .execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
+        Ok(())
+    }
+
+    /// Every intent left by writes that did not finish, oldest first.
+    pub fn intents(&self) -> Result<Vec<IntentRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare("SELECT key, op_hash, intent FROM write_intents ORDER BY created_at, key")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(IntentRow {
+                key: r.get(0)?,
+                op_hash: r.get(1)?,
+                intent: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     pub fn insert_pending(&self, row: &PendingRow) -> Result<()> {

@@ -132,15 +132,16 @@ pub fn rewrite_links_to(
             ));
             continue;
         }
-        match super::commit_change(
-            svc,
-            Some((note, &bytes)),
-            &note.path,
-            Some(new_text.into_bytes()),
+        let change = super::Change {
+            from: Some((note, &bytes)),
+            to_rel: &note.path,
+            bytes: Some(new_text.into_bytes()),
             actor,
-            "update",
-            None,
-        ) {
+            kind: "update",
+            new_id: None,
+            renamed: false,
+        };
+        match super::commit_change(svc, change, None) {
             Ok(_) => updated += 1,
             Err(e) => failed.push((note.slug.clone(), e.message)),
         }

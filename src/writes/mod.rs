@@ -10,8 +10,12 @@
 //! and its idempotency record is stored before the receipt leaves the daemon.
 
 pub mod links;
+pub mod receipt;
 pub mod reconcile;
+pub mod recover;
 pub mod review;
+
+pub use receipt::{Intent, NoteFacts, Receipt, ReceiptStatus};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,8 +24,8 @@ use chrono::Utc;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Reason, Result};
-use crate::history::{Change, CommitRequest, Content};
-use crate::meta::{IdempotencyRow, NoteRow, RevisionRow};
+use crate::history::{self, CommitRequest, Content};
+use crate::meta::{NoteRow, RevisionRow};
 use crate::service::{timestamp, Service};
 use crate::vault::catalog::Note;
 use crate::vault::frontmatter::{self, FmValue};
@@ -96,43 +100,30 @@ impl Op {
     }
 }
 
-/// `applied` or `queued`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReceiptStatus {
-    Applied,
-    Queued,
-}
-
-/// What a write did.
-#[derive(Debug, Clone)]
-pub struct Receipt {
-    pub status: ReceiptStatus,
-    pub slug: String,
-    pub note_id: String,
-    pub version_id: String,
-    pub content_hash: String,
-    pub committed_seq: i64,
-    /// The note after the write, for create and PATCH.
-    pub note: Option<Arc<Note>>,
-    pub renamed: bool,
-    pub unchanged: bool,
-    pub links_updated: usize,
-    /// `(slug, reason)` of each note whose links could not be rewritten.
-    pub links_failed: Vec<(String, String)>,
-    pub flow_back_error: Option<String>,
-    pub pending_id: Option<String>,
-    /// A note was created (the HTTP layer answers 201).
-    pub created: bool,
-}
-
-/// The idempotency of one request: its key, the hash of the operation, and how the
-/// caller renders a receipt (status, body) so a replay returns exactly the same bytes.
+/// The idempotency of one request: its key, the hash of what it means (the caller
+/// decides what makes two requests the same), and the request as the caller received
+/// it, kept if the write is queued.
 pub struct Idempotency<'a> {
     pub key: &'a str,
     pub op_hash: String,
-    pub render: &'a (dyn Fn(&Receipt) -> (u16, String) + Sync),
-    /// The request as the caller received it, kept if the write is queued.
     pub payload: String,
+}
+
+/// The answer to a submitted write.
+#[derive(Debug, Clone)]
+pub enum Submitted {
+    /// A receipt, new or replayed (the caller renders it the same way each time).
+    Receipt(Box<Receipt>),
+    /// A replay of a receipt stored rendered, by a version before receipts were stored
+    /// as such: status and body as they were answered.
+    Rendered(u16, String),
+}
+
+/// The key of a write being applied, which its intent is recorded under.
+#[derive(Debug, Clone, Copy)]
+pub struct IntentKey<'a> {
+    pub key: &'a str,
+    pub op_hash: &'a str,
 }
 
 /// Per-key locks, so a concurrent duplicate waits for the first and replays it.
@@ -152,50 +143,75 @@ impl KeyLocks {
 }
 
 /// Submit a write: replay it if this key already ran this operation, refuse a key reused
-/// for another operation, else apply it and store its rendered receipt under the key.
-pub fn submit(
-    svc: &Service,
-    op: Op,
-    agent_id: &str,
-    idem: Idempotency<'_>,
-) -> Result<(u16, String)> {
+/// for another operation, else apply it (or queue it) and store its receipt under the key.
+pub fn submit(svc: &Service, op: Op, agent_id: &str, idem: Idempotency<'_>) -> Result<Submitted> {
     let key_lock = svc.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
     if let Some(row) = svc.meta.idempotency(idem.key)? {
-        if row.op_hash == idem.op_hash {
-            return Ok((row.status, row.body));
+        if row.op_hash != idem.op_hash {
+            return Err(Error::new(
+                Reason::IDEMPOTENCY_KEY_REUSED,
+                "this Idempotency-Key was already used for a different request",
+            )
+            .with_meta("idempotency_key", idem.key));
         }
-        return Err(Error::new(
-            Reason::IDEMPOTENCY_KEY_REUSED,
-            "this Idempotency-Key was already used for a different request",
-        )
-        .with_meta("idempotency_key", idem.key));
+        return match row.receipt {
+            Some(json) => serde_json::from_str(&json)
+                .map(|r| Submitted::Receipt(Box::new(r)))
+                .map_err(|e| Error::internal(format!("a stored receipt is corrupt: {e}"))),
+            None => Ok(Submitted::Rendered(row.status, row.body)),
+        };
     }
     let settings = review::settings(svc)?;
-    let receipt = if review::must_queue(&settings, &op)? {
+    let intent = IntentKey {
+        key: idem.key,
+        op_hash: &idem.op_hash,
+    };
+    let applied = if review::must_queue(&settings, &op)? {
         let _write = svc.write_lock.lock();
-        review::queue(svc, &op, agent_id, idem.payload)?
+        review::queue(svc, &op, agent_id, idem.payload)
     } else {
         let now = Utc::now();
         review::check_budget(svc, &settings, now)?;
         let _write = svc.write_lock.lock();
-        let receipt = apply(svc, &op, agent_id)?;
-        if !receipt.unchanged {
-            svc.meta.record_applied_write(&timestamp(now))?;
-        }
-        receipt
+        apply(svc, &op, agent_id, Some(intent)).and_then(|receipt| {
+            if !receipt.unchanged {
+                svc.meta.record_applied_write(&timestamp(now))?;
+            }
+            Ok(receipt)
+        })
     };
-    let (status, body) = (idem.render)(&receipt);
-    svc.meta.store_idempotency(
-        &IdempotencyRow {
-            key: idem.key.to_string(),
-            op_hash: idem.op_hash,
-            status,
-            body: body.clone(),
-        },
-        &timestamp(Utc::now()),
-    )?;
-    Ok((status, body))
+    let receipt = match applied {
+        Ok(receipt) => receipt,
+        Err(e) => {
+            // Nothing of it is to be resolved later: the error is the answer.
+            if let Err(forget) = svc.meta.forget_intent(idem.key) {
+                tracing::warn!(error = %forget.message, "cannot forget a write intent");
+            }
+            return Err(e);
+        }
+    };
+    crash_point(svc, "before-receipt");
+    store_receipt(svc, intent, &receipt)?;
+    Ok(Submitted::Receipt(Box::new(receipt)))
+}
+
+/// Keep `receipt` under its key for replays, and let go of the key's intent, in one
+/// transaction.
+pub(crate) fn store_receipt(svc: &Service, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
+    let json = serde_json::to_string(receipt)
+        .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
+    svc.meta
+        .store_receipt(key.key, key.op_hash, &json, &timestamp(Utc::now()))
+}
+
+/// A step of a write where a test stops the daemon as `kill -9` would
+/// (`NOTEVAULT_TEST_CRASH_AT`; never set outside tests).
+pub(crate) fn crash_point(svc: &Service, step: &str) {
+    if svc.config.test_crash_at.as_deref() == Some(step) {
+        eprintln!("notevault: stopping at test crash point {step}");
+        std::process::abort();
+    }
 }
 
 /// The note `key` names, with its current bytes; an external edit the catalog has not
@@ -532,8 +548,14 @@ fn plan_rollback(
     }
 }
 
-/// Apply `op`: plan it, write it, then rewrite the links to a moved note.
-pub(crate) fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
+/// Apply `op`: plan it, write it, then rewrite the links to a moved note. With `intent`,
+/// the write is recorded under that key before the file changes (see [`Intent`]).
+pub(crate) fn apply(
+    svc: &Service,
+    op: &Op,
+    agent_id: &str,
+    intent: Option<IntentKey<'_>>,
+) -> Result<Receipt> {
     let actor = format!("agent:{agent_id}");
     let plan = plan(svc, op)?;
     let moved_from = plan
@@ -542,38 +564,54 @@ pub(crate) fn apply(svc: &Service, op: &Op, agent_id: &str) -> Result<Receipt> {
         .filter(|(n, _)| n.path != plan.to_rel && plan.bytes.is_some())
         .map(|(n, _)| n.clone());
     // The notes linking to it, found in the link graph before the move changes names.
-    let linking: Vec<String> = match &moved_from {
-        Some(old) => {
-            let catalog = svc.catalog.read();
-            let graph = crate::vault::graph::Graph::build(&catalog);
-            graph
-                .backlinks(old)
-                .into_iter()
-                .map(|(n, _)| n.slug.clone())
-                .collect()
-        }
+    let linking = match &moved_from {
+        Some(old) => linking_to(svc, old),
         None => Vec::new(),
     };
     let mut receipt = commit_change(
         svc,
-        plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
-        &plan.to_rel,
-        plan.bytes.clone(),
-        &actor,
-        plan.kind,
-        plan.restore_id.as_deref(),
+        Change {
+            from: plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
+            to_rel: &plan.to_rel,
+            bytes: plan.bytes.clone(),
+            actor: &actor,
+            kind: plan.kind,
+            new_id: plan.restore_id.as_deref(),
+            renamed: plan.renamed,
+        },
+        intent,
     )?;
-    receipt.created = plan.from.is_none();
-    receipt.renamed = plan.renamed;
     if let Some(old) = moved_from {
-        let (updated, failed) = links::rewrite_links_to(svc, &old, &receipt.slug, &actor, &linking);
-        receipt.links_updated = updated;
-        receipt.links_failed = failed;
-        if updated > 0 {
-            receipt.committed_seq = svc.committed_seq();
-        }
+        rewrite_links(svc, &mut receipt, &old, &actor, &linking);
     }
     Ok(receipt)
+}
+
+/// The slugs of the notes whose links resolve to `note`.
+pub(crate) fn linking_to(svc: &Service, note: &Note) -> Vec<String> {
+    let catalog = svc.catalog.read();
+    let graph = crate::vault::graph::Graph::build(&catalog);
+    graph
+        .backlinks(note)
+        .into_iter()
+        .map(|(n, _)| n.slug.clone())
+        .collect()
+}
+
+/// Rewrite the links of `linking` that pointed at `old` to the receipt's note.
+pub(crate) fn rewrite_links(
+    svc: &Service,
+    receipt: &mut Receipt,
+    old: &Note,
+    actor: &str,
+    linking: &[String],
+) {
+    let (updated, failed) = links::rewrite_links_to(svc, old, &receipt.slug, actor, linking);
+    receipt.links_updated = updated;
+    receipt.links_failed = failed;
+    if updated > 0 {
+        receipt.committed_seq = svc.committed_seq();
+    }
 }
 
 fn not_utf8(note: &Note) -> Error {
@@ -623,23 +661,49 @@ fn move_target(svc: &Service, note: &Note, target_slug: &str) -> Result<String> 
     Ok(target.rel)
 }
 
-/// Apply one change to one note: `from` is the note and the bytes it was read with
-/// (`None` for a create), `to_rel` the path it ends at, `bytes` its new content (`None`
-/// for a delete, which moves the file to `.trash/`). Writes the file, commits history,
-/// records the revision and updates the catalog.
+/// One change to one note, as the pipeline applies it.
+pub(crate) struct Change<'a> {
+    /// The note and the bytes it was read with (`None` for a create).
+    pub from: Option<(&'a Arc<Note>, &'a [u8])>,
+    /// The path it ends at.
+    pub to_rel: &'a str,
+    /// Its new content (`None` for a delete, which moves the file to `.trash/`).
+    pub bytes: Option<Vec<u8>>,
+    pub actor: &'a str,
+    /// `create`, `update`, `move`, `delete`.
+    pub kind: &'a str,
+    /// The note id a create restores (a rollback of a deleted note).
+    pub new_id: Option<&'a str>,
+    /// The note got a new name in its folder (the receipt says so).
+    pub renamed: bool,
+}
+
+/// The identity a recorded change gets.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub note_id: String,
+    pub version_id: String,
+}
+
+/// Apply one change: write the file (atomically, checking that the file is still the
+/// version that was read), then [`record`] it. With `intent`, the write's intent is stored
+/// under its key before the folder changes.
 pub(crate) fn commit_change(
     svc: &Service,
-    from: Option<(&Arc<Note>, &[u8])>,
-    to_rel: &str,
-    bytes: Option<Vec<u8>>,
-    actor: &str,
-    kind: &str,
-    new_id: Option<&str>,
+    change: Change<'_>,
+    intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let root = &svc.paths.root;
+    let Change {
+        from,
+        to_rel,
+        bytes,
+        ..
+    } = &change;
+    let (from, to_rel) = (*from, *to_rel);
     let same_place = from.is_none_or(|(n, _)| n.path == to_rel);
     // Identical content in the same place: no new version, no commit.
-    if let (Some((note, old)), Some(new)) = (from, &bytes) {
+    if let (Some((note, old)), Some(new)) = (from, bytes) {
         if same_place && old == new.as_slice() {
             return Ok(Receipt {
                 unchanged: true,
@@ -652,9 +716,32 @@ pub(crate) fn commit_change(
     if from.is_some_and(|(n, _)| n.content.is_none()) {
         svc.history.flush(std::time::Duration::from_secs(30));
     }
+    let identity = Identity {
+        note_id: from
+            .map(|(n, _)| n.note_id.clone())
+            .or_else(|| change.new_id.map(str::to_string))
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        version_id: uuid::Uuid::now_v7().to_string(),
+    };
+    if let Some(key) = intent {
+        let recorded = Intent {
+            actor: change.actor.to_string(),
+            kind: change.kind.to_string(),
+            note_id: identity.note_id.clone(),
+            version_id: identity.version_id.clone(),
+            from_path: from.map(|(n, _)| n.path.clone()),
+            from_version: from.map(|(n, _)| n.version_id.clone()),
+            to_rel: to_rel.to_string(),
+            content_hash: bytes.as_deref().map(scan::content_hash),
+            renamed: change.renamed,
+        };
+        let json = serde_json::to_string(&recorded)
+            .map_err(|e| Error::internal(format!("cannot record a write intent: {e}")))?;
+        svc.meta.store_intent(key.key, key.op_hash, &json)?;
+        crash_point(svc, "before-file");
+    }
     let expect_old = from.map(|(n, _)| Expect::Hash(n.content_hash.clone()));
-    let mut history_changes = Vec::new();
-    match (&bytes, from) {
+    match (bytes, from) {
         (Some(new), _) if same_place => {
             let expect = expect_old.clone().unwrap_or(Expect::Absent);
             fsio::atomic_write(&root.join(to_rel), new, &expect)?;
@@ -670,10 +757,6 @@ pub(crate) fn commit_change(
             if new.as_slice() != old {
                 fsio::atomic_write(&to, new, &Expect::Hash(note.content_hash.clone()))?;
             }
-            history_changes.push(Change {
-                path: note.path.clone(),
-                content: None,
-            });
         }
         (None, Some((note, _))) => {
             let trash = trash_path(root, &note.path);
@@ -685,27 +768,70 @@ pub(crate) fn commit_change(
         }
         (Some(_), None) | (None, None) => unreachable!("a create always has content"),
     }
-    // One copy of the new bytes serves the history commit and the catalog.
-    let shared = bytes.as_ref().map(|new| Arc::new(new.clone()));
-    if let Some(new) = &shared {
-        history_changes.push(Change {
-            path: to_rel.to_string(),
-            content: Some(Content::Bytes(new.clone())),
-        });
-    } else {
-        history_changes.push(Change {
-            path: to_rel.to_string(),
+    crash_point(svc, "after-file");
+    let Change {
+        actor,
+        kind,
+        renamed,
+        bytes,
+        ..
+    } = change;
+    record(
+        svc,
+        Recorded {
+            from: from.map(|(n, _)| n),
+            to_rel,
+            bytes: bytes.map(Arc::new),
+            actor,
+            kind,
+            renamed,
+        },
+        identity,
+    )
+}
+
+/// A change that is on disk, to be recorded.
+pub(crate) struct Recorded<'a> {
+    pub from: Option<&'a Arc<Note>>,
+    pub to_rel: &'a str,
+    /// The bytes now at `to_rel` (`None` for a delete).
+    pub bytes: Option<Arc<Vec<u8>>>,
+    pub actor: &'a str,
+    pub kind: &'a str,
+    pub renamed: bool,
+}
+
+/// Record a change that is on disk: history commit (waited for), revision row and note
+/// row, catalog, `committed_seq`, search index, in that order. The caller holds the
+/// write lock.
+pub(crate) fn record(svc: &Service, change: Recorded<'_>, identity: Identity) -> Result<Receipt> {
+    let Recorded {
+        from,
+        to_rel,
+        bytes,
+        actor,
+        kind,
+        renamed,
+    } = change;
+    let root = &svc.paths.root;
+    let mut history_changes = Vec::new();
+    if let Some(note) = from.filter(|n| n.path != to_rel) {
+        history_changes.push(history::Change {
+            path: note.path.clone(),
             content: None,
         });
     }
+    history_changes.push(history::Change {
+        path: to_rel.to_string(),
+        content: bytes.clone().map(Content::Bytes),
+    });
 
     let now = Utc::now();
     let seq = svc.committed_seq() + 1;
-    let version_id = uuid::Uuid::now_v7().to_string();
-    let note_id = from
-        .map(|(n, _)| n.note_id.clone())
-        .or_else(|| new_id.map(str::to_string))
-        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let Identity {
+        note_id,
+        version_id,
+    } = identity;
     let history = svc.history.commit(CommitRequest {
         subject: format!("{kind} {}", slug_of(to_rel)),
         actor: actor.to_string(),
@@ -734,14 +860,15 @@ pub(crate) fn commit_change(
             Some("history commit failed: the history thread stopped".to_string()),
         ),
     };
+    crash_point(svc, "after-history");
 
-    let content_hash = bytes.as_deref().map(scan::content_hash);
+    let content_hash = bytes.as_deref().map(|b| scan::content_hash(b));
     let revision = RevisionRow {
         seq,
         version_id: version_id.clone(),
         note_id: note_id.clone(),
         path: to_rel.to_string(),
-        prev_version_id: from.map(|(n, _)| n.version_id.clone()),
+        prev_version_id: from.map(|n| n.version_id.clone()),
         content_hash: content_hash.clone(),
         actor: actor.to_string(),
         kind: kind.to_string(),
@@ -751,7 +878,7 @@ pub(crate) fn commit_change(
     let mut catalog = svc.catalog.write();
     let note = match &bytes {
         Some(new) => {
-            let created_at = from.map(|(n, _)| n.created_at).unwrap_or(now);
+            let created_at = from.map(|n| n.created_at).unwrap_or(now);
             let mtime = std::fs::metadata(root.join(to_rel))
                 .and_then(|m| m.modified())
                 .unwrap_or_else(|_| now.into());
@@ -762,7 +889,7 @@ pub(crate) fn commit_change(
                 created: created_at.into(),
                 content_hash: content_hash.clone().unwrap_or_default(),
                 facts: crate::vault::markdown::facts(new),
-                content: shared.and_then(scan::keep_content),
+                content: scan::keep_content(new.clone()),
             };
             let note = reconcile::note_from(
                 observed,
@@ -780,7 +907,7 @@ pub(crate) fn commit_change(
                 observed_at: timestamp(now),
             };
             svc.meta.record(&[revision], &[row], &[])?;
-            if let Some((old, _)) = from {
+            if let Some(old) = from {
                 if old.path != note.path {
                     catalog.remove(&old.slug);
                 }
@@ -806,6 +933,8 @@ pub(crate) fn commit_change(
     receipt.version_id = version_id;
     receipt.content_hash = content_hash.unwrap_or_default();
     receipt.flow_back_error = flow_back_error;
+    receipt.created = from.is_none();
+    receipt.renamed = renamed;
     if bytes.is_none() {
         receipt.note = None;
     }
@@ -820,7 +949,7 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         version_id: note.version_id.clone(),
         content_hash: note.content_hash.clone(),
         committed_seq: seq,
-        note: Some(note.clone()),
+        note: Some(NoteFacts::from(note.as_ref())),
         renamed: false,
         unchanged: false,
         links_updated: 0,

@@ -246,7 +246,7 @@ pub fn decide(
     let (status, error, result) = if approve {
         let outcome = prepare(&row.payload).and_then(|(op, agent)| {
             let _write = svc.write_lock.lock();
-            crate::writes::apply(svc, &op, &agent)
+            crate::writes::apply(svc, &op, &agent, None)
         });
         match outcome {
             Ok(receipt) => ("applied", None, Some(render(&receipt))),

@@ -1,0 +1,200 @@
+//! Writes that were under way when the daemon stopped (a crash, `kill -9`, a power cut).
+//!
+//! A write records its [`Intent`] under its `Idempotency-Key` before it changes the
+//! folder, and drops it in the transaction that stores its receipt. An intent found at
+//! start is resolved against what the scan found, before the changes made while stopped
+//! are reconciled: a change that landed is recorded as that write (its version, actor and
+//! kind, not as an editor's change) and its receipt stored, so the client's retry with
+//! the same key gets the receipt instead of `VERSION_MOVED` or `NAME_COLLISION`; a change
+//! that did not land is forgotten, and the retry applies it.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::meta::RevisionRow;
+use crate::service::Service;
+use crate::vault::path::slug_of;
+use crate::watch::scan::Observed;
+
+use super::{
+    linking_to, record, rewrite_links, store_receipt, Identity, Intent, IntentKey, NoteFacts,
+    Receipt, ReceiptStatus, Recorded,
+};
+
+/// What became of the intents found at start.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// Changes that landed and were recorded now.
+    pub recorded: usize,
+    /// Changes that landed and were recorded before the stop (only the receipt was
+    /// missing).
+    pub already_recorded: usize,
+    /// Changes that did not land.
+    pub forgotten: usize,
+}
+
+/// Resolve every intent left by writes that did not finish. `changed` and `removed` are
+/// what the start-up scan found different from the store; what a landed write explains is
+/// taken out of them. The caller holds the write lock, and the catalog holds the notes as
+/// stored.
+pub fn resolve_intents(
+    svc: &Service,
+    changed: &mut Vec<Observed>,
+    removed: &mut Vec<String>,
+) -> Result<Resolved> {
+    let mut resolved = Resolved::default();
+    for row in svc.meta.intents()? {
+        let key = IntentKey {
+            key: &row.key,
+            op_hash: &row.op_hash,
+        };
+        let intent: Intent = match serde_json::from_str(&row.intent) {
+            Ok(intent) => intent,
+            Err(e) => {
+                tracing::warn!(error = %e, "a stored write intent is corrupt; it is dropped");
+                svc.meta.forget_intent(&row.key)?;
+                resolved.forgotten += 1;
+                continue;
+            }
+        };
+        if let Some(revision) = svc.meta.revision(&intent.version_id)? {
+            store_receipt(svc, key, &receipt_of_recorded(svc, &intent, &revision))?;
+            resolved.already_recorded += 1;
+            continue;
+        }
+        match landed(&svc.paths.root, &intent, changed, removed) {
+            Some(bytes) => {
+                let receipt = record_landed(svc, &intent, bytes)?;
+                store_receipt(svc, key, &receipt)?;
+                resolved.recorded += 1;
+            }
+            None => {
+                svc.meta.forget_intent(&row.key)?;
+                resolved.forgotten += 1;
+            }
+        }
+    }
+    if resolved != Resolved::default() {
+        tracing::info!(
+            recorded = resolved.recorded,
+            already_recorded = resolved.already_recorded,
+            forgotten = resolved.forgotten,
+            "resolved writes that were under way when the daemon stopped"
+        );
+    }
+    Ok(resolved)
+}
+
+/// Whether the intent's change is what the folder holds now; if so, take it out of the
+/// scan's findings and answer its new bytes (`Some(None)` for a delete).
+#[allow(clippy::option_option)]
+fn landed(
+    root: &std::path::Path,
+    intent: &Intent,
+    changed: &mut Vec<Observed>,
+    removed: &mut Vec<String>,
+) -> Option<Option<Arc<Vec<u8>>>> {
+    let from_gone = |removed: &Vec<String>| {
+        intent
+            .from_path
+            .as_ref()
+            .is_none_or(|from| *from == intent.to_rel || removed.contains(from))
+    };
+    let take_from = |removed: &mut Vec<String>| {
+        if let Some(from) = &intent.from_path {
+            removed.retain(|r| r != from);
+        }
+    };
+    match &intent.content_hash {
+        Some(hash) => {
+            let at = changed
+                .iter()
+                .position(|o| o.rel == intent.to_rel && o.content_hash == *hash)?;
+            if !from_gone(removed) {
+                return None;
+            }
+            let observed = changed.remove(at);
+            take_from(removed);
+            let bytes = match observed.content {
+                Some(bytes) => bytes,
+                // Over 10 MiB: the scan keeps no bytes.
+                None => Arc::new(std::fs::read(root.join(&intent.to_rel)).ok()?),
+            };
+            Some(Some(bytes))
+        }
+        None => {
+            let from = intent.from_path.as_ref()?;
+            if !removed.contains(from) {
+                return None;
+            }
+            take_from(removed);
+            Some(None)
+        }
+    }
+}
+
+/// Record a change that landed as the write it was.
+fn record_landed(svc: &Service, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> Result<Receipt> {
+    let from = svc
+        .catalog
+        .read()
+        .get_by_id(&intent.note_id)
+        .filter(|n| Some(&n.version_id) == intent.from_version.as_ref())
+        .cloned();
+    let moved = from
+        .as_ref()
+        .filter(|n| n.path != intent.to_rel && bytes.is_some())
+        .cloned();
+    let linking = moved.as_ref().map(|old| linking_to(svc, old));
+    let mut receipt = record(
+        svc,
+        Recorded {
+            from: from.as_ref(),
+            to_rel: &intent.to_rel,
+            bytes,
+            actor: &intent.actor,
+            kind: &intent.kind,
+            renamed: intent.renamed,
+        },
+        Identity {
+            note_id: intent.note_id.clone(),
+            version_id: intent.version_id.clone(),
+        },
+    )?;
+    if let (Some(old), Some(linking)) = (moved, linking) {
+        rewrite_links(svc, &mut receipt, &old, &intent.actor, &linking);
+    }
+    Ok(receipt)
+}
+
+/// The receipt of a write whose change was recorded before the stop.
+fn receipt_of_recorded(svc: &Service, intent: &Intent, revision: &RevisionRow) -> Receipt {
+    let note = svc
+        .catalog
+        .read()
+        .get_by_id(&revision.note_id)
+        .filter(|n| n.version_id == revision.version_id)
+        .map(|n| NoteFacts::from(n.as_ref()));
+    let moved = intent
+        .from_path
+        .as_ref()
+        .is_some_and(|from| *from != intent.to_rel && intent.content_hash.is_some());
+    Receipt {
+        status: ReceiptStatus::Applied,
+        slug: slug_of(&revision.path).to_string(),
+        note_id: revision.note_id.clone(),
+        version_id: revision.version_id.clone(),
+        content_hash: revision.content_hash.clone().unwrap_or_default(),
+        committed_seq: revision.seq,
+        note,
+        renamed: intent.renamed,
+        unchanged: false,
+        links_updated: 0,
+        links_failed: Vec::new(),
+        flow_back_error: moved.then(|| {
+            "the daemon stopped while it rewrote links to this note; check them with GET /v1/notes/{note}:links".to_string()
+        }),
+        pending_id: None,
+        created: intent.from_path.is_none(),
+    }
+}
