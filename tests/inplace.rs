@@ -209,13 +209,13 @@ async fn in_place_saves_racing_api_edits_record_no_empty_revision() {
 
     // A note a person really empties is recorded as empty.
     std::fs::File::create(&path).unwrap();
-    let seen = eventually("the emptying is recorded", || async {
+    eventually("the emptying is recorded", || async {
         let newest = s
             .get_json("/v1/notes/inplace:listRevisions?page_size=1", 200)
             .await;
         newest["versions"][0]["content_hash"] == empty_hash().as_str()
-    });
-    seen.await;
+    })
+    .await;
     let newest = &all_revisions(&s, "inplace").await[0];
     assert_eq!(newest["actor"], "filesystem", "{newest}");
     assert_eq!(listed(&s).await["content_hash"], empty_hash().as_str());
