@@ -592,10 +592,12 @@ impl Service {
         self.refresh_locked(rel)
     }
 
-    /// [`Service::refresh`] for a caller that holds the write lock.
+    /// [`Service::refresh`] for a caller that holds the write lock. An emptied note still
+    /// changing (an in-place save half done) is not recorded (`watch::settle`).
     pub(crate) fn refresh_locked(&self, rel: &str) -> Result<()> {
-        let (observed, removed) = match scan::observe(&self.paths.root, rel) {
-            Ok(o) => (vec![o], vec![]),
+        let (observed, removed) = match crate::watch::settle::observe(self, rel) {
+            Ok(Some(o)) => (vec![o], vec![]),
+            Ok(None) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (vec![], vec![rel.to_string()]),
             Err(e) => return Err(Error::internal(format!("cannot read {rel}: {e}"))),
         };

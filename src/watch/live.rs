@@ -5,9 +5,11 @@
 //! Editors' save patterns come out as one modification: an in-place write, a write to a
 //! temp file renamed over the note (its temp and swap names are ignored), or a delete
 //! then create, all settle inside one debounce window and reconcile compares the content
-//! hash. A rename keeps its note id (reconcile matches the content hash). A watcher queue
-//! overflow or error triggers a full rescan, counted in the status. The watch is set up
-//! after the startup scan, beside serving, and followed by one rescan.
+//! hash. The empty middle of an in-place save (truncate, then write) is never recorded,
+//! whether its two events reach one batch or two (see [`settle`]). A rename keeps its
+//! note id (reconcile matches the content hash). A watcher queue overflow or error
+//! triggers a full rescan, counted in the status. The watch is set up after the startup
+//! scan, beside serving, and followed by one rescan.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,7 @@ use parking_lot::Mutex;
 
 use crate::service::Service;
 use crate::watch::scan::{self, Observed};
+use crate::watch::settle;
 
 /// Quiet time that closes a batch.
 const SETTLE: Duration = Duration::from_millis(25);
@@ -259,8 +262,10 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         if paths.resolve(&rel).is_err() {
             continue;
         }
-        match scan::observe(&paths.root, &rel) {
-            Ok(o) => observed.push(o),
+        // An emptied note may be an in-place save half done: `settle` waits for it.
+        match settle::observe(svc, &rel) {
+            Ok(Some(o)) => observed.push(o),
+            Ok(None) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 gone.insert(rel);
             }
@@ -322,7 +327,7 @@ fn notes_under(svc: &Service, dir: &Path) -> Vec<String> {
 pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
     let _write = svc.write_lock.lock();
     let found = scan::scan(&svc.paths);
-    let (changed, removed) = {
+    let (mut changed, mut removed) = {
         let catalog = svc.catalog.read();
         let on_disk: BTreeSet<&str> = found.observed.iter().map(|o| o.rel.as_str()).collect();
         let changed: Vec<Observed> = found
@@ -342,6 +347,25 @@ pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
             .collect();
         (changed, removed)
     };
+    // A note the scan found empty may be an in-place save half done.
+    changed.retain_mut(|o| {
+        if o.size > 0 {
+            return true;
+        }
+        match settle::observe(svc, &o.rel) {
+            Ok(Some(now)) => {
+                *o = now;
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    removed.push(o.rel.clone());
+                }
+                false
+            }
+        }
+    });
     svc.catalog.write().excluded = found.excluded;
     crate::writes::reconcile::reconcile(
         svc,

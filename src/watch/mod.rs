@@ -3,3 +3,4 @@
 
 pub mod live;
 pub mod scan;
+pub mod settle;

@@ -215,24 +215,33 @@ pub(crate) fn crash_point(svc: &Service, step: &str) {
 }
 
 /// The note `key` names, with its current bytes; an external edit the catalog has not
-/// seen yet is recorded first (a `filesystem` revision), so preconditions see it.
+/// seen yet is recorded first (a `filesystem` revision), so preconditions see it. The
+/// bytes are always the version answered (the refresh may record other bytes than were
+/// read: an in-place save caught half done is recorded once it is whole); a note that
+/// keeps changing under the reads is `VERSION_MOVED`.
 fn current(svc: &Service, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
-    let note = svc.find_locked(key)?;
-    let safe = svc.paths.resolve(&note.path)?;
-    let bytes = match std::fs::read(&safe.abs) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            svc.refresh_locked(&note.path)?;
-            return Err(Error::not_found(key));
+    let mut note = svc.find_locked(key)?;
+    for _ in 0..5 {
+        let safe = svc.paths.resolve(&note.path)?;
+        let bytes = match std::fs::read(&safe.abs) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                svc.refresh_locked(&note.path)?;
+                return Err(Error::not_found(key));
+            }
+            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+        };
+        if scan::content_hash(&bytes) == note.content_hash {
+            return Ok((note, bytes));
         }
-        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
-    };
-    if scan::content_hash(&bytes) != note.content_hash {
         svc.refresh_locked(&note.path)?;
-        let note = svc.find_locked(&note.note_id)?;
-        return Ok((note, bytes));
+        note = svc.find_locked(&note.note_id)?;
     }
-    Ok((note, bytes))
+    Err(Error::new(
+        Reason::VERSION_MOVED,
+        format!("note {} keeps changing on disk; try again", note.slug),
+    )
+    .with_meta("current_version_id", note.version_id.clone()))
 }
 
 fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
