@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -30,6 +31,15 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Watch the folder for external edits.
     pub watch: bool,
+    /// A request head must arrive whole within this, counted from when the server starts
+    /// waiting for it (also between two requests of a kept-alive connection).
+    pub header_read_timeout: Duration,
+    /// A request body must arrive whole within this, counted from its head.
+    pub body_read_timeout: Duration,
+    /// A connection on which no byte moves either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections served at once; past it a new connection is answered 503.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -47,6 +57,10 @@ impl Default for Config {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             watch: true,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
         }
     }
 }
@@ -67,6 +81,13 @@ pub struct Layer {
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
     pub watch: Option<bool>,
+    /// Seconds.
+    pub header_read_timeout: Option<u64>,
+    /// Seconds.
+    pub body_read_timeout: Option<u64>,
+    /// Seconds.
+    pub idle_timeout: Option<u64>,
+    pub max_connections: Option<usize>,
 }
 
 impl Layer {
@@ -113,6 +134,13 @@ impl Layer {
             watch: own("WATCH")
                 .map(|v| parse_bool("NOTEVAULT_WATCH", &v))
                 .transpose()?,
+            header_read_timeout: parse_opt(
+                "NOTEVAULT_HEADER_READ_TIMEOUT",
+                own("HEADER_READ_TIMEOUT"),
+            )?,
+            body_read_timeout: parse_opt("NOTEVAULT_BODY_READ_TIMEOUT", own("BODY_READ_TIMEOUT"))?,
+            idle_timeout: parse_opt("NOTEVAULT_IDLE_TIMEOUT", own("IDLE_TIMEOUT"))?,
+            max_connections: parse_opt("NOTEVAULT_MAX_CONNECTIONS", own("MAX_CONNECTIONS"))?,
         })
     }
 }
@@ -145,8 +173,20 @@ impl Config {
             insecure_open,
             allowed_hosts,
             allowed_origins,
-            watch
+            watch,
+            max_connections
         );
+        for (field, seconds) in [
+            (&mut self.header_read_timeout, layer.header_read_timeout),
+            (&mut self.body_read_timeout, layer.body_read_timeout),
+            (&mut self.idle_timeout, layer.idle_timeout),
+        ] {
+            if let Some(s) = seconds {
+                // 0 would close every connection at once: the least is one second.
+                *field = Duration::from_secs(s.max(1));
+            }
+        }
+        self.max_connections = self.max_connections.max(1);
         if layer.state_dir.is_some() {
             self.state_dir = layer.state_dir;
         }
@@ -221,6 +261,9 @@ mod tests {
             ("RATE_LIMIT_WRITE_PER_MINUTE", "22"),
             ("NOTEVAULT_DOCS_URL", "http://env"),
             ("AUTH_REQUIRED", "true"),
+            ("NOTEVAULT_HEADER_READ_TIMEOUT", "5"),
+            ("NOTEVAULT_IDLE_TIMEOUT", "0"),
+            ("NOTEVAULT_MAX_CONNECTIONS", "16"),
         ]
         .into();
         let flags = Layer {
@@ -234,6 +277,11 @@ mod tests {
         assert_eq!(config.docs_url, "http://flag");
         assert!(config.auth_required);
         assert_eq!(config.listen, Config::default().listen);
+        assert_eq!(config.header_read_timeout, Duration::from_secs(5));
+        // 0 would close every connection at once: the least is a second.
+        assert_eq!(config.idle_timeout, Duration::from_secs(1));
+        assert_eq!(config.body_read_timeout, Config::default().body_read_timeout);
+        assert_eq!(config.max_connections, 16);
     }
 
     #[test]
