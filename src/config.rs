@@ -280,7 +280,10 @@ mod tests {
         assert_eq!(config.header_read_timeout, Duration::from_secs(5));
         // 0 would close every connection at once: the least is a second.
         assert_eq!(config.idle_timeout, Duration::from_secs(1));
-        assert_eq!(config.body_read_timeout, Config::default().body_read_timeout);
+        assert_eq!(
+            config.body_read_timeout,
+            Config::default().body_read_timeout
+        );
         assert_eq!(config.max_connections, 16);
     }
 
