@@ -229,6 +229,7 @@ async fn absolute_form_targets_and_two_host_headers_are_refused_on_v1_and_mcp() 
 async fn a_preflight_from_an_origin_not_on_the_list_is_refused() {
     let server = TestServer::start(Some("vault-example"), |c| {
         c.allowed_origins = vec!["https://app.example".into()];
+        c.rate_limit_read_per_minute = 1;
     })
     .await;
     let preflight = |origin: &'static str| {
@@ -257,7 +258,22 @@ async fn a_preflight_from_an_origin_not_on_the_list_is_refused() {
         res.headers()["access-control-allow-origin"],
         "https://app.example"
     );
-    // A listed origin's answers carry CORS headers, its 429s too.
+    // A listed origin's answers carry CORS headers, its 429s too (preflights are not
+    // counted): a page can read the wait.
+    for status in [200, 429] {
+        let res = server
+            .client
+            .get(server.url("/v1/vault"))
+            .header("origin", "https://app.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), status);
+        assert_eq!(
+            res.headers()["access-control-allow-origin"],
+            "https://app.example"
+        );
+    }
 }
 
 #[tokio::test]
