@@ -61,9 +61,40 @@ impl From<&Config> for Limits {
         Self {
             header_read_timeout: config.header_read_timeout,
             idle_timeout: config.idle_timeout,
-            max_connections: config.max_connections.max(1),
+            max_connections: fit_to_open_files(config.max_connections.max(1)),
         }
     }
+}
+
+/// File descriptors kept for the daemon's own files (index segments, SQLite, history,
+/// the watcher) and the refusals.
+const RESERVED_FDS: u64 = 256;
+
+/// `max` lowered to what the open-file limit allows: past it `accept` would fail with
+/// EMFILE and a client would wait in the backlog instead of getting a clear 503.
+fn fit_to_open_files(max: usize) -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given, which lives for the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return max;
+    }
+    let fits =
+        usize::try_from(limit.rlim_cur.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
+    if fits < max {
+        tracing::warn!(
+            max_connections = max,
+            open_file_limit = limit.rlim_cur,
+            serving = fits,
+            "max_connections lowered to fit the open-file limit (raise it with ulimit -n or LimitNOFILE)"
+        );
+        return fits;
+    }
+    max
 }
 
 /// Serve `app` on `listener` until `shutdown` resolves, then stop accepting and wait for
