@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -34,6 +35,15 @@ pub struct Config {
     /// daemon aborts as `kill -9` would (`before-file`, `after-file`, `after-history`,
     /// `before-receipt`), so crash recovery can be tested at each step.
     pub test_crash_at: Option<String>,
+    /// A request head must arrive whole within this, counted from when the server starts
+    /// waiting for it (also between two requests of a kept-alive connection).
+    pub header_read_timeout: Duration,
+    /// A request body must arrive whole within this, counted from its head.
+    pub body_read_timeout: Duration,
+    /// A connection on which no byte moves either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections served at once; past it a new connection is answered 503.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -52,6 +62,10 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             watch: true,
             test_crash_at: None,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
         }
     }
 }
@@ -74,6 +88,13 @@ pub struct Layer {
     pub watch: Option<bool>,
     #[serde(skip)]
     pub test_crash_at: Option<String>,
+    /// Seconds.
+    pub header_read_timeout: Option<u64>,
+    /// Seconds.
+    pub body_read_timeout: Option<u64>,
+    /// Seconds.
+    pub idle_timeout: Option<u64>,
+    pub max_connections: Option<usize>,
 }
 
 impl Layer {
@@ -121,6 +142,13 @@ impl Layer {
                 .map(|v| parse_bool("NOTEVAULT_WATCH", &v))
                 .transpose()?,
             test_crash_at: own("TEST_CRASH_AT"),
+            header_read_timeout: parse_opt(
+                "NOTEVAULT_HEADER_READ_TIMEOUT",
+                own("HEADER_READ_TIMEOUT"),
+            )?,
+            body_read_timeout: parse_opt("NOTEVAULT_BODY_READ_TIMEOUT", own("BODY_READ_TIMEOUT"))?,
+            idle_timeout: parse_opt("NOTEVAULT_IDLE_TIMEOUT", own("IDLE_TIMEOUT"))?,
+            max_connections: parse_opt("NOTEVAULT_MAX_CONNECTIONS", own("MAX_CONNECTIONS"))?,
         })
     }
 }
@@ -153,8 +181,20 @@ impl Config {
             insecure_open,
             allowed_hosts,
             allowed_origins,
-            watch
+            watch,
+            max_connections
         );
+        for (field, seconds) in [
+            (&mut self.header_read_timeout, layer.header_read_timeout),
+            (&mut self.body_read_timeout, layer.body_read_timeout),
+            (&mut self.idle_timeout, layer.idle_timeout),
+        ] {
+            if let Some(s) = seconds {
+                // 0 would close every connection at once: the least is one second.
+                *field = Duration::from_secs(s.max(1));
+            }
+        }
+        self.max_connections = self.max_connections.max(1);
         if layer.state_dir.is_some() {
             self.state_dir = layer.state_dir;
         }
@@ -232,6 +272,9 @@ mod tests {
             ("RATE_LIMIT_WRITE_PER_MINUTE", "22"),
             ("NOTEVAULT_DOCS_URL", "http://env"),
             ("AUTH_REQUIRED", "true"),
+            ("NOTEVAULT_HEADER_READ_TIMEOUT", "5"),
+            ("NOTEVAULT_IDLE_TIMEOUT", "0"),
+            ("NOTEVAULT_MAX_CONNECTIONS", "16"),
         ]
         .into();
         let flags = Layer {
@@ -245,6 +288,14 @@ mod tests {
         assert_eq!(config.docs_url, "http://flag");
         assert!(config.auth_required);
         assert_eq!(config.listen, Config::default().listen);
+        assert_eq!(config.header_read_timeout, Duration::from_secs(5));
+        // 0 would close every connection at once: the least is a second.
+        assert_eq!(config.idle_timeout, Duration::from_secs(1));
+        assert_eq!(
+            config.body_read_timeout,
+            Config::default().body_read_timeout
+        );
+        assert_eq!(config.max_connections, 16);
     }
 
     #[test]

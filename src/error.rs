@@ -83,6 +83,11 @@ mod table {
         UNSUPPORTED_MEDIA_TYPE => (415, "Retry the upload with an allowed content type (`application/json` for JSON bodies)."),
         PAYLOAD_TOO_LARGE => (413, "Retry the upload with a body under the byte cap."),
         ORIGIN_FORBIDDEN => (403, "Call the daemon through a loopback address such as `http://127.0.0.1:4000`, or add this host or origin to `allowed_hosts` / `allowed_origins`."),
+        URI_TOO_LONG => (414, "Retry with a shorter request target: narrow the query, or send a long query as the JSON body of a route that takes one."),
+        HEADERS_TOO_LARGE => (431, "Retry with fewer or smaller request headers."),
+        MALFORMED_REQUEST => (400, "Send a well-formed HTTP/1.1 request (ASCII request line, `Name: value` header lines)."),
+        REQUEST_TIMEOUT => (408, "Send the whole request body without long pauses, then retry."),
+        SERVER_BUSY => (503, "Wait `Retry-After` seconds, then retry; reuse an open connection instead of opening many."),
         INTERNAL => (500, "Retry the request; if it persists, report it with the `requestId`."),
     }
 }
@@ -243,7 +248,9 @@ mod tests {
         }
         // Extensions: ORIGIN_FORBIDDEN for the Host/Origin guard; REVISION_CONTENT_MISSING
         // and HISTORY_BEHIND for a revision whose bytes history does not hold.
-        assert_eq!(Reason::ALL.len(), 36);
+        // URI_TOO_LONG, HEADERS_TOO_LARGE, MALFORMED_REQUEST, REQUEST_TIMEOUT and
+        // SERVER_BUSY for what the HTTP server refuses before a route (api::server).
+        assert_eq!(Reason::ALL.len(), 41);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");

@@ -69,27 +69,48 @@ impl HostGuard {
         is_loopback_name(&host) || self.extra_hosts.contains(&host)
     }
 
-    /// Refuse a foreign `Host` or a present, foreign `Origin`.
-    pub fn check(&self, headers: &HeaderMap, uri_host: Option<&str>) -> Result<(), Error> {
-        let host = headers
-            .get("host")
-            .and_then(|h| h.to_str().ok())
-            .or(uri_host);
-        match host {
-            Some(h) if self.host_allowed(h) => {}
-            Some(h) => {
-                return Err(Error::new(
-                    Reason::ORIGIN_FORBIDDEN,
-                    format!("host {h:?} is not a loopback name nor an allowed host"),
-                )
-                .with_meta("host", h))
-            }
-            None => {
-                return Err(Error::new(
-                    Reason::ORIGIN_FORBIDDEN,
-                    "the request has no Host header",
+    /// Refuse a foreign `Host` or a present, foreign `Origin`. `target_authority` is the
+    /// authority of an absolute-form request target (`GET http://host/path`), which names
+    /// the host the request is for (RFC 9112, section 3.2.2): it is checked like `Host`,
+    /// and a `Host` header that names another authority is refused. Two `Host` headers are
+    /// refused too: a proxy and this guard could each read a different one.
+    pub fn check(&self, headers: &HeaderMap, target_authority: Option<&str>) -> Result<(), Error> {
+        let forbidden = |message: String| Error::new(Reason::ORIGIN_FORBIDDEN, message);
+        let mut host_headers = headers.get_all("host").iter();
+        let host_header = host_headers.next();
+        if host_headers.next().is_some() {
+            return Err(forbidden(
+                "the request has more than one Host header".to_string(),
+            ));
+        }
+        let host_header = match host_header.map(|h| h.to_str()) {
+            Some(Ok(h)) => Some(h),
+            Some(Err(_)) => {
+                return Err(forbidden(
+                    "the Host header is not a printable ASCII name".to_string(),
                 ))
             }
+            None => None,
+        };
+        // `user@host`: the user part names no host.
+        let target = target_authority.map(|a| a.rsplit_once('@').map_or(a, |(_, host)| host));
+        if let (Some(target), Some(header)) = (target, host_header) {
+            if !target.eq_ignore_ascii_case(header) {
+                return Err(forbidden(format!(
+                    "the request target names host {target:?} but the Host header says {header:?}"
+                ))
+                .with_meta("host", target));
+            }
+        }
+        match target.or(host_header) {
+            Some(h) if self.host_allowed(h) => {}
+            Some(h) => {
+                return Err(forbidden(format!(
+                    "host {h:?} is not a loopback name nor an allowed host"
+                ))
+                .with_meta("host", h))
+            }
+            None => return Err(forbidden("the request has no Host header".to_string())),
         }
         if let Some(origin) = headers.get("origin") {
             let origin = origin
@@ -204,10 +225,12 @@ impl RateLimits {
                     .as_secs_f64()
                     .ceil()
                     .max(1.0) as u64;
+                // `RateLimit-Reset` says when a request would be admitted again, as
+                // `Retry-After` does.
                 let admitted = Admitted {
                     limit: limit.per_minute,
                     remaining: 0,
-                    reset: (f64::from(limit.per_minute) * seconds_per_token).ceil() as u64,
+                    reset: wait,
                 };
                 let what = match class {
                     Class::Read => "read",

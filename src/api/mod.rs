@@ -11,6 +11,7 @@ pub mod params;
 pub mod review;
 pub mod routes;
 pub mod search;
+pub mod server;
 pub mod wire;
 pub mod writes;
 
@@ -74,16 +75,55 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn mcp(State(state): State<AppState>, req: Request) -> Response {
-    crate::mcp::handle(&state.mcp, req).await
+    crate::mcp::handle(&state.mcp, req, state.svc.config.body_read_timeout).await
 }
 
-/// Wrap `app` in the middleware every request passes: request id (outermost), Host/Origin
-/// guard and rate limits, panic catching (innermost), and CORS when configured.
+/// Read a request body of at most `limit` bytes within `timeout` (a body that trickles
+/// in would hold its connection and task forever).
+pub async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<axum::body::Bytes, Error> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) if is_length_limit(&e) => Err(Error::new(
+            Reason::PAYLOAD_TOO_LARGE,
+            format!("the request body is over {limit} bytes"),
+        )
+        .with_meta("limit", limit.to_string())),
+        Ok(Err(e)) => Err(Error::new(
+            Reason::MALFORMED_REQUEST,
+            format!("the request body could not be read: {e}"),
+        )),
+        Err(_) => Err(Error::new(
+            Reason::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                timeout.as_secs()
+            ),
+        )),
+    }
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// Wrap `app` in the middleware every request passes, outermost first: request id,
+/// Host/Origin guard, CORS (when origins are configured; inside the guard, so a preflight
+/// from a foreign origin is refused like any request), rate limits, panic catching.
 fn layered(app: Router<AppState>, state: AppState) -> Router {
     let mut app = app
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .layer(middleware::from_fn_with_state(state.clone(), request_id));
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit));
     if !state.svc.config.allowed_origins.is_empty() {
         let origins: Vec<HeaderValue> = state
             .svc
@@ -100,32 +140,26 @@ fn layered(app: Router<AppState>, state: AppState) -> Router {
                 .expose_headers(tower_http::cors::Any),
         );
     }
-    app.with_state(state)
+    app.layer(middleware::from_fn_with_state(state.clone(), host_guard))
+        .layer(middleware::from_fn_with_state(state.clone(), request_id))
+        .with_state(state)
 }
 
-/// Serve `svc` on `listener` until `shutdown` resolves.
+/// Serve `svc` on `listener` until `shutdown` resolves (see [`server`]: timeouts, the
+/// connection cap, and the envelope for what the HTTP parser refuses).
 pub async fn run(
     listener: TcpListener,
     svc: Arc<Service>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let state = AppState::new(svc);
+    let limits = server::Limits::from(&state.svc.config);
+    let docs_url = state.docs_url.clone();
     let mcp_cancel = state.mcp_cancel.clone();
     let app = router(state);
-    // Streamed answers (the SSE of an MCP session) are several small writes: without
-    // TCP_NODELAY each waits for the client's delayed ACK (~40 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    // Open MCP streams would hold the graceful shutdown forever: end them first.
-    .with_graceful_shutdown(async move {
+    server::serve(listener, app, limits, docs_url, async move {
         shutdown.await;
+        // Open MCP streams would hold the graceful shutdown forever: end them first.
         mcp_cancel.cancel();
     })
     .await
@@ -147,11 +181,17 @@ async fn request_id(State(state): State<AppState>, mut req: Request, next: Next)
     response
 }
 
-/// Host/Origin check, then the rate limits.
-async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if let Err(err) = state.guards.hosts.check(req.headers(), req.uri().host()) {
+/// The Host/Origin check.
+async fn host_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let target = req.uri().authority().map(|a| a.as_str());
+    if let Err(err) = state.guards.hosts.check(req.headers(), target) {
         return ApiError(err).into_response();
     }
+    next.run(req).await
+}
+
+/// The read and write rate limits, with their `RateLimit-*` headers.
+async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let Some(class) = classify(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
@@ -205,14 +245,7 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
     })?;
     let (parts, body) = req.into_parts();
     let bytes = if matches!(parts.method, Method::POST | Method::PATCH | Method::PUT) {
-        axum::body::to_bytes(body, writes::MAX_BODY)
-            .await
-            .map_err(|_| {
-                Error::new(
-                    Reason::PAYLOAD_TOO_LARGE,
-                    format!("the request body is over {} bytes", writes::MAX_BODY),
-                )
-            })?
+        read_body(body, writes::MAX_BODY, svc.config.body_read_timeout).await?
     } else {
         axum::body::Bytes::new()
     };

@@ -73,19 +73,83 @@ pub fn service(svc: Arc<Service>, docs_url: Arc<str>, cancel: CancellationToken)
 /// The rmcp service as mounted.
 pub type McpService = StreamableHttpService<NotesServer, LocalSessionManager>;
 
-/// Serve one `/mcp` request. rmcp answers a session's DELETE with 202 once the session is
-/// closed; it is done, so the answer is 204, which clients (the Python SDK) expect.
+/// The largest JSON-RPC body `/mcp` reads (rmcp's own default cap).
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// Serve one `/mcp` request. A POST's JSON body is read here first (within
+/// `body_timeout`, at most [`MAX_BODY`]) so that a body that is not JSON, or not a
+/// JSON-RPC message, gets the JSON-RPC error a client expects (`-32700` parse error,
+/// `-32600` invalid request) rather than rmcp's plain-text 415. rmcp answers a session's
+/// DELETE with 202 once the session is closed; it is done, so the answer is 204, which
+/// clients (the Python SDK) expect.
 pub async fn handle(
     service: &McpService,
     request: axum::extract::Request,
+    body_timeout: std::time::Duration,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let delete = request.method() == axum::http::Method::DELETE;
+    let request = if request.method() == axum::http::Method::POST && is_json(request.headers()) {
+        let (parts, body) = request.into_parts();
+        let bytes = match crate::api::read_body(body, MAX_BODY, body_timeout).await {
+            Ok(bytes) => bytes,
+            Err(err) => return crate::api::error::ApiError(err).into_response(),
+        };
+        if let Err(e) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
+            return json_rpc_error(&bytes, &e);
+        }
+        axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))
+    } else {
+        request
+    };
     let response = service.handle(request).await.into_response();
     if delete && response.status() == axum::http::StatusCode::ACCEPTED {
         return axum::http::StatusCode::NO_CONTENT.into_response();
     }
     response
+}
+
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// The JSON-RPC answer to a body rmcp cannot take: HTTP 400 with a `-32700` parse error
+/// (not JSON, or nested too deep) or a `-32600` invalid request (JSON, but not a JSON-RPC
+/// message; its `id` is echoed when it has one).
+fn json_rpc_error(body: &[u8], err: &serde_json::Error) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use serde_json::error::Category;
+    let (code, message, id) = match err.classify() {
+        Category::Syntax | Category::Eof | Category::Io => (
+            rmcp::model::ErrorCode::PARSE_ERROR,
+            format!("parse error: the body is not JSON ({err})"),
+            serde_json::Value::Null,
+        ),
+        Category::Data => {
+            let id = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("id").cloned())
+                .filter(|id| id.is_string() || id.is_number())
+                .unwrap_or(serde_json::Value::Null);
+            (
+                rmcp::model::ErrorCode::INVALID_REQUEST,
+                format!("invalid request: the body is not a JSON-RPC message ({err})"),
+                id,
+            )
+        }
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": code.0, "message": message },
+    });
+    (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
 }
 
 /// The tool server: one per session (or per stateless request), cheap to clone.
