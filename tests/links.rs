@@ -262,12 +262,19 @@ async fn backlinks_follow_api_writes_and_the_watcher() {
 /// Slugs of every page of a listing (page_size 1, following the tokens), and the
 /// `notes_matched` of the first page.
 async fn list_all(s: &TestServer, filter: &str) -> (Vec<String>, u64) {
-    let f: String = url_escape(filter);
+    list_under(s, "", filter).await
+}
+
+async fn list_under(s: &TestServer, prefix: &str, filter: &str) -> (Vec<String>, u64) {
+    let mut f = url_escape(filter);
+    if !prefix.is_empty() {
+        f.push_str(&format!("&prefix={}", url_escape(prefix)));
+    }
     let mut slugs = Vec::new();
     let mut token: Option<String> = None;
     let mut matched = None;
     loop {
-        let mut path = format!("/v1/notes?page_size=1&filter={f}");
+        let mut path = format!("/v1/notes?page_size=1&filter={f}").replace("filter=&", "");
         if let Some(t) = &token {
             path.push_str(&format!("&page_token={t}"));
         }
@@ -334,6 +341,19 @@ async fn filters_over_tags_folder_and_path_answer_exactly() {
         let (got, matched) = list_all(&s, filter).await;
         assert_eq!(got, *want, "{filter}");
         assert_eq!(matched as usize, want.len(), "notes_matched of {filter}");
+    }
+    // A prefix, with and without a filter.
+    let prefixed: &[(&str, &str, &[&str])] = &[
+        ("a/", "", &["a/b/z", "a/x", "a/y"]),
+        ("a", "", &["a/b/z", "a/x", "a/y", "ab"]),
+        ("a/", "tags:idea", &["a/x"]),
+        ("t", "", &["top"]),
+        ("zzz", "", &[]),
+    ];
+    for (prefix, filter, want) in prefixed {
+        let (got, matched) = list_under(&s, prefix, filter).await;
+        assert_eq!(got, *want, "{prefix} {filter}");
+        assert_eq!(matched as usize, want.len(), "notes_matched of {prefix} {filter}");
     }
 
     // The tag map follows a write and an editor's save.

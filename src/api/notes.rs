@@ -141,14 +141,9 @@ pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteLis
             None => 0,
         };
         let mut all = svc2.list(&prefix2, filter.as_ref(), None, usize::MAX);
-        crate::index::calls::sort_notes(&mut all.notes, &order);
-        let end = (offset + page_size).min(all.notes.len());
+        let end = offset.saturating_add(page_size).min(all.notes.len());
         all.next_after = (end < all.notes.len()).then(|| end.to_string());
-        all.notes = all
-            .notes
-            .get(offset..end)
-            .map(<[_]>::to_vec)
-            .unwrap_or_default();
+        all.notes = crate::index::calls::page_sorted(&all.notes, &order, offset, page_size);
         Ok(all)
     })
     .await?;

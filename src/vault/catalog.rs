@@ -209,7 +209,7 @@ impl Catalog {
     /// Notes in slug order within `bounds`.
     pub fn range<'a>(
         &'a self,
-        bounds: (std::ops::Bound<&'a str>, std::ops::Bound<&'a str>),
+        bounds: (std::ops::Bound<&str>, std::ops::Bound<&str>),
     ) -> impl Iterator<Item = &'a Arc<Note>> + 'a {
         self.by_slug.range::<str, _>(bounds).map(|(_, n)| n)
     }

@@ -36,18 +36,44 @@ impl<'a> Scope<'a> {
             Some(a) if a >= prefix => Bound::Excluded(a),
             _ => Bound::Included(prefix),
         };
-        let bounds = (lower, Bound::Unbounded);
+        // End before the first slug past the prefix: counting a range then reads no
+        // slug (each would be a cache miss).
+        let end = past(prefix);
+        if let (Bound::Excluded(a), Some(e)) = (lower, &end) {
+            if a >= e.as_str() {
+                return Box::new(std::iter::empty());
+            }
+        }
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let under = move |n: &&'a Arc<Note>| n.slug.starts_with(prefix);
         match &self.candidates {
-            None => Box::new(self.catalog.range(bounds).take_while(under)),
+            None if end.is_some() => Box::new(self.catalog.range((lower, upper))),
+            None => Box::new(self.catalog.range((lower, upper)).take_while(under)),
             Some(set) => Box::new(
-                set.range::<&str, _>(bounds)
+                set.range::<&str, _>((lower, Bound::Unbounded))
                     .map(|(_, n)| *n)
                     .take_while(under),
             ),
         }
     }
+}
 
+/// The least string above every string that starts with `prefix` (`None` when there is
+/// none to name, or the prefix is empty).
+fn past(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        // The next scalar value (skipping the surrogate gap).
+        let next = match last as u32 {
+            0xD7FF => Some('\u{E000}'),
+            n => char::from_u32(n + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 /// `prefix` with up to `n` bytes cut from its end (at a character boundary).
@@ -170,5 +196,20 @@ impl Catalog {
                 .map(|n| (n.slug.as_str(), n))
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::past;
+
+    #[test]
+    fn past_a_prefix() {
+        assert_eq!(past("ab").as_deref(), Some("ac"));
+        assert_eq!(past("tldr/").as_deref(), Some("tldr0"));
+        assert_eq!(past("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(past("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(past(""), None);
+        assert_eq!(past("\u{10FFFF}"), None);
     }
 }
