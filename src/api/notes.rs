@@ -140,11 +140,7 @@ pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteLis
             })?,
             None => 0,
         };
-        let mut all = svc2.list(&prefix2, filter.as_ref(), None, usize::MAX);
-        let end = offset.saturating_add(page_size).min(all.notes.len());
-        all.next_after = (end < all.notes.len()).then(|| end.to_string());
-        all.notes = crate::index::calls::page_sorted(&all.notes, &order, offset, page_size);
-        Ok(all)
+        Ok(svc2.list_ordered(&prefix2, filter.as_ref(), &order, offset, page_size))
     })
     .await?;
     let next_page_token = page

@@ -73,7 +73,7 @@ pub fn sort_notes(notes: &mut [Arc<Note>], order: &Order) {
 /// and only the notes up to the page's end are put in order. Ordering every note of a
 /// large vault compared keys through two pointers per comparison (tens of milliseconds).
 pub fn page_sorted(
-    notes: &[Arc<Note>],
+    notes: &[&Arc<Note>],
     order: &Order,
     offset: usize,
     len: usize,
@@ -124,6 +124,54 @@ pub fn page_sorted(
         .iter()
         .map(|(_, _, i)| notes[*i].clone())
         .collect()
+}
+
+impl Service {
+    /// A page of the note listing in another order than by slug (`offset` into it):
+    /// the matching notes are gathered by reference under the catalog's read lock and
+    /// only the page is kept, so nothing is copied for the notes around it.
+    pub fn list_ordered(
+        &self,
+        prefix: &str,
+        filter: Option<&Expr>,
+        order: &Order,
+        offset: usize,
+        page_size: usize,
+    ) -> crate::service::NoteList {
+        let uses_links = filter.is_some_and(|f| {
+            f.fields()
+                .iter()
+                .any(|(name, _)| matches!(*name, "links_to" | "linked_from" | "orphan"))
+        });
+        let (notes, matched, total, excluded) = if uses_links {
+            let all = self.list(prefix, filter, None, usize::MAX);
+            let refs: Vec<&Arc<Note>> = all.notes.iter().collect();
+            let page = page_sorted(&refs, order, offset, page_size);
+            (page, all.notes.len(), all.total, all.excluded)
+        } else {
+            let catalog = self.catalog.read();
+            let scope = catalog.scope(filter);
+            let matching: Vec<&Arc<Note>> = scope
+                .walk(prefix, None)
+                .filter(|n| {
+                    filter.is_none_or(|f| {
+                        f.matches(&|field| crate::service::note_field(n, field, None))
+                    })
+                })
+                .collect();
+            let page = page_sorted(&matching, order, offset, page_size);
+            (page, matching.len(), catalog.len(), catalog.excluded.clone())
+        };
+        let end = offset.saturating_add(page_size).min(matched);
+        crate::service::NoteList {
+            notes,
+            next_after: (end < matched).then(|| end.to_string()),
+            matched,
+            total,
+            excluded,
+            committed_seq: self.committed_seq(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
