@@ -86,7 +86,13 @@ async fn outgoing(s: &TestServer, slug: &str) -> Vec<(u64, String, Option<String
         .collect()
 }
 
-async fn send(s: &TestServer, method: reqwest::Method, path: &str, key: &str, body: Value) -> Value {
+async fn send(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    key: &str,
+    body: Value,
+) -> Value {
     let res = s
         .client
         .request(method, s.url(path))
@@ -124,11 +130,11 @@ async fn links_resolve_like_obsidian() {
     ])
     .await;
     let want: Vec<(u64, &str, Option<&str>)> = vec![
-        (1, "target", Some("b/Target")),        // the shortest path with that name
+        (1, "target", Some("b/Target")), // the shortest path with that name
         (2, "a/deep/target", Some("a/deep/Target")), // a full path, any case
         (3, "deep/Target.md", Some("a/deep/Target")), // a partial path
-        (4, "y/note", Some("x/y/Note")),        // the shortest path ending so
-        (5, "ZO", Some("people/Zoë")),          // an alias, any case
+        (4, "y/note", Some("x/y/Note")), // the shortest path ending so
+        (5, "ZO", Some("people/Zoë")),   // an alias, any case
         (6, "TARGET", Some("b/Target")),
         (6, "b/Target", Some("b/Target")),
         (7, "../b/Target.md", Some("b/Target")), // relative to the note's folder
@@ -353,7 +359,11 @@ async fn filters_over_tags_folder_and_path_answer_exactly() {
     for (prefix, filter, want) in prefixed {
         let (got, matched) = list_under(&s, prefix, filter).await;
         assert_eq!(got, *want, "{prefix} {filter}");
-        assert_eq!(matched as usize, want.len(), "notes_matched of {prefix} {filter}");
+        assert_eq!(
+            matched as usize,
+            want.len(),
+            "notes_matched of {prefix} {filter}"
+        );
     }
 
     // The tag map follows a write and an editor's save.

@@ -160,7 +160,12 @@ impl Service {
                 })
                 .collect();
             let page = page_sorted(&matching, order, offset, page_size);
-            (page, matching.len(), catalog.len(), catalog.excluded.clone())
+            (
+                page,
+                matching.len(),
+                catalog.len(),
+                catalog.excluded.clone(),
+            )
         };
         let end = offset.saturating_add(page_size).min(matched);
         crate::service::NoteList {

@@ -88,7 +88,11 @@ impl LinkTables {
         let lower = note.slug.to_lowercase();
         let name = name_of(&lower).to_string();
         let aliases = note.aliases.iter().map(|a| a.to_lowercase()).collect();
-        let links = note.links.iter().filter_map(|l| link_key(note, l)).collect();
+        let links = note
+            .links
+            .iter()
+            .filter_map(|l| link_key(note, l))
+            .collect();
         (lower, name, aliases, links)
     }
 
