@@ -179,8 +179,8 @@ impl<'a> Graph<'a> {
         tables
             .by_name
             .get(&target)
-            .and_then(|c| shortest(c))
-            .or_else(|| tables.by_alias.get(&target).and_then(|c| shortest(c)))
+            .and_then(shortest)
+            .or_else(|| tables.by_alias.get(&target).and_then(shortest))
     }
 
     /// Whether a link target names an attachment rather than a note.
