@@ -721,11 +721,9 @@ impl Service {
         let keep = |n: &&Arc<Note>| {
             filter.is_none_or(|f| f.matches(&|field| note_field(n, field, links.as_ref())))
         };
-        let mut iter = catalog
-            .iter_from(start)
-            .skip_while(|n| n.slug.as_str() < prefix)
-            .take_while(|n| n.slug.starts_with(prefix))
-            .filter(keep);
+        // A filter over tags, folder, path or slug walks only its candidates.
+        let scope = catalog.scope(filter);
+        let mut iter = scope.walk(prefix, start).filter(keep);
         for note in iter.by_ref() {
             if notes.len() == page_size {
                 next_after = notes.last().map(|n: &Arc<Note>| n.slug.clone());
@@ -739,12 +737,7 @@ impl Service {
             // The page holds every match already: no second pass of the filter.
             notes.len()
         } else {
-            catalog
-                .iter_from(None)
-                .skip_while(|n| n.slug.as_str() < prefix)
-                .take_while(|n| n.slug.starts_with(prefix))
-                .filter(keep)
-                .count()
+            scope.walk(prefix, None).filter(keep).count()
         };
         NoteList {
             notes,

@@ -33,7 +33,12 @@ impl Drop for Daemon {
 }
 
 pub fn start(vault: &Path, state: &Path) -> Result<Daemon> {
-    let mut child = Command::new(BIN)
+    start_bin(BIN, vault, state)
+}
+
+/// [`start`] with another daemon binary (to compare two builds on one machine).
+pub fn start_bin(bin: &str, vault: &Path, state: &Path) -> Result<Daemon> {
+    let mut child = Command::new(bin)
         .args([
             "serve",
             vault.to_str().unwrap(),

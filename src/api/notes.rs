@@ -140,16 +140,7 @@ pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteLis
             })?,
             None => 0,
         };
-        let mut all = svc2.list(&prefix2, filter.as_ref(), None, usize::MAX);
-        crate::index::calls::sort_notes(&mut all.notes, &order);
-        let end = (offset + page_size).min(all.notes.len());
-        all.next_after = (end < all.notes.len()).then(|| end.to_string());
-        all.notes = all
-            .notes
-            .get(offset..end)
-            .map(<[_]>::to_vec)
-            .unwrap_or_default();
-        Ok(all)
+        Ok(svc2.list_ordered(&prefix2, filter.as_ref(), &order, offset, page_size))
     })
     .await?;
     let next_page_token = page

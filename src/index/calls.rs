@@ -68,6 +68,117 @@ pub fn sort_notes(notes: &mut [Arc<Note>], order: &Order) {
     });
 }
 
+/// The notes at `offset..offset + len` of `notes` in `order` (as [`sort_notes`] orders
+/// them), without sorting the others: each note's sort key is taken once, side by side,
+/// and only the notes up to the page's end are put in order. Ordering every note of a
+/// large vault compared keys through two pointers per comparison (tens of milliseconds).
+pub fn page_sorted(
+    notes: &[&Arc<Note>],
+    order: &Order,
+    offset: usize,
+    len: usize,
+) -> Vec<Arc<Note>> {
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Key {
+        Title(String),
+        Time(chrono::DateTime<chrono::Utc>),
+        Slug,
+    }
+    let mut keyed: Vec<(Key, &str, usize)> = notes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let key = match order.field.as_str() {
+                "title" => Key::Title(n.title.to_lowercase()),
+                "created_at" => Key::Time(n.created_at),
+                "updated_at" => Key::Time(n.updated_at),
+                _ => Key::Slug,
+            };
+            (key, n.slug.as_str(), i)
+        })
+        .collect();
+    let slug_desc = order.desc && order.field == "slug";
+    let cmp = |a: &(Key, &str, usize), b: &(Key, &str, usize)| {
+        let o = a.0.cmp(&b.0);
+        let o = if order.desc { o.reverse() } else { o };
+        o.then_with(|| {
+            let s = a.1.cmp(b.1);
+            if slug_desc {
+                s.reverse()
+            } else {
+                s
+            }
+        })
+    };
+    let end = offset.saturating_add(len).min(keyed.len());
+    if end == 0 {
+        return Vec::new();
+    }
+    if end < keyed.len() {
+        keyed.select_nth_unstable_by(end - 1, cmp);
+        keyed.truncate(end);
+    }
+    // Slugs are unique: the order is total, an unstable sort is exact.
+    keyed.sort_unstable_by(cmp);
+    keyed[offset.min(end)..]
+        .iter()
+        .map(|(_, _, i)| notes[*i].clone())
+        .collect()
+}
+
+impl Service {
+    /// A page of the note listing in another order than by slug (`offset` into it):
+    /// the matching notes are gathered by reference under the catalog's read lock and
+    /// only the page is kept, so nothing is copied for the notes around it.
+    pub fn list_ordered(
+        &self,
+        prefix: &str,
+        filter: Option<&Expr>,
+        order: &Order,
+        offset: usize,
+        page_size: usize,
+    ) -> crate::service::NoteList {
+        let uses_links = filter.is_some_and(|f| {
+            f.fields()
+                .iter()
+                .any(|(name, _)| matches!(*name, "links_to" | "linked_from" | "orphan"))
+        });
+        let (notes, matched, total, excluded) = if uses_links {
+            let all = self.list(prefix, filter, None, usize::MAX);
+            let refs: Vec<&Arc<Note>> = all.notes.iter().collect();
+            let page = page_sorted(&refs, order, offset, page_size);
+            (page, all.notes.len(), all.total, all.excluded)
+        } else {
+            let catalog = self.catalog.read();
+            let scope = catalog.scope(filter);
+            let matching: Vec<&Arc<Note>> = scope
+                .walk(prefix, None)
+                .filter(|n| {
+                    filter.is_none_or(|f| {
+                        f.matches(&|field| crate::service::note_field(n, field, None))
+                    })
+                })
+                .collect();
+            let page = page_sorted(&matching, order, offset, page_size);
+            (
+                page,
+                matching.len(),
+                catalog.len(),
+                catalog.excluded.clone(),
+            )
+        };
+        let end = offset.saturating_add(page_size).min(matched);
+        crate::service::NoteList {
+            notes,
+            next_after: (end < matched).then(|| end.to_string()),
+            matched,
+            total,
+            excluded,
+            committed_seq: self.committed_seq(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
     /// The query, parsed once (see [`parse_query`]).

@@ -3,11 +3,13 @@
 //! It is derived state, rebuilt from the folder (and the ids kept in the metadata store)
 //! at every start, and updated only by `writes::reconcile` and the write pipeline.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_norway::Mapping;
+
+use crate::vault::graph::LinkTables;
 
 /// `standard` or `private`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +83,10 @@ pub struct Catalog {
     by_slug: BTreeMap<String, Arc<Note>>,
     by_id: HashMap<String, Arc<Note>>,
     by_key: HashMap<u64, Arc<Note>>,
+    /// The link graph's name tables (see [`crate::vault::graph`]).
+    links: LinkTables,
+    /// Frontmatter tag → the slugs of the notes carrying it (for list filters).
+    by_tag: BTreeMap<String, BTreeSet<String>>,
     pub excluded: Vec<Excluded>,
 }
 
@@ -115,13 +121,8 @@ impl Catalog {
         if let Some(note) = self.get(key) {
             return Some(note);
         }
-        let lower = key.to_lowercase();
-        let mut found = self
-            .by_slug
-            .values()
-            .filter(|n| n.slug.to_lowercase() == lower);
-        match (found.next(), found.next()) {
-            (Some(one), None) => Some(one),
+        match self.links.by_lower_slug(&key.to_lowercase()) {
+            [one] => Some(one),
             _ => None,
         }
     }
@@ -130,7 +131,9 @@ impl Catalog {
         if let Some(old) = self.by_id.get(&note.note_id) {
             if old.slug != note.slug {
                 let old_slug = old.slug.clone();
-                self.by_slug.remove(&old_slug);
+                if let Some(old) = self.by_slug.remove(&old_slug) {
+                    self.unfile(&old);
+                }
             }
         }
         let note = Arc::new(note);
@@ -139,7 +142,9 @@ impl Catalog {
                 self.by_id.remove(&replaced.note_id);
                 self.by_key.remove(&replaced.key());
             }
+            self.unfile(&replaced);
         }
+        self.file(&note);
         self.by_key.insert(note.key(), note.clone());
         self.by_id.insert(note.note_id.clone(), note);
     }
@@ -148,7 +153,42 @@ impl Catalog {
         let note = self.by_slug.remove(slug)?;
         self.by_id.remove(&note.note_id);
         self.by_key.remove(&note.key());
+        self.unfile(&note);
         Some(note)
+    }
+
+    /// Enter a note into the derived tables (links, tags).
+    fn file(&mut self, note: &Arc<Note>) {
+        self.links.add(note);
+        for tag in &note.tags {
+            self.by_tag
+                .entry(tag.clone())
+                .or_default()
+                .insert(note.slug.clone());
+        }
+    }
+
+    /// Take a note that left `by_slug` out of the derived tables.
+    fn unfile(&mut self, note: &Note) {
+        self.links.remove(note);
+        for tag in &note.tags {
+            if let Some(slugs) = self.by_tag.get_mut(tag) {
+                slugs.remove(&note.slug);
+                if slugs.is_empty() {
+                    self.by_tag.remove(tag);
+                }
+            }
+        }
+    }
+
+    /// The link graph's name tables, current with every insert and remove.
+    pub fn link_tables(&self) -> &LinkTables {
+        &self.links
+    }
+
+    /// The slugs of the notes carrying each tag, by tag.
+    pub fn tag_table(&self) -> &BTreeMap<String, BTreeSet<String>> {
+        &self.by_tag
     }
 
     /// Notes in slug order, strictly after `after` when given.
@@ -163,6 +203,26 @@ impl Catalog {
         };
         self.by_slug
             .range((lower, Bound::Unbounded))
+            .map(|(_, n)| n)
+    }
+
+    /// Notes in slug order within `bounds`.
+    pub fn range<'a>(
+        &'a self,
+        bounds: (std::ops::Bound<&str>, std::ops::Bound<&str>),
+    ) -> impl Iterator<Item = &'a Arc<Note>> + 'a {
+        self.by_slug.range::<str, _>(bounds).map(|(_, n)| n)
+    }
+
+    /// Notes whose slug starts with `prefix`, in slug order.
+    pub fn iter_prefix<'a: 'p, 'p>(
+        &'a self,
+        prefix: &'p str,
+    ) -> impl Iterator<Item = &'a Arc<Note>> + 'p {
+        use std::ops::Bound;
+        self.by_slug
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(move |(slug, _)| slug.starts_with(prefix))
             .map(|(_, n)| n)
     }
 

@@ -1,7 +1,16 @@
 //! The link graph: outgoing links, backlinks and unresolved links, resolved the way
 //! Obsidian resolves `[[name]]`: a full or partial path, or a bare file name (the
 //! shortest path wins when several notes share it), case-insensitive, plus frontmatter
-//! `aliases`. Built from the catalog, which the watcher and the pipeline keep current.
+//! `aliases`.
+//!
+//! The name tables it resolves with ([`LinkTables`]) live in the catalog and change with
+//! every `Catalog::insert` and `Catalog::remove`, so whatever records a note (the write
+//! pipeline, the watcher's reconcile, the start-up scan) keeps them current. A link is
+//! resolved when it is asked about, never stored resolved: a new note can change what
+//! `[[name]]` means elsewhere (a shorter path with that name), and resolving late keeps
+//! that exact. Backlinks do not walk the vault: every note is filed under the lower-case
+//! file name each of its links could resolve to (its *link key*), so the notes that may
+//! link to a note are the ones filed under its name or one of its aliases.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,82 +18,169 @@ use std::sync::Arc;
 use crate::vault::catalog::{Catalog, Note};
 use crate::vault::links::{resolve_relative, RawLink};
 
-/// Name lookups over every note.
-pub struct Graph<'a> {
-    by_slug: HashMap<String, &'a Arc<Note>>,
-    by_name: HashMap<String, Vec<&'a Arc<Note>>>,
-    by_alias: HashMap<String, Vec<&'a Arc<Note>>>,
-    notes: Vec<&'a Arc<Note>>,
+/// Name lookups over every note, and the notes filed under each link key.
+#[derive(Debug, Default)]
+pub struct LinkTables {
+    /// Lower-case slug → notes (several only when slugs differ by case alone).
+    by_lower: HashMap<String, Vec<Arc<Note>>>,
+    /// Lower-case file name → notes.
+    by_name: HashMap<String, Vec<Arc<Note>>>,
+    /// Lower-case alias → notes.
+    by_alias: HashMap<String, Vec<Arc<Note>>>,
+    /// Link key → the notes with a link under that key.
+    linking: HashMap<String, Vec<Arc<Note>>>,
 }
 
 fn name_of(slug: &str) -> &str {
     slug.rsplit('/').next().unwrap_or(slug)
 }
 
-fn shortest<'a>(candidates: &[&'a Arc<Note>]) -> Option<&'a Arc<Note>> {
-    candidates
-        .iter()
-        .min_by(|a, b| {
-            a.slug
-                .len()
-                .cmp(&b.slug.len())
-                .then_with(|| a.slug.cmp(&b.slug))
-        })
-        .copied()
+fn folder_of(slug: &str) -> &str {
+    slug.rsplit_once('/').map_or("", |(f, _)| f)
+}
+
+fn shortest<'a>(candidates: impl IntoIterator<Item = &'a Arc<Note>>) -> Option<&'a Arc<Note>> {
+    candidates.into_iter().min_by(|a, b| {
+        a.slug
+            .len()
+            .cmp(&b.slug.len())
+            .then_with(|| a.slug.cmp(&b.slug))
+    })
+}
+
+/// A wikilink target as it is looked up: trimmed, without `.md`, lower-case.
+fn wiki_target(link: &RawLink) -> String {
+    let target = link.target.trim();
+    target.strip_suffix(".md").unwrap_or(target).to_lowercase()
+}
+
+/// The lower-case file name a link from `from` can resolve to, whatever else the vault
+/// holds: the last part of a wikilink target (a bare name, an alias, or the end of a
+/// full or partial path), or of the slug a relative markdown link points at.
+fn link_key(from: &Note, link: &RawLink) -> Option<String> {
+    if link.markdown {
+        let slug = resolve_relative(folder_of(&from.slug), &link.target)?;
+        return Some(name_of(&slug).to_lowercase());
+    }
+    let target = wiki_target(link);
+    Some(name_of(&target).to_string())
+}
+
+fn file(map: &mut HashMap<String, Vec<Arc<Note>>>, key: String, note: &Arc<Note>) {
+    let notes = map.entry(key).or_default();
+    if !notes.iter().any(|n| n.slug == note.slug) {
+        notes.push(note.clone());
+    }
+}
+
+fn unfile(map: &mut HashMap<String, Vec<Arc<Note>>>, key: &str, note: &Note) {
+    if let Some(notes) = map.get_mut(key) {
+        notes.retain(|n| n.slug != note.slug);
+        if notes.is_empty() {
+            map.remove(key);
+        }
+    }
+}
+
+impl LinkTables {
+    /// The keys a note is filed under: (lower-case slug, file name, aliases, link keys).
+    fn keys(note: &Note) -> (String, String, Vec<String>, HashSet<String>) {
+        let lower = note.slug.to_lowercase();
+        let name = name_of(&lower).to_string();
+        let aliases = note.aliases.iter().map(|a| a.to_lowercase()).collect();
+        let links = note
+            .links
+            .iter()
+            .filter_map(|l| link_key(note, l))
+            .collect();
+        (lower, name, aliases, links)
+    }
+
+    /// File a note the catalog now holds (no other note with its slug is filed).
+    pub(crate) fn add(&mut self, note: &Arc<Note>) {
+        let (lower, name, aliases, links) = Self::keys(note);
+        file(&mut self.by_lower, lower, note);
+        file(&mut self.by_name, name, note);
+        for alias in aliases {
+            file(&mut self.by_alias, alias, note);
+        }
+        for key in links {
+            file(&mut self.linking, key, note);
+        }
+    }
+
+    /// Take out a note the catalog no longer holds.
+    pub(crate) fn remove(&mut self, note: &Note) {
+        let (lower, name, aliases, links) = Self::keys(note);
+        unfile(&mut self.by_lower, &lower, note);
+        unfile(&mut self.by_name, &name, note);
+        for alias in aliases {
+            unfile(&mut self.by_alias, &alias, note);
+        }
+        for key in links {
+            unfile(&mut self.linking, &key, note);
+        }
+    }
+
+    /// The notes whose slug is `slug` but for letter case.
+    pub(crate) fn by_lower_slug(&self, lower: &str) -> &[Arc<Note>] {
+        self.by_lower.get(lower).map_or(&[], Vec::as_slice)
+    }
+
+    /// The note a lower-case slug names; of several differing only by case, the last
+    /// in slug order.
+    fn exact(&self, lower: &str) -> Option<&Arc<Note>> {
+        self.by_lower
+            .get(lower)?
+            .iter()
+            .max_by(|a, b| a.slug.cmp(&b.slug))
+    }
+}
+
+/// Link resolution over the catalog's tables (building one costs nothing).
+pub struct Graph<'a> {
+    catalog: &'a Catalog,
 }
 
 impl<'a> Graph<'a> {
     pub fn build(catalog: &'a Catalog) -> Self {
-        let mut g = Graph {
-            by_slug: HashMap::new(),
-            by_name: HashMap::new(),
-            by_alias: HashMap::new(),
-            notes: Vec::with_capacity(catalog.len()),
-        };
-        for note in catalog.iter() {
-            g.notes.push(note);
-            g.by_slug.insert(note.slug.to_lowercase(), note);
-            g.by_name
-                .entry(name_of(&note.slug).to_lowercase())
-                .or_default()
-                .push(note);
-            for alias in &note.aliases {
-                g.by_alias
-                    .entry(alias.to_lowercase())
-                    .or_default()
-                    .push(note);
-            }
-        }
-        g
+        Graph { catalog }
+    }
+
+    fn tables(&self) -> &'a LinkTables {
+        self.catalog.link_tables()
     }
 
     /// The note a link from `from` points at, if any. Links to attachments (a target
     /// with another extension than `.md`) resolve to nothing and are not counted.
     pub fn resolve(&self, from: &Note, link: &RawLink) -> Option<&'a Arc<Note>> {
+        let tables = self.tables();
         if link.markdown {
-            let folder = from.slug.rsplit_once('/').map_or("", |(f, _)| f);
-            let slug = resolve_relative(folder, &link.target)?;
-            return self.by_slug.get(&slug.to_lowercase()).copied();
+            let slug = resolve_relative(folder_of(&from.slug), &link.target)?;
+            return tables.exact(&slug.to_lowercase());
         }
-        let target = link.target.trim();
-        let target = target.strip_suffix(".md").unwrap_or(target).to_lowercase();
-        if let Some(note) = self.by_slug.get(&target) {
+        let target = wiki_target(link);
+        if let Some(note) = tables.exact(&target) {
             return Some(note);
         }
         if target.contains('/') {
+            // A partial path: the shortest slug ending in `/target`. Such a slug's file
+            // name is the target's last part.
             let suffix = format!("/{target}");
-            let matches: Vec<&Arc<Note>> = self
-                .notes
-                .iter()
-                .copied()
-                .filter(|n| n.slug.to_lowercase().ends_with(&suffix))
-                .collect();
-            return shortest(&matches);
+            return shortest(
+                tables
+                    .by_name
+                    .get(name_of(&target))
+                    .into_iter()
+                    .flatten()
+                    .filter(|n| n.slug.to_lowercase().ends_with(&suffix)),
+            );
         }
-        self.by_name
+        tables
+            .by_name
             .get(&target)
-            .and_then(|c| shortest(c))
-            .or_else(|| self.by_alias.get(&target).and_then(|c| shortest(c)))
+            .and_then(shortest)
+            .or_else(|| tables.by_alias.get(&target).and_then(shortest))
     }
 
     /// Whether a link target names an attachment rather than a note.
@@ -99,7 +195,7 @@ impl<'a> Graph<'a> {
     /// For every note, the slugs it links to (resolved notes only).
     pub fn edges(&self) -> HashMap<&'a str, HashSet<&'a str>> {
         let mut out: HashMap<&str, HashSet<&str>> = HashMap::new();
-        for note in &self.notes {
+        for note in self.catalog.iter() {
             let targets = out.entry(note.slug.as_str()).or_default();
             for link in &note.links {
                 if let Some(t) = self.resolve(note, link) {
@@ -112,26 +208,34 @@ impl<'a> Graph<'a> {
         out
     }
 
-    /// The notes linking to `target`, with the lines of their links.
+    /// The notes linking to `target`, in slug order, with the lines of their links.
+    /// Only the notes filed under its file name or one of its aliases are resolved.
     pub fn backlinks(&self, target: &Note) -> Vec<(&'a Arc<Note>, Vec<usize>)> {
-        let mut out = Vec::new();
-        for note in &self.notes {
-            if note.note_id == target.note_id {
-                continue;
-            }
-            let lines: Vec<usize> = note
-                .links
-                .iter()
-                .filter(|l| {
-                    self.resolve(note, l)
-                        .is_some_and(|t| t.note_id == target.note_id)
-                })
-                .map(|l| l.line)
-                .collect();
-            if !lines.is_empty() {
-                out.push((*note, lines));
-            }
-        }
-        out
+        let tables = self.tables();
+        let mut keys = vec![name_of(&target.slug).to_lowercase()];
+        keys.extend(target.aliases.iter().map(|a| a.to_lowercase()));
+        let mut candidates: Vec<&'a Arc<Note>> = keys
+            .iter()
+            .filter_map(|k| tables.linking.get(k))
+            .flatten()
+            .filter(|n| n.note_id != target.note_id)
+            .collect();
+        candidates.sort_by(|a, b| a.slug.cmp(&b.slug));
+        candidates.dedup_by(|a, b| a.slug == b.slug);
+        candidates
+            .into_iter()
+            .filter_map(|note| {
+                let lines: Vec<usize> = note
+                    .links
+                    .iter()
+                    .filter(|l| {
+                        self.resolve(note, l)
+                            .is_some_and(|t| t.note_id == target.note_id)
+                    })
+                    .map(|l| l.line)
+                    .collect();
+                (!lines.is_empty()).then_some((note, lines))
+            })
+            .collect()
     }
 }

@@ -8,3 +8,4 @@ pub mod graph;
 pub mod links;
 pub mod markdown;
 pub mod path;
+pub mod select;
