@@ -6,25 +6,8 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::{temp_vault, TestServer};
+use common::{eventually, temp_vault, TestServer};
 use serde_json::{json, Value};
-
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
 
 fn write(vault: &std::path::Path, rel: &str, text: &str) {
     let path = vault.join(rel);

@@ -3,26 +3,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use common::eventually;
+
+use std::time::Duration;
 
 use common::TestServer;
 use serde_json::Value;
-
-/// Poll until `check` holds (the watcher settles within a blink), or fail with `what`.
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
 
 /// The listing, without reading any note (reads would take changes in themselves).
 async fn listing(s: &TestServer) -> Vec<Value> {

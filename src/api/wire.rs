@@ -3,7 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::service::{timestamp, LinePage};
+use crate::service::LinePage;
 use crate::vault::catalog::{Excluded, Note};
 
 /// A note handle: what list and search answers carry, never a body.
@@ -32,19 +32,7 @@ pub struct NoteHandle {
 
 impl From<&Note> for NoteHandle {
     fn from(n: &Note) -> Self {
-        Self {
-            note_id: n.note_id.clone(),
-            slug: n.slug.clone(),
-            title: n.title.clone(),
-            status: n.status.clone(),
-            visibility: n.visibility.as_str().to_string(),
-            version_id: n.version_id.clone(),
-            content_hash: n.content_hash.clone(),
-            observed_at: timestamp(n.observed_at),
-            path: n.path.clone(),
-            tags: n.tags.clone(),
-            warnings: n.warnings.clone(),
-        }
+        Self::from(&crate::writes::NoteFacts::from(n))
     }
 }
 
