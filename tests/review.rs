@@ -784,3 +784,62 @@ async fn revisions_rollback_and_diffs() {
     assert_eq!(read(&s, "Welcome.md"), welcome);
     common::wait_history(&s.svc);
 }
+
+/// An approved write is an applied write: it spends the write budget like a direct one,
+/// and once the budget is spent an approval answers `WRITE_BUDGET_EXCEEDED` and leaves
+/// the write pending (it was approved without counting once).
+#[tokio::test]
+async fn an_approved_write_counts_against_the_budget() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    ok(
+        &s,
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy,write_budget",
+        None,
+        Some(json!({"write_policy": "review", "write_budget": 1})),
+        200,
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let r = ok(
+            &s,
+            Method::POST,
+            "/v1/notes",
+            Some(&format!("q{i}")),
+            Some(json!({"slug": format!("queued {i}"), "content": "x\n"})),
+            202,
+        )
+        .await;
+        ids.push(r["pending_id"].as_str().unwrap().to_string());
+    }
+    let first = ok(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{}:approve", ids[0]),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(first["status"], "applied", "{first}");
+    assert!(s.vault.join("queued 0.md").exists());
+    // The one applied write of the hour was the approval: the next one is refused.
+    let res = send(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{}:approve", ids[1]),
+        None,
+        None,
+    )
+    .await;
+    assert!(res.headers().contains_key("retry-after"));
+    assert_envelope(
+        &res_json(res, 429, "approve past the budget").await,
+        429,
+        "WRITE_BUDGET_EXCEEDED",
+    );
+    assert!(!s.vault.join("queued 1.md").exists());
+    let second = s.get_json(&format!("/v1/writes/{}", ids[1]), 200).await;
+    assert_eq!(second["status"], "pending", "{second}");
+}

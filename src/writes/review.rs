@@ -244,9 +244,18 @@ pub fn decide(
     }
     let now = timestamp(Utc::now());
     let (status, error, result) = if approve {
+        // An approved write is an applied write: it spends the budget like a direct one,
+        // and a spent budget leaves it pending (the approver hears
+        // `WRITE_BUDGET_EXCEEDED` with `Retry-After`).
+        let now_t = Utc::now();
+        check_budget(svc, &settings(svc)?, now_t)?;
         let outcome = prepare(&row.payload).and_then(|(op, agent)| {
             let _write = svc.write_lock.lock();
-            crate::writes::apply(svc, &op, &agent, None)
+            let receipt = crate::writes::apply(svc, &op, &agent, None)?;
+            if !receipt.unchanged {
+                svc.meta.record_applied_write(&timestamp(now_t))?;
+            }
+            Ok(receipt)
         });
         match outcome {
             Ok(receipt) => ("applied", None, Some(render(&receipt))),
