@@ -351,7 +351,16 @@ async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
         .get_error("/v1/notes/no-such-note", 404, "NOTE_NOT_FOUND")
         .await;
     common::assert_envelope(err, 404, "NOTE_NOT_FOUND");
-    assert_eq!(err["hint"], v1["hint"]);
+    // The hint names the next step an agent can take: the tool, with the /v1 route beside
+    // it (the /v1 hint names only the route).
+    assert_eq!(
+        err["hint"],
+        "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP), then retry with an existing slug or note_id."
+    );
+    assert!(v1["hint"]
+        .as_str()
+        .unwrap()
+        .contains("List notes with `GET /v1/notes`"));
     assert_eq!(err["message"], v1["message"]);
     assert_eq!(err["help"], v1["help"]);
     let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();

@@ -291,6 +291,34 @@ pub fn tool_error(err: &Error) -> CallToolResult {
             "tool call failed"
         );
     }
-    let body = serde_json::to_value(envelope(err)).unwrap_or_default();
+    let mut body = serde_json::to_value(envelope(err)).unwrap_or_default();
+    if let Some(hint) = body.get("hint").and_then(|h| h.as_str()) {
+        body["hint"] = serde_json::Value::String(hint_for_agents(hint));
+    }
     CallToolResult::structured_error(body)
+}
+
+/// The reason table's hints name `/v1` routes; over MCP the next step is a tool. Each
+/// route that has a tool twin is named as that tool, with the route beside it.
+fn hint_for_agents(hint: &str) -> String {
+    // Longest routes first: `GET /v1/notes/{note}` must not match inside a longer one.
+    const TWINS: &[(&str, &str)] = &[
+        ("`GET /v1/notes/{note}:listRevisions`", "list_revisions"),
+        ("`GET /v1/notes/{note}:links`", "note_links"),
+        ("`GET /v1/notes/{note}`", "read_note"),
+        ("`GET /v1/notes`", "list_notes"),
+        ("`GET /v1/folders`", "list_folders"),
+        ("`GET /v1/search`", "search"),
+        ("`GET /v1/grep`", "grep"),
+        ("`GET /v1/tags`", "list_tags"),
+        ("`GET /v1/vault`", "vault_summary"),
+    ];
+    let mut out = hint.to_string();
+    for (route, tool) in TWINS {
+        if out.contains(route) {
+            out = out.replace(route, &format!("the `{tool}` tool ({route} over HTTP)"));
+            break;
+        }
+    }
+    out
 }
