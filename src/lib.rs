@@ -5,6 +5,7 @@
 pub mod api; // HTTP only: routes, middleware, wire types, error envelope, OpenAPI
 pub mod auth; // credentials and permissions (open local mode today), checked in one place
 pub mod cli; // the command-line definition (clap), shared with the man pages
+pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
 pub mod error; // the one Error type and the one table of reasons
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
@@ -24,10 +24,7 @@ pub const MAX_LINES: usize = 2000;
 /// Default `limit` of a line-sliced read.
 pub const DEFAULT_LINES: usize = 200;
 
-/// RFC 3339 with milliseconds, UTC.
-pub fn timestamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
+pub use crate::clock::timestamp;
 
 pub struct Service {
     pub config: Config,

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::vault::path::unstorable;
 
 /// Where the new content of a changed path comes from.
 #[derive(Debug, Clone)]
@@ -279,7 +280,7 @@ fn drain(
             Err(e) => {
                 front.attempts += 1;
                 s.last_error = Some(e.message.clone());
-                s.last_error_at = Some(crate::service::timestamp(chrono::Utc::now()));
+                s.last_error_at = Some(crate::clock::timestamp(chrono::Utc::now()));
                 changed = true;
                 if front.attempts >= MAX_ATTEMPTS {
                     let q = queue.pop_front().expect("front exists");
@@ -334,7 +335,7 @@ fn note_left_out(s: &mut HistoryStatus, request: &CommitRequest, left_out: &[(St
         .find(|(k, _)| k == "Notevault-Seq")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let at = crate::service::timestamp(chrono::Utc::now());
+    let at = crate::clock::timestamp(chrono::Utc::now());
     for (path, reason) in left_out {
         // Once per file and reason: a file edited again is not logged again.
         let known = s
@@ -396,24 +397,6 @@ fn seq_through(message: &str) -> i64 {
         })
         .max()
         .unwrap_or(0)
-}
-
-/// Why `path` (vault-relative, `/`-separated) cannot be a path in `history.git`, or
-/// `None`: the names git refuses (`.git` in any case, `git~1`, NTFS tricks, `.`/`..`,
-/// empty components), with the checks gix applies when it writes a tree here.
-pub fn unstorable(path: &str) -> Option<String> {
-    use gix::validate::path::component::Options;
-    let options = Options {
-        protect_windows: cfg!(windows),
-        protect_hfs: cfg!(target_os = "macos"),
-        protect_ntfs: true,
-    };
-    for component in path.split('/') {
-        if let Err(e) = gix::validate::path::component(component.into(), None, options) {
-            return Some(format!("git cannot store the name {component:?}: {e}"));
-        }
-    }
-    None
 }
 
 fn history_error(what: &str, err: impl std::fmt::Display) -> Error {
@@ -572,8 +555,8 @@ fn stored_in(commit: &gix::Commit<'_>, path: &str) -> Result<Stored> {
     if let Some(why) = left_out_of(&commit.message_raw_sloppy().to_string(), path) {
         return Ok(Stored::LeftOut(why));
     }
-    if unstorable(path).is_some() {
-        return Ok(Stored::LeftOut(unstorable(path).unwrap_or_default()));
+    if let Some(why) = unstorable(path) {
+        return Ok(Stored::LeftOut(why));
     }
     let tree = commit.tree().map_err(|e| history_error("read tree", e))?;
     let Some(entry) = tree

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Reason, Result};
-use crate::watch::scan::content_hash;
+use crate::vault::content_hash;
 
 /// Prefix of our temp files (ignored by the scan, removed at start).
 pub const TEMP_PREFIX: &str = ".notevault-tmp-";

@@ -9,3 +9,8 @@ pub mod links;
 pub mod markdown;
 pub mod path;
 pub mod select;
+
+/// `blake3:<hex>` of a file's bytes: a note's `content_hash`.
+pub fn content_hash(bytes: &[u8]) -> String {
+    format!("blake3:{}", blake3::hash(bytes).to_hex())
+}

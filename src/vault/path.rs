@@ -184,8 +184,26 @@ pub fn name_problem(rel: &str) -> Option<String> {
             }
         }
     }
-    if let Some(why) = crate::history::unstorable(rel) {
+    if let Some(why) = unstorable(rel) {
         return Some(format!("{rel:?} cannot be kept in history: {why}"));
+    }
+    None
+}
+
+/// Why `path` (vault-relative, `/`-separated) cannot be a path in `history.git` (a git tree), or
+/// `None`: the names git refuses (`.git` in any case, `git~1`, NTFS tricks, `.`/`..`,
+/// empty components), with the checks gix applies when it writes a tree here.
+pub fn unstorable(path: &str) -> Option<String> {
+    use gix::validate::path::component::Options;
+    let options = Options {
+        protect_windows: cfg!(windows),
+        protect_hfs: cfg!(target_os = "macos"),
+        protect_ntfs: true,
+    };
+    for component in path.split('/') {
+        if let Err(e) = gix::validate::path::component(component.into(), None, options) {
+            return Some(format!("git cannot store the name {component:?}: {e}"));
+        }
     }
     None
 }

@@ -44,10 +44,7 @@ pub struct ScanResult {
     pub leftovers: Vec<std::path::PathBuf>,
 }
 
-/// `blake3:<hex>` of a file's bytes.
-pub fn content_hash(bytes: &[u8]) -> String {
-    format!("blake3:{}", blake3::hash(bytes).to_hex())
-}
+pub use crate::vault::content_hash;
 
 /// Walk the vault and list the note files (vault-relative), what was left out, and our
 /// own leftover temp files.

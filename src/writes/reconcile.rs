@@ -69,7 +69,7 @@ pub fn note_from(
     if let Some(why) = &facts.frontmatter_error {
         warnings.push(format!("{why}; the frontmatter was treated as absent"));
     }
-    if let Some(why) = crate::history::unstorable(&observed.rel) {
+    if let Some(why) = crate::vault::path::unstorable(&observed.rel) {
         warnings.push(format!(
             "history.git cannot keep this file ({why}); it is served, but its revisions' bytes are not versioned; rename it to keep its history"
         ));
