@@ -47,6 +47,9 @@ pub struct Service {
     pub index: Arc<crate::index::SearchIndex>,
 }
 
+/// A note and the bytes of the version it names.
+pub type NoteBytes = (Arc<Note>, Vec<u8>);
+
 /// An AIP-132 order: a field, ascending or descending.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
@@ -425,27 +428,57 @@ impl Service {
     /// Read a note's bytes, checking the path again and catching an external edit the
     /// catalog has not seen yet (it is reconciled as a `filesystem` revision first).
     pub fn read(&self, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
-        let mut note = self.find(key)?;
-        // The bytes answered must be the version answered: an editor writing in place can
-        // be caught mid-write, so re-read until both agree (a few tries, then the latest).
+        match self.read_agreeing(key, false)? {
+            Ok(read) => Ok(read),
+            // Still changing after a few tries: the latest bytes.
+            Err(note) => {
+                let bytes = std::fs::read(self.paths.resolve(&note.path)?.abs)?;
+                Ok((note, bytes))
+            }
+        }
+    }
+
+    /// Read the note `key` names so that the bytes are the version answered: an editor
+    /// writing in place can be caught mid-write, so a file whose hash is not the
+    /// catalog's is reconciled and read again, a few times. `Err(note)`: it kept changing
+    /// (the latest note). `locked`: the caller holds the write lock.
+    pub(crate) fn read_agreeing(
+        &self,
+        key: &str,
+        locked: bool,
+    ) -> Result<std::result::Result<NoteBytes, Arc<Note>>> {
+        let find = |key: &str| {
+            if locked {
+                self.find_locked(key)
+            } else {
+                self.find(key)
+            }
+        };
+        let refresh = |rel: &str| {
+            if locked {
+                self.refresh_locked(rel)
+            } else {
+                self.refresh(rel)
+            }
+        };
+        let mut note = find(key)?;
         for _ in 0..5 {
             let safe = self.paths.resolve(&note.path)?;
             let bytes = match std::fs::read(&safe.abs) {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    self.refresh(&note.path)?;
+                    refresh(&note.path)?;
                     return Err(Error::not_found(key));
                 }
                 Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
             };
             if scan::content_hash(&bytes) == note.content_hash {
-                return Ok((note, bytes));
+                return Ok(Ok((note, bytes)));
             }
-            self.refresh(&note.path)?;
-            note = self.find(&note.note_id)?;
+            refresh(&note.path)?;
+            note = find(&note.note_id)?;
         }
-        let bytes = std::fs::read(self.paths.resolve(&note.path)?.abs)?;
-        Ok((note, bytes))
+        Ok(Err(note))
     }
 
     /// The history of the note `key` names, also of a deleted note (found by its id or

@@ -220,28 +220,13 @@ pub(crate) fn crash_point(svc: &Service, step: &str) {
 /// read: an in-place save caught half done is recorded once it is whole); a note that
 /// keeps changing under the reads is `VERSION_MOVED`.
 fn current(svc: &Service, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
-    let mut note = svc.find_locked(key)?;
-    for _ in 0..5 {
-        let safe = svc.paths.resolve(&note.path)?;
-        let bytes = match std::fs::read(&safe.abs) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                svc.refresh_locked(&note.path)?;
-                return Err(Error::not_found(key));
-            }
-            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
-        };
-        if scan::content_hash(&bytes) == note.content_hash {
-            return Ok((note, bytes));
-        }
-        svc.refresh_locked(&note.path)?;
-        note = svc.find_locked(&note.note_id)?;
-    }
-    Err(Error::new(
-        Reason::VERSION_MOVED,
-        format!("note {} keeps changing on disk; try again", note.slug),
-    )
-    .with_meta("current_version_id", note.version_id.clone()))
+    svc.read_agreeing(key, true)?.map_err(|note| {
+        Error::new(
+            Reason::VERSION_MOVED,
+            format!("note {} keeps changing on disk; try again", note.slug),
+        )
+        .with_meta("current_version_id", note.version_id.clone())
+    })
 }
 
 fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
