@@ -243,6 +243,25 @@ impl Conn {
         }
     }
 
+    /// A write to the socket went through: progress resets the idle clock; a write that
+    /// is pending is refused once nothing moved for `idle`.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.last_progress = Instant::now();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.poll_idle(cx).map(Err),
+        }
+    }
+
     /// Ready with an error once nothing moved for `idle`; call when the socket is pending
     /// (the timer's waker then wakes the connection's task).
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
@@ -415,19 +434,8 @@ impl AsyncWrite for Conn {
             ready!(this.poll_replacement(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        match Pin::new(&mut this.tcp).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.last_progress = Instant::now();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.poll_idle(cx) {
-                Poll::Ready(e) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
-            },
-        }
+        let written = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        this.after_write(cx, written)
     }
 
     fn poll_write_vectored(
@@ -446,19 +454,8 @@ impl AsyncWrite for Conn {
                 return Pin::new(this).poll_write(cx, only);
             }
         }
-        match Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.last_progress = Instant::now();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.poll_idle(cx) {
-                Poll::Ready(e) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
-            },
-        }
+        let written = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        this.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
