@@ -7,13 +7,17 @@ pub mod auth; // credentials and permissions (open local mode today), checked in
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
+pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
 pub mod error; // the one Error type and the one table of reasons
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history; // history.git: a bare gix repository, one commit per batch
 pub mod index; // search index (tantivy), search, grep, tag and property rollups
 pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools over the /v1 calls
+pub mod memory; // malloc_trim after a burst
 pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
-pub mod service; // the assembled daemon and the domain calls shared by every surface
+pub mod queries; // the read calls both surfaces share
+pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
+pub mod state; // the stores and the seq, as plain data
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
-pub mod watch; // the folder scan (and, later, the watcher)
-pub mod writes; // the write pipeline: reconcile now, API writes next
+pub mod watch; // the live watcher
+pub mod writes; // the write pipeline: plan, idempotency, review, apply

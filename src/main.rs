@@ -74,7 +74,8 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     .map_err(anyhow::Error::msg)?;
     let started = std::time::Instant::now();
     notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
-    let svc = notevault::service::Service::open(config)?;
+    let daemon = notevault::daemon::open(config)?;
+    let svc = daemon.state.clone();
     let opened = started.elapsed();
     if !svc
         .index
@@ -102,6 +103,7 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     // The index and the history are written and closed; freeing 44k notes one by one
     // would only delay the exit (~0.1 s on the corpus). The system takes the memory back.
     std::mem::forget(svc);
+    std::mem::forget(daemon);
     Ok(())
 }
 
@@ -135,8 +137,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-        let svc = tokio::task::spawn_blocking(move || notevault::service::Service::open(config))
-            .await??;
+        let daemon = tokio::task::spawn_blocking(move || notevault::daemon::open(config)).await??;
+        let svc = daemon.state.clone();
         let addr = listener.local_addr()?;
         tracing::info!(%addr, vault = %svc.root().display(), "serving");
         eprintln!(
@@ -147,6 +149,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+        drop(daemon);
         Ok(())
     })
 }

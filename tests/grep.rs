@@ -397,8 +397,8 @@ async fn bad_patterns_and_parameters_are_clear_errors() {
 /// route's bound is 10 s; the domain call takes the bound as a parameter.)
 #[tokio::test]
 async fn a_grep_out_of_time_says_how_far_it_got() {
-    use notevault::index::calls::GrepRequest;
     use notevault::index::grep::{Case, Pattern};
+    use notevault::queries::search::{grep, GrepRequest};
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     let request = |timeout| GrepRequest {
         pattern: Pattern {
@@ -412,7 +412,7 @@ async fn a_grep_out_of_time_says_how_far_it_got() {
         page_size: 1000,
         timeout,
     };
-    let stopped = s.svc.grep(&request(std::time::Duration::ZERO)).unwrap();
+    let stopped = grep(&s.svc, &request(std::time::Duration::ZERO)).unwrap();
     let total = stopped.coverage.total;
     assert!(total > 10, "{total}");
     assert!(stopped.coverage.truncated);
@@ -427,10 +427,7 @@ async fn a_grep_out_of_time_says_how_far_it_got() {
         "{:?}",
         stopped.coverage.remarks
     );
-    let full = s
-        .svc
-        .grep(&request(std::time::Duration::from_secs(10)))
-        .unwrap();
+    let full = grep(&s.svc, &request(std::time::Duration::from_secs(10))).unwrap();
     assert!(!full.coverage.truncated);
     assert!(full.coverage.remarks.iter().all(|r| !r.contains("stopped")));
     assert!(full.page.files.len() > stopped.page.files.len());

@@ -12,7 +12,7 @@ use crate::api::notes::{blocking, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::api::params::{self, PageTokens, Query};
 use crate::api::wire::{Coverage, ExcludedNote, Folder, FolderList};
 use crate::error::Error;
-use crate::service::Service;
+use crate::state::State;
 
 /// What a folder listing takes: `GET /v1/folders` and the MCP `list_folders` tool.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -29,7 +29,7 @@ pub struct ListFoldersParams {
 }
 
 /// List folders by path prefix, with note counts and coverage (both surfaces).
-pub async fn list_folders(svc: Arc<Service>, p: ListFoldersParams) -> Result<FolderList, Error> {
+pub async fn list_folders(svc: Arc<State>, p: ListFoldersParams) -> Result<FolderList, Error> {
     let page_size = params::in_range(
         "page_size",
         p.page_size,
@@ -48,7 +48,7 @@ pub async fn list_folders(svc: Arc<Service>, p: ListFoldersParams) -> Result<Fol
     };
     let svc2 = svc.clone();
     let prefix2 = prefix.clone();
-    let listing = blocking(move || Ok(svc2.folders(&prefix2))).await?;
+    let listing = blocking(move || Ok(crate::queries::notes::folders(&svc2, &prefix2))).await?;
     let matched: Vec<_> = listing.folders.iter().collect();
     // Notes inside the matched folders: the totals of the matched folders whose parent
     // did not match too.
@@ -116,7 +116,7 @@ pub async fn list_folders(svc: Arc<Service>, p: ListFoldersParams) -> Result<Fol
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<FolderList>> {
+pub async fn list(svc: Arc<State>, parts: Parts) -> ApiResult<Json<FolderList>> {
     let q = Query::parse(parts.uri.query(), &["prefix", "page_size", "page_token"])?;
     let p = ListFoldersParams {
         prefix: q.owned("prefix"),

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request, State as Shared};
 use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -31,12 +31,12 @@ use crate::api::error::{ApiError, RequestId, DOCS_URL, REQUEST_ID};
 use crate::api::guard::{classify, Guards, HostGuard, RateLimits};
 use crate::api::routes::{recognize, Op};
 use crate::error::{Error, Reason};
-use crate::service::Service;
+use crate::state::State;
 
 /// What every request handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub svc: Arc<Service>,
+    pub svc: Arc<State>,
     pub guards: Arc<Guards>,
     pub docs_url: Arc<str>,
     /// Ends the MCP sessions and streams when the server shuts down.
@@ -46,7 +46,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(svc: Arc<Service>) -> Self {
+    pub fn new(svc: Arc<State>) -> Self {
         let guards = Arc::new(Guards {
             hosts: HostGuard::new(&svc.config),
             limits: Arc::new(RateLimits::new(&svc.config)),
@@ -74,7 +74,7 @@ pub fn router(state: AppState) -> Router {
     )
 }
 
-async fn mcp(State(state): State<AppState>, req: Request) -> Response {
+async fn mcp(Shared(state): Shared<AppState>, req: Request) -> Response {
     crate::mcp::handle(&state.mcp, req, state.svc.config.body_read_timeout).await
 }
 
@@ -149,7 +149,7 @@ fn layered(app: Router<AppState>, state: AppState) -> Router {
 /// connection cap, and the envelope for what the HTTP parser refuses).
 pub async fn run(
     listener: TcpListener,
-    svc: Arc<Service>,
+    svc: Arc<State>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let state = AppState::new(svc);
@@ -166,7 +166,7 @@ pub async fn run(
 }
 
 /// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope.
-async fn request_id(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn request_id(Shared(state): Shared<AppState>, mut req: Request, next: Next) -> Response {
     let id = uuid::Uuid::now_v7().simple().to_string();
     req.extensions_mut().insert(RequestId(id.clone()));
     let mut response = REQUEST_ID
@@ -182,7 +182,7 @@ async fn request_id(State(state): State<AppState>, mut req: Request, next: Next)
 }
 
 /// The Host/Origin check.
-async fn host_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn host_guard(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
     let target = req.uri().authority().map(|a| a.as_str());
     if let Err(err) = state.guards.hosts.check(req.headers(), target) {
         return ApiError(err).into_response();
@@ -191,7 +191,7 @@ async fn host_guard(State(state): State<AppState>, req: Request, next: Next) -> 
 }
 
 /// The read and write rate limits, with their `RateLimit-*` headers.
-async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn rate_limit(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
     let Some(class) = classify(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
@@ -230,7 +230,7 @@ fn on_panic(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
 }
 
 /// Route the request through the route table.
-async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
+async fn dispatch(Shared(state): Shared<AppState>, req: Request) -> Response {
     match dispatch_inner(state, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -338,10 +338,11 @@ mod tests {
             vault: dir.path().to_path_buf(),
             ..Default::default()
         };
-        let svc = tokio::task::spawn_blocking(move || Service::open(config))
+        let daemon = tokio::task::spawn_blocking(move || crate::daemon::open(config))
             .await
             .unwrap()
             .unwrap();
+        let svc = daemon.state.clone();
         let app = layered(
             Router::new().route("/boom", get(boom)).fallback(dispatch),
             AppState::new(svc),

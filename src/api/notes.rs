@@ -11,7 +11,8 @@ use crate::api::error::{ApiResult, ErrorEnvelope};
 use crate::api::params::{self, PageTokens, Query};
 use crate::api::wire::{Coverage, ExcludedNote, NoteHandle, NoteList, NoteRead, RawNote};
 use crate::error::Error;
-use crate::service::{Service, DEFAULT_LINES, MAX_LINES};
+use crate::queries::notes::{DEFAULT_LINES, MAX_LINES};
+use crate::state::State;
 
 /// Default and largest `page_size` of list routes.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -49,7 +50,7 @@ pub async fn blocking<T: Send + 'static>(
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn list(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<NoteList>> {
+pub async fn list(svc: Arc<State>, parts: Parts) -> ApiResult<Json<NoteList>> {
     let q = Query::parse(
         parts.uri.query(),
         &["prefix", "filter", "order_by", "page_size", "page_token"],
@@ -90,15 +91,15 @@ pub struct ListNotesParams {
 
 /// List notes by path prefix, filter and order: handles and coverage, never bodies
 /// (`GET /v1/notes`, the MCP `list_notes` tool).
-pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteList, Error> {
+pub async fn list_notes(svc: Arc<State>, p: ListNotesParams) -> Result<NoteList, Error> {
     let filter = params::filter_text(
         params::non_empty("filter", p.filter.as_deref())?,
-        crate::service::NOTE_FILTER_FIELDS,
+        crate::queries::notes::NOTE_FILTER_FIELDS,
     )?;
     let mut order = params::parse_order(
         params::non_empty("order_by", p.order_by.as_deref())?,
         &["slug", "path", "title", "created_at", "updated_at"],
-        crate::service::Order::asc("slug"),
+        crate::queries::notes::Order::asc("slug"),
     )?;
     if order.field == "path" {
         order.field = "slug".into();
@@ -129,10 +130,16 @@ pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteLis
     let svc2 = svc.clone();
     let prefix2 = prefix.clone();
     // Slug order pages by the last slug (stable under inserts); other orders by offset.
-    let by_slug = order == crate::service::Order::asc("slug");
+    let by_slug = order == crate::queries::notes::Order::asc("slug");
     let page = blocking(move || {
         if by_slug {
-            return Ok(svc2.list(&prefix2, filter.as_ref(), cursor.as_deref(), page_size));
+            return Ok(crate::queries::notes::list(
+                &svc2,
+                &prefix2,
+                filter.as_ref(),
+                cursor.as_deref(),
+                page_size,
+            ));
         }
         let offset: usize = match cursor.as_deref() {
             Some(c) => c.parse().map_err(|_| {
@@ -140,7 +147,14 @@ pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteLis
             })?,
             None => 0,
         };
-        Ok(svc2.list_ordered(&prefix2, filter.as_ref(), &order, offset, page_size))
+        Ok(crate::queries::notes::list_ordered(
+            &svc2,
+            &prefix2,
+            filter.as_ref(),
+            &order,
+            offset,
+            page_size,
+        ))
     })
     .await?;
     let next_page_token = page
@@ -195,7 +209,7 @@ pub async fn list_notes(svc: Arc<Service>, p: ListNotesParams) -> Result<NoteLis
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn get(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<NoteRead>> {
+pub async fn get(svc: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<NoteRead>> {
     let q = Query::parse(parts.uri.query(), &["offset", "limit"])?;
     let p = ReadNoteParams {
         note: key,
@@ -223,11 +237,12 @@ pub struct ReadNoteParams {
 }
 
 /// A line-sliced read: the handle plus `lines` (both surfaces).
-pub async fn read_note(svc: Arc<Service>, p: ReadNoteParams) -> Result<NoteRead, Error> {
+pub async fn read_note(svc: Arc<State>, p: ReadNoteParams) -> Result<NoteRead, Error> {
     let offset = params::in_range("offset", p.offset, 1, 1, usize::MAX)?;
     let limit = params::in_range("limit", p.limit, DEFAULT_LINES, 1, MAX_LINES)?;
     let key = p.note;
-    let (note, page) = blocking(move || svc.read_lines(&key, offset, limit)).await?;
+    let (note, page) =
+        blocking(move || crate::queries::notes::read_lines(&svc, &key, offset, limit)).await?;
     Ok(NoteRead {
         note: NoteHandle::from(note.as_ref()),
         lines: page.into(),
@@ -249,9 +264,9 @@ pub async fn read_note(svc: Arc<Service>, p: ReadNoteParams) -> Result<NoteRead,
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn raw(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<RawNote>> {
+pub async fn raw(svc: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<RawNote>> {
     Query::parse(parts.uri.query(), &[])?;
-    let (note, bytes) = blocking(move || svc.read(&key)).await?;
+    let (note, bytes) = blocking(move || crate::record::refresh::read(&svc, &key)).await?;
     let (text, _) = crate::vault::markdown::decode(&bytes);
     Ok(Json(RawNote {
         content: text.into_owned(),
@@ -310,7 +325,7 @@ pub struct NoteLinks {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn links(svc: Arc<Service>, key: String, parts: Parts) -> ApiResult<Json<NoteLinks>> {
+pub async fn links(svc: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<NoteLinks>> {
     Query::parse(parts.uri.query(), &[])?;
     Ok(Json(note_links(svc, NoteParam { note: key }).await?))
 }
@@ -326,9 +341,9 @@ pub struct NoteParam {
 }
 
 /// A note's links (`GET /v1/notes/{note}:links`, the MCP `note_links` tool).
-pub async fn note_links(svc: Arc<Service>, p: NoteParam) -> Result<NoteLinks, Error> {
+pub async fn note_links(svc: Arc<State>, p: NoteParam) -> Result<NoteLinks, Error> {
     let key = p.note;
-    let report = blocking(move || svc.links(&key)).await?;
+    let report = blocking(move || crate::queries::notes::links(&svc, &key)).await?;
     let to_wire = |(link, note): &(
         crate::vault::links::RawLink,
         Option<Arc<crate::vault::catalog::Note>>,
@@ -472,26 +487,17 @@ pub struct IndexStatus {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn index_status(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<IndexStatus>> {
+pub async fn index_status(svc: Arc<State>, parts: Parts) -> ApiResult<Json<IndexStatus>> {
     Query::parse(parts.uri.query(), &[])?;
-    let watcher = match svc.watcher.lock().as_ref() {
-        Some(w) => {
-            let s = w.status.lock().clone();
-            WatcherStatus {
-                state: s.state,
-                batches: s.batches,
-                rescans: s.rescans,
-                last_error: s.last_error,
-                last_batch_at: s.last_batch_at.map(crate::service::timestamp),
-            }
+    let watcher = {
+        let s = svc.watch_status.lock().clone();
+        WatcherStatus {
+            state: s.state,
+            batches: s.batches,
+            rescans: s.rescans,
+            last_error: s.last_error,
+            last_batch_at: s.last_batch_at.map(crate::clock::timestamp),
         }
-        None => WatcherStatus {
-            state: "off".into(),
-            batches: 0,
-            rescans: 0,
-            last_error: None,
-            last_batch_at: None,
-        },
     };
     let h = svc.history.status();
     let (notes, excluded) = {

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
 use crate::error::{Error, Result};
-use crate::service::Order;
+use crate::queries::notes::Order;
 
 /// A request's query parameters.
 pub struct Query {

@@ -18,7 +18,7 @@ use crate::auth::{self, Credential, Permission};
 use crate::error::{Error, Reason};
 use crate::filter;
 use crate::meta::{PendingRow, RevisionRow};
-use crate::service::Service;
+use crate::state::State;
 use crate::writes::review::{self, WritePolicy};
 
 /// The vault's write settings.
@@ -58,7 +58,7 @@ pub struct PatchWriteSettings {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn get_settings(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<WriteSettings>> {
+pub async fn get_settings(svc: Arc<State>, parts: Parts) -> ApiResult<Json<WriteSettings>> {
     Query::parse(parts.uri.query(), &[])?;
     let settings = blocking(move || review::settings(&svc)).await?;
     Ok(Json(settings.into()))
@@ -78,7 +78,7 @@ pub async fn get_settings(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<Wri
     )
 )]
 pub async fn patch_settings(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Json<WriteSettings>> {
@@ -232,7 +232,7 @@ fn pending_field(r: &PendingRow, field: &str) -> filter::Value {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn list_writes(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<PendingWriteList>> {
+pub async fn list_writes(svc: Arc<State>, parts: Parts) -> ApiResult<Json<PendingWriteList>> {
     let q = Query::parse(
         parts.uri.query(),
         &["status", "filter", "page_size", "page_token"],
@@ -320,11 +320,7 @@ fn check_id(id: &str) -> Result<(), Error> {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn get_write(
-    svc: Arc<Service>,
-    id: String,
-    parts: Parts,
-) -> ApiResult<Json<PendingWrite>> {
+pub async fn get_write(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
     Query::parse(parts.uri.query(), &[])?;
     auth::require(&Credential::Open, Permission::NotesReview)?;
     check_id(&id)?;
@@ -335,7 +331,7 @@ pub async fn get_write(
 }
 
 async fn decide(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     id: String,
     parts: Parts,
     approve: bool,
@@ -371,7 +367,7 @@ async fn decide(
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn approve(svc: Arc<Service>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
+pub async fn approve(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
     decide(svc, id, parts, true).await
 }
 
@@ -389,7 +385,7 @@ pub async fn approve(svc: Arc<Service>, id: String, parts: Parts) -> ApiResult<J
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn reject(svc: Arc<Service>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
+pub async fn reject(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
     decide(svc, id, parts, false).await
 }
 
@@ -473,7 +469,7 @@ fn revision_field(r: &RevisionRow, field: &str) -> filter::Value {
     )
 )]
 pub async fn list_revisions(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     note: String,
     parts: Parts,
 ) -> ApiResult<Json<RevisionList>> {
@@ -534,7 +530,7 @@ pub struct ListRevisionsParams {
 
 /// A note's revisions, newest first unless `order_by` says otherwise (both surfaces).
 pub async fn list_note_revisions(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     p: ListRevisionsParams,
 ) -> Result<RevisionList, Error> {
     revisions(svc, p, "page_size", "page_token").await
@@ -542,7 +538,7 @@ pub async fn list_note_revisions(
 
 /// [`list_note_revisions`], naming the size and token parameters as the caller sent them.
 async fn revisions(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     p: ListRevisionsParams,
     size_name: &str,
     token_name: &str,
@@ -557,7 +553,7 @@ async fn revisions(
     let descending = params::parse_order(
         params::non_empty("order_by", p.order_by.as_deref())?,
         &["created_at", "revision_create_time"],
-        crate::service::Order {
+        crate::queries::notes::Order {
             field: "created_at".into(),
             desc: true,
         },
@@ -568,7 +564,8 @@ async fn revisions(
     let svc2 = svc.clone();
     let key = p.note.clone();
     let paged = expr.is_none();
-    let history = blocking(move || svc2.history_with(&key, !paged)).await?;
+    let history =
+        blocking(move || crate::queries::history::history_with(&svc2, &key, !paged)).await?;
     let order = if descending { "desc" } else { "asc" };
     let fingerprint = [
         ("route", "revisions"),
@@ -663,7 +660,7 @@ pub struct NoteDiff {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn diff(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<Json<NoteDiff>> {
+pub async fn diff(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Json<NoteDiff>> {
     let q = Query::parse(parts.uri.query(), &["from", "to"])?;
     let from = q
         .non_empty("from")?
@@ -680,7 +677,7 @@ pub async fn diff(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<Js
         }
     }
     let result = blocking(move || {
-        let history = svc.history_of(&note)?;
+        let history = crate::queries::history::history_of(&svc, &note)?;
         let find = |id: &str| {
             history
                 .revisions
@@ -695,8 +692,7 @@ pub async fn diff(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<Js
                 })
         };
         let text = |r: &RevisionRow| -> Result<String, Error> {
-            Ok(svc
-                .revision_content(r)?
+            Ok(crate::queries::history::revision_content(&svc, r)?
                 .map(|b| crate::vault::markdown::decode(&b).0.into_owned())
                 .unwrap_or_default())
         };
@@ -708,7 +704,7 @@ pub async fn diff(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<Js
                 (text(b)?, b.path.clone(), id.clone())
             }
             None => {
-                let (n, bytes) = svc.read(&history.note_id)?;
+                let (n, bytes) = crate::record::refresh::read(&svc, &history.note_id)?;
                 (
                     crate::vault::markdown::decode(&bytes).0.into_owned(),
                     n.path.clone(),

@@ -16,9 +16,10 @@ use crate::api::notes::blocking;
 use crate::api::params::{self, PageTokens, Query};
 use crate::api::wire::{Coverage, NoteHandle};
 use crate::error::Error;
-use crate::index::calls::{check_min_seq, parse_query, GrepRequest, SearchRequest};
 use crate::index::grep::{Case, Pattern};
-use crate::service::{Order, Service, NOTE_FILTER_FIELDS};
+use crate::queries::notes::{Order, NOTE_FILTER_FIELDS};
+use crate::queries::search::{check_min_seq, parse_query, GrepRequest, SearchRequest};
+use crate::state::State;
 
 /// How long `min_seq` may wait for the index.
 pub const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
@@ -124,7 +125,7 @@ pub struct SearchParams {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn search_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<SearchResponse>> {
+pub async fn search_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<SearchResponse>> {
     let q = Query::parse(
         parts.uri.query(),
         &[
@@ -184,7 +185,7 @@ pub async fn search_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<Sea
 }
 
 /// The search every surface calls.
-pub async fn search(svc: Arc<Service>, p: SearchParams) -> Result<SearchResponse, Error> {
+pub async fn search(svc: Arc<State>, p: SearchParams) -> Result<SearchResponse, Error> {
     let filter = params::filter_text(p.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let order = params::parse_order(p.order_by.as_deref(), SEARCH_ORDERS, Order::relevance())?;
     let page_size = params::page_size(p.page_size, SEARCH_PAGE_SIZE)?;
@@ -218,9 +219,9 @@ pub async fn search(svc: Arc<Service>, p: SearchParams) -> Result<SearchResponse
     let svc2 = svc.clone();
     // Light searches run here (see `SearchRequest::is_light`); the rest on the pool.
     let answer = if req.is_light() {
-        svc2.search(&req)?
+        crate::queries::search::search(&svc2, &req)?
     } else {
-        blocking(move || svc2.search(&req)).await?
+        blocking(move || crate::queries::search::search(&svc2, &req)).await?
     };
     let mut coverage = Coverage::from(&answer.coverage);
     if let Some(min) = waited_out {
@@ -334,7 +335,7 @@ pub struct GrepParams {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn grep_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<GrepResponse>> {
+pub async fn grep_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<GrepResponse>> {
     let q = Query::parse(
         parts.uri.query(),
         &[
@@ -366,7 +367,7 @@ pub async fn grep_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<GrepR
 }
 
 /// The grep every surface calls.
-pub async fn grep(svc: Arc<Service>, p: GrepParams) -> Result<GrepResponse, Error> {
+pub async fn grep(svc: Arc<State>, p: GrepParams) -> Result<GrepResponse, Error> {
     let case = match p.case.as_deref() {
         None | Some("sensitive") => Case::Sensitive,
         Some("insensitive") => Case::Insensitive,
@@ -421,7 +422,7 @@ pub async fn grep(svc: Arc<Service>, p: GrepParams) -> Result<GrepResponse, Erro
         timeout: GREP_TIMEOUT,
     };
     let svc2 = svc.clone();
-    let answer = blocking(move || svc2.grep(&req)).await?;
+    let answer = blocking(move || crate::queries::search::grep(&svc2, &req)).await?;
     Ok(GrepResponse {
         results: answer
             .page
@@ -510,7 +511,7 @@ pub struct NoParams {}
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn tags_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<TagList>> {
+pub async fn tags_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<TagList>> {
     let q = Query::parse(
         parts.uri.query(),
         &["filter", "order_by", "page_size", "page_token"],
@@ -526,7 +527,7 @@ pub async fn tags_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<TagLi
 }
 
 /// The tag rollup every surface calls.
-pub async fn tags(svc: Arc<Service>, p: TagsParams) -> Result<TagList, Error> {
+pub async fn tags(svc: Arc<State>, p: TagsParams) -> Result<TagList, Error> {
     let filter = params::filter_text(p.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let order = params::parse_order(p.order_by.as_deref(), &["tag", "count"], Order::asc("tag"))?;
     let page_size = params::page_size(p.page_size, TAGS_PAGE_SIZE)?;
@@ -543,7 +544,8 @@ pub async fn tags(svc: Arc<Service>, p: TagsParams) -> Result<TagList, Error> {
         None => 0,
     };
     let svc2 = svc.clone();
-    let mut answer = blocking(move || Ok(svc2.tags(filter.as_ref()))).await?;
+    let mut answer =
+        blocking(move || Ok(crate::queries::search::tags(&svc2, filter.as_ref()))).await?;
     if order.field == "count" {
         answer
             .tags
@@ -635,7 +637,7 @@ pub struct PropertyAggregate {
     )
 )]
 pub async fn aggregate_route(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Json<PropertyAggregate>> {
@@ -646,10 +648,7 @@ pub async fn aggregate_route(
 }
 
 /// The aggregation every surface calls.
-pub async fn aggregate(
-    svc: Arc<Service>,
-    req: AggregateRequest,
-) -> Result<PropertyAggregate, Error> {
+pub async fn aggregate(svc: Arc<State>, req: AggregateRequest) -> Result<PropertyAggregate, Error> {
     let filter = params::filter_text(req.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let limit = req.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
@@ -660,7 +659,8 @@ pub async fn aggregate(
     }
     let key = req.key.clone();
     let svc2 = svc.clone();
-    let answer = blocking(move || svc2.aggregate(&key, filter.as_ref())).await?;
+    let answer =
+        blocking(move || crate::queries::search::aggregate(&svc2, &key, filter.as_ref())).await?;
     let a = &answer.aggregate;
     let mut coverage = Coverage::from(&answer.coverage);
     coverage.truncated = a.groups.len() > limit;
@@ -680,8 +680,8 @@ pub async fn aggregate(
         notes_without_key: a.without_key,
         numbers: a.number_range.map(|(min, max)| Range { min, max }),
         dates: a.date_range.map(|(min, max)| Range {
-            min: crate::service::timestamp(min),
-            max: crate::service::timestamp(max),
+            min: crate::clock::timestamp(min),
+            max: crate::clock::timestamp(max),
         }),
         coverage,
     })
@@ -735,14 +735,14 @@ pub struct VaultSummary {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn vault_route(svc: Arc<Service>, parts: Parts) -> ApiResult<Json<VaultSummary>> {
+pub async fn vault_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<VaultSummary>> {
     Query::parse(parts.uri.query(), &[])?;
     Ok(Json(vault(svc).await?))
 }
 
 /// The summary every surface calls.
-pub async fn vault(svc: Arc<Service>) -> Result<VaultSummary, Error> {
-    let s = blocking(move || svc.summary()).await?;
+pub async fn vault(svc: Arc<State>) -> Result<VaultSummary, Error> {
+    let s = blocking(move || crate::queries::search::summary(&svc)).await?;
     Ok(VaultSummary {
         root: s.root,
         notes: s.notes,

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::service::LinePage;
+use crate::queries::notes::LinePage;
 use crate::vault::catalog::{Excluded, Note};
 
 /// A note handle: what list and search answers carry, never a body.
@@ -166,8 +166,8 @@ pub struct ExcludedCounts {
     pub unreadable: usize,
 }
 
-impl From<&crate::index::calls::CoverageFacts> for Coverage {
-    fn from(c: &crate::index::calls::CoverageFacts) -> Self {
+impl From<&crate::index::coverage::CoverageFacts> for Coverage {
+    fn from(c: &crate::index::coverage::CoverageFacts) -> Self {
         Self {
             notes_total: c.total,
             notes_searched: c.searched,
@@ -253,8 +253,8 @@ pub struct Folder {
     pub notes_total: usize,
 }
 
-impl From<&crate::service::FolderEntry> for Folder {
-    fn from(f: &crate::service::FolderEntry) -> Self {
+impl From<&crate::queries::notes::FolderEntry> for Folder {
+    fn from(f: &crate::queries::notes::FolderEntry) -> Self {
         let (parent, name) = match f.path.rsplit_once('/') {
             Some((parent, name)) => (Some(parent.to_string()), name.to_string()),
             None => (None, f.path.clone()),

@@ -21,7 +21,7 @@ use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::api::wire::{NoteHandle, Receipt};
 use crate::error::{Error, Reason};
-use crate::service::Service;
+use crate::state::State;
 use crate::vault::frontmatter::FmValue;
 use crate::writes::{self, Idempotency, Op, PatchChange, ReceiptStatus};
 
@@ -317,7 +317,7 @@ pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
 }
 
 /// Run a prepared request through the pipeline and answer its (possibly replayed) receipt.
-async fn submit(svc: Arc<Service>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
+async fn submit(svc: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
     let key = idempotency_key(headers)?;
     let hash = op_hash(
         prepared.route,
@@ -410,7 +410,7 @@ fn file_name_of(title: &str) -> String {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn create(svc: Arc<Service>, parts: Parts, body: Bytes) -> ApiResult<Response> {
+pub async fn create(svc: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let prepared = prepare_create(
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
@@ -532,7 +532,7 @@ pub struct PatchNote {
     )
 )]
 pub async fn patch(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -643,7 +643,7 @@ fn prepare_patch(note: String, query: &str, raw: Value) -> Result<Prepared, Erro
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn delete(svc: Arc<Service>, note: String, parts: Parts) -> ApiResult<Response> {
+pub async fn delete(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Response> {
     let prepared = prepare_delete(note, parts.uri.query().unwrap_or(""))?;
     submit(svc, &parts.headers, prepared).await
 }
@@ -701,12 +701,7 @@ pub struct EditNote {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn edit(
-    svc: Arc<Service>,
-    note: String,
-    parts: Parts,
-    body: Bytes,
-) -> ApiResult<Response> {
+pub async fn edit(svc: Arc<State>, note: String, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let prepared = prepare_edit(
         note,
         parts.uri.query().unwrap_or(""),
@@ -769,7 +764,7 @@ pub struct MoveNote {
     )
 )]
 pub async fn move_(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -834,7 +829,7 @@ pub struct RenameNote {
     )
 )]
 pub async fn rename(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -912,7 +907,7 @@ pub struct RollbackNote {
     )
 )]
 pub async fn rollback(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,

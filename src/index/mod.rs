@@ -13,7 +13,7 @@
 //! index never decides what exists (a hit whose note left the catalog is dropped); no
 //! HTTP types here.
 
-pub mod calls;
+pub mod coverage;
 pub mod grep;
 pub mod provenance;
 pub mod query;
@@ -267,7 +267,7 @@ pub struct SearchIndex {
     /// Read before `reader` by every search (see [`SearchIndex::flush`]).
     overlay: parking_lot::RwLock<Arc<Overlay>>,
     /// The vault-wide part of coverage, keyed by (committed_seq, notes, excluded files).
-    pub(crate) coverage_cache: Mutex<Option<(CoverageKey, calls::CoverageFacts)>>,
+    pub(crate) coverage_cache: Mutex<Option<(CoverageKey, coverage::CoverageFacts)>>,
     /// The first pass of recent greps (matching notes, notes searched, timed out), by
     /// pattern, filter and vault state.
     pub(crate) grep_cache: Mutex<std::collections::VecDeque<(String, Arc<GrepPass>)>>,
@@ -573,7 +573,7 @@ impl SearchIndex {
         if result.is_ok() {
             if let Some(n) = synced {
                 tracing::info!(notes = n, ms = elapsed, "search index up to date");
-                crate::service::release_free_memory();
+                crate::memory::release_free_memory();
             }
             self.refresh_counts();
             self.seq_tx.send_if_modified(|s| {

@@ -128,8 +128,8 @@ mod tests {
     fn note(tags: &[&str], fm: &str) -> Note {
         let text = format!("---\n{fm}\n---\nbody #hashtag\n");
         let facts = crate::vault::markdown::facts(text.as_bytes());
-        let mut n = crate::writes::reconcile::note_from(
-            crate::watch::scan::Observed {
+        let mut n = crate::vault::catalog::note_from(
+            crate::vault::scan::Observed {
                 rel: "n.md".into(),
                 size: 0,
                 mtime: std::time::SystemTime::UNIX_EPOCH,

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
 use crate::auth::Credential;
 use crate::error::Error;
-use crate::service::Service;
+use crate::state::State;
 
 /// What the server tells an agent at connection time.
 const INSTRUCTIONS: &str = "notevault serves a folder of markdown notes (an Obsidian-style \
@@ -52,7 +52,7 @@ failed call answers `isError` with a `reason` and a `hint`: follow the hint. Thi
 server is read-only.";
 
 /// The `/mcp` service for `svc`; `cancel` ends its sessions and streams (on shutdown).
-pub fn service(svc: Arc<Service>, docs_url: Arc<str>, cancel: CancellationToken) -> McpService {
+pub fn service(svc: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken) -> McpService {
     let config = StreamableHttpServerConfig::default()
         // The guard middleware checks Host and Origin for every route, /mcp included.
         .disable_allowed_hosts()
@@ -155,7 +155,7 @@ fn json_rpc_error(body: &[u8], err: &serde_json::Error) -> axum::response::Respo
 /// The tool server: one per session (or per stateless request), cheap to clone.
 #[derive(Clone)]
 pub struct NotesServer {
-    svc: Arc<Service>,
+    svc: Arc<State>,
     docs_url: Arc<str>,
     log_level: logging::SessionLevel,
 }

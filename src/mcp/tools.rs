@@ -19,7 +19,7 @@ use crate::api::search::{
 use crate::api::wire::{FolderList, NoteList, NoteRead};
 use crate::error::Error;
 use crate::mcp::schema;
-use crate::service::Service;
+use crate::state::State;
 
 /// What a tool may do to the vault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +234,7 @@ pub fn find(name: &str) -> Option<(Access, &'static Tool)> {
 /// domain error (`VALIDATION_FAILED` naming the argument when they do not fit the tool's
 /// parameters). `None` for a name no tool has.
 pub async fn call(
-    svc: Arc<Service>,
+    svc: Arc<State>,
     name: &str,
     arguments: Option<JsonObject>,
 ) -> Option<Result<Answer, Error>> {

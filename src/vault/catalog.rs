@@ -230,3 +230,49 @@ impl Catalog {
         self.by_slug.values()
     }
 }
+
+/// Build the catalog entry of an observed file.
+pub fn note_from(
+    observed: crate::vault::scan::Observed,
+    note_id: String,
+    version_id: String,
+    created_at: DateTime<Utc>,
+    observed_at: DateTime<Utc>,
+) -> Note {
+    let facts = observed.facts;
+    let slug = crate::vault::path::slug_of(&observed.rel).to_string();
+    let file_name = slug.rsplit('/').next().unwrap_or(&slug).to_string();
+    let mut warnings = Vec::new();
+    if let Some(why) = &facts.frontmatter_error {
+        warnings.push(format!("{why}; the frontmatter was treated as absent"));
+    }
+    if let Some(why) = crate::vault::path::unstorable(&observed.rel) {
+        warnings.push(format!(
+            "history.git cannot keep this file ({why}); it is served, but its revisions' bytes are not versioned; rename it to keep its history"
+        ));
+    }
+    if facts.lossy_utf8 {
+        warnings
+            .push("the file is not valid UTF-8; invalid bytes were replaced with U+FFFD".into());
+    }
+    Note {
+        note_id,
+        title: facts.title.unwrap_or(file_name),
+        status: facts.status.unwrap_or_else(|| "active".into()),
+        visibility: Visibility::Standard,
+        tags: facts.tags,
+        frontmatter: facts.frontmatter,
+        aliases: facts.aliases,
+        links: facts.links,
+        warnings,
+        version_id,
+        content_hash: observed.content_hash,
+        size: observed.size,
+        created_at,
+        updated_at: observed.mtime.into(),
+        observed_at,
+        content: observed.content,
+        path: observed.rel,
+        slug,
+    }
+}

@@ -39,6 +39,19 @@ fn moved(path: &Path, why: &str) -> Error {
     )
 }
 
+/// Remove one of our own temp files left by an interrupted write (the scan lists them).
+/// Anything that is not named as our temp files is left alone.
+pub fn remove_leftover(path: &Path) -> std::io::Result<()> {
+    let ours = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(TEMP_PREFIX));
+    if !ours {
+        return Err(std::io::Error::other("not a notevault temp file"));
+    }
+    std::fs::remove_file(path)
+}
+
 /// Check `path` against `expect` now.
 pub fn check(path: &Path, expect: &Expect) -> Result<()> {
     match (expect, fs::read(path)) {

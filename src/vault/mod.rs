@@ -8,7 +8,10 @@ pub mod graph;
 pub mod links;
 pub mod markdown;
 pub mod path;
+pub mod removed;
+pub mod scan;
 pub mod select;
+pub mod settle;
 
 /// `blake3:<hex>` of a file's bytes: a note's `content_hash`.
 pub fn content_hash(bytes: &[u8]) -> String {

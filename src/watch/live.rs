@@ -1,5 +1,5 @@
 //! The live watcher: notify (inotify on Linux, no polling) → a debounced batch of dirty
-//! paths → observe what is there now → `writes::reconcile`, as one batch with actor
+//! paths → observe what is there now → `record::reconcile`, as one batch with actor
 //! `filesystem`. Kept thin: deciding what changed is reconcile's job.
 //!
 //! Editors' save patterns come out as one modification: an in-place write, a write to a
@@ -17,34 +17,21 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use notify::{RecursiveMode, Watcher};
 use parking_lot::Mutex;
 
-use crate::service::Service;
-use crate::watch::scan::{self, Observed};
-use crate::watch::settle;
+use crate::state::{State, WatchStatus};
+use crate::vault::scan::{self, Observed};
+use crate::vault::settle;
 
 /// Quiet time that closes a batch.
 const SETTLE: Duration = Duration::from_millis(25);
 /// A batch is processed after this long even if events keep coming.
 const MAX_BATCH: Duration = Duration::from_millis(250);
 
-/// What the watcher reports (`GET /v1/index-status` later; tests now).
-#[derive(Debug, Clone, Default)]
-pub struct WatchStatus {
-    /// `watching`, `stopped`, or `failed`.
-    pub state: String,
-    pub batches: u64,
-    pub rescans: u64,
-    pub last_error: Option<String>,
-    pub last_batch_at: Option<DateTime<Utc>>,
-}
-
 /// A running watcher; dropping it stops watching.
 pub struct LiveWatcher {
     _watcher: notify::RecommendedWatcher,
-    pub status: Arc<Mutex<WatchStatus>>,
 }
 
 fn changes_content(kind: &notify::EventKind) -> bool {
@@ -68,7 +55,7 @@ const RECHECK_AFTER: Duration = Duration::from_millis(300);
 
 /// Start watching `svc`'s vault. The thread holds only a weak reference, so it ends
 /// when the service is dropped.
-pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
+pub fn start(svc: &Arc<State>) -> notify::Result<LiveWatcher> {
     let (tx, rx) = mpsc::channel::<Signal>();
     let recheck_tx = tx.clone();
     let root = svc.paths.root.clone();
@@ -91,24 +78,19 @@ pub fn start(svc: &Arc<Service>) -> notify::Result<LiveWatcher> {
         setup_ms = started.elapsed().as_millis() as u64,
         "watching the vault"
     );
-    let status = Arc::new(Mutex::new(WatchStatus {
-        state: "watching".into(),
-        ..Default::default()
-    }));
+    let status = svc.watch_status.clone();
+    status.lock().state = "watching".into();
     let weak = Arc::downgrade(svc);
-    let thread_status = status.clone();
+    let thread_status = status;
     std::thread::Builder::new()
         .name("watch".into())
         .spawn(move || run(weak, rx, recheck_tx, thread_status))
         .map_err(|e| notify::Error::generic(&e.to_string()))?;
-    Ok(LiveWatcher {
-        _watcher: watcher,
-        status,
-    })
+    Ok(LiveWatcher { _watcher: watcher })
 }
 
 fn run(
-    svc: Weak<Service>,
+    svc: Weak<State>,
     rx: mpsc::Receiver<Signal>,
     tx: mpsc::Sender<Signal>,
     status: Arc<Mutex<WatchStatus>>,
@@ -173,7 +155,7 @@ fn run(
         };
         let mut s = status.lock();
         s.batches += 1;
-        s.last_batch_at = Some(Utc::now());
+        s.last_batch_at = Some(chrono::Utc::now());
         if let Err(e) = result {
             tracing::error!(error = %e, "reconciling external changes failed");
             s.last_error = Some(e.message);
@@ -184,7 +166,7 @@ fn run(
 
 /// Observe every dirty path (files, and folders created, renamed or removed) and
 /// reconcile what differs from the catalog.
-fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<()> {
+fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<()> {
     let paths = &svc.paths;
     let mut observe: BTreeSet<String> = BTreeSet::new();
     let mut gone: BTreeSet<String> = BTreeSet::new();
@@ -263,7 +245,7 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
             continue;
         }
         // An emptied note may be an in-place save half done: `settle` waits for it.
-        match settle::observe(svc, &rel) {
+        match settle::observe(&svc.paths.root, &svc.catalog, &rel) {
             Ok(Some(o)) => observed.push(o),
             Ok(None) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -295,18 +277,18 @@ fn apply_batch(svc: &Service, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         .into_iter()
         .filter(|r| !paths.root.join(r).exists())
         .collect();
-    crate::writes::reconcile::reconcile(
+    crate::record::reconcile::reconcile(
         svc,
         observed,
         removed,
         "filesystem",
         "Record external edits",
-        Vec::new(),
+        None,
     )?;
     Ok(())
 }
 
-fn notes_under(svc: &Service, dir: &Path) -> Vec<String> {
+fn notes_under(svc: &State, dir: &Path) -> Vec<String> {
     walkdir::WalkDir::new(dir)
         .follow_links(false)
         .into_iter()
@@ -324,7 +306,7 @@ fn notes_under(svc: &Service, dir: &Path) -> Vec<String> {
 }
 
 /// Compare the whole folder with the catalog and reconcile the difference.
-pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
+pub fn full_rescan(svc: &State) -> crate::error::Result<()> {
     let _write = svc.write_lock.lock();
     let found = scan::scan(&svc.paths);
     let (mut changed, mut removed) = {
@@ -352,7 +334,7 @@ pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
         if o.size > 0 {
             return true;
         }
-        match settle::observe(svc, &o.rel) {
+        match settle::observe(&svc.paths.root, &svc.catalog, &o.rel) {
             Ok(Some(now)) => {
                 *o = now;
                 true
@@ -367,13 +349,13 @@ pub fn full_rescan(svc: &Service) -> crate::error::Result<()> {
         }
     });
     svc.catalog.write().excluded = found.excluded;
-    crate::writes::reconcile::reconcile(
+    crate::record::reconcile::reconcile(
         svc,
         changed,
         removed,
         "filesystem",
         "Record external edits (rescan)",
-        Vec::new(),
+        None,
     )?;
     Ok(())
 }

@@ -1,6 +1,3 @@
-//! Finding changes in the folder: the startup scan and the live watcher, both feeding
-//! `writes::reconcile`.
+//! The live watcher: notify events → debounced batches → reconcile (`record::reconcile`).
 
 pub mod live;
-pub mod scan;
-pub mod settle;

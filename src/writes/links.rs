@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::service::Service;
+use crate::state::State;
 use crate::vault::catalog::Note;
 
 use crate::vault::links::{mdlink_re as mdlink, resolve_relative, wikilink_re as wikilink};
@@ -82,7 +82,7 @@ pub fn rewrite(
 /// taken from the link graph before the move). Returns how many notes were rewritten
 /// and, for each that could not be, its slug and why.
 pub fn rewrite_links_to(
-    svc: &Service,
+    svc: &State,
     old: &Note,
     new_slug: &str,
     actor: &str,
@@ -125,7 +125,7 @@ pub fn rewrite_links_to(
         if new_text == text {
             continue;
         }
-        if crate::watch::scan::content_hash(&bytes) != note.content_hash {
+        if crate::vault::scan::content_hash(&bytes) != note.content_hash {
             failed.push((
                 note.slug.clone(),
                 "changed on disk since it was indexed; rewrite its links by hand".into(),

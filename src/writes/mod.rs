@@ -11,27 +11,24 @@
 
 pub mod links;
 pub mod receipt;
-pub mod reconcile;
 pub mod recover;
 pub mod review;
 
 pub use receipt::{Intent, NoteFacts, Receipt, ReceiptStatus};
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
-use parking_lot::Mutex;
 
+use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
-use crate::history::{self, CommitRequest, Content};
-use crate::meta::{NoteRow, RevisionRow};
-use crate::service::{timestamp, Service};
+use crate::record::crash_point;
+use crate::state::State;
 use crate::vault::catalog::Note;
 use crate::vault::frontmatter::{self, FmValue};
 use crate::vault::fsio::{self, Expect};
 use crate::vault::path::slug_of;
-use crate::watch::scan::{self, Observed};
+use crate::vault::scan::{self, Observed};
 
 /// One change a PATCH asks for (in mask order).
 #[derive(Debug, Clone, PartialEq)]
@@ -126,25 +123,9 @@ pub struct IntentKey<'a> {
     pub op_hash: &'a str,
 }
 
-/// Per-key locks, so a concurrent duplicate waits for the first and replays it.
-#[derive(Default)]
-pub struct KeyLocks {
-    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-}
-
-impl KeyLocks {
-    pub(crate) fn get(&self, key: &str) -> Arc<Mutex<()>> {
-        let mut locks = self.locks.lock();
-        if locks.len() > 10_000 {
-            locks.retain(|_, l| Arc::strong_count(l) > 1);
-        }
-        locks.entry(key.to_string()).or_default().clone()
-    }
-}
-
 /// Submit a write: replay it if this key already ran this operation, refuse a key reused
 /// for another operation, else apply it (or queue it) and store its receipt under the key.
-pub fn submit(svc: &Service, op: Op, agent_id: &str, idem: Idempotency<'_>) -> Result<Submitted> {
+pub fn submit(svc: &State, op: Op, agent_id: &str, idem: Idempotency<'_>) -> Result<Submitted> {
     let key_lock = svc.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
     if let Some(row) = svc.meta.idempotency(idem.key)? {
@@ -198,20 +179,11 @@ pub fn submit(svc: &Service, op: Op, agent_id: &str, idem: Idempotency<'_>) -> R
 
 /// Keep `receipt` under its key for replays, and let go of the key's intent, in one
 /// transaction.
-pub(crate) fn store_receipt(svc: &Service, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
+pub(crate) fn store_receipt(svc: &State, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
     let json = serde_json::to_string(receipt)
         .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
     svc.meta
         .store_receipt(key.key, key.op_hash, &json, &timestamp(Utc::now()))
-}
-
-/// A step of a write where a test stops the daemon as `kill -9` would
-/// (`NOTEVAULT_TEST_CRASH_AT`; never set outside tests).
-pub(crate) fn crash_point(svc: &Service, step: &str) {
-    if svc.config.test_crash_at.as_deref() == Some(step) {
-        eprintln!("notevault: stopping at test crash point {step}");
-        std::process::abort();
-    }
 }
 
 /// The note `key` names, with its current bytes; an external edit the catalog has not
@@ -219,14 +191,16 @@ pub(crate) fn crash_point(svc: &Service, step: &str) {
 /// bytes are always the version answered (the refresh may record other bytes than were
 /// read: an in-place save caught half done is recorded once it is whole); a note that
 /// keeps changing under the reads is `VERSION_MOVED`.
-fn current(svc: &Service, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
-    svc.read_agreeing(key, true)?.map_err(|note| {
-        Error::new(
-            Reason::VERSION_MOVED,
-            format!("note {} keeps changing on disk; try again", note.slug),
-        )
-        .with_meta("current_version_id", note.version_id.clone())
-    })
+fn current(svc: &State, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
+    crate::record::refresh::read_agreeing(svc, key, crate::record::refresh::Lock::Held)?.map_err(
+        |note| {
+            Error::new(
+                Reason::VERSION_MOVED,
+                format!("note {} keeps changing on disk; try again", note.slug),
+            )
+            .with_meta("current_version_id", note.version_id.clone())
+        },
+    )
 }
 
 fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
@@ -245,7 +219,7 @@ fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
 
 /// Check a target slug for a new or moved note: safe, a name the API may create, and
 /// creating folders at most one level deep.
-fn target_path(svc: &Service, slug: &str) -> Result<crate::vault::path::SafePath> {
+fn target_path(svc: &State, slug: &str) -> Result<crate::vault::path::SafePath> {
     let rel = format!("{slug}.md");
     let safe = svc.paths.resolve_new(&rel)?;
     if let Some((folder, _)) = slug.rsplit_once('/') {
@@ -293,7 +267,7 @@ impl Plan {
 
 /// Work out what `op` would do, reading the note and checking every precondition,
 /// without writing anything. Used to apply a write and to preview a queued one.
-pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
+pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
     match op {
         Op::Create { slug, body, keys } => {
             let safe = target_path(svc, slug)?;
@@ -471,7 +445,7 @@ pub fn plan(svc: &Service, op: &Op) -> Result<Plan> {
 }
 
 fn plan_rollback(
-    svc: &Service,
+    svc: &State,
     key: &str,
     revision_id: &str,
     version_id: Option<&str>,
@@ -483,7 +457,7 @@ fn plan_rollback(
     };
     let note_id = match &current_note {
         Some((n, _)) => n.note_id.clone(),
-        None => svc.history_of(key)?.note_id,
+        None => crate::queries::history::history_of(&svc, key)?.note_id,
     };
     let not_found = |why: &str| {
         Error::new(
@@ -505,8 +479,7 @@ fn plan_rollback(
             "is a delete and has no content; roll back to the revision before it",
         ));
     }
-    let content = svc
-        .revision_content(&revision)?
+    let content = crate::queries::history::revision_content(svc, &revision)?
         .ok_or_else(|| not_found("has no content in history.git yet"))?;
     match current_note {
         Some((note, bytes)) => {
@@ -545,7 +518,7 @@ fn plan_rollback(
 /// Apply `op`: plan it, write it, then rewrite the links to a moved note. With `intent`,
 /// the write is recorded under that key before the file changes (see [`Intent`]).
 pub(crate) fn apply(
-    svc: &Service,
+    svc: &State,
     op: &Op,
     agent_id: &str,
     intent: Option<IntentKey<'_>>,
@@ -582,7 +555,7 @@ pub(crate) fn apply(
 }
 
 /// The slugs of the notes whose links resolve to `note`.
-pub(crate) fn linking_to(svc: &Service, note: &Note) -> Vec<String> {
+pub(crate) fn linking_to(svc: &State, note: &Note) -> Vec<String> {
     let catalog = svc.catalog.read();
     let graph = crate::vault::graph::Graph::build(&catalog);
     graph
@@ -594,7 +567,7 @@ pub(crate) fn linking_to(svc: &Service, note: &Note) -> Vec<String> {
 
 /// Rewrite the links of `linking` that pointed at `old` to the receipt's note.
 pub(crate) fn rewrite_links(
-    svc: &Service,
+    svc: &State,
     receipt: &mut Receipt,
     old: &Note,
     actor: &str,
@@ -640,7 +613,7 @@ fn folder_target(folder: &str, note: &Note) -> String {
 }
 
 /// Check the place a note moves to and return its vault-relative path.
-fn move_target(svc: &Service, note: &Note, target_slug: &str) -> Result<String> {
+fn move_target(svc: &State, note: &Note, target_slug: &str) -> Result<String> {
     if target_slug == note.slug {
         return Ok(note.path.clone());
     }
@@ -683,7 +656,7 @@ pub(crate) struct Identity {
 /// version that was read), then [`record`] it. With `intent`, the write's intent is stored
 /// under its key before the folder changes.
 pub(crate) fn commit_change(
-    svc: &Service,
+    svc: &State,
     change: Change<'_>,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
@@ -770,7 +743,7 @@ pub(crate) fn commit_change(
         bytes,
         ..
     } = change;
-    record(
+    record_change(
         svc,
         Recorded {
             from: from.map(|(n, _)| n),
@@ -795,10 +768,14 @@ pub(crate) struct Recorded<'a> {
     pub renamed: bool,
 }
 
-/// Record a change that is on disk: history commit (waited for), revision row and note
-/// row, catalog, `committed_seq`, search index, in that order. The caller holds the
-/// write lock.
-pub(crate) fn record(svc: &Service, change: Recorded<'_>, identity: Identity) -> Result<Receipt> {
+/// Record a write whose change is on disk, through the one recorder (durably: its
+/// history commit is written first), and make its receipt. The caller holds the write
+/// lock.
+pub(crate) fn record_change(
+    svc: &State,
+    change: Recorded<'_>,
+    identity: Identity,
+) -> Result<Receipt> {
     let Recorded {
         from,
         to_rel,
@@ -807,129 +784,56 @@ pub(crate) fn record(svc: &Service, change: Recorded<'_>, identity: Identity) ->
         kind,
         renamed,
     } = change;
-    let root = &svc.paths.root;
-    let mut history_changes = Vec::new();
-    if let Some(note) = from.filter(|n| n.path != to_rel) {
-        history_changes.push(history::Change {
-            path: note.path.clone(),
-            content: None,
-        });
-    }
-    history_changes.push(history::Change {
-        path: to_rel.to_string(),
-        content: bytes.clone().map(Content::Bytes),
-    });
-
     let now = Utc::now();
-    let seq = svc.committed_seq() + 1;
+    let created_at = from.map_or(now, |n| n.created_at);
+    let to = bytes.as_ref().map(|new| {
+        let mtime = std::fs::metadata(svc.paths.root.join(to_rel))
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|_| now.into());
+        Observed {
+            rel: to_rel.to_string(),
+            size: new.len() as u64,
+            mtime,
+            created: created_at.into(),
+            content_hash: crate::vault::content_hash(new),
+            facts: crate::vault::markdown::facts(new),
+            content: scan::keep_content(new.clone()),
+        }
+    });
     let Identity {
         note_id,
         version_id,
     } = identity;
-    let history = svc.history.commit(CommitRequest {
-        subject: format!("{kind} {}", slug_of(to_rel)),
-        actor: actor.to_string(),
-        changes: history_changes,
-        trailers: vec![
-            ("Notevault-Seq".into(), seq.to_string()),
-            ("Notevault-Version".into(), version_id.clone()),
-            ("Notevault-Note".into(), note_id.clone()),
-        ],
-        allow_empty: true,
-        replace: false,
-    });
-    let (commit_id, flow_back_error) = match history.recv() {
-        Ok(Ok(written)) if written.left_out.is_empty() => (written.id, None),
-        Ok(Ok(written)) => {
-            let why: Vec<String> = written
-                .left_out
-                .iter()
-                .map(|(path, why)| format!("{path:?} was left out of history: {why}"))
-                .collect();
-            (written.id, Some(why.join("; ")))
-        }
-        Ok(Err(e)) => (None, Some(format!("history commit failed: {}", e.message))),
-        Err(_) => (
-            None,
-            Some("history commit failed: the history thread stopped".to_string()),
-        ),
-    };
-    crash_point(svc, "after-history");
-
-    let content_hash = bytes.as_deref().map(|b| scan::content_hash(b));
-    let revision = RevisionRow {
-        seq,
-        version_id: version_id.clone(),
-        note_id: note_id.clone(),
-        path: to_rel.to_string(),
-        prev_version_id: from.map(|n| n.version_id.clone()),
-        content_hash: content_hash.clone(),
-        actor: actor.to_string(),
-        kind: kind.to_string(),
-        created_at: timestamp(now),
-        commit_id,
-    };
-    let mut catalog = svc.catalog.write();
-    let note = match &bytes {
-        Some(new) => {
-            let created_at = from.map(|n| n.created_at).unwrap_or(now);
-            let mtime = std::fs::metadata(root.join(to_rel))
-                .and_then(|m| m.modified())
-                .unwrap_or_else(|_| now.into());
-            let observed = Observed {
-                rel: to_rel.to_string(),
-                size: new.len() as u64,
-                mtime,
-                created: created_at.into(),
-                content_hash: content_hash.clone().unwrap_or_default(),
-                facts: crate::vault::markdown::facts(new),
-                content: scan::keep_content(new.clone()),
-            };
-            let note = reconcile::note_from(
-                observed,
-                note_id.clone(),
-                version_id.clone(),
+    let recorded = crate::record::record(
+        svc,
+        crate::record::Batch {
+            actor,
+            subject: format!("{kind} {}", slug_of(to_rel)),
+            entries: vec![crate::record::Entry {
+                from: from.cloned(),
+                to,
+                bytes,
+                kind: kind.to_string(),
+                note_id,
+                version_id,
                 created_at,
-                now,
-            );
-            let row = NoteRow {
-                note_id: note_id.clone(),
-                path: note.path.clone(),
-                version_id: version_id.clone(),
-                content_hash: note.content_hash.clone(),
-                created_at: timestamp(created_at),
-                observed_at: timestamp(now),
-            };
-            svc.meta.record(&[revision], &[row], &[])?;
-            if let Some(old) = from {
-                if old.path != note.path {
-                    catalog.remove(&old.slug);
-                }
-            }
-            catalog.insert(note);
-            catalog.get(slug_of(to_rel)).cloned()
-        }
-        None => {
-            svc.meta
-                .record(&[revision], &[], std::slice::from_ref(&note_id))?;
-            catalog.remove(slug_of(to_rel))
-        }
-    };
-    svc.set_committed_seq(seq);
-    drop(catalog);
-    let note = note.ok_or_else(|| Error::internal("the catalog lost a note it just recorded"))?;
-    if bytes.is_some() {
-        svc.index.upsert(note.clone(), seq);
-    } else {
-        svc.index.remove(&note.note_id, seq);
-    }
-    let mut receipt = receipt_of(&note, seq, false);
-    receipt.version_id = version_id;
-    receipt.content_hash = content_hash.unwrap_or_default();
-    receipt.flow_back_error = flow_back_error;
-    receipt.created = from.is_none();
+            }],
+            whole_vault: None,
+            durable: true,
+        },
+    )?;
+    let entry = recorded
+        .entries
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal("the recorder recorded nothing"))?;
+    let deleted = entry.revision.content_hash.is_none();
+    let mut receipt = receipt_of(&entry.note, entry.revision.seq, from.is_none());
+    receipt.version_id = entry.revision.version_id;
+    receipt.content_hash = entry.revision.content_hash.unwrap_or_default();
+    receipt.flow_back_error = recorded.history_problem;
     receipt.renamed = renamed;
-    if bytes.is_none() {
+    if deleted {
         receipt.note = None;
     }
     Ok(receipt)

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::service::timestamp;
+use crate::clock::timestamp;
 use crate::vault::catalog::Note;
 
 /// `applied` or `queued`.

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::meta::RevisionRow;
-use crate::service::Service;
+use crate::state::State;
 use crate::vault::path::slug_of;
-use crate::watch::scan::Observed;
+use crate::vault::scan::Observed;
 
 use super::{
-    linking_to, record, rewrite_links, store_receipt, Identity, Intent, IntentKey, NoteFacts,
-    Receipt, ReceiptStatus, Recorded,
+    linking_to, record_change, rewrite_links, store_receipt, Identity, Intent, IntentKey,
+    NoteFacts, Receipt, ReceiptStatus, Recorded,
 };
 
 /// What became of the intents found at start.
@@ -38,7 +38,7 @@ pub struct Resolved {
 /// taken out of them. The caller holds the write lock, and the catalog holds the notes as
 /// stored.
 pub fn resolve_intents(
-    svc: &Service,
+    svc: &State,
     changed: &mut Vec<Observed>,
     removed: &mut Vec<String>,
 ) -> Result<Resolved> {
@@ -134,7 +134,7 @@ fn landed(
 }
 
 /// Record a change that landed as the write it was.
-fn record_landed(svc: &Service, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> Result<Receipt> {
+fn record_landed(svc: &State, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> Result<Receipt> {
     let from = svc
         .catalog
         .read()
@@ -146,7 +146,7 @@ fn record_landed(svc: &Service, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) ->
         .filter(|n| n.path != intent.to_rel && bytes.is_some())
         .cloned();
     let linking = moved.as_ref().map(|old| linking_to(svc, old));
-    let mut receipt = record(
+    let mut receipt = record_change(
         svc,
         Recorded {
             from: from.as_ref(),
@@ -168,7 +168,7 @@ fn record_landed(svc: &Service, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) ->
 }
 
 /// The receipt of a write whose change was recorded before the stop.
-fn receipt_of_recorded(svc: &Service, intent: &Intent, revision: &RevisionRow) -> Receipt {
+fn receipt_of_recorded(svc: &State, intent: &Intent, revision: &RevisionRow) -> Receipt {
     let note = svc
         .catalog
         .read()

@@ -7,9 +7,10 @@
 
 use chrono::{DateTime, Duration, Utc};
 
+use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
 use crate::meta::PendingRow;
-use crate::service::{timestamp, Service};
+use crate::state::State;
 use crate::writes::{plan, Op, Receipt, ReceiptStatus};
 
 /// Who decides whether a write applies.
@@ -58,7 +59,7 @@ pub struct WriteSettings {
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
 
-pub fn settings(svc: &Service) -> Result<WriteSettings> {
+pub fn settings(svc: &State) -> Result<WriteSettings> {
     let policy = svc
         .meta
         .setting("write_policy")?
@@ -73,7 +74,7 @@ pub fn settings(svc: &Service) -> Result<WriteSettings> {
 }
 
 pub fn set_settings(
-    svc: &Service,
+    svc: &State,
     policy: Option<WritePolicy>,
     budget: Option<u32>,
 ) -> Result<WriteSettings> {
@@ -115,7 +116,7 @@ pub(crate) fn must_queue(settings: &WriteSettings, op: &Op) -> Result<bool> {
 
 /// Refuse a write when the budget of the rolling hour is spent.
 pub(crate) fn check_budget(
-    svc: &Service,
+    svc: &State,
     settings: &WriteSettings,
     now: DateTime<Utc>,
 ) -> Result<()> {
@@ -167,7 +168,7 @@ pub fn preview(
 
 /// Queue `op`: check it can apply now (so a reviewer sees a real diff), store it, and
 /// answer a `queued` receipt. The note is untouched.
-pub(crate) fn queue(svc: &Service, op: &Op, agent_id: &str, payload: String) -> Result<Receipt> {
+pub(crate) fn queue(svc: &State, op: &Op, agent_id: &str, payload: String) -> Result<Receipt> {
     let plan = plan(svc, op)?;
     let (before, after) = plan.texts();
     let diff = preview(
@@ -220,7 +221,7 @@ pub(crate) fn queue(svc: &Service, op: &Op, agent_id: &str, payload: String) -> 
 /// Approve or reject a pending write. `prepare` turns the stored payload back into an
 /// operation and its agent; `render` turns a receipt into the stored `result`.
 pub fn decide(
-    svc: &Service,
+    svc: &State,
     id: &str,
     approve: bool,
     prepare: &dyn Fn(&str) -> Result<(Op, String)>,

@@ -5,13 +5,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use notevault::config::Config;
-use notevault::service::Service;
+use notevault::state::State;
 
 pub struct TestServer {
     pub base: String,
     pub vault: PathBuf,
     pub state: PathBuf,
-    pub svc: Arc<Service>,
+    pub svc: Arc<State>,
+    /// The daemon (its watcher); dropped with the server.
+    pub daemon: Option<notevault::daemon::Daemon>,
     pub client: reqwest::Client,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -76,10 +78,11 @@ impl TestServer {
             ..Config::default()
         };
         tweak(&mut config);
-        let svc = tokio::task::spawn_blocking(move || Service::open(config))
+        let daemon = tokio::task::spawn_blocking(move || notevault::daemon::open(config))
             .await
             .unwrap()
-            .expect("service opens");
+            .expect("daemon opens");
+        let svc = daemon.state.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -96,6 +99,7 @@ impl TestServer {
             vault,
             state,
             svc,
+            daemon: Some(daemon),
             client: reqwest::Client::new(),
             _dir: dir,
             shutdown: Some(tx),
@@ -219,7 +223,7 @@ where
 }
 
 /// Wait until the history thread has nothing pending.
-pub fn wait_history(svc: &Service) {
+pub fn wait_history(svc: &State) {
     for _ in 0..2000 {
         if svc.history.status().pending == 0 {
             return;

@@ -44,7 +44,7 @@ pub struct ScanResult {
     pub leftovers: Vec<std::path::PathBuf>,
 }
 
-pub use crate::vault::content_hash;
+pub use super::content_hash;
 
 /// Walk the vault and list the note files (vault-relative), what was left out, and our
 /// own leftover temp files.

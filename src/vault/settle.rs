@@ -18,9 +18,11 @@ use std::path::Path;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::service::Service;
+use parking_lot::RwLock;
+
+use crate::vault::catalog::Catalog;
 use crate::vault::path::slug_of;
-use crate::watch::scan::{self, Observed};
+use crate::vault::scan::{self, Observed};
 
 /// How long an emptied note must stay empty and unchanged to be recorded as empty.
 pub const QUIET: Duration = Duration::from_millis(100);
@@ -35,12 +37,16 @@ static EMPTY_HASH: LazyLock<String> = LazyLock::new(|| scan::content_hash(b""));
 /// Observe the note at `rel` (vault-relative) to record it, with the rule above. `None`:
 /// it is an emptied note still changing; record nothing now. The caller holds the write
 /// lock, as for any observation that is recorded.
-pub fn observe(svc: &Service, rel: &str) -> std::io::Result<Option<Observed>> {
-    let abs = svc.paths.root.join(rel);
+pub fn observe(
+    root: &Path,
+    catalog: &RwLock<Catalog>,
+    rel: &str,
+) -> std::io::Result<Option<Observed>> {
+    let abs = root.join(rel);
     let started = Instant::now();
     loop {
-        let observed = scan::observe(&svc.paths.root, rel)?;
-        if observed.size > 0 || !had_content(svc, rel) {
+        let observed = scan::observe(root, rel)?;
+        if observed.size > 0 || !had_content(catalog, rel) {
             return Ok(Some(observed));
         }
         match watch_emptied(&abs, started) {
@@ -55,8 +61,8 @@ pub fn observe(svc: &Service, rel: &str) -> std::io::Result<Option<Observed>> {
 }
 
 /// The catalog has the note at `rel` with content.
-fn had_content(svc: &Service, rel: &str) -> bool {
-    svc.catalog
+fn had_content(catalog: &RwLock<Catalog>, rel: &str) -> bool {
+    catalog
         .read()
         .get(slug_of(rel))
         .is_some_and(|n| n.content_hash != *EMPTY_HASH)

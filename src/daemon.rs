@@ -1,0 +1,289 @@
+//! The composition root: open the state directory and its stores, scan the folder and
+//! record what changed while stopped, start the search index and the live watcher. What
+//! it builds is a [`State`]; nothing below imports this module.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::history::{Change, History};
+use crate::memory::release_free_memory;
+use crate::meta::Meta;
+use crate::record::{self, reconcile::reconcile};
+use crate::state::State;
+use crate::vault::catalog::{note_from, Note};
+use crate::vault::fsio;
+use crate::vault::path::VaultPaths;
+use crate::vault::scan::{self, Observed};
+use crate::watch::live::{self, LiveWatcher};
+
+/// A running daemon: its state, and the live watcher once it is up. Dropping it stops
+/// the watcher.
+pub struct Daemon {
+    pub state: Arc<State>,
+    watcher: Arc<Mutex<Option<LiveWatcher>>>,
+}
+
+impl Daemon {
+    /// Whether the live watcher is up.
+    pub fn watching(&self) -> bool {
+        self.watcher.lock().is_some()
+    }
+}
+
+/// Open the state directory, scan the vault and reconcile it with what was stored. The
+/// history commit of the scan runs in the background: serving does not wait.
+pub fn open(config: Config) -> anyhow::Result<Daemon> {
+    let root = config.vault.canonicalize().map_err(|e| {
+        anyhow::anyhow!("vault folder {} is not usable: {e}", config.vault.display())
+    })?;
+    if !root.is_dir() {
+        anyhow::bail!("vault {} is not a folder", root.display());
+    }
+    let state_dir = config.state_dir_of_vault()?;
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", state_dir.display()))?;
+    let state_dir = state_dir.canonicalize()?;
+    probe_writable(&state_dir)?;
+    let meta = Meta::open(&state_dir.join("meta.sqlite"))
+        .map_err(|e| anyhow::anyhow!("state dir {}: {}", state_dir.display(), e.message))?;
+    let history = History::open(&state_dir.join("history.git"))
+        .map_err(|e| anyhow::anyhow!("state dir {}: {}", state_dir.display(), e.message))?;
+    let token_key = match meta.setting("page_token_key")? {
+        Some(hex) => parse_key(&hex).ok_or_else(|| anyhow::anyhow!("corrupt page token key"))?,
+        None => {
+            let key: [u8; 32] = *blake3::hash(uuid::Uuid::new_v4().as_bytes()).as_bytes();
+            let key = *blake3::keyed_hash(&key, uuid::Uuid::new_v4().as_bytes()).as_bytes();
+            meta.set_setting("page_token_key", &hex_of(&key))?;
+            key
+        }
+    };
+    let index = crate::index::SearchIndex::open(&state_dir)?;
+    let state = Arc::new(State::new(
+        config,
+        VaultPaths::new(root, state_dir),
+        meta,
+        history,
+        index,
+        token_key,
+    )?);
+    startup_scan(&state)?;
+    let watcher = Arc::new(Mutex::new(None));
+    // Setting up the watch walks every folder (hundreds of milliseconds on a large
+    // vault), so it runs beside serving; once it is up, a rescan catches whatever
+    // changed between the scan and the watch.
+    if state.config.watch {
+        let bg = state.clone();
+        let slot = watcher.clone();
+        std::thread::Builder::new()
+            .name("watch-setup".into())
+            .spawn(move || match live::start(&bg) {
+                Ok(w) => {
+                    *slot.lock() = Some(w);
+                    if let Err(e) = live::full_rescan(&bg) {
+                        tracing::warn!(error = %e.message, "rescan after starting the watch failed");
+                    }
+                    // The rescan read every file once more.
+                    release_free_memory();
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot watch the vault; external edits are seen when read"
+                ),
+            })?;
+    }
+    Ok(Daemon { state, watcher })
+}
+
+fn startup_scan(state: &State) -> anyhow::Result<()> {
+    // The watcher is already running: it waits for this lock before reconciling.
+    let _write = state.write_lock.lock();
+    let started = std::time::Instant::now();
+    let found = scan::scan(&state.paths);
+    let scanned = started.elapsed();
+    for temp in &found.leftovers {
+        if fsio::remove_leftover(temp).is_ok() {
+            tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
+        }
+    }
+    let stored = state.meta.all_notes()?;
+    let history_status = state.history.status();
+    let first_history = history_status.head.is_none();
+    // History is behind the revisions (it was stalled, or the daemon stopped before a
+    // commit was written): record the whole vault as it is now, and find out which of
+    // the revisions in between that commit holds.
+    let behind = !first_history && history_status.head_seq < state.committed_seq();
+    let gap = if behind {
+        tracing::warn!(
+            history_seq = history_status.head_seq,
+            committed_seq = state.committed_seq(),
+            "history is behind the recorded revisions; recording the vault as found"
+        );
+        state.meta.revisions_after(history_status.head_seq)?
+    } else {
+        Vec::new()
+    };
+    let history: Vec<Change> = if first_history || behind {
+        found
+            .observed
+            .iter()
+            .map(|o| record::history_change(state, o, None))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut by_path: HashMap<String, Observed> = found
+        .observed
+        .into_iter()
+        .map(|o| (o.rel.clone(), o))
+        .collect();
+    // Rebuild the catalog as stored; what differs goes through reconcile.
+    let mut removed = Vec::new();
+    let mut changed = Vec::new();
+    {
+        let mut catalog = state.catalog.write();
+        for row in stored {
+            let created = parse_time(&row.created_at);
+            let observed_at = parse_time(&row.observed_at);
+            let obs = match by_path.remove(&row.path) {
+                Some(obs) if obs.content_hash == row.content_hash => obs,
+                Some(obs) => {
+                    // Changed while stopped: the stored version goes in, reconcile
+                    // records the new one.
+                    let stale = Observed {
+                        content_hash: row.content_hash.clone(),
+                        ..obs.clone()
+                    };
+                    changed.push(obs);
+                    stale
+                }
+                None => {
+                    removed.push(row.path.clone());
+                    Observed {
+                        rel: row.path.clone(),
+                        size: 0,
+                        mtime: std::time::SystemTime::UNIX_EPOCH,
+                        created: std::time::SystemTime::UNIX_EPOCH,
+                        content_hash: row.content_hash.clone(),
+                        facts: Default::default(),
+                        content: None,
+                    }
+                }
+            };
+            catalog.insert(note_from(
+                obs,
+                row.note_id,
+                row.version_id,
+                created,
+                observed_at,
+            ));
+        }
+        catalog.excluded = found.excluded;
+    }
+    // Files the store has never seen.
+    changed.extend(by_path.into_values());
+    // Writes under way when the daemon stopped: what landed is recorded as those
+    // writes, before the rest is taken as an editor's changes.
+    crate::writes::recover::resolve_intents(state, &mut changed, &mut removed)?;
+    let subject = if first_history {
+        "Record the vault as found"
+    } else if behind {
+        "Record the vault as found (history was behind)"
+    } else {
+        "Record changes made while notevault was stopped"
+    };
+    let whole_vault = (first_history || behind).then_some(history);
+    let outcome = reconcile(state, changed, removed, "filesystem", subject, whole_vault)?;
+    if behind {
+        settle_gap(state, gap, outcome.commit);
+    }
+    // The index catches up with the catalog in the background; every later change
+    // follows it in order.
+    let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
+    state.index.start(notes, state.committed_seq());
+    tracing::info!(
+        notes = state.catalog.read().len(),
+        revisions = outcome.revisions,
+        scan_ms = scanned.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "vault scanned"
+    );
+    Ok(())
+}
+
+/// After history was found behind at start: the revisions recorded while it was
+/// behind that are the current version of their note are held by the commit of the
+/// vault as found (their commit id is stored); the others' bytes are gone, and are
+/// counted in the history status. Runs when that commit is written.
+fn settle_gap(
+    state: &State,
+    gap: Vec<crate::meta::RevisionRow>,
+    commit: Option<std::sync::mpsc::Receiver<crate::error::Result<crate::history::Written>>>,
+) {
+    let current: Vec<i64> = {
+        let catalog = state.catalog.read();
+        gap.iter()
+            .filter(|r| {
+                catalog
+                    .get_by_id(&r.note_id)
+                    .is_some_and(|n| n.version_id == r.version_id && n.path == r.path)
+            })
+            .map(|r| r.seq)
+            .collect()
+    };
+    let lost = gap
+        .iter()
+        .filter(|r| r.content_hash.is_some() && !current.contains(&r.seq))
+        .count() as u64;
+    let commit_id = commit
+        .and_then(|rx| rx.recv().ok())
+        .and_then(|r| r.ok())
+        .and_then(|w| w.id);
+    match commit_id {
+        Some(id) => {
+            if let Err(e) = state.meta.set_commit_ids(&current, &id) {
+                tracing::warn!(error = %e.message, "cannot link revisions to the commit of the vault as found");
+            }
+            if lost > 0 {
+                tracing::warn!(
+                    revisions = lost,
+                    "revisions recorded while history was behind have no bytes in history"
+                );
+                state.history.note_lost_revisions(lost);
+            }
+        }
+        None => tracing::warn!("the commit of the vault as found failed; it is retried"),
+    }
+}
+
+fn parse_time(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
+}
+
+fn probe_writable(dir: &Path) -> anyhow::Result<()> {
+    let probe = dir.join(".notevault-tmp-probe");
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_key(hex: &str) -> Option<[u8; 32]> {
+    let mut key = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
+        key[i] = u8::from_str_radix(std::str::from_utf8(chunk).ok()?, 16).ok()?;
+    }
+    Some(key)
+}

@@ -1,0 +1,9 @@
+//! The read calls every surface shares (`/v1` and MCP): note listings, line reads,
+//! folders, links, history and revision bytes, search, grep, tags, aggregation and the
+//! vault summary, each with its coverage. `api` and `mcp` read through these (and write
+//! through `writes`), never through the stores directly. Reading never records, except
+//! reconcile on read (`record::refresh`), which goes through the one recorder.
+
+pub mod history;
+pub mod notes;
+pub mod search;

@@ -1,0 +1,382 @@
+//! The search-side domain calls every surface shares (`/v1` and MCP): search, grep, the
+//! tag rollup, property aggregation and the vault summary, each with its coverage.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::notes::{select, sort_notes, Order};
+use crate::error::{Error, Result};
+use crate::filter::Expr;
+pub use crate::index::coverage::{CoverageFacts, MAX_EXCLUDED, PRIVATE_REMARK};
+use crate::index::grep::{GrepPage, Pattern};
+use crate::index::provenance::{Matcher, Provenance};
+use crate::index::rollup::{Aggregate, TagCount};
+use crate::index::{query, searchable};
+use crate::state::State;
+use crate::vault::catalog::{Excluded, Note, Visibility};
+
+/// Greps whose first pass is kept for their next pages.
+const GREP_CACHE: usize = 8;
+
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    /// The query, parsed once (see [`parse_query`]).
+    pub query: query::Parsed,
+    pub filter: Option<Expr>,
+    pub order: Order,
+    pub offset: usize,
+    pub page_size: usize,
+}
+
+impl SearchRequest {
+    /// Light enough to run on the async worker that received it: a light query, ranked,
+    /// unfiltered, near the first page. Handing it to the blocking pool costs about as
+    /// much CPU again as the search (thread wake-ups on every request).
+    pub fn is_light(&self) -> bool {
+        self.filter.is_none()
+            && self.order.field == "score"
+            && self.offset < 1000
+            && self.query.is_light()
+    }
+}
+
+/// Parse the `q` of a search: a mistake is `VALIDATION_FAILED` on `q` with its position.
+pub fn parse_query(q: &str) -> Result<query::Parsed> {
+    query::parse(q).map_err(|e| {
+        Error::invalid_field("q", format!("{} (at position {})", e.message, e.position))
+            .with_meta("position", e.position.to_string())
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchHit {
+    pub note: Arc<Note>,
+    pub score: f32,
+    pub provenance: Provenance,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchAnswer {
+    pub hits: Vec<SearchHit>,
+    /// The offset of the next page, when there is one.
+    pub next_offset: Option<usize>,
+    pub coverage: CoverageFacts,
+}
+
+#[derive(Debug, Clone)]
+pub struct GrepRequest {
+    pub pattern: Pattern,
+    pub filter: Option<Expr>,
+    /// A slug and the line after which to go on.
+    pub cursor: Option<(String, usize)>,
+    pub page_size: usize,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct GrepAnswer {
+    pub page: GrepPage,
+    pub coverage: CoverageFacts,
+}
+
+#[derive(Debug, Clone)]
+pub struct TagsAnswer {
+    pub tags: Vec<TagCount>,
+    pub coverage: CoverageFacts,
+}
+
+#[derive(Debug, Clone)]
+pub struct AggregateAnswer {
+    pub key: String,
+    pub aggregate: Aggregate,
+    pub coverage: CoverageFacts,
+}
+
+/// What `GET /v1/vault` says.
+#[derive(Debug, Clone)]
+pub struct VaultSummary {
+    pub root: String,
+    pub notes: usize,
+    pub excluded: usize,
+    pub private: usize,
+    pub folders: usize,
+    pub tags: usize,
+    pub bytes: u64,
+    pub statuses: Vec<(String, usize)>,
+    pub committed_seq: i64,
+    pub indexed_seq: i64,
+    pub settings: crate::writes::review::WriteSettings,
+}
+
+/// Coverage of the whole vault as the catalog sees it, before matching. Counting
+/// walks every note, so it is kept until the catalog changes.
+fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
+    let catalog = state.catalog.read();
+    let key = (state.committed_seq(), catalog.len(), catalog.excluded.len());
+    let mut cache = state.index.coverage_cache.lock();
+    let mut c = match cache.as_ref() {
+        Some((k, c)) if *k == key => c.clone(),
+        _ => {
+            let mut c = CoverageFacts {
+                total: catalog.len(),
+                committed_seq: key.0,
+                unreadable: catalog.excluded.len(),
+                excluded_count: catalog.excluded.len(),
+                excluded: catalog
+                    .excluded
+                    .iter()
+                    .take(MAX_EXCLUDED)
+                    .cloned()
+                    .collect(),
+                ..CoverageFacts::default()
+            };
+            for note in catalog.iter() {
+                if note.visibility == Visibility::Private {
+                    c.private += 1;
+                } else if note.content.is_none() {
+                    c.too_large += 1;
+                    c.excluded_count += 1;
+                    if c.excluded.len() < MAX_EXCLUDED {
+                        c.excluded.push(Excluded {
+                            path: note.path.clone(),
+                            reason: format!(
+                                "too large: {} bytes (search and grep cover notes up to {} bytes)",
+                                note.size,
+                                crate::vault::scan::MAX_CONTENT_BYTES
+                            ),
+                        });
+                    }
+                }
+            }
+            c.searched = c.total - c.private - c.too_large;
+            c.remarks.push(PRIVATE_REMARK.to_string());
+            *cache = Some((key, c.clone()));
+            c
+        }
+    };
+    c.indexed_seq = indexed_seq.unwrap_or(c.committed_seq);
+    c
+}
+
+/// Lexical search (BM25 over title, headings, tags, path, properties and body).
+pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
+    let parsed = &req.query;
+    let index_state = state.index.state();
+    let mut coverage = scope_coverage(state, Some(state.index.indexed_seq()));
+    coverage.not_yet_indexed = index_state.not_yet_indexed().min(coverage.searched);
+    coverage.searched -= coverage.not_yet_indexed;
+    if coverage.not_yet_indexed > 0 {
+        coverage.remarks.push(format!(
+            "{} notes changed since the index caught up (indexed_seq {} < committed_seq {}); their newest versions were not searched",
+            coverage.not_yet_indexed, coverage.indexed_seq, coverage.committed_seq
+        ));
+    }
+    let allowed: Option<Arc<HashSet<u64>>> = req
+        .filter
+        .as_ref()
+        .map(|f| Arc::new(select(state, Some(f)).iter().map(|n| n.key()).collect()));
+    let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
+        let hits = state
+            .index
+            .search(parsed, allowed, req.offset, req.page_size)?;
+        let catalog = state.catalog.read();
+        let found = hits
+            .hits
+            .into_iter()
+            .filter_map(|h| catalog.get_by_key(h.key).map(|n| (n.clone(), h.score)))
+            .collect();
+        (found, hits.matched)
+    } else {
+        let all = state.index.matching(parsed)?;
+        let catalog = state.catalog.read();
+        let mut scored: Vec<(Arc<Note>, f32)> = all
+            .into_iter()
+            .filter(|(key, _)| allowed.as_ref().is_none_or(|a| a.contains(key)))
+            .filter_map(|(key, s)| catalog.get_by_key(key).map(|n| (n.clone(), s)))
+            .collect();
+        drop(catalog);
+        let mut notes: Vec<Arc<Note>> = scored.iter().map(|(n, _)| n.clone()).collect();
+        sort_notes(&mut notes, &req.order);
+        let scores: std::collections::HashMap<String, f32> = scored
+            .drain(..)
+            .map(|(n, s)| (n.note_id.clone(), s))
+            .collect();
+        let matched = notes.len();
+        let page = notes
+            .into_iter()
+            .skip(req.offset)
+            .take(req.page_size)
+            .map(|n| {
+                let s = scores.get(&n.note_id).copied().unwrap_or(0.0);
+                (n, s)
+            })
+            .collect();
+        (page, matched)
+    };
+    let matcher = Matcher::new(parsed.highlight_terms());
+    let hits: Vec<SearchHit> = found
+        .into_iter()
+        .map(|(note, score)| SearchHit {
+            provenance: matcher.provenance(&note),
+            note,
+            score,
+        })
+        .collect();
+    let end = req.offset + hits.len();
+    coverage.matched = matched;
+    coverage.returned = hits.len();
+    coverage.truncated = end < matched;
+    Ok(SearchAnswer {
+        next_offset: coverage.truncated.then_some(end),
+        hits,
+        coverage,
+    })
+}
+
+/// grep over the current bytes of every searchable note matching the filter.
+pub fn grep(state: &State, req: &GrepRequest) -> Result<GrepAnswer> {
+    let started = Instant::now();
+    let matcher = req.pattern.compile()?;
+    let mut coverage = scope_coverage(state, None);
+    let notes: Vec<Arc<Note>> = select(state, req.filter.as_ref())
+        .into_iter()
+        .filter(|n| searchable(n))
+        .collect();
+    let in_scope = notes.len();
+    let deadline = started + req.timeout;
+    // Later pages of the same grep over the same vault reuse the first pass.
+    let key = format!(
+        "{:?}\u{0}{:?}\u{0}{}\u{0}{}",
+        req.pattern, req.filter, coverage.committed_seq, coverage.total
+    );
+    let cached = state
+        .index
+        .grep_cache
+        .lock()
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.clone());
+    let (matched, searched, timed_out) = match cached {
+        Some(hit) => (*hit).clone(),
+        None => {
+            let found = crate::index::grep::matching_notes(&matcher, &notes, deadline);
+            if !found.2 {
+                let mut cache = state.index.grep_cache.lock();
+                if cache.len() == GREP_CACHE {
+                    cache.pop_front();
+                }
+                cache.push_back((key, Arc::new(found.clone())));
+            }
+            found
+        }
+    };
+    let mut page = crate::index::grep::lines_page(
+        &matcher,
+        &matched,
+        req.cursor.as_ref().map(|(s, l)| (s.as_str(), *l)),
+        req.page_size,
+        deadline,
+    );
+    page.notes_searched = searched;
+    page.timed_out |= timed_out;
+    if page.timed_out {
+        coverage.remarks.push(format!(
+            "grep stopped after {} ms; {} of {} notes were searched; narrow the pattern or the filter",
+            req.timeout.as_millis(),
+            page.notes_searched,
+            in_scope
+        ));
+        coverage.searched = coverage.searched.min(page.notes_searched);
+    }
+    coverage.matched = page.notes_matched;
+    coverage.returned = page.files.len();
+    coverage.truncated = page.next.is_some() || page.timed_out;
+    Ok(GrepAnswer { page, coverage })
+}
+
+/// The frontmatter tag rollup of the notes matching `filter`.
+pub fn tags(state: &State, filter: Option<&Expr>) -> TagsAnswer {
+    let notes = select(state, filter);
+    let tags = crate::index::rollup::tags(notes.iter().map(|n| n.as_ref()));
+    let mut coverage = scope_coverage(state, None);
+    coverage.searched = coverage.total;
+    coverage.matched = notes.len();
+    coverage.returned = tags.len();
+    coverage.remarks =
+        vec!["Counts are of frontmatter tags; body #hashtags are not tags".to_string()];
+    TagsAnswer { tags, coverage }
+}
+
+/// Notes matching `filter` grouped by the frontmatter property `key`.
+pub fn aggregate(state: &State, key: &str, filter: Option<&Expr>) -> Result<AggregateAnswer> {
+    if key.trim().is_empty() {
+        return Err(Error::invalid_field(
+            "key",
+            "must name a frontmatter property",
+        ));
+    }
+    let notes = select(state, filter);
+    let aggregate = crate::index::rollup::aggregate(key, notes.iter().map(|n| n.as_ref()));
+    let mut coverage = scope_coverage(state, None);
+    coverage.searched = coverage.total;
+    coverage.matched = notes.len();
+    coverage.returned = aggregate.groups.len();
+    coverage.remarks = Vec::new();
+    Ok(AggregateAnswer {
+        key: key.to_string(),
+        aggregate,
+        coverage,
+    })
+}
+
+/// Counts, size, settings and freshness of the vault.
+pub fn summary(state: &State) -> Result<VaultSummary> {
+    let settings = crate::writes::review::settings(state)?;
+    let catalog = state.catalog.read();
+    let mut folders: HashSet<&str> = HashSet::new();
+    let mut tags: HashSet<&str> = HashSet::new();
+    let mut statuses: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut bytes = 0;
+    let mut private = 0;
+    for note in catalog.iter() {
+        let mut path = note.slug.as_str();
+        while let Some((parent, _)) = path.rsplit_once('/') {
+            folders.insert(parent);
+            path = parent;
+        }
+        tags.extend(note.tags.iter().map(String::as_str));
+        *statuses.entry(note.status.as_str()).or_default() += 1;
+        bytes += note.size;
+        if note.visibility == Visibility::Private {
+            private += 1;
+        }
+    }
+    Ok(VaultSummary {
+        root: state.root().display().to_string(),
+        notes: catalog.len(),
+        excluded: catalog.excluded.len(),
+        private,
+        folders: folders.len(),
+        tags: tags.len(),
+        bytes,
+        statuses: statuses
+            .into_iter()
+            .map(|(s, n)| (s.to_string(), n))
+            .collect(),
+        committed_seq: state.committed_seq(),
+        indexed_seq: state.index.indexed_seq(),
+        settings,
+    })
+}
+
+/// `min_seq` beyond what the vault has recorded can never be reached.
+pub fn check_min_seq(min_seq: i64, committed_seq: i64) -> Result<()> {
+    if min_seq > committed_seq {
+        return Err(Error::invalid_field(
+            "min_seq",
+            format!("{min_seq} is beyond the newest change ({committed_seq}); use the committed_seq of a write receipt"),
+        ));
+    }
+    Ok(())
+}

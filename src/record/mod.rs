@@ -1,0 +1,315 @@
+//! The one recorder. Every change that is on disk, whoever made it (an API write, an
+//! approval, a rollback, a link rewrite, a write recovered after a crash, the watcher, a
+//! rescan, the start-up scan, a read that found an external edit), is recorded by
+//! [`record`], in one order:
+//!
+//! 1. history commit (sent to the history thread; waited for when the batch is `durable`),
+//! 2. revision rows and note rows (one SQLite transaction),
+//! 3. catalog,
+//! 4. `committed_seq`,
+//! 5. search index.
+//!
+//! This is the one place a later sync op log is appended. The caller holds the write
+//! lock, so seqs and history commits advance together.
+//!
+//! `reconcile` turns what was found on disk into a batch; `refresh` is reconcile on read
+//! (find a note, read bytes that agree with its version).
+
+pub mod reconcile;
+pub mod refresh;
+
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::clock::timestamp;
+use crate::error::{Error, Result};
+use crate::history::{self, CommitRequest, Content};
+use crate::meta::{NoteRow, RevisionRow};
+use crate::state::State;
+use crate::vault::catalog::{note_from, Note};
+use crate::vault::scan::Observed;
+
+/// One change of one note, on disk already.
+#[derive(Debug)]
+pub struct Entry {
+    /// The note as it was (`None`: a new note).
+    pub from: Option<Arc<Note>>,
+    /// The file as it is now (`None`: the note is gone).
+    pub to: Option<Observed>,
+    /// The bytes at `to` when the caller has them all (an API write): history commits
+    /// these. Otherwise history commits the observed bytes, or reads a file whose bytes
+    /// are not kept (over 10 MiB) when the commit is written.
+    pub bytes: Option<Arc<Vec<u8>>>,
+    /// `create`, `update`, `move`, `delete`, ...
+    pub kind: String,
+    pub note_id: String,
+    pub version_id: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Changes recorded together: one history commit, one transaction, one seq each.
+pub struct Batch<'a> {
+    pub actor: &'a str,
+    /// The history commit's subject.
+    pub subject: String,
+    pub entries: Vec<Entry>,
+    /// Commit the whole vault as found (the first start, or history found behind)
+    /// instead of the entries' changes: the commit's tree is replaced.
+    pub whole_vault: Option<Vec<history::Change>>,
+    /// Wait until history has written the commit before anything else is recorded (a
+    /// write's receipt leaves only once its change is in `history.git`). Otherwise the
+    /// commit is queued and the revisions are recorded at once (what the folder shows is
+    /// served without waiting for history).
+    pub durable: bool,
+}
+
+/// What one entry became.
+#[derive(Debug, Clone)]
+pub struct RecordedEntry {
+    pub revision: RevisionRow,
+    /// The note as recorded; for a delete, the note as it was.
+    pub note: Arc<Note>,
+}
+
+/// What [`record`] did.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// In the order of the batch's entries.
+    pub entries: Vec<RecordedEntry>,
+    /// The history commit still on its way (a batch that is not durable).
+    pub commit: Option<mpsc::Receiver<Result<history::Written>>>,
+    /// For a durable batch: what went wrong in history (a file left out, a failed
+    /// commit that is retried), to report beside the receipt.
+    pub history_problem: Option<String>,
+}
+
+/// Record a batch of changes that are on disk (see the module doc for the order). The
+/// caller holds the write lock. An empty batch without a whole-vault commit records
+/// nothing.
+pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
+    let Batch {
+        actor,
+        subject,
+        entries,
+        whole_vault,
+        durable,
+    } = batch;
+    if entries.is_empty() && whole_vault.is_none() {
+        return Ok(Recorded::default());
+    }
+    let now = Utc::now();
+    let now_s = timestamp(now);
+    let first_seq = state.committed_seq() + 1;
+    let last_seq = state.committed_seq() + entries.len() as i64;
+
+    // 1. History.
+    let catalog_has = |note: &Note| {
+        state
+            .catalog
+            .read()
+            .get(&note.slug)
+            .is_some_and(|n| n.note_id == note.note_id)
+    };
+    // The old place of a note leaves history's tree when the note leaves it now (a
+    // note found again after an earlier batch recorded its delete has left already).
+    let vacated: Vec<bool> = entries
+        .iter()
+        .map(|e| {
+            e.from.as_ref().is_some_and(|from| {
+                e.to.as_ref().is_none_or(|to| to.rel != from.path) && catalog_has(from)
+            })
+        })
+        .collect();
+    let whole = whole_vault.is_some();
+    let changes = match whole_vault {
+        Some(all) => all,
+        None => {
+            let mut changes = Vec::new();
+            for (e, vacated) in entries.iter().zip(&vacated) {
+                if let (true, Some(from)) = (vacated, &e.from) {
+                    changes.push(history::Change {
+                        path: from.path.clone(),
+                        content: None,
+                    });
+                }
+                if let Some(to) = &e.to {
+                    changes.push(history_change(state, to, e.bytes.as_ref()));
+                }
+            }
+            changes
+        }
+    };
+    let mut trailers = Vec::new();
+    if !entries.is_empty() {
+        let range = if first_seq == last_seq {
+            first_seq.to_string()
+        } else {
+            format!("{first_seq}-{last_seq}")
+        };
+        trailers.push(("Notevault-Seq".to_string(), range));
+    }
+    if let [only] = entries.as_slice() {
+        trailers.push(("Notevault-Version".to_string(), only.version_id.clone()));
+        trailers.push(("Notevault-Note".to_string(), only.note_id.clone()));
+    }
+    if whole {
+        // Every change up to `last_seq` is accounted for, in this commit or an earlier
+        // one, or known to be missing.
+        trailers.push(("Notevault-Through".to_string(), last_seq.to_string()));
+    }
+    let commit = state.history.commit(CommitRequest {
+        subject,
+        actor: actor.to_string(),
+        changes,
+        trailers,
+        // Every recorded revision has a commit that carries it, also when the tree did
+        // not change (the bytes were already in history): a read of it must find them.
+        allow_empty: true,
+        replace: whole,
+    });
+    let (commit, commit_id, history_problem) = if durable {
+        let (id, problem) = match commit.recv() {
+            Ok(Ok(written)) if written.left_out.is_empty() => (written.id, None),
+            Ok(Ok(written)) => {
+                let why: Vec<String> = written
+                    .left_out
+                    .iter()
+                    .map(|(path, why)| format!("{path:?} was left out of history: {why}"))
+                    .collect();
+                (written.id, Some(why.join("; ")))
+            }
+            Ok(Err(e)) => (None, Some(format!("history commit failed: {}", e.message))),
+            Err(_) => (
+                None,
+                Some("history commit failed: the history thread stopped".to_string()),
+            ),
+        };
+        crash_point(state, "after-history");
+        (None, id, problem)
+    } else {
+        (Some(commit), None, None)
+    };
+
+    // 2. Revision rows and note rows.
+    let mut revisions = Vec::with_capacity(entries.len());
+    let mut rows = Vec::new();
+    let mut deleted = Vec::new();
+    let mut notes = Vec::with_capacity(entries.len());
+    for (seq, e) in (first_seq..).zip(entries) {
+        let Entry {
+            from,
+            to,
+            kind,
+            note_id,
+            version_id,
+            created_at,
+            ..
+        } = e;
+        revisions.push(RevisionRow {
+            seq,
+            version_id: version_id.clone(),
+            note_id: note_id.clone(),
+            path: to
+                .as_ref()
+                .map(|o| o.rel.clone())
+                .or_else(|| from.as_ref().map(|n| n.path.clone()))
+                .unwrap_or_default(),
+            prev_version_id: from.as_ref().map(|n| n.version_id.clone()),
+            content_hash: to.as_ref().map(|o| o.content_hash.clone()),
+            actor: actor.to_string(),
+            kind,
+            created_at: now_s.clone(),
+            commit_id: commit_id.clone(),
+        });
+        match to {
+            Some(observed) => {
+                let note = note_from(observed, note_id, version_id, created_at, now);
+                rows.push(NoteRow {
+                    note_id: note.note_id.clone(),
+                    path: note.path.clone(),
+                    version_id: note.version_id.clone(),
+                    content_hash: note.content_hash.clone(),
+                    created_at: timestamp(created_at),
+                    observed_at: now_s.clone(),
+                });
+                notes.push((from, Some(note)));
+            }
+            None => {
+                deleted.push(note_id);
+                notes.push((from, None));
+            }
+        }
+    }
+    state.meta.record(&revisions, &rows, &deleted)?;
+
+    // 3. Catalog.
+    let mut recorded = Vec::with_capacity(revisions.len());
+    {
+        let mut catalog = state.catalog.write();
+        for (((from, to), revision), vacated) in notes.into_iter().zip(revisions).zip(vacated) {
+            if let (true, Some(from)) = (vacated, &from) {
+                catalog.remove(&from.slug);
+            }
+            let note = match to {
+                Some(note) => {
+                    let slug = note.slug.clone();
+                    catalog.insert(note);
+                    catalog.get(&slug).cloned()
+                }
+                None => from,
+            };
+            let note =
+                note.ok_or_else(|| Error::internal("the catalog lost a note it just recorded"))?;
+            recorded.push(RecordedEntry { revision, note });
+        }
+        // 4. The seq, while readers of the catalog wait: they never see a note newer
+        // than the seq they are answered with.
+        if !recorded.is_empty() {
+            state.set_committed_seq(last_seq);
+        }
+    }
+
+    // 5. Search index.
+    for entry in &recorded {
+        if entry.revision.content_hash.is_some() {
+            state.index.upsert(entry.note.clone(), entry.revision.seq);
+        } else {
+            state
+                .index
+                .remove(&entry.revision.note_id, entry.revision.seq);
+        }
+    }
+    Ok(Recorded {
+        entries: recorded,
+        commit,
+        history_problem,
+    })
+}
+
+/// What a history commit records of an observed file: the caller's bytes, else the
+/// bytes the scan kept, else the file itself (over 10 MiB; see [`Content::File`]).
+pub fn history_change(
+    state: &State,
+    observed: &Observed,
+    bytes: Option<&Arc<Vec<u8>>>,
+) -> history::Change {
+    let content = match bytes.or(observed.content.as_ref()) {
+        Some(bytes) => Content::Bytes(bytes.clone()),
+        None => Content::File(state.paths.root.join(&observed.rel)),
+    };
+    history::Change {
+        path: observed.rel.clone(),
+        content: Some(content),
+    }
+}
+
+/// A step of a write where a test stops the daemon as `kill -9` would
+/// (`NOTEVAULT_TEST_CRASH_AT`; never set outside tests).
+pub(crate) fn crash_point(state: &State, step: &str) {
+    if state.config.test_crash_at.as_deref() == Some(step) {
+        eprintln!("notevault: stopping at test crash point {step}");
+        std::process::abort();
+    }
+}

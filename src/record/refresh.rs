@@ -1,0 +1,124 @@
+//! Reconcile on read: a read finds the note a key names, and reads bytes that agree with
+//! the version it answers. A note file created since the scan is taken in on the spot; an
+//! external edit the catalog has not seen yet is recorded first (a `filesystem`
+//! revision, through [`reconcile`](super::reconcile::reconcile)).
+
+use std::sync::Arc;
+
+use super::reconcile::reconcile;
+use crate::error::{Error, Result};
+use crate::state::State;
+use crate::vault::catalog::Note;
+use crate::vault::content_hash;
+use crate::vault::path::slug_of;
+
+/// A note and the bytes of the version it names.
+pub type NoteBytes = (Arc<Note>, Vec<u8>);
+
+/// Whether the caller already holds the write lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    Take,
+    Held,
+}
+
+/// Find a note by note id or slug. A key that would leave the vault is `UNSAFE_PATH`; a
+/// note file created since the scan is taken in on the spot.
+pub fn find(state: &State, key: &str) -> Result<Arc<Note>> {
+    find_with(state, key, Lock::Take)
+}
+
+pub(crate) fn find_with(state: &State, key: &str, lock: Lock) -> Result<Arc<Note>> {
+    if key.is_empty() {
+        return Err(Error::invalid_field("note", "must be at least 1 character"));
+    }
+    if let Some(note) = state.catalog.read().find(key) {
+        return Ok(note.clone());
+    }
+    let rel = if key.ends_with(".md") {
+        key.to_string()
+    } else {
+        format!("{key}.md")
+    };
+    let safe = state.paths.resolve(&rel)?;
+    if safe.abs.is_file() {
+        refresh_with(state, &safe.rel, lock)?;
+        if let Some(note) = state.catalog.read().get(slug_of(&rel)) {
+            return Ok(note.clone());
+        }
+    }
+    Err(Error::not_found(key))
+}
+
+/// Read a note's bytes, checking the path again and catching an external edit the
+/// catalog has not seen yet (it is reconciled as a `filesystem` revision first).
+pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
+    match read_agreeing(state, key, Lock::Take)? {
+        Ok(read) => Ok(read),
+        // Still changing after a few tries: the latest bytes.
+        Err(note) => {
+            let abs = state.paths.resolve(&note.path)?.abs;
+            let bytes = std::fs::read(abs).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::not_found(key),
+                _ => Error::internal(format!("cannot read {}: {e}", note.path)),
+            })?;
+            Ok((note, bytes))
+        }
+    }
+}
+
+/// Read the note `key` names so that the bytes are the version answered: an editor
+/// writing in place can be caught mid-write, so a file whose hash is not the catalog's
+/// is reconciled and read again, a few times. `Err(note)`: it kept changing (the latest
+/// note).
+pub(crate) fn read_agreeing(
+    state: &State,
+    key: &str,
+    lock: Lock,
+) -> Result<std::result::Result<NoteBytes, Arc<Note>>> {
+    let mut note = find_with(state, key, lock)?;
+    for _ in 0..5 {
+        let safe = state.paths.resolve(&note.path)?;
+        let bytes = match std::fs::read(&safe.abs) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                refresh_with(state, &note.path, lock)?;
+                return Err(Error::not_found(key));
+            }
+            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+        };
+        if content_hash(&bytes) == note.content_hash {
+            return Ok(Ok((note, bytes)));
+        }
+        refresh_with(state, &note.path, lock)?;
+        note = find_with(state, &note.note_id, lock)?;
+    }
+    Ok(Err(note))
+}
+
+/// Reconcile one path with the disk (`filesystem` actor).
+pub fn refresh(state: &State, rel: &str) -> Result<()> {
+    refresh_with(state, rel, Lock::Take)
+}
+
+/// [`refresh`] under the write lock (taken, or held by the caller). An emptied note still
+/// changing (an in-place save half done) is not recorded (`vault::settle`).
+pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock) -> Result<()> {
+    let _write = (lock == Lock::Take).then(|| state.write_lock.lock());
+    let (observed, removed) =
+        match crate::vault::settle::observe(&state.paths.root, &state.catalog, rel) {
+            Ok(Some(o)) => (vec![o], vec![]),
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (vec![], vec![rel.to_string()]),
+            Err(e) => return Err(Error::internal(format!("cannot read {rel}: {e}"))),
+        };
+    reconcile(
+        state,
+        observed,
+        removed,
+        "filesystem",
+        "Record an external edit",
+        None,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! The daemon's state: the stores and the sequence number, as plain data. Every domain
+//! module (the recorder, the write pipeline, the queries, the watcher) takes a `&State`;
+//! none of them builds one (that is `daemon`'s job) and this module imports only the
+//! stores below it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::Config;
+use crate::history::History;
+use crate::index::SearchIndex;
+use crate::meta::Meta;
+use crate::vault::catalog::Catalog;
+use crate::vault::path::VaultPaths;
+use crate::vault::removed::RecentlyRemoved;
+
+pub struct State {
+    pub config: Config,
+    pub paths: VaultPaths,
+    pub meta: Meta,
+    pub history: History,
+    pub catalog: RwLock<Catalog>,
+    /// The seq of the last recorded change; advanced only by `record`.
+    committed_seq: AtomicI64,
+    /// Secret for tamper-evident page tokens, kept in the metadata store.
+    pub token_key: [u8; 32],
+    /// One change is recorded at a time: API writes and reconciles of disk changes.
+    pub write_lock: Mutex<()>,
+    /// Per-`Idempotency-Key` locks of the write pipeline.
+    pub key_locks: KeyLocks,
+    /// Notes that just left the folder, for move detection across batches.
+    pub recently_removed: RecentlyRemoved,
+    /// The search index, fed every change after the start-up sync.
+    pub index: Arc<SearchIndex>,
+    /// What the live watcher reports (`off` until it runs).
+    pub watch_status: Arc<Mutex<WatchStatus>>,
+}
+
+impl State {
+    /// Assemble the state from opened stores; `committed_seq` is the store's.
+    pub fn new(
+        config: Config,
+        paths: VaultPaths,
+        meta: Meta,
+        history: History,
+        index: Arc<SearchIndex>,
+        token_key: [u8; 32],
+    ) -> crate::error::Result<Self> {
+        let committed_seq = AtomicI64::new(meta.committed_seq()?);
+        Ok(Self {
+            config,
+            paths,
+            meta,
+            history,
+            catalog: RwLock::new(Catalog::default()),
+            committed_seq,
+            token_key,
+            write_lock: Mutex::new(()),
+            key_locks: KeyLocks::default(),
+            recently_removed: RecentlyRemoved::default(),
+            index,
+            watch_status: Arc::new(Mutex::new(WatchStatus {
+                state: "off".into(),
+                ..Default::default()
+            })),
+        })
+    }
+
+    pub fn committed_seq(&self) -> i64 {
+        self.committed_seq.load(Ordering::SeqCst)
+    }
+
+    /// Only the recorder advances the seq, holding the write lock.
+    pub(crate) fn set_committed_seq(&self, seq: i64) {
+        self.committed_seq.store(seq, Ordering::SeqCst);
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.paths.root
+    }
+
+    pub fn state_dir(&self) -> &PathBuf {
+        &self.paths.state_dir
+    }
+}
+
+/// What the live watcher reports (`GET /v1/index-status`).
+#[derive(Debug, Clone, Default)]
+pub struct WatchStatus {
+    /// `off`, `watching`, `stopped`, or `failed`.
+    pub state: String,
+    pub batches: u64,
+    pub rescans: u64,
+    pub last_error: Option<String>,
+    pub last_batch_at: Option<DateTime<Utc>>,
+}
+
+/// Per-key locks, so a concurrent duplicate waits for the first and replays it.
+#[derive(Default)]
+pub struct KeyLocks {
+    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl KeyLocks {
+    pub(crate) fn get(&self, key: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.locks.lock();
+        if locks.len() > 10_000 {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        locks.entry(key.to_string()).or_default().clone()
+    }
+}
