@@ -1,0 +1,163 @@
+//! Searching: the overlay (changes not yet on disk) first, then the disk index without the
+//! notes the overlay holds; overlay hits are scored with the disk index's statistics, so
+//! the two lists merge by score. Also the document and segment counts of the disk index.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tantivy::collector::{Collector, Count, FilterCollector, TopDocs};
+use tantivy::query::Query;
+use tantivy::schema::Field;
+use tantivy::DocAddress;
+
+use super::{query, SearchIndex};
+use crate::error::{Error, Result};
+
+/// A filter over note keys.
+type KeyFilter = Arc<dyn Fn(u64) -> bool + Send + Sync>;
+
+/// One ranked hit: a note key and its score.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub key: u64,
+    pub score: f32,
+}
+
+/// A page of ranked hits.
+#[derive(Debug, Clone)]
+pub struct Hits {
+    pub hits: Vec<Hit>,
+    /// Documents that matched (all pages).
+    pub matched: usize,
+}
+
+impl SearchIndex {
+    /// Search: the hits of `query` ranked by score, `offset..offset + limit`, among the
+    /// notes whose key is in `allowed` when given.
+    pub fn search(
+        &self,
+        parsed: &query::Parsed,
+        allowed: Option<Arc<HashSet<u64>>>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Hits> {
+        // The overlay first, then the disk index (see `flush`, in writer.rs).
+        let overlay = self.overlay.read().clone();
+        let searcher = self.reader.searcher();
+        let f = &self.fields;
+        let fields: Vec<(&str, Field, f32)> = query::FIELDS
+            .iter()
+            .map(|(name, boost)| {
+                let field = match *name {
+                    "title" => f.title,
+                    "headings" => f.headings,
+                    "tags" => f.tags,
+                    "path" => f.path,
+                    "properties" => f.properties,
+                    _ => f.body,
+                };
+                (*name, field, *boost)
+            })
+            .collect();
+        let q = query::to_tantivy(parsed, &fields);
+        let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
+        let want = (offset + limit).max(1);
+        // On disk: every note but those the overlay holds newer (or no) versions of.
+        let stale = (!overlay.keys.is_empty()).then(|| overlay.keys.clone());
+        let keep_disk: Option<KeyFilter> = match (&allowed, stale) {
+            (None, None) => None,
+            (allowed, stale) => {
+                let allowed = allowed.clone();
+                Some(Arc::new(move |k: u64| {
+                    stale.as_ref().is_none_or(|s| !s.contains(&k))
+                        && allowed.as_ref().is_none_or(|a| a.contains(&k))
+                }))
+            }
+        };
+        let scoring = tantivy::query::EnableScoring::enabled_from_searcher(&searcher);
+        let (mut hits, mut matched) =
+            collect(&searcher, q.as_ref(), scoring, keep_disk, want).map_err(internal)?;
+        // In memory: scored with the disk index's statistics, so scores compare.
+        if let Some(ram) = &overlay.searcher {
+            let keep_ram: Option<KeyFilter> = allowed
+                .clone()
+                .map(|a| Arc::new(move |k: u64| a.contains(&k)) as KeyFilter);
+            let scoring =
+                tantivy::query::EnableScoring::enabled_from_statistics_provider(&searcher, ram);
+            let (more, n) = collect(ram, q.as_ref(), scoring, keep_ram, want).map_err(internal)?;
+            hits.extend(more);
+            matched += n;
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+        }
+        let hits = hits.into_iter().skip(offset).take(limit).collect();
+        Ok(Hits { hits, matched })
+    }
+
+    /// The key and score of every note matching `parsed` (for orders other than relevance).
+    pub fn matching(&self, parsed: &query::Parsed) -> Result<Vec<(u64, f32)>> {
+        let all = self.search(parsed, None, 0, 0)?;
+        if all.matched == 0 {
+            return Ok(Vec::new());
+        }
+        let page = self.search(parsed, None, 0, all.matched)?;
+        Ok(page.hits.into_iter().map(|h| (h.key, h.score)).collect())
+    }
+
+    /// Count the documents and segments of the disk index into the state.
+    pub(super) fn refresh_counts(&self) {
+        let searcher = self.reader.searcher();
+        let mut st = self.state.lock();
+        st.docs = searcher.num_docs();
+        st.segments = searcher.segment_readers().len();
+    }
+}
+
+/// The best `want` hits of `query` in `searcher` (by key) and how many matched, among the
+/// notes `keep` allows (all when `None`). One weight serves the ranking and the count.
+fn collect(
+    searcher: &tantivy::Searcher,
+    query: &dyn Query,
+    scoring: tantivy::query::EnableScoring<'_>,
+    keep: Option<KeyFilter>,
+    want: usize,
+) -> tantivy::Result<(Vec<Hit>, usize)> {
+    let weight = query.weight(scoring)?;
+    let segments = searcher.segment_readers().iter().enumerate();
+    let mut tops = Vec::new();
+    let mut matched = 0usize;
+    let docs: Vec<(f32, DocAddress)> = match keep {
+        Some(keep) => {
+            let k2 = keep.clone();
+            let top = FilterCollector::new(
+                "key".to_string(),
+                move |k: u64| keep(k),
+                TopDocs::with_limit(want).order_by_score(),
+            );
+            let count = FilterCollector::new("key".to_string(), move |k: u64| k2(k), Count);
+            for (ord, segment) in segments {
+                tops.push(top.collect_segment(weight.as_ref(), ord as u32, segment)?);
+                matched += count.collect_segment(weight.as_ref(), ord as u32, segment)?;
+            }
+            top.merge_fruits(tops)?
+        }
+        None => {
+            let top = TopDocs::with_limit(want).order_by_score();
+            for (ord, segment) in segments {
+                tops.push(top.collect_segment(weight.as_ref(), ord as u32, segment)?);
+                matched += weight.count(segment)? as usize;
+            }
+            top.merge_fruits(tops)?
+        }
+    };
+    let mut hits = Vec::with_capacity(docs.len());
+    for (score, addr) in docs {
+        let keys = searcher
+            .segment_reader(addr.segment_ord)
+            .fast_fields()
+            .u64("key")?;
+        if let Some(key) = keys.first(addr.doc_id) {
+            hits.push(Hit { key, score });
+        }
+    }
+    Ok((hits, matched))
+}

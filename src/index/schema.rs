@@ -1,0 +1,189 @@
+//! What the index holds: the schema and its fields, the schema version kept beside the
+//! index on disk (an index of another version is rebuilt), which notes go in
+//! ([`searchable`]), and the document of a note, with its stamp (content hash and path),
+//! which tells at start whether the indexed note is current.
+
+use std::path::Path;
+
+use tantivy::schema::{
+    DateOptions, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED,
+};
+use tantivy::{Index, TantivyDocument};
+
+use super::{provenance, tokenizer};
+use crate::vault::catalog::{Note, Visibility};
+
+/// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
+pub const SCHEMA_VERSION: u32 = 2;
+const VERSION_FILE: &str = "notevault-schema-version";
+
+/// The fields of a document.
+#[derive(Clone, Copy)]
+pub(super) struct Fields {
+    /// The note's key (a hash of its id): deletes by term, maps hits back to the
+    /// catalog, and filters evaluated on the catalog.
+    pub(super) key: Field,
+    /// `content_hash path`: tells at start whether the indexed note is current.
+    pub(super) stamp: Field,
+    pub(super) title: Field,
+    pub(super) headings: Field,
+    pub(super) tags: Field,
+    pub(super) path: Field,
+    pub(super) properties: Field,
+    pub(super) body: Field,
+    pub(super) created: Field,
+    pub(super) updated: Field,
+}
+
+pub(super) fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = |positions: bool| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(tokenizer::NAME)
+                .set_index_option(if positions {
+                    IndexRecordOption::WithFreqsAndPositions
+                } else {
+                    IndexRecordOption::WithFreqs
+                }),
+        )
+    };
+    let date = DateOptions::from(INDEXED).set_fast();
+    let fields = Fields {
+        key: b.add_u64_field("key", INDEXED | FAST),
+        stamp: b.add_text_field("stamp", FAST),
+        title: b.add_text_field("title", text(true)),
+        headings: b.add_text_field("headings", text(true)),
+        tags: b.add_text_field("tags", text(true)),
+        path: b.add_text_field("path", text(true)),
+        properties: b.add_text_field("properties", text(true)),
+        body: b.add_text_field("body", text(true)),
+        created: b.add_date_field("created_at", date.clone()),
+        updated: b.add_date_field("updated_at", date),
+    };
+    (b.build(), fields)
+}
+
+pub(super) fn stamp_of(note: &Note) -> String {
+    format!("{} {}", note.content_hash, note.path)
+}
+
+/// Whether a note goes into the index (and grep): not private, content kept.
+pub fn searchable(note: &Note) -> bool {
+    note.visibility != Visibility::Private && note.content.is_some()
+}
+
+pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
+    let mut doc = TantivyDocument::default();
+    doc.add_u64(f.key, note.key());
+    doc.add_text(f.stamp, stamp_of(note));
+    doc.add_text(f.title, &note.title);
+    doc.add_text(f.path, &note.slug);
+    for tag in &note.tags {
+        doc.add_text(f.tags, tag);
+    }
+    doc.add_date(
+        f.created,
+        tantivy::DateTime::from_timestamp_millis(note.created_at.timestamp_millis()),
+    );
+    doc.add_date(
+        f.updated,
+        tantivy::DateTime::from_timestamp_millis(note.updated_at.timestamp_millis()),
+    );
+    if let Some(map) = &note.frontmatter {
+        let mut props = String::new();
+        for (k, v) in map {
+            let key = crate::vault::markdown::scalar_string(k).unwrap_or_default();
+            if matches!(key.as_str(), "title" | "tags" | "tag") {
+                continue;
+            }
+            props.push_str(&key);
+            props.push(' ');
+            flatten_yaml(v, &mut props);
+            props.push('\n');
+        }
+        if !props.is_empty() {
+            doc.add_text(f.properties, props);
+        }
+    }
+    if let Some(bytes) = &note.content {
+        let (text, _) = crate::vault::markdown::decode(bytes);
+        let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
+        let body = &text[body_start..];
+        let headings = provenance::headings(body);
+        if !headings.is_empty() {
+            doc.add_text(f.headings, headings.join("\n"));
+        }
+        doc.add_text(f.body, body);
+    }
+    doc
+}
+
+fn flatten_yaml(v: &serde_norway::Value, out: &mut String) {
+    match v {
+        serde_norway::Value::Sequence(items) => {
+            for item in items {
+                flatten_yaml(item, out);
+                out.push(' ');
+            }
+        }
+        serde_norway::Value::Mapping(map) => {
+            for (k, v) in map {
+                flatten_yaml(k, out);
+                out.push(' ');
+                flatten_yaml(v, out);
+                out.push(' ');
+            }
+        }
+        serde_norway::Value::Tagged(t) => flatten_yaml(&t.value, out),
+        other => {
+            if let Some(s) = crate::vault::markdown::scalar_string(other) {
+                out.push_str(&s);
+            }
+        }
+    }
+}
+
+/// Open the index in `dir`, or create it; an index that does not open, or of another
+/// schema version, is removed and created again. The second value says why it was
+/// (re)built.
+pub(super) fn open_or_rebuild(
+    dir: &Path,
+    schema: &Schema,
+) -> anyhow::Result<(Index, Option<String>)> {
+    let version_file = dir.join(VERSION_FILE);
+    let why = if !dir.join("meta.json").exists() {
+        Some("no index yet".to_string())
+    } else {
+        match std::fs::read_to_string(&version_file) {
+            Ok(v) if v.trim() == SCHEMA_VERSION.to_string() => {
+                match Index::open_in_dir(dir) {
+                    Ok(index) if index.schema() == *schema => {
+                        // Reading the segment list proves the files are there.
+                        match index.searchable_segment_metas() {
+                            Ok(_) => return Ok((index, None)),
+                            Err(e) => Some(format!("the index is corrupt ({e})")),
+                        }
+                    }
+                    Ok(_) => Some("the index has another schema".to_string()),
+                    Err(e) => Some(format!("the index is corrupt ({e})")),
+                }
+            }
+            Ok(v) => Some(format!(
+                "the index is of schema version {} (this build uses {SCHEMA_VERSION})",
+                v.trim()
+            )),
+            Err(_) => Some("the index has no schema version".to_string()),
+        }
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    let index = Index::create_in_dir(dir, schema.clone())?;
+    std::fs::write(&version_file, SCHEMA_VERSION.to_string())?;
+    if let Some(why) = &why {
+        tracing::info!(reason = %why, "building the search index");
+    }
+    Ok((index, why))
+}

@@ -1,0 +1,489 @@
+//! The writer thread. Changes arrive with their `committed_seq` ([`SearchIndex::upsert`],
+//! [`SearchIndex::remove`]) and are applied at once to an in-memory overlay index, which
+//! searches read before the disk index; the overlay goes to disk when writes pause, or
+//! it grows large or old ([`SearchIndex::flush`]), and at shutdown. At start, the sync
+//! (re)indexes only the notes whose stamp differs from the catalog's, with a large writer
+//! that a small one then replaces. The thread owns `<state dir>/index.lock`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use tantivy::schema::Schema;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use super::schema::{document, schema, stamp_of, Fields};
+use super::{key_of, searchable, tokenizer, SearchIndex};
+use crate::vault::catalog::Note;
+
+/// The memory budget of the writers that take small batches (tantivy's minimum).
+const SMALL_WRITER_BYTES: usize = 15_000_000;
+
+/// A writer on an empty in-memory index, to hold the place of one being dropped.
+fn placeholder_writer() -> tantivy::Result<IndexWriter<TantivyDocument>> {
+    Index::create_in_ram(schema().0).writer_with_num_threads(1, SMALL_WRITER_BYTES)
+}
+
+/// Writes pause this long before the overlay goes to disk.
+const FLUSH_IDLE: Duration = Duration::from_secs(1);
+/// The overlay goes to disk once it holds this many notes...
+const FLUSH_MAX: usize = 1_000;
+/// ...or its oldest change is this old.
+const FLUSH_AGE: Duration = Duration::from_secs(10);
+
+/// Changes not yet on disk, searchable from memory: a small in-memory index holding the
+/// current version of every note changed since the last commit on disk.
+#[derive(Default)]
+pub(super) struct Overlay {
+    /// Every note changed since then (also deleted ones): their documents on disk are
+    /// stale and left out.
+    pub(super) keys: HashSet<u64>,
+    pub(super) searcher: Option<tantivy::Searcher>,
+}
+
+/// What the writer thread owns.
+pub(super) struct Worker {
+    index: Index,
+    main: IndexWriter<TantivyDocument>,
+    pub(super) main_reader: IndexReader,
+    fields: Fields,
+    ram_writer: IndexWriter<TantivyDocument>,
+    ram_reader: IndexReader,
+    /// Key → current version (`None`: deleted or not searchable) since the last commit
+    /// on disk.
+    changed: HashMap<u64, Option<Arc<Note>>>,
+    first_change: Option<Instant>,
+    /// `<state dir>/index.lock`, held while the index is open. Last, so that it is let go
+    /// after the writers (fields drop in order) when the thread ends.
+    _lock: std::fs::File,
+}
+
+impl Worker {
+    /// The writers of `index` (a large one for the start-up sync, which [`Worker::shrink`]
+    /// replaces), its reader, and the overlay's in-memory index; `lock` is held until
+    /// the worker is dropped.
+    pub(super) fn new(
+        index: Index,
+        schema: &Schema,
+        fields: Fields,
+        lock: std::fs::File,
+    ) -> anyhow::Result<Self> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let writer: IndexWriter<TantivyDocument> = index
+            .writer_with_num_threads(threads, 64_000_000 * threads)
+            .map_err(|e| anyhow::anyhow!("cannot open the search index: {e}"))?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let ram = Index::create_in_ram(schema.clone());
+        ram.tokenizers()
+            .register(tokenizer::NAME, tokenizer::analyzer());
+        Ok(Worker {
+            index,
+            main: writer,
+            main_reader: reader,
+            fields,
+            ram_writer: ram.writer_with_num_threads(1, SMALL_WRITER_BYTES)?,
+            ram_reader: ram
+                .reader_builder()
+                .reload_policy(ReloadPolicy::Manual)
+                .try_into()?,
+            changed: HashMap::new(),
+            first_change: None,
+            _lock: lock,
+        })
+    }
+
+    /// Replace the start-up writer by a one-thread writer with the smallest budget.
+    fn shrink(&mut self) -> tantivy::Result<()> {
+        let small = loop {
+            // The old writer holds the lock until it is dropped: swap through a wait.
+            match self.index.writer_with_num_threads(1, SMALL_WRITER_BYTES) {
+                Ok(w) => break w,
+                Err(tantivy::TantivyError::LockFailure(..)) => {
+                    // Dropping it stops its merges (they are considered again at the next
+                    // commit) and releases the lock.
+                    drop(std::mem::replace(&mut self.main, placeholder_writer()?));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.main = small;
+        Ok(())
+    }
+
+    /// Commit the overlay's notes to the index on disk and empty the overlay. On error the
+    /// overlay is kept and retried: each note's operations (delete its key, add its
+    /// document) replayed after a failed attempt supersede that attempt's, so no rollback
+    /// is needed (tantivy's rollback gives up the writer's lock when it fails).
+    fn flush_to_disk(&mut self) -> tantivy::Result<()> {
+        if self.changed.is_empty() {
+            return Ok(());
+        }
+        let mut write = || -> tantivy::Result<()> {
+            for (key, note) in &self.changed {
+                self.main
+                    .delete_term(Term::from_field_u64(self.fields.key, *key));
+                if let Some(note) = note {
+                    self.main.add_document(document(&self.fields, note))?;
+                }
+            }
+            self.main.commit()?;
+            self.main_reader.reload()
+        };
+        write()?;
+        self.changed.clear();
+        self.first_change = None;
+        self.ram_writer.delete_all_documents()?;
+        self.ram_writer.commit()?;
+        self.ram_reader.reload()
+    }
+}
+
+/// What the writer thread is sent.
+pub(super) enum Msg {
+    /// Bring the index in line with these notes (all of the catalog) as of `seq`.
+    Sync {
+        notes: Vec<Arc<Note>>,
+        seq: i64,
+    },
+    Upsert {
+        note: Arc<Note>,
+        seq: i64,
+    },
+    Remove {
+        note_id: String,
+        seq: i64,
+    },
+}
+
+impl SearchIndex {
+    /// Queue the start-up sync with every note of the catalog as of `seq`; changes sent
+    /// from now on are applied after it. Call with the write lock held.
+    pub fn start(&self, notes: Vec<Arc<Note>>, seq: i64) {
+        {
+            let mut st = self.state.lock();
+            st.sync_remaining = notes.len();
+        }
+        self.send(Msg::Sync { notes, seq });
+        self.live.store(true, Ordering::SeqCst);
+    }
+
+    /// A note changed at `seq` (create, edit, move): index its current version.
+    pub fn upsert(&self, note: Arc<Note>, seq: i64) {
+        if !self.live.load(Ordering::SeqCst) {
+            return;
+        }
+        self.state.lock().pending.insert(note.note_id.clone(), seq);
+        self.send(Msg::Upsert { note, seq });
+    }
+
+    /// A note left the vault at `seq`.
+    pub fn remove(&self, note_id: &str, seq: i64) {
+        if !self.live.load(Ordering::SeqCst) {
+            return;
+        }
+        self.state.lock().pending.insert(note_id.to_string(), seq);
+        self.send(Msg::Remove {
+            note_id: note_id.to_string(),
+            seq,
+        });
+    }
+
+    fn send(&self, msg: Msg) {
+        if let Some(tx) = self.tx.lock().as_ref() {
+            if tx.send(msg).is_err() {
+                self.state.lock().last_error = Some("the index writer stopped".into());
+            }
+        }
+    }
+
+    /// Start the writer thread. It holds the index weakly: dropping the service drops the
+    /// sender, the thread ends, and its writer releases the index lock.
+    pub(super) fn spawn_writer(
+        self: &Arc<Self>,
+        worker: Worker,
+        rx: mpsc::Receiver<Msg>,
+    ) -> std::io::Result<()> {
+        let weak = Arc::downgrade(self);
+        let handle = std::thread::Builder::new()
+            .name("index-writer".into())
+            .spawn(move || Self::run(weak, worker, rx))?;
+        *self.worker.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// The writer thread: apply batches to the in-memory overlay at once, and to the
+    /// index on disk when writes pause (or the overlay grows large or old).
+    fn run(weak: std::sync::Weak<Self>, mut w: Worker, rx: mpsc::Receiver<Msg>) {
+        loop {
+            let next = if w.changed.is_empty() {
+                rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+            } else {
+                rx.recv_timeout(FLUSH_IDLE)
+            };
+            match next {
+                Ok(first) => {
+                    let Some(this) = weak.upgrade() else {
+                        break;
+                    };
+                    this.apply(&mut w, first, &rx);
+                    if w.changed.len() >= FLUSH_MAX
+                        || w.first_change.is_some_and(|t| t.elapsed() >= FLUSH_AGE)
+                    {
+                        this.flush(&mut w);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => match weak.upgrade() {
+                    Some(this) => this.flush(&mut w),
+                    None => break,
+                },
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // Shutting down: what is only in memory goes to disk.
+        if let Err(e) = w.flush_to_disk() {
+            tracing::error!(error = %e, "could not write the last index changes; the next start indexes them");
+        }
+        let _ = w.main.wait_merging_threads();
+    }
+
+    /// Apply `first` and whatever else is queued, and make it searchable.
+    fn apply(&self, w: &mut Worker, first: Msg, rx: &mpsc::Receiver<Msg>) {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+            if batch.len() >= 10_000 {
+                break;
+            }
+        }
+        let started = Instant::now();
+        let mut max_seq = i64::MIN;
+        let mut synced = None;
+        let mut applied: Vec<(String, i64)> = Vec::new();
+        let mut result: tantivy::Result<()> = Ok(());
+        let mut overlay_changed = false;
+        for msg in batch {
+            let r = match msg {
+                Msg::Sync { notes, seq } => {
+                    max_seq = max_seq.max(seq);
+                    // The start-up sync goes straight to disk, with every core and a large
+                    // memory budget; later changes come a few at a time, and a writer's
+                    // memory grows with its budget, so a small writer takes over.
+                    self.sync(&w.main, &notes)
+                        .and_then(|n| {
+                            synced = Some(n);
+                            w.main.commit().map(|_| ())
+                        })
+                        .and_then(|_| self.reader.reload())
+                        .and_then(|_| w.shrink())
+                }
+                Msg::Upsert { note, seq } => {
+                    max_seq = max_seq.max(seq);
+                    applied.push((note.note_id.clone(), seq));
+                    overlay_changed = true;
+                    let key = note.key();
+                    w.ram_writer
+                        .delete_term(Term::from_field_u64(self.fields.key, key));
+                    let r = if searchable(&note) {
+                        w.ram_writer
+                            .add_document(document(&self.fields, &note))
+                            .map(|_| ())
+                    } else {
+                        Ok(())
+                    };
+                    w.first_change.get_or_insert_with(Instant::now);
+                    w.changed.insert(key, searchable(&note).then_some(note));
+                    r
+                }
+                Msg::Remove { note_id, seq } => {
+                    max_seq = max_seq.max(seq);
+                    let key = key_of(&note_id);
+                    overlay_changed = true;
+                    w.ram_writer
+                        .delete_term(Term::from_field_u64(self.fields.key, key));
+                    w.first_change.get_or_insert_with(Instant::now);
+                    w.changed.insert(key, None);
+                    applied.push((note_id, seq));
+                    Ok(())
+                }
+            };
+            if let Err(e) = r {
+                result = Err(e);
+            }
+        }
+        if overlay_changed {
+            result = result
+                .and_then(|_| w.ram_writer.commit().map(|_| ()))
+                .and_then(|_| w.ram_reader.reload());
+            if result.is_ok() {
+                self.publish_overlay(w);
+            }
+        }
+        let elapsed = started.elapsed().as_millis() as u64;
+        tracing::debug!(us = started.elapsed().as_micros() as u64, "index batch");
+        {
+            let mut st = self.state.lock();
+            match &result {
+                Ok(()) => {
+                    for (id, seq) in &applied {
+                        if st.pending.get(id).is_some_and(|s| s <= seq) {
+                            st.pending.remove(id);
+                        }
+                    }
+                    if let Some(n) = synced {
+                        st.sync_remaining = 0;
+                        st.synced_notes = Some(n);
+                        st.sync_ms = Some(elapsed);
+                        st.commits += 1;
+                        st.last_commit_ms = Some(elapsed);
+                    }
+                    st.indexed_seq = st.indexed_seq.max(max_seq);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "index update failed");
+                    st.last_error = Some(e.to_string());
+                }
+            }
+        }
+        if result.is_ok() {
+            if let Some(n) = synced {
+                tracing::info!(notes = n, ms = elapsed, "search index up to date");
+                crate::memory::release_free_memory();
+            }
+            self.refresh_counts();
+            self.seq_tx.send_if_modified(|s| {
+                let changed = max_seq > *s;
+                *s = (*s).max(max_seq);
+                changed
+            });
+        }
+    }
+
+    /// Write the overlay to the index on disk and empty it.
+    fn flush(&self, w: &mut Worker) {
+        let started = Instant::now();
+        match w.flush_to_disk() {
+            Ok(()) => {
+                // The disk index is current before the overlay empties: a search that
+                // took the old overlay excludes its keys from the disk index, one that
+                // takes the empty overlay finds them on disk.
+                self.publish_overlay(w);
+                let ms = started.elapsed().as_millis() as u64;
+                let mut st = self.state.lock();
+                st.commits += 1;
+                st.last_commit_ms = Some(ms);
+                drop(st);
+                self.refresh_counts();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "index commit failed; the changes stay in memory and are retried");
+                self.state.lock().last_error = Some(e.to_string());
+            }
+        }
+    }
+
+    fn publish_overlay(&self, w: &Worker) {
+        let overlay = if w.changed.is_empty() {
+            Overlay::default()
+        } else {
+            Overlay {
+                keys: w.changed.keys().copied().collect(),
+                searcher: Some(w.ram_reader.searcher()),
+            }
+        };
+        *self.overlay.write() = Arc::new(overlay);
+    }
+
+    /// Index what differs between the index and `notes`; the number of notes (re)indexed.
+    fn sync(
+        &self,
+        writer: &IndexWriter<TantivyDocument>,
+        notes: &[Arc<Note>],
+    ) -> tantivy::Result<usize> {
+        let indexed = self.indexed_stamps()?;
+        let mut keep: HashSet<u64> = HashSet::with_capacity(notes.len());
+        let mut count = 0;
+        for note in notes {
+            if !searchable(note) {
+                continue;
+            }
+            let key = note.key();
+            keep.insert(key);
+            match indexed.get(&key) {
+                Some(stamp) if *stamp == stamp_of(note) => continue,
+                Some(_) => {
+                    writer.delete_term(Term::from_field_u64(self.fields.key, key));
+                }
+                None => {}
+            }
+            writer.add_document(document(&self.fields, note))?;
+            count += 1;
+        }
+        for key in indexed.keys() {
+            if !keep.contains(key) {
+                writer.delete_term(Term::from_field_u64(self.fields.key, *key));
+            }
+        }
+        Ok(count)
+    }
+
+    /// Key → stamp of every live document.
+    fn indexed_stamps(&self) -> tantivy::Result<HashMap<u64, String>> {
+        let searcher = self.reader.searcher();
+        let mut out = HashMap::with_capacity(searcher.num_docs() as usize);
+        for segment in searcher.segment_readers() {
+            let ff = segment.fast_fields();
+            let keys = ff.u64("key")?;
+            let Some(stamps) = ff.str("stamp")? else {
+                continue;
+            };
+            let mut stamp = String::new();
+            for doc in segment.doc_ids_alive() {
+                let (Some(key), Some(s)) = (keys.first(doc), stamps.term_ords(doc).next()) else {
+                    continue;
+                };
+                stamp.clear();
+                stamps.ord_to_str(s, &mut stamp)?;
+                out.insert(key, stamp.clone());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Lock `<state dir>/index.lock` for this process. A service of this process that is
+/// shutting down may still hold it for a moment (its last handle is dropped by a worker),
+/// so `wait` tries for a few seconds before giving up.
+pub(super) fn lock_index(state_dir: &Path, wait: bool) -> anyhow::Result<std::fs::File> {
+    let path = state_dir.join("index.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    let deadline = Instant::now()
+        + if wait {
+            Duration::from_secs(5)
+        } else {
+            Duration::ZERO
+        };
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+                "the search index in {} is in use: another notevault process serves this vault; stop it first",
+                state_dir.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) => {
+                anyhow::bail!("cannot lock {}: {e}", path.display())
+            }
+        }
+    }
+}
