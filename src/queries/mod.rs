@@ -7,3 +7,4 @@
 pub mod history;
 pub mod notes;
 pub mod search;
+pub mod settings;

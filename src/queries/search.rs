@@ -106,7 +106,7 @@ pub struct VaultSummary {
     pub statuses: Vec<(String, usize)>,
     pub committed_seq: i64,
     pub indexed_seq: i64,
-    pub settings: crate::writes::review::WriteSettings,
+    pub settings: super::settings::WriteSettings,
 }
 
 /// Coverage of the whole vault as the catalog sees it, before matching. Counting
@@ -332,7 +332,7 @@ pub fn aggregate(state: &State, key: &str, filter: Option<&Expr>) -> Result<Aggr
 
 /// Counts, size, settings and freshness of the vault.
 pub fn summary(state: &State) -> Result<VaultSummary> {
-    let settings = crate::writes::review::settings(state)?;
+    let settings = super::settings::settings(state)?;
     let catalog = state.catalog.read();
     let mut folders: HashSet<&str> = HashSet::new();
     let mut tags: HashSet<&str> = HashSet::new();

@@ -10,68 +10,12 @@ use chrono::{DateTime, Duration, Utc};
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
 use crate::meta::PendingRow;
+pub use crate::queries::settings::{settings, WritePolicy, WriteSettings};
 use crate::state::State;
 use crate::writes::{plan, Op, Receipt, ReceiptStatus};
 
-/// Who decides whether a write applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WritePolicy {
-    /// Every write applies at once (the default in local mode).
-    AutoApply,
-    /// Every write is queued for a reviewer.
-    Review,
-    /// Delete, move and rename are queued; other writes apply.
-    ReviewDestructive,
-    /// Every write is refused (`WRITE_REFUSED`).
-    ReadOnly,
-}
-
-impl WritePolicy {
-    pub const ALL: [WritePolicy; 4] = [
-        WritePolicy::AutoApply,
-        WritePolicy::Review,
-        WritePolicy::ReviewDestructive,
-        WritePolicy::ReadOnly,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WritePolicy::AutoApply => "auto_apply",
-            WritePolicy::Review => "review",
-            WritePolicy::ReviewDestructive => "review_destructive",
-            WritePolicy::ReadOnly => "read_only",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-}
-
-/// The vault's write settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteSettings {
-    pub policy: WritePolicy,
-    /// Applied writes allowed per rolling hour; 0 is unlimited.
-    pub budget: u32,
-}
-
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
-
-pub fn settings(svc: &State) -> Result<WriteSettings> {
-    let policy = svc
-        .meta
-        .setting("write_policy")?
-        .and_then(|p| WritePolicy::parse(&p))
-        .unwrap_or(WritePolicy::AutoApply);
-    let budget = svc
-        .meta
-        .setting("write_budget")?
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(0);
-    Ok(WriteSettings { policy, budget })
-}
 
 pub fn set_settings(
     svc: &State,

@@ -1,0 +1,63 @@
+//! The vault's write settings (policy and budget), as every surface reads them; they are
+//! changed through `writes::review::set_settings`.
+
+use crate::error::Result;
+use crate::state::State;
+
+/// Who decides whether a write applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePolicy {
+    /// Every write applies at once (the default in local mode).
+    AutoApply,
+    /// Every write is queued for a reviewer.
+    Review,
+    /// Delete, move and rename are queued; other writes apply.
+    ReviewDestructive,
+    /// Every write is refused (`WRITE_REFUSED`).
+    ReadOnly,
+}
+
+impl WritePolicy {
+    pub const ALL: [WritePolicy; 4] = [
+        WritePolicy::AutoApply,
+        WritePolicy::Review,
+        WritePolicy::ReviewDestructive,
+        WritePolicy::ReadOnly,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WritePolicy::AutoApply => "auto_apply",
+            WritePolicy::Review => "review",
+            WritePolicy::ReviewDestructive => "review_destructive",
+            WritePolicy::ReadOnly => "read_only",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// The vault's write settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteSettings {
+    pub policy: WritePolicy,
+    /// Applied writes allowed per rolling hour; 0 is unlimited.
+    pub budget: u32,
+}
+
+/// The write settings as stored (auto-apply and no budget when unset).
+pub fn settings(state: &State) -> Result<WriteSettings> {
+    let policy = state
+        .meta
+        .setting("write_policy")?
+        .and_then(|p| WritePolicy::parse(&p))
+        .unwrap_or(WritePolicy::AutoApply);
+    let budget = state
+        .meta
+        .setting("write_budget")?
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    Ok(WriteSettings { policy, budget })
+}
