@@ -152,6 +152,16 @@ pub async fn run(
     svc: Arc<State>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    match writes::upgrade_legacy_pending(&svc) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            pending = n,
+            "pending writes stored by an older version upgraded"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e.message, "cannot upgrade pending writes stored by an older version")
+        }
+    }
     let state = AppState::new(svc);
     let limits = server::Limits::from(&state.svc.config);
     let docs_url = state.docs_url.clone();

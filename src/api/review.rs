@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use crate::api::error::{ApiResult, ErrorEnvelope};
 use crate::api::notes::{blocking, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::api::params::{self, PageTokens, Query};
-use crate::api::writes::{is_spec_uuid, prepare_payload, render};
+use crate::api::writes::{is_spec_uuid, render};
 use crate::auth::{self, Credential, Permission};
 use crate::error::{Error, Reason};
 use crate::filter;
@@ -147,10 +147,11 @@ pub struct PendingWrite {
     pub decided_at: Option<String>,
     /// Why an approved write could not apply (it is then `rejected`).
     pub error: Option<String>,
-    /// The request as received: `route`, `note`, `query`, `body`, `agent_id`.
+    /// The write as the pipeline keeps it: `op` (the operation and its fields) and
+    /// `agent_id`.
     #[schema(value_type = Object)]
     pub payload: Value,
-    /// The receipt of an applied write.
+    /// The receipt of an applied write, as its direct twin answers it.
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     /// The note the write is about.
@@ -163,10 +164,16 @@ impl From<PendingRow> for PendingWrite {
     fn from(r: PendingRow) -> Self {
         Self {
             payload: serde_json::from_str(&r.payload).unwrap_or(Value::Null),
-            result: r
-                .result
-                .as_deref()
-                .and_then(|s| serde_json::from_str(s).ok()),
+            result: r.result.as_deref().and_then(|s| {
+                if r.domain {
+                    // The pipeline's receipt, rendered as the write's answer.
+                    let receipt: crate::writes::Receipt = serde_json::from_str(s).ok()?;
+                    serde_json::from_str(&render(&receipt, false).1).ok()
+                } else {
+                    // Decided by an older version: stored as rendered.
+                    serde_json::from_str(s).ok()
+                }
+            }),
             id: r.id,
             kind: r.kind,
             status: r.status,
@@ -340,15 +347,7 @@ async fn decide(
     auth::require(&Credential::Open, Permission::NotesReview)?;
     check_id(&id)?;
     let id = id.to_lowercase();
-    let row = blocking(move || {
-        let prepare = |payload: &str| {
-            let p = prepare_payload(payload)?;
-            Ok((p.op, p.agent))
-        };
-        let render = |r: &crate::writes::Receipt| render(r, false).1;
-        review::decide(&svc, &id, approve, &prepare, &render)
-    })
-    .await?;
+    let row = blocking(move || review::decide(&svc, &id, approve)).await?;
     Ok(Json(row.into()))
 }
 

@@ -218,8 +218,8 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
     )
 }
 
-/// A write request, validated into an operation. It is also what a queued write keeps
-/// (`payload`): on approval the same request is prepared again and applied.
+/// A write request, validated into an operation; the route, note, query and body are
+/// what the operation hash of its `Idempotency-Key` is made of.
 pub struct Prepared {
     /// The route template, part of the operation's identity.
     pub route: &'static str,
@@ -234,35 +234,34 @@ pub struct Prepared {
     pub embed_note: bool,
 }
 
-impl Prepared {
-    /// The stored form of the request, for the review queue.
-    fn payload(&self) -> String {
-        serde_json::json!({
-            "route": self.route,
-            "note": self.note,
-            "query": self.query,
-            "body": self.body,
-            "agent_id": self.agent,
-        })
-        .to_string()
+/// Pending writes queued by a version that stored the HTTP request (before the pipeline
+/// kept its own request, migration 6) are prepared once more and stored as the
+/// pipeline's request, so an approval applies them like any other. Runs at serve start.
+pub fn upgrade_legacy_pending(svc: &State) -> Result<usize, Error> {
+    let rows = svc.meta.legacy_pending()?;
+    for row in &rows {
+        let v: Value = serde_json::from_str(&row.payload)
+            .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
+        let route = ROUTES
+            .iter()
+            .copied()
+            .find(|r| Some(*r) == v["route"].as_str())
+            .ok_or_else(|| Error::internal("a stored pending write names an unknown route"))?;
+        let prepared = prepare(
+            route,
+            v["note"].as_str(),
+            v["query"].as_str().unwrap_or(""),
+            v["body"].clone(),
+        )?;
+        let request = writes::Request {
+            op: prepared.op,
+            agent_id: prepared.agent,
+        };
+        let json = serde_json::to_string(&request)
+            .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
+        svc.meta.upgrade_pending(&row.id, &json)?;
     }
-}
-
-/// Prepare a stored request again (a queued write being approved).
-pub fn prepare_payload(payload: &str) -> Result<Prepared, Error> {
-    let v: Value = serde_json::from_str(payload)
-        .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
-    let route = ROUTES
-        .iter()
-        .copied()
-        .find(|r| Some(*r) == v["route"].as_str())
-        .ok_or_else(|| Error::internal("a stored pending write names an unknown route"))?;
-    prepare(
-        route,
-        v["note"].as_str(),
-        v["query"].as_str().unwrap_or(""),
-        v["body"].clone(),
-    )
+    Ok(rows.len())
 }
 
 const ROUTES: &[&str] = &[
@@ -326,22 +325,23 @@ async fn submit(svc: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> Api
         &prepared.query,
         &prepared.agent,
     );
-    let payload = prepared.payload();
     let Prepared {
         agent,
         op,
         embed_note,
         ..
     } = prepared;
+    let request = writes::Request {
+        op,
+        agent_id: agent,
+    };
     let submitted = blocking(move || {
         writes::submit(
             &svc,
-            op,
-            &agent,
+            request,
             Idempotency {
                 key: &key,
                 op_hash: hash,
-                payload,
             },
         )
     })

@@ -74,6 +74,9 @@ const MIGRATIONS: &[&str] = &[
         intent     TEXT NOT NULL,
         created_at TEXT NOT NULL
     );",
+    // 6: pending writes keep the pipeline's request and receipt (JSON); rows from before
+    // keep the HTTP request and the rendered receipt (domain = 0) until upgraded
+    "ALTER TABLE pending_writes ADD COLUMN domain INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// A write waiting for (or decided by) a reviewer.
@@ -88,13 +91,18 @@ pub struct PendingRow {
     pub created_at: String,
     pub decided_at: Option<String>,
     pub error: Option<String>,
-    /// The request as the API received it (opaque JSON), re-run on approval.
+    /// The write's `writes::Request` as JSON, applied on approval (a row stored before
+    /// migration 6, `domain == false`: the HTTP request as received).
     pub payload: String,
-    /// The receipt of an applied write (opaque JSON).
+    /// The `writes::Receipt` of an applied write as JSON (before migration 6: as
+    /// rendered).
     pub result: Option<String>,
     /// A unified diff of what the write would change, taken when it was queued.
     pub preview: String,
     pub slug: String,
+    /// `payload` and `result` hold the pipeline's request and receipt (every row since
+    /// migration 6, and older pending rows once upgraded).
+    pub domain: bool,
 }
 
 /// A stored write result, replayed for the same `Idempotency-Key` and operation.
@@ -352,8 +360,8 @@ impl Meta {
     pub fn insert_pending(&self, row: &PendingRow) -> Result<()> {
         self.conn.lock().execute(
             "INSERT INTO pending_writes (id, kind, status, agent_id, created_at, decided_at, error,
-               payload, result, preview, slug)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+               payload, result, preview, slug, domain)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 row.id,
                 row.kind,
@@ -365,7 +373,8 @@ impl Meta {
                 row.payload,
                 row.result,
                 row.preview,
-                row.slug
+                row.slug,
+                row.domain
             ],
         )?;
         Ok(())
@@ -384,11 +393,12 @@ impl Meta {
             result: r.get(8)?,
             preview: r.get(9)?,
             slug: r.get(10)?,
+            domain: r.get(11)?,
         })
     }
 
     const PENDING_COLUMNS: &'static str =
-        "id, kind, status, agent_id, created_at, decided_at, error, payload, result, preview, slug";
+        "id, kind, status, agent_id, created_at, decided_at, error, payload, result, preview, slug, domain";
 
     pub fn pending(&self, id: &str) -> Result<Option<PendingRow>> {
         let conn = self.conn.lock();
@@ -426,6 +436,27 @@ impl Meta {
             params![id, status, decided_at, error, result],
         )?;
         Ok(changed == 1)
+    }
+
+    /// Pending writes stored before migration 6 (their payload is an HTTP request).
+    pub fn legacy_pending(&self) -> Result<Vec<PendingRow>> {
+        let conn = self.conn.lock();
+        let sql = format!(
+            "SELECT {} FROM pending_writes WHERE domain = 0 AND status = 'pending'",
+            Self::PENDING_COLUMNS
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([], Self::pending_from)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Replace a pending write's payload with the pipeline's request.
+    pub fn upgrade_pending(&self, id: &str, request: &str) -> Result<()> {
+        self.conn.lock().execute(
+            "UPDATE pending_writes SET payload = ?2, domain = 1 WHERE id = ?1 AND domain = 0",
+            params![id, request],
+        )?;
+        Ok(())
     }
 
     pub fn record_applied_write(&self, at: &str) -> Result<()> {

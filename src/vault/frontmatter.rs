@@ -14,7 +14,8 @@ use serde_norway::{Mapping, Value};
 use crate::vault::markdown::frontmatter_span;
 
 /// A value to write for a key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "snake_case")]
 pub enum FmValue {
     /// A string, quoted only when YAML would read it as something else.
     Scalar(String),

@@ -19,6 +19,7 @@ pub use receipt::{Intent, NoteFacts, Receipt, ReceiptStatus};
 use std::sync::Arc;
 
 use chrono::Utc;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
@@ -31,7 +32,8 @@ use crate::vault::path::slug_of;
 use crate::vault::scan::{self, Observed};
 
 /// One change a PATCH asks for (in mask order).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PatchChange {
     /// Set a top-level frontmatter key (`title`, `status`, `tags`, `frontmatter.<key>`).
     SetKey(String, FmValue),
@@ -44,7 +46,8 @@ pub enum PatchChange {
 }
 
 /// A write operation, already validated for shape by the caller.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     Create {
         slug: String,
@@ -97,13 +100,20 @@ impl Op {
     }
 }
 
-/// The idempotency of one request: its key, the hash of what it means (the caller
-/// decides what makes two requests the same), and the request as the caller received
-/// it, kept if the write is queued.
+/// A write as the pipeline takes it: the operation and the agent that asks for it.
+/// A queued write keeps it (as JSON) and an approval applies it, through the same door
+/// as a direct write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub op: Op,
+    pub agent_id: String,
+}
+
+/// The idempotency of one request: its key and the hash of what it means (the caller
+/// decides what makes two requests the same).
 pub struct Idempotency<'a> {
     pub key: &'a str,
     pub op_hash: String,
-    pub payload: String,
 }
 
 /// The answer to a submitted write.
@@ -125,7 +135,7 @@ pub struct IntentKey<'a> {
 
 /// Submit a write: replay it if this key already ran this operation, refuse a key reused
 /// for another operation, else apply it (or queue it) and store its receipt under the key.
-pub fn submit(svc: &State, op: Op, agent_id: &str, idem: Idempotency<'_>) -> Result<Submitted> {
+pub fn submit(svc: &State, request: Request, idem: Idempotency<'_>) -> Result<Submitted> {
     let key_lock = svc.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
     if let Some(row) = svc.meta.idempotency(idem.key)? {
@@ -148,19 +158,11 @@ pub fn submit(svc: &State, op: Op, agent_id: &str, idem: Idempotency<'_>) -> Res
         key: idem.key,
         op_hash: &idem.op_hash,
     };
-    let applied = if review::must_queue(&settings, &op)? {
+    let applied = if review::must_queue(&settings, &request.op)? {
         let _write = svc.write_lock.lock();
-        review::queue(svc, &op, agent_id, idem.payload)
+        review::queue(svc, &request)
     } else {
-        let now = Utc::now();
-        review::check_budget(svc, &settings, now)?;
-        let _write = svc.write_lock.lock();
-        apply(svc, &op, agent_id, Some(intent)).and_then(|receipt| {
-            if !receipt.unchanged {
-                svc.meta.record_applied_write(&timestamp(now))?;
-            }
-            Ok(receipt)
-        })
+        apply_now(svc, &settings, &request, Some(intent))
     };
     let receipt = match applied {
         Ok(receipt) => receipt,
@@ -175,6 +177,24 @@ pub fn submit(svc: &State, op: Op, agent_id: &str, idem: Idempotency<'_>) -> Res
     crash_point(svc, "before-receipt");
     store_receipt(svc, intent, &receipt)?;
     Ok(Submitted::Receipt(Box::new(receipt)))
+}
+
+/// Apply a request now, spending the write budget: the one door of a direct write and of
+/// an approved one. Past the budget it is `WRITE_BUDGET_EXCEEDED` and nothing changes.
+pub(crate) fn apply_now(
+    svc: &State,
+    settings: &review::WriteSettings,
+    request: &Request,
+    intent: Option<IntentKey<'_>>,
+) -> Result<Receipt> {
+    let now = Utc::now();
+    review::check_budget(svc, settings, now)?;
+    let _write = svc.write_lock.lock();
+    let receipt = apply(svc, &request.op, &request.agent_id, intent)?;
+    if !receipt.unchanged {
+        svc.meta.record_applied_write(&timestamp(now))?;
+    }
+    Ok(receipt)
 }
 
 /// Keep `receipt` under its key for replays, and let go of the key's intent, in one

@@ -1,9 +1,10 @@
 //! Review: write policies, the write budget and the pending-write queue.
 //!
-//! Under a queuing policy `submit` stores the request (opaque, as the API received it)
-//! with a diff preview instead of applying it; the note is untouched. Approving prepares
-//! the stored request again and applies it through the same pipeline; if the note moved
-//! since, the pending write is decided with its `error` set and nothing is written.
+//! Under a queuing policy `submit` stores the [`Request`] (the operation and its agent,
+//! as JSON) with a diff preview instead of applying it; the note is untouched. Approving
+//! applies the stored request through the same door as a direct write (`apply_now`:
+//! budget, write lock, pipeline) and stores its receipt; if the note moved since, the
+//! pending write is decided with its `error` set and nothing is written.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -12,7 +13,7 @@ use crate::error::{Error, Reason, Result};
 use crate::meta::PendingRow;
 pub use crate::queries::settings::{settings, WritePolicy, WriteSettings};
 use crate::state::State;
-use crate::writes::{plan, Op, Receipt, ReceiptStatus};
+use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request};
 
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
@@ -112,8 +113,11 @@ pub fn preview(
 
 /// Queue `op`: check it can apply now (so a reviewer sees a real diff), store it, and
 /// answer a `queued` receipt. The note is untouched.
-pub(crate) fn queue(svc: &State, op: &Op, agent_id: &str, payload: String) -> Result<Receipt> {
+pub(crate) fn queue(svc: &State, request: &Request) -> Result<Receipt> {
+    let op = &request.op;
     let plan = plan(svc, op)?;
+    let payload = serde_json::to_string(request)
+        .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
     let (before, after) = plan.texts();
     let diff = preview(
         plan.from_rel(),
@@ -127,7 +131,7 @@ pub(crate) fn queue(svc: &State, op: &Op, agent_id: &str, payload: String) -> Re
         id: id.clone(),
         kind: op.kind().to_string(),
         status: "pending".into(),
-        agent_id: agent_id.to_string(),
+        agent_id: request.agent_id.clone(),
         created_at: timestamp(Utc::now()),
         decided_at: None,
         error: None,
@@ -135,6 +139,7 @@ pub(crate) fn queue(svc: &State, op: &Op, agent_id: &str, payload: String) -> Re
         result: None,
         preview: diff,
         slug: slug.clone(),
+        domain: true,
     })?;
     let (note_id, version_id, content_hash) = match &plan.from {
         Some((n, _)) => (
@@ -162,15 +167,11 @@ pub(crate) fn queue(svc: &State, op: &Op, agent_id: &str, payload: String) -> Re
     })
 }
 
-/// Approve or reject a pending write. `prepare` turns the stored payload back into an
-/// operation and its agent; `render` turns a receipt into the stored `result`.
-pub fn decide(
-    svc: &State,
-    id: &str,
-    approve: bool,
-    prepare: &dyn Fn(&str) -> Result<(Op, String)>,
-    render: &dyn Fn(&Receipt) -> String,
-) -> Result<PendingRow> {
+/// Approve or reject a pending write. An approval applies the stored request now,
+/// through the same door as a direct write (the budget included: past it the approval is
+/// `WRITE_BUDGET_EXCEEDED` and the write stays pending); its receipt is stored as the
+/// row's `result`.
+pub fn decide(svc: &State, id: &str, approve: bool) -> Result<PendingRow> {
     let lock = svc.key_locks.get(&format!("pending:{id}"));
     let _guard = lock.lock();
     let row = svc.meta.pending(id)?.ok_or_else(|| {
@@ -189,21 +190,21 @@ pub fn decide(
     }
     let now = timestamp(Utc::now());
     let (status, error, result) = if approve {
-        // An approved write is an applied write: it spends the budget like a direct one,
-        // and a spent budget leaves it pending (the approver hears
-        // `WRITE_BUDGET_EXCEEDED` with `Retry-After`).
-        let now_t = Utc::now();
-        check_budget(svc, &settings(svc)?, now_t)?;
-        let outcome = prepare(&row.payload).and_then(|(op, agent)| {
-            let _write = svc.write_lock.lock();
-            let receipt = crate::writes::apply(svc, &op, &agent, None)?;
-            if !receipt.unchanged {
-                svc.meta.record_applied_write(&timestamp(now_t))?;
+        if !row.domain {
+            return Err(Error::internal(
+                "a pending write stored by an older version was not upgraded; restart the daemon",
+            ));
+        }
+        let request: Request = serde_json::from_str(&row.payload)
+            .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
+        match apply_now(svc, &settings(svc)?, &request, None) {
+            Ok(receipt) => {
+                let json = serde_json::to_string(&receipt)
+                    .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
+                ("applied", None, Some(json))
             }
-            Ok(receipt)
-        });
-        match outcome {
-            Ok(receipt) => ("applied", None, Some(render(&receipt))),
+            // Spent budget: nothing was decided; the approver retries later.
+            Err(e) if e.reason == Reason::WRITE_BUDGET_EXCEEDED => return Err(e),
             Err(e) => (
                 "rejected",
                 Some(format!("{}: {}", e.reason, e.message)),
