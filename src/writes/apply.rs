@@ -1,0 +1,328 @@
+//! Applying a planned write: its intent, the file step (atomic write or move, checked
+//! against the version that was read), then the one recorder; links to a moved note are
+//! rewritten after.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use crate::error::{Error, Result};
+use crate::record::crash_point;
+use crate::state::State;
+use crate::vault::catalog::Note;
+use crate::vault::fsio::{self, Expect};
+use crate::vault::path::slug_of;
+use crate::vault::scan::{self, Observed};
+
+use super::{links, plan, Intent, IntentKey, NoteFacts, Op, Receipt, ReceiptStatus};
+
+/// Apply `op`: plan it, write it, then rewrite the links to a moved note. With `intent`,
+/// the write is recorded under that key before the file changes (see [`Intent`]).
+pub(crate) fn apply(
+    svc: &State,
+    op: &Op,
+    agent_id: &str,
+    intent: Option<IntentKey<'_>>,
+) -> Result<Receipt> {
+    let actor = format!("agent:{agent_id}");
+    let plan = plan(svc, op)?;
+    let moved_from = plan
+        .from
+        .as_ref()
+        .filter(|(n, _)| n.path != plan.to_rel && plan.bytes.is_some())
+        .map(|(n, _)| n.clone());
+    // The notes linking to it, found in the link graph before the move changes names.
+    let linking = match &moved_from {
+        Some(old) => linking_to(svc, old),
+        None => Vec::new(),
+    };
+    let mut receipt = commit_change(
+        svc,
+        Change {
+            from: plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
+            to_rel: &plan.to_rel,
+            bytes: plan.bytes.clone(),
+            actor: &actor,
+            kind: plan.kind,
+            new_id: plan.restore_id.as_deref(),
+            renamed: plan.renamed,
+        },
+        intent,
+    )?;
+    if let Some(old) = moved_from {
+        rewrite_links(svc, &mut receipt, &old, &actor, &linking);
+    }
+    Ok(receipt)
+}
+
+/// The slugs of the notes whose links resolve to `note`.
+pub(crate) fn linking_to(svc: &State, note: &Note) -> Vec<String> {
+    let catalog = svc.catalog.read();
+    let graph = crate::vault::graph::Graph::build(&catalog);
+    graph
+        .backlinks(note)
+        .into_iter()
+        .map(|(n, _)| n.slug.clone())
+        .collect()
+}
+
+/// Rewrite the links of `linking` that pointed at `old` to the receipt's note.
+pub(crate) fn rewrite_links(
+    svc: &State,
+    receipt: &mut Receipt,
+    old: &Note,
+    actor: &str,
+    linking: &[String],
+) {
+    let (updated, failed) = links::rewrite_links_to(svc, old, &receipt.slug, actor, linking);
+    receipt.links_updated = updated;
+    receipt.links_failed = failed;
+    if updated > 0 {
+        receipt.committed_seq = svc.committed_seq();
+    }
+}
+
+/// One change to one note, as the pipeline applies it.
+pub(crate) struct Change<'a> {
+    /// The note and the bytes it was read with (`None` for a create).
+    pub from: Option<(&'a Arc<Note>, &'a [u8])>,
+    /// The path it ends at.
+    pub to_rel: &'a str,
+    /// Its new content (`None` for a delete, which moves the file to `.trash/`).
+    pub bytes: Option<Vec<u8>>,
+    pub actor: &'a str,
+    /// `create`, `update`, `move`, `delete`.
+    pub kind: &'a str,
+    /// The note id a create restores (a rollback of a deleted note).
+    pub new_id: Option<&'a str>,
+    /// The note got a new name in its folder (the receipt says so).
+    pub renamed: bool,
+}
+
+/// The identity a recorded change gets.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub note_id: String,
+    pub version_id: String,
+}
+
+/// Apply one change: write the file (atomically, checking that the file is still the
+/// version that was read), then [`record`] it. With `intent`, the write's intent is stored
+/// under its key before the folder changes.
+pub(crate) fn commit_change(
+    svc: &State,
+    change: Change<'_>,
+    intent: Option<IntentKey<'_>>,
+) -> Result<Receipt> {
+    let root = &svc.paths.root;
+    let Change {
+        from,
+        to_rel,
+        bytes,
+        ..
+    } = &change;
+    let (from, to_rel) = (*from, *to_rel);
+    let same_place = from.is_none_or(|(n, _)| n.path == to_rel);
+    // Identical content in the same place: no new version, no commit.
+    if let (Some((note, old)), Some(new)) = (from, bytes) {
+        if same_place && old == new.as_slice() {
+            return Ok(Receipt {
+                unchanged: true,
+                ..receipt_of(note, svc.committed_seq(), false)
+            });
+        }
+    }
+    // A note whose bytes are not kept (over 10 MiB) may still be waiting for a history
+    // commit that reads the file late: let it read the version it records first.
+    if from.is_some_and(|(n, _)| n.content.is_none()) {
+        svc.history.flush(std::time::Duration::from_secs(30));
+    }
+    let identity = Identity {
+        note_id: from
+            .map(|(n, _)| n.note_id.clone())
+            .or_else(|| change.new_id.map(str::to_string))
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        version_id: uuid::Uuid::now_v7().to_string(),
+    };
+    if let Some(key) = intent {
+        let recorded = Intent {
+            actor: change.actor.to_string(),
+            kind: change.kind.to_string(),
+            note_id: identity.note_id.clone(),
+            version_id: identity.version_id.clone(),
+            from_path: from.map(|(n, _)| n.path.clone()),
+            from_version: from.map(|(n, _)| n.version_id.clone()),
+            to_rel: to_rel.to_string(),
+            content_hash: bytes.as_deref().map(scan::content_hash),
+            renamed: change.renamed,
+        };
+        let json = serde_json::to_string(&recorded)
+            .map_err(|e| Error::internal(format!("cannot record a write intent: {e}")))?;
+        svc.meta.store_intent(key.key, key.op_hash, &json)?;
+        crash_point(svc, "before-file");
+    }
+    let expect_old = from.map(|(n, _)| Expect::Hash(n.content_hash.clone()));
+    match (bytes, from) {
+        (Some(new), _) if same_place => {
+            let expect = expect_old.clone().unwrap_or(Expect::Absent);
+            fsio::atomic_write(&root.join(to_rel), new, &expect)?;
+        }
+        (Some(new), Some((note, old))) => {
+            // A move (maybe with new content): rename first, then rewrite in place.
+            let to = root.join(to_rel);
+            fsio::atomic_move(
+                &root.join(&note.path),
+                &to,
+                &Expect::Hash(note.content_hash.clone()),
+            )?;
+            if new.as_slice() != old {
+                fsio::atomic_write(&to, new, &Expect::Hash(note.content_hash.clone()))?;
+            }
+        }
+        (None, Some((note, _))) => {
+            let trash = trash_path(root, &note.path);
+            fsio::atomic_move(
+                &root.join(&note.path),
+                &trash,
+                &Expect::Hash(note.content_hash.clone()),
+            )?;
+        }
+        (Some(_), None) | (None, None) => unreachable!("a create always has content"),
+    }
+    crash_point(svc, "after-file");
+    let Change {
+        actor,
+        kind,
+        renamed,
+        bytes,
+        ..
+    } = change;
+    record_change(
+        svc,
+        Recorded {
+            from: from.map(|(n, _)| n),
+            to_rel,
+            bytes: bytes.map(Arc::new),
+            actor,
+            kind,
+            renamed,
+        },
+        identity,
+    )
+}
+
+/// A change that is on disk, to be recorded.
+pub(crate) struct Recorded<'a> {
+    pub from: Option<&'a Arc<Note>>,
+    pub to_rel: &'a str,
+    /// The bytes now at `to_rel` (`None` for a delete).
+    pub bytes: Option<Arc<Vec<u8>>>,
+    pub actor: &'a str,
+    pub kind: &'a str,
+    pub renamed: bool,
+}
+
+/// Record a write whose change is on disk, through the one recorder (durably: its
+/// history commit is written first), and make its receipt. The caller holds the write
+/// lock.
+pub(crate) fn record_change(
+    svc: &State,
+    change: Recorded<'_>,
+    identity: Identity,
+) -> Result<Receipt> {
+    let Recorded {
+        from,
+        to_rel,
+        bytes,
+        actor,
+        kind,
+        renamed,
+    } = change;
+    let now = Utc::now();
+    let created_at = from.map_or(now, |n| n.created_at);
+    let to = bytes.as_ref().map(|new| {
+        let mtime = std::fs::metadata(svc.paths.root.join(to_rel))
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|_| now.into());
+        Observed {
+            rel: to_rel.to_string(),
+            size: new.len() as u64,
+            mtime,
+            created: created_at.into(),
+            content_hash: crate::vault::content_hash(new),
+            facts: crate::vault::markdown::facts(new),
+            content: scan::keep_content(new.clone()),
+        }
+    });
+    let Identity {
+        note_id,
+        version_id,
+    } = identity;
+    let recorded = crate::record::record(
+        svc,
+        crate::record::Batch {
+            actor,
+            subject: format!("{kind} {}", slug_of(to_rel)),
+            entries: vec![crate::record::Entry {
+                from: from.cloned(),
+                to,
+                bytes,
+                kind: kind.to_string(),
+                note_id,
+                version_id,
+                created_at,
+            }],
+            whole_vault: None,
+            durable: true,
+        },
+    )?;
+    let entry = recorded
+        .entries
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal("the recorder recorded nothing"))?;
+    let deleted = entry.revision.content_hash.is_none();
+    let mut receipt = receipt_of(&entry.note, entry.revision.seq, from.is_none());
+    receipt.version_id = entry.revision.version_id;
+    receipt.content_hash = entry.revision.content_hash.unwrap_or_default();
+    receipt.flow_back_error = recorded.history_problem;
+    receipt.renamed = renamed;
+    if deleted {
+        receipt.note = None;
+    }
+    Ok(receipt)
+}
+
+fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
+    Receipt {
+        status: ReceiptStatus::Applied,
+        slug: note.slug.clone(),
+        note_id: note.note_id.clone(),
+        version_id: note.version_id.clone(),
+        content_hash: note.content_hash.clone(),
+        committed_seq: seq,
+        note: Some(NoteFacts::from(note.as_ref())),
+        renamed: false,
+        unchanged: false,
+        links_updated: 0,
+        links_failed: Vec::new(),
+        flow_back_error: None,
+        pending_id: None,
+        created,
+    }
+}
+
+/// Where a deleted note goes: `.trash/<path>`, Obsidian's convention, with a numeric
+/// suffix when a note of that name was trashed before.
+fn trash_path(root: &std::path::Path, rel: &str) -> std::path::PathBuf {
+    let base = root.join(".trash");
+    let first = base.join(rel);
+    if !first.exists() {
+        return first;
+    }
+    let stem = rel.strip_suffix(".md").unwrap_or(rel);
+    (2..)
+        .map(|i| base.join(format!("{stem} {i}.md")))
+        .find(|p| !p.exists())
+        .unwrap_or(first)
+}

@@ -1,0 +1,389 @@
+//! What a write would do, worked out without changing anything: the note it starts from
+//! (read so that the bytes agree with its version), the checks of its preconditions, and
+//! the bytes and place it ends with. Used to apply a write and to preview a queued one.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Reason, Result};
+use crate::state::State;
+use crate::vault::catalog::Note;
+use crate::vault::frontmatter;
+use crate::vault::path::slug_of;
+
+use super::{Op, PatchChange};
+
+/// The note `key` names, with its current bytes; an external edit the catalog has not
+/// seen yet is recorded first (a `filesystem` revision), so preconditions see it. The
+/// bytes are always the version answered (the refresh may record other bytes than were
+/// read: an in-place save caught half done is recorded once it is whole); a note that
+/// keeps changing under the reads is `VERSION_MOVED`.
+fn current(svc: &State, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
+    crate::record::refresh::read_agreeing(svc, key, crate::record::refresh::Lock::Held)?.map_err(
+        |note| {
+            Error::new(
+                Reason::VERSION_MOVED,
+                format!("note {} keeps changing on disk; try again", note.slug),
+            )
+            .with_meta("current_version_id", note.version_id.clone())
+        },
+    )
+}
+
+fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
+    match version_id {
+        Some(v) if v != note.version_id => Err(Error::new(
+            Reason::VERSION_MOVED,
+            format!(
+                "note {} is at version {}, not {v}",
+                note.slug, note.version_id
+            ),
+        )
+        .with_meta("current_version_id", note.version_id.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// Check a target slug for a new or moved note: safe, a name the API may create, and
+/// creating folders at most one level deep.
+fn target_path(svc: &State, slug: &str) -> Result<crate::vault::path::SafePath> {
+    let rel = format!("{slug}.md");
+    let safe = svc.paths.resolve_new(&rel)?;
+    if let Some((folder, _)) = slug.rsplit_once('/') {
+        if folder.contains('/') && !svc.paths.root.join(folder).is_dir() {
+            return Err(Error::invalid_field(
+                "folder",
+                format!("folder {folder:?} does not exist and the API creates folders only one level deep"),
+            ));
+        }
+    }
+    Ok(safe)
+}
+
+/// What a write would do: the note it starts from (with the bytes it was read with),
+/// where the note ends up, and its new content (`None` for a delete).
+pub struct Plan {
+    pub from: Option<(Arc<Note>, Vec<u8>)>,
+    /// Vault-relative path after the write.
+    pub to_rel: String,
+    pub bytes: Option<Vec<u8>>,
+    /// `create`, `update`, `move`, `delete`.
+    pub kind: &'static str,
+    pub renamed: bool,
+    /// The note id a create restores (a rollback of a deleted note).
+    pub restore_id: Option<String>,
+}
+
+impl Plan {
+    /// The note's text before and after, for a diff preview.
+    pub fn texts(&self) -> (String, String) {
+        let text = |b: Option<&[u8]>| {
+            b.map(|b| crate::vault::markdown::decode(b).0.into_owned())
+                .unwrap_or_default()
+        };
+        (
+            text(self.from.as_ref().map(|(_, b)| b.as_slice())),
+            text(self.bytes.as_deref()),
+        )
+    }
+
+    pub fn from_rel(&self) -> Option<&str> {
+        self.from.as_ref().map(|(n, _)| n.path.as_str())
+    }
+}
+
+/// Work out what `op` would do, reading the note and checking every precondition,
+/// without writing anything. Used to apply a write and to preview a queued one.
+pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
+    match op {
+        Op::Create { slug, body, keys } => {
+            let safe = target_path(svc, slug)?;
+            if svc.catalog.read().get(slug).is_some() || safe.abs.exists() {
+                return Err(Error::new(
+                    Reason::NAME_COLLISION,
+                    format!("a note {slug} already exists"),
+                )
+                .with_meta("slug", slug.clone()));
+            }
+            let mut text = body.clone();
+            for (key, value) in keys {
+                text = frontmatter::set_key(&text, key, value)
+                    .map_err(|e| Error::invalid_field(key.clone(), e.to_string()))?;
+            }
+            Ok(Plan {
+                from: None,
+                to_rel: safe.rel,
+                bytes: Some(text.into_bytes()),
+                kind: "create",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        Op::Patch {
+            note,
+            version_id,
+            changes,
+        } => {
+            let (current_note, bytes) = current(svc, note)?;
+            check_version(&current_note, version_id.as_deref())?;
+            let (text, lossy) = crate::vault::markdown::decode(&bytes);
+            if lossy && changes.iter().any(|c| !matches!(c, PatchChange::Folder(_))) {
+                return Err(not_utf8(&current_note));
+            }
+            let mut text = text.into_owned();
+            let mut to_rel = current_note.path.clone();
+            for change in changes {
+                text = match change {
+                    PatchChange::SetKey(key, value) => frontmatter::set_key(&text, key, value)
+                        .map_err(|e| frontmatter_error(&current_note, e))?,
+                    PatchChange::RemoveKey(key) => frontmatter::remove_key(&text, key)
+                        .map_err(|e| frontmatter_error(&current_note, e))?,
+                    PatchChange::Content(body) => frontmatter::replace_body(&text, body),
+                    PatchChange::Folder(f) => {
+                        to_rel = move_target(svc, &current_note, &folder_target(f, &current_note))?;
+                        text
+                    }
+                };
+            }
+            let new_bytes = if lossy {
+                bytes.clone()
+            } else {
+                text.into_bytes()
+            };
+            let kind = if to_rel != current_note.path {
+                "move"
+            } else {
+                "update"
+            };
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(new_bytes),
+                kind,
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        Op::Edit {
+            note,
+            version_id,
+            old_string,
+            new_string,
+        } => {
+            let (current_note, bytes) = current(svc, note)?;
+            check_version(&current_note, Some(version_id))?;
+            let (text, lossy) = crate::vault::markdown::decode(&bytes);
+            if lossy {
+                return Err(not_utf8(&current_note));
+            }
+            let starts: Vec<usize> = text
+                .match_indices(old_string.as_str())
+                .map(|(i, _)| i)
+                .collect();
+            match starts.len() {
+                0 => {
+                    return Err(Error::new(
+                        Reason::EDIT_MATCH_NOT_FOUND,
+                        format!("old_string does not occur in {}", current_note.slug),
+                    ))
+                }
+                1 => {}
+                n => {
+                    let lines: Vec<String> = starts
+                        .iter()
+                        .map(|&i| (text[..i].matches('\n').count() + 1).to_string())
+                        .collect();
+                    return Err(Error::new(
+                        Reason::EDIT_AMBIGUOUS,
+                        format!("old_string occurs {n} times in {}", current_note.slug),
+                    )
+                    .with_meta("candidate_lines", lines.join(",")));
+                }
+            }
+            let new_text = text.replacen(old_string.as_str(), new_string, 1);
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(new_text.into_bytes()),
+                kind: "update",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        Op::Delete { note, version_id } => {
+            let (current_note, bytes) = current(svc, note)?;
+            check_version(&current_note, version_id.as_deref())?;
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: None,
+                kind: "delete",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        Op::Move {
+            note,
+            folder,
+            version_id,
+        } => {
+            let (current_note, bytes) = current(svc, note)?;
+            check_version(&current_note, version_id.as_deref())?;
+            let to_rel = move_target(svc, &current_note, &folder_target(folder, &current_note))?;
+            Ok(Plan {
+                from: Some((current_note, bytes.clone())),
+                to_rel,
+                bytes: Some(bytes),
+                kind: "move",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        Op::Rollback {
+            note,
+            revision_id,
+            version_id,
+        } => plan_rollback(svc, note, revision_id, version_id.as_deref()),
+        Op::Rename {
+            note,
+            name,
+            version_id,
+        } => {
+            let (current_note, bytes) = current(svc, note)?;
+            check_version(&current_note, version_id.as_deref())?;
+            let target = match current_note.slug.rsplit_once('/') {
+                Some((folder, _)) => format!("{folder}/{name}"),
+                None => name.clone(),
+            };
+            let to_rel = move_target(svc, &current_note, &target)?;
+            let renamed = to_rel != current_note.path;
+            Ok(Plan {
+                from: Some((current_note, bytes.clone())),
+                to_rel,
+                bytes: Some(bytes),
+                kind: "move",
+                renamed,
+                restore_id: None,
+            })
+        }
+    }
+}
+
+fn plan_rollback(
+    svc: &State,
+    key: &str,
+    revision_id: &str,
+    version_id: Option<&str>,
+) -> Result<Plan> {
+    let current_note = match current(svc, key) {
+        Ok(found) => Some(found),
+        Err(e) if e.reason == Reason::NOTE_NOT_FOUND => None,
+        Err(e) => return Err(e),
+    };
+    let note_id = match &current_note {
+        Some((n, _)) => n.note_id.clone(),
+        None => crate::queries::history::history_of(&svc, key)?.note_id,
+    };
+    let not_found = |why: &str| {
+        Error::new(
+            Reason::VERSION_NOT_FOUND,
+            format!("revision {revision_id} {why}"),
+        )
+        .with_meta("revision_id", revision_id)
+    };
+    let revision = svc
+        .meta
+        .revision(revision_id)?
+        .ok_or_else(|| not_found("does not exist"))?;
+    if revision.note_id != note_id {
+        return Err(not_found("belongs to another note"));
+    }
+    if revision.content_hash.is_none() {
+        return Err(Error::invalid_field(
+            "revision_id",
+            "is a delete and has no content; roll back to the revision before it",
+        ));
+    }
+    let content = crate::queries::history::revision_content(svc, &revision)?
+        .ok_or_else(|| not_found("has no content in history.git yet"))?;
+    match current_note {
+        Some((note, bytes)) => {
+            check_version(&note, version_id)?;
+            let to_rel = note.path.clone();
+            Ok(Plan {
+                from: Some((note, bytes)),
+                to_rel,
+                bytes: Some(content),
+                kind: "update",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        None => {
+            let slug = slug_of(&revision.path).to_string();
+            let safe = target_path(svc, &slug)?;
+            if safe.abs.exists() {
+                return Err(Error::new(
+                    Reason::NAME_COLLISION,
+                    format!("{} exists again; move it away first", revision.path),
+                ));
+            }
+            Ok(Plan {
+                from: None,
+                to_rel: safe.rel,
+                bytes: Some(content),
+                kind: "create",
+                renamed: false,
+                restore_id: Some(note_id),
+            })
+        }
+    }
+}
+
+fn not_utf8(note: &Note) -> Error {
+    Error::invalid_field(
+        "note",
+        format!(
+            "{} is not valid UTF-8; edit it in an editor that keeps its encoding",
+            note.slug
+        ),
+    )
+}
+
+fn frontmatter_error(note: &Note, e: frontmatter::FmError) -> Error {
+    Error::invalid_field(
+        "frontmatter",
+        format!(
+            "{}: {e}; fix the frontmatter in an editor, or send a `content` change only",
+            note.slug
+        ),
+    )
+}
+
+/// The slug of `note` moved into `folder`.
+fn folder_target(folder: &str, note: &Note) -> String {
+    let folder = folder.trim_matches('/');
+    let name = note.slug.rsplit('/').next().unwrap_or(&note.slug);
+    if folder.is_empty() {
+        name.to_string()
+    } else {
+        format!("{folder}/{name}")
+    }
+}
+
+/// Check the place a note moves to and return its vault-relative path.
+fn move_target(svc: &State, note: &Note, target_slug: &str) -> Result<String> {
+    if target_slug == note.slug {
+        return Ok(note.path.clone());
+    }
+    let target = target_path(svc, target_slug)?;
+    if svc.catalog.read().get(target_slug).is_some() || target.abs.exists() {
+        return Err(Error::new(
+            Reason::NAME_COLLISION,
+            format!("a note {target_slug} already exists"),
+        )
+        .with_meta("slug", target_slug));
+    }
+    Ok(target.rel)
+}

@@ -1,0 +1,108 @@
+//! The door of the pipeline: idempotency (a per-key lock, then replay, `IDEMPOTENCY_KEY_REUSED`
+//! or a new write), the policy's branch to the review queue, and the budget.
+
+use chrono::Utc;
+
+use crate::clock::timestamp;
+use crate::error::{Error, Reason, Result};
+use crate::record::crash_point;
+use crate::state::State;
+
+use super::{apply, review, Receipt, Request};
+
+/// The idempotency of one request: its key and the hash of what it means (the caller
+/// decides what makes two requests the same).
+pub struct Idempotency<'a> {
+    pub key: &'a str,
+    pub op_hash: String,
+}
+
+/// The answer to a submitted write.
+#[derive(Debug, Clone)]
+pub enum Submitted {
+    /// A receipt, new or replayed (the caller renders it the same way each time).
+    Receipt(Box<Receipt>),
+    /// A replay of a receipt stored rendered, by a version before receipts were stored
+    /// as such: status and body as they were answered.
+    Rendered(u16, String),
+}
+
+/// The key of a write being applied, which its intent is recorded under.
+#[derive(Debug, Clone, Copy)]
+pub struct IntentKey<'a> {
+    pub key: &'a str,
+    pub op_hash: &'a str,
+}
+
+/// Submit a write: replay it if this key already ran this operation, refuse a key reused
+/// for another operation, else apply it (or queue it) and store its receipt under the key.
+pub fn submit(svc: &State, request: Request, idem: Idempotency<'_>) -> Result<Submitted> {
+    let key_lock = svc.key_locks.get(idem.key);
+    let _key_guard = key_lock.lock();
+    if let Some(row) = svc.meta.idempotency(idem.key)? {
+        if row.op_hash != idem.op_hash {
+            return Err(Error::new(
+                Reason::IDEMPOTENCY_KEY_REUSED,
+                "this Idempotency-Key was already used for a different request",
+            )
+            .with_meta("idempotency_key", idem.key));
+        }
+        return match row.receipt {
+            Some(json) => serde_json::from_str(&json)
+                .map(|r| Submitted::Receipt(Box::new(r)))
+                .map_err(|e| Error::internal(format!("a stored receipt is corrupt: {e}"))),
+            None => Ok(Submitted::Rendered(row.status, row.body)),
+        };
+    }
+    let settings = review::settings(svc)?;
+    let intent = IntentKey {
+        key: idem.key,
+        op_hash: &idem.op_hash,
+    };
+    let applied = if review::must_queue(&settings, &request.op)? {
+        let _write = svc.write_lock.lock();
+        review::queue(svc, &request)
+    } else {
+        apply_now(svc, &settings, &request, Some(intent))
+    };
+    let receipt = match applied {
+        Ok(receipt) => receipt,
+        Err(e) => {
+            // Nothing of it is to be resolved later: the error is the answer.
+            if let Err(forget) = svc.meta.forget_intent(idem.key) {
+                tracing::warn!(error = %forget.message, "cannot forget a write intent");
+            }
+            return Err(e);
+        }
+    };
+    crash_point(svc, "before-receipt");
+    store_receipt(svc, intent, &receipt)?;
+    Ok(Submitted::Receipt(Box::new(receipt)))
+}
+
+/// Apply a request now, spending the write budget: the one door of a direct write and of
+/// an approved one. Past the budget it is `WRITE_BUDGET_EXCEEDED` and nothing changes.
+pub(crate) fn apply_now(
+    svc: &State,
+    settings: &review::WriteSettings,
+    request: &Request,
+    intent: Option<IntentKey<'_>>,
+) -> Result<Receipt> {
+    let now = Utc::now();
+    review::check_budget(svc, settings, now)?;
+    let _write = svc.write_lock.lock();
+    let receipt = apply(svc, &request.op, &request.agent_id, intent)?;
+    if !receipt.unchanged {
+        svc.meta.record_applied_write(&timestamp(now))?;
+    }
+    Ok(receipt)
+}
+
+/// Keep `receipt` under its key for replays, and let go of the key's intent, in one
+/// transaction.
+pub(crate) fn store_receipt(svc: &State, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
+    let json = serde_json::to_string(receipt)
+        .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
+    svc.meta
+        .store_receipt(key.key, key.op_hash, &json, &timestamp(Utc::now()))
+}
