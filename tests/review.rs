@@ -843,3 +843,58 @@ async fn an_approved_write_counts_against_the_budget() {
     let second = s.get_json(&format!("/v1/writes/{}", ids[1]), 200).await;
     assert_eq!(second["status"], "pending", "{second}");
 }
+
+/// A pending write queued by a version that stored the HTTP request (before migration 6)
+/// is upgraded at start: the listing shows the pipeline's request, an approval applies it
+/// (the note is on disk with its content) and the decided row shows the receipt.
+#[tokio::test]
+async fn a_pending_write_queued_by_an_older_version_is_approved_after_the_upgrade() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    set_policy(&s, "review").await;
+    let (dir, vault, state) = s.stop().await;
+    let legacy = json!({
+        "route": "POST /v1/notes",
+        "note": null,
+        "query": "",
+        "body": {"slug": "legacy/queued", "content": "# Queued before the upgrade\n", "agent_id": "old"},
+        "agent_id": "old",
+    });
+    let id = "01a202ab-b1eb-71ad-8075-4bd827459e8f";
+    {
+        let db = rusqlite::Connection::open(state.join("meta.sqlite")).unwrap();
+        db.execute(
+            "INSERT INTO pending_writes (id, kind, status, agent_id, created_at, payload, preview, slug, domain)
+             VALUES (?1, 'write', 'pending', 'old', '2026-11-01T00:00:00.000Z', ?2, '', 'legacy/queued', 0)",
+            rusqlite::params![id, legacy.to_string()],
+        )
+        .unwrap();
+    }
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let pending = ok(
+        &s,
+        Method::GET,
+        &format!("/v1/writes/{id}"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(pending["payload"]["op"]["op"], "create", "{pending}");
+    assert_eq!(pending["payload"]["agent_id"], "old", "{pending}");
+    let decided = ok(
+        &s,
+        Method::POST,
+        &format!("/v1/writes/{id}:approve"),
+        None,
+        None,
+        200,
+    )
+    .await;
+    assert_eq!(decided["status"], "applied", "{decided}");
+    assert_eq!(decided["result"]["status"], "applied", "{decided}");
+    assert_eq!(decided["result"]["slug"], "legacy/queued", "{decided}");
+    assert_eq!(
+        read(&s, "legacy/queued.md"),
+        "# Queued before the upgrade\n"
+    );
+}
