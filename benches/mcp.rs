@@ -6,6 +6,11 @@
 //! Environment: `NOTEVAULT_CORPUS` (the tarball; without it the bench says so and exits
 //! 0), `NOTEVAULT_BENCH_SECONDS` (measured seconds per load, default 10).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::net::SocketAddr;

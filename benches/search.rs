@@ -12,6 +12,11 @@
 //! `cargo bench --bench search`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
 //! `NOTEVAULT_BENCH_RUNS` (index builds and greps, default 3).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -10,6 +10,11 @@
 //! - `NOTEVAULT_BENCH_RUNS`: repetitions of each start and history measure (default 5).
 //! - `NOTEVAULT_BENCH_NO_DROP_CACHES=1`: never drop the page cache before a cold start.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the editor and the operator: they write the vault and read the environment"
+)]
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};

@@ -9,6 +9,11 @@
 //! binary to run, to compare two builds on one machine; default this build's),
 //! `NOTEVAULT_CORPUS` (the tarball). See `benches/README.md`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -19,6 +19,11 @@
 //! - `NOTEVAULT_BENCH_IDLE_SECONDS`: length of each idle CPU measure (default 60).
 //! - `NOTEVAULT_BENCH_EDITS`: external edits of each kind (default 200).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the editor and the operator: they write the vault and read the environment"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};

@@ -10,6 +10,11 @@
 //! Environment: `NOTEVAULT_CORPUS` (the tarball), `NOTEVAULT_BENCH_REVISIONS` (default
 //! 10000), `NOTEVAULT_BENCH_SECONDS` (throughput run, default 10).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::path::Path;

@@ -255,6 +255,7 @@ fn split_list(value: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write fixture files")]
 mod tests {
     use super::*;
     use std::collections::HashMap;

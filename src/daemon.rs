@@ -266,6 +266,10 @@ fn parse_time(s: &str) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a probe file in the state directory"
+)]
 fn probe_writable(dir: &Path) -> anyhow::Result<()> {
     let probe = dir.join(".notevault-tmp-probe");
     std::fs::write(&probe, b"")

@@ -52,12 +52,20 @@ fn limit_malloc_arenas() {
     }
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
 fn config_file(given: Option<PathBuf>) -> Option<PathBuf> {
     given.or_else(|| std::env::var_os("NOTEVAULT_CONFIG").map(PathBuf::from))
 }
 
 /// Drop the index, open the vault without watching (which rebuilds it from the folder),
 /// wait for the index and the history writer, and say what was done.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
 fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     logs();
     let flags = Layer {
@@ -107,6 +115,10 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     logs();
     let file = config_file(args.config.clone());

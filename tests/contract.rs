@@ -1,6 +1,11 @@
 //! The contract fuzzed: schemathesis (PyPI, from the venv `.ci/run` creates) generates
 //! requests from the served `/openapi.json`; no answer may be a 5xx or break the contract.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::TestServer;

@@ -2,6 +2,11 @@
 //! received matches a file on disk and a commit in history, no file is torn, no temp file
 //! is left, and replaying every key returns its original receipt.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

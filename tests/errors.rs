@@ -1,5 +1,10 @@
 //! Every reason the read surface can answer, over HTTP, with the full envelope.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{assert_envelope, res_json, TestServer};

@@ -1,6 +1,11 @@
 //! The folder belongs to the user: scanning and reading leave every byte and mtime as it
 //! was, and the edge cases of `fixtures/edge` are served as documented.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::TestServer;

@@ -1,5 +1,10 @@
 //! `GET /v1/folders`: folders derived from the notes in them, with counts and paging.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{temp_vault, TestServer};

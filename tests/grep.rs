@@ -1,6 +1,11 @@
 //! GET /v1/grep: line for line what `rg -n` finds in the markdown files, paging, freshness
 //! and bad input.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::collections::BTreeSet;

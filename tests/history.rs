@@ -1,6 +1,11 @@
 //! history.git: the first start records the vault, a later start records what changed
 //! while the daemon was off, note ids survive restarts, and git's own tools agree.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{git, TestServer};

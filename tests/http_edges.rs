@@ -3,6 +3,11 @@
 //! Host guard, CORS preflights, rate-limit headers, malformed JSON-RPC on `/mcp`, slow and
 //! idle connections and the connection cap.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::time::Duration;

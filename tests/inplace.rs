@@ -2,6 +2,11 @@
 //! reads and API edits: the zero-length moment between the two halves is never recorded
 //! as a revision, while a note a person really empties is.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::io::Write;

@@ -4,6 +4,11 @@
 //! over tags, folder, path and slug, which walk only their candidates, answer what a full
 //! evaluation answers.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{eventually, temp_vault, TestServer};

@@ -1,6 +1,11 @@
 //! `/mcp` over real HTTP: both protocol eras, the tools against their `/v1` twins, tool
 //! errors with the envelope's reason and hint, and the guards `/v1` has.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::TestServer;

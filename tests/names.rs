@@ -2,6 +2,11 @@
 //! something else, or that history cannot keep; and a file with such a name put there by
 //! hand never stops the history of the others.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{assert_envelope, git, res_json, TestServer};

@@ -1,5 +1,10 @@
 //! The read surface over HTTP: listing, line-sliced reads, raw reads, note addressing.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::TestServer;

@@ -1,6 +1,11 @@
 //! Review over HTTP: write settings, policies, budget, the queue and its decisions,
 //! revisions, rollback and diffs.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{assert_envelope, res_json, TestServer};

@@ -1,6 +1,11 @@
 //! GET /v1/search: relevance, phrases, prefixes, CJK, fields, filters, order, paging,
 //! read-your-writes with `min_seq`, coverage, the index across restarts, bad input.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use std::path::Path;

@@ -1,6 +1,11 @@
 //! The live folder: external edits by every editor save pattern reach the listing, the
 //! revisions and the history without any read, and keep their note ids.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::eventually;

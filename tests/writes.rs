@@ -1,6 +1,11 @@
 //! The write pipeline over HTTP: every route and legacy form, receipts, idempotency,
 //! preconditions, surgical frontmatter edits, link rewriting, history and bad input.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
 mod common;
 
 use common::{assert_envelope, git, res_json, TestServer};

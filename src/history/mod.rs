@@ -359,6 +359,10 @@ fn note_left_out(s: &mut HistoryStatus, request: &CommitRequest, left_out: &[(St
 }
 
 /// Keep the lasting part of the status (written whole, then renamed into place).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "history's status file, in the state directory"
+)]
 fn save_status(file: &Path, status: &HistoryStatus) {
     let Ok(json) = serde_json::to_vec_pretty(status) else {
         return;

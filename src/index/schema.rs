@@ -147,6 +147,10 @@ fn flatten_yaml(v: &serde_norway::Value, out: &mut String) {
 /// Open the index in `dir`, or create it; an index that does not open, or of another
 /// schema version, is removed and created again. The second value says why it was
 /// (re)built.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the search index, derived data in the state directory"
+)]
 pub(super) fn open_or_rebuild(
     dir: &Path,
     schema: &Schema,

@@ -10,6 +10,11 @@
 //! checked, and if an editor saved in the meantime the swap is undone and its bytes stay.
 //! A create uses `RENAME_NOREPLACE`, so a file that appears meanwhile is never replaced.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the one module that changes the user's folder (clippy.toml)"
+)]
+
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;

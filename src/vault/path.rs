@@ -260,6 +260,10 @@ fn component_problem(name: &str) -> Option<String> {
 /// usually inside the vault) gets a probe file whose name is then looked up in the other
 /// case. A state directory on another device is not the vault's file system: then an
 /// entry of the vault root is looked up in the other case instead.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a probe file in the state directory"
+)]
 fn probe_case_insensitive(root: &Path, state_dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let same_device = match (std::fs::metadata(root), std::fs::metadata(state_dir)) {
@@ -321,6 +325,7 @@ pub fn slug_of(rel: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write fixture files")]
 mod tests {
     use super::*;
 

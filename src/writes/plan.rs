@@ -283,7 +283,7 @@ fn plan_rollback(
     };
     let note_id = match &current_note {
         Some((n, _)) => n.note_id.clone(),
-        None => crate::queries::history::history_of(&svc, key)?.note_id,
+        None => crate::queries::history::history_of(svc, key)?.note_id,
     };
     let not_found = |why: &str| {
         Error::new(
