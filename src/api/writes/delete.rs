@@ -1,0 +1,54 @@
+//! `DELETE /v1/notes/{note}`: the note goes to `.trash/`.
+
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use axum::response::Response;
+use serde_json::Value;
+
+use super::*;
+
+/// Delete a note: the file moves to the vault's `.trash/` and history records the delete.
+#[utoipa::path(
+    delete,
+    path = "/v1/notes/{note}",
+    tag = "Notes",
+    params(
+        ("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F`.", min_length = 1),
+        ("version_id" = Option<String>, Query, description = "Precondition: the version being deleted."),
+        ("agent_id" = Option<String>, Query, description = "Who asks (1..100 characters, default `unknown`)."),
+        ("Idempotency-Key" = String, Header, description = "Unique per distinct operation."),
+    ),
+    responses(
+        (status = 200, description = "Applied.", body = Receipt),
+        (status = 400, description = "Invalid request.", body = ErrorEnvelope),
+        (status = 404, description = "No such note.", body = ErrorEnvelope),
+        (status = 409, description = "The note changed since `version_id`.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn delete(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Response> {
+    let prepared = prepare_delete(note, parts.uri.query().unwrap_or(""))?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+pub(super) fn prepare_delete(note: String, query: &str) -> Result<Prepared, Error> {
+    let q = Query::parse(Some(query), &["version_id", "agent_id"])?;
+    let version_id = version_field("version_id", q.str("version_id").map(str::to_string))?;
+    let agent = agent_id(q.str("agent_id").map(str::to_string))?;
+    let query = version_id.clone().unwrap_or_default();
+    let op = Op::Delete {
+        note: note.clone(),
+        version_id,
+    };
+    Ok(Prepared {
+        route: "DELETE /v1/notes/{note}",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: Value::Null,
+        agent,
+        op,
+        embed_note: false,
+    })
+}

@@ -1,0 +1,152 @@
+//! `POST /v1/notes/{note}:move` and `:rename`: a new folder or a new name; links to the note are rewritten.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::request::Parts;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::*;
+
+/// `:move` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveNote {
+    /// The destination folder (`""` for the vault root; created one level deep at most).
+    pub folder: String,
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+/// Move a note to another folder; links to it are rewritten.
+#[utoipa::path(
+    post,
+    path = "/v1/notes/{note}:move",
+    tag = "Notes",
+    request_body = MoveNote,
+    params(
+        ("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F`.", min_length = 1),
+        ("Idempotency-Key" = String, Header, description = "Unique per distinct operation."),
+    ),
+    responses(
+        (status = 200, description = "Applied; `links_updated` and `links_failed` report the link rewrites.", body = Receipt),
+        (status = 400, description = "Invalid request or unsafe path.", body = ErrorEnvelope),
+        (status = 404, description = "No such note.", body = ErrorEnvelope),
+        (status = 409, description = "The target exists, or the note changed.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn move_(
+    svc: Arc<State>,
+    note: String,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let prepared = prepare_move(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+pub(super) fn prepare_move(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: MoveNote = parse_as(&raw)?;
+    let version_id = version_field("version_id", req.version_id)?;
+    let agent = agent_id(req.agent_id)?;
+    check_len("folder", &req.folder, 0, 512)?;
+    let op = Op::Move {
+        note: note.clone(),
+        folder: req.folder,
+        version_id,
+    };
+    Ok(Prepared {
+        route: "POST /v1/notes/{note}:move",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: false,
+    })
+}
+
+/// `:rename` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameNote {
+    /// The new file name, without folder (`.md` optional).
+    pub name: String,
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+/// Rename a note in its folder; links to it are rewritten.
+#[utoipa::path(
+    post,
+    path = "/v1/notes/{note}:rename",
+    tag = "Notes",
+    request_body = RenameNote,
+    params(
+        ("note" = String, Path, description = "A note_id, or a slug with `/` raw or as `%2F`.", min_length = 1),
+        ("Idempotency-Key" = String, Header, description = "Unique per distinct operation."),
+    ),
+    responses(
+        (status = 200, description = "Applied; `renamed` is true.", body = Receipt),
+        (status = 400, description = "Invalid request or unsafe name.", body = ErrorEnvelope),
+        (status = 404, description = "No such note.", body = ErrorEnvelope),
+        (status = 409, description = "The target exists, or the note changed.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn rename(
+    svc: Arc<State>,
+    note: String,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let prepared = prepare_rename(
+        note,
+        parts.uri.query().unwrap_or(""),
+        json_value(&parts.headers, &body)?,
+    )?;
+    submit(svc, &parts.headers, prepared).await
+}
+
+pub(super) fn prepare_rename(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+    Query::parse(Some(query), &[])?;
+    let req: RenameNote = parse_as(&raw)?;
+    let version_id = version_field("version_id", req.version_id)?;
+    let agent = agent_id(req.agent_id)?;
+    let name = req
+        .name
+        .strip_suffix(".md")
+        .unwrap_or(&req.name)
+        .to_string();
+    check_len("name", &name, 1, 255)?;
+    if name.contains('/') || name.contains('\\') {
+        return Err(Error::unsafe_path(
+            "a new name holds no folder; use :move to change folders",
+        ));
+    }
+    let op = Op::Rename {
+        note: note.clone(),
+        name,
+        version_id,
+    };
+    Ok(Prepared {
+        route: "POST /v1/notes/{note}:rename",
+        note: Some(note.clone()),
+        query: query.to_string(),
+        body: raw,
+        agent,
+        op,
+        embed_note: false,
+    })
+}
