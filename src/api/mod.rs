@@ -9,6 +9,7 @@ pub mod notes;
 pub mod openapi;
 pub mod params;
 pub mod review;
+pub mod revisions;
 pub mod routes;
 pub mod search;
 pub mod server;
@@ -285,10 +286,10 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         Op::MoveNote => writes::move_(svc, note()?, parts, bytes).await?,
         Op::RenameNote => writes::rename(svc, note()?, parts, bytes).await?,
         Op::RollbackNote => writes::rollback(svc, note()?, parts, bytes).await?,
-        Op::ListRevisions => review::list_revisions(svc, note()?, parts)
+        Op::ListRevisions => revisions::list_revisions(svc, note()?, parts)
             .await?
             .into_response(),
-        Op::DiffNote => review::diff(svc, note()?, parts).await?.into_response(),
+        Op::DiffNote => revisions::diff(svc, note()?, parts).await?.into_response(),
         Op::NoteLinks => notes::links(svc, note()?, parts).await?.into_response(),
         Op::IndexStatus => notes::index_status(svc, parts).await?.into_response(),
         Op::Search => search::search_route(svc, parts).await?.into_response(),

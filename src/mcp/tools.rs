@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::api::folders::{self, ListFoldersParams};
 use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
-use crate::api::review::{self, ListRevisionsParams, RevisionList};
+use crate::api::revisions::{self, ListRevisionsParams, RevisionList};
 use crate::api::search::{
     self, AggregateRequest, GrepParams, GrepResponse, NoParams, PropertyAggregate, SearchParams,
     SearchResponse, TagList, TagsParams, VaultSummary,
@@ -248,7 +248,7 @@ pub async fn call(
         "list_notes" => run(args, |p| notes::list_notes(svc, p)).await,
         "read_note" => run(args, |p| notes::read_note(svc, p)).await,
         "list_folders" => run(args, |p| folders::list_folders(svc, p)).await,
-        "list_revisions" => run(args, |p| review::list_note_revisions(svc, p)).await,
+        "list_revisions" => run(args, |p| revisions::list_note_revisions(svc, p)).await,
         "note_links" => run(args, |p| notes::note_links(svc, p)).await,
         _ => return None,
     })
