@@ -4,14 +4,18 @@
 
 pub mod error;
 pub mod folders;
+pub mod grep;
 pub mod guard;
 pub mod notes;
 pub mod openapi;
 pub mod params;
+pub mod properties;
 pub mod review;
 pub mod routes;
 pub mod search;
 pub mod server;
+pub mod tags;
+pub mod vault;
 pub mod wire;
 pub mod writes;
 
@@ -282,12 +286,12 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         Op::NoteLinks => notes::links(svc, note()?, parts).await?.into_response(),
         Op::IndexStatus => notes::index_status(svc, parts).await?.into_response(),
         Op::Search => search::search_route(svc, parts).await?.into_response(),
-        Op::Grep => search::grep_route(svc, parts).await?.into_response(),
-        Op::Tags => search::tags_route(svc, parts).await?.into_response(),
-        Op::AggregateProperties => search::aggregate_route(svc, parts, bytes)
+        Op::Grep => grep::grep_route(svc, parts).await?.into_response(),
+        Op::Tags => tags::tags_route(svc, parts).await?.into_response(),
+        Op::AggregateProperties => properties::aggregate_route(svc, parts, bytes)
             .await?
             .into_response(),
-        Op::Vault => search::vault_route(svc, parts).await?.into_response(),
+        Op::Vault => vault::vault_route(svc, parts).await?.into_response(),
         Op::GetWriteSettings => review::get_settings(svc, parts).await?.into_response(),
         Op::PatchWriteSettings => review::patch_settings(svc, parts, bytes)
             .await?

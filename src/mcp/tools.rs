@@ -10,12 +10,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::folders::{self, ListFoldersParams};
+use crate::api::grep::{self, GrepParams, GrepResponse};
 use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
+use crate::api::properties::{self, AggregateRequest, PropertyAggregate};
 use crate::api::review::{self, ListRevisionsParams, RevisionList};
-use crate::api::search::{
-    self, AggregateRequest, GrepParams, GrepResponse, NoParams, PropertyAggregate, SearchParams,
-    SearchResponse, TagList, TagsParams, VaultSummary,
-};
+use crate::api::search::{self, SearchParams, SearchResponse};
+use crate::api::tags::{self, TagList, TagsParams};
+use crate::api::vault::{self, NoParams, VaultSummary};
 use crate::api::wire::{FolderList, NoteList, NoteRead};
 use crate::error::Error;
 use crate::mcp::schema;
@@ -241,10 +242,10 @@ pub async fn call(
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
         "search" => run(args, |p| search::search(svc, p)).await,
-        "grep" => run(args, |p| search::grep(svc, p)).await,
-        "list_tags" => run(args, |p| search::tags(svc, p)).await,
-        "aggregate_properties" => run(args, |p| search::aggregate(svc, p)).await,
-        "vault_summary" => run(args, |_: NoParams| search::vault(svc)).await,
+        "grep" => run(args, |p| grep::grep(svc, p)).await,
+        "list_tags" => run(args, |p| tags::tags(svc, p)).await,
+        "aggregate_properties" => run(args, |p| properties::aggregate(svc, p)).await,
+        "vault_summary" => run(args, |_: NoParams| vault::vault(svc)).await,
         "list_notes" => run(args, |p| notes::list_notes(svc, p)).await,
         "read_note" => run(args, |p| notes::read_note(svc, p)).await,
         "list_folders" => run(args, |p| folders::list_folders(svc, p)).await,
