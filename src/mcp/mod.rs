@@ -168,19 +168,21 @@ fn http_parts(extensions: &rmcp::model::Extensions) -> Option<&axum::http::reque
 impl NotesServer {
     /// Whether the caller of this request is offered the write tools.
     fn write_tools(&self, context: &RequestContext<RoleServer>) -> bool {
-        // The auth middleware attaches the request's credential; without one the daemon is
-        // in open local mode.
-        let credential = http_parts(&context.extensions)
-            .and_then(|p| p.extensions.get::<Credential>())
-            .cloned()
-            .unwrap_or(Credential::Open);
-        if matches!(credential, Credential::Open) {
+        // The auth layer put the request's credential into the HTTP request (`api`), the
+        // one way every surface gets it; without one, no write tool is offered.
+        let Some(credential) =
+            http_parts(&context.extensions).and_then(|p| p.extensions.get::<Credential>())
+        else {
+            return false;
+        };
+        // Only a credential that could get them costs a read of the write settings.
+        if !crate::auth::mcp_write_tools(credential, true) {
             return false;
         }
         let writes_possible = crate::writes::review::settings(&self.svc)
             .map(|s| s.policy != crate::writes::review::WritePolicy::ReadOnly)
             .unwrap_or(false);
-        crate::auth::mcp_write_tools(&credential, writes_possible)
+        crate::auth::mcp_write_tools(credential, writes_possible)
     }
 }
 
