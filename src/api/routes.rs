@@ -524,6 +524,37 @@ mod tests {
         }
     }
 
+    /// Every route an error hint names is served, or is one the interface specification
+    /// names for a later issue (attachments, sync).
+    #[test]
+    fn every_route_a_hint_names_is_served_or_in_the_spec() {
+        const LATER: &[&str] = &[
+            "GET /v1/attachments",
+            "GET /v1/sync/e2ee",
+            "GET /v1/sync/snapshot",
+            "GET /v1/sync/ops",
+        ];
+        let served: Vec<String> = table()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.template))
+            .collect();
+        for reason in Reason::ALL {
+            let hint = reason.hint();
+            assert_eq!(
+                hint.matches('`').count() % 2,
+                0,
+                "{reason}: unbalanced backticks"
+            );
+            for route in crate::error::hint_routes(hint) {
+                let route = route.split_once('?').map_or(route, |(r, _)| r);
+                assert!(
+                    served.iter().any(|s| s == route) || LATER.contains(&route),
+                    "{reason} names {route}, which is not served"
+                );
+            }
+        }
+    }
+
     #[test]
     fn unknown_routes_and_methods() {
         assert_eq!(
