@@ -4,6 +4,12 @@
 //! [`reasons!`] gives each reason its HTTP status and its hint (one imperative sentence
 //! naming the next request, per the interface specification). `api::error` turns an
 //! `Error` into the wire envelope in exactly one place; nothing else picks a status code.
+//!
+//! A hint reads right on every surface: it names each request it suggests as a `/v1` route
+//! in backticks (`` `GET /v1/notes` ``), which each edge renders with [`render_hint`] (`/v1`
+//! as written; MCP names the tool twin of a route beside it), and it names nothing only
+//! one surface has (`Retry-After` comes with the `retryDelay` of `details`, which both
+//! carry).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,7 +41,8 @@ macro_rules! reasons {
                 }
             }
 
-            /// One imperative sentence naming the next request.
+            /// One imperative sentence naming the next request, routes as `/v1` names them
+            /// (see [`render_hint`] for another surface).
             pub fn hint(self) -> &'static str {
                 match self {
                     $(Reason::$variant => $hint,)*
@@ -52,7 +59,7 @@ mod table {
         AUTH_INVALID => (401, "Get a new access token, then retry with the `Authorization: Bearer` header."),
         VAULT_FORBIDDEN => (403, "Use a token whose `vault_id` or mapped `org_id` matches a vault on this server."),
         PERMISSION_MISSING => (403, "Use a token with the permission named in `scope`, then retry."),
-        CREDENTIAL_FORBIDDEN => (403, "Call this session-only route from a signed-in session, not with a personal access token."),
+        CREDENTIAL_FORBIDDEN => (403, "Call this route from a signed-in session: a personal access token may not call session-only routes or the key route."),
         NOTE_NOT_FOUND => (404, "List notes with `GET /v1/notes`, then retry with an existing slug or note_id."),
         VERSION_NOT_FOUND => (404, "List revisions with `GET /v1/notes/{note}:listRevisions`, then retry with a listed id."),
         FOLDER_NOT_FOUND => (404, "List folders with `GET /v1/folders`, then retry with an existing path."),
@@ -65,17 +72,17 @@ mod table {
         INVALID_UPDATE_MASK => (400, "Retry the PATCH with an `update_mask` of only `title`, `content`, `folder`, `tags`, `status`, `frontmatter.<key>` (for write settings: `write_policy`, `write_budget`)."),
         UNSAFE_PATH => (400, "Retry with a vault-relative path that stays inside the vault (no `..`, no absolute path, no link leaving the vault)."),
         IDEMPOTENCY_KEY_MISSING => (400, "Retry the write with an `Idempotency-Key` header unique to the operation."),
-        IDEMPOTENCY_KEY_REUSED => (422, "This key was used with a different request; retry with a fresh `Idempotency-Key`."),
+        IDEMPOTENCY_KEY_REUSED => (422, "This key was used with a different request; retry with a fresh idempotency key."),
         REVISION_CONTENT_MISSING => (410, "This revision's bytes were never recorded in history (`details` says why); diff or roll back to another revision listed by `GET /v1/notes/{note}:listRevisions`."),
-        HISTORY_BEHIND => (503, "History has not recorded this revision yet; read `history` in `GET /v1/index-status`, then retry after `Retry-After` seconds."),
-        VERSION_MOVED => (409, "Read the note's current `version_id` with `GET /v1/notes/{note}`, then retry with it and a fresh `Idempotency-Key`."),
-        NAME_COLLISION => (409, "List notes with `GET /v1/notes` (or folders), then retry with a path that does not exist."),
+        HISTORY_BEHIND => (503, "History has not recorded this revision yet; read `history` in `GET /v1/index-status`, then retry after `Retry-After` seconds (the `retryDelay` in `details`)."),
+        VERSION_MOVED => (409, "Read the note's current `version_id` with `GET /v1/notes/{note}`, then retry the write with it and a fresh idempotency key."),
+        NAME_COLLISION => (409, "List notes with `GET /v1/notes` or folders with `GET /v1/folders`, then retry with a path that does not exist."),
         ALREADY_DECIDED => (409, "List writes with `GET /v1/writes?status=applied` or `status=rejected`; do not retry the same approve or reject."),
         ALREADY_ENABLED => (409, "Private notes are already enabled for this vault; read `GET /v1/sync/e2ee` instead."),
-        EDIT_AMBIGUOUS => (422, "Retry `:edit` with a longer `old_string` that matches exactly one place (see `candidate_lines` in the ErrorInfo metadata)."),
-        EDIT_MATCH_NOT_FOUND => (422, "Read the note with `GET /v1/notes/{note}`, then retry `:edit` with an `old_string` present in the current body."),
-        WRITE_REFUSED => (422, "Read `GET /v1/vault/write-settings` and `GET /v1/writes`, then retry with a write the policy allows."),
-        WRITE_BUDGET_EXCEEDED => (429, "Ask a reviewer to apply the remaining work, or wait `Retry-After` seconds and retry with a fresh `Idempotency-Key`."),
+        EDIT_AMBIGUOUS => (422, "Retry `POST /v1/notes/{note}:edit` with a longer `old_string` that matches exactly one place (see `candidate_lines` in the ErrorInfo metadata)."),
+        EDIT_MATCH_NOT_FOUND => (422, "Read the note with `GET /v1/notes/{note}`, then retry `POST /v1/notes/{note}:edit` with an `old_string` present in the current body."),
+        WRITE_REFUSED => (422, "Read `write_policy` with `GET /v1/vault` and the queued writes with `GET /v1/writes`, then retry with a write the policy allows."),
+        WRITE_BUDGET_EXCEEDED => (429, "Ask a reviewer to apply the remaining work, or wait `Retry-After` seconds (the `retryDelay` in `details`) and retry with a fresh idempotency key."),
         RATE_LIMITED => (429, "Wait `Retry-After` seconds, then retry the same request with the same `Idempotency-Key`."),
         SYNC_COMPACTED => (410, "Read `GET /v1/sync/snapshot`, then read `GET /v1/sync/ops` with `after_seq` set to `compacted_through_seq` from `details`."),
         STORAGE_UNAVAILABLE => (503, "Database storage is not configured or not running; configure it, then retry."),
@@ -98,6 +105,42 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Whether a backticked span of a hint names a route: an HTTP method, a space, a path.
+fn is_route(span: &str) -> bool {
+    span.split_once(' ').is_some_and(|(method, path)| {
+        ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&method) && path.starts_with('/')
+    })
+}
+
+/// The routes `hint` names (its backticked spans `METHOD /path`), in order.
+pub fn hint_routes(hint: &str) -> Vec<&str> {
+    hint.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| is_route(span))
+        .collect()
+}
+
+/// `hint` as a surface shows it: each route it names (a backticked `METHOD /path`) is
+/// replaced by what `route` answers for it (given without backticks), or kept as written
+/// when `route` answers `None`. The `/v1` envelope shows hints as written; the MCP edge
+/// names a route's tool twin.
+pub fn render_hint(hint: &str, route: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(hint.len() + 64);
+    for (i, part) in hint.split('`').enumerate() {
+        if i % 2 == 0 {
+            out.push_str(part);
+        } else if let Some(rendered) = is_route(part).then(|| route(part)).flatten() {
+            out.push_str(&rendered);
+        } else {
+            out.push('`');
+            out.push_str(part);
+            out.push('`');
+        }
+    }
+    out
 }
 
 /// One violated field of a request (`BadRequest.fieldViolations`).
@@ -152,6 +195,22 @@ impl Error {
         .with_meta("note", what)
     }
 
+    /// An IO failure of an operation on one kind of thing: a missing file answers
+    /// `missing`, the not-found reason of what the operation reads (`NOTE_NOT_FOUND` for a
+    /// note's file, `VERSION_NOT_FOUND` for a revision, `FOLDER_NOT_FOUND`,
+    /// `ATTACHMENT_NOT_FOUND`); any other failure is `INTERNAL`.
+    pub fn io(missing: Reason, err: std::io::Error) -> Self {
+        match err.kind() {
+            std::io::ErrorKind::NotFound => Self::new(missing, err.to_string()),
+            _ => Self::internal(err),
+        }
+    }
+
+    /// [`Error::io`] for reading a note's file: missing is `NOTE_NOT_FOUND`.
+    pub fn io_note(err: std::io::Error) -> Self {
+        Self::io(Reason::NOTE_NOT_FOUND, err)
+    }
+
     pub fn unsafe_path(message: impl Into<String>) -> Self {
         Self::new(Reason::UNSAFE_PATH, message)
     }
@@ -179,15 +238,11 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<std::io::Error> for Error {
-    fn from(err: std::io::Error) -> Self {
-        match err.kind() {
-            std::io::ErrorKind::NotFound => Self::new(Reason::NOTE_NOT_FOUND, err.to_string()),
-            _ => Self::internal(err),
-        }
-    }
-}
-
+/// Transitional: `?` on an `io::Error` still answers as [`Error::io_note`] for the one
+/// call site that relies on it (`Service::read`, reading a note's file again, being moved
+/// to the queries module; a note is what is missing there). That site should call
+/// `Error::io_note` and this impl go: an IO error answers the reason of what the operation
+/// was reading ([`Error::io`]), never `NOTE_NOT_FOUND` by default.
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
         Self::new(
@@ -256,6 +311,40 @@ mod tests {
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");
             assert!((400..600).contains(&reason.status()), "{reason}");
         }
+    }
+
+    #[test]
+    fn io_errors_answer_the_reason_of_what_was_read() {
+        use std::io::{Error as IoError, ErrorKind};
+        let missing = || IoError::new(ErrorKind::NotFound, "gone");
+        assert_eq!(Error::io_note(missing()).reason, Reason::NOTE_NOT_FOUND);
+        for reason in [
+            Reason::VERSION_NOT_FOUND,
+            Reason::FOLDER_NOT_FOUND,
+            Reason::ATTACHMENT_NOT_FOUND,
+        ] {
+            assert_eq!(Error::io(reason, missing()).reason, reason);
+        }
+        let denied = IoError::new(ErrorKind::PermissionDenied, "no");
+        assert_eq!(
+            Error::io(Reason::FOLDER_NOT_FOUND, denied).reason,
+            Reason::INTERNAL
+        );
+    }
+
+    #[test]
+    fn hints_render_their_routes_per_surface() {
+        let hint = "List notes with `GET /v1/notes` or `x`, then `GET /v1/writes?status=applied`.";
+        assert_eq!(
+            hint_routes(hint),
+            ["GET /v1/notes", "GET /v1/writes?status=applied"]
+        );
+        assert_eq!(render_hint(hint, |_| None), hint);
+        assert_eq!(
+            render_hint(hint, |route| (route == "GET /v1/notes")
+                .then(|| "the tool".into())),
+            "List notes with the tool or `x`, then `GET /v1/writes?status=applied`."
+        );
     }
 
     #[test]

@@ -714,3 +714,48 @@ async fn the_official_python_sdk_accepts_the_server_in_both_modes() {
         assert!(!stderr.contains("failed"), "{mode}: {stderr}");
     }
 }
+
+/// A tool error's hint, read by an MCP caller: every route it names that has a tool twin is
+/// named as the tool (the route beside it, "over HTTP"); the others read as on `/v1`. The
+/// errors a read tool can meet, one row each: the tool, its arguments, the reason and the
+/// hint the caller reads.
+#[tokio::test]
+async fn tool_error_hints_name_the_tool_to_call_next() {
+    let s = vault_example().await;
+    let (mut session, _) = Session::open(&s).await;
+    let not_found = "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP), then retry with an existing slug or note_id.";
+    let cases = [
+        ("read_note", json!({"note": "no-such-note"}), "NOTE_NOT_FOUND", not_found),
+        ("note_links", json!({"note": "no-such-note"}), "NOTE_NOT_FOUND", not_found),
+        ("list_revisions", json!({"note": "no-such-note"}), "NOTE_NOT_FOUND", not_found),
+        (
+            "list_notes",
+            json!({"filter": "colour = red"}),
+            "INVALID_FILTER",
+            "Retry with a `filter` that uses only documented fields and operators.",
+        ),
+        (
+            "read_note",
+            json!({"note": "../../etc/passwd"}),
+            "UNSAFE_PATH",
+            "Retry with a vault-relative path that stays inside the vault (no `..`, no absolute path, no link leaving the vault).",
+        ),
+        (
+            "search",
+            json!({"q": "x", "page_token": "forged"}),
+            "VALIDATION_FAILED",
+            "Fix the `fieldViolations` listed in `details`, then retry the same request.",
+        ),
+    ];
+    for (tool, arguments, reason, hint) in cases {
+        let result = session.call(tool, arguments.clone()).await;
+        let err = &result["structuredContent"];
+        assert_eq!(result["isError"], true, "{tool} {arguments}");
+        assert_eq!(err["reason"], reason, "{tool} {arguments}: {err}");
+        assert_eq!(err["hint"], hint, "{tool} {arguments}");
+        // The text content is the same envelope, hint included.
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["hint"], hint, "{tool} {arguments}");
+    }
+}

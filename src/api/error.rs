@@ -128,6 +128,11 @@ impl IntoResponse for ApiError {
                 response.headers_mut().insert("retry-after", v);
             }
         }
+        if let Some(challenge) = crate::auth::challenge(&err) {
+            if let Ok(v) = HeaderValue::from_str(&challenge) {
+                response.headers_mut().insert("www-authenticate", v);
+            }
+        }
         response
     }
 }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, Method};
+use axum::http::HeaderMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
@@ -135,30 +135,12 @@ impl HostGuard {
     }
 }
 
-/// Reads or writes.
+/// Reads or writes: which rate limit a request counts against. Each row of the route
+/// table (`routes::routes`) names its class; `routes::class` finds a request's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     Read,
     Write,
-}
-
-/// The class of a request, or `None` when it is not rate limited.
-pub fn classify(method: &Method, path: &str) -> Option<Class> {
-    if path == "/mcp" || path.starts_with("/mcp/") {
-        return Some(Class::Read);
-    }
-    if !path.starts_with("/v1/") && path != "/v1" {
-        return None;
-    }
-    // A query sent as POST (its filter can be long): a read.
-    if path == "/v1/properties:aggregate" {
-        return Some(Class::Read);
-    }
-    match *method {
-        Method::GET | Method::HEAD => Some(Class::Read),
-        Method::POST | Method::PATCH | Method::PUT | Method::DELETE => Some(Class::Write),
-        _ => None,
-    }
 }
 
 /// The `RateLimit-*` values of an admitted request.

@@ -1,18 +1,23 @@
-//! HTTP only: the router, the middleware (request id, Host/Origin guard, rate limits,
-//! panic catching), the handlers per resource, the wire types, the error envelope and
-//! the OpenAPI document. The domain (`service`, `vault`, ...) knows nothing of this.
+//! HTTP only: the router, the middleware (request id, Host/Origin guard, the credential,
+//! rate limits, panic catching), the handlers per resource, the wire types, the error
+//! envelope and the OpenAPI document. The domain (`service`, `vault`, ...) knows nothing
+//! of this.
 
 pub mod error;
 pub mod folders;
+pub mod grep;
 pub mod guard;
 pub mod notes;
 pub mod openapi;
 pub mod params;
+pub mod properties;
 pub mod review;
 pub mod revisions;
 pub mod routes;
 pub mod search;
 pub mod server;
+pub mod tags;
+pub mod vault;
 pub mod wire;
 pub mod writes;
 
@@ -29,8 +34,9 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::api::error::{ApiError, RequestId, DOCS_URL, REQUEST_ID};
-use crate::api::guard::{classify, Guards, HostGuard, RateLimits};
+use crate::api::guard::{Guards, HostGuard, RateLimits};
 use crate::api::routes::{recognize, Op};
+use crate::auth::{self, Credential};
 use crate::error::{Error, Reason};
 use crate::state::State;
 
@@ -75,7 +81,13 @@ pub fn router(state: AppState) -> Router {
     )
 }
 
+/// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then rmcp, whose
+/// handler reads the credential from the request to decide the tools it offers.
 async fn mcp(Shared(state): Shared<AppState>, req: Request) -> Response {
+    if let Err(err) = credential(req.extensions()).and_then(|c| auth::require(c, routes::MCP.need))
+    {
+        return ApiError(err).into_response();
+    }
     crate::mcp::handle(&state.mcp, req, state.svc.config.body_read_timeout).await
 }
 
@@ -120,11 +132,13 @@ fn is_length_limit(e: &axum::Error) -> bool {
 
 /// Wrap `app` in the middleware every request passes, outermost first: request id,
 /// Host/Origin guard, CORS (when origins are configured; inside the guard, so a preflight
-/// from a foreign origin is refused like any request), rate limits, panic catching.
+/// from a foreign origin is refused like any request), the credential, rate limits, panic
+/// catching.
 fn layered(app: Router<AppState>, state: AppState) -> Router {
     let mut app = app
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
-        .layer(middleware::from_fn_with_state(state.clone(), rate_limit));
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
+        .layer(middleware::from_fn(authenticate));
     if !state.svc.config.allowed_origins.is_empty() {
         let origins: Vec<HeaderValue> = state
             .svc
@@ -201,9 +215,26 @@ async fn host_guard(Shared(state): Shared<AppState>, req: Request, next: Next) -
     next.run(req).await
 }
 
-/// The read and write rate limits, with their `RateLimit-*` headers.
+/// The one place a request gets its credential, kept in its extensions for `dispatch`
+/// (which checks it against the route's need) and for `/mcp`. Open local mode, the only
+/// mode so far (no tokens are configured), gives every request the open credential.
+async fn authenticate(mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(Credential::Open);
+    next.run(req).await
+}
+
+/// The credential [`authenticate`] put into a request. Without one (a router built
+/// without that layer) nothing is served.
+fn credential(extensions: &axum::http::Extensions) -> Result<&Credential, Error> {
+    extensions
+        .get::<Credential>()
+        .ok_or_else(|| Error::internal("the request has no credential: the auth layer did not run"))
+}
+
+/// The read and write rate limits, with their `RateLimit-*` headers; the class comes from
+/// the route table.
 async fn rate_limit(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
-    let Some(class) = classify(req.method(), req.uri().path()) else {
+    let Some(class) = routes::class(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
     let client = req
@@ -240,7 +271,7 @@ fn on_panic(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     .into_response()
 }
 
-/// Route the request through the route table.
+/// Route the request through the route table, after the one permission check of its row.
 async fn dispatch(Shared(state): Shared<AppState>, req: Request) -> Response {
     match dispatch_inner(state, req).await {
         Ok(r) => r,
@@ -254,6 +285,7 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
     let matched = recognize(req.method(), &path, |key| {
         svc.catalog.read().find(key).is_some()
     })?;
+    auth::require(credential(req.extensions())?, matched.access.need)?;
     let (parts, body) = req.into_parts();
     let bytes = if matches!(parts.method, Method::POST | Method::PATCH | Method::PUT) {
         read_body(body, writes::MAX_BODY, svc.config.body_read_timeout).await?
@@ -293,12 +325,12 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         Op::NoteLinks => notes::links(svc, note()?, parts).await?.into_response(),
         Op::IndexStatus => notes::index_status(svc, parts).await?.into_response(),
         Op::Search => search::search_route(svc, parts).await?.into_response(),
-        Op::Grep => search::grep_route(svc, parts).await?.into_response(),
-        Op::Tags => search::tags_route(svc, parts).await?.into_response(),
-        Op::AggregateProperties => search::aggregate_route(svc, parts, bytes)
+        Op::Grep => grep::grep_route(svc, parts).await?.into_response(),
+        Op::Tags => tags::tags_route(svc, parts).await?.into_response(),
+        Op::AggregateProperties => properties::aggregate_route(svc, parts, bytes)
             .await?
             .into_response(),
-        Op::Vault => search::vault_route(svc, parts).await?.into_response(),
+        Op::Vault => vault::vault_route(svc, parts).await?.into_response(),
         Op::GetWriteSettings => review::get_settings(svc, parts).await?.into_response(),
         Op::PatchWriteSettings => review::patch_settings(svc, parts, bytes)
             .await?
@@ -379,5 +411,254 @@ mod tests {
         assert_eq!(body["requestId"], id);
         let response = app.oneshot(request("/v1/notes")).await.unwrap();
         assert_eq!(response.status(), 200);
+    }
+
+    /// The app as `router` builds it, but with `credential` in place of the one the auth
+    /// layer gives (open local mode has only the open credential; the auth issue adds the
+    /// others).
+    fn app_with(state: AppState, credential: Credential) -> Router {
+        let with = move |mut req: Request, next: Next| {
+            let credential = credential.clone();
+            async move {
+                req.extensions_mut().insert(credential);
+                next.run(req).await
+            }
+        };
+        Router::new()
+            .route("/mcp", axum::routing::any(mcp))
+            .fallback(dispatch)
+            .layer(middleware::from_fn(with))
+            .with_state(state)
+    }
+
+    async fn empty_vault() -> (tempfile::TempDir, AppState) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::config::Config {
+            vault: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        let daemon = tokio::task::spawn_blocking(move || crate::daemon::open(config))
+            .await
+            .unwrap()
+            .unwrap();
+        (dir, AppState::new(daemon.state.clone()))
+    }
+
+    /// Dispatch checks each row's need once, before the handler reads anything: a
+    /// credential without the permission gets the envelope (403 `PERMISSION_MISSING`, the
+    /// permission in `scope`) and the spec's `WWW-Authenticate`; no credential gets 401
+    /// `AUTH_MISSING`; a credential that has what the row needs reaches the handler.
+    #[tokio::test]
+    async fn dispatch_refuses_a_credential_that_lacks_the_routes_permission() {
+        use crate::auth::Permission::{NotesReview, NotesWrite};
+        let (_dir, state) = empty_vault().await;
+        let token = |permissions: &[crate::auth::Permission]| Credential::Token {
+            permissions: permissions.to_vec(),
+        };
+        let pat = |permissions: &[crate::auth::Permission]| Credential::Pat {
+            permissions: permissions.to_vec(),
+        };
+        let id = "0190a5c2-7e3f-7c1a-9b2e-0123456789ab";
+        let write = r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.write""#;
+        let review =
+            r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.review""#;
+        let missing = r#"Bearer realm="notevault""#;
+        // (credential, method, path, refused with: status, reason, WWW-Authenticate)
+        let refused: Vec<(Credential, Method, String, u16, &str, &str)> = vec![
+            (
+                token(&[]),
+                Method::POST,
+                "/v1/notes".into(),
+                403,
+                "PERMISSION_MISSING",
+                write,
+            ),
+            (
+                pat(&[NotesReview]),
+                Method::PATCH,
+                "/v1/notes/a".into(),
+                403,
+                "PERMISSION_MISSING",
+                write,
+            ),
+            (
+                token(&[]),
+                Method::DELETE,
+                "/v1/notes/a".into(),
+                403,
+                "PERMISSION_MISSING",
+                write,
+            ),
+            (
+                token(&[NotesReview]),
+                Method::POST,
+                "/v1/notes/a:edit".into(),
+                403,
+                "PERMISSION_MISSING",
+                write,
+            ),
+            (
+                token(&[]),
+                Method::POST,
+                "/v1/notes/a/edit".into(),
+                403,
+                "PERMISSION_MISSING",
+                write,
+            ),
+            (
+                token(&[]),
+                Method::POST,
+                "/v1/notes/a:rollback".into(),
+                403,
+                "PERMISSION_MISSING",
+                write,
+            ),
+            (
+                token(&[NotesWrite]),
+                Method::GET,
+                format!("/v1/writes/{id}"),
+                403,
+                "PERMISSION_MISSING",
+                review,
+            ),
+            (
+                pat(&[NotesWrite]),
+                Method::POST,
+                format!("/v1/writes/{id}:approve"),
+                403,
+                "PERMISSION_MISSING",
+                review,
+            ),
+            (
+                token(&[NotesWrite]),
+                Method::POST,
+                format!("/v1/writes/{id}/reject"),
+                403,
+                "PERMISSION_MISSING",
+                review,
+            ),
+            (
+                token(&[NotesWrite]),
+                Method::PATCH,
+                "/v1/vault/write-settings?update_mask=write_budget".into(),
+                403,
+                "PERMISSION_MISSING",
+                review,
+            ),
+            (
+                Credential::Anonymous,
+                Method::GET,
+                "/v1/notes".into(),
+                401,
+                "AUTH_MISSING",
+                missing,
+            ),
+            (
+                Credential::Anonymous,
+                Method::POST,
+                "/v1/notes".into(),
+                401,
+                "AUTH_MISSING",
+                missing,
+            ),
+            (
+                Credential::Anonymous,
+                Method::POST,
+                "/mcp".into(),
+                401,
+                "AUTH_MISSING",
+                missing,
+            ),
+        ];
+        for (credential, method, path, status, reason, challenge) in refused {
+            let what = format!("{credential:?} {method} {path}");
+            let request = axum::http::Request::builder()
+                .method(method)
+                .uri(&path)
+                .header("content-type", "application/json")
+                .body(Body::from("{not json"))
+                .unwrap();
+            let response = app_with(state.clone(), credential)
+                .oneshot(request)
+                .await
+                .unwrap();
+            assert_eq!(response.status(), status, "{what}");
+            assert_eq!(response.headers()["www-authenticate"], challenge, "{what}");
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["reason"], reason, "{what}");
+            assert_eq!(body["statusCode"], status, "{what}");
+            for field in ["error", "message", "requestId", "hint", "help", "details"] {
+                assert!(!body[field].is_null(), "{what}: {field} in {body}");
+            }
+            if status == 403 {
+                let scope = body["details"][0]["metadata"]["scope"].as_str().unwrap();
+                assert!(challenge.ends_with(&format!("scope=\"{scope}\"")), "{what}");
+            }
+        }
+        // What the row needs, held: the handler answers (here: the body is not JSON, or
+        // no such note or write), never a 401 or 403.
+        let allowed: Vec<(Credential, Method, String)> = vec![
+            (token(&[]), Method::GET, "/v1/notes".into()),
+            (pat(&[]), Method::GET, "/v1/writes".into()),
+            (pat(&[]), Method::POST, "/v1/properties:aggregate".into()),
+            (token(&[NotesWrite]), Method::POST, "/v1/notes".into()),
+            (pat(&[NotesWrite]), Method::POST, "/v1/notes/a:edit".into()),
+            (
+                token(&[NotesReview]),
+                Method::GET,
+                format!("/v1/writes/{id}"),
+            ),
+            (
+                pat(&[NotesReview]),
+                Method::POST,
+                format!("/v1/writes/{id}:approve"),
+            ),
+            (Credential::Anonymous, Method::GET, "/openapi.json".into()),
+            (
+                Credential::Open,
+                Method::POST,
+                format!("/v1/writes/{id}:reject"),
+            ),
+            (token(&[]), Method::POST, "/mcp".into()),
+        ];
+        for (credential, method, path) in allowed {
+            let what = format!("{credential:?} {method} {path}");
+            let request = axum::http::Request::builder()
+                .method(method)
+                .uri(&path)
+                .header("content-type", "application/json")
+                .body(Body::from("{not json"))
+                .unwrap();
+            let response = app_with(state.clone(), credential)
+                .oneshot(request)
+                .await
+                .unwrap();
+            assert!(
+                ![401, 403].contains(&response.status().as_u16()),
+                "{what}: {}",
+                response.status()
+            );
+            assert!(
+                response.headers().get("www-authenticate").is_none(),
+                "{what}"
+            );
+        }
+    }
+
+    /// A router built without the auth layer serves nothing: no credential is not the
+    /// open credential.
+    #[tokio::test]
+    async fn without_the_auth_layer_nothing_is_served() {
+        let (_dir, state) = empty_vault().await;
+        let app = Router::new().fallback(dispatch).with_state(state);
+        let request = axum::http::Request::builder()
+            .uri("/v1/notes")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 500);
     }
 }

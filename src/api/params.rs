@@ -255,6 +255,13 @@ impl PageTokens<'_> {
         }
         Ok(cursor.to_string())
     }
+
+    /// The offset inside `token`, for routes that page by position (search, tags).
+    pub fn open_offset(&self, query: &[(&str, &str)], token: &str) -> Result<usize> {
+        self.open(query, token)?
+            .parse()
+            .map_err(|_| Error::invalid_field("page_token", "is not a page token of this route"))
+    }
 }
 
 #[cfg(test)]

@@ -5,10 +5,16 @@
 //! whose `/` may be raw or `%2F`, and custom methods follow it in the same segment
 //! (`/v1/notes/{note}:edit`). So the table below is matched here, the OpenAPI document
 //! lists the same paths (a test checks both directions), and nothing else routes.
+//!
+//! Each row also says what the route is for the guards: its rate-limit [`Class`] and the
+//! [`Need`] its caller must meet, which `dispatch` checks once through `auth::require`.
+//! `/mcp` is served by rmcp beside the table; its access is [`MCP`].
 
 use axum::http::Method;
 use percent_encoding::percent_decode_str;
 
+use crate::api::guard::Class;
+use crate::auth::{Need, Permission};
 use crate::error::{Error, Reason};
 
 /// What a request asks for.
@@ -43,110 +49,212 @@ pub enum Op {
     RejectWrite,
 }
 
-/// One served route: method, OpenAPI path template, operation, and for a deprecated
-/// legacy form the template of its canonical successor.
+/// What a route is for the guards: its rate-limit class (`None`: not limited; the spec
+/// limits `/v1` and `/mcp` only) and what its caller needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub class: Option<Class>,
+    pub need: Need,
+}
+
+/// The contract: unlimited, and served without a credential.
+pub const PUBLIC: Access = Access {
+    class: None,
+    need: Need::Nothing,
+};
+/// A read: any credential (read access comes with every token).
+pub const READ: Access = Access {
+    class: Some(Class::Read),
+    need: Need::Read,
+};
+/// A note mutation: `notes.write`.
+pub const WRITE: Access = Access {
+    class: Some(Class::Write),
+    need: Need::Permission(Permission::NotesWrite),
+};
+/// A read of what only a reviewer may see (`GET /v1/writes/{id}`): `notes.review`.
+pub const REVIEW_READ: Access = Access {
+    class: Some(Class::Read),
+    need: Need::Permission(Permission::NotesReview),
+};
+/// A review action (approve, reject, write-settings PATCH): `notes.review`.
+pub const REVIEW: Access = Access {
+    class: Some(Class::Write),
+    need: Need::Permission(Permission::NotesReview),
+};
+/// `/mcp`: read rate limit, any credential; the tools it lists depend on the credential
+/// (`auth::mcp_write_tools`).
+pub const MCP: Access = READ;
+
+/// One served route: method, OpenAPI path template, operation, access, and for a
+/// deprecated legacy form the template of its canonical successor.
+#[derive(Debug, Clone)]
 pub struct Route {
     pub method: Method,
     pub template: &'static str,
     pub op: Op,
+    pub access: Access,
     pub successor: Option<&'static str>,
 }
 
-/// Every route, as the OpenAPI document names it.
+/// Every route, as the OpenAPI document names it, with its access.
 pub fn routes() -> Vec<Route> {
-    let r = |method: Method, template, op| Route {
+    table().to_vec()
+}
+
+/// The route table, built once. Session-only routes (audit events, export, purge:
+/// `Need::Session(None)`) and the key route (`Need::Session(Some(NotesWrite))`) are not
+/// served yet.
+pub fn table() -> &'static [Route] {
+    static TABLE: std::sync::OnceLock<Vec<Route>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+fn build() -> Vec<Route> {
+    let r = |method: Method, template, op, access| Route {
         method,
         template,
         op,
+        access,
         successor: None,
     };
-    let legacy = |method, template, op, successor| Route {
+    let legacy = |method, template, op, access, successor| Route {
         method,
         template,
         op,
+        access,
         successor: Some(successor),
     };
+    use Method as M;
     vec![
-        r(Method::GET, "/openapi.json", Op::OpenApi),
-        r(Method::GET, "/v1/notes", Op::ListNotes),
-        r(Method::GET, "/v1/folders", Op::ListFolders),
-        r(Method::POST, "/v1/notes", Op::CreateNote),
-        r(Method::GET, "/v1/notes/{note}", Op::GetNote),
-        r(Method::PATCH, "/v1/notes/{note}", Op::PatchNote),
-        r(Method::DELETE, "/v1/notes/{note}", Op::DeleteNote),
-        r(Method::GET, "/v1/notes/{note}/raw", Op::GetRaw),
-        r(Method::POST, "/v1/notes/{note}:edit", Op::EditNote),
-        r(Method::POST, "/v1/notes/{note}:move", Op::MoveNote),
-        r(Method::POST, "/v1/notes/{note}:rename", Op::RenameNote),
-        r(Method::POST, "/v1/notes/{note}:rollback", Op::RollbackNote),
+        r(M::GET, "/openapi.json", Op::OpenApi, PUBLIC),
+        r(M::GET, "/v1/notes", Op::ListNotes, READ),
+        r(M::GET, "/v1/folders", Op::ListFolders, READ),
+        r(M::POST, "/v1/notes", Op::CreateNote, WRITE),
+        r(M::GET, "/v1/notes/{note}", Op::GetNote, READ),
+        r(M::PATCH, "/v1/notes/{note}", Op::PatchNote, WRITE),
+        r(M::DELETE, "/v1/notes/{note}", Op::DeleteNote, WRITE),
+        r(M::GET, "/v1/notes/{note}/raw", Op::GetRaw, READ),
+        r(M::POST, "/v1/notes/{note}:edit", Op::EditNote, WRITE),
+        r(M::POST, "/v1/notes/{note}:move", Op::MoveNote, WRITE),
+        r(M::POST, "/v1/notes/{note}:rename", Op::RenameNote, WRITE),
         r(
-            Method::GET,
+            M::POST,
+            "/v1/notes/{note}:rollback",
+            Op::RollbackNote,
+            WRITE,
+        ),
+        r(
+            M::GET,
             "/v1/notes/{note}:listRevisions",
             Op::ListRevisions,
+            READ,
         ),
-        r(Method::GET, "/v1/notes/{note}:diff", Op::DiffNote),
-        r(Method::GET, "/v1/notes/{note}:links", Op::NoteLinks),
-        r(Method::GET, "/v1/index-status", Op::IndexStatus),
-        r(Method::GET, "/v1/search", Op::Search),
-        r(Method::GET, "/v1/grep", Op::Grep),
-        r(Method::GET, "/v1/tags", Op::Tags),
+        r(M::GET, "/v1/notes/{note}:diff", Op::DiffNote, READ),
+        r(M::GET, "/v1/notes/{note}:links", Op::NoteLinks, READ),
+        r(M::GET, "/v1/index-status", Op::IndexStatus, READ),
+        r(M::GET, "/v1/search", Op::Search, READ),
+        r(M::GET, "/v1/grep", Op::Grep, READ),
+        r(M::GET, "/v1/tags", Op::Tags, READ),
+        // A query sent as POST (its filter can be long): a read.
         r(
-            Method::POST,
+            M::POST,
             "/v1/properties:aggregate",
             Op::AggregateProperties,
+            READ,
         ),
-        r(Method::GET, "/v1/vault", Op::Vault),
+        r(M::GET, "/v1/vault", Op::Vault, READ),
         r(
-            Method::GET,
+            M::GET,
             "/v1/vault/write-settings",
             Op::GetWriteSettings,
+            READ,
         ),
         r(
-            Method::PATCH,
+            M::PATCH,
             "/v1/vault/write-settings",
             Op::PatchWriteSettings,
+            REVIEW,
         ),
-        r(Method::GET, "/v1/writes", Op::ListWrites),
-        r(Method::GET, "/v1/writes/{id}", Op::GetWrite),
-        r(Method::POST, "/v1/writes/{id}:approve", Op::ApproveWrite),
-        r(Method::POST, "/v1/writes/{id}:reject", Op::RejectWrite),
+        r(M::GET, "/v1/writes", Op::ListWrites, READ),
+        r(M::GET, "/v1/writes/{id}", Op::GetWrite, REVIEW_READ),
+        r(M::POST, "/v1/writes/{id}:approve", Op::ApproveWrite, REVIEW),
+        r(M::POST, "/v1/writes/{id}:reject", Op::RejectWrite, REVIEW),
         legacy(
-            Method::POST,
+            M::POST,
             "/v1/notes/{note}/edit",
             Op::EditNote,
+            WRITE,
             "/v1/notes/{note}:edit",
         ),
         legacy(
-            Method::POST,
+            M::POST,
             "/v1/notes/{note}/move",
             Op::MoveNote,
+            WRITE,
             "/v1/notes/{note}:move",
         ),
         legacy(
-            Method::POST,
+            M::POST,
             "/v1/notes/{note}/rename",
             Op::RenameNote,
+            WRITE,
             "/v1/notes/{note}:rename",
         ),
         legacy(
-            Method::GET,
+            M::GET,
             "/v1/notes/{note}/versions",
             Op::ListRevisions,
+            READ,
             "/v1/notes/{note}:listRevisions",
         ),
         legacy(
-            Method::POST,
+            M::POST,
             "/v1/writes/{id}/approve",
             Op::ApproveWrite,
+            REVIEW,
             "/v1/writes/{id}:approve",
         ),
         legacy(
-            Method::POST,
+            M::POST,
             "/v1/writes/{id}/reject",
             Op::RejectWrite,
+            REVIEW,
             "/v1/writes/{id}:reject",
         ),
     ]
+}
+
+/// The rate-limit class of a request, before it is routed: the class of the row that
+/// serves `method` on the raw `path` (`/mcp`: [`MCP`]). A request no row serves is limited
+/// as the spec's limits say by area: a GET under `/v1` is a read; a POST, PATCH, PUT or
+/// DELETE under `/v1` a write; anything under `/mcp` a read; nothing else is limited.
+pub fn class(method: &Method, path: &str) -> Option<Class> {
+    if path == "/mcp" {
+        return MCP.class;
+    }
+    let served = table()
+        .iter()
+        .find(|route| serves(route, method) && match_template(route.template, path).is_some());
+    if let Some(route) = served {
+        return route.access.class;
+    }
+    if path.starts_with("/mcp/") {
+        return Some(Class::Read);
+    }
+    if !path.starts_with("/v1/") && path != "/v1" {
+        return None;
+    }
+    match *method {
+        Method::GET | Method::HEAD => Some(Class::Read),
+        Method::POST | Method::PATCH | Method::PUT | Method::DELETE => Some(Class::Write),
+        _ => None,
+    }
+}
+
+/// Whether `route` answers `method` (a HEAD is served by the GET row).
+fn serves(route: &Route, method: &Method) -> bool {
+    route.method == *method || (*method == Method::HEAD && route.method == Method::GET)
 }
 
 /// A matched route and its decoded path parameter.
@@ -154,6 +262,7 @@ pub fn routes() -> Vec<Route> {
 pub struct Matched {
     pub op: Op,
     pub template: &'static str,
+    pub access: Access,
     pub param: Option<String>,
     /// The raw (still encoded) parameter, to build a successor link.
     pub raw_param: Option<String>,
@@ -163,6 +272,7 @@ pub struct Matched {
 struct Candidate {
     op: Op,
     template: &'static str,
+    access: Access,
     suffix_len: usize,
     raw_param: Option<String>,
     successor: Option<&'static str>,
@@ -178,11 +288,11 @@ pub fn recognize(
 ) -> Result<Matched, Error> {
     let mut candidates = Vec::new();
     let mut other_methods = Vec::new();
-    for route in routes() {
+    for route in table() {
         let Some(raw_param) = match_template(route.template, path) else {
             continue;
         };
-        if route.method != *method && !(*method == Method::HEAD && route.method == Method::GET) {
+        if !serves(route, method) {
             other_methods.push(route.method.to_string());
             continue;
         }
@@ -193,6 +303,7 @@ pub fn recognize(
         candidates.push(Candidate {
             op: route.op,
             template: route.template,
+            access: route.access,
             suffix_len,
             raw_param,
             successor: route.successor,
@@ -232,6 +343,7 @@ pub fn recognize(
     Ok(Matched {
         op: c.op,
         template: c.template,
+        access: c.access,
         param: decoded[pick].clone(),
         raw_param: c.raw_param.clone(),
         successor: c.successor,
@@ -303,6 +415,144 @@ mod tests {
             (got.op, got.param.as_deref()),
             (Op::GetNote, Some("dir/raw"))
         );
+    }
+
+    /// The permission column, route by route, as the interface specification and the
+    /// design give it: `notes.write` for every note mutation; `notes.review` for reading a
+    /// pending write by id, approving, rejecting and changing write settings; any
+    /// credential for reads; nothing for the contract.
+    #[test]
+    fn each_route_needs_what_the_spec_says() {
+        use crate::auth::Permission::{NotesReview, NotesWrite};
+        let expected = |method: &Method, template: &str| -> Need {
+            match (method.as_str(), template) {
+                ("GET", "/openapi.json") => Need::Nothing,
+                ("GET", "/v1/writes/{id}") => Need::Permission(NotesReview),
+                ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
+                ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),
+                ("POST", "/v1/properties:aggregate") => Need::Read,
+                ("POST" | "PATCH" | "PUT" | "DELETE", t) if t.starts_with("/v1/notes") => {
+                    Need::Permission(NotesWrite)
+                }
+                ("GET", _) => Need::Read,
+                other => panic!("no expectation for {other:?}: add one"),
+            }
+        };
+        for route in table() {
+            assert_eq!(
+                route.access.need,
+                expected(&route.method, route.template),
+                "{} {}",
+                route.method,
+                route.template
+            );
+        }
+    }
+
+    /// The class column: the read limit for GET routes and the POST query, the write limit
+    /// for every other POST, PATCH and DELETE; the contract is not limited. A legacy form
+    /// has its successor's access.
+    #[test]
+    fn classes_and_legacy_forms() {
+        let table = table();
+        for route in table {
+            let class = match (route.method.as_str(), route.template) {
+                (_, "/openapi.json") => None,
+                ("GET", _) | ("POST", "/v1/properties:aggregate") => Some(Class::Read),
+                _ => Some(Class::Write),
+            };
+            assert_eq!(
+                route.access.class, class,
+                "{} {}",
+                route.method, route.template
+            );
+            if let Some(successor) = route.successor {
+                let canonical = table
+                    .iter()
+                    .find(|r| r.template == successor && r.method == route.method)
+                    .unwrap();
+                assert_eq!(route.access, canonical.access, "{}", route.template);
+                assert_eq!(route.op, canonical.op, "{}", route.template);
+            }
+        }
+    }
+
+    /// `class` finds a request's class before it is routed, without knowing which notes
+    /// exist: so every row that could serve the same request has the same class.
+    #[test]
+    fn a_request_has_one_class_whichever_row_serves_it() {
+        let table = table();
+        for a in table {
+            for b in table {
+                let prefix = |t: &'static str| t.split_once('{').map(|(p, _)| p);
+                if a.method == b.method
+                    && prefix(a.template).is_some()
+                    && prefix(a.template) == prefix(b.template)
+                {
+                    assert_eq!(
+                        a.access.class, b.access.class,
+                        "{} / {}",
+                        a.template, b.template
+                    );
+                }
+            }
+        }
+        let cases = [
+            (Method::GET, "/v1/notes/a/raw", Some(Class::Read)),
+            (Method::HEAD, "/v1/notes", Some(Class::Read)),
+            (Method::POST, "/v1/properties:aggregate", Some(Class::Read)),
+            (Method::POST, "/v1/notes/a%2Fb:edit", Some(Class::Write)),
+            (
+                Method::PATCH,
+                "/v1/vault/write-settings",
+                Some(Class::Write),
+            ),
+            (Method::GET, "/openapi.json", None),
+            (Method::GET, "/mcp", Some(Class::Read)),
+            (Method::POST, "/mcp", Some(Class::Read)),
+            (Method::DELETE, "/mcp", Some(Class::Read)),
+            // Served by no row: by area and method, as the spec's limits say.
+            (Method::GET, "/mcp/x", Some(Class::Read)),
+            (Method::GET, "/v1/nope", Some(Class::Read)),
+            (Method::DELETE, "/v1/search", Some(Class::Write)),
+            (Method::PUT, "/v1/sync/e2ee/keys", Some(Class::Write)),
+            (Method::OPTIONS, "/v1/notes", None),
+            (Method::GET, "/elsewhere", None),
+        ];
+        for (method, path, expected) in cases {
+            assert_eq!(class(&method, path), expected, "{method} {path}");
+        }
+    }
+
+    /// Every route an error hint names is served, or is one the interface specification
+    /// names for a later issue (attachments, sync).
+    #[test]
+    fn every_route_a_hint_names_is_served_or_in_the_spec() {
+        const LATER: &[&str] = &[
+            "GET /v1/attachments",
+            "GET /v1/sync/e2ee",
+            "GET /v1/sync/snapshot",
+            "GET /v1/sync/ops",
+        ];
+        let served: Vec<String> = table()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.template))
+            .collect();
+        for reason in Reason::ALL {
+            let hint = reason.hint();
+            assert_eq!(
+                hint.matches('`').count() % 2,
+                0,
+                "{reason}: unbalanced backticks"
+            );
+            for route in crate::error::hint_routes(hint) {
+                let route = route.split_once('?').map_or(route, |(r, _)| r);
+                assert!(
+                    served.iter().any(|s| s == route) || LATER.contains(&route),
+                    "{reason} names {route}, which is not served"
+                );
+            }
+        }
     }
 
     #[test]

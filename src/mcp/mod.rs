@@ -13,8 +13,9 @@
 //! A tool answers the JSON `/v1` answers (the same function builds it), as
 //! `structuredContent` and as text; its `outputSchema` is the utoipa schema of that
 //! answer (`schema.rs`). A domain error becomes a tool result with `isError: true`
-//! carrying the `/v1` error envelope (same `reason`, `message`, `hint`); an unknown tool is
-//! a JSON-RPC error.
+//! carrying the `/v1` error envelope (same `reason`, `message`; the `hint` names the tool
+//! twin of each route it names, see `hint_for_agents`); an unknown tool is a JSON-RPC
+//! error.
 
 pub mod logging;
 pub mod schema;
@@ -34,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
 use crate::auth::Credential;
-use crate::error::Error;
+use crate::error::{render_hint, Error, Reason};
 use crate::state::State;
 
 /// What the server tells an agent at connection time.
@@ -168,19 +169,21 @@ fn http_parts(extensions: &rmcp::model::Extensions) -> Option<&axum::http::reque
 impl NotesServer {
     /// Whether the caller of this request is offered the write tools.
     fn write_tools(&self, context: &RequestContext<RoleServer>) -> bool {
-        // The auth middleware attaches the request's credential; without one the daemon is
-        // in open local mode.
-        let credential = http_parts(&context.extensions)
-            .and_then(|p| p.extensions.get::<Credential>())
-            .cloned()
-            .unwrap_or(Credential::Open);
-        if matches!(credential, Credential::Open) {
+        // The auth layer put the request's credential into the HTTP request (`api`), the
+        // one way every surface gets it; without one, no write tool is offered.
+        let Some(credential) =
+            http_parts(&context.extensions).and_then(|p| p.extensions.get::<Credential>())
+        else {
+            return false;
+        };
+        // Only a credential that could get them costs a read of the write settings.
+        if !crate::auth::mcp_write_tools(credential, true) {
             return false;
         }
         let writes_possible = crate::writes::review::settings(&self.svc)
             .map(|s| s.policy != crate::writes::review::WritePolicy::ReadOnly)
             .unwrap_or(false);
-        crate::auth::mcp_write_tools(&credential, writes_possible)
+        crate::auth::mcp_write_tools(credential, writes_possible)
     }
 }
 
@@ -292,33 +295,109 @@ pub fn tool_error(err: &Error) -> CallToolResult {
         );
     }
     let mut body = serde_json::to_value(envelope(err)).unwrap_or_default();
-    if let Some(hint) = body.get("hint").and_then(|h| h.as_str()) {
-        body["hint"] = serde_json::Value::String(hint_for_agents(hint));
-    }
+    body["hint"] = serde_json::Value::String(hint_for_agents(err.reason));
     CallToolResult::structured_error(body)
 }
 
-/// The reason table's hints name `/v1` routes; over MCP the next step is a tool. Each
-/// route that has a tool twin is named as that tool, with the route beside it.
-fn hint_for_agents(hint: &str) -> String {
-    // Longest routes first: `GET /v1/notes/{note}` must not match inside a longer one.
-    const TWINS: &[(&str, &str)] = &[
-        ("`GET /v1/notes/{note}:listRevisions`", "list_revisions"),
-        ("`GET /v1/notes/{note}:links`", "note_links"),
-        ("`GET /v1/notes/{note}`", "read_note"),
-        ("`GET /v1/notes`", "list_notes"),
-        ("`GET /v1/folders`", "list_folders"),
-        ("`GET /v1/search`", "search"),
-        ("`GET /v1/grep`", "grep"),
-        ("`GET /v1/tags`", "list_tags"),
-        ("`GET /v1/vault`", "vault_summary"),
-    ];
-    let mut out = hint.to_string();
-    for (route, tool) in TWINS {
-        if out.contains(route) {
-            out = out.replace(route, &format!("the `{tool}` tool ({route} over HTTP)"));
-            break;
+/// A reason's hint as an MCP caller reads it: each route it names that has a tool twin
+/// (`ToolSpec::twin`) is named as that tool, with the route beside it, e.g.
+/// ``the `list_notes` tool (`GET /v1/notes` over HTTP)``; routes without a twin stay as
+/// written.
+fn hint_for_agents(reason: Reason) -> String {
+    render_hint(reason.hint(), |route| {
+        tools::twin_of(route).map(|tool| format!("the `{tool}` tool (`{route}` over HTTP)"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::routes;
+    use crate::auth::Need;
+    use crate::error::hint_routes;
+
+    /// Each tool's twin is a served `/v1` route, one tool per route; a read tool's twin
+    /// needs no permission.
+    #[test]
+    fn every_tool_twin_is_a_served_route() {
+        let table = routes::table();
+        for tool in tools::TOOLS {
+            let route = table
+                .iter()
+                .find(|r| format!("{} {}", r.method, r.template) == tool.twin)
+                .unwrap_or_else(|| panic!("{}: {} is not served", tool.name, tool.twin));
+            if tool.access == tools::Access::Read {
+                assert_eq!(route.access.need, Need::Read, "{}", tool.name);
+            }
+            assert_eq!(tools::twin_of(tool.twin), Some(tool.name));
         }
     }
-    out
+
+    /// The reasons answered over HTTP before a request reaches a tool (the `/mcp`
+    /// request itself is refused), or only by `/v1` routes no tool calls.
+    const BEFORE_A_TOOL: &[Reason] = &[
+        Reason::AUTH_MISSING,
+        Reason::AUTH_INVALID,
+        Reason::VAULT_FORBIDDEN,
+        Reason::ROUTE_NOT_FOUND,
+        Reason::IDEMPOTENCY_KEY_MISSING,
+        Reason::RATE_LIMITED,
+        Reason::ORIGIN_FORBIDDEN,
+        Reason::URI_TOO_LONG,
+        Reason::HEADERS_TOO_LARGE,
+        Reason::MALFORMED_REQUEST,
+        Reason::REQUEST_TIMEOUT,
+        Reason::SERVER_BUSY,
+    ];
+
+    /// Every reason's hint as an MCP caller reads it: the reasons whose hint names a route
+    /// with a tool twin, written out; every other hint reads as on `/v1`.
+    #[test]
+    fn every_hint_reads_right_over_mcp() {
+        use Reason as R;
+        let expected = [
+            (R::NOTE_NOT_FOUND, "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP), then retry with an existing slug or note_id."),
+            (R::VERSION_NOT_FOUND, "List revisions with the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP), then retry with a listed id."),
+            (R::FOLDER_NOT_FOUND, "List folders with the `list_folders` tool (`GET /v1/folders` over HTTP), then retry with an existing path."),
+            (R::REVISION_CONTENT_MISSING, "This revision's bytes were never recorded in history (`details` says why); diff or roll back to another revision listed by the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP)."),
+            (R::VERSION_MOVED, "Read the note's current `version_id` with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry the write with it and a fresh idempotency key."),
+            (R::NAME_COLLISION, "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP) or folders with the `list_folders` tool (`GET /v1/folders` over HTTP), then retry with a path that does not exist."),
+            (R::EDIT_MATCH_NOT_FOUND, "Read the note with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry `POST /v1/notes/{note}:edit` with an `old_string` present in the current body."),
+            (R::WRITE_REFUSED, "Read `write_policy` with the `vault_summary` tool (`GET /v1/vault` over HTTP) and the queued writes with `GET /v1/writes`, then retry with a write the policy allows."),
+        ];
+        for reason in Reason::ALL {
+            let over_mcp = hint_for_agents(*reason);
+            match expected.iter().find(|(r, _)| r == reason) {
+                Some((_, hint)) => assert_eq!(over_mcp, *hint, "{reason}"),
+                None => assert_eq!(over_mcp, reason.hint(), "{reason}"),
+            }
+            for route in hint_routes(reason.hint()) {
+                if let Some(tool) = tools::twin_of(route) {
+                    let named = format!("the `{tool}` tool (`{route}` over HTTP)");
+                    assert!(over_mcp.contains(&named), "{reason}: {over_mcp}");
+                }
+            }
+            // A hint a tool can answer names no HTTP header alone: `Retry-After` comes
+            // with the `retryDelay` of `details`, and idempotency keys by their name.
+            if !BEFORE_A_TOOL.contains(reason) {
+                if over_mcp.contains("`Retry-After`") {
+                    assert!(over_mcp.contains("`retryDelay`"), "{reason}");
+                }
+                assert!(!over_mcp.contains("`Idempotency-Key`"), "{reason}");
+            }
+        }
+    }
+
+    /// The envelope of a tool error carries the MCP rendering of the hint, and the rest as
+    /// `/v1` answers it.
+    #[test]
+    fn a_tool_error_carries_the_hint_for_agents() {
+        let err = Error::not_found("nope");
+        let result = tool_error(&err);
+        let body = result.structured_content.unwrap();
+        assert_eq!(body["hint"], hint_for_agents(Reason::NOTE_NOT_FOUND));
+        assert_eq!(body["reason"], "NOTE_NOT_FOUND");
+        assert_eq!(body["message"], err.message);
+        assert_eq!(result.is_error, Some(true));
+    }
 }

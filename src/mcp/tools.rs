@@ -10,12 +10,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::folders::{self, ListFoldersParams};
+use crate::api::grep::{self, GrepParams, GrepResponse};
 use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
+use crate::api::properties::{self, AggregateRequest, PropertyAggregate};
 use crate::api::revisions::{self, ListRevisionsParams, RevisionList};
-use crate::api::search::{
-    self, AggregateRequest, GrepParams, GrepResponse, NoParams, PropertyAggregate, SearchParams,
-    SearchResponse, TagList, TagsParams, VaultSummary,
-};
+use crate::api::search::{self, SearchParams, SearchResponse};
+use crate::api::tags::{self, TagList, TagsParams};
+use crate::api::vault::{self, NoParams, VaultSummary};
 use crate::api::wire::{FolderList, NoteList, NoteRead};
 use crate::error::Error;
 use crate::mcp::schema;
@@ -33,6 +34,9 @@ pub enum Access {
 /// One tool as `tools/list` shows it.
 pub struct ToolSpec {
     pub name: &'static str,
+    /// The `/v1` route that answers the same (`METHOD /path template`, as the route table
+    /// and error hints name it): a hint naming that route names this tool over MCP.
+    pub twin: &'static str,
     pub title: &'static str,
     pub description: &'static str,
     pub access: Access,
@@ -44,6 +48,7 @@ pub struct ToolSpec {
 pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "search",
+        twin: "GET /v1/search",
         title: "Search notes",
         description: "Find notes by words: BM25 relevance over title (boosted most), \
 headings, tags, path, frontmatter properties and body, CJK text included. `q` takes words \
@@ -63,6 +68,7 @@ results with coverage is a valid answer. For exact strings or patterns use `grep
     },
     ToolSpec {
         name: "grep",
+        twin: "GET /v1/grep",
         title: "Grep note lines",
         description: "Find the lines matching a regex (the Rust `regex` crate's syntax) or, \
 with `literal: true`, a plain string, in the current text of every note: the lines `rg -n` \
@@ -79,6 +85,7 @@ for exact strings, code, TODO markers and patterns.",
     },
     ToolSpec {
         name: "list_notes",
+        twin: "GET /v1/notes",
         title: "List notes",
         description: "List the notes of the vault by path prefix and/or an AIP-160 filter \
 (fields: tags, folder, path, slug, title, status, visibility, created_at, updated_at, \
@@ -96,6 +103,7 @@ not serve. Zero notes with coverage is a valid answer.",
     },
     ToolSpec {
         name: "read_note",
+        twin: "GET /v1/notes/{note}",
         title: "Read a note by line slices",
         description: "Read the text of one note, by line slices. This is the only tool that \
 returns note bodies; the list tools return handles only. `note` takes a slug (the \
@@ -110,6 +118,7 @@ null the note goes on: call again with `offset` set to it. Quote line numbers fr
     },
     ToolSpec {
         name: "list_folders",
+        twin: "GET /v1/folders",
         title: "List folders",
         description: "List the folders of the vault with how many notes each holds, directly \
 (`notes`) and at any depth below (`notes_total`); `prefix` narrows the list (e.g. \
@@ -123,6 +132,7 @@ folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `cov
     },
     ToolSpec {
         name: "list_revisions",
+        twin: "GET /v1/notes/{note}:listRevisions",
         title: "List a note's revisions",
         description: "List the revisions of one note, newest first: each with `revision_id` \
 (= `version_id`), `created_at`, `actor` (`filesystem` for edits made on disk by an editor, \
@@ -136,6 +146,7 @@ current text with `read_note`.",
     },
     ToolSpec {
         name: "note_links",
+        twin: "GET /v1/notes/{note}:links",
         title: "A note's links and backlinks",
         description: "The links of one note: `outgoing` (every wikilink, embed and relative \
 markdown link, with its line and the note it resolves to, the way Obsidian resolves them), \
@@ -148,6 +159,7 @@ lines of their links). Handles only, never bodies: read a linked note with `read
     },
     ToolSpec {
         name: "list_tags",
+        twin: "GET /v1/tags",
         title: "List tags",
         description: "The frontmatter tags of the vault with how many notes carry each: \
 `count` (a nested tag `a/b` also counts for `a`) and `direct_count`; only over the notes an \
@@ -160,6 +172,7 @@ first). Body `#hashtags` are not tags. Find a tag's notes with `list_notes` and 
     },
     ToolSpec {
         name: "aggregate_properties",
+        twin: "POST /v1/properties:aggregate",
         title: "Group notes by a frontmatter property",
         description: "Group the notes (those an AIP-160 `filter` keeps, if given) by the \
 value of one top-level frontmatter `key` (e.g. `status`, `rating`, `author`): each value \
@@ -172,6 +185,7 @@ when they are numbers or dates. Carries `coverage`.",
     },
     ToolSpec {
         name: "vault_summary",
+        twin: "GET /v1/vault",
         title: "Vault summary",
         description: "A summary of the vault: how many notes, excluded files, private notes, \
 folders and distinct tags it has, its size in bytes, notes by `status`, the write policy \
@@ -222,6 +236,11 @@ pub fn listed(with_writes: bool) -> Vec<Tool> {
         .collect()
 }
 
+/// The tool whose `/v1` twin is `route` (`GET /v1/notes` → `list_notes`).
+pub fn twin_of(route: &str) -> Option<&'static str> {
+    TOOLS.iter().find(|t| t.twin == route).map(|t| t.name)
+}
+
 /// One tool's definition and access, by name.
 pub fn find(name: &str) -> Option<(Access, &'static Tool)> {
     definitions()
@@ -241,10 +260,10 @@ pub async fn call(
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
         "search" => run(args, |p| search::search(svc, p)).await,
-        "grep" => run(args, |p| search::grep(svc, p)).await,
-        "list_tags" => run(args, |p| search::tags(svc, p)).await,
-        "aggregate_properties" => run(args, |p| search::aggregate(svc, p)).await,
-        "vault_summary" => run(args, |_: NoParams| search::vault(svc)).await,
+        "grep" => run(args, |p| grep::grep(svc, p)).await,
+        "list_tags" => run(args, |p| tags::tags(svc, p)).await,
+        "aggregate_properties" => run(args, |p| properties::aggregate(svc, p)).await,
+        "vault_summary" => run(args, |_: NoParams| vault::vault(svc)).await,
         "list_notes" => run(args, |p| notes::list_notes(svc, p)).await,
         "read_note" => run(args, |p| notes::read_note(svc, p)).await,
         "list_folders" => run(args, |p| folders::list_folders(svc, p)).await,

@@ -1,0 +1,216 @@
+//! `GET /v1/grep`: the lines `rg -n` finds, note by note. The handler turns its query
+//! string into [`GrepParams`] and calls [`grep`], which the MCP `grep` tool calls too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::error::{ApiResult, ErrorEnvelope};
+use crate::api::notes::blocking;
+use crate::api::params::{self, PageTokens, Query};
+use crate::api::wire::{Coverage, NoteHandle};
+use crate::error::Error;
+use crate::index::grep::{Case, Pattern};
+use crate::queries::notes::NOTE_FILTER_FIELDS;
+use crate::queries::search::GrepRequest;
+use crate::state::State;
+
+/// How long a grep may search before it answers what it found.
+pub const GREP_TIMEOUT: Duration = Duration::from_secs(10);
+pub const GREP_PAGE_SIZE: (usize, usize) = (100, 1000);
+
+/// One matching line.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrepLine {
+    /// 1-based line number.
+    pub n: usize,
+    /// The line without its line ending, cut to 400 characters.
+    pub text: String,
+    /// The line was longer than 400 characters.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+/// A note's matching lines on this page.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrepResult {
+    #[serde(flatten)]
+    pub note: NoteHandle,
+    pub lines: Vec<GrepLine>,
+}
+
+/// `GET /v1/grep`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrepResponse {
+    /// Notes in slug order, each with its matching lines; a note may continue on the next page.
+    pub results: Vec<GrepResult>,
+    pub lines_returned: usize,
+    pub next_page_token: Option<String>,
+    /// `notes_matched` counts notes with at least one matching line, over all pages.
+    pub coverage: Coverage,
+}
+
+/// The parameters of a grep (`GET /v1/grep`, the MCP `grep` tool).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepParams {
+    /// A regex in the Rust `regex` crate's syntax, matched one line at a time as `rg`
+    /// does (e.g. `TODO|FIXME`, `^## `); 1..1000 characters.
+    #[schema(min_length = 1, max_length = 1000)]
+    pub pattern: String,
+    /// Match `pattern` as written, not as a regex (`rg -F`).
+    pub literal: Option<bool>,
+    /// `sensitive` (default), `insensitive` (`rg -i`) or `smart` (`rg -S`: insensitive
+    /// unless the pattern has an upper-case letter).
+    pub case: Option<String>,
+    /// Only whole words (`rg -w`).
+    pub word: Option<bool>,
+    /// AIP-160 filter over the note fields of `list_notes`: grep only the notes it keeps.
+    pub filter: Option<String>,
+    /// Matching lines per page, 1..1000 (default 100).
+    #[schema(minimum = 1, maximum = 1000)]
+    pub page_size: Option<usize>,
+    /// The `next_page_token` of the previous page; repeat the other parameters unchanged.
+    pub page_token: Option<String>,
+}
+
+/// Lines matching a regex (the Rust `regex` crate's syntax) or a literal in the current
+/// content of every non-private note: the lines `rg -n` finds in the markdown files.
+#[utoipa::path(
+    get,
+    path = "/v1/grep",
+    tag = "Search",
+    params(
+        ("pattern" = String, Query, description = "A regex in the Rust `regex` crate's syntax (https://docs.rs/regex/#syntax), matched one line at a time as `rg` does; 1..1000 characters.", min_length = 1),
+        ("literal" = Option<bool>, Query, description = "Search the pattern as written, not as a regex (`rg -F`)."),
+        ("case" = Option<String>, Query, description = "`sensitive` (default), `insensitive` (`rg -i`) or `smart` (`rg -S`: insensitive unless the pattern has an upper-case letter)."),
+        ("word" = Option<bool>, Query, description = "Only whole words (`rg -w`)."),
+        ("filter" = Option<String>, Query, description = "AIP-160 filter over the note fields of `GET /v1/notes`."),
+        ("page_size" = Option<usize>, Query, description = "Matching lines per page, 1..1000 (default 100)."),
+        ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
+    ),
+    responses(
+        (status = 200, description = "Matching lines by note, and coverage; zero matches is a 200.", body = GrepResponse),
+        (status = 400, description = "Empty, overlong, invalid or too large pattern; bad filter, page token or parameter.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn grep_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<GrepResponse>> {
+    let q = Query::parse(
+        parts.uri.query(),
+        &[
+            "pattern",
+            "literal",
+            "case",
+            "word",
+            "filter",
+            "page_size",
+            "page_token",
+        ],
+    )?;
+    let page_size = q.opt_int("page_size", 1, GREP_PAGE_SIZE.1)?;
+    let params = GrepParams {
+        pattern: q
+            .str("pattern")
+            .ok_or_else(|| {
+                Error::invalid_field("pattern", "is required: the regex or text to find")
+            })?
+            .to_string(),
+        literal: Some(q.bool("literal", false)?),
+        case: q.str("case").map(str::to_string),
+        word: Some(q.bool("word", false)?),
+        filter: q.non_empty("filter")?.map(str::to_string),
+        page_size,
+        page_token: q.non_empty("page_token")?.map(str::to_string),
+    };
+    Ok(Json(grep(svc, params).await?))
+}
+
+/// The grep every surface calls.
+pub async fn grep(svc: Arc<State>, p: GrepParams) -> Result<GrepResponse, Error> {
+    let case = match p.case.as_deref() {
+        None | Some("sensitive") => Case::Sensitive,
+        Some("insensitive") => Case::Insensitive,
+        Some("smart") => Case::Smart,
+        Some(other) => {
+            return Err(Error::invalid_field(
+                "case",
+                format!("must be `sensitive`, `insensitive` or `smart`, got {other:?}"),
+            ))
+        }
+    };
+    let filter = params::filter_text(p.filter.as_deref(), NOTE_FILTER_FIELDS)?;
+    let page_size = params::page_size(p.page_size, GREP_PAGE_SIZE)?;
+    let pattern = Pattern {
+        pattern: p.pattern.clone(),
+        literal: p.literal.unwrap_or(false),
+        case,
+        word: p.word.unwrap_or(false),
+    };
+    pattern.compile()?;
+    let flags = format!(
+        "{}{}{:?}",
+        pattern.literal as u8, pattern.word as u8, pattern.case
+    );
+    let fingerprint = [
+        ("route", "grep"),
+        ("pattern", p.pattern.as_str()),
+        ("flags", flags.as_str()),
+        ("filter", p.filter.as_deref().unwrap_or("")),
+    ];
+    let tokens = PageTokens {
+        key: &svc.token_key,
+    };
+    let cursor = match &p.page_token {
+        Some(t) => {
+            let raw = tokens.open(&fingerprint, t)?;
+            let (line, slug) = raw
+                .split_once(':')
+                .and_then(|(l, s)| Some((l.parse::<usize>().ok()?, s.to_string())))
+                .ok_or_else(|| {
+                    Error::invalid_field("page_token", "is not a page token of this route")
+                })?;
+            Some((slug, line))
+        }
+        None => None,
+    };
+    let req = GrepRequest {
+        pattern,
+        filter,
+        cursor,
+        page_size,
+        timeout: GREP_TIMEOUT,
+    };
+    let svc2 = svc.clone();
+    let answer = blocking(move || crate::queries::search::grep(&svc2, &req)).await?;
+    Ok(GrepResponse {
+        results: answer
+            .page
+            .files
+            .iter()
+            .map(|f| GrepResult {
+                note: NoteHandle::from(f.note.as_ref()),
+                lines: f
+                    .lines
+                    .iter()
+                    .map(|l| GrepLine {
+                        n: l.n,
+                        text: l.text.clone(),
+                        truncated: l.truncated,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        lines_returned: answer.page.lines_returned,
+        next_page_token: answer
+            .page
+            .next
+            .as_ref()
+            .map(|(slug, line)| tokens.issue(&fingerprint, &format!("{line}:{slug}"))),
+        coverage: Coverage::from(&answer.coverage),
+    })
+}

@@ -1,0 +1,97 @@
+//! `GET /v1/vault`: the vault summary. The handler calls [`vault`], which the MCP
+//! `vault_summary` tool calls too.
+
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::error::{ApiResult, ErrorEnvelope};
+use crate::api::notes::blocking;
+use crate::api::params::Query;
+use crate::error::Error;
+use crate::state::State;
+
+/// A status and its count.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusCount {
+    pub status: String,
+    pub count: usize,
+}
+
+/// Private-notes (E2EE) state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct E2eeState {
+    pub enabled: bool,
+}
+
+/// `GET /v1/vault`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VaultSummary {
+    /// The vault folder on this machine.
+    pub root: String,
+    pub notes: usize,
+    /// Files left out (unreadable, symlinks leaving the vault).
+    pub excluded: usize,
+    pub private_notes: usize,
+    pub folders: usize,
+    /// Distinct frontmatter tags.
+    pub tags: usize,
+    /// Bytes of all notes.
+    pub bytes: u64,
+    /// Notes by `status`.
+    pub statuses: Vec<StatusCount>,
+    pub write_policy: String,
+    pub write_budget: u32,
+    pub e2ee: E2eeState,
+    pub committed_seq: i64,
+    /// The change the search index reflects.
+    pub indexed_seq: i64,
+}
+
+/// A summary of the vault: counts, size, write settings, private-notes state, freshness.
+#[utoipa::path(
+    get,
+    path = "/v1/vault",
+    tag = "Search",
+    responses(
+        (status = 200, description = "The summary.", body = VaultSummary),
+        (status = 400, description = "Bad parameter.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn vault_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<VaultSummary>> {
+    Query::parse(parts.uri.query(), &[])?;
+    Ok(Json(vault(svc).await?))
+}
+
+/// The summary every surface calls.
+pub async fn vault(svc: Arc<State>) -> Result<VaultSummary, Error> {
+    let s = blocking(move || crate::queries::search::summary(&svc)).await?;
+    Ok(VaultSummary {
+        root: s.root,
+        notes: s.notes,
+        excluded: s.excluded,
+        private_notes: s.private,
+        folders: s.folders,
+        tags: s.tags,
+        bytes: s.bytes,
+        statuses: s
+            .statuses
+            .into_iter()
+            .map(|(status, count)| StatusCount { status, count })
+            .collect(),
+        write_policy: s.settings.policy.as_str().to_string(),
+        write_budget: s.settings.budget,
+        e2ee: E2eeState { enabled: false },
+        committed_seq: s.committed_seq,
+        indexed_seq: s.indexed_seq,
+    })
+}
+
+/// Arguments of a tool that takes none.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
