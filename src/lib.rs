@@ -2,7 +2,7 @@
 //!
 //! Module map (see ARCHITECTURE.md for the invariants each keeps):
 
-pub mod api; // HTTP only: routes, middleware, wire types, error envelope, OpenAPI
+pub mod api; // the /v1 API: route table, dispatch, handlers, wire types, envelope, OpenAPI
 pub mod auth; // credentials and permissions (open local mode today), checked in one place
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
@@ -10,7 +10,8 @@ pub mod config; // one Config: defaults < file < env < flags
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
 pub mod error; // the one Error type and the one table of reasons
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
-pub mod history; // history.git: a bare gix repository, one commit per batch
+pub mod history;
+pub mod http; // the HTTP application: /v1 and /mcp behind one middleware stack, and the server // history.git: a bare gix repository, one commit per batch
 pub mod index; // search index (tantivy), search, grep, tag and property rollups
 pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools over the /v1 calls
 pub mod memory; // malloc_trim after a burst

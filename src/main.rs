@@ -157,7 +157,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "notevault: serving {} on http://{addr}",
             svc.root().display()
         );
-        notevault::api::run(listener, svc, async {
+        notevault::http::run(listener, svc, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;

@@ -1,7 +1,7 @@
-//! HTTP only: the router, the middleware (request id, Host/Origin guard, the credential,
-//! rate limits, panic catching), the handlers per resource, the wire types, the error
-//! envelope and the OpenAPI document. The domain (`service`, `vault`, ...) knows nothing
-//! of this.
+//! The `/v1` HTTP API: the route table and its dispatch (one permission check per row),
+//! the handlers per resource, the guards, the wire types, the error envelope and the
+//! OpenAPI document. The application around it (middleware, `/mcp`, the server) is
+//! `http`; the domain (`queries`, `writes`, `vault`, ...) knows nothing of either.
 
 pub mod error;
 pub mod folders;
@@ -15,81 +15,23 @@ pub mod review;
 pub mod revisions;
 pub mod routes;
 pub mod search;
-pub mod server;
 pub mod tags;
 pub mod vault;
 pub mod wire;
 pub mod writes;
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State as Shared};
+use axum::extract::{Request, State as Shared};
 use axum::http::{HeaderValue, Method};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::Router;
-use tokio::net::TcpListener;
 
-use crate::api::error::{ApiError, RequestId, DOCS_URL, REQUEST_ID};
-use crate::api::guard::{Guards, HostGuard, RateLimits};
+use crate::api::error::ApiError;
 use crate::api::routes::{recognize, Op};
 use crate::auth::{self, Credential};
 use crate::error::{Error, Reason};
 use crate::state::State;
-
-/// What every request handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub svc: Arc<State>,
-    pub guards: Arc<Guards>,
-    pub docs_url: Arc<str>,
-    /// Ends the MCP sessions and streams when the server shuts down.
-    pub mcp_cancel: tokio_util::sync::CancellationToken,
-    /// The `/mcp` service (rmcp's streamable HTTP transport and its sessions).
-    pub mcp: crate::mcp::McpService,
-}
-
-impl AppState {
-    pub fn new(svc: Arc<State>) -> Self {
-        let guards = Arc::new(Guards {
-            hosts: HostGuard::new(&svc.config),
-            limits: Arc::new(RateLimits::new(&svc.config)),
-        });
-        let docs_url: Arc<str> = svc.config.docs_url.clone().into();
-        let mcp_cancel = tokio_util::sync::CancellationToken::new();
-        Self {
-            mcp: crate::mcp::service(svc.clone(), docs_url.clone(), mcp_cancel.clone()),
-            docs_url,
-            svc,
-            guards,
-            mcp_cancel,
-        }
-    }
-}
-
-/// The whole application as a router, for `run` and for `oneshot` tests: `/mcp` (rmcp's
-/// streamable HTTP service) and the route table, behind the same middleware.
-pub fn router(state: AppState) -> Router {
-    layered(
-        Router::new()
-            .route("/mcp", axum::routing::any(mcp))
-            .fallback(dispatch),
-        state,
-    )
-}
-
-/// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then rmcp, whose
-/// handler reads the credential from the request to decide the tools it offers.
-async fn mcp(Shared(state): Shared<AppState>, req: Request) -> Response {
-    if let Err(err) = credential(req.extensions()).and_then(|c| auth::require(c, routes::MCP.need))
-    {
-        return ApiError(err).into_response();
-    }
-    crate::mcp::handle(&state.mcp, req, state.svc.config.body_read_timeout).await
-}
 
 /// Read a request body of at most `limit` bytes within `timeout` (a body that trickles
 /// in would hold its connection and task forever).
@@ -130,160 +72,26 @@ fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
-/// Wrap `app` in the middleware every request passes, outermost first: request id,
-/// Host/Origin guard, CORS (when origins are configured; inside the guard, so a preflight
-/// from a foreign origin is refused like any request), the credential, rate limits, panic
-/// catching.
-fn layered(app: Router<AppState>, state: AppState) -> Router {
-    let mut app = app
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
-        .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
-        .layer(middleware::from_fn(authenticate));
-    if !state.svc.config.allowed_origins.is_empty() {
-        let origins: Vec<HeaderValue> = state
-            .svc
-            .config
-            .allowed_origins
-            .iter()
-            .filter_map(|o| o.parse().ok())
-            .collect();
-        app = app.layer(
-            tower_http::cors::CorsLayer::new()
-                .allow_origin(origins)
-                .allow_methods(tower_http::cors::Any)
-                .allow_headers(tower_http::cors::Any)
-                .expose_headers(tower_http::cors::Any),
-        );
-    }
-    app.layer(middleware::from_fn_with_state(state.clone(), host_guard))
-        .layer(middleware::from_fn_with_state(state.clone(), request_id))
-        .with_state(state)
-}
-
-/// Serve `svc` on `listener` until `shutdown` resolves (see [`server`]: timeouts, the
-/// connection cap, and the envelope for what the HTTP parser refuses).
-pub async fn run(
-    listener: TcpListener,
-    svc: Arc<State>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    match writes::upgrade_legacy_pending(&svc) {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
-            pending = n,
-            "pending writes stored by an older version upgraded"
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e.message, "cannot upgrade pending writes stored by an older version")
-        }
-    }
-    let state = AppState::new(svc);
-    let limits = server::Limits::from(&state.svc.config);
-    let docs_url = state.docs_url.clone();
-    let mcp_cancel = state.mcp_cancel.clone();
-    let app = router(state);
-    server::serve(listener, app, limits, docs_url, async move {
-        shutdown.await;
-        // Open MCP streams would hold the graceful shutdown forever: end them first.
-        mcp_cancel.cancel();
-    })
-    .await
-}
-
-/// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope.
-async fn request_id(Shared(state): Shared<AppState>, mut req: Request, next: Next) -> Response {
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    req.extensions_mut().insert(RequestId(id.clone()));
-    let mut response = REQUEST_ID
-        .scope(
-            id.clone(),
-            DOCS_URL.scope(state.docs_url.clone(), next.run(req)),
-        )
-        .await;
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert("x-request-id", v);
-    }
-    response
-}
-
-/// The Host/Origin check.
-async fn host_guard(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
-    let target = req.uri().authority().map(|a| a.as_str());
-    if let Err(err) = state.guards.hosts.check(req.headers(), target) {
-        return ApiError(err).into_response();
-    }
-    next.run(req).await
-}
-
-/// The one place a request gets its credential, kept in its extensions for `dispatch`
-/// (which checks it against the route's need) and for `/mcp`. Open local mode, the only
-/// mode so far (no tokens are configured), gives every request the open credential.
-async fn authenticate(mut req: Request, next: Next) -> Response {
-    req.extensions_mut().insert(Credential::Open);
-    next.run(req).await
-}
-
 /// The credential [`authenticate`] put into a request. Without one (a router built
 /// without that layer) nothing is served.
-fn credential(extensions: &axum::http::Extensions) -> Result<&Credential, Error> {
+pub fn credential(extensions: &axum::http::Extensions) -> Result<&Credential, Error> {
     extensions
         .get::<Credential>()
         .ok_or_else(|| Error::internal("the request has no credential: the auth layer did not run"))
 }
 
-/// The read and write rate limits, with their `RateLimit-*` headers; the class comes from
-/// the route table.
-async fn rate_limit(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
-    let Some(class) = routes::class(req.method(), req.uri().path()) else {
-        return next.run(req).await;
-    };
-    let client = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string())
-        .unwrap_or_else(|| "local".to_string());
-    let (admitted, mut response) = match state.guards.limits.admit(class, &client) {
-        Ok(None) => return next.run(req).await,
-        Ok(Some(admitted)) => (admitted, next.run(req).await),
-        Err((admitted, err)) => (admitted, ApiError(err).into_response()),
-    };
-    let headers = response.headers_mut();
-    for (name, value) in [
-        ("ratelimit-limit", u64::from(admitted.limit)),
-        ("ratelimit-remaining", u64::from(admitted.remaining)),
-        ("ratelimit-reset", admitted.reset),
-    ] {
-        headers.insert(name, HeaderValue::from(value));
-    }
-    response
-}
-
-fn on_panic(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
-    let what = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("unknown panic");
-    tracing::error!(request_id = %error::current_request_id(), panic = %what, "handler panicked");
-    ApiError(Error::internal(
-        "the server hit an internal error while serving this request",
-    ))
-    .into_response()
-}
-
 /// Route the request through the route table, after the one permission check of its row.
-async fn dispatch(Shared(state): Shared<AppState>, req: Request) -> Response {
-    match dispatch_inner(state, req).await {
+pub async fn dispatch(Shared(svc): Shared<Arc<State>>, req: Request) -> Response {
+    match dispatch_inner(svc, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiError> {
-    let svc = state.svc.clone();
+async fn dispatch_inner(svc: Arc<State>, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     let matched = recognize(req.method(), &path, |key| {
-        svc.catalog.read().find(key).is_some()
+        crate::queries::status::note_exists(&svc, key)
     })?;
     auth::require(credential(req.extensions())?, matched.access.need)?;
     let (parts, body) = req.into_parts();
@@ -359,306 +167,4 @@ async fn dispatch_inner(state: AppState, req: Request) -> Result<Response, ApiEr
         return Ok(Response::from_parts(parts, Body::empty()));
     }
     Ok(response)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::routing::get;
-    use tower::ServiceExt;
-
-    async fn boom() -> &'static str {
-        if std::hint::black_box(true) {
-            panic!("boom");
-        }
-        "unreachable"
-    }
-
-    #[tokio::test]
-    async fn a_panicking_handler_answers_internal_and_the_server_keeps_serving() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = crate::config::Config {
-            vault: dir.path().to_path_buf(),
-            ..Default::default()
-        };
-        let daemon = tokio::task::spawn_blocking(move || crate::daemon::open(config))
-            .await
-            .unwrap()
-            .unwrap();
-        let svc = daemon.state.clone();
-        let app = layered(
-            Router::new().route("/boom", get(boom)).fallback(dispatch),
-            AppState::new(svc),
-        );
-        let request = |uri: &str| {
-            axum::http::Request::builder()
-                .uri(uri)
-                .header("host", "127.0.0.1")
-                .body(Body::empty())
-                .unwrap()
-        };
-        let response = app.clone().oneshot(request("/boom")).await.unwrap();
-        assert_eq!(response.status(), 500);
-        let id = response.headers()["x-request-id"]
-            .to_str()
-            .unwrap()
-            .to_string();
-        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-            .await
-            .unwrap();
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(body["reason"], "INTERNAL");
-        assert_eq!(body["requestId"], id);
-        let response = app.oneshot(request("/v1/notes")).await.unwrap();
-        assert_eq!(response.status(), 200);
-    }
-
-    /// The app as `router` builds it, but with `credential` in place of the one the auth
-    /// layer gives (open local mode has only the open credential; the auth issue adds the
-    /// others).
-    fn app_with(state: AppState, credential: Credential) -> Router {
-        let with = move |mut req: Request, next: Next| {
-            let credential = credential.clone();
-            async move {
-                req.extensions_mut().insert(credential);
-                next.run(req).await
-            }
-        };
-        Router::new()
-            .route("/mcp", axum::routing::any(mcp))
-            .fallback(dispatch)
-            .layer(middleware::from_fn(with))
-            .with_state(state)
-    }
-
-    async fn empty_vault() -> (tempfile::TempDir, AppState) {
-        let dir = tempfile::tempdir().unwrap();
-        let config = crate::config::Config {
-            vault: dir.path().to_path_buf(),
-            ..Default::default()
-        };
-        let daemon = tokio::task::spawn_blocking(move || crate::daemon::open(config))
-            .await
-            .unwrap()
-            .unwrap();
-        (dir, AppState::new(daemon.state.clone()))
-    }
-
-    /// Dispatch checks each row's need once, before the handler reads anything: a
-    /// credential without the permission gets the envelope (403 `PERMISSION_MISSING`, the
-    /// permission in `scope`) and the spec's `WWW-Authenticate`; no credential gets 401
-    /// `AUTH_MISSING`; a credential that has what the row needs reaches the handler.
-    #[tokio::test]
-    async fn dispatch_refuses_a_credential_that_lacks_the_routes_permission() {
-        use crate::auth::Permission::{NotesReview, NotesWrite};
-        let (_dir, state) = empty_vault().await;
-        let token = |permissions: &[crate::auth::Permission]| Credential::Token {
-            permissions: permissions.to_vec(),
-        };
-        let pat = |permissions: &[crate::auth::Permission]| Credential::Pat {
-            permissions: permissions.to_vec(),
-        };
-        let id = "0190a5c2-7e3f-7c1a-9b2e-0123456789ab";
-        let write = r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.write""#;
-        let review =
-            r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.review""#;
-        let missing = r#"Bearer realm="notevault""#;
-        // (credential, method, path, refused with: status, reason, WWW-Authenticate)
-        let refused: Vec<(Credential, Method, String, u16, &str, &str)> = vec![
-            (
-                token(&[]),
-                Method::POST,
-                "/v1/notes".into(),
-                403,
-                "PERMISSION_MISSING",
-                write,
-            ),
-            (
-                pat(&[NotesReview]),
-                Method::PATCH,
-                "/v1/notes/a".into(),
-                403,
-                "PERMISSION_MISSING",
-                write,
-            ),
-            (
-                token(&[]),
-                Method::DELETE,
-                "/v1/notes/a".into(),
-                403,
-                "PERMISSION_MISSING",
-                write,
-            ),
-            (
-                token(&[NotesReview]),
-                Method::POST,
-                "/v1/notes/a:edit".into(),
-                403,
-                "PERMISSION_MISSING",
-                write,
-            ),
-            (
-                token(&[]),
-                Method::POST,
-                "/v1/notes/a/edit".into(),
-                403,
-                "PERMISSION_MISSING",
-                write,
-            ),
-            (
-                token(&[]),
-                Method::POST,
-                "/v1/notes/a:rollback".into(),
-                403,
-                "PERMISSION_MISSING",
-                write,
-            ),
-            (
-                token(&[NotesWrite]),
-                Method::GET,
-                format!("/v1/writes/{id}"),
-                403,
-                "PERMISSION_MISSING",
-                review,
-            ),
-            (
-                pat(&[NotesWrite]),
-                Method::POST,
-                format!("/v1/writes/{id}:approve"),
-                403,
-                "PERMISSION_MISSING",
-                review,
-            ),
-            (
-                token(&[NotesWrite]),
-                Method::POST,
-                format!("/v1/writes/{id}/reject"),
-                403,
-                "PERMISSION_MISSING",
-                review,
-            ),
-            (
-                token(&[NotesWrite]),
-                Method::PATCH,
-                "/v1/vault/write-settings?update_mask=write_budget".into(),
-                403,
-                "PERMISSION_MISSING",
-                review,
-            ),
-            (
-                Credential::Anonymous,
-                Method::GET,
-                "/v1/notes".into(),
-                401,
-                "AUTH_MISSING",
-                missing,
-            ),
-            (
-                Credential::Anonymous,
-                Method::POST,
-                "/v1/notes".into(),
-                401,
-                "AUTH_MISSING",
-                missing,
-            ),
-            (
-                Credential::Anonymous,
-                Method::POST,
-                "/mcp".into(),
-                401,
-                "AUTH_MISSING",
-                missing,
-            ),
-        ];
-        for (credential, method, path, status, reason, challenge) in refused {
-            let what = format!("{credential:?} {method} {path}");
-            let request = axum::http::Request::builder()
-                .method(method)
-                .uri(&path)
-                .header("content-type", "application/json")
-                .body(Body::from("{not json"))
-                .unwrap();
-            let response = app_with(state.clone(), credential)
-                .oneshot(request)
-                .await
-                .unwrap();
-            assert_eq!(response.status(), status, "{what}");
-            assert_eq!(response.headers()["www-authenticate"], challenge, "{what}");
-            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-                .await
-                .unwrap();
-            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
-            assert_eq!(body["reason"], reason, "{what}");
-            assert_eq!(body["statusCode"], status, "{what}");
-            for field in ["error", "message", "requestId", "hint", "help", "details"] {
-                assert!(!body[field].is_null(), "{what}: {field} in {body}");
-            }
-            if status == 403 {
-                let scope = body["details"][0]["metadata"]["scope"].as_str().unwrap();
-                assert!(challenge.ends_with(&format!("scope=\"{scope}\"")), "{what}");
-            }
-        }
-        // What the row needs, held: the handler answers (here: the body is not JSON, or
-        // no such note or write), never a 401 or 403.
-        let allowed: Vec<(Credential, Method, String)> = vec![
-            (token(&[]), Method::GET, "/v1/notes".into()),
-            (pat(&[]), Method::GET, "/v1/writes".into()),
-            (pat(&[]), Method::POST, "/v1/properties:aggregate".into()),
-            (token(&[NotesWrite]), Method::POST, "/v1/notes".into()),
-            (pat(&[NotesWrite]), Method::POST, "/v1/notes/a:edit".into()),
-            (
-                token(&[NotesReview]),
-                Method::GET,
-                format!("/v1/writes/{id}"),
-            ),
-            (
-                pat(&[NotesReview]),
-                Method::POST,
-                format!("/v1/writes/{id}:approve"),
-            ),
-            (Credential::Anonymous, Method::GET, "/openapi.json".into()),
-            (
-                Credential::Open,
-                Method::POST,
-                format!("/v1/writes/{id}:reject"),
-            ),
-            (token(&[]), Method::POST, "/mcp".into()),
-        ];
-        for (credential, method, path) in allowed {
-            let what = format!("{credential:?} {method} {path}");
-            let request = axum::http::Request::builder()
-                .method(method)
-                .uri(&path)
-                .header("content-type", "application/json")
-                .body(Body::from("{not json"))
-                .unwrap();
-            let response = app_with(state.clone(), credential)
-                .oneshot(request)
-                .await
-                .unwrap();
-            assert!(
-                ![401, 403].contains(&response.status().as_u16()),
-                "{what}: {}",
-                response.status()
-            );
-            assert!(
-                response.headers().get("www-authenticate").is_none(),
-                "{what}"
-            );
-        }
-    }
-
-    /// A router built without the auth layer serves nothing: no credential is not the
-    /// open credential.
-    #[tokio::test]
-    async fn without_the_auth_layer_nothing_is_served() {
-        let (_dir, state) = empty_vault().await;
-        let app = Router::new().fallback(dispatch).with_state(state);
-        let request = axum::http::Request::builder()
-            .uri("/v1/notes")
-            .body(Body::empty())
-            .unwrap();
-        let response = app.oneshot(request).await.unwrap();
-        assert_eq!(response.status(), 500);
-    }
 }

@@ -489,8 +489,9 @@ pub struct IndexStatus {
 )]
 pub async fn index_status(svc: Arc<State>, parts: Parts) -> ApiResult<Json<IndexStatus>> {
     Query::parse(parts.uri.query(), &[])?;
+    let status = blocking(move || Ok(crate::queries::status::status(&svc))).await?;
     let watcher = {
-        let s = svc.watch_status.lock().clone();
+        let s = status.watcher;
         WatcherStatus {
             state: s.state,
             batches: s.batches,
@@ -499,14 +500,11 @@ pub async fn index_status(svc: Arc<State>, parts: Parts) -> ApiResult<Json<Index
             last_batch_at: s.last_batch_at.map(crate::clock::timestamp),
         }
     };
-    let h = svc.history.status();
-    let (notes, excluded) = {
-        let c = svc.catalog.read();
-        (c.len(), c.excluded.len())
-    };
-    let seq = svc.committed_seq();
-    let ix = svc.index.state();
-    let indexed_seq = svc.index.indexed_seq();
+    let h = status.history;
+    let (notes, excluded) = (status.notes, status.excluded);
+    let seq = status.committed_seq;
+    let ix = status.index;
+    let indexed_seq = status.indexed_seq;
     Ok(Json(IndexStatus {
         committed_seq: seq,
         indexed_seq,

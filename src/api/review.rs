@@ -267,7 +267,7 @@ pub async fn list_writes(svc: Arc<State>, parts: Parts) -> ApiResult<Json<Pendin
         .map(|t| tokens.open(&fingerprint, t))
         .transpose()?;
     let svc2 = svc.clone();
-    let rows = blocking(move || svc2.meta.all_pending()).await?;
+    let rows = blocking(move || crate::queries::status::pending_writes(&svc2)).await?;
     let matching: Vec<PendingRow> = rows
         .into_iter()
         .filter(|r| status.as_ref().is_none_or(|s| r.status == *s))
@@ -328,7 +328,8 @@ fn check_id(id: &str) -> Result<(), Error> {
 pub async fn get_write(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
     Query::parse(parts.uri.query(), &[])?;
     check_id(&id)?;
-    let row = blocking(move || svc.meta.pending(&id.to_lowercase())).await?;
+    let row =
+        blocking(move || crate::queries::status::pending_write(&svc, &id.to_lowercase())).await?;
     let row =
         row.ok_or_else(|| Error::new(Reason::PENDING_WRITE_NOT_FOUND, "no such pending write"))?;
     Ok(Json(row.into()))

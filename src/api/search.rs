@@ -199,7 +199,7 @@ pub async fn search(svc: Arc<State>, p: SearchParams) -> Result<SearchResponse, 
     let mut waited_out = None;
     if let Some(min) = p.min_seq {
         check_min_seq(min, svc.committed_seq())?;
-        if !svc.index.wait_for(min, MIN_SEQ_WAIT).await {
+        if !crate::queries::status::wait_indexed(&svc, min, MIN_SEQ_WAIT).await {
             waited_out = Some(min);
         }
     }

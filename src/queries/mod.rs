@@ -8,3 +8,4 @@ pub mod history;
 pub mod notes;
 pub mod search;
 pub mod settings;
+pub mod status;

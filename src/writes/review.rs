@@ -227,3 +227,16 @@ pub fn decide(svc: &State, id: &str, approve: bool) -> Result<PendingRow> {
         .pending(id)?
         .ok_or_else(|| Error::internal("a decided pending write vanished"))
 }
+
+/// Pending writes queued by a version that stored the HTTP request (before migration 6);
+/// the API prepares each again ([`upgrade_pending`]).
+pub fn legacy_pending(svc: &State) -> Result<Vec<PendingRow>> {
+    svc.meta.legacy_pending()
+}
+
+/// Store `request` as what the pending write `id` applies on approval.
+pub fn upgrade_pending(svc: &State, id: &str, request: &Request) -> Result<()> {
+    let json = serde_json::to_string(request)
+        .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
+    svc.meta.upgrade_pending(id, &json)
+}

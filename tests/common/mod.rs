@@ -88,7 +88,7 @@ impl TestServer {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task_svc = svc.clone();
         let task = tokio::spawn(async move {
-            notevault::api::run(listener, task_svc, async {
+            notevault::http::run(listener, task_svc, async {
                 let _ = rx.await;
             })
             .await

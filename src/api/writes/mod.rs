@@ -249,7 +249,7 @@ pub struct Prepared {
 /// kept its own request, migration 6) are prepared once more and stored as the
 /// pipeline's request, so an approval applies them like any other. Runs at serve start.
 pub fn upgrade_legacy_pending(svc: &State) -> Result<usize, Error> {
-    let rows = svc.meta.legacy_pending()?;
+    let rows = writes::review::legacy_pending(svc)?;
     for row in &rows {
         let v: Value = serde_json::from_str(&row.payload)
             .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
@@ -268,9 +268,7 @@ pub fn upgrade_legacy_pending(svc: &State) -> Result<usize, Error> {
             op: prepared.op,
             agent_id: prepared.agent,
         };
-        let json = serde_json::to_string(&request)
-            .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
-        svc.meta.upgrade_pending(&row.id, &json)?;
+        writes::review::upgrade_pending(svc, &row.id, &request)?;
     }
     Ok(rows.len())
 }
