@@ -83,34 +83,34 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
     let daemon = notevault::daemon::open(config)?;
-    let svc = daemon.state.clone();
+    let state = daemon.state.clone();
     let opened = started.elapsed();
-    if !svc
+    if !state
         .index
-        .wait_for_blocking(svc.committed_seq(), std::time::Duration::from_secs(3600))
+        .wait_for_blocking(state.committed_seq(), std::time::Duration::from_secs(3600))
     {
         anyhow::bail!("the index did not finish within an hour");
     }
     let indexed = started.elapsed();
-    svc.index.shutdown();
-    let state = svc.index.state();
-    if let Some(e) = state.last_error {
+    state.index.shutdown();
+    let index = state.index.state();
+    if let Some(e) = index.last_error {
         anyhow::bail!("indexing failed: {e}");
     }
-    svc.history.flush(std::time::Duration::from_secs(3600));
-    let notes = state.synced_notes.unwrap_or(0);
+    state.history.flush(std::time::Duration::from_secs(3600));
+    let notes = index.synced_notes.unwrap_or(0);
     let secs = indexed.as_secs_f64();
     println!(
         "indexed {notes} notes of {} in {:.0} ms ({:.0} notes/s; scan {:.0} ms, index {} ms)",
-        svc.root().display(),
+        state.root().display(),
         indexed.as_secs_f64() * 1000.0,
         notes as f64 / secs.max(1e-9),
         opened.as_secs_f64() * 1000.0,
-        state.sync_ms.unwrap_or(0)
+        index.sync_ms.unwrap_or(0)
     );
     // The index and the history are written and closed; freeing 44k notes one by one
     // would only delay the exit (~0.1 s on the corpus). The system takes the memory back.
-    std::mem::forget(svc);
+    std::mem::forget(state);
     std::mem::forget(daemon);
     Ok(())
 }
@@ -150,14 +150,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let daemon = tokio::task::spawn_blocking(move || notevault::daemon::open(config)).await??;
-        let svc = daemon.state.clone();
+        let state = daemon.state.clone();
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, vault = %svc.root().display(), "serving");
+        tracing::info!(%addr, vault = %state.root().display(), "serving");
         eprintln!(
             "notevault: serving {} on http://{addr}",
-            svc.root().display()
+            state.root().display()
         );
-        notevault::http::run(listener, svc, async {
+        notevault::http::run(listener, state, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;

@@ -29,7 +29,7 @@ pub struct ListFoldersParams {
 }
 
 /// List folders by path prefix, with note counts and coverage (both surfaces).
-pub async fn list_folders(svc: Arc<State>, p: ListFoldersParams) -> Result<FolderList, Error> {
+pub async fn list_folders(state: Arc<State>, p: ListFoldersParams) -> Result<FolderList, Error> {
     let page_size = params::in_range(
         "page_size",
         p.page_size,
@@ -40,15 +40,15 @@ pub async fn list_folders(svc: Arc<State>, p: ListFoldersParams) -> Result<Folde
     let prefix = p.prefix.unwrap_or_default();
     let fingerprint = [("route", "folders"), ("prefix", prefix.as_str())];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let after = match params::non_empty("page_token", p.page_token.as_deref())? {
         Some(t) => Some(tokens.open(&fingerprint, t)?),
         None => None,
     };
-    let svc2 = svc.clone();
+    let state2 = state.clone();
     let prefix2 = prefix.clone();
-    let listing = blocking(move || Ok(crate::queries::notes::folders(&svc2, &prefix2))).await?;
+    let listing = blocking(move || Ok(crate::queries::notes::folders(&state2, &prefix2))).await?;
     let matched: Vec<_> = listing.folders.iter().collect();
     // Notes inside the matched folders: the totals of the matched folders whose parent
     // did not match too.
@@ -116,12 +116,12 @@ pub async fn list_folders(svc: Arc<State>, p: ListFoldersParams) -> Result<Folde
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn list(svc: Arc<State>, parts: Parts) -> ApiResult<Json<FolderList>> {
+pub async fn list(state: Arc<State>, parts: Parts) -> ApiResult<Json<FolderList>> {
     let q = Query::parse(parts.uri.query(), &["prefix", "page_size", "page_token"])?;
     let p = ListFoldersParams {
         prefix: q.owned("prefix"),
         page_size: q.opt_int("page_size", 1, MAX_PAGE_SIZE)?,
         page_token: q.owned("page_token"),
     };
-    Ok(Json(list_folders(svc, p).await?))
+    Ok(Json(list_folders(state, p).await?))
 }

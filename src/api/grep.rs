@@ -99,7 +99,7 @@ pub struct GrepParams {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn grep_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<GrepResponse>> {
+pub async fn grep_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<GrepResponse>> {
     let q = Query::parse(
         parts.uri.query(),
         &[
@@ -127,11 +127,11 @@ pub async fn grep_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<GrepRes
         page_size,
         page_token: q.non_empty("page_token")?.map(str::to_string),
     };
-    Ok(Json(grep(svc, params).await?))
+    Ok(Json(grep(state, params).await?))
 }
 
 /// The grep every surface calls.
-pub async fn grep(svc: Arc<State>, p: GrepParams) -> Result<GrepResponse, Error> {
+pub async fn grep(state: Arc<State>, p: GrepParams) -> Result<GrepResponse, Error> {
     let case = match p.case.as_deref() {
         None | Some("sensitive") => Case::Sensitive,
         Some("insensitive") => Case::Insensitive,
@@ -163,7 +163,7 @@ pub async fn grep(svc: Arc<State>, p: GrepParams) -> Result<GrepResponse, Error>
         ("filter", p.filter.as_deref().unwrap_or("")),
     ];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let cursor = match &p.page_token {
         Some(t) => {
@@ -185,8 +185,8 @@ pub async fn grep(svc: Arc<State>, p: GrepParams) -> Result<GrepResponse, Error>
         page_size,
         timeout: GREP_TIMEOUT,
     };
-    let svc2 = svc.clone();
-    let answer = blocking(move || crate::queries::search::grep(&svc2, &req)).await?;
+    let state2 = state.clone();
+    let answer = blocking(move || crate::queries::search::grep(&state2, &req)).await?;
     Ok(GrepResponse {
         results: answer
             .page

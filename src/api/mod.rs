@@ -81,22 +81,22 @@ pub fn credential(extensions: &axum::http::Extensions) -> Result<&Credential, Er
 }
 
 /// Route the request through the route table, after the one permission check of its row.
-pub async fn dispatch(Shared(svc): Shared<Arc<State>>, req: Request) -> Response {
-    match dispatch_inner(svc, req).await {
+pub async fn dispatch(Shared(state): Shared<Arc<State>>, req: Request) -> Response {
+    match dispatch_inner(state, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn dispatch_inner(svc: Arc<State>, req: Request) -> Result<Response, ApiError> {
+async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     let matched = recognize(req.method(), &path, |key| {
-        crate::queries::status::note_exists(&svc, key)
+        crate::queries::status::note_exists(&state, key)
     })?;
     auth::require(credential(req.extensions())?, matched.access.need)?;
     let (parts, body) = req.into_parts();
     let bytes = if matches!(parts.method, Method::POST | Method::PATCH | Method::PUT) {
-        read_body(body, writes::MAX_BODY, svc.config.body_read_timeout).await?
+        read_body(body, writes::MAX_BODY, state.config.body_read_timeout).await?
     } else {
         axum::body::Bytes::new()
     };
@@ -115,40 +115,44 @@ async fn dispatch_inner(svc: Arc<State>, req: Request) -> Result<Response, ApiEr
             openapi::document_json(),
         )
             .into_response(),
-        Op::ListNotes => notes::list(svc, parts).await?.into_response(),
-        Op::ListFolders => folders::list(svc, parts).await?.into_response(),
-        Op::GetNote => notes::get(svc, note()?, parts).await?.into_response(),
-        Op::GetRaw => notes::raw(svc, note()?, parts).await?.into_response(),
-        Op::CreateNote => writes::create(svc, parts, bytes).await?,
-        Op::PatchNote => writes::patch(svc, note()?, parts, bytes).await?,
-        Op::DeleteNote => writes::delete(svc, note()?, parts).await?,
-        Op::EditNote => writes::edit(svc, note()?, parts, bytes).await?,
-        Op::MoveNote => writes::move_(svc, note()?, parts, bytes).await?,
-        Op::RenameNote => writes::rename(svc, note()?, parts, bytes).await?,
-        Op::RollbackNote => writes::rollback(svc, note()?, parts, bytes).await?,
-        Op::ListRevisions => revisions::list_revisions(svc, note()?, parts)
+        Op::ListNotes => notes::list(state, parts).await?.into_response(),
+        Op::ListFolders => folders::list(state, parts).await?.into_response(),
+        Op::GetNote => notes::get(state, note()?, parts).await?.into_response(),
+        Op::GetRaw => notes::raw(state, note()?, parts).await?.into_response(),
+        Op::CreateNote => writes::create(state, parts, bytes).await?,
+        Op::PatchNote => writes::patch(state, note()?, parts, bytes).await?,
+        Op::DeleteNote => writes::delete(state, note()?, parts).await?,
+        Op::EditNote => writes::edit(state, note()?, parts, bytes).await?,
+        Op::MoveNote => writes::move_(state, note()?, parts, bytes).await?,
+        Op::RenameNote => writes::rename(state, note()?, parts, bytes).await?,
+        Op::RollbackNote => writes::rollback(state, note()?, parts, bytes).await?,
+        Op::ListRevisions => revisions::list_revisions(state, note()?, parts)
             .await?
             .into_response(),
-        Op::DiffNote => revisions::diff(svc, note()?, parts).await?.into_response(),
-        Op::NoteLinks => notes::links(svc, note()?, parts).await?.into_response(),
-        Op::IndexStatus => notes::index_status(svc, parts).await?.into_response(),
-        Op::Search => search::search_route(svc, parts).await?.into_response(),
-        Op::Grep => grep::grep_route(svc, parts).await?.into_response(),
-        Op::Tags => tags::tags_route(svc, parts).await?.into_response(),
-        Op::AggregateProperties => properties::aggregate_route(svc, parts, bytes)
+        Op::DiffNote => revisions::diff(state, note()?, parts)
             .await?
             .into_response(),
-        Op::Vault => vault::vault_route(svc, parts).await?.into_response(),
-        Op::GetWriteSettings => review::get_settings(svc, parts).await?.into_response(),
-        Op::PatchWriteSettings => review::patch_settings(svc, parts, bytes)
+        Op::NoteLinks => notes::links(state, note()?, parts).await?.into_response(),
+        Op::IndexStatus => notes::index_status(state, parts).await?.into_response(),
+        Op::Search => search::search_route(state, parts).await?.into_response(),
+        Op::Grep => grep::grep_route(state, parts).await?.into_response(),
+        Op::Tags => tags::tags_route(state, parts).await?.into_response(),
+        Op::AggregateProperties => properties::aggregate_route(state, parts, bytes)
             .await?
             .into_response(),
-        Op::ListWrites => review::list_writes(svc, parts).await?.into_response(),
-        Op::GetWrite => review::get_write(svc, note()?, parts)
+        Op::Vault => vault::vault_route(state, parts).await?.into_response(),
+        Op::GetWriteSettings => review::get_settings(state, parts).await?.into_response(),
+        Op::PatchWriteSettings => review::patch_settings(state, parts, bytes)
             .await?
             .into_response(),
-        Op::ApproveWrite => review::approve(svc, note()?, parts).await?.into_response(),
-        Op::RejectWrite => review::reject(svc, note()?, parts).await?.into_response(),
+        Op::ListWrites => review::list_writes(state, parts).await?.into_response(),
+        Op::GetWrite => review::get_write(state, note()?, parts)
+            .await?
+            .into_response(),
+        Op::ApproveWrite => review::approve(state, note()?, parts)
+            .await?
+            .into_response(),
+        Op::RejectWrite => review::reject(state, note()?, parts).await?.into_response(),
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

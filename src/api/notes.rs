@@ -50,7 +50,7 @@ pub async fn blocking<T: Send + 'static>(
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn list(svc: Arc<State>, parts: Parts) -> ApiResult<Json<NoteList>> {
+pub async fn list(state: Arc<State>, parts: Parts) -> ApiResult<Json<NoteList>> {
     let q = Query::parse(
         parts.uri.query(),
         &["prefix", "filter", "order_by", "page_size", "page_token"],
@@ -62,7 +62,7 @@ pub async fn list(svc: Arc<State>, parts: Parts) -> ApiResult<Json<NoteList>> {
         page_size: q.opt_int("page_size", 1, MAX_PAGE_SIZE)?,
         page_token: q.owned("page_token"),
     };
-    Ok(Json(list_notes(svc, p).await?))
+    Ok(Json(list_notes(state, p).await?))
 }
 
 /// What a note listing takes: the query of `GET /v1/notes` and the arguments of the MCP
@@ -91,7 +91,7 @@ pub struct ListNotesParams {
 
 /// List notes by path prefix, filter and order: handles and coverage, never bodies
 /// (`GET /v1/notes`, the MCP `list_notes` tool).
-pub async fn list_notes(svc: Arc<State>, p: ListNotesParams) -> Result<NoteList, Error> {
+pub async fn list_notes(state: Arc<State>, p: ListNotesParams) -> Result<NoteList, Error> {
     let filter = params::filter_text(
         params::non_empty("filter", p.filter.as_deref())?,
         crate::queries::notes::NOTE_FILTER_FIELDS,
@@ -121,20 +121,20 @@ pub async fn list_notes(svc: Arc<State>, p: ListNotesParams) -> Result<NoteList,
         ("order_by", order_text.as_str()),
     ];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let cursor = match params::non_empty("page_token", p.page_token.as_deref())? {
         Some(t) => Some(tokens.open(&fingerprint, t)?),
         None => None,
     };
-    let svc2 = svc.clone();
+    let state2 = state.clone();
     let prefix2 = prefix.clone();
     // Slug order pages by the last slug (stable under inserts); other orders by offset.
     let by_slug = order == crate::queries::notes::Order::asc("slug");
     let page = blocking(move || {
         if by_slug {
             return Ok(crate::queries::notes::list(
-                &svc2,
+                &state2,
                 &prefix2,
                 filter.as_ref(),
                 cursor.as_deref(),
@@ -148,7 +148,7 @@ pub async fn list_notes(svc: Arc<State>, p: ListNotesParams) -> Result<NoteList,
             None => 0,
         };
         Ok(crate::queries::notes::list_ordered(
-            &svc2,
+            &state2,
             &prefix2,
             filter.as_ref(),
             &order,
@@ -209,14 +209,14 @@ pub async fn list_notes(svc: Arc<State>, p: ListNotesParams) -> Result<NoteList,
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn get(svc: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<NoteRead>> {
+pub async fn get(state: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<NoteRead>> {
     let q = Query::parse(parts.uri.query(), &["offset", "limit"])?;
     let p = ReadNoteParams {
         note: key,
         offset: q.opt_int("offset", 1, usize::MAX)?,
         limit: q.opt_int("limit", 1, MAX_LINES)?,
     };
-    Ok(Json(read_note(svc, p).await?))
+    Ok(Json(read_note(state, p).await?))
 }
 
 /// What a line-sliced read takes: `GET /v1/notes/{note}` and the MCP `read_note` tool.
@@ -237,12 +237,12 @@ pub struct ReadNoteParams {
 }
 
 /// A line-sliced read: the handle plus `lines` (both surfaces).
-pub async fn read_note(svc: Arc<State>, p: ReadNoteParams) -> Result<NoteRead, Error> {
+pub async fn read_note(state: Arc<State>, p: ReadNoteParams) -> Result<NoteRead, Error> {
     let offset = params::in_range("offset", p.offset, 1, 1, usize::MAX)?;
     let limit = params::in_range("limit", p.limit, DEFAULT_LINES, 1, MAX_LINES)?;
     let key = p.note;
     let (note, page) =
-        blocking(move || crate::queries::notes::read_lines(&svc, &key, offset, limit)).await?;
+        blocking(move || crate::queries::notes::read_lines(&state, &key, offset, limit)).await?;
     Ok(NoteRead {
         note: NoteHandle::from(note.as_ref()),
         lines: page.into(),
@@ -264,9 +264,9 @@ pub async fn read_note(svc: Arc<State>, p: ReadNoteParams) -> Result<NoteRead, E
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn raw(svc: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<RawNote>> {
+pub async fn raw(state: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<RawNote>> {
     Query::parse(parts.uri.query(), &[])?;
-    let (note, bytes) = blocking(move || crate::record::refresh::read(&svc, &key)).await?;
+    let (note, bytes) = blocking(move || crate::record::refresh::read(&state, &key)).await?;
     let (text, _) = crate::vault::markdown::decode(&bytes);
     Ok(Json(RawNote {
         content: text.into_owned(),
@@ -325,9 +325,9 @@ pub struct NoteLinks {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn links(svc: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<NoteLinks>> {
+pub async fn links(state: Arc<State>, key: String, parts: Parts) -> ApiResult<Json<NoteLinks>> {
     Query::parse(parts.uri.query(), &[])?;
-    Ok(Json(note_links(svc, NoteParam { note: key }).await?))
+    Ok(Json(note_links(state, NoteParam { note: key }).await?))
 }
 
 /// A tool argument naming one note.
@@ -341,9 +341,9 @@ pub struct NoteParam {
 }
 
 /// A note's links (`GET /v1/notes/{note}:links`, the MCP `note_links` tool).
-pub async fn note_links(svc: Arc<State>, p: NoteParam) -> Result<NoteLinks, Error> {
+pub async fn note_links(state: Arc<State>, p: NoteParam) -> Result<NoteLinks, Error> {
     let key = p.note;
-    let report = blocking(move || crate::queries::notes::links(&svc, &key)).await?;
+    let report = blocking(move || crate::queries::notes::links(&state, &key)).await?;
     let to_wire = |(link, note): &(
         crate::vault::links::RawLink,
         Option<Arc<crate::vault::catalog::Note>>,
@@ -487,9 +487,9 @@ pub struct IndexStatus {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn index_status(svc: Arc<State>, parts: Parts) -> ApiResult<Json<IndexStatus>> {
+pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<IndexStatus>> {
     Query::parse(parts.uri.query(), &[])?;
-    let status = blocking(move || Ok(crate::queries::status::status(&svc))).await?;
+    let status = blocking(move || Ok(crate::queries::status::status(&state))).await?;
     let watcher = {
         let s = status.watcher;
         WatcherStatus {

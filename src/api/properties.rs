@@ -79,18 +79,21 @@ pub struct PropertyAggregate {
     )
 )]
 pub async fn aggregate_route(
-    svc: Arc<State>,
+    state: Arc<State>,
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Json<PropertyAggregate>> {
     Query::parse(parts.uri.query(), &[])?;
     let raw = crate::api::writes::json_value(&parts.headers, &body)?;
     let req: AggregateRequest = crate::api::writes::parse_as(&raw)?;
-    Ok(Json(aggregate(svc, req).await?))
+    Ok(Json(aggregate(state, req).await?))
 }
 
 /// The aggregation every surface calls.
-pub async fn aggregate(svc: Arc<State>, req: AggregateRequest) -> Result<PropertyAggregate, Error> {
+pub async fn aggregate(
+    state: Arc<State>,
+    req: AggregateRequest,
+) -> Result<PropertyAggregate, Error> {
     let filter = params::filter_text(req.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let limit = req.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
@@ -100,9 +103,9 @@ pub async fn aggregate(svc: Arc<State>, req: AggregateRequest) -> Result<Propert
         ));
     }
     let key = req.key.clone();
-    let svc2 = svc.clone();
+    let state2 = state.clone();
     let answer =
-        blocking(move || crate::queries::search::aggregate(&svc2, &key, filter.as_ref())).await?;
+        blocking(move || crate::queries::search::aggregate(&state2, &key, filter.as_ref())).await?;
     let a = &answer.aggregate;
     let mut coverage = Coverage::from(&answer.coverage);
     coverage.truncated = a.groups.len() > limit;

@@ -57,9 +57,9 @@ pub struct PatchWriteSettings {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn get_settings(svc: Arc<State>, parts: Parts) -> ApiResult<Json<WriteSettings>> {
+pub async fn get_settings(state: Arc<State>, parts: Parts) -> ApiResult<Json<WriteSettings>> {
     Query::parse(parts.uri.query(), &[])?;
-    let settings = blocking(move || review::settings(&svc)).await?;
+    let settings = blocking(move || review::settings(&state)).await?;
     Ok(Json(settings.into()))
 }
 
@@ -77,7 +77,7 @@ pub async fn get_settings(svc: Arc<State>, parts: Parts) -> ApiResult<Json<Write
     )
 )]
 pub async fn patch_settings(
-    svc: Arc<State>,
+    state: Arc<State>,
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Json<WriteSettings>> {
@@ -128,7 +128,7 @@ pub async fn patch_settings(
     } else {
         None
     };
-    let settings = blocking(move || review::set_settings(&svc, policy, budget)).await?;
+    let settings = blocking(move || review::set_settings(&state, policy, budget)).await?;
     Ok(Json(settings.into()))
 }
 
@@ -237,7 +237,7 @@ fn pending_field(r: &PendingRow, field: &str) -> filter::Value {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn list_writes(svc: Arc<State>, parts: Parts) -> ApiResult<Json<PendingWriteList>> {
+pub async fn list_writes(state: Arc<State>, parts: Parts) -> ApiResult<Json<PendingWriteList>> {
     let q = Query::parse(
         parts.uri.query(),
         &["status", "filter", "page_size", "page_token"],
@@ -260,14 +260,14 @@ pub async fn list_writes(svc: Arc<State>, parts: Parts) -> ApiResult<Json<Pendin
         ("filter", fingerprint_filter.as_str()),
     ];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let after = q
         .non_empty("page_token")?
         .map(|t| tokens.open(&fingerprint, t))
         .transpose()?;
-    let svc2 = svc.clone();
-    let rows = blocking(move || crate::queries::status::pending_writes(&svc2)).await?;
+    let state2 = state.clone();
+    let rows = blocking(move || crate::queries::status::pending_writes(&state2)).await?;
     let matching: Vec<PendingRow> = rows
         .into_iter()
         .filter(|r| status.as_ref().is_none_or(|s| r.status == *s))
@@ -325,18 +325,22 @@ fn check_id(id: &str) -> Result<(), Error> {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn get_write(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
+pub async fn get_write(
+    state: Arc<State>,
+    id: String,
+    parts: Parts,
+) -> ApiResult<Json<PendingWrite>> {
     Query::parse(parts.uri.query(), &[])?;
     check_id(&id)?;
     let row =
-        blocking(move || crate::queries::status::pending_write(&svc, &id.to_lowercase())).await?;
+        blocking(move || crate::queries::status::pending_write(&state, &id.to_lowercase())).await?;
     let row =
         row.ok_or_else(|| Error::new(Reason::PENDING_WRITE_NOT_FOUND, "no such pending write"))?;
     Ok(Json(row.into()))
 }
 
 async fn decide(
-    svc: Arc<State>,
+    state: Arc<State>,
     id: String,
     parts: Parts,
     approve: bool,
@@ -344,7 +348,7 @@ async fn decide(
     Query::parse(parts.uri.query(), &[])?;
     check_id(&id)?;
     let id = id.to_lowercase();
-    let row = blocking(move || review::decide(&svc, &id, approve)).await?;
+    let row = blocking(move || review::decide(&state, &id, approve)).await?;
     Ok(Json(row.into()))
 }
 
@@ -363,8 +367,8 @@ async fn decide(
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn approve(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
-    decide(svc, id, parts, true).await
+pub async fn approve(state: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
+    decide(state, id, parts, true).await
 }
 
 /// Reject a pending write; the note is untouched.
@@ -381,6 +385,6 @@ pub async fn approve(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Jso
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn reject(svc: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
-    decide(svc, id, parts, false).await
+pub async fn reject(state: Arc<State>, id: String, parts: Parts) -> ApiResult<Json<PendingWrite>> {
+    decide(state, id, parts, false).await
 }

@@ -98,7 +98,7 @@ fn revision_field(r: &RevisionRow, field: &str) -> filter::Value {
     )
 )]
 pub async fn list_revisions(
-    svc: Arc<State>,
+    state: Arc<State>,
     note: String,
     parts: Parts,
 ) -> ApiResult<Json<RevisionList>> {
@@ -133,7 +133,7 @@ pub async fn list_revisions(
         page_size: q.opt_int(size_name, 1, 500)?,
         page_token: q.owned(token_name),
     };
-    Ok(Json(revisions(svc, p, size_name, token_name).await?))
+    Ok(Json(revisions(state, p, size_name, token_name).await?))
 }
 
 /// What a revision list takes: `GET /v1/notes/{note}:listRevisions` and the MCP
@@ -159,15 +159,15 @@ pub struct ListRevisionsParams {
 
 /// A note's revisions, newest first unless `order_by` says otherwise (both surfaces).
 pub async fn list_note_revisions(
-    svc: Arc<State>,
+    state: Arc<State>,
     p: ListRevisionsParams,
 ) -> Result<RevisionList, Error> {
-    revisions(svc, p, "page_size", "page_token").await
+    revisions(state, p, "page_size", "page_token").await
 }
 
 /// [`list_note_revisions`], naming the size and token parameters as the caller sent them.
 async fn revisions(
-    svc: Arc<State>,
+    state: Arc<State>,
     p: ListRevisionsParams,
     size_name: &str,
     token_name: &str,
@@ -190,11 +190,11 @@ async fn revisions(
     .desc;
     let page_size = params::in_range(size_name, p.page_size, DEFAULT_PAGE_SIZE, 1, 500)?;
     let filter_text = p.filter.clone().unwrap_or_default();
-    let svc2 = svc.clone();
+    let state2 = state.clone();
     let key = p.note.clone();
     let paged = expr.is_none();
     let history =
-        blocking(move || crate::queries::history::history_with(&svc2, &key, !paged)).await?;
+        blocking(move || crate::queries::history::history_with(&state2, &key, !paged)).await?;
     let order = if descending { "desc" } else { "asc" };
     let fingerprint = [
         ("route", "revisions"),
@@ -203,7 +203,7 @@ async fn revisions(
         ("order", order),
     ];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let after: Option<i64> =
         match params::non_empty(token_name, p.page_token.as_deref())? {
@@ -215,7 +215,7 @@ async fn revisions(
     // Without a filter the store pages by seq; with one, the note's revisions are
     // filtered here.
     let page: Vec<RevisionRow> = if paged {
-        let svc3 = svc.clone();
+        let svc3 = state.clone();
         let note_id = history.note_id.clone();
         blocking(move || {
             svc3.meta
@@ -289,7 +289,7 @@ pub struct NoteDiff {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn diff(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Json<NoteDiff>> {
+pub async fn diff(state: Arc<State>, note: String, parts: Parts) -> ApiResult<Json<NoteDiff>> {
     let q = Query::parse(parts.uri.query(), &["from", "to"])?;
     let from = q
         .non_empty("from")?
@@ -306,7 +306,7 @@ pub async fn diff(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Json
         }
     }
     let result = blocking(move || {
-        let history = crate::queries::history::history_of(&svc, &note)?;
+        let history = crate::queries::history::history_of(&state, &note)?;
         let find = |id: &str| {
             history
                 .revisions
@@ -321,7 +321,7 @@ pub async fn diff(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Json
                 })
         };
         let text = |r: &RevisionRow| -> Result<String, Error> {
-            Ok(crate::queries::history::revision_content(&svc, r)?
+            Ok(crate::queries::history::revision_content(&state, r)?
                 .map(|b| crate::vault::markdown::decode(&b).0.into_owned())
                 .unwrap_or_default())
         };
@@ -333,7 +333,7 @@ pub async fn diff(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Json
                 (text(b)?, b.path.clone(), id.clone())
             }
             None => {
-                let (n, bytes) = crate::record::refresh::read(&svc, &history.note_id)?;
+                let (n, bytes) = crate::record::refresh::read(&state, &history.note_id)?;
                 (
                     crate::vault::markdown::decode(&bytes).0.into_owned(),
                     n.path.clone(),

@@ -119,7 +119,7 @@ pub struct SearchParams {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn search_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<SearchResponse>> {
+pub async fn search_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<SearchResponse>> {
     let q = Query::parse(
         parts.uri.query(),
         &[
@@ -175,11 +175,11 @@ pub async fn search_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<Searc
         page_token: q.non_empty("page_token")?.map(str::to_string),
         min_seq,
     };
-    Ok(Json(search(svc, params).await?))
+    Ok(Json(search(state, params).await?))
 }
 
 /// The search every surface calls.
-pub async fn search(svc: Arc<State>, p: SearchParams) -> Result<SearchResponse, Error> {
+pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse, Error> {
     let filter = params::filter_text(p.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let order = params::parse_order(p.order_by.as_deref(), SEARCH_ORDERS, Order::relevance())?;
     let page_size = params::page_size(p.page_size, SEARCH_PAGE_SIZE)?;
@@ -190,7 +190,7 @@ pub async fn search(svc: Arc<State>, p: SearchParams) -> Result<SearchResponse, 
         ("order_by", p.order_by.as_deref().unwrap_or("")),
     ];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let offset = match &p.page_token {
         Some(t) => tokens.open_offset(&fingerprint, t)?,
@@ -198,8 +198,8 @@ pub async fn search(svc: Arc<State>, p: SearchParams) -> Result<SearchResponse, 
     };
     let mut waited_out = None;
     if let Some(min) = p.min_seq {
-        check_min_seq(min, svc.committed_seq())?;
-        if !crate::queries::status::wait_indexed(&svc, min, MIN_SEQ_WAIT).await {
+        check_min_seq(min, state.committed_seq())?;
+        if !crate::queries::status::wait_indexed(&state, min, MIN_SEQ_WAIT).await {
             waited_out = Some(min);
         }
     }
@@ -210,12 +210,12 @@ pub async fn search(svc: Arc<State>, p: SearchParams) -> Result<SearchResponse, 
         offset,
         page_size,
     };
-    let svc2 = svc.clone();
+    let state2 = state.clone();
     // Light searches run here (see `SearchRequest::is_light`); the rest on the pool.
     let answer = if req.is_light() {
-        crate::queries::search::search(&svc2, &req)?
+        crate::queries::search::search(&state2, &req)?
     } else {
-        blocking(move || crate::queries::search::search(&svc2, &req)).await?
+        blocking(move || crate::queries::search::search(&state2, &req)).await?
     };
     let mut coverage = Coverage::from(&answer.coverage);
     if let Some(min) = waited_out {

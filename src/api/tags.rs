@@ -73,7 +73,7 @@ pub struct TagsParams {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn tags_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<TagList>> {
+pub async fn tags_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<TagList>> {
     let q = Query::parse(
         parts.uri.query(),
         &["filter", "order_by", "page_size", "page_token"],
@@ -85,11 +85,11 @@ pub async fn tags_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<TagList
         page_size,
         page_token: q.non_empty("page_token")?.map(str::to_string),
     };
-    Ok(Json(tags(svc, params).await?))
+    Ok(Json(tags(state, params).await?))
 }
 
 /// The tag rollup every surface calls.
-pub async fn tags(svc: Arc<State>, p: TagsParams) -> Result<TagList, Error> {
+pub async fn tags(state: Arc<State>, p: TagsParams) -> Result<TagList, Error> {
     let filter = params::filter_text(p.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let order = params::parse_order(p.order_by.as_deref(), &["tag", "count"], Order::asc("tag"))?;
     let page_size = params::page_size(p.page_size, TAGS_PAGE_SIZE)?;
@@ -99,15 +99,15 @@ pub async fn tags(svc: Arc<State>, p: TagsParams) -> Result<TagList, Error> {
         ("order_by", p.order_by.as_deref().unwrap_or("")),
     ];
     let tokens = PageTokens {
-        key: &svc.token_key,
+        key: &state.token_key,
     };
     let offset = match &p.page_token {
         Some(t) => tokens.open_offset(&fingerprint, t)?,
         None => 0,
     };
-    let svc2 = svc.clone();
+    let state2 = state.clone();
     let mut answer =
-        blocking(move || Ok(crate::queries::search::tags(&svc2, filter.as_ref()))).await?;
+        blocking(move || Ok(crate::queries::search::tags(&state2, filter.as_ref()))).await?;
     if order.field == "count" {
         answer
             .tags

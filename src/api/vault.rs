@@ -62,14 +62,14 @@ pub struct VaultSummary {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn vault_route(svc: Arc<State>, parts: Parts) -> ApiResult<Json<VaultSummary>> {
+pub async fn vault_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<VaultSummary>> {
     Query::parse(parts.uri.query(), &[])?;
-    Ok(Json(vault(svc).await?))
+    Ok(Json(vault(state).await?))
 }
 
 /// The summary every surface calls.
-pub async fn vault(svc: Arc<State>) -> Result<VaultSummary, Error> {
-    let s = blocking(move || crate::queries::search::summary(&svc)).await?;
+pub async fn vault(state: Arc<State>) -> Result<VaultSummary, Error> {
+    let s = blocking(move || crate::queries::search::summary(&state)).await?;
     Ok(VaultSummary {
         root: s.root,
         notes: s.notes,

@@ -32,7 +32,7 @@ use crate::state::State;
 /// What the middleware and the handlers reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub svc: Arc<State>,
+    pub state: Arc<State>,
     pub guards: Arc<Guards>,
     pub docs_url: Arc<str>,
     /// Ends the MCP sessions and streams when the server shuts down.
@@ -42,17 +42,17 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(svc: Arc<State>) -> Self {
+    pub fn new(state: Arc<State>) -> Self {
         let guards = Arc::new(Guards {
-            hosts: HostGuard::new(&svc.config),
-            limits: Arc::new(RateLimits::new(&svc.config)),
+            hosts: HostGuard::new(&state.config),
+            limits: Arc::new(RateLimits::new(&state.config)),
         });
-        let docs_url: Arc<str> = svc.config.docs_url.clone().into();
+        let docs_url: Arc<str> = state.config.docs_url.clone().into();
         let mcp_cancel = tokio_util::sync::CancellationToken::new();
         Self {
-            mcp: crate::mcp::service(svc.clone(), docs_url.clone(), mcp_cancel.clone()),
+            mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
             docs_url,
-            svc,
+            state,
             guards,
             mcp_cancel,
         }
@@ -61,49 +61,49 @@ impl AppState {
 
 impl FromRef<AppState> for Arc<State> {
     fn from_ref(app: &AppState) -> Self {
-        app.svc.clone()
+        app.state.clone()
     }
 }
 
 /// The whole application as a router, for `run` and for `oneshot` tests: `/mcp` (rmcp's
 /// streamable HTTP service) and the route table, behind the same middleware.
-pub fn router(state: AppState) -> Router {
+pub fn router(app: AppState) -> Router {
     layered(
         Router::new()
             .route("/mcp", axum::routing::any(mcp))
             .fallback(dispatch),
-        state,
+        app,
     )
 }
 
 /// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then rmcp, whose
 /// handler reads the credential from the request to decide the tools it offers.
-async fn mcp(Shared(state): Shared<AppState>, req: Request) -> Response {
+async fn mcp(Shared(app): Shared<AppState>, req: Request) -> Response {
     if let Err(err) = credential(req.extensions()).and_then(|c| auth::require(c, routes::MCP.need))
     {
         return ApiError(err).into_response();
     }
-    crate::mcp::handle(&state.mcp, req, state.svc.config.body_read_timeout).await
+    crate::mcp::handle(&app.mcp, req, app.state.config.body_read_timeout).await
 }
 
 /// Wrap `app` in the middleware every request passes, outermost first: request id,
 /// Host/Origin guard, CORS (when origins are configured; inside the guard, so a preflight
 /// from a foreign origin is refused like any request), the credential, rate limits, panic
 /// catching.
-fn layered(app: Router<AppState>, state: AppState) -> Router {
-    let mut app = app
+fn layered(routes: Router<AppState>, app: AppState) -> Router {
+    let mut routes = routes
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
-        .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
+        .layer(middleware::from_fn_with_state(app.clone(), rate_limit))
         .layer(middleware::from_fn(authenticate));
-    if !state.svc.config.allowed_origins.is_empty() {
-        let origins: Vec<HeaderValue> = state
-            .svc
+    if !app.state.config.allowed_origins.is_empty() {
+        let origins: Vec<HeaderValue> = app
+            .state
             .config
             .allowed_origins
             .iter()
             .filter_map(|o| o.parse().ok())
             .collect();
-        app = app.layer(
+        routes = routes.layer(
             tower_http::cors::CorsLayer::new()
                 .allow_origin(origins)
                 .allow_methods(tower_http::cors::Any)
@@ -111,19 +111,20 @@ fn layered(app: Router<AppState>, state: AppState) -> Router {
                 .expose_headers(tower_http::cors::Any),
         );
     }
-    app.layer(middleware::from_fn_with_state(state.clone(), host_guard))
-        .layer(middleware::from_fn_with_state(state.clone(), request_id))
-        .with_state(state)
+    routes
+        .layer(middleware::from_fn_with_state(app.clone(), host_guard))
+        .layer(middleware::from_fn_with_state(app.clone(), request_id))
+        .with_state(app)
 }
 
-/// Serve `svc` on `listener` until `shutdown` resolves (see [`server`]: timeouts, the
+/// Serve `state` on `listener` until `shutdown` resolves (see [`server`]: timeouts, the
 /// connection cap, and the envelope for what the HTTP parser refuses).
 pub async fn run(
     listener: TcpListener,
-    svc: Arc<State>,
+    state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    match writes::upgrade_legacy_pending(&svc) {
+    match writes::upgrade_legacy_pending(&state) {
         Ok(0) => {}
         Ok(n) => tracing::info!(
             pending = n,
@@ -133,11 +134,11 @@ pub async fn run(
             tracing::warn!(error = %e.message, "cannot upgrade pending writes stored by an older version")
         }
     }
-    let state = AppState::new(svc);
-    let limits = server::Limits::from(&state.svc.config);
-    let docs_url = state.docs_url.clone();
-    let mcp_cancel = state.mcp_cancel.clone();
-    let app = router(state);
+    let app = AppState::new(state);
+    let limits = server::Limits::from(&app.state.config);
+    let docs_url = app.docs_url.clone();
+    let mcp_cancel = app.mcp_cancel.clone();
+    let app = router(app);
     server::serve(listener, app, limits, docs_url, async move {
         shutdown.await;
         // Open MCP streams would hold the graceful shutdown forever: end them first.
@@ -147,13 +148,13 @@ pub async fn run(
 }
 
 /// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope.
-async fn request_id(Shared(state): Shared<AppState>, mut req: Request, next: Next) -> Response {
+async fn request_id(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
     let id = uuid::Uuid::now_v7().simple().to_string();
     req.extensions_mut().insert(RequestId(id.clone()));
     let mut response = REQUEST_ID
         .scope(
             id.clone(),
-            DOCS_URL.scope(state.docs_url.clone(), next.run(req)),
+            DOCS_URL.scope(app.docs_url.clone(), next.run(req)),
         )
         .await;
     if let Ok(v) = HeaderValue::from_str(&id) {
@@ -163,9 +164,9 @@ async fn request_id(Shared(state): Shared<AppState>, mut req: Request, next: Nex
 }
 
 /// The Host/Origin check.
-async fn host_guard(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
+async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> Response {
     let target = req.uri().authority().map(|a| a.as_str());
-    if let Err(err) = state.guards.hosts.check(req.headers(), target) {
+    if let Err(err) = app.guards.hosts.check(req.headers(), target) {
         return ApiError(err).into_response();
     }
     next.run(req).await
@@ -181,7 +182,7 @@ async fn authenticate(mut req: Request, next: Next) -> Response {
 
 /// The read and write rate limits, with their `RateLimit-*` headers; the class comes from
 /// the route table.
-async fn rate_limit(Shared(state): Shared<AppState>, req: Request, next: Next) -> Response {
+async fn rate_limit(Shared(app): Shared<AppState>, req: Request, next: Next) -> Response {
     let Some(class) = routes::class(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
@@ -190,7 +191,7 @@ async fn rate_limit(Shared(state): Shared<AppState>, req: Request, next: Next) -
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string())
         .unwrap_or_else(|| "local".to_string());
-    let (admitted, mut response) = match state.guards.limits.admit(class, &client) {
+    let (admitted, mut response) = match app.guards.limits.admit(class, &client) {
         Ok(None) => return next.run(req).await,
         Ok(Some(admitted)) => (admitted, next.run(req).await),
         Err((admitted, err)) => (admitted, ApiError(err).into_response()),
@@ -244,10 +245,10 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        let svc = daemon.state.clone();
+        let state = daemon.state.clone();
         let app = layered(
             Router::new().route("/boom", get(boom)).fallback(dispatch),
-            AppState::new(svc),
+            AppState::new(state),
         );
         let request = |uri: &str| {
             axum::http::Request::builder()
@@ -275,7 +276,7 @@ mod tests {
     /// The app as `router` builds it, but with `credential` in place of the one the auth
     /// layer gives (open local mode has only the open credential; the auth issue adds the
     /// others).
-    fn app_with(state: AppState, credential: Credential) -> Router {
+    fn app_with(app: AppState, credential: Credential) -> Router {
         let with = move |mut req: Request, next: Next| {
             let credential = credential.clone();
             async move {
@@ -287,7 +288,7 @@ mod tests {
             .route("/mcp", axum::routing::any(mcp))
             .fallback(dispatch)
             .layer(middleware::from_fn(with))
-            .with_state(state)
+            .with_state(app)
     }
 
     async fn empty_vault() -> (tempfile::TempDir, AppState) {
@@ -310,7 +311,7 @@ mod tests {
     #[tokio::test]
     async fn dispatch_refuses_a_credential_that_lacks_the_routes_permission() {
         use crate::auth::Permission::{NotesReview, NotesWrite};
-        let (_dir, state) = empty_vault().await;
+        let (_dir, app) = empty_vault().await;
         let token = |permissions: &[crate::auth::Permission]| Credential::Token {
             permissions: permissions.to_vec(),
         };
@@ -437,7 +438,7 @@ mod tests {
                 .header("content-type", "application/json")
                 .body(Body::from("{not json"))
                 .unwrap();
-            let response = app_with(state.clone(), credential)
+            let response = app_with(app.clone(), credential)
                 .oneshot(request)
                 .await
                 .unwrap();
@@ -491,7 +492,7 @@ mod tests {
                 .header("content-type", "application/json")
                 .body(Body::from("{not json"))
                 .unwrap();
-            let response = app_with(state.clone(), credential)
+            let response = app_with(app.clone(), credential)
                 .oneshot(request)
                 .await
                 .unwrap();
@@ -511,8 +512,8 @@ mod tests {
     /// open credential.
     #[tokio::test]
     async fn without_the_auth_layer_nothing_is_served() {
-        let (_dir, state) = empty_vault().await;
-        let app = Router::new().fallback(dispatch).with_state(state);
+        let (_dir, app) = empty_vault().await;
+        let app = Router::new().fallback(dispatch).with_state(app);
         let request = axum::http::Request::builder()
             .uri("/v1/notes")
             .body(Body::empty())

@@ -52,8 +52,8 @@ it before treating a result as complete (`truncated` means more pages: pass \
 failed call answers `isError` with a `reason` and a `hint`: follow the hint. This local \
 server is read-only.";
 
-/// The `/mcp` service for `svc`; `cancel` ends its sessions and streams (on shutdown).
-pub fn service(svc: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken) -> McpService {
+/// The `/mcp` service for `state`; `cancel` ends its sessions and streams (on shutdown).
+pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken) -> McpService {
     let config = StreamableHttpServerConfig::default()
         // The guard middleware checks Host and Origin for every route, /mcp included.
         .disable_allowed_hosts()
@@ -63,7 +63,7 @@ pub fn service(svc: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken) -
     // One server per session (its log level) or per stateless request.
     let factory = move || {
         Ok(NotesServer {
-            svc: svc.clone(),
+            state: state.clone(),
             docs_url: docs_url.clone(),
             log_level: Default::default(),
         })
@@ -156,7 +156,7 @@ fn json_rpc_error(body: &[u8], err: &serde_json::Error) -> axum::response::Respo
 /// The tool server: one per session (or per stateless request), cheap to clone.
 #[derive(Clone)]
 pub struct NotesServer {
-    svc: Arc<State>,
+    state: Arc<State>,
     docs_url: Arc<str>,
     log_level: logging::SessionLevel,
 }
@@ -180,7 +180,7 @@ impl NotesServer {
         if !crate::auth::mcp_write_tools(credential, true) {
             return false;
         }
-        let writes_possible = crate::writes::review::settings(&self.svc)
+        let writes_possible = crate::writes::review::settings(&self.state)
             .map(|s| s.policy != crate::writes::review::WritePolicy::ReadOnly)
             .unwrap_or(false);
         crate::auth::mcp_write_tools(credential, writes_possible)
@@ -254,7 +254,7 @@ impl ServerHandler for NotesServer {
             .and_then(|p| p.extensions.get::<RequestId>())
             .map(|r| r.0.clone())
             .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
-        let svc = self.svc.clone();
+        let state = self.state.clone();
         let arguments = request.arguments;
         let called = name.clone();
         let started = std::time::Instant::now();
@@ -262,7 +262,7 @@ impl ServerHandler for NotesServer {
             .scope(
                 request_id,
                 DOCS_URL.scope(self.docs_url.clone(), async move {
-                    match tools::call(svc, &called, arguments).await {
+                    match tools::call(state, &called, arguments).await {
                         Some(Ok(answer)) => {
                             let mut result = CallToolResult::structured(answer.json);
                             result.content = vec![ContentBlock::text(answer.text)];

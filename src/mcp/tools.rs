@@ -253,22 +253,22 @@ pub fn find(name: &str) -> Option<(Access, &'static Tool)> {
 /// domain error (`VALIDATION_FAILED` naming the argument when they do not fit the tool's
 /// parameters). `None` for a name no tool has.
 pub async fn call(
-    svc: Arc<State>,
+    state: Arc<State>,
     name: &str,
     arguments: Option<JsonObject>,
 ) -> Option<Result<Answer, Error>> {
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
-        "search" => run(args, |p| search::search(svc, p)).await,
-        "grep" => run(args, |p| grep::grep(svc, p)).await,
-        "list_tags" => run(args, |p| tags::tags(svc, p)).await,
-        "aggregate_properties" => run(args, |p| properties::aggregate(svc, p)).await,
-        "vault_summary" => run(args, |_: NoParams| vault::vault(svc)).await,
-        "list_notes" => run(args, |p| notes::list_notes(svc, p)).await,
-        "read_note" => run(args, |p| notes::read_note(svc, p)).await,
-        "list_folders" => run(args, |p| folders::list_folders(svc, p)).await,
-        "list_revisions" => run(args, |p| revisions::list_note_revisions(svc, p)).await,
-        "note_links" => run(args, |p| notes::note_links(svc, p)).await,
+        "search" => run(args, |p| search::search(state, p)).await,
+        "grep" => run(args, |p| grep::grep(state, p)).await,
+        "list_tags" => run(args, |p| tags::tags(state, p)).await,
+        "aggregate_properties" => run(args, |p| properties::aggregate(state, p)).await,
+        "vault_summary" => run(args, |_: NoParams| vault::vault(state)).await,
+        "list_notes" => run(args, |p| notes::list_notes(state, p)).await,
+        "read_note" => run(args, |p| notes::read_note(state, p)).await,
+        "list_folders" => run(args, |p| folders::list_folders(state, p)).await,
+        "list_revisions" => run(args, |p| revisions::list_note_revisions(state, p)).await,
+        "note_links" => run(args, |p| notes::note_links(state, p)).await,
         _ => return None,
     })
 }

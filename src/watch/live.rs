@@ -53,12 +53,12 @@ enum Signal {
 /// How long after a new folder appears it is looked at again.
 const RECHECK_AFTER: Duration = Duration::from_millis(300);
 
-/// Start watching `svc`'s vault. The thread holds only a weak reference, so it ends
+/// Start watching `state`'s vault. The thread holds only a weak reference, so it ends
 /// when the service is dropped.
-pub fn start(svc: &Arc<State>) -> notify::Result<LiveWatcher> {
+pub fn start(state: &Arc<State>) -> notify::Result<LiveWatcher> {
     let (tx, rx) = mpsc::channel::<Signal>();
     let recheck_tx = tx.clone();
-    let root = svc.paths.root.clone();
+    let root = state.paths.root.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let signal = match res {
             Ok(event) if event.need_rescan() => {
@@ -78,9 +78,9 @@ pub fn start(svc: &Arc<State>) -> notify::Result<LiveWatcher> {
         setup_ms = started.elapsed().as_millis() as u64,
         "watching the vault"
     );
-    let status = svc.watch_status.clone();
+    let status = state.watch_status.clone();
     status.lock().state = "watching".into();
-    let weak = Arc::downgrade(svc);
+    let weak = Arc::downgrade(state);
     let thread_status = status;
     std::thread::Builder::new()
         .name("watch".into())
@@ -90,7 +90,7 @@ pub fn start(svc: &Arc<State>) -> notify::Result<LiveWatcher> {
 }
 
 fn run(
-    svc: Weak<State>,
+    state: Weak<State>,
     rx: mpsc::Receiver<Signal>,
     tx: mpsc::Sender<Signal>,
     status: Arc<Mutex<WatchStatus>>,
@@ -100,7 +100,7 @@ fn run(
     loop {
         let first = match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(s) => s,
-            Err(RecvTimeoutError::Timeout) if svc.strong_count() > 0 => continue,
+            Err(RecvTimeoutError::Timeout) if state.strong_count() > 0 => continue,
             Err(_) => break,
         };
         let started = Instant::now();
@@ -126,18 +126,18 @@ fn run(
                 break;
             }
         }
-        let Some(svc) = svc.upgrade() else { break };
+        let Some(state) = state.upgrade() else { break };
         let result = match &rescan {
             Some(why) => {
                 tracing::warn!(reason = %why, "rescanning the vault");
                 status.lock().rescans += 1;
-                full_rescan(&svc)
+                full_rescan(&state)
             }
             None => {
                 // New folders get a second look once their watch is surely in place.
                 let new_dirs: Vec<PathBuf> = dirty
                     .iter()
-                    .filter(|p| !rechecks.contains(*p) && p.is_dir() && !svc.paths.is_ignored(p))
+                    .filter(|p| !rechecks.contains(*p) && p.is_dir() && !state.paths.is_ignored(p))
                     .cloned()
                     .collect();
                 if !new_dirs.is_empty() {
@@ -150,7 +150,7 @@ fn run(
                     });
                 }
                 dirty.extend(rechecks.iter().cloned());
-                apply_batch(&svc, &dirty)
+                apply_batch(&state, &dirty)
             }
         };
         let mut s = status.lock();
@@ -166,8 +166,8 @@ fn run(
 
 /// Observe every dirty path (files, and folders created, renamed or removed) and
 /// reconcile what differs from the catalog.
-fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<()> {
-    let paths = &svc.paths;
+fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<()> {
+    let paths = &state.paths;
     let mut observe: BTreeSet<String> = BTreeSet::new();
     let mut gone: BTreeSet<String> = BTreeSet::new();
     for abs in dirty {
@@ -187,11 +187,11 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
         match meta {
             Ok(m) if m.is_dir() => {
                 // A folder created or moved in: every note inside.
-                for file in notes_under(svc, abs) {
+                for file in notes_under(state, abs) {
                     observe.insert(file);
                 }
                 let prefix = format!("{rel}/");
-                for note in svc
+                for note in state
                     .catalog
                     .read()
                     .iter()
@@ -208,7 +208,7 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
             Ok(_) => {}
             Err(_) => {
                 // Removed: a note, or a folder of notes.
-                let catalog = svc.catalog.read();
+                let catalog = state.catalog.read();
                 let prefix = format!("{rel}/");
                 for note in catalog.iter() {
                     if (note.path == rel || note.path.starts_with(&prefix))
@@ -223,7 +223,7 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
     // Files whose bytes the catalog already has (our own writes, above all) need nothing:
     // checking that takes no lock, so the pipeline is not held up by its own echoes.
     observe.retain(|rel| {
-        let known = svc
+        let known = state
             .catalog
             .read()
             .get(crate::vault::path::slug_of(rel))
@@ -238,14 +238,14 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
     }
     // Observe under the write lock: a file read before an API write and reconciled after
     // it would record stale content over the newer version.
-    let _write = svc.write_lock.lock();
+    let _write = state.write_lock.lock();
     let mut observed: Vec<Observed> = Vec::new();
     for rel in observe {
         if paths.resolve(&rel).is_err() {
             continue;
         }
         // An emptied note may be an in-place save half done: `settle` waits for it.
-        match settle::observe(&svc.paths.root, &svc.catalog, &rel) {
+        match settle::observe(&state.paths.root, &state.catalog, &rel) {
             Ok(Some(o)) => observed.push(o),
             Ok(None) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -257,7 +257,7 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
     // A note that appeared with the bytes of a known note whose file is gone was moved,
     // even when the move's two halves reached different batches: take the old path in.
     {
-        let catalog = svc.catalog.read();
+        let catalog = state.catalog.read();
         let new_hashes: std::collections::HashSet<&str> = observed
             .iter()
             .filter(|o| catalog.get(crate::vault::path::slug_of(&o.rel)).is_none())
@@ -278,7 +278,7 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
         .filter(|r| !paths.root.join(r).exists())
         .collect();
     crate::record::reconcile::reconcile(
-        svc,
+        state,
         observed,
         removed,
         "filesystem",
@@ -288,16 +288,16 @@ fn apply_batch(svc: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result<(
     Ok(())
 }
 
-fn notes_under(svc: &State, dir: &Path) -> Vec<String> {
+fn notes_under(state: &State, dir: &Path) -> Vec<String> {
     walkdir::WalkDir::new(dir)
         .follow_links(false)
         .into_iter()
-        .filter_entry(|e| !svc.paths.is_ignored(e.path()))
+        .filter_entry(|e| !state.paths.is_ignored(e.path()))
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md"))
         .filter_map(|e| {
             e.path()
-                .strip_prefix(&svc.paths.root)
+                .strip_prefix(&state.paths.root)
                 .ok()
                 .and_then(|p| p.to_str())
                 .map(|s| s.replace('\\', "/"))
@@ -306,11 +306,11 @@ fn notes_under(svc: &State, dir: &Path) -> Vec<String> {
 }
 
 /// Compare the whole folder with the catalog and reconcile the difference.
-pub fn full_rescan(svc: &State) -> crate::error::Result<()> {
-    let _write = svc.write_lock.lock();
-    let found = scan::scan(&svc.paths);
+pub fn full_rescan(state: &State) -> crate::error::Result<()> {
+    let _write = state.write_lock.lock();
+    let found = scan::scan(&state.paths);
     let (mut changed, mut removed) = {
-        let catalog = svc.catalog.read();
+        let catalog = state.catalog.read();
         let on_disk: BTreeSet<&str> = found.observed.iter().map(|o| o.rel.as_str()).collect();
         let changed: Vec<Observed> = found
             .observed
@@ -334,7 +334,7 @@ pub fn full_rescan(svc: &State) -> crate::error::Result<()> {
         if o.size > 0 {
             return true;
         }
-        match settle::observe(&svc.paths.root, &svc.catalog, &o.rel) {
+        match settle::observe(&state.paths.root, &state.catalog, &o.rel) {
             Ok(Some(now)) => {
                 *o = now;
                 true
@@ -348,9 +348,9 @@ pub fn full_rescan(svc: &State) -> crate::error::Result<()> {
             }
         }
     });
-    svc.catalog.write().excluded = found.excluded;
+    state.catalog.write().excluded = found.excluded;
     crate::record::reconcile::reconcile(
-        svc,
+        state,
         changed,
         removed,
         "filesystem",

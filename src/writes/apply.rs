@@ -19,13 +19,13 @@ use super::{links, plan, Intent, IntentKey, NoteFacts, Op, Receipt, ReceiptStatu
 /// Apply `op`: plan it, write it, then rewrite the links to a moved note. With `intent`,
 /// the write is recorded under that key before the file changes (see [`Intent`]).
 pub(crate) fn apply(
-    svc: &State,
+    state: &State,
     op: &Op,
     agent_id: &str,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let actor = format!("agent:{agent_id}");
-    let plan = plan(svc, op)?;
+    let plan = plan(state, op)?;
     let moved_from = plan
         .from
         .as_ref()
@@ -33,11 +33,11 @@ pub(crate) fn apply(
         .map(|(n, _)| n.clone());
     // The notes linking to it, found in the link graph before the move changes names.
     let linking = match &moved_from {
-        Some(old) => linking_to(svc, old),
+        Some(old) => linking_to(state, old),
         None => Vec::new(),
     };
     let mut receipt = commit_change(
-        svc,
+        state,
         Change {
             from: plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
             to_rel: &plan.to_rel,
@@ -50,14 +50,14 @@ pub(crate) fn apply(
         intent,
     )?;
     if let Some(old) = moved_from {
-        rewrite_links(svc, &mut receipt, &old, &actor, &linking);
+        rewrite_links(state, &mut receipt, &old, &actor, &linking);
     }
     Ok(receipt)
 }
 
 /// The slugs of the notes whose links resolve to `note`.
-pub(crate) fn linking_to(svc: &State, note: &Note) -> Vec<String> {
-    let catalog = svc.catalog.read();
+pub(crate) fn linking_to(state: &State, note: &Note) -> Vec<String> {
+    let catalog = state.catalog.read();
     let graph = crate::vault::graph::Graph::build(&catalog);
     graph
         .backlinks(note)
@@ -68,17 +68,17 @@ pub(crate) fn linking_to(svc: &State, note: &Note) -> Vec<String> {
 
 /// Rewrite the links of `linking` that pointed at `old` to the receipt's note.
 pub(crate) fn rewrite_links(
-    svc: &State,
+    state: &State,
     receipt: &mut Receipt,
     old: &Note,
     actor: &str,
     linking: &[String],
 ) {
-    let (updated, failed) = links::rewrite_links_to(svc, old, &receipt.slug, actor, linking);
+    let (updated, failed) = links::rewrite_links_to(state, old, &receipt.slug, actor, linking);
     receipt.links_updated = updated;
     receipt.links_failed = failed;
     if updated > 0 {
-        receipt.committed_seq = svc.committed_seq();
+        receipt.committed_seq = state.committed_seq();
     }
 }
 
@@ -110,11 +110,11 @@ pub(crate) struct Identity {
 /// version that was read), then [`record`] it. With `intent`, the write's intent is stored
 /// under its key before the folder changes.
 pub(crate) fn commit_change(
-    svc: &State,
+    state: &State,
     change: Change<'_>,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
-    let root = &svc.paths.root;
+    let root = &state.paths.root;
     let Change {
         from,
         to_rel,
@@ -128,14 +128,14 @@ pub(crate) fn commit_change(
         if same_place && old == new.as_slice() {
             return Ok(Receipt {
                 unchanged: true,
-                ..receipt_of(note, svc.committed_seq(), false)
+                ..receipt_of(note, state.committed_seq(), false)
             });
         }
     }
     // A note whose bytes are not kept (over 10 MiB) may still be waiting for a history
     // commit that reads the file late: let it read the version it records first.
     if from.is_some_and(|(n, _)| n.content.is_none()) {
-        svc.history.flush(std::time::Duration::from_secs(30));
+        state.history.flush(std::time::Duration::from_secs(30));
     }
     let identity = Identity {
         note_id: from
@@ -158,8 +158,8 @@ pub(crate) fn commit_change(
         };
         let json = serde_json::to_string(&recorded)
             .map_err(|e| Error::internal(format!("cannot record a write intent: {e}")))?;
-        svc.meta.store_intent(key.key, key.op_hash, &json)?;
-        crash_point(svc, "before-file");
+        state.meta.store_intent(key.key, key.op_hash, &json)?;
+        crash_point(state, "before-file");
     }
     let expect_old = from.map(|(n, _)| Expect::Hash(n.content_hash.clone()));
     match (bytes, from) {
@@ -189,7 +189,7 @@ pub(crate) fn commit_change(
         }
         (Some(_), None) | (None, None) => unreachable!("a create always has content"),
     }
-    crash_point(svc, "after-file");
+    crash_point(state, "after-file");
     let Change {
         actor,
         kind,
@@ -198,7 +198,7 @@ pub(crate) fn commit_change(
         ..
     } = change;
     record_change(
-        svc,
+        state,
         Recorded {
             from: from.map(|(n, _)| n),
             to_rel,
@@ -226,7 +226,7 @@ pub(crate) struct Recorded<'a> {
 /// history commit is written first), and make its receipt. The caller holds the write
 /// lock.
 pub(crate) fn record_change(
-    svc: &State,
+    state: &State,
     change: Recorded<'_>,
     identity: Identity,
 ) -> Result<Receipt> {
@@ -241,7 +241,7 @@ pub(crate) fn record_change(
     let now = Utc::now();
     let created_at = from.map_or(now, |n| n.created_at);
     let to = bytes.as_ref().map(|new| {
-        let mtime = std::fs::metadata(svc.paths.root.join(to_rel))
+        let mtime = std::fs::metadata(state.paths.root.join(to_rel))
             .and_then(|m| m.modified())
             .unwrap_or_else(|_| now.into());
         Observed {
@@ -259,7 +259,7 @@ pub(crate) fn record_change(
         version_id,
     } = identity;
     let recorded = crate::record::record(
-        svc,
+        state,
         crate::record::Batch {
             actor,
             subject: format!("{kind} {}", slug_of(to_rel)),

@@ -82,13 +82,13 @@ pub fn rewrite(
 /// taken from the link graph before the move). Returns how many notes were rewritten
 /// and, for each that could not be, its slug and why.
 pub fn rewrite_links_to(
-    svc: &State,
+    state: &State,
     old: &Note,
     new_slug: &str,
     actor: &str,
     linking: &[String],
 ) -> (usize, Vec<(String, String)>) {
-    let notes: Vec<Arc<Note>> = svc.catalog.read().iter().cloned().collect();
+    let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
     let count_name = |name: &str| {
         let lower = name.to_lowercase();
         notes
@@ -106,7 +106,7 @@ pub fn rewrite_links_to(
         .iter()
         .filter(|n| n.note_id != old.note_id && linking.contains(&n.slug))
     {
-        let abs = svc.paths.root.join(&note.path);
+        let abs = state.paths.root.join(&note.path);
         let Ok(bytes) = std::fs::read(&abs) else {
             failed.push((note.slug.clone(), "the file could not be read".to_string()));
             continue;
@@ -141,7 +141,7 @@ pub fn rewrite_links_to(
             new_id: None,
             renamed: false,
         };
-        match super::commit_change(svc, change, None) {
+        match super::commit_change(state, change, None) {
             Ok(_) => updated += 1,
             Err(e) => failed.push((note.slug.clone(), e.message)),
         }

@@ -17,8 +17,8 @@ use super::{Op, PatchChange};
 /// bytes are always the version answered (the refresh may record other bytes than were
 /// read: an in-place save caught half done is recorded once it is whole); a note that
 /// keeps changing under the reads is `VERSION_MOVED`.
-fn current(svc: &State, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
-    crate::record::refresh::read_agreeing(svc, key, crate::record::refresh::Lock::Held)?.map_err(
+fn current(state: &State, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
+    crate::record::refresh::read_agreeing(state, key, crate::record::refresh::Lock::Held)?.map_err(
         |note| {
             Error::new(
                 Reason::VERSION_MOVED,
@@ -45,11 +45,11 @@ fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
 
 /// Check a target slug for a new or moved note: safe, a name the API may create, and
 /// creating folders at most one level deep.
-fn target_path(svc: &State, slug: &str) -> Result<crate::vault::path::SafePath> {
+fn target_path(state: &State, slug: &str) -> Result<crate::vault::path::SafePath> {
     let rel = format!("{slug}.md");
-    let safe = svc.paths.resolve_new(&rel)?;
+    let safe = state.paths.resolve_new(&rel)?;
     if let Some((folder, _)) = slug.rsplit_once('/') {
-        if folder.contains('/') && !svc.paths.root.join(folder).is_dir() {
+        if folder.contains('/') && !state.paths.root.join(folder).is_dir() {
             return Err(Error::invalid_field(
                 "folder",
                 format!("folder {folder:?} does not exist and the API creates folders only one level deep"),
@@ -93,11 +93,11 @@ impl Plan {
 
 /// Work out what `op` would do, reading the note and checking every precondition,
 /// without writing anything. Used to apply a write and to preview a queued one.
-pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
+pub fn plan(state: &State, op: &Op) -> Result<Plan> {
     match op {
         Op::Create { slug, body, keys } => {
-            let safe = target_path(svc, slug)?;
-            if svc.catalog.read().get(slug).is_some() || safe.abs.exists() {
+            let safe = target_path(state, slug)?;
+            if state.catalog.read().get(slug).is_some() || safe.abs.exists() {
                 return Err(Error::new(
                     Reason::NAME_COLLISION,
                     format!("a note {slug} already exists"),
@@ -123,7 +123,7 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
             version_id,
             changes,
         } => {
-            let (current_note, bytes) = current(svc, note)?;
+            let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let (text, lossy) = crate::vault::markdown::decode(&bytes);
             if lossy && changes.iter().any(|c| !matches!(c, PatchChange::Folder(_))) {
@@ -139,7 +139,8 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
                         .map_err(|e| frontmatter_error(&current_note, e))?,
                     PatchChange::Content(body) => frontmatter::replace_body(&text, body),
                     PatchChange::Folder(f) => {
-                        to_rel = move_target(svc, &current_note, &folder_target(f, &current_note))?;
+                        to_rel =
+                            move_target(state, &current_note, &folder_target(f, &current_note))?;
                         text
                     }
                 };
@@ -169,7 +170,7 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
             old_string,
             new_string,
         } => {
-            let (current_note, bytes) = current(svc, note)?;
+            let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, Some(version_id))?;
             let (text, lossy) = crate::vault::markdown::decode(&bytes);
             if lossy {
@@ -211,7 +212,7 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
             })
         }
         Op::Delete { note, version_id } => {
-            let (current_note, bytes) = current(svc, note)?;
+            let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let to_rel = current_note.path.clone();
             Ok(Plan {
@@ -228,9 +229,9 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
             folder,
             version_id,
         } => {
-            let (current_note, bytes) = current(svc, note)?;
+            let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
-            let to_rel = move_target(svc, &current_note, &folder_target(folder, &current_note))?;
+            let to_rel = move_target(state, &current_note, &folder_target(folder, &current_note))?;
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
@@ -244,19 +245,19 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
             note,
             revision_id,
             version_id,
-        } => plan_rollback(svc, note, revision_id, version_id.as_deref()),
+        } => plan_rollback(state, note, revision_id, version_id.as_deref()),
         Op::Rename {
             note,
             name,
             version_id,
         } => {
-            let (current_note, bytes) = current(svc, note)?;
+            let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let target = match current_note.slug.rsplit_once('/') {
                 Some((folder, _)) => format!("{folder}/{name}"),
                 None => name.clone(),
             };
-            let to_rel = move_target(svc, &current_note, &target)?;
+            let to_rel = move_target(state, &current_note, &target)?;
             let renamed = to_rel != current_note.path;
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
@@ -271,19 +272,19 @@ pub fn plan(svc: &State, op: &Op) -> Result<Plan> {
 }
 
 fn plan_rollback(
-    svc: &State,
+    state: &State,
     key: &str,
     revision_id: &str,
     version_id: Option<&str>,
 ) -> Result<Plan> {
-    let current_note = match current(svc, key) {
+    let current_note = match current(state, key) {
         Ok(found) => Some(found),
         Err(e) if e.reason == Reason::NOTE_NOT_FOUND => None,
         Err(e) => return Err(e),
     };
     let note_id = match &current_note {
         Some((n, _)) => n.note_id.clone(),
-        None => crate::queries::history::history_of(svc, key)?.note_id,
+        None => crate::queries::history::history_of(state, key)?.note_id,
     };
     let not_found = |why: &str| {
         Error::new(
@@ -292,7 +293,7 @@ fn plan_rollback(
         )
         .with_meta("revision_id", revision_id)
     };
-    let revision = svc
+    let revision = state
         .meta
         .revision(revision_id)?
         .ok_or_else(|| not_found("does not exist"))?;
@@ -305,7 +306,7 @@ fn plan_rollback(
             "is a delete and has no content; roll back to the revision before it",
         ));
     }
-    let content = crate::queries::history::revision_content(svc, &revision)?
+    let content = crate::queries::history::revision_content(state, &revision)?
         .ok_or_else(|| not_found("has no content in history.git yet"))?;
     match current_note {
         Some((note, bytes)) => {
@@ -322,7 +323,7 @@ fn plan_rollback(
         }
         None => {
             let slug = slug_of(&revision.path).to_string();
-            let safe = target_path(svc, &slug)?;
+            let safe = target_path(state, &slug)?;
             if safe.abs.exists() {
                 return Err(Error::new(
                     Reason::NAME_COLLISION,
@@ -373,12 +374,12 @@ fn folder_target(folder: &str, note: &Note) -> String {
 }
 
 /// Check the place a note moves to and return its vault-relative path.
-fn move_target(svc: &State, note: &Note, target_slug: &str) -> Result<String> {
+fn move_target(state: &State, note: &Note, target_slug: &str) -> Result<String> {
     if target_slug == note.slug {
         return Ok(note.path.clone());
     }
-    let target = target_path(svc, target_slug)?;
-    if svc.catalog.read().get(target_slug).is_some() || target.abs.exists() {
+    let target = target_path(state, target_slug)?;
+    if state.catalog.read().get(target_slug).is_some() || target.abs.exists() {
         return Err(Error::new(
             Reason::NAME_COLLISION,
             format!("a note {target_slug} already exists"),

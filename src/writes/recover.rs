@@ -38,12 +38,12 @@ pub struct Resolved {
 /// taken out of them. The caller holds the write lock, and the catalog holds the notes as
 /// stored.
 pub fn resolve_intents(
-    svc: &State,
+    state: &State,
     changed: &mut Vec<Observed>,
     removed: &mut Vec<String>,
 ) -> Result<Resolved> {
     let mut resolved = Resolved::default();
-    for row in svc.meta.intents()? {
+    for row in state.meta.intents()? {
         let key = IntentKey {
             key: &row.key,
             op_hash: &row.op_hash,
@@ -52,24 +52,24 @@ pub fn resolve_intents(
             Ok(intent) => intent,
             Err(e) => {
                 tracing::warn!(error = %e, "a stored write intent is corrupt; it is dropped");
-                svc.meta.forget_intent(&row.key)?;
+                state.meta.forget_intent(&row.key)?;
                 resolved.forgotten += 1;
                 continue;
             }
         };
-        if let Some(revision) = svc.meta.revision(&intent.version_id)? {
-            store_receipt(svc, key, &receipt_of_recorded(svc, &intent, &revision))?;
+        if let Some(revision) = state.meta.revision(&intent.version_id)? {
+            store_receipt(state, key, &receipt_of_recorded(state, &intent, &revision))?;
             resolved.already_recorded += 1;
             continue;
         }
-        match landed(&svc.paths.root, &intent, changed, removed) {
+        match landed(&state.paths.root, &intent, changed, removed) {
             Some(bytes) => {
-                let receipt = record_landed(svc, &intent, bytes)?;
-                store_receipt(svc, key, &receipt)?;
+                let receipt = record_landed(state, &intent, bytes)?;
+                store_receipt(state, key, &receipt)?;
                 resolved.recorded += 1;
             }
             None => {
-                svc.meta.forget_intent(&row.key)?;
+                state.meta.forget_intent(&row.key)?;
                 resolved.forgotten += 1;
             }
         }
@@ -134,8 +134,8 @@ fn landed(
 }
 
 /// Record a change that landed as the write it was.
-fn record_landed(svc: &State, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> Result<Receipt> {
-    let from = svc
+fn record_landed(state: &State, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> Result<Receipt> {
+    let from = state
         .catalog
         .read()
         .get_by_id(&intent.note_id)
@@ -145,9 +145,9 @@ fn record_landed(svc: &State, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> R
         .as_ref()
         .filter(|n| n.path != intent.to_rel && bytes.is_some())
         .cloned();
-    let linking = moved.as_ref().map(|old| linking_to(svc, old));
+    let linking = moved.as_ref().map(|old| linking_to(state, old));
     let mut receipt = record_change(
-        svc,
+        state,
         Recorded {
             from: from.as_ref(),
             to_rel: &intent.to_rel,
@@ -162,14 +162,14 @@ fn record_landed(svc: &State, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> R
         },
     )?;
     if let (Some(old), Some(linking)) = (moved, linking) {
-        rewrite_links(svc, &mut receipt, &old, &intent.actor, &linking);
+        rewrite_links(state, &mut receipt, &old, &intent.actor, &linking);
     }
     Ok(receipt)
 }
 
 /// The receipt of a write whose change was recorded before the stop.
-fn receipt_of_recorded(svc: &State, intent: &Intent, revision: &RevisionRow) -> Receipt {
-    let note = svc
+fn receipt_of_recorded(state: &State, intent: &Intent, revision: &RevisionRow) -> Receipt {
+    let note = state
         .catalog
         .read()
         .get_by_id(&revision.note_id)

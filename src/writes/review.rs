@@ -19,17 +19,17 @@ use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request};
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
 
 pub fn set_settings(
-    svc: &State,
+    state: &State,
     policy: Option<WritePolicy>,
     budget: Option<u32>,
 ) -> Result<WriteSettings> {
     if let Some(p) = policy {
-        svc.meta.set_setting("write_policy", p.as_str())?;
+        state.meta.set_setting("write_policy", p.as_str())?;
     }
     if let Some(b) = budget {
-        svc.meta.set_setting("write_budget", &b.to_string())?;
+        state.meta.set_setting("write_budget", &b.to_string())?;
     }
-    settings(svc)
+    settings(state)
 }
 
 impl Op {
@@ -61,7 +61,7 @@ pub(crate) fn must_queue(settings: &WriteSettings, op: &Op) -> Result<bool> {
 
 /// Refuse a write when the budget of the rolling hour is spent.
 pub(crate) fn check_budget(
-    svc: &State,
+    state: &State,
     settings: &WriteSettings,
     now: DateTime<Utc>,
 ) -> Result<()> {
@@ -69,7 +69,7 @@ pub(crate) fn check_budget(
         return Ok(());
     }
     let since = now - Duration::seconds(BUDGET_WINDOW_SECS);
-    let (count, oldest) = svc.meta.applied_writes_since(&timestamp(since))?;
+    let (count, oldest) = state.meta.applied_writes_since(&timestamp(since))?;
     if count < u64::from(settings.budget) {
         return Ok(());
     }
@@ -113,9 +113,9 @@ pub fn preview(
 
 /// Queue `op`: check it can apply now (so a reviewer sees a real diff), store it, and
 /// answer a `queued` receipt. The note is untouched.
-pub(crate) fn queue(svc: &State, request: &Request) -> Result<Receipt> {
+pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
     let op = &request.op;
-    let plan = plan(svc, op)?;
+    let plan = plan(state, op)?;
     let payload = serde_json::to_string(request)
         .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
     let (before, after) = plan.texts();
@@ -127,7 +127,7 @@ pub(crate) fn queue(svc: &State, request: &Request) -> Result<Receipt> {
     );
     let id = uuid::Uuid::now_v7().to_string();
     let slug = crate::vault::path::slug_of(plan.from_rel().unwrap_or(&plan.to_rel)).to_string();
-    svc.meta.insert_pending(&PendingRow {
+    state.meta.insert_pending(&PendingRow {
         id: id.clone(),
         kind: op.kind().to_string(),
         status: "pending".into(),
@@ -155,7 +155,7 @@ pub(crate) fn queue(svc: &State, request: &Request) -> Result<Receipt> {
         note_id,
         version_id,
         content_hash,
-        committed_seq: svc.committed_seq(),
+        committed_seq: state.committed_seq(),
         note: None,
         renamed: false,
         unchanged: false,
@@ -171,10 +171,10 @@ pub(crate) fn queue(svc: &State, request: &Request) -> Result<Receipt> {
 /// through the same door as a direct write (the budget included: past it the approval is
 /// `WRITE_BUDGET_EXCEEDED` and the write stays pending); its receipt is stored as the
 /// row's `result`.
-pub fn decide(svc: &State, id: &str, approve: bool) -> Result<PendingRow> {
-    let lock = svc.key_locks.get(&format!("pending:{id}"));
+pub fn decide(state: &State, id: &str, approve: bool) -> Result<PendingRow> {
+    let lock = state.key_locks.get(&format!("pending:{id}"));
     let _guard = lock.lock();
-    let row = svc.meta.pending(id)?.ok_or_else(|| {
+    let row = state.meta.pending(id)?.ok_or_else(|| {
         Error::new(
             Reason::PENDING_WRITE_NOT_FOUND,
             format!("no pending write {id}"),
@@ -197,7 +197,7 @@ pub fn decide(svc: &State, id: &str, approve: bool) -> Result<PendingRow> {
         }
         let request: Request = serde_json::from_str(&row.payload)
             .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
-        match apply_now(svc, &settings(svc)?, &request, None) {
+        match apply_now(state, &settings(state)?, &request, None) {
             Ok(receipt) => {
                 let json = serde_json::to_string(&receipt)
                     .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
@@ -214,7 +214,7 @@ pub fn decide(svc: &State, id: &str, approve: bool) -> Result<PendingRow> {
     } else {
         ("rejected", None, None)
     };
-    if !svc
+    if !state
         .meta
         .decide_pending(id, status, &now, error.as_deref(), result.as_deref())?
     {
@@ -223,20 +223,21 @@ pub fn decide(svc: &State, id: &str, approve: bool) -> Result<PendingRow> {
             format!("pending write {id} was already decided"),
         ));
     }
-    svc.meta
+    state
+        .meta
         .pending(id)?
         .ok_or_else(|| Error::internal("a decided pending write vanished"))
 }
 
 /// Pending writes queued by a version that stored the HTTP request (before migration 6);
 /// the API prepares each again ([`upgrade_pending`]).
-pub fn legacy_pending(svc: &State) -> Result<Vec<PendingRow>> {
-    svc.meta.legacy_pending()
+pub fn legacy_pending(state: &State) -> Result<Vec<PendingRow>> {
+    state.meta.legacy_pending()
 }
 
 /// Store `request` as what the pending write `id` applies on approval.
-pub fn upgrade_pending(svc: &State, id: &str, request: &Request) -> Result<()> {
+pub fn upgrade_pending(state: &State, id: &str, request: &Request) -> Result<()> {
     let json = serde_json::to_string(request)
         .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
-    svc.meta.upgrade_pending(id, &json)
+    state.meta.upgrade_pending(id, &json)
 }

@@ -36,10 +36,10 @@ pub struct IntentKey<'a> {
 
 /// Submit a write: replay it if this key already ran this operation, refuse a key reused
 /// for another operation, else apply it (or queue it) and store its receipt under the key.
-pub fn submit(svc: &State, request: Request, idem: Idempotency<'_>) -> Result<Submitted> {
-    let key_lock = svc.key_locks.get(idem.key);
+pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Submitted> {
+    let key_lock = state.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
-    if let Some(row) = svc.meta.idempotency(idem.key)? {
+    if let Some(row) = state.meta.idempotency(idem.key)? {
         if row.op_hash != idem.op_hash {
             return Err(Error::new(
                 Reason::IDEMPOTENCY_KEY_REUSED,
@@ -54,55 +54,56 @@ pub fn submit(svc: &State, request: Request, idem: Idempotency<'_>) -> Result<Su
             None => Ok(Submitted::Rendered(row.status, row.body)),
         };
     }
-    let settings = review::settings(svc)?;
+    let settings = review::settings(state)?;
     let intent = IntentKey {
         key: idem.key,
         op_hash: &idem.op_hash,
     };
     let applied = if review::must_queue(&settings, &request.op)? {
-        let _write = svc.write_lock.lock();
-        review::queue(svc, &request)
+        let _write = state.write_lock.lock();
+        review::queue(state, &request)
     } else {
-        apply_now(svc, &settings, &request, Some(intent))
+        apply_now(state, &settings, &request, Some(intent))
     };
     let receipt = match applied {
         Ok(receipt) => receipt,
         Err(e) => {
             // Nothing of it is to be resolved later: the error is the answer.
-            if let Err(forget) = svc.meta.forget_intent(idem.key) {
+            if let Err(forget) = state.meta.forget_intent(idem.key) {
                 tracing::warn!(error = %forget.message, "cannot forget a write intent");
             }
             return Err(e);
         }
     };
-    crash_point(svc, "before-receipt");
-    store_receipt(svc, intent, &receipt)?;
+    crash_point(state, "before-receipt");
+    store_receipt(state, intent, &receipt)?;
     Ok(Submitted::Receipt(Box::new(receipt)))
 }
 
 /// Apply a request now, spending the write budget: the one door of a direct write and of
 /// an approved one. Past the budget it is `WRITE_BUDGET_EXCEEDED` and nothing changes.
 pub(crate) fn apply_now(
-    svc: &State,
+    state: &State,
     settings: &review::WriteSettings,
     request: &Request,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let now = Utc::now();
-    review::check_budget(svc, settings, now)?;
-    let _write = svc.write_lock.lock();
-    let receipt = apply(svc, &request.op, &request.agent_id, intent)?;
+    review::check_budget(state, settings, now)?;
+    let _write = state.write_lock.lock();
+    let receipt = apply(state, &request.op, &request.agent_id, intent)?;
     if !receipt.unchanged {
-        svc.meta.record_applied_write(&timestamp(now))?;
+        state.meta.record_applied_write(&timestamp(now))?;
     }
     Ok(receipt)
 }
 
 /// Keep `receipt` under its key for replays, and let go of the key's intent, in one
 /// transaction.
-pub(crate) fn store_receipt(svc: &State, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
+pub(crate) fn store_receipt(state: &State, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
     let json = serde_json::to_string(receipt)
         .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
-    svc.meta
+    state
+        .meta
         .store_receipt(key.key, key.op_hash, &json, &timestamp(Utc::now()))
 }

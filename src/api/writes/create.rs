@@ -62,12 +62,12 @@ fn file_name_of(title: &str) -> String {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn create(svc: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
+pub async fn create(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let prepared = prepare_create(
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
     )?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_create(query: &str, raw: Value) -> Result<Prepared, Error> {

@@ -28,9 +28,9 @@ use super::*;
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn delete(svc: Arc<State>, note: String, parts: Parts) -> ApiResult<Response> {
+pub async fn delete(state: Arc<State>, note: String, parts: Parts) -> ApiResult<Response> {
     let prepared = prepare_delete(note, parts.uri.query().unwrap_or(""))?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_delete(note: String, query: &str) -> Result<Prepared, Error> {

@@ -44,13 +44,18 @@ pub struct EditNote {
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
     )
 )]
-pub async fn edit(svc: Arc<State>, note: String, parts: Parts, body: Bytes) -> ApiResult<Response> {
+pub async fn edit(
+    state: Arc<State>,
+    note: String,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Response> {
     let prepared = prepare_edit(
         note,
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
     )?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_edit(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {

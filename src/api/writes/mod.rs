@@ -248,8 +248,8 @@ pub struct Prepared {
 /// Pending writes queued by a version that stored the HTTP request (before the pipeline
 /// kept its own request, migration 6) are prepared once more and stored as the
 /// pipeline's request, so an approval applies them like any other. Runs at serve start.
-pub fn upgrade_legacy_pending(svc: &State) -> Result<usize, Error> {
-    let rows = writes::review::legacy_pending(svc)?;
+pub fn upgrade_legacy_pending(state: &State) -> Result<usize, Error> {
+    let rows = writes::review::legacy_pending(state)?;
     for row in &rows {
         let v: Value = serde_json::from_str(&row.payload)
             .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
@@ -268,7 +268,7 @@ pub fn upgrade_legacy_pending(svc: &State) -> Result<usize, Error> {
             op: prepared.op,
             agent_id: prepared.agent,
         };
-        writes::review::upgrade_pending(svc, &row.id, &request)?;
+        writes::review::upgrade_pending(state, &row.id, &request)?;
     }
     Ok(rows.len())
 }
@@ -325,7 +325,7 @@ pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
 }
 
 /// Run a prepared request through the pipeline and answer its (possibly replayed) receipt.
-async fn submit(svc: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
+async fn submit(state: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
     let key = idempotency_key(headers)?;
     let hash = op_hash(
         prepared.route,
@@ -346,7 +346,7 @@ async fn submit(svc: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> Api
     };
     let submitted = blocking(move || {
         writes::submit(
-            &svc,
+            &state,
             request,
             Idempotency {
                 key: &key,

@@ -51,7 +51,7 @@ pub struct PatchNote {
     )
 )]
 pub async fn patch(
-    svc: Arc<State>,
+    state: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -61,7 +61,7 @@ pub async fn patch(
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
     )?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_patch(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {

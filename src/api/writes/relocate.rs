@@ -41,7 +41,7 @@ pub struct MoveNote {
     )
 )]
 pub async fn move_(
-    svc: Arc<State>,
+    state: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -51,7 +51,7 @@ pub async fn move_(
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
     )?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_move(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
@@ -106,7 +106,7 @@ pub struct RenameNote {
     )
 )]
 pub async fn rename(
-    svc: Arc<State>,
+    state: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -116,7 +116,7 @@ pub async fn rename(
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
     )?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_rename(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {

@@ -44,7 +44,7 @@ pub struct RollbackNote {
     )
 )]
 pub async fn rollback(
-    svc: Arc<State>,
+    state: Arc<State>,
     note: String,
     parts: Parts,
     body: Bytes,
@@ -54,7 +54,7 @@ pub async fn rollback(
         parts.uri.query().unwrap_or(""),
         json_value(&parts.headers, &body)?,
     )?;
-    submit(svc, &parts.headers, prepared).await
+    submit(state, &parts.headers, prepared).await
 }
 
 pub(super) fn prepare_rollback(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
