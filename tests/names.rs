@@ -116,7 +116,7 @@ async fn history_status(s: &TestServer) -> Value {
 #[tokio::test]
 async fn a_name_git_refuses_never_stops_history() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     // An editor or a sync tool puts files with such names into the folder.
     std::fs::create_dir(s.vault.join(".GIT")).unwrap();
     std::fs::write(s.vault.join(".GIT/x.md"), "# In .GIT\n\nfirst\n").unwrap();
@@ -148,7 +148,7 @@ async fn a_name_git_refuses_never_stops_history() {
         .await;
     let receipt = res_json(res, 201, "create after the bad names").await;
     assert_eq!(receipt["flow_back_error"], Value::Null, "{receipt}");
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "--format=%s"]);
     assert!(log.contains("create after bad names"), "{log}");
     let tree = git(&s.state, &["ls-tree", "-r", "--name-only", "-z", "HEAD"]);
@@ -215,7 +215,7 @@ async fn a_name_git_refuses_never_stops_history() {
         .unwrap()
         .contains("git cannot store"));
     // Still no backlog; git's own check of the repository is clean.
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     assert_eq!(history_status(&s).await["backlog"], 0);
     git(&s.state, &["fsck", "--strict", "--no-dangling"]);
 

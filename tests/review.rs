@@ -782,7 +782,7 @@ async fn revisions_rollback_and_diffs() {
     .await;
     assert_eq!(restored["note_id"], id.as_str());
     assert_eq!(read(&s, "Welcome.md"), welcome);
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
 }
 
 /// An approved write is an applied write: it spends the write budget like a direct one,

@@ -83,7 +83,7 @@ async fn every_editor_save_pattern_is_one_modification() {
     let revs = s.get_json("/v1/notes/Inbox:listRevisions", 200).await;
     assert!(revs["versions"].as_array().unwrap().len() >= 3);
     assert_eq!(revs["versions"][0]["actor"], "filesystem");
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = common::git(&s.state, &["log", "--format=%s"]);
     assert!(log.contains("Record external edits"), "{log}");
     let blob = common::git(&s.state, &["show", "HEAD:Inbox.md"]);

@@ -143,7 +143,7 @@ async fn create_then_replay_then_reuse() {
     .await;
 
     // History has the commit, with the actor and the version in its trailers.
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "-1", "--format=%B"]);
     assert!(log.contains("Notevault-Actor: agent:claude"), "{log}");
     assert!(log.contains(&format!(
@@ -607,7 +607,7 @@ async fn delete_moves_to_trash_and_history_records_it() {
         "NOTE_NOT_FOUND",
     )
     .await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let files = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
     assert!(!files.contains("scratchpad.md"));
     let subject = git(&s.state, &["log", "-1", "--format=%s"]);
