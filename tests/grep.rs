@@ -18,24 +18,11 @@ fn cut(text: &str) -> String {
     text.chars().take(400).collect()
 }
 
-/// `rg` must be there when the test runs in CI; elsewhere its absence skips the test.
-fn rg_available() -> bool {
-    let ok = Command::new("rg").arg("--version").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("NOTEVAULT_REQUIRE_TOOLS").is_none(),
-            "rg (ripgrep) is required: .ci/run installs it"
-        );
-        eprintln!("skipped: rg (ripgrep) is not installed");
-    }
-    ok
-}
-
 /// What `rg -n` finds: markdown files only, symlinks followed (as the daemon serves
 /// links that stay inside the vault), hidden files searched but the folders the daemon
 /// skips (`.obsidian/`, `.trash/`, `.git/`, its state dir) left out.
-fn rg(root: &Path, pattern: &str, flags: &[&str]) -> BTreeSet<Hit> {
-    let out = Command::new("rg")
+fn rg(bin: &Path, root: &Path, pattern: &str, flags: &[&str]) -> BTreeSet<Hit> {
+    let out = Command::new(bin)
         .current_dir(root)
         .args([
             "--json",
@@ -162,9 +149,11 @@ const CASES: &[(&str, &str, &[&str])] = &[
 
 #[tokio::test]
 async fn grep_equals_rg_line_for_line_on_the_fixtures() {
-    if !rg_available() {
+    // A missing rg fails the test (common::tools says how to get it), unless the
+    // developer opted out with NOTEVAULT_REQUIRE_TOOLS=0.
+    let Some(bin) = common::tools::rg() else {
         return;
-    }
+    };
     for source in ["fixtures/edge", "vault-example"] {
         let s = TestServer::start(Some(source), |c| c.rate_limit_read_per_minute = 0).await;
         let excluded: BTreeSet<String> = s.get_json("/v1/notes", 200).await["coverage"]["excluded"]
@@ -174,7 +163,7 @@ async fn grep_equals_rg_line_for_line_on_the_fixtures() {
             .map(|e| e["path"].as_str().unwrap().to_string())
             .collect();
         for (pattern, extra, flags) in CASES {
-            let mut want = rg(&s.vault, pattern, flags);
+            let mut want = rg(&bin, &s.vault, pattern, flags);
             // The daemon never reads what leaves the vault (a symlink to ../outside).
             want.retain(|(p, _, _)| !excluded.contains(p));
             let (got, coverage) = grep_all(&s, &q(pattern, extra), 1000).await;
@@ -191,14 +180,19 @@ async fn grep_equals_rg_line_for_line_on_the_fixtures() {
 
 #[tokio::test]
 async fn grep_equals_rg_on_a_slice_of_the_real_corpus() {
-    if !rg_available() {
-        return;
-    }
+    // The corpus is data beside the repository, not a tool: where it is absent the test
+    // skips, as shared/corpora/README.md says.
     let tarball = common::repo_path("../shared/corpora/realvault.tar.gz");
     if !tarball.exists() {
-        eprintln!("skipped: {} is absent", tarball.display());
+        eprintln!(
+            "skipped: {} is absent (the shared corpora live beside the repository)",
+            tarball.display()
+        );
         return;
     }
+    let Some(bin) = common::tools::rg() else {
+        return;
+    };
     let (dir, vault, state) = common::temp_vault(None);
     let ok = Command::new("tar")
         .args(["xzf"])
@@ -226,7 +220,7 @@ async fn grep_equals_rg_on_a_slice_of_the_real_corpus() {
         ("Dendron", "&case=insensitive", &["-i"]),
         ("```", "&literal=true", &["-F"]),
     ] {
-        let want = rg(&s.vault, pattern, flags);
+        let want = rg(&bin, &s.vault, pattern, flags);
         assert!(!want.is_empty(), "{pattern:?} finds something");
         let (got, _) = grep_all(&s, &q(pattern, extra), 1000).await;
         let extra: Vec<_> = got.difference(&want).take(5).collect();

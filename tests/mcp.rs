@@ -660,33 +660,17 @@ async fn a_client_that_opts_in_to_logging_hears_about_its_calls() {
     assert_eq!(log["params"]["data"]["excluded_count"], 1);
 }
 
-/// The official MCP Python SDK (`mcp` on PyPI, from the venv `.ci/run` creates) in its
+/// The official MCP Python SDK (`mcp` on PyPI, pinned in `.ci/requirements.txt`) in its
 /// `legacy` (initialize handshake) and `auto` (server/discover, 2026-07-28) modes:
 /// `tests/mcp/e2e.py` lists the tools, checks their annotations, calls them and validates
 /// each `structuredContent` against its `outputSchema` with `jsonschema`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_accepts_the_server_in_both_modes() {
-    // `.ci/run` sets NOTEVAULT_REQUIRE_TOOLS: there a missing tool fails the test.
-    let required =
-        std::env::var_os("CI").is_some() || std::env::var_os("NOTEVAULT_REQUIRE_TOOLS").is_some();
-    let Some(python) = std::env::var_os("NOTEVAULT_PYTHON") else {
-        if required {
-            panic!("CI must set NOTEVAULT_PYTHON to a python with the `mcp` SDK installed");
-        }
-        eprintln!("skipped: NOTEVAULT_PYTHON is unset (.ci/run sets it to .venv/bin/python)");
+    // A missing SDK fails the test (common::tools provisions it, or says how to get it),
+    // unless the developer opted out with NOTEVAULT_REQUIRE_TOOLS=0.
+    let Some(python) = common::tools::python(&["mcp.client.client", "jsonschema"]) else {
         return;
     };
-    let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import mcp.client.client, jsonschema"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        if required {
-            panic!("CI must provide the `mcp` SDK in the venv of NOTEVAULT_PYTHON");
-        }
-        eprintln!("skipped: no `mcp` SDK in NOTEVAULT_PYTHON (run .ci/run once to install it)");
-        return;
-    }
     let s = vault_example().await;
     let url = s.url("/mcp");
     let script = common::repo_path("tests/mcp/e2e.py");

@@ -11,6 +11,8 @@ use notevault::service::Service;
 use reqwest::Method;
 use serde_json::Value;
 
+pub mod tools;
+
 pub struct TestServer {
     pub base: String,
     pub vault: PathBuf,
