@@ -5,8 +5,6 @@ mod common;
 
 use common::eventually;
 
-use std::time::Duration;
-
 use common::TestServer;
 use serde_json::Value;
 
@@ -185,9 +183,37 @@ async fn a_burst_of_new_and_edited_files_misses_nothing() {
     .await;
 }
 
+/// The watcher's part of `GET /v1/index-status`, once the watch is up (it is set up
+/// beside serving, after the start-up scan).
+async fn watcher(s: &TestServer) -> Value {
+    eventually("the watch is set up", || async {
+        s.get_json("/v1/index-status", 200).await["watcher"]["state"] == "watching"
+    })
+    .await;
+    s.get_json("/v1/index-status", 200).await["watcher"].clone()
+}
+
+/// Wait until the watcher has processed every file event made so far: it counted a batch
+/// past `before` (the value of `watcher.batches` read before the events), and an editor's
+/// save made now, of a new note `slug`, has been recorded. inotify hands the watcher its
+/// events in order, so by then every earlier event has been taken in too, even when a
+/// write's events (a temp file, its fsync, the rename) reached two batches.
+async fn watcher_caught_up(s: &TestServer, before: &Value, slug: &str) {
+    let before = before["batches"].as_u64().unwrap();
+    std::fs::write(s.vault.join(format!("{slug}.md")), "# Marker\n").unwrap();
+    eventually("the watcher takes in the events and the marker", || async {
+        let batches = s.get_json("/v1/index-status", 200).await["watcher"]["batches"]
+            .as_u64()
+            .unwrap();
+        batches > before && handle(s, slug).await.is_some()
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_writes_are_not_taken_back_in_as_external_edits() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let before = watcher(&s).await;
     let res = s
         .client
         .post(s.url("/v1/notes"))
@@ -198,11 +224,11 @@ async fn api_writes_are_not_taken_back_in_as_external_edits() {
         .unwrap();
     assert_eq!(res.status(), 201);
     let seq = s.svc.committed_seq();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watcher_caught_up(&s, &before, "marker").await;
     assert_eq!(
         s.svc.committed_seq(),
-        seq,
-        "the watcher saw its own write and recorded nothing"
+        seq + 1,
+        "the watcher saw its own write and recorded nothing (only the marker)"
     );
     let revs = s.get_json("/v1/notes/mine:listRevisions", 200).await;
     assert_eq!(revs["versions"].as_array().unwrap().len(), 1);
@@ -311,6 +337,7 @@ async fn the_link_graph_follows_the_folder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_api_edits_are_never_undone_by_the_watcher() {
     let s = TestServer::start(None, |c| c.rate_limit_write_per_minute = 0).await;
+    let before = watcher(&s).await;
     let res = s
         .client
         .post(s.url("/v1/notes"))
@@ -337,7 +364,7 @@ async fn rapid_api_edits_are_never_undone_by_the_watcher() {
         assert_eq!(status, 200, "edit {i}: {body}");
         version = body["version_id"].as_str().unwrap().to_string();
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watcher_caught_up(&s, &before, "marker").await;
     let note = s.get_json("/v1/notes/counter", 200).await;
     assert_eq!(
         note["version_id"],
