@@ -378,30 +378,28 @@ async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
         let result = session.call("read_note", arguments.clone()).await;
         assert_eq!(result["isError"], true, "{arguments}");
         let err = &result["structuredContent"];
-        common::assert_envelope(err, 400, "VALIDATION_FAILED");
-        let violations = err["details"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
-            .unwrap_or_else(|| panic!("{err}"));
-        assert_eq!(violations["fieldViolations"][0]["field"], field, "{err}");
+        common::assert_envelope_for(&arguments.to_string(), err, 400, "VALIDATION_FAILED");
+        assert_eq!(common::violated_field(err), field, "{err}");
     }
-
-    let result = session.call("list_notes", json!({"filter": "tags:"})).await;
-    common::assert_envelope(&result["structuredContent"], 400, "INVALID_FILTER");
-    let result = session.call("search", json!({"q": ""})).await;
-    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
-    let result = session.call("grep", json!({"pattern": "("})).await;
-    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
-    let result = session
-        .call("vault_summary", json!({"verbose": true}))
-        .await;
-    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
-    let result = session
-        .call("read_note", json!({"note": "../../etc/passwd"}))
-        .await;
-    common::assert_envelope(&result["structuredContent"], 400, "UNSAFE_PATH");
+    for (tool, arguments, reason) in [
+        ("list_notes", json!({"filter": "tags:"}), "INVALID_FILTER"),
+        ("search", json!({"q": ""}), "VALIDATION_FAILED"),
+        ("grep", json!({"pattern": "("}), "VALIDATION_FAILED"),
+        (
+            "vault_summary",
+            json!({"verbose": true}),
+            "VALIDATION_FAILED",
+        ),
+        (
+            "read_note",
+            json!({"note": "../../etc/passwd"}),
+            "UNSAFE_PATH",
+        ),
+    ] {
+        let result = session.call(tool, arguments.clone()).await;
+        let what = format!("{tool} {arguments}");
+        common::assert_envelope_for(&what, &result["structuredContent"], 400, reason);
+    }
 
     // An unknown tool is a protocol error.
     let answer = session
@@ -531,41 +529,48 @@ async fn foreign_origins_and_hosts_are_refused_like_on_v1() {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {},
         "clientInfo": {"name": "evil", "version": "0"}}});
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("origin", "http://evil.example")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let err = common::res_json(res, 403, "foreign origin").await;
-    common::assert_envelope(&err, 403, "ORIGIN_FORBIDDEN");
-
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("host", "evil.example")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let err = common::res_json(res, 403, "foreign host").await;
-    common::assert_envelope(&err, 403, "ORIGIN_FORBIDDEN");
-
-    // A loopback origin is a local client.
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("origin", "http://localhost:5173")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    // (case, header, value, status, reason of the refusal)
+    let cases = [
+        (
+            "a foreign origin",
+            "origin",
+            "http://evil.example",
+            403,
+            Some("ORIGIN_FORBIDDEN"),
+        ),
+        (
+            "a foreign host",
+            "host",
+            "evil.example",
+            403,
+            Some("ORIGIN_FORBIDDEN"),
+        ),
+        (
+            "a loopback origin is a local client",
+            "origin",
+            "http://localhost:5173",
+            200,
+            None,
+        ),
+    ];
+    for (what, header, value, status, reason) in cases {
+        let res = s
+            .client
+            .post(s.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header(header, value)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        match reason {
+            Some(reason) => {
+                let err = common::res_json(res, status, what).await;
+                common::assert_envelope_for(what, &err, status, reason);
+            }
+            None => assert_eq!(res.status(), status, "{what}"),
+        }
+    }
 }
 
 #[tokio::test]
