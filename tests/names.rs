@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_envelope, git, res_json, TestServer};
+use common::{git, res_json, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -39,58 +39,39 @@ async fn the_api_refuses_every_name_it_must_never_write() {
         "x ",
         long.as_str(),
     ];
-    for (i, slug) in slugs.iter().enumerate() {
-        let res = s
-            .write(
-                Method::POST,
-                "/v1/notes",
-                &format!("bad-{i}"),
-                json!({"slug": slug, "content": "x\n"}),
-            )
-            .await;
-        let body = res_json(res, 400, &format!("create {slug:?}")).await;
-        assert_envelope(&body, 400, "UNSAFE_PATH");
-    }
+    let creates = slugs.iter().map(|slug| {
+        let what = format!("create {slug:?}");
+        (
+            what,
+            Method::POST,
+            "/v1/notes",
+            json!({"slug": slug, "content": "x\n"}),
+        )
+    });
     // Moves, renames and PATCH folder go through the same rule.
-    let moves: [(Method, &str, Value); 6] = [
+    #[rustfmt::skip]
+    let moves = [
+        (Method::POST, "/v1/notes/Welcome:move", json!({"folder": ".GIT"})),
+        (Method::POST, "/v1/notes/Welcome:move", json!({"folder": "git~1"})),
+        (Method::POST, "/v1/notes/Welcome:rename", json!({"name": ".."})),
+        (Method::POST, "/v1/notes/Welcome:rename", json!({"name": "."})),
+        (Method::POST, "/v1/notes/Welcome:rename", json!({"name": "a\u{202E}b"})),
+        (Method::PATCH, "/v1/notes/Welcome?update_mask=folder", json!({"folder": ".Obsidian"})),
+    ]
+    .map(|(method, path, body)| (body.to_string(), method, path, body));
+    let cases: Vec<_> = creates.chain(moves).collect();
+    s.refuse_all(cases.iter().map(|(what, method, path, body)| {
+        let body = Some(body.clone());
         (
-            Method::POST,
-            "/v1/notes/Welcome:move",
-            json!({"folder": ".GIT"}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:move",
-            json!({"folder": "git~1"}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:rename",
-            json!({"name": ".."}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:rename",
-            json!({"name": "."}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:rename",
-            json!({"name": "a\u{202E}b"}),
-        ),
-        (
-            Method::PATCH,
-            "/v1/notes/Welcome?update_mask=folder",
-            json!({"folder": ".Obsidian"}),
-        ),
-    ];
-    for (i, (method, path, body)) in moves.into_iter().enumerate() {
-        let res = s
-            .write(method, path, &format!("move-{i}"), body.clone())
-            .await;
-        let got = res_json(res, 400, &format!("{path} {body}")).await;
-        assert_envelope(&got, 400, "UNSAFE_PATH");
-    }
+            what.as_str(),
+            method.clone(),
+            *path,
+            body,
+            400,
+            "UNSAFE_PATH",
+        )
+    }))
+    .await;
     assert_eq!(
         common::snapshot(&s.vault),
         before,
