@@ -90,6 +90,19 @@ impl<'a> Session<'a> {
             .unwrap()
     }
 
+    /// The session's standalone SSE stream (GET).
+    async fn stream(&self) -> reqwest::Response {
+        self.s
+            .client
+            .get(self.s.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", LEGACY)
+            .send()
+            .await
+            .unwrap()
+    }
+
     async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let res = self
@@ -480,15 +493,7 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
 async fn get_is_a_session_stream_or_405() {
     let s = vault_example().await;
     let (session, _) = Session::open(&s).await;
-    let res = s
-        .client
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", LEGACY)
-        .send()
-        .await
-        .unwrap();
+    let res = session.stream().await;
     assert_eq!(res.status(), 200);
     assert!(res.headers()["content-type"]
         .to_str()
@@ -627,15 +632,7 @@ async fn a_client_that_opts_in_to_logging_hears_about_its_calls() {
         .request("logging/setLevel", json!({"level": "warning"}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
-    let mut stream = s
-        .client
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", LEGACY)
-        .send()
-        .await
-        .unwrap();
+    let mut stream = session.stream().await;
     assert_eq!(stream.status(), 200);
     let answer = session.request("tools/call", call).await;
     assert!(answer["result"]["structuredContent"].is_object());

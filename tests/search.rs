@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::TestServer;
+use reqwest::Method;
 use serde_json::{json, Value};
 
 fn write(vault: &Path, rel: &str, text: &str) {
@@ -239,52 +240,29 @@ async fn filters_orders_and_pages() {
 #[tokio::test]
 async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
     let s = start().await;
-    let post = |slug: &str, content: &str, key: &str| {
-        s.client
-            .post(s.url("/v1/notes"))
-            .header("Idempotency-Key", key)
-            .json(&json!({"slug": slug, "content": content, "agent_id": "t"}))
-            .send()
-    };
-    let res = post("inbox/new", "# New\nflibbertigibbet\n", "k1")
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
-        .as_i64()
-        .unwrap();
-    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
-    assert_eq!(slugs(&body), ["inbox/new"]);
-    assert!(body["coverage"]["indexed_seq"].as_i64().unwrap() >= seq);
-    // Rename: found under the new slug, not the old.
-    let res = s
-        .client
-        .post(s.url("/v1/notes/inbox%2Fnew:rename"))
-        .header("Idempotency-Key", "k2")
-        .json(&json!({"name": "renamed"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
-        .as_i64()
-        .unwrap();
-    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
-    assert_eq!(slugs(&body), ["inbox/renamed"]);
-    // Delete: gone.
-    let res = s
-        .client
-        .delete(s.url("/v1/notes/inbox%2Frenamed"))
-        .header("Idempotency-Key", "k3")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
-        .as_i64()
-        .unwrap();
-    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
-    assert!(slugs(&body).is_empty());
+    // Each write, then a search with its receipt's committed_seq: the index has it.
+    let create =
+        json!({"slug": "inbox/new", "content": "# New\nflibbertigibbet\n", "agent_id": "t"});
+    let rename = json!({"name": "renamed"});
+    #[rustfmt::skip]
+    let writes = [
+        (Method::POST, "/v1/notes", Some(create), 201, vec!["inbox/new"]),
+        // Rename: found under the new slug, not the old.
+        (Method::POST, "/v1/notes/inbox%2Fnew:rename", Some(rename), 200, vec!["inbox/renamed"]),
+        // Delete: gone.
+        (Method::DELETE, "/v1/notes/inbox%2Frenamed", None, 200, vec![]),
+    ];
+    for (i, (method, path, body, status, want)) in writes.into_iter().enumerate() {
+        let key = format!("k{}", i + 1);
+        let receipt = s.call(method, path, Some(&key), body, status).await;
+        let seq = receipt["committed_seq"].as_i64().unwrap();
+        let found = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
+        assert_eq!(slugs(&found), want, "{path}");
+        assert!(
+            found["coverage"]["indexed_seq"].as_i64().unwrap() >= seq,
+            "{path}"
+        );
+    }
     // An editor's change on disk reaches the index through the watcher.
     write(
         &s.vault,

@@ -6,7 +6,8 @@ mod common;
 use common::eventually;
 
 use common::TestServer;
-use serde_json::Value;
+use reqwest::Method;
+use serde_json::{json, Value};
 
 /// The listing, without reading any note (reads would take changes in themselves).
 async fn listing(s: &TestServer) -> Vec<Value> {
@@ -214,14 +215,8 @@ async fn watcher_caught_up(s: &TestServer, before: &Value, slug: &str) {
 async fn api_writes_are_not_taken_back_in_as_external_edits() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     let before = watcher(&s).await;
-    let res = s
-        .client
-        .post(s.url("/v1/notes"))
-        .header("Idempotency-Key", "w1")
-        .json(&serde_json::json!({"slug": "mine", "content": "x\n"}))
-        .send()
-        .await
-        .unwrap();
+    let body = json!({"slug": "mine", "content": "x\n"});
+    let res = s.write(Method::POST, "/v1/notes", "w1", body).await;
     assert_eq!(res.status(), 201);
     let seq = s.svc.committed_seq();
     watcher_caught_up(&s, &before, "marker").await;
@@ -338,27 +333,22 @@ async fn the_link_graph_follows_the_folder() {
 async fn rapid_api_edits_are_never_undone_by_the_watcher() {
     let s = TestServer::start(None, |c| c.rate_limit_write_per_minute = 0).await;
     let before = watcher(&s).await;
-    let res = s
-        .client
-        .post(s.url("/v1/notes"))
-        .header("Idempotency-Key", "c")
-        .json(&serde_json::json!({"slug": "counter", "content": "counter 0\n"}))
-        .send()
-        .await
-        .unwrap();
+    let body = json!({"slug": "counter", "content": "counter 0\n"});
+    let res = s.write(Method::POST, "/v1/notes", "c", body).await;
     let mut version = res.json::<Value>().await.unwrap()["version_id"]
         .as_str()
         .unwrap()
         .to_string();
     for i in 1..300 {
+        let body = json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")});
         let res = s
-            .client
-            .post(s.url("/v1/notes/counter:edit"))
-            .header("Idempotency-Key", format!("e{i}"))
-            .json(&serde_json::json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")}))
-            .send()
-            .await
-            .unwrap();
+            .write(
+                Method::POST,
+                "/v1/notes/counter:edit",
+                &format!("e{i}"),
+                body,
+            )
+            .await;
         let status = res.status().as_u16();
         let body: Value = res.json().await.unwrap();
         assert_eq!(status, 200, "edit {i}: {body}");
