@@ -31,9 +31,9 @@ fn missing<T>(tool: &str, why: &str) -> Option<T> {
     panic!(
         "{tool} is missing: {why}\n\
          `cargo test` makes a venv with .ci/requirements.txt under the target dir when \
-         NOTEVAULT_PYTHON is unset (it needs python3 with venv, and PyPI once); `.ci/run` \
-         installs every test tool. To skip the tests that need it, set \
-         NOTEVAULT_REQUIRE_TOOLS=0."
+         NOTEVAULT_PYTHON is unset (it needs python3 with venv, on Debian the python3-venv \
+         package, and PyPI once); `.ci/run` installs every test tool. To skip the tests \
+         that need it, set NOTEVAULT_REQUIRE_TOOLS=0."
     )
 }
 
