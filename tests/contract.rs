@@ -1,4 +1,4 @@
-//! The contract fuzzed: schemathesis (PyPI, from the venv `.ci/run` creates) generates
+//! The contract fuzzed: schemathesis (PyPI, pinned in `.ci/requirements.txt`) generates
 //! requests from the served `/openapi.json`; no answer may be a 5xx or break the contract.
 
 #![allow(
@@ -12,17 +12,7 @@ use common::TestServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_server_error_and_no_contract_violation() {
-    let bin = std::env::var("NOTEVAULT_PYTHON")
-        .ok()
-        .map(std::path::PathBuf::from)
-        .or_else(|| Some(common::repo_path(".venv/bin/python")))
-        .and_then(|p| p.parent().map(|d| d.join("schemathesis")))
-        .filter(|p| p.exists());
-    let Some(bin) = bin else {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI must provide schemathesis in the venv of NOTEVAULT_PYTHON");
-        }
-        eprintln!("skipped: no .venv with schemathesis (run .ci/run once to create it)");
+    let Some(bin) = common::tools::python_script(&["schemathesis"], "schemathesis") else {
         return;
     };
     let s = TestServer::start(Some("vault-example"), |c| {

@@ -13,7 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reqwest::Method;
 use serde_json::{json, Value};
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
@@ -60,6 +63,23 @@ fn start_with(vault: &Path, state: &Path, crash_at: Option<&str>) -> (Child, Str
     // Keep draining stderr so the daemon never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     (child, format!("http://{addr}"))
+}
+
+/// GET `url` and parse its JSON.
+async fn get_json(client: &reqwest::Client, url: String) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// `POST /v1/notes` with `key`: the status and the text of the answer.
+async fn create(client: &reqwest::Client, base: &str, key: &str, body: &Value) -> (u16, String) {
+    let res = client
+        .post(format!("{base}/v1/notes"))
+        .header("Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.text().await.unwrap())
 }
 
 fn body_for(writer: usize, i: usize) -> Value {
@@ -116,10 +136,11 @@ async fn kill_9_loses_no_acknowledged_write() {
     }
     // Kill once some writes were answered (however fast this machine is today), while
     // the others are under way.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while received.lock().unwrap().len() < 20 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // (The count is asserted after the kill, so that a failure never leaves the daemon up.)
+    common::poll_until(Duration::from_secs(60), || async {
+        received.lock().unwrap().len() >= 20
+    })
+    .await;
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     for w in writers {
@@ -145,16 +166,7 @@ async fn kill_9_loses_no_acknowledged_write() {
             entry.path().display()
         );
     }
-    let log = String::from_utf8(
-        Command::new("git")
-            .arg("--git-dir")
-            .arg(state.join("history.git"))
-            .args(["log", "--format=%B"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let log = common::git(&state, &["log", "--format=%B"]);
     for (key, body, status, text) in &received {
         assert_eq!(*status, 201, "{key}: {text}");
         let receipt: Value = serde_json::from_str(text).unwrap();
@@ -176,29 +188,15 @@ async fn kill_9_loses_no_acknowledged_write() {
             "{version} of {slug} is in history"
         );
         // The replay answers the original receipt, byte for byte.
-        let res = client
-            .post(format!("{base}/v1/notes"))
-            .header("Idempotency-Key", key)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status().as_u16(), *status);
-        assert_eq!(res.text().await.unwrap(), *text, "{key} replays");
+        let (replayed, replay) = create(&client, &base, key, body).await;
+        assert_eq!(replayed, *status);
+        assert_eq!(replay, *text, "{key} replays");
     }
     // A retry of every write whose answer was lost gets a receipt: the change's, if it
     // landed (never NAME_COLLISION), else a fresh apply; either way applied once.
     let unanswered = unanswered.lock().unwrap().clone();
     for (key, body) in &unanswered {
-        let res = client
-            .post(format!("{base}/v1/notes"))
-            .header("Idempotency-Key", key)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
+        let (status, text) = create(&client, &base, key, body).await;
         assert_eq!(status, 201, "retry of {key}: {text}");
         let receipt: Value = serde_json::from_str(&text).unwrap();
         let slug = receipt["slug"].as_str().unwrap();
@@ -206,17 +204,11 @@ async fn kill_9_loses_no_acknowledged_write() {
             std::fs::read(vault.join(format!("{slug}.md"))).unwrap(),
             body["content"].as_str().unwrap().as_bytes()
         );
-        let revisions: Value = client
-            .get(format!(
-                "{base}/v1/notes/{}:listRevisions",
-                slug.replace('/', "%2F")
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let revisions: Value = get_json(
+            &client,
+            format!("{base}/v1/notes/{}:listRevisions", slug.replace('/', "%2F")),
+        )
+        .await;
         assert_eq!(
             revisions["versions"].as_array().unwrap().len(),
             1,
@@ -246,18 +238,48 @@ async fn kill_9_loses_no_acknowledged_write() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let fsck = Command::new("git")
-        .arg("--git-dir")
-        .arg(state.join("history.git"))
-        .args(["fsck"])
-        .output()
-        .unwrap();
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
+    common::git(&state, &["fsck"]);
 }
+
+/// A step of the write pipeline at which `NOTEVAULT_TEST_CRASH_AT` stops the daemon.
+const STEPS: [&str; 4] = [
+    "before-file",
+    "after-file",
+    "after-history",
+    "before-receipt",
+];
+
+/// One kind of write, made on a vault of `a.md` (`# A\n\nalpha\n`), `linker.md` (a link
+/// to `a`) and `sub/keep.md`; its path and body get the version of `a.md` read first.
+struct Op {
+    name: &'static str,
+    method: Method,
+    path: fn(version: &str) -> String,
+    body: fn(version: &str) -> Value,
+    /// The status of its receipt.
+    status: u16,
+    /// Files and their text once it applied (`None`: absent).
+    files: &'static [(&'static str, Option<&'static str>)],
+}
+
+#[rustfmt::skip]
+const OPS: &[Op] = &[
+    Op { name: "create", method: Method::POST, path: |_| "/v1/notes".into(), status: 201,
+        body: |_| json!({"slug": "new", "content": "# New\n", "agent_id": "t"}),
+        files: &[("new.md", Some("# New\n"))] },
+    Op { name: "edit", method: Method::POST, path: |_| "/v1/notes/a:edit".into(), status: 200,
+        body: |v| json!({"version_id": v, "old_string": "alpha", "new_string": "beta", "agent_id": "t"}),
+        files: &[("a.md", Some("# A\n\nbeta\n"))] },
+    Op { name: "patch", method: Method::PATCH, path: |_| "/v1/notes/a?update_mask=status".into(), status: 200,
+        body: |v| json!({"status": "done", "version_id": v, "agent_id": "t"}),
+        files: &[("a.md", Some("---\nstatus: done\n---\n# A\n\nalpha\n"))] },
+    Op { name: "move", method: Method::POST, path: |_| "/v1/notes/a:move".into(), status: 200,
+        body: |v| json!({"folder": "sub", "version_id": v, "agent_id": "t"}),
+        files: &[("a.md", None), ("sub/a.md", Some("# A\n\nalpha\n"))] },
+    Op { name: "delete", method: Method::DELETE, path: |v| format!("/v1/notes/a?version_id={v}&agent_id=t"), status: 200,
+        body: |_| json!({}),
+        files: &[("a.md", None)] },
+];
 
 /// One write of each kind, stopped (as `kill -9` would) at each step of the pipeline:
 /// after a restart, a retry with the same key and body answers the receipt of the change
@@ -267,14 +289,9 @@ async fn kill_9_loses_no_acknowledged_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
     let client = reqwest::Client::new();
-    for step in [
-        "before-file",
-        "after-file",
-        "after-history",
-        "before-receipt",
-    ] {
-        for op in ["create", "edit", "patch", "move", "delete"] {
-            let what = format!("{op} stopped at {step}");
+    for step in STEPS {
+        for op in OPS {
+            let what = format!("{} stopped at {step}", op.name);
             let dir = tempfile::tempdir().unwrap();
             let vault = dir.path().join("vault");
             let state = dir.path().join("state");
@@ -284,55 +301,17 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
             std::fs::write(vault.join("sub/keep.md"), "# Keep\n").unwrap();
 
             let (mut child, base) = start_with(&vault, &state, Some(step));
-            let note: Value = client
-                .get(format!("{base}/v1/notes/a?limit=1"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let version = note["version_id"].as_str().unwrap().to_string();
-            let (method, path, body, status) = match op {
-                "create" => (
-                    reqwest::Method::POST,
-                    "/v1/notes".to_string(),
-                    json!({"slug": "new", "content": "# New\n", "agent_id": "t"}),
-                    201,
-                ),
-                "edit" => (
-                    reqwest::Method::POST,
-                    "/v1/notes/a:edit".to_string(),
-                    json!({"version_id": version, "old_string": "alpha", "new_string": "beta", "agent_id": "t"}),
-                    200,
-                ),
-                "patch" => (
-                    reqwest::Method::PATCH,
-                    "/v1/notes/a?update_mask=status".to_string(),
-                    json!({"status": "done", "version_id": version, "agent_id": "t"}),
-                    200,
-                ),
-                "move" => (
-                    reqwest::Method::POST,
-                    "/v1/notes/a:move".to_string(),
-                    json!({"folder": "sub", "version_id": version, "agent_id": "t"}),
-                    200,
-                ),
-                _ => (
-                    reqwest::Method::DELETE,
-                    format!("/v1/notes/a?version_id={version}&agent_id=t"),
-                    json!({}),
-                    200,
-                ),
-            };
-            let send = || {
+            let note: Value = get_json(&client, format!("{base}/v1/notes/a?limit=1")).await;
+            let version = note["version_id"].as_str().unwrap();
+            let (path, body, status) = ((op.path)(version), (op.body)(version), op.status);
+            let send = |base: &str| {
                 client
-                    .request(method.clone(), format!("{base}{path}"))
+                    .request(op.method.clone(), format!("{base}{path}"))
                     .header("Idempotency-Key", "the-write")
                     .json(&body)
                     .send()
             };
-            if let Ok(res) = send().await {
+            if let Ok(res) = send(&base).await {
                 panic!("{what}: answered {}", res.text().await.unwrap());
             }
             assert!(
@@ -341,34 +320,21 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
             );
 
             let (mut child, base) = start(&vault, &state);
-            let send = || {
-                client
-                    .request(method.clone(), format!("{base}{path}"))
-                    .header("Idempotency-Key", "the-write")
-                    .json(&body)
-                    .send()
-            };
-            let res = send().await.unwrap();
+            let res = send(&base).await.unwrap();
             let got = res.status().as_u16();
             let text = res.text().await.unwrap();
             assert_eq!(got, status, "{what}: {text}");
             let receipt: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(receipt["status"], "applied", "{what}: {receipt}");
             // The replay is the same receipt, byte for byte.
-            let again = send().await.unwrap();
+            let again = send(&base).await.unwrap();
             assert_eq!(again.status().as_u16(), status);
             assert_eq!(again.text().await.unwrap(), text, "{what}: replay");
 
             // Applied once, as the agent's write.
             let slug = receipt["slug"].as_str().unwrap().replace('/', "%2F");
-            let revisions: Value = client
-                .get(format!("{base}/v1/notes/{slug}:listRevisions"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let revisions: Value =
+                get_json(&client, format!("{base}/v1/notes/{slug}:listRevisions")).await;
             let by_agent: Vec<&Value> = revisions["versions"]
                 .as_array()
                 .unwrap()
@@ -385,31 +351,17 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
                     .all(|r| r["actor"] != "filesystem" || r["kind"] == "create"),
                 "{what}: the change is not taken for an editor's: {revisions}"
             );
-            let read = |rel: &str| std::fs::read_to_string(vault.join(rel)).ok();
-            match op {
-                "create" => assert_eq!(read("new.md").as_deref(), Some("# New\n")),
-                "edit" => assert_eq!(read("a.md").as_deref(), Some("# A\n\nbeta\n")),
-                "patch" => assert_eq!(
-                    read("a.md").as_deref(),
-                    Some("---\nstatus: done\n---\n# A\n\nalpha\n")
-                ),
-                "move" => {
-                    assert_eq!(read("a.md"), None, "{what}");
-                    assert_eq!(read("sub/a.md").as_deref(), Some("# A\n\nalpha\n"));
-                    let links: Value = client
-                        .get(format!("{base}/v1/notes/sub%2Fa:links"))
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
-                    assert!(
-                        links["backlinks"].to_string().contains("linker"),
-                        "{what}: the link to the moved note still resolves: {links}"
-                    );
-                }
-                _ => assert_eq!(read("a.md"), None, "{what}"),
+            for (rel, text) in op.files {
+                let got = std::fs::read_to_string(vault.join(rel)).ok();
+                assert_eq!(got.as_deref(), *text, "{what}: {rel}");
+            }
+            if op.name == "move" {
+                let links: Value =
+                    get_json(&client, format!("{base}/v1/notes/sub%2Fa:links")).await;
+                assert!(
+                    links["backlinks"].to_string().contains("linker"),
+                    "{what}: the link to the moved note still resolves: {links}"
+                );
             }
             child.kill().unwrap();
             child.wait().unwrap();

@@ -7,25 +7,34 @@
 
 mod common;
 
-use common::{assert_envelope, res_json, TestServer};
+use common::{assert_envelope, assert_envelope_for, detail, res_json, violated_field, TestServer};
+use reqwest::Method;
 
 #[tokio::test]
 async fn unknown_routes_and_methods_are_route_not_found() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    s.get_error("/v2/notes", 404, "ROUTE_NOT_FOUND").await;
-    s.get_error("/v1/nothing-here", 404, "ROUTE_NOT_FOUND")
-        .await;
-    s.get_error("/v1/notes/Welcome:frobnicate", 404, "ROUTE_NOT_FOUND")
-        .await;
-    let res = s
-        .client
-        .delete(s.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap();
-    let body = res_json(res, 404, "DELETE /openapi.json").await;
-    assert_envelope(&body, 404, "ROUTE_NOT_FOUND");
-    assert!(body["message"].as_str().unwrap().contains("GET"));
+    for (method, path) in [
+        (Method::GET, "/v2/notes"),
+        (Method::GET, "/v1/nothing-here"),
+        (Method::GET, "/v1/notes/Welcome:frobnicate"),
+        (Method::DELETE, "/openapi.json"),
+    ] {
+        let body = s
+            .refused(
+                path,
+                method.clone(),
+                path,
+                None,
+                None,
+                404,
+                "ROUTE_NOT_FOUND",
+            )
+            .await;
+        // A known path with another method says which methods it has.
+        if method == Method::DELETE {
+            assert!(body["message"].as_str().unwrap().contains("GET"), "{body}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -45,13 +54,7 @@ async fn bad_query_values_name_their_field() {
         ("/v1/notes/Welcome/raw?limit=1", "limit"),
     ] {
         let body = s.get_error(path, 400, "VALIDATION_FAILED").await;
-        let violations = body["details"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
-            .unwrap_or_else(|| panic!("{path}: no BadRequest in {body}"));
-        assert_eq!(violations["fieldViolations"][0]["field"], field, "{path}");
+        assert_eq!(violated_field(&body), field, "{path}");
     }
 }
 
@@ -67,12 +70,7 @@ async fn bad_filters_are_invalid_filter_with_a_position() {
         let body = s
             .get_error(&format!("/v1/notes?filter={filter}"), 400, "INVALID_FILTER")
             .await;
-        let info = body["details"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo"))
-            .unwrap();
+        let info = detail(&body, "ErrorInfo");
         assert_eq!(info["metadata"]["position"], position, "{filter}: {body}");
     }
 }
@@ -80,15 +78,14 @@ async fn bad_filters_are_invalid_filter_with_a_position() {
 #[tokio::test]
 async fn missing_notes_and_notes_removed_between_list_and_read() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    s.get_error("/v1/notes/does-not-exist", 404, "NOTE_NOT_FOUND")
-        .await;
-    s.get_error("/v1/notes/does-not-exist/raw", 404, "NOTE_NOT_FOUND")
-        .await;
+    for path in ["/v1/notes/does-not-exist", "/v1/notes/does-not-exist/raw"] {
+        s.get_error(path, 404, "NOTE_NOT_FOUND").await;
+    }
     s.get_json("/v1/notes?prefix=Inbox", 200).await;
     std::fs::remove_file(s.vault.join("Inbox.md")).unwrap();
-    s.get_error("/v1/notes/Inbox", 404, "NOTE_NOT_FOUND").await;
-    s.get_error("/v1/notes/Inbox/raw", 404, "NOTE_NOT_FOUND")
-        .await;
+    for path in ["/v1/notes/Inbox", "/v1/notes/Inbox/raw"] {
+        s.get_error(path, 404, "NOTE_NOT_FOUND").await;
+    }
     let list = s.get_json("/v1/notes?prefix=Inbox", 200).await;
     assert_eq!(
         list["coverage"]["notes_matched"], 0,
@@ -114,48 +111,62 @@ async fn traversal_is_unsafe_path_and_reads_nothing_outside() {
         assert!(!text.contains("TOP SECRET"), "{path} leaked: {text}");
         let body: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(body["reason"], "UNSAFE_PATH", "{path}: {body}");
-        assert_envelope(&body, 400, "UNSAFE_PATH");
+        assert_envelope_for(path, &body, 400, "UNSAFE_PATH");
     }
 }
 
 #[tokio::test]
 async fn foreign_hosts_and_origins_are_refused() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    for (name, value) in [
-        ("host", "evil.example"),
-        ("host", "127.0.0.1.evil.example:4000"),
-        ("origin", "http://evil.example"),
-        ("origin", "null"),
-    ] {
+    // (method, path, header, value, status: 403 is the ORIGIN_FORBIDDEN envelope)
+    let cases = [
+        (Method::GET, "/v1/notes", "host", "evil.example", 403),
+        (
+            Method::GET,
+            "/v1/notes",
+            "host",
+            "127.0.0.1.evil.example:4000",
+            403,
+        ),
+        (
+            Method::GET,
+            "/v1/notes",
+            "origin",
+            "http://evil.example",
+            403,
+        ),
+        (Method::GET, "/v1/notes", "origin", "null", 403),
+        // The same guard stands before /mcp.
+        (Method::POST, "/mcp", "origin", "http://evil.example", 403),
+        // A local origin passes.
+        (
+            Method::GET,
+            "/v1/notes",
+            "origin",
+            "http://localhost:5173",
+            200,
+        ),
+    ];
+    for (method, path, name, value, status) in cases {
+        let what = format!("{method} {path} with {name}: {value}");
         let res = s
             .client
-            .get(s.url("/v1/notes"))
+            .request(method, s.url(path))
             .header(name, value)
             .send()
             .await
             .unwrap();
-        assert!(res.headers().get("access-control-allow-origin").is_none());
-        let body = res_json(res, 403, value).await;
-        assert_envelope(&body, 403, "ORIGIN_FORBIDDEN");
+        if status == 200 {
+            assert_eq!(res.status(), status, "{what}");
+            continue;
+        }
+        assert!(
+            res.headers().get("access-control-allow-origin").is_none(),
+            "{what}"
+        );
+        let body = res_json(res, status, &what).await;
+        assert_envelope_for(&what, &body, status, "ORIGIN_FORBIDDEN");
     }
-    // The same guard stands before /mcp.
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("origin", "http://evil.example")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 403);
-    // A local origin passes.
-    let res = s
-        .client
-        .get(s.url("/v1/notes"))
-        .header("origin", "http://localhost:5173")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
 }
 
 #[tokio::test]
@@ -179,11 +190,7 @@ async fn rate_limit_headers_and_429() {
     assert_eq!(res.headers()["ratelimit-remaining"], "0");
     let body = res_json(res, 429, "429").await;
     assert_envelope(&body, 429, "RATE_LIMITED");
-    assert!(body["details"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|d| d["@type"].as_str().unwrap().ends_with("RetryInfo")));
+    detail(&body, "RetryInfo");
     // The contract is not limited.
     assert_eq!(s.get("/openapi.json").await.status(), 200);
 }

@@ -24,7 +24,7 @@ async fn scanning_and_reading_every_note_changes_no_byte_and_no_mtime() {
             s.get_json(&format!("/v1/notes/{id}/raw"), 200).await;
         }
     }
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     assert_eq!(common::snapshot(&vault), before);
 }
 

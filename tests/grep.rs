@@ -23,24 +23,11 @@ fn cut(text: &str) -> String {
     text.chars().take(400).collect()
 }
 
-/// `rg` must be there when the test runs in CI; elsewhere its absence skips the test.
-fn rg_available() -> bool {
-    let ok = Command::new("rg").arg("--version").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("NOTEVAULT_REQUIRE_TOOLS").is_none(),
-            "rg (ripgrep) is required: .ci/run installs it"
-        );
-        eprintln!("skipped: rg (ripgrep) is not installed");
-    }
-    ok
-}
-
 /// What `rg -n` finds: markdown files only, symlinks followed (as the daemon serves
 /// links that stay inside the vault), hidden files searched but the folders the daemon
 /// skips (`.obsidian/`, `.trash/`, `.git/`, its state dir) left out.
-fn rg(root: &Path, pattern: &str, flags: &[&str]) -> BTreeSet<Hit> {
-    let out = Command::new("rg")
+fn rg(bin: &Path, root: &Path, pattern: &str, flags: &[&str]) -> BTreeSet<Hit> {
+    let out = Command::new(bin)
         .current_dir(root)
         .args([
             "--json",
@@ -167,9 +154,11 @@ const CASES: &[(&str, &str, &[&str])] = &[
 
 #[tokio::test]
 async fn grep_equals_rg_line_for_line_on_the_fixtures() {
-    if !rg_available() {
+    // A missing rg fails the test (common::tools says how to get it), unless the
+    // developer opted out with NOTEVAULT_REQUIRE_TOOLS=0.
+    let Some(bin) = common::tools::rg() else {
         return;
-    }
+    };
     for source in ["fixtures/edge", "vault-example"] {
         let s = TestServer::start(Some(source), |c| c.rate_limit_read_per_minute = 0).await;
         let excluded: BTreeSet<String> = s.get_json("/v1/notes", 200).await["coverage"]["excluded"]
@@ -179,7 +168,7 @@ async fn grep_equals_rg_line_for_line_on_the_fixtures() {
             .map(|e| e["path"].as_str().unwrap().to_string())
             .collect();
         for (pattern, extra, flags) in CASES {
-            let mut want = rg(&s.vault, pattern, flags);
+            let mut want = rg(&bin, &s.vault, pattern, flags);
             // The daemon never reads what leaves the vault (a symlink to ../outside).
             want.retain(|(p, _, _)| !excluded.contains(p));
             let (got, coverage) = grep_all(&s, &q(pattern, extra), 1000).await;
@@ -196,14 +185,19 @@ async fn grep_equals_rg_line_for_line_on_the_fixtures() {
 
 #[tokio::test]
 async fn grep_equals_rg_on_a_slice_of_the_real_corpus() {
-    if !rg_available() {
-        return;
-    }
+    // The corpus is data beside the repository, not a tool: where it is absent the test
+    // skips, as shared/corpora/README.md says.
     let tarball = common::repo_path("../shared/corpora/realvault.tar.gz");
     if !tarball.exists() {
-        eprintln!("skipped: {} is absent", tarball.display());
+        eprintln!(
+            "skipped: {} is absent (the shared corpora live beside the repository)",
+            tarball.display()
+        );
         return;
     }
+    let Some(bin) = common::tools::rg() else {
+        return;
+    };
     let (dir, vault, state) = common::temp_vault(None);
     let ok = Command::new("tar")
         .args(["xzf"])
@@ -231,7 +225,7 @@ async fn grep_equals_rg_on_a_slice_of_the_real_corpus() {
         ("Dendron", "&case=insensitive", &["-i"]),
         ("```", "&literal=true", &["-F"]),
     ] {
-        let want = rg(&s.vault, pattern, flags);
+        let want = rg(&bin, &s.vault, pattern, flags);
         assert!(!want.is_empty(), "{pattern:?} finds something");
         let (got, _) = grep_all(&s, &q(pattern, extra), 1000).await;
         let extra: Vec<_> = got.difference(&want).take(5).collect();
@@ -317,78 +311,43 @@ async fn grep_sees_writes_at_once_and_honours_filters() {
     }
     // An external edit is there as soon as the watcher has it (or a read catches it).
     std::fs::write(s.vault.join("inbox/fresh.md"), "# Fresh\nchanged-marker\n").unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    common::eventually("the edit becomes greppable", || async {
         let body = s
             .get_json(&format!("/v1/grep?{}", q("changed-marker", "")), 200)
             .await;
-        if body["results"].as_array().unwrap().len() == 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the edit never became greppable"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        body["results"].as_array().unwrap().len() == 1
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn bad_patterns_and_parameters_are_clear_errors() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     let before = common::snapshot(&s.vault);
-    for (path, reason, field) in [
+    let long = format!("/v1/grep?pattern={}", "a".repeat(1001));
+    // (path, reason, the field named; "" for none)
+    #[rustfmt::skip]
+    let cases = [
         ("/v1/grep", "VALIDATION_FAILED", "pattern"),
         ("/v1/grep?pattern=", "VALIDATION_FAILED", "pattern"),
         ("/v1/grep?pattern=(unclosed", "VALIDATION_FAILED", "pattern"),
         ("/v1/grep?pattern=a%5Cnb", "VALIDATION_FAILED", "pattern"),
-        (
-            "/v1/grep?pattern=(%5Cw%7B100%7D)%7B100%7D",
-            "VALIDATION_FAILED",
-            "pattern",
-        ),
+        ("/v1/grep?pattern=(%5Cw%7B100%7D)%7B100%7D", "VALIDATION_FAILED", "pattern"),
         ("/v1/grep?pattern=x&case=upper", "VALIDATION_FAILED", "case"),
-        (
-            "/v1/grep?pattern=x&literal=yes",
-            "VALIDATION_FAILED",
-            "literal",
-        ),
-        (
-            "/v1/grep?pattern=x&page_size=0",
-            "VALIDATION_FAILED",
-            "page_size",
-        ),
-        (
-            "/v1/grep?pattern=x&page_size=1001",
-            "VALIDATION_FAILED",
-            "page_size",
-        ),
-        (
-            "/v1/grep?pattern=x&page_token=garbage",
-            "VALIDATION_FAILED",
-            "page_token",
-        ),
+        ("/v1/grep?pattern=x&literal=yes", "VALIDATION_FAILED", "literal"),
+        ("/v1/grep?pattern=x&page_size=0", "VALIDATION_FAILED", "page_size"),
+        ("/v1/grep?pattern=x&page_size=1001", "VALIDATION_FAILED", "page_size"),
+        ("/v1/grep?pattern=x&page_token=garbage", "VALIDATION_FAILED", "page_token"),
         ("/v1/grep?pattern=x&nope=1", "VALIDATION_FAILED", "nope"),
         ("/v1/grep?pattern=x&filter=nope%3D1", "INVALID_FILTER", ""),
-    ] {
+        (long.as_str(), "VALIDATION_FAILED", ""),
+    ];
+    for (path, reason, field) in cases {
         let e = s.get_error(path, 400, reason).await;
         if !field.is_empty() {
-            let violations = &e["details"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
-                .unwrap()["fieldViolations"];
-            assert_eq!(violations[0]["field"], field, "{path}: {e}");
+            assert_eq!(common::violated_field(&e), field, "{path}: {e}");
         }
     }
-    let long = "a".repeat(1001);
-    s.get_error(
-        &format!("/v1/grep?pattern={long}"),
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
     // Zero matches is an answer, with coverage.
     let body = s.get_json("/v1/grep?pattern=zzzz-nothing", 200).await;
     assert_eq!(body["results"].as_array().unwrap().len(), 0);

@@ -13,7 +13,7 @@ use common::{git, TestServer};
 #[tokio::test]
 async fn bootstrap_restart_and_offline_changes() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let files = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
     let mut in_history: Vec<&str> = files.lines().collect();
     in_history.sort();
@@ -38,7 +38,7 @@ async fn bootstrap_restart_and_offline_changes() {
     .unwrap();
 
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "--format=%s"]);
     assert_eq!(
         log.lines().count(),
@@ -91,7 +91,7 @@ async fn bootstrap_restart_and_offline_changes() {
 
     // A third start with nothing changed adds no commit and keeps every version.
     let s = TestServer::start_in(_dir, vault, state, |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     assert_eq!(git(&s.state, &["log", "--format=%s"]).lines().count(), 2);
     assert_eq!(
         s.get_json("/v1/notes/Welcome?limit=1", 200).await["version_id"],
@@ -106,7 +106,7 @@ async fn the_users_own_git_folder_is_never_touched() {
     std::fs::write(vault.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     std::fs::write(vault.join(".git/notes.md"), "not a note\n").unwrap();
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     assert_eq!(std::fs::read_dir(s.vault.join(".git")).unwrap().count(), 2);
     let list = s.get_json("/v1/notes?prefix=.git", 200).await;
     assert_eq!(list["coverage"]["notes_matched"], 0);
@@ -185,7 +185,7 @@ async fn edit_right_after_first_start(content: &str, old: &str, new: &str) -> Te
         .await
         .unwrap();
     common::res_json(res, 200, "edit").await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let root = git(&s.state, &["rev-list", "--max-parents=0", "HEAD"]);
     let found = git(&s.state, &["show", &format!("{}:zznote.md", root.trim())]);
     assert!(
@@ -205,7 +205,7 @@ async fn edit_right_after_first_start(content: &str, old: &str, new: &str) -> Te
 #[tokio::test]
 async fn revisions_history_never_got_answer_an_envelope_not_a_wrong_diff() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     // Two edits by an editor: two watcher revisions, each with its own commit.
     for text in ["# Welcome\n\nedit one\n", "# Welcome\n\nedit two\n"] {
         std::fs::write(s.vault.join("Welcome.md"), text).unwrap();
@@ -216,7 +216,7 @@ async fn revisions_history_never_got_answer_an_envelope_not_a_wrong_diff() {
         })
         .await;
     }
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let versions = s.get_json("/v1/notes/Welcome:listRevisions", 200).await["versions"].clone();
     let (two, one, found) = (
         versions[0]["version_id"].as_str().unwrap().to_string(),
@@ -228,7 +228,7 @@ async fn revisions_history_never_got_answer_an_envelope_not_a_wrong_diff() {
     git(&state, &["update-ref", "HEAD", "HEAD~2"]);
 
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let subject = git(&s.state, &["log", "-1", "--format=%s"]);
     assert!(subject.contains("history was behind"), "{subject}");
     // The current version's bytes are in the commit of the vault as found.
@@ -262,7 +262,7 @@ async fn revisions_history_never_got_answer_an_envelope_not_a_wrong_diff() {
     let commits = git(&s.state, &["rev-list", "--count", "HEAD"]);
     let (dir, vault, state) = s.stop().await;
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     assert_eq!(git(&s.state, &["rev-list", "--count", "HEAD"]), commits);
     let history = s.get_json("/v1/index-status", 200).await["history"].clone();
     assert_eq!(history["lost_revisions"], 1, "{history}");

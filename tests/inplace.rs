@@ -11,13 +11,16 @@ mod common;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{res_json, TestServer};
 use serde_json::{json, Value};
 
 /// In-place saves the editor makes in each test.
 const SAVES: usize = 500;
+
+/// How long the watcher may take to settle after the saves.
+const SETTLE: Duration = Duration::from_secs(15);
 
 /// `content_hash` of a zero-length file.
 fn empty_hash() -> String {
@@ -97,22 +100,6 @@ fn empty_revisions(revisions: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-/// Poll until `check` holds, or fail with `what` after a generous deadline.
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(15) {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
-
 /// The note's catalog entry from the listing (a listing reads no file, so only the
 /// watcher can have brought it up to date).
 async fn listed(s: &TestServer) -> Value {
@@ -187,7 +174,8 @@ async fn in_place_saves_racing_api_edits_record_no_empty_revision() {
     editor.join().unwrap();
     // The watcher takes the editor's last save in.
     let last = hash_of(&path);
-    eventually("the last save is recorded", || async {
+    // 500 saves queue up behind the watcher: a bound above common::PATIENCE.
+    common::eventually_within(SETTLE, "the last save is recorded", || async {
         listed(&s).await["content_hash"] == last.as_str()
     })
     .await;
@@ -214,7 +202,7 @@ async fn in_place_saves_racing_api_edits_record_no_empty_revision() {
 
     // A note a person really empties is recorded as empty.
     std::fs::File::create(&path).unwrap();
-    eventually("the emptying is recorded", || async {
+    common::eventually_within(SETTLE, "the emptying is recorded", || async {
         let newest = s
             .get_json("/v1/notes/inplace:listRevisions?page_size=1", 200)
             .await;

@@ -95,6 +95,19 @@ impl<'a> Session<'a> {
             .unwrap()
     }
 
+    /// The session's standalone SSE stream (GET).
+    async fn stream(&self) -> reqwest::Response {
+        self.s
+            .client
+            .get(self.s.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", LEGACY)
+            .send()
+            .await
+            .unwrap()
+    }
+
     async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let res = self
@@ -383,30 +396,28 @@ async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
         let result = session.call("read_note", arguments.clone()).await;
         assert_eq!(result["isError"], true, "{arguments}");
         let err = &result["structuredContent"];
-        common::assert_envelope(err, 400, "VALIDATION_FAILED");
-        let violations = err["details"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
-            .unwrap_or_else(|| panic!("{err}"));
-        assert_eq!(violations["fieldViolations"][0]["field"], field, "{err}");
+        common::assert_envelope_for(&arguments.to_string(), err, 400, "VALIDATION_FAILED");
+        assert_eq!(common::violated_field(err), field, "{err}");
     }
-
-    let result = session.call("list_notes", json!({"filter": "tags:"})).await;
-    common::assert_envelope(&result["structuredContent"], 400, "INVALID_FILTER");
-    let result = session.call("search", json!({"q": ""})).await;
-    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
-    let result = session.call("grep", json!({"pattern": "("})).await;
-    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
-    let result = session
-        .call("vault_summary", json!({"verbose": true}))
-        .await;
-    common::assert_envelope(&result["structuredContent"], 400, "VALIDATION_FAILED");
-    let result = session
-        .call("read_note", json!({"note": "../../etc/passwd"}))
-        .await;
-    common::assert_envelope(&result["structuredContent"], 400, "UNSAFE_PATH");
+    for (tool, arguments, reason) in [
+        ("list_notes", json!({"filter": "tags:"}), "INVALID_FILTER"),
+        ("search", json!({"q": ""}), "VALIDATION_FAILED"),
+        ("grep", json!({"pattern": "("}), "VALIDATION_FAILED"),
+        (
+            "vault_summary",
+            json!({"verbose": true}),
+            "VALIDATION_FAILED",
+        ),
+        (
+            "read_note",
+            json!({"note": "../../etc/passwd"}),
+            "UNSAFE_PATH",
+        ),
+    ] {
+        let result = session.call(tool, arguments.clone()).await;
+        let what = format!("{tool} {arguments}");
+        common::assert_envelope_for(&what, &result["structuredContent"], 400, reason);
+    }
 
     // An unknown tool is a protocol error.
     let answer = session
@@ -487,15 +498,7 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
 async fn get_is_a_session_stream_or_405() {
     let s = vault_example().await;
     let (session, _) = Session::open(&s).await;
-    let res = s
-        .client
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", LEGACY)
-        .send()
-        .await
-        .unwrap();
+    let res = session.stream().await;
     assert_eq!(res.status(), 200);
     assert!(res.headers()["content-type"]
         .to_str()
@@ -536,41 +539,48 @@ async fn foreign_origins_and_hosts_are_refused_like_on_v1() {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {},
         "clientInfo": {"name": "evil", "version": "0"}}});
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("origin", "http://evil.example")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let err = common::res_json(res, 403, "foreign origin").await;
-    common::assert_envelope(&err, 403, "ORIGIN_FORBIDDEN");
-
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("host", "evil.example")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let err = common::res_json(res, 403, "foreign host").await;
-    common::assert_envelope(&err, 403, "ORIGIN_FORBIDDEN");
-
-    // A loopback origin is a local client.
-    let res = s
-        .client
-        .post(s.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("origin", "http://localhost:5173")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    // (case, header, value, status, reason of the refusal)
+    let cases = [
+        (
+            "a foreign origin",
+            "origin",
+            "http://evil.example",
+            403,
+            Some("ORIGIN_FORBIDDEN"),
+        ),
+        (
+            "a foreign host",
+            "host",
+            "evil.example",
+            403,
+            Some("ORIGIN_FORBIDDEN"),
+        ),
+        (
+            "a loopback origin is a local client",
+            "origin",
+            "http://localhost:5173",
+            200,
+            None,
+        ),
+    ];
+    for (what, header, value, status, reason) in cases {
+        let res = s
+            .client
+            .post(s.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header(header, value)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        match reason {
+            Some(reason) => {
+                let err = common::res_json(res, status, what).await;
+                common::assert_envelope_for(what, &err, status, reason);
+            }
+            None => assert_eq!(res.status(), status, "{what}"),
+        }
+    }
 }
 
 #[tokio::test]
@@ -627,15 +637,7 @@ async fn a_client_that_opts_in_to_logging_hears_about_its_calls() {
         .request("logging/setLevel", json!({"level": "warning"}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
-    let mut stream = s
-        .client
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", LEGACY)
-        .send()
-        .await
-        .unwrap();
+    let mut stream = session.stream().await;
     assert_eq!(stream.status(), 200);
     let answer = session.request("tools/call", call).await;
     assert!(answer["result"]["structuredContent"].is_object());
@@ -665,33 +667,17 @@ async fn a_client_that_opts_in_to_logging_hears_about_its_calls() {
     assert_eq!(log["params"]["data"]["excluded_count"], 1);
 }
 
-/// The official MCP Python SDK (`mcp` on PyPI, from the venv `.ci/run` creates) in its
+/// The official MCP Python SDK (`mcp` on PyPI, pinned in `.ci/requirements.txt`) in its
 /// `legacy` (initialize handshake) and `auto` (server/discover, 2026-07-28) modes:
 /// `tests/mcp/e2e.py` lists the tools, checks their annotations, calls them and validates
 /// each `structuredContent` against its `outputSchema` with `jsonschema`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_accepts_the_server_in_both_modes() {
-    // `.ci/run` sets NOTEVAULT_REQUIRE_TOOLS: there a missing tool fails the test.
-    let required =
-        std::env::var_os("CI").is_some() || std::env::var_os("NOTEVAULT_REQUIRE_TOOLS").is_some();
-    let Some(python) = std::env::var_os("NOTEVAULT_PYTHON") else {
-        if required {
-            panic!("CI must set NOTEVAULT_PYTHON to a python with the `mcp` SDK installed");
-        }
-        eprintln!("skipped: NOTEVAULT_PYTHON is unset (.ci/run sets it to .venv/bin/python)");
+    // A missing SDK fails the test (common::tools provisions it, or says how to get it),
+    // unless the developer opted out with NOTEVAULT_REQUIRE_TOOLS=0.
+    let Some(python) = common::tools::python(&["mcp.client.client", "jsonschema"]) else {
         return;
     };
-    let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import mcp.client.client, jsonschema"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        if required {
-            panic!("CI must provide the `mcp` SDK in the venv of NOTEVAULT_PYTHON");
-        }
-        eprintln!("skipped: no `mcp` SDK in NOTEVAULT_PYTHON (run .ci/run once to install it)");
-        return;
-    }
     let s = vault_example().await;
     let url = s.url("/mcp");
     let script = common::repo_path("tests/mcp/e2e.py");

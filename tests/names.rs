@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{assert_envelope, git, res_json, TestServer};
+use common::{git, res_json, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -44,58 +44,39 @@ async fn the_api_refuses_every_name_it_must_never_write() {
         "x ",
         long.as_str(),
     ];
-    for (i, slug) in slugs.iter().enumerate() {
-        let res = s
-            .write(
-                Method::POST,
-                "/v1/notes",
-                &format!("bad-{i}"),
-                json!({"slug": slug, "content": "x\n"}),
-            )
-            .await;
-        let body = res_json(res, 400, &format!("create {slug:?}")).await;
-        assert_envelope(&body, 400, "UNSAFE_PATH");
-    }
+    let creates = slugs.iter().map(|slug| {
+        let what = format!("create {slug:?}");
+        (
+            what,
+            Method::POST,
+            "/v1/notes",
+            json!({"slug": slug, "content": "x\n"}),
+        )
+    });
     // Moves, renames and PATCH folder go through the same rule.
-    let moves: [(Method, &str, Value); 6] = [
+    #[rustfmt::skip]
+    let moves = [
+        (Method::POST, "/v1/notes/Welcome:move", json!({"folder": ".GIT"})),
+        (Method::POST, "/v1/notes/Welcome:move", json!({"folder": "git~1"})),
+        (Method::POST, "/v1/notes/Welcome:rename", json!({"name": ".."})),
+        (Method::POST, "/v1/notes/Welcome:rename", json!({"name": "."})),
+        (Method::POST, "/v1/notes/Welcome:rename", json!({"name": "a\u{202E}b"})),
+        (Method::PATCH, "/v1/notes/Welcome?update_mask=folder", json!({"folder": ".Obsidian"})),
+    ]
+    .map(|(method, path, body)| (body.to_string(), method, path, body));
+    let cases: Vec<_> = creates.chain(moves).collect();
+    s.refuse_all(cases.iter().map(|(what, method, path, body)| {
+        let body = Some(body.clone());
         (
-            Method::POST,
-            "/v1/notes/Welcome:move",
-            json!({"folder": ".GIT"}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:move",
-            json!({"folder": "git~1"}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:rename",
-            json!({"name": ".."}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:rename",
-            json!({"name": "."}),
-        ),
-        (
-            Method::POST,
-            "/v1/notes/Welcome:rename",
-            json!({"name": "a\u{202E}b"}),
-        ),
-        (
-            Method::PATCH,
-            "/v1/notes/Welcome?update_mask=folder",
-            json!({"folder": ".Obsidian"}),
-        ),
-    ];
-    for (i, (method, path, body)) in moves.into_iter().enumerate() {
-        let res = s
-            .write(method, path, &format!("move-{i}"), body.clone())
-            .await;
-        let got = res_json(res, 400, &format!("{path} {body}")).await;
-        assert_envelope(&got, 400, "UNSAFE_PATH");
-    }
+            what.as_str(),
+            method.clone(),
+            *path,
+            body,
+            400,
+            "UNSAFE_PATH",
+        )
+    }))
+    .await;
     assert_eq!(
         common::snapshot(&s.vault),
         before,
@@ -121,7 +102,7 @@ async fn history_status(s: &TestServer) -> Value {
 #[tokio::test]
 async fn a_name_git_refuses_never_stops_history() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     // An editor or a sync tool puts files with such names into the folder.
     std::fs::create_dir(s.vault.join(".GIT")).unwrap();
     std::fs::write(s.vault.join(".GIT/x.md"), "# In .GIT\n\nfirst\n").unwrap();
@@ -153,7 +134,7 @@ async fn a_name_git_refuses_never_stops_history() {
         .await;
     let receipt = res_json(res, 201, "create after the bad names").await;
     assert_eq!(receipt["flow_back_error"], Value::Null, "{receipt}");
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "--format=%s"]);
     assert!(log.contains("create after bad names"), "{log}");
     let tree = git(&s.state, &["ls-tree", "-r", "--name-only", "-z", "HEAD"]);
@@ -220,7 +201,7 @@ async fn a_name_git_refuses_never_stops_history() {
         .unwrap()
         .contains("git cannot store"));
     // Still no backlog; git's own check of the repository is clean.
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     assert_eq!(history_status(&s).await["backlog"], 0);
     git(&s.state, &["fsck", "--strict", "--no-dangling"]);
 

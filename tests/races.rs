@@ -111,7 +111,7 @@ async fn an_editor_and_api_edits_never_lose_each_other() {
         applied.len()
     );
     // Every applied edit is a commit in history.
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = common::git(&s.state, &["log", "--format=%B"]);
     for receipt in &applied {
         let v = receipt["version_id"].as_str().unwrap();

@@ -12,61 +12,31 @@ use common::{assert_envelope, res_json, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-async fn send(
-    s: &TestServer,
-    method: Method,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-) -> reqwest::Response {
-    let mut req = s.client.request(method, s.url(path));
-    if let Some(k) = key {
-        req = req.header("Idempotency-Key", k);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    req.send().await.unwrap()
-}
-
-async fn ok(
-    s: &TestServer,
-    method: Method,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-    status: u16,
-) -> Value {
-    let res = send(s, method.clone(), path, key, body).await;
-    res_json(res, status, &format!("{method} {path}")).await
-}
-
-async fn err(
-    s: &TestServer,
-    method: Method,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-    status: u16,
-    reason: &str,
-) -> Value {
-    let res = send(s, method.clone(), path, key, body).await;
-    let b = res_json(res, status, &format!("{method} {path}")).await;
-    assert_envelope(&b, status, reason);
-    b
-}
-
 async fn set_policy(s: &TestServer, policy: &str) {
-    let r = ok(
-        s,
-        Method::PATCH,
-        "/v1/vault/write-settings?update_mask=write_policy",
-        None,
-        Some(json!({"write_policy": policy})),
-        200,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::PATCH,
+            "/v1/vault/write-settings?update_mask=write_policy",
+            None,
+            Some(json!({"write_policy": policy})),
+            200,
+        )
+        .await;
     assert_eq!(r["write_policy"], policy);
+}
+
+/// `POST /v1/writes/{id}:{decision}`, answered 200: the decided write.
+async fn decide(s: &TestServer, id: &str, decision: &str) -> Value {
+    let path = format!("/v1/writes/{id}:{decision}");
+    s.call(Method::POST, &path, None, None, 200).await
+}
+
+/// Set the write budget (applied writes per rolling hour; 0: unlimited).
+async fn set_budget(s: &TestServer, budget: u64) {
+    let path = "/v1/vault/write-settings?update_mask=write_budget";
+    let body = json!({"write_budget": budget});
+    let r = s.call(Method::PATCH, path, None, Some(body), 200).await;
+    assert_eq!(r["write_budget"], budget);
 }
 
 fn read(s: &TestServer, rel: &str) -> String {
@@ -76,67 +46,39 @@ fn read(s: &TestServer, rel: &str) -> String {
 #[tokio::test]
 async fn write_settings_round_trip_and_refuse_bad_input() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let r = ok(&s, Method::GET, "/v1/vault/write-settings", None, None, 200).await;
+    let r = s.get_json("/v1/vault/write-settings", 200).await;
     assert_eq!(r, json!({"write_policy": "auto_apply", "write_budget": 0}));
-    let r = ok(
-        &s,
-        Method::PATCH,
-        "/v1/vault/write-settings?update_mask=write_policy,write_budget",
-        None,
-        Some(json!({"write_policy": "review_destructive", "write_budget": 5})),
-        200,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::PATCH,
+            "/v1/vault/write-settings?update_mask=write_policy,write_budget",
+            None,
+            Some(json!({"write_policy": "review_destructive", "write_budget": 5})),
+            200,
+        )
+        .await;
     assert_eq!(
         r,
         json!({"write_policy": "review_destructive", "write_budget": 5})
     );
-    for mask in ["", "nope", "write_policy,title"] {
-        err(
-            &s,
-            Method::PATCH,
-            &format!("/v1/vault/write-settings?update_mask={mask}"),
-            None,
-            Some(json!({"write_policy": "review"})),
-            400,
-            "INVALID_UPDATE_MASK",
-        )
-        .await;
+    #[rustfmt::skip]
+    let cases = [
+        ("an empty mask", "?update_mask=", json!({"write_policy": "review"}), "INVALID_UPDATE_MASK"),
+        ("an unknown field", "?update_mask=nope", json!({"write_policy": "review"}), "INVALID_UPDATE_MASK"),
+        ("a field of notes", "?update_mask=write_policy,title", json!({"write_policy": "review"}), "INVALID_UPDATE_MASK"),
+        ("no mask", "", json!({"write_policy": "review"}), "INVALID_UPDATE_MASK"),
+        ("a negative budget", "?update_mask=write_budget", json!({"write_budget": -1}), "VALIDATION_FAILED"),
+        ("an unknown policy", "?update_mask=write_policy", json!({"write_policy": "yolo"}), "VALIDATION_FAILED"),
+    ];
+    for (what, query, body, reason) in cases {
+        let path = format!("/v1/vault/write-settings{query}");
+        s.refused(what, Method::PATCH, &path, None, Some(body), 400, reason)
+            .await;
     }
-    err(
-        &s,
-        Method::PATCH,
-        "/v1/vault/write-settings",
-        None,
-        Some(json!({"write_policy": "review"})),
-        400,
-        "INVALID_UPDATE_MASK",
-    )
-    .await;
-    err(
-        &s,
-        Method::PATCH,
-        "/v1/vault/write-settings?update_mask=write_budget",
-        None,
-        Some(json!({"write_budget": -1})),
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    err(
-        &s,
-        Method::PATCH,
-        "/v1/vault/write-settings?update_mask=write_policy",
-        None,
-        Some(json!({"write_policy": "yolo"})),
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
     // Settings persist across a restart.
     let (dir, vault, state) = s.stop().await;
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    let r = ok(&s, Method::GET, "/v1/vault/write-settings", None, None, 200).await;
+    let r = s.get_json("/v1/vault/write-settings", 200).await;
     assert_eq!(
         r,
         json!({"write_policy": "review_destructive", "write_budget": 5})
@@ -152,15 +94,15 @@ async fn review_queues_and_approval_applies_after_a_restart() {
     let line = before.lines().find(|l| l.len() > 5).unwrap().to_string();
     let body =
         json!({"version_id": v, "old_string": line, "new_string": "REVIEWED", "agent_id": "bot"});
-    let r = ok(
-        &s,
-        Method::POST,
-        "/v1/notes/Inbox:edit",
-        Some("q1"),
-        Some(body.clone()),
-        202,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes/Inbox:edit",
+            Some("q1"),
+            Some(body.clone()),
+            202,
+        )
+        .await;
     assert_eq!(r["status"], "queued");
     let id = r["pending_id"].as_str().unwrap().to_string();
     assert_eq!(
@@ -170,8 +112,7 @@ async fn review_queues_and_approval_applies_after_a_restart() {
     );
     // The replay returns the same pending id.
     assert_eq!(
-        ok(
-            &s,
+        s.call(
             Method::POST,
             "/v1/notes/Inbox:edit",
             Some("q1"),
@@ -181,15 +122,7 @@ async fn review_queues_and_approval_applies_after_a_restart() {
         .await,
         r
     );
-    let pending = ok(
-        &s,
-        Method::GET,
-        &format!("/v1/writes/{id}"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let pending = s.get_json(&format!("/v1/writes/{id}"), 200).await;
     for field in [
         "id",
         "kind",
@@ -210,73 +143,35 @@ async fn review_queues_and_approval_applies_after_a_restart() {
         pending["diff"].as_str().unwrap().contains("+REVIEWED"),
         "{pending}"
     );
-    let list = ok(
-        &s,
-        Method::GET,
-        "/v1/writes?status=pending",
-        None,
-        None,
-        200,
-    )
-    .await;
+    let list = s.get_json("/v1/writes?status=pending", 200).await;
     assert_eq!(list["writes"].as_array().unwrap().len(), 1);
 
     // The queue survives a restart.
     let (dir, vault, state) = s.stop().await;
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    let decided = ok(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}:approve"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let decided = decide(&s, &id, "approve").await;
     assert_eq!(decided["status"], "applied");
     assert!(decided["decided_at"].is_string());
     assert_eq!(decided["result"]["status"], "applied");
     assert!(read(&s, "Inbox.md").contains("REVIEWED"));
-    err(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}:approve"),
-        None,
-        None,
-        409,
-        "ALREADY_DECIDED",
-    )
-    .await;
-    err(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}:reject"),
-        None,
-        None,
-        409,
-        "ALREADY_DECIDED",
-    )
-    .await;
-    let applied = ok(
-        &s,
-        Method::GET,
-        "/v1/writes?status=applied",
-        None,
-        None,
-        200,
-    )
-    .await;
+    for decision in ["approve", "reject"] {
+        let path = format!("/v1/writes/{id}:{decision}");
+        s.refused(
+            decision,
+            Method::POST,
+            &path,
+            None,
+            None,
+            409,
+            "ALREADY_DECIDED",
+        )
+        .await;
+    }
+    let applied = s.get_json("/v1/writes?status=applied", 200).await;
     assert_eq!(applied["writes"][0]["id"], id.as_str());
     assert_eq!(
-        ok(
-            &s,
-            Method::GET,
-            "/v1/writes?filter=agent_id%3Dbot%20AND%20kind%3Dedit",
-            None,
-            None,
-            200
-        )
-        .await["total_size"],
+        s.get_json("/v1/writes?filter=agent_id%3Dbot%20AND%20kind%3Dedit", 200)
+            .await["total_size"],
         1
     );
 }
@@ -285,24 +180,19 @@ async fn review_queues_and_approval_applies_after_a_restart() {
 async fn rejection_legacy_forms_and_bad_ids() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     set_policy(&s, "review").await;
-    let r = ok(
-        &s,
-        Method::POST,
-        "/v1/notes",
-        Some("c1"),
-        Some(json!({"slug": "proposal", "content": "x\n"})),
-        202,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("c1"),
+            Some(json!({"slug": "proposal", "content": "x\n"})),
+            202,
+        )
+        .await;
     let id = r["pending_id"].as_str().unwrap().to_string();
-    let res = send(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}/reject"),
-        None,
-        None,
-    )
-    .await;
+    let res = s
+        .send(Method::POST, &format!("/v1/writes/{id}/reject"), None, None)
+        .await;
     assert_eq!(res.headers()["deprecation"], "true");
     assert_eq!(
         res.headers()["link"].to_str().unwrap(),
@@ -310,91 +200,36 @@ async fn rejection_legacy_forms_and_bad_ids() {
     );
     assert_eq!(res_json(res, 200, "reject").await["status"], "rejected");
     assert!(!s.vault.join("proposal.md").exists());
-    err(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}/approve"),
-        None,
-        None,
-        409,
-        "ALREADY_DECIDED",
-    )
-    .await;
-    err(
-        &s,
-        Method::POST,
-        "/v1/writes/not-a-uuid:approve",
-        None,
-        None,
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    err(
-        &s,
-        Method::GET,
-        "/v1/writes/not-a-uuid",
-        None,
-        None,
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    err(
-        &s,
-        Method::POST,
-        "/v1/writes/01a202ab-b1eb-71ad-8075-4bd827459e8f:approve",
-        None,
-        None,
-        404,
-        "PENDING_WRITE_NOT_FOUND",
-    )
-    .await;
-    err(
-        &s,
-        Method::GET,
-        "/v1/writes/01a202ab-b1eb-71ad-8075-4bd827459e8f",
-        None,
-        None,
-        404,
-        "PENDING_WRITE_NOT_FOUND",
-    )
-    .await;
-    err(
-        &s,
-        Method::GET,
-        "/v1/writes?status=maybe",
-        None,
-        None,
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    err(
-        &s,
-        Method::GET,
-        "/v1/writes?filter=bogus%3D1",
-        None,
-        None,
-        400,
-        "INVALID_FILTER",
-    )
-    .await;
+    let unknown = "01a202ab-b1eb-71ad-8075-4bd827459e8f";
+    #[rustfmt::skip]
+    let cases = [
+        ("the legacy approve of a decided write", Method::POST, format!("/v1/writes/{id}/approve"), 409, "ALREADY_DECIDED"),
+        ("approve a bad id", Method::POST, "/v1/writes/not-a-uuid:approve".into(), 400, "VALIDATION_FAILED"),
+        ("get a bad id", Method::GET, "/v1/writes/not-a-uuid".into(), 400, "VALIDATION_FAILED"),
+        ("approve an unknown id", Method::POST, format!("/v1/writes/{unknown}:approve"), 404, "PENDING_WRITE_NOT_FOUND"),
+        ("get an unknown id", Method::GET, format!("/v1/writes/{unknown}"), 404, "PENDING_WRITE_NOT_FOUND"),
+        ("an unknown status", Method::GET, "/v1/writes?status=maybe".into(), 400, "VALIDATION_FAILED"),
+        ("an unknown filter field", Method::GET, "/v1/writes?filter=bogus%3D1".into(), 400, "INVALID_FILTER"),
+    ];
+    for (what, method, path, status, reason) in cases {
+        s.refused(what, method, &path, None, None, status, reason)
+            .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_concurrent_double_approve_has_exactly_one_winner() {
     let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 0).await;
     set_policy(&s, "review").await;
-    let r = ok(
-        &s,
-        Method::POST,
-        "/v1/notes",
-        Some("d1"),
-        Some(json!({"slug": "double", "content": "x\n"})),
-        202,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("d1"),
+            Some(json!({"slug": "double", "content": "x\n"})),
+            202,
+        )
+        .await;
     let id = r["pending_id"].as_str().unwrap().to_string();
     let seq = s.svc.committed_seq();
     let mut tasks = Vec::new();
@@ -432,30 +267,22 @@ async fn an_approval_of_a_note_that_moved_is_decided_with_an_error() {
     let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"].clone();
     let text = read(&s, "Inbox.md");
     let line = text.lines().find(|l| l.len() > 5).unwrap().to_string();
-    let r = ok(
-        &s,
-        Method::POST,
-        "/v1/notes/Inbox:edit",
-        Some("m1"),
-        Some(json!({"version_id": v, "old_string": line, "new_string": "LATE"})),
-        202,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes/Inbox:edit",
+            Some("m1"),
+            Some(json!({"version_id": v, "old_string": line, "new_string": "LATE"})),
+            202,
+        )
+        .await;
     let id = r["pending_id"].as_str().unwrap().to_string();
     std::fs::write(
         s.vault.join("Inbox.md"),
         format!("{text}an editor's line\n"),
     )
     .unwrap();
-    let decided = ok(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}:approve"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let decided = decide(&s, &id, "approve").await;
     assert_eq!(decided["status"], "rejected");
     assert!(
         decided["error"]
@@ -471,8 +298,8 @@ async fn an_approval_of_a_note_that_moved_is_decided_with_an_error() {
 async fn policies_read_only_and_review_destructive_and_the_budget() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     set_policy(&s, "read_only").await;
-    err(
-        &s,
+    s.refused(
+        "a create under read_only",
         Method::POST,
         "/v1/notes",
         Some("r1"),
@@ -483,8 +310,7 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
     .await;
     assert!(!s.vault.join("no.md").exists());
     set_policy(&s, "review_destructive").await;
-    ok(
-        &s,
+    s.call(
         Method::POST,
         "/v1/notes",
         Some("r2"),
@@ -492,31 +318,24 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
         201,
     )
     .await;
-    let r = ok(&s, Method::DELETE, "/v1/notes/yes", Some("r3"), None, 202).await;
+    let r = s
+        .call(Method::DELETE, "/v1/notes/yes", Some("r3"), None, 202)
+        .await;
     assert_eq!(r["status"], "queued");
     assert!(s.vault.join("yes.md").exists());
-    let r = ok(
-        &s,
-        Method::POST,
-        "/v1/notes/yes:rename",
-        Some("r4"),
-        Some(json!({"name": "maybe"})),
-        202,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes/yes:rename",
+            Some("r4"),
+            Some(json!({"name": "maybe"})),
+            202,
+        )
+        .await;
     assert_eq!(r["status"], "queued");
     set_policy(&s, "auto_apply").await;
-    ok(
-        &s,
-        Method::PATCH,
-        "/v1/vault/write-settings?update_mask=write_budget",
-        None,
-        Some(json!({"write_budget": 2})),
-        200,
-    )
-    .await;
-    ok(
-        &s,
+    set_budget(&s, 2).await;
+    s.call(
         Method::POST,
         "/v1/notes",
         Some("b1"),
@@ -524,14 +343,14 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
         201,
     )
     .await;
-    let res = send(
-        &s,
-        Method::POST,
-        "/v1/notes",
-        Some("b2"),
-        Some(json!({"slug": "b2", "content": ""})),
-    )
-    .await;
+    let res = s
+        .send(
+            Method::POST,
+            "/v1/notes",
+            Some("b2"),
+            Some(json!({"slug": "b2", "content": ""})),
+        )
+        .await;
     // Two applied writes in the hour already: r2 and b1.
     let retry: u64 = res.headers()["retry-after"]
         .to_str()
@@ -545,17 +364,8 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
         "WRITE_BUDGET_EXCEEDED",
     );
     assert!(!s.vault.join("b2.md").exists());
-    ok(
-        &s,
-        Method::PATCH,
-        "/v1/vault/write-settings?update_mask=write_budget",
-        None,
-        Some(json!({"write_budget": 0})),
-        200,
-    )
-    .await;
-    ok(
-        &s,
+    set_budget(&s, 0).await;
+    s.call(
         Method::POST,
         "/v1/notes",
         Some("b2"),
@@ -579,18 +389,10 @@ async fn revisions_rollback_and_diffs() {
         } else {
             format!("line {}", i - 1)
         };
-        let r = ok(&s, Method::POST, "/v1/notes/Inbox:edit", Some(&format!("e{i}")), Some(json!({"version_id": version, "old_string": old, "new_string": format!("line {i}"), "agent_id": "writer"})), 200).await;
+        let r = s.call(Method::POST, "/v1/notes/Inbox:edit", Some(&format!("e{i}")), Some(json!({"version_id": version, "old_string": old, "new_string": format!("line {i}"), "agent_id": "writer"})), 200).await;
         version = r["version_id"].as_str().unwrap().to_string();
     }
-    let list = ok(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions",
-        None,
-        None,
-        200,
-    )
-    .await;
+    let list = s.get_json("/v1/notes/Inbox:listRevisions", 200).await;
     assert_eq!(list["slug"], "Inbox");
     assert_eq!(list["current_version_id"], version.as_str());
     let versions = list["versions"].as_array().unwrap();
@@ -605,149 +407,86 @@ async fn revisions_rollback_and_diffs() {
     }
     assert_eq!(versions[0]["prev_version_id"], versions[1]["version_id"]);
     // Paging, legacy names, filter and order.
-    let page = ok(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions?page_size=3",
-        None,
-        None,
-        200,
-    )
-    .await;
+    let page = s
+        .get_json("/v1/notes/Inbox:listRevisions?page_size=3", 200)
+        .await;
     assert_eq!(page["versions"].as_array().unwrap().len(), 3);
     let token = page["next_page_token"].as_str().unwrap();
     assert_eq!(page["next_cursor"], token);
-    let rest = ok(
-        &s,
-        Method::GET,
-        &format!("/v1/notes/Inbox/versions?limit=3&cursor={token}"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let rest = s
+        .get_json(
+            &format!("/v1/notes/Inbox/versions?limit=3&cursor={token}"),
+            200,
+        )
+        .await;
     assert_eq!(rest["versions"].as_array().unwrap().len(), 1);
     assert_eq!(rest["versions"][0]["actor"], "filesystem");
-    let fs = ok(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions?filter=actor%3Dfilesystem",
-        None,
-        None,
-        200,
-    )
-    .await;
+    let fs = s
+        .get_json(
+            "/v1/notes/Inbox:listRevisions?filter=actor%3Dfilesystem",
+            200,
+        )
+        .await;
     assert_eq!(fs["versions"].as_array().unwrap().len(), 1);
-    let asc = ok(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions?order_by=created_at%20asc",
-        None,
-        None,
-        200,
-    )
-    .await;
+    let asc = s
+        .get_json(
+            "/v1/notes/Inbox:listRevisions?order_by=created_at%20asc",
+            200,
+        )
+        .await;
     assert_eq!(asc["versions"][0]["actor"], "filesystem");
-    err(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions?page_size=501",
-        None,
-        None,
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    err(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions?order_by=title",
-        None,
-        None,
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    err(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:listRevisions?filter=title%3Dx",
-        None,
-        None,
-        400,
-        "INVALID_FILTER",
-    )
-    .await;
+    for (path, reason) in [
+        (
+            "/v1/notes/Inbox:listRevisions?page_size=501",
+            "VALIDATION_FAILED",
+        ),
+        (
+            "/v1/notes/Inbox:listRevisions?order_by=title",
+            "VALIDATION_FAILED",
+        ),
+        (
+            "/v1/notes/Inbox:listRevisions?filter=title%3Dx",
+            "INVALID_FILTER",
+        ),
+        ("/v1/notes/Inbox:diff", "VALIDATION_FAILED"),
+    ] {
+        s.get_error(path, 400, reason).await;
+    }
 
     // A diff from the first revision to the current file.
     let first = versions[3]["version_id"].as_str().unwrap();
-    let d = ok(
-        &s,
-        Method::GET,
-        &format!("/v1/notes/Inbox:diff?from={first}"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let d = s
+        .get_json(&format!("/v1/notes/Inbox:diff?from={first}"), 200)
+        .await;
     assert!(d["diff"].as_str().unwrap().contains("+line 2"), "{d}");
     assert_eq!(d["to"], "current");
-    err(
-        &s,
-        Method::GET,
-        "/v1/notes/Inbox:diff",
-        None,
-        None,
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
 
     // Roll back to the first revision: a new revision with the original content.
-    let r = ok(
-        &s,
-        Method::POST,
-        "/v1/notes/Inbox:rollback",
-        Some("rb1"),
-        Some(json!({"revision_id": first, "version_id": version})),
-        200,
-    )
-    .await;
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes/Inbox:rollback",
+            Some("rb1"),
+            Some(json!({"revision_id": first, "version_id": version})),
+            200,
+        )
+        .await;
     assert_eq!(read(&s, "Inbox.md"), original);
     assert_ne!(r["version_id"], first);
-    err(
-        &s,
-        Method::POST,
-        "/v1/notes/Inbox:rollback",
-        Some("rb2"),
-        Some(json!({"revision_id": first, "version_id": version})),
-        409,
-        "VERSION_MOVED",
-    )
-    .await;
-    err(
-        &s,
-        Method::POST,
-        "/v1/notes/Inbox:rollback",
-        Some("rb3"),
-        Some(json!({"revision_id": "01a202ab-b1eb-71ad-8075-4bd827459e8f"})),
-        404,
-        "VERSION_NOT_FOUND",
-    )
-    .await;
     let other = s.get_json("/v1/notes/Welcome?limit=1", 200).await["version_id"]
         .as_str()
         .unwrap()
         .to_string();
-    err(
-        &s,
-        Method::POST,
-        "/v1/notes/Inbox:rollback",
-        Some("rb4"),
-        Some(json!({"revision_id": other})),
-        404,
-        "VERSION_NOT_FOUND",
-    )
+    #[rustfmt::skip]
+    let cases = [
+        ("the version before the rollback", json!({"revision_id": first, "version_id": version}), 409, "VERSION_MOVED"),
+        ("an unknown revision", json!({"revision_id": "01a202ab-b1eb-71ad-8075-4bd827459e8f"}), 404, "VERSION_NOT_FOUND"),
+        ("a revision of another note", json!({"revision_id": other}), 404, "VERSION_NOT_FOUND"),
+    ];
+    let path = "/v1/notes/Inbox:rollback";
+    s.refuse_all(cases.map(|(what, body, status, reason)| {
+        (what, Method::POST, path, Some(body), status, reason)
+    }))
     .await;
 
     // A deleted note comes back with its note_id.
@@ -756,38 +495,25 @@ async fn revisions_rollback_and_diffs() {
         .unwrap()
         .to_string();
     let welcome = read(&s, "Welcome.md");
-    ok(
-        &s,
-        Method::DELETE,
-        "/v1/notes/Welcome",
-        Some("del"),
-        None,
-        200,
-    )
-    .await;
-    let gone = ok(
-        &s,
-        Method::GET,
-        &format!("/v1/notes/{id}:listRevisions"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    s.call(Method::DELETE, "/v1/notes/Welcome", Some("del"), None, 200)
+        .await;
+    let gone = s
+        .get_json(&format!("/v1/notes/{id}:listRevisions"), 200)
+        .await;
     assert_eq!(gone["current_version_id"], Value::Null);
     assert_eq!(gone["versions"][0]["kind"], "delete");
-    let restored = ok(
-        &s,
-        Method::POST,
-        "/v1/notes/Welcome:rollback",
-        Some("rb5"),
-        Some(json!({"revision_id": other})),
-        201,
-    )
-    .await;
+    let restored = s
+        .call(
+            Method::POST,
+            "/v1/notes/Welcome:rollback",
+            Some("rb5"),
+            Some(json!({"revision_id": other})),
+            201,
+        )
+        .await;
     assert_eq!(restored["note_id"], id.as_str());
     assert_eq!(read(&s, "Welcome.md"), welcome);
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
 }
 
 /// An approved write is an applied write: it spends the write budget like a direct one,
@@ -796,8 +522,7 @@ async fn revisions_rollback_and_diffs() {
 #[tokio::test]
 async fn an_approved_write_counts_against_the_budget() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    ok(
-        &s,
+    s.call(
         Method::PATCH,
         "/v1/vault/write-settings?update_mask=write_policy,write_budget",
         None,
@@ -807,37 +532,29 @@ async fn an_approved_write_counts_against_the_budget() {
     .await;
     let mut ids = Vec::new();
     for i in 0..2 {
-        let r = ok(
-            &s,
-            Method::POST,
-            "/v1/notes",
-            Some(&format!("q{i}")),
-            Some(json!({"slug": format!("queued {i}"), "content": "x\n"})),
-            202,
-        )
-        .await;
+        let r = s
+            .call(
+                Method::POST,
+                "/v1/notes",
+                Some(&format!("q{i}")),
+                Some(json!({"slug": format!("queued {i}"), "content": "x\n"})),
+                202,
+            )
+            .await;
         ids.push(r["pending_id"].as_str().unwrap().to_string());
     }
-    let first = ok(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{}:approve", ids[0]),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let first = decide(&s, &ids[0], "approve").await;
     assert_eq!(first["status"], "applied", "{first}");
     assert!(s.vault.join("queued 0.md").exists());
     // The one applied write of the hour was the approval: the next one is refused.
-    let res = send(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{}:approve", ids[1]),
-        None,
-        None,
-    )
-    .await;
+    let res = s
+        .send(
+            Method::POST,
+            &format!("/v1/writes/{}:approve", ids[1]),
+            None,
+            None,
+        )
+        .await;
     assert!(res.headers().contains_key("retry-after"));
     assert_envelope(
         &res_json(res, 429, "approve past the budget").await,
@@ -875,26 +592,20 @@ async fn a_pending_write_queued_by_an_older_version_is_approved_after_the_upgrad
         .unwrap();
     }
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    let pending = ok(
-        &s,
-        Method::GET,
-        &format!("/v1/writes/{id}"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let pending = s
+        .call(Method::GET, &format!("/v1/writes/{id}"), None, None, 200)
+        .await;
     assert_eq!(pending["payload"]["op"]["op"], "create", "{pending}");
     assert_eq!(pending["payload"]["agent_id"], "old", "{pending}");
-    let decided = ok(
-        &s,
-        Method::POST,
-        &format!("/v1/writes/{id}:approve"),
-        None,
-        None,
-        200,
-    )
-    .await;
+    let decided = s
+        .call(
+            Method::POST,
+            &format!("/v1/writes/{id}:approve"),
+            None,
+            None,
+            200,
+        )
+        .await;
     assert_eq!(decided["status"], "applied", "{decided}");
     assert_eq!(decided["result"]["status"], "applied", "{decided}");
     assert_eq!(decided["result"]["slug"], "legacy/queued", "{decided}");

@@ -9,9 +9,10 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::TestServer;
+use reqwest::Method;
 use serde_json::{json, Value};
 
 fn write(vault: &Path, rel: &str, text: &str) {
@@ -87,15 +88,11 @@ fn slugs(body: &Value) -> Vec<String> {
 
 /// Wait until the index has caught up with every change recorded so far.
 async fn settled(s: &TestServer) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    common::eventually_within(Duration::from_secs(20), "the index catches up", || async {
         let st = s.get_json("/v1/index-status", 200).await;
-        if st["indexed_seq"] == st["committed_seq"] && st["search_index"]["not_yet_indexed"] == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the index never caught up: {st}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        st["indexed_seq"] == st["committed_seq"] && st["search_index"]["not_yet_indexed"] == 0
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -248,69 +245,41 @@ async fn filters_orders_and_pages() {
 #[tokio::test]
 async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
     let s = start().await;
-    let post = |slug: &str, content: &str, key: &str| {
-        s.client
-            .post(s.url("/v1/notes"))
-            .header("Idempotency-Key", key)
-            .json(&json!({"slug": slug, "content": content, "agent_id": "t"}))
-            .send()
-    };
-    let res = post("inbox/new", "# New\nflibbertigibbet\n", "k1")
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
-        .as_i64()
-        .unwrap();
-    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
-    assert_eq!(slugs(&body), ["inbox/new"]);
-    assert!(body["coverage"]["indexed_seq"].as_i64().unwrap() >= seq);
-    // Rename: found under the new slug, not the old.
-    let res = s
-        .client
-        .post(s.url("/v1/notes/inbox%2Fnew:rename"))
-        .header("Idempotency-Key", "k2")
-        .json(&json!({"name": "renamed"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
-        .as_i64()
-        .unwrap();
-    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
-    assert_eq!(slugs(&body), ["inbox/renamed"]);
-    // Delete: gone.
-    let res = s
-        .client
-        .delete(s.url("/v1/notes/inbox%2Frenamed"))
-        .header("Idempotency-Key", "k3")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let seq = res.json::<Value>().await.unwrap()["committed_seq"]
-        .as_i64()
-        .unwrap();
-    let body = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
-    assert!(slugs(&body).is_empty());
+    // Each write, then a search with its receipt's committed_seq: the index has it.
+    let create =
+        json!({"slug": "inbox/new", "content": "# New\nflibbertigibbet\n", "agent_id": "t"});
+    let rename = json!({"name": "renamed"});
+    #[rustfmt::skip]
+    let writes = [
+        (Method::POST, "/v1/notes", Some(create), 201, vec!["inbox/new"]),
+        // Rename: found under the new slug, not the old.
+        (Method::POST, "/v1/notes/inbox%2Fnew:rename", Some(rename), 200, vec!["inbox/renamed"]),
+        // Delete: gone.
+        (Method::DELETE, "/v1/notes/inbox%2Frenamed", None, 200, vec![]),
+    ];
+    for (i, (method, path, body, status, want)) in writes.into_iter().enumerate() {
+        let key = format!("k{}", i + 1);
+        let receipt = s.call(method, path, Some(&key), body, status).await;
+        let seq = receipt["committed_seq"].as_i64().unwrap();
+        let found = search(&s, "flibbertigibbet", &format!("&min_seq={seq}")).await;
+        assert_eq!(slugs(&found), want, "{path}");
+        assert!(
+            found["coverage"]["indexed_seq"].as_i64().unwrap() >= seq,
+            "{path}"
+        );
+    }
     // An editor's change on disk reaches the index through the watcher.
     write(
         &s.vault,
         "fox-b.md",
         "Nothing about animals; only quasar.\n",
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if slugs(&search(&s, "quasar", "").await) == ["fox-b"] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the external edit never became searchable"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    common::eventually_within(
+        Duration::from_secs(20),
+        "the external edit becomes searchable",
+        || async { slugs(&search(&s, "quasar", "").await) == ["fox-b"] },
+    )
+    .await;
     settled(&s).await;
     assert_eq!(
         slugs(&search(&s, "\"quick is the fox\"", "").await),
@@ -320,18 +289,11 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
     let before = s.get_json("/v1/index-status", 200).await["search_index"]["commits"]
         .as_u64()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    common::eventually("the overlay goes to disk", || async {
         let st = s.get_json("/v1/index-status", 200).await;
-        if st["search_index"]["commits"].as_u64().unwrap() > before {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the overlay never went to disk: {st}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        st["search_index"]["commits"].as_u64().unwrap() > before
+    })
+    .await;
     assert_eq!(slugs(&search(&s, "quasar", "").await), ["fox-b"]);
     assert!(slugs(&search(&s, "flibbertigibbet", "").await).is_empty());
     assert_eq!(slugs(&search(&s, "lazy", "").await), ["fox-a"]);
@@ -367,60 +329,95 @@ async fn coverage_counts_match_the_folder() {
     assert_eq!(cov["excluded_by_reason"]["private"], 0);
 }
 
+/// One start of the daemon on the state of the one before: what happens to its files
+/// while it is stopped, then what the index status and a few searches answer.
+struct Start {
+    name: &'static str,
+    meanwhile: fn(vault: &Path, state: &Path),
+    /// `search_index.rebuilt` names this reason (`None`: the index was reused).
+    rebuilt: Option<&'static str>,
+    /// Counters of `search_index` and their values.
+    counts: &'static [(&'static str, u64)],
+    /// Queries and the slugs they find.
+    finds: &'static [(&'static str, &'static [&'static str])],
+}
+
+const STARTS: &[Start] = &[
+    Start {
+        name: "the first start builds the index",
+        meanwhile: |_, _| {},
+        rebuilt: Some("no index yet"),
+        counts: &[("synced_notes", 9)],
+        finds: &[],
+    },
+    Start {
+        name: "a plain restart reuses it and syncs only the note edited while stopped",
+        meanwhile: |vault, _| write(vault, "fox-a.md", "The slow red fox.\n"),
+        rebuilt: None,
+        counts: &[("synced_notes", 1)],
+        finds: &[("slow red", &["fox-a"]), ("lazy", &[])],
+    },
+    Start {
+        name: "a corrupt index is rebuilt",
+        meanwhile: |_, state| std::fs::write(state.join("index/meta.json"), "{ not json").unwrap(),
+        rebuilt: Some("corrupt"),
+        counts: &[],
+        finds: &[("slow red", &["fox-a"])],
+    },
+    Start {
+        name: "an index of an older schema version is rebuilt",
+        meanwhile: |_, state| {
+            std::fs::write(state.join("index/notevault-schema-version"), "0").unwrap()
+        },
+        rebuilt: Some("schema version 0"),
+        counts: &[("documents", 9)],
+        finds: &[],
+    },
+    Start {
+        name: "a missing index is rebuilt",
+        meanwhile: |_, state| std::fs::remove_dir_all(state.join("index")).unwrap(),
+        rebuilt: Some("no index yet"),
+        counts: &[],
+        finds: &[("turbine", &["projects/wind"])],
+    },
+];
+
 #[tokio::test]
 async fn the_index_is_reused_synced_and_rebuilt_when_broken() {
-    let s = start().await;
-    settled(&s).await;
-    let st = s.get_json("/v1/index-status", 200).await;
-    assert_eq!(st["search_index"]["rebuilt"], "no index yet");
-    assert_eq!(st["search_index"]["synced_notes"], 9);
-    let (dir, vault, state) = s.stop().await;
-    // A plain restart reuses it: nothing to index.
-    write(&vault, "fox-a.md", "The slow red fox.\n");
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    settled(&s).await;
-    let st = s.get_json("/v1/index-status", 200).await;
-    assert_eq!(st["search_index"]["rebuilt"], Value::Null, "{st}");
-    assert_eq!(
-        st["search_index"]["synced_notes"], 1,
-        "only the note edited while stopped"
-    );
-    assert_eq!(slugs(&search(&s, "slow red", "").await), ["fox-a"]);
-    assert!(slugs(&search(&s, "lazy", "").await).is_empty());
-    let (dir, vault, state) = s.stop().await;
-    // Corrupt: rebuilt.
-    std::fs::write(state.join("index/meta.json"), "{ not json").unwrap();
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    settled(&s).await;
-    let st = s.get_json("/v1/index-status", 200).await;
-    assert!(
-        st["search_index"]["rebuilt"]
-            .as_str()
-            .unwrap()
-            .contains("corrupt"),
-        "{st}"
-    );
-    assert_eq!(slugs(&search(&s, "slow red", "").await), ["fox-a"]);
-    let (dir, vault, state) = s.stop().await;
-    // An older schema version: rebuilt.
-    std::fs::write(state.join("index/notevault-schema-version"), "0").unwrap();
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    settled(&s).await;
-    let st = s.get_json("/v1/index-status", 200).await;
-    assert!(
-        st["search_index"]["rebuilt"]
-            .as_str()
-            .unwrap()
-            .contains("schema version 0"),
-        "{st}"
-    );
-    assert_eq!(st["search_index"]["documents"], 9);
-    let (dir, vault, state) = s.stop().await;
-    // Missing: rebuilt.
-    std::fs::remove_dir_all(state.join("index")).unwrap();
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
-    settled(&s).await;
-    assert_eq!(slugs(&search(&s, "turbine", "").await), ["projects/wind"]);
+    let (dir, vault, state) = common::temp_vault(None);
+    corpus(&vault);
+    let mut folders = Some((dir, vault, state));
+    let mut running: Option<TestServer> = None;
+    for start in STARTS {
+        let (dir, vault, state) = match running.take() {
+            Some(s) => s.stop().await,
+            None => folders.take().unwrap(),
+        };
+        (start.meanwhile)(&vault, &state);
+        let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
+        settled(&s).await;
+        let name = start.name;
+        let status = s.get_json("/v1/index-status", 200).await;
+        let st = &status["search_index"];
+        match start.rebuilt {
+            None => assert_eq!(st["rebuilt"], Value::Null, "{name}: {st}"),
+            Some(why) => assert!(
+                st["rebuilt"].as_str().is_some_and(|r| r.contains(why)),
+                "{name}: {st}"
+            ),
+        }
+        for (counter, value) in start.counts {
+            assert_eq!(st[counter], *value, "{name}: {counter} in {st}");
+        }
+        for (query, want) in start.finds {
+            assert_eq!(
+                slugs(&search(&s, query, "").await),
+                *want,
+                "{name}: {query}"
+            );
+        }
+        running = Some(s);
+    }
 }
 
 #[tokio::test]
@@ -451,33 +448,29 @@ async fn bad_queries_and_parameters_are_clear_errors() {
         ("/v1/search?q=a&bogus=1".to_string(), "bogus"),
     ] {
         let e = s.get_error(&path, 400, "VALIDATION_FAILED").await;
-        let bad = e["details"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
-            .unwrap_or_else(|| panic!("{path}: {e}"));
-        assert_eq!(bad["fieldViolations"][0]["field"], field, "{path}: {e}");
+        assert_eq!(common::violated_field(&e), field, "{path}: {e}");
     }
     // The query's own mistakes say where they are.
-    let e = s
-        .get_error("/v1/search?q=idea%20%22open", 400, "VALIDATION_FAILED")
-        .await;
-    assert!(e["message"].as_str().unwrap().contains("position 5"), "{e}");
-    let e = s
-        .get_error(
-            &format!("/v1/search?q=a&filter={}", enc("tags:x AND (")),
-            400,
+    for (path, reason, says) in [
+        (
+            "/v1/search?q=idea%20%22open".to_string(),
+            "VALIDATION_FAILED",
+            "position 5",
+        ),
+        (
+            format!("/v1/search?q=a&filter={}", enc("tags:x AND (")),
             "INVALID_FILTER",
-        )
-        .await;
-    assert!(e["message"].as_str().unwrap().contains("position"), "{e}");
-    s.get_error(
-        &format!("/v1/search?q=a&filter={}", enc("colour = red")),
-        400,
-        "INVALID_FILTER",
-    )
-    .await;
+            "position",
+        ),
+        (
+            format!("/v1/search?q=a&filter={}", enc("colour = red")),
+            "INVALID_FILTER",
+            "",
+        ),
+    ] {
+        let e = s.get_error(&path, 400, reason).await;
+        assert!(e["message"].as_str().unwrap().contains(says), "{path}: {e}");
+    }
     // A token of another query, or a tampered one, is refused.
     settled(&s).await;
     let body = search(&s, "the", "&page_size=1").await;

@@ -10,10 +10,9 @@ mod common;
 
 use common::eventually;
 
-use std::time::Duration;
-
 use common::TestServer;
-use serde_json::Value;
+use reqwest::Method;
+use serde_json::{json, Value};
 
 /// The listing, without reading any note (reads would take changes in themselves).
 async fn listing(s: &TestServer) -> Vec<Value> {
@@ -88,7 +87,7 @@ async fn every_editor_save_pattern_is_one_modification() {
     let revs = s.get_json("/v1/notes/Inbox:listRevisions", 200).await;
     assert!(revs["versions"].as_array().unwrap().len() >= 3);
     assert_eq!(revs["versions"][0]["actor"], "filesystem");
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = common::git(&s.state, &["log", "--format=%s"]);
     assert!(log.contains("Record external edits"), "{log}");
     let blob = common::git(&s.state, &["show", "HEAD:Inbox.md"]);
@@ -190,24 +189,46 @@ async fn a_burst_of_new_and_edited_files_misses_nothing() {
     .await;
 }
 
+/// The watcher's part of `GET /v1/index-status`, once the watch is up (it is set up
+/// beside serving, after the start-up scan).
+async fn watcher(s: &TestServer) -> Value {
+    eventually("the watch is set up", || async {
+        s.get_json("/v1/index-status", 200).await["watcher"]["state"] == "watching"
+    })
+    .await;
+    s.get_json("/v1/index-status", 200).await["watcher"].clone()
+}
+
+/// Wait until the watcher has processed every file event made so far: it counted a batch
+/// past `before` (the value of `watcher.batches` read before the events), and an editor's
+/// save made now, of a new note `slug`, has been recorded. inotify hands the watcher its
+/// events in order, so by then every earlier event has been taken in too, even when a
+/// write's events (a temp file, its fsync, the rename) reached two batches.
+async fn watcher_caught_up(s: &TestServer, before: &Value, slug: &str) {
+    let before = before["batches"].as_u64().unwrap();
+    std::fs::write(s.vault.join(format!("{slug}.md")), "# Marker\n").unwrap();
+    eventually("the watcher takes in the events and the marker", || async {
+        let batches = s.get_json("/v1/index-status", 200).await["watcher"]["batches"]
+            .as_u64()
+            .unwrap();
+        batches > before && handle(s, slug).await.is_some()
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_writes_are_not_taken_back_in_as_external_edits() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let res = s
-        .client
-        .post(s.url("/v1/notes"))
-        .header("Idempotency-Key", "w1")
-        .json(&serde_json::json!({"slug": "mine", "content": "x\n"}))
-        .send()
-        .await
-        .unwrap();
+    let before = watcher(&s).await;
+    let body = json!({"slug": "mine", "content": "x\n"});
+    let res = s.write(Method::POST, "/v1/notes", "w1", body).await;
     assert_eq!(res.status(), 201);
     let seq = s.svc.committed_seq();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watcher_caught_up(&s, &before, "marker").await;
     assert_eq!(
         s.svc.committed_seq(),
-        seq,
-        "the watcher saw its own write and recorded nothing"
+        seq + 1,
+        "the watcher saw its own write and recorded nothing (only the marker)"
     );
     let revs = s.get_json("/v1/notes/mine:listRevisions", 200).await;
     assert_eq!(revs["versions"].as_array().unwrap().len(), 1);
@@ -316,33 +337,29 @@ async fn the_link_graph_follows_the_folder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_api_edits_are_never_undone_by_the_watcher() {
     let s = TestServer::start(None, |c| c.rate_limit_write_per_minute = 0).await;
-    let res = s
-        .client
-        .post(s.url("/v1/notes"))
-        .header("Idempotency-Key", "c")
-        .json(&serde_json::json!({"slug": "counter", "content": "counter 0\n"}))
-        .send()
-        .await
-        .unwrap();
+    let before = watcher(&s).await;
+    let body = json!({"slug": "counter", "content": "counter 0\n"});
+    let res = s.write(Method::POST, "/v1/notes", "c", body).await;
     let mut version = res.json::<Value>().await.unwrap()["version_id"]
         .as_str()
         .unwrap()
         .to_string();
     for i in 1..300 {
+        let body = json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")});
         let res = s
-            .client
-            .post(s.url("/v1/notes/counter:edit"))
-            .header("Idempotency-Key", format!("e{i}"))
-            .json(&serde_json::json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")}))
-            .send()
-            .await
-            .unwrap();
+            .write(
+                Method::POST,
+                "/v1/notes/counter:edit",
+                &format!("e{i}"),
+                body,
+            )
+            .await;
         let status = res.status().as_u16();
         let body: Value = res.json().await.unwrap();
         assert_eq!(status, 200, "edit {i}: {body}");
         version = body["version_id"].as_str().unwrap().to_string();
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watcher_caught_up(&s, &before, "marker").await;
     let note = s.get_json("/v1/notes/counter", 200).await;
     assert_eq!(
         note["version_id"],

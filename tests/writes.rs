@@ -8,58 +8,8 @@
 
 mod common;
 
-use common::{assert_envelope, git, res_json, TestServer};
+use common::{assert_envelope, assert_envelope_for, git, res_json, TestServer};
 use serde_json::{json, Value};
-
-struct W<'a> {
-    s: &'a TestServer,
-}
-
-impl W<'_> {
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-    ) -> reqwest::Response {
-        let mut req = self.s.client.request(method, self.s.url(path));
-        if let Some(k) = key {
-            req = req.header("Idempotency-Key", k);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        req.send().await.unwrap()
-    }
-
-    async fn ok(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        key: &str,
-        body: Option<Value>,
-        status: u16,
-    ) -> Value {
-        let res = self.send(method.clone(), path, Some(key), body).await;
-        res_json(res, status, &format!("{method} {path}")).await
-    }
-
-    async fn err(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-        status: u16,
-        reason: &str,
-    ) -> Value {
-        let res = self.send(method.clone(), path, key, body).await;
-        let body = res_json(res, status, &format!("{method} {path}")).await;
-        assert_envelope(&body, status, reason);
-        body
-    }
-}
 
 use reqwest::Method;
 
@@ -90,13 +40,12 @@ fn assert_receipt(r: &Value) {
 #[tokio::test]
 async fn create_then_replay_then_reuse() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
     let body = json!({"slug": "projects/new-idea", "content": "# New idea\n\nBody.\n", "tags": ["idea", "draft"], "agent_id": "claude"});
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::POST,
             "/v1/notes",
-            "k-create-1",
+            Some("k-create-1"),
             Some(body.clone()),
             201,
         )
@@ -114,7 +63,7 @@ async fn create_then_replay_then_reuse() {
     assert_eq!(seq, s.svc.committed_seq());
 
     // The same key and body replays byte for byte, and writes nothing.
-    let again = w
+    let again = s
         .send(
             Method::POST,
             "/v1/notes",
@@ -127,7 +76,8 @@ async fn create_then_replay_then_reuse() {
     assert_eq!(s.svc.committed_seq(), seq);
     // The same key with another body is refused.
     let other = json!({"slug": "projects/other", "content": "x"});
-    w.err(
+    s.refused(
+        "the key of another request",
         Method::POST,
         "/v1/notes",
         Some("k-create-1"),
@@ -137,7 +87,8 @@ async fn create_then_replay_then_reuse() {
     )
     .await;
     // A second create of the same path collides.
-    w.err(
+    s.refused(
+        "a second create of the path",
         Method::POST,
         "/v1/notes",
         Some("k-create-2"),
@@ -148,7 +99,7 @@ async fn create_then_replay_then_reuse() {
     .await;
 
     // History has the commit, with the actor and the version in its trailers.
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "-1", "--format=%B"]);
     assert!(log.contains("Notevault-Actor: agent:claude"), "{log}");
     assert!(log.contains(&format!(
@@ -161,58 +112,39 @@ async fn create_then_replay_then_reuse() {
 #[tokio::test]
 async fn create_by_title_and_folder_and_the_folder_depth_rule() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::POST,
             "/v1/notes",
-            "t1",
+            Some("t1"),
             Some(json!({"title": "Ideas: big & small", "folder": "inbox", "content": "hi\n"})),
             201,
         )
         .await;
     assert_eq!(r["slug"], "inbox/Ideas- big & small");
     assert_eq!(r["note"]["title"], "Ideas: big & small");
-    w.err(
-        Method::POST,
-        "/v1/notes",
-        Some("t2"),
-        Some(json!({"slug": "a/b/c", "content": ""})),
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    w.err(
-        Method::POST,
-        "/v1/notes",
-        Some("t3"),
-        Some(json!({"slug": "../escape", "content": ""})),
-        400,
-        "UNSAFE_PATH",
-    )
-    .await;
-    w.err(
-        Method::POST,
-        "/v1/notes",
-        Some("t4"),
-        Some(json!({"slug": ".git/x", "content": ""})),
-        400,
-        "UNSAFE_PATH",
-    )
-    .await;
+    #[rustfmt::skip]
+    let cases = [
+        ("a/b/c", 400, "VALIDATION_FAILED"),
+        ("../escape", 400, "UNSAFE_PATH"),
+        (".git/x", 400, "UNSAFE_PATH"),
+    ]
+    .map(|(slug, status, reason)| {
+        let body = json!({"slug": slug, "content": ""});
+        (slug, Method::POST, "/v1/notes", Some(body), status, reason)
+    });
+    s.refuse_all(cases).await;
     assert!(!s.vault.join("a").exists());
 }
 
 #[tokio::test]
 async fn edit_exactly_per_the_spec() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
     let before = read(&s, "Inbox.md");
     let note = s.get_json("/v1/notes/Inbox?limit=1", 200).await;
     let v = note["version_id"].as_str().unwrap();
     let first_line = before.lines().find(|l| l.len() > 5).unwrap().to_string();
-    let r = w
-        .ok(Method::POST, "/v1/notes/Inbox:edit", "e1", Some(json!({"version_id": v, "old_string": first_line, "new_string": "EDITED", "agent_id": "a"})), 200)
+    let r = s.call(Method::POST, "/v1/notes/Inbox:edit", Some("e1"), Some(json!({"version_id": v, "old_string": first_line, "new_string": "EDITED", "agent_id": "a"})), 200)
         .await;
     assert_receipt(&r);
     assert_eq!(
@@ -226,51 +158,30 @@ async fn edit_exactly_per_the_spec() {
         before.replacen(&first_line, "EDITED", 1)
     );
     // The old version is stale now.
-    w.err(
-        Method::POST,
-        "/v1/notes/Inbox:edit",
-        Some("e2"),
-        Some(json!({"version_id": v, "old_string": "EDITED", "new_string": "x"})),
-        409,
-        "VERSION_MOVED",
-    )
-    .await;
     let v2 = r["version_id"].as_str().unwrap();
-    w.err(
-        Method::POST,
-        "/v1/notes/Inbox:edit",
-        Some("e3"),
-        Some(json!({"version_id": v2, "old_string": "not in the note at all", "new_string": "x"})),
-        422,
-        "EDIT_MATCH_NOT_FOUND",
-    )
-    .await;
-    let amb = w
-        .err(
-            Method::POST,
-            "/v1/notes/Inbox:edit",
-            Some("e4"),
-            Some(json!({"version_id": v2, "old_string": "\n", "new_string": "x"})),
-            422,
-            "EDIT_AMBIGUOUS",
-        )
-        .await;
-    let info = amb["details"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo"))
-        .unwrap();
+    let edit = |v: &str, old: &str| {
+        let body = json!({"version_id": v, "old_string": old, "new_string": "x"});
+        (Method::POST, "/v1/notes/Inbox:edit", Some(body))
+    };
+    #[rustfmt::skip]
+    let cases = [
+        ("the old version", edit(v, "EDITED"), 409, "VERSION_MOVED"),
+        ("text not in the note", edit(v2, "not in the note at all"), 422, "EDIT_MATCH_NOT_FOUND"),
+        ("text found twice", edit(v2, "\n"), 422, "EDIT_AMBIGUOUS"),
+    ]
+    .map(|(what, (method, path, body), status, reason)| (what, method, path, body, status, reason));
+    let answers = s.refuse_all(cases).await;
+    let info = common::detail(&answers[2], "ErrorInfo");
     assert!(info["metadata"]["candidate_lines"]
         .as_str()
         .unwrap()
         .starts_with("1,2"));
     // Identical replacement: unchanged, no new version.
-    let same = w
-        .ok(
+    let same = s
+        .call(
             Method::POST,
             "/v1/notes/Inbox:edit",
-            "e5",
+            Some("e5"),
             Some(json!({"version_id": v2, "old_string": "EDITED", "new_string": "EDITED"})),
             200,
         )
@@ -278,7 +189,7 @@ async fn edit_exactly_per_the_spec() {
     assert_eq!(same["unchanged"], true);
     assert_eq!(same["version_id"], v2);
     // The legacy slash form works the same and says it is deprecated.
-    let res = w
+    let res = s
         .send(
             Method::POST,
             "/v1/notes/Inbox/edit",
@@ -297,117 +208,74 @@ async fn edit_exactly_per_the_spec() {
 #[tokio::test]
 async fn edit_bad_input_names_the_field() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
     let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"]
         .as_str()
         .unwrap()
         .to_string();
     let long = "x".repeat(100_001);
-    for (body, field) in [
-        (
-            json!({"version_id": "not-a-uuid", "old_string": "a", "new_string": "b"}),
-            "version_id",
-        ),
-        (
-            json!({"version_id": "01234567-89ab-0def-8123-456789abcdef", "old_string": "a", "new_string": "b"}),
-            "version_id",
-        ),
-        (json!({"old_string": "a", "new_string": "b"}), "version_id"),
-        (
-            json!({"version_id": v, "old_string": "", "new_string": "b"}),
-            "old_string",
-        ),
-        (
-            json!({"version_id": v, "old_string": long, "new_string": "b"}),
-            "old_string",
-        ),
-        (
-            json!({"version_id": v, "old_string": "a", "new_string": long}),
-            "new_string",
-        ),
-        (
-            json!({"version_id": v, "old_string": "a", "new_string": 5}),
-            "new_string",
-        ),
-        (
-            json!({"version_id": v, "old_string": "a", "new_string": "b", "extra": 1}),
-            "extra",
-        ),
-        (
-            json!({"version_id": v, "old_string": "a", "new_string": "b", "agent_id": ""}),
-            "agent_id",
-        ),
-        (
-            json!({"version_id": v, "old_string": "a", "new_string": "b", "agent_id": "x".repeat(101)}),
-            "agent_id",
-        ),
-    ] {
-        let e = w
-            .err(
+    // (case, body, the field the violation names)
+    #[rustfmt::skip]
+    let cases = [
+        ("a version not a UUID", json!({"version_id": "not-a-uuid", "old_string": "a", "new_string": "b"}), "version_id"),
+        ("a UUID of version 0", json!({"version_id": "01234567-89ab-0def-8123-456789abcdef", "old_string": "a", "new_string": "b"}), "version_id"),
+        ("no version", json!({"old_string": "a", "new_string": "b"}), "version_id"),
+        ("an empty old_string", json!({"version_id": v, "old_string": "", "new_string": "b"}), "old_string"),
+        ("a long old_string", json!({"version_id": v, "old_string": long, "new_string": "b"}), "old_string"),
+        ("a long new_string", json!({"version_id": v, "old_string": "a", "new_string": long}), "new_string"),
+        ("a number for new_string", json!({"version_id": v, "old_string": "a", "new_string": 5}), "new_string"),
+        ("an unknown field", json!({"version_id": v, "old_string": "a", "new_string": "b", "extra": 1}), "extra"),
+        ("an empty agent_id", json!({"version_id": v, "old_string": "a", "new_string": "b", "agent_id": ""}), "agent_id"),
+        ("a long agent_id", json!({"version_id": v, "old_string": "a", "new_string": "b", "agent_id": "x".repeat(101)}), "agent_id"),
+    ];
+    let fields = cases.clone().map(|(what, _, field)| (what, field));
+    let path = "/v1/notes/Inbox:edit";
+    let answers = s
+        .refuse_all(cases.map(|(what, body, _)| {
+            (
+                what,
                 Method::POST,
-                "/v1/notes/Inbox:edit",
-                Some("bad"),
-                Some(body.clone()),
+                path,
+                Some(body),
                 400,
                 "VALIDATION_FAILED",
             )
-            .await;
-        let fv = e["details"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["@type"].as_str().unwrap().ends_with("BadRequest"))
-            .unwrap();
-        assert_eq!(fv["fieldViolations"][0]["field"], field, "{body}: {e}");
+        }))
+        .await;
+    for ((what, field), e) in fields.iter().zip(&answers) {
+        assert_eq!(common::violated_field(e), field, "{what}: {e}");
     }
     // Malformed JSON and a wrong content type.
-    let res = s
-        .client
-        .post(s.url("/v1/notes/Inbox:edit"))
-        .header("Idempotency-Key", "m")
-        .header("content-type", "application/json")
-        .body("{nope")
-        .send()
-        .await
-        .unwrap();
-    assert_envelope(
-        &res_json(res, 400, "malformed").await,
-        400,
-        "VALIDATION_FAILED",
-    );
-    let res = s
-        .client
-        .post(s.url("/v1/notes/Inbox:edit"))
-        .header("Idempotency-Key", "m")
-        .header("content-type", "text/plain")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_envelope(
-        &res_json(res, 400, "content type").await,
-        400,
-        "VALIDATION_FAILED",
-    );
-    // No key.
-    w.err(
+    for (what, content_type, text) in [
+        ("malformed", "application/json", "{nope"),
+        ("content type", "text/plain", "{}"),
+    ] {
+        let res = s
+            .client
+            .post(s.url("/v1/notes/Inbox:edit"))
+            .header("Idempotency-Key", "m")
+            .header("content-type", content_type)
+            .body(text)
+            .send()
+            .await
+            .unwrap();
+        let body = res_json(res, 400, what).await;
+        assert_envelope_for(what, &body, 400, "VALIDATION_FAILED");
+    }
+    let body = json!({"version_id": v, "old_string": "a", "new_string": "b"});
+    let (path, reason) = ("/v1/notes/Inbox:edit", "IDEMPOTENCY_KEY_MISSING");
+    s.refused(
+        "no key",
         Method::POST,
-        "/v1/notes/Inbox:edit",
+        path,
         None,
-        Some(json!({"version_id": v, "old_string": "a", "new_string": "b"})),
+        Some(body.clone()),
         400,
-        "IDEMPOTENCY_KEY_MISSING",
+        reason,
     )
     .await;
-    w.err(
-        Method::POST,
-        "/v1/notes/nope:edit",
-        Some("nf"),
-        Some(json!({"version_id": v, "old_string": "a", "new_string": "b"})),
-        404,
-        "NOTE_NOT_FOUND",
-    )
-    .await;
+    let (path, reason) = ("/v1/notes/nope:edit", "NOTE_NOT_FOUND");
+    s.refuse_all([("no such note", Method::POST, path, Some(body), 404, reason)])
+        .await;
     assert_eq!(
         read(&s, "Inbox.md"),
         std::fs::read_to_string(common::repo_path("vault-example/Inbox.md")).unwrap(),
@@ -418,13 +286,12 @@ async fn edit_bad_input_names_the_field() {
 #[tokio::test]
 async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
     let s = TestServer::start(Some("fixtures/edge"), |_| {}).await;
-    let w = W { s: &s };
     let before = read(&s, "crlf.md");
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::PATCH,
             "/v1/notes/crlf?update_mask=status,frontmatter.reviewed",
-            "p1",
+            Some("p1"),
             Some(json!({"status": "done", "frontmatter": {"reviewed": true}})),
             200,
         )
@@ -463,11 +330,11 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
     assert_eq!(body_of(&before), body_of(&after));
 
     // Tags, title and content; a note without frontmatter gets a minimal block.
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::PATCH,
             "/v1/notes/title-rules%2Fh1-title?update_mask=tags",
-            "p2",
+            Some("p2"),
             Some(json!({"tags": ["x", "y z"]})),
             200,
         )
@@ -477,10 +344,10 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
         .starts_with("---\ntags: [x, y z]\n---\nSome text before the heading."));
     let plain = read(&s, "title-rules/no-title.md");
     assert!(!plain.starts_with("---"));
-    w.ok(
+    s.call(
         Method::PATCH,
         "/v1/notes/title-rules/no-title?update_mask=status",
-        "p2b",
+        Some("p2b"),
         Some(json!({"status": "draft"})),
         200,
     )
@@ -489,11 +356,11 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
         read(&s, "title-rules/no-title.md"),
         format!("---\nstatus: draft\n---\n{plain}")
     );
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::PATCH,
             "/v1/notes/title-rules/h1-title?update_mask=content",
-            "p3",
+            Some("p3"),
             Some(json!({"content": "new body\n"})),
             200,
         )
@@ -504,10 +371,10 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
     );
     assert_eq!(r["note"]["title"], "h1-title");
     // Removing a key (masked, absent from the body).
-    w.ok(
+    s.call(
         Method::PATCH,
         "/v1/notes/title-rules/h1-title?update_mask=tags",
-        "p4",
+        Some("p4"),
         Some(json!({})),
         200,
     )
@@ -518,50 +385,28 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
 #[tokio::test]
 async fn patch_masks_and_preconditions() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
-    for mask in ["", "body", "title,nope", "frontmatter.", "note_id"] {
-        w.err(
-            Method::PATCH,
-            &format!("/v1/notes/Inbox?update_mask={mask}"),
-            Some("m"),
-            Some(json!({"title": "x"})),
-            400,
-            "INVALID_UPDATE_MASK",
-        )
-        .await;
-    }
-    w.err(
-        Method::PATCH,
-        "/v1/notes/Inbox",
-        Some("m"),
-        Some(json!({"title": "x"})),
-        400,
-        "INVALID_UPDATE_MASK",
-    )
+    let moved = "01a20281-49a4-7122-91be-bfac5236261b";
+    #[rustfmt::skip]
+    let cases = [
+        ("an empty mask", "?update_mask=", json!({"title": "x"}), 400, "INVALID_UPDATE_MASK"),
+        ("body", "?update_mask=body", json!({"title": "x"}), 400, "INVALID_UPDATE_MASK"),
+        ("an unknown field", "?update_mask=title,nope", json!({"title": "x"}), 400, "INVALID_UPDATE_MASK"),
+        ("a key-less frontmatter.", "?update_mask=frontmatter.", json!({"title": "x"}), 400, "INVALID_UPDATE_MASK"),
+        ("note_id", "?update_mask=note_id", json!({"title": "x"}), 400, "INVALID_UPDATE_MASK"),
+        ("no mask", "", json!({"title": "x"}), 400, "INVALID_UPDATE_MASK"),
+        ("a title not a string", "?update_mask=title", json!({"title": 3}), 400, "VALIDATION_FAILED"),
+        ("a version not current", "?update_mask=title", json!({"title": "x", "version_id": moved}), 409, "VERSION_MOVED"),
+    ];
+    s.refuse_all(cases.map(|(what, query, body, status, reason)| {
+        let path = format!("/v1/notes/Inbox{query}");
+        (what, Method::PATCH, path, Some(body), status, reason)
+    }))
     .await;
-    w.err(
-        Method::PATCH,
-        "/v1/notes/Inbox?update_mask=title",
-        Some("m"),
-        Some(json!({"title": 3})),
-        400,
-        "VALIDATION_FAILED",
-    )
-    .await;
-    w.err(
-        Method::PATCH,
-        "/v1/notes/Inbox?update_mask=title",
-        Some("m"),
-        Some(json!({"title": "x", "version_id": "01a20281-49a4-7122-91be-bfac5236261b"})),
-        409,
-        "VERSION_MOVED",
-    )
-    .await;
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::PATCH,
             "/v1/notes/Inbox?update_mask=title",
-            "m2",
+            Some("m2"),
             Some(json!({"title": "Inbox zero"})),
             200,
         )
@@ -575,13 +420,12 @@ async fn patch_masks_and_preconditions() {
 #[tokio::test]
 async fn delete_moves_to_trash_and_history_records_it() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
     let content = read(&s, "scratchpad.md");
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::DELETE,
             "/v1/notes/scratchpad?agent_id=cleaner",
-            "d1",
+            Some("d1"),
             None,
             200,
         )
@@ -593,17 +437,18 @@ async fn delete_moves_to_trash_and_history_records_it() {
         .await;
     // Replay answers the same receipt; a new key finds nothing.
     assert_eq!(
-        w.ok(
+        s.call(
             Method::DELETE,
             "/v1/notes/scratchpad?agent_id=cleaner",
-            "d1",
+            Some("d1"),
             None,
             200
         )
         .await,
         r
     );
-    w.err(
+    s.refused(
+        "a deleted note",
         Method::DELETE,
         "/v1/notes/scratchpad",
         Some("d2"),
@@ -612,7 +457,7 @@ async fn delete_moves_to_trash_and_history_records_it() {
         "NOTE_NOT_FOUND",
     )
     .await;
-    common::wait_history(&s.svc);
+    common::wait_history(&s.svc).await;
     let files = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
     assert!(!files.contains("scratchpad.md"));
     let subject = git(&s.state, &["log", "-1", "--format=%s"]);
@@ -622,7 +467,6 @@ async fn delete_moves_to_trash_and_history_records_it() {
 #[tokio::test]
 async fn move_and_rename_rewrite_links() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
     // Find a note that links to the roadmap by wikilink and one by relative link.
     let linking: Vec<String> = common::temp_list(&s.vault)
         .into_iter()
@@ -632,11 +476,11 @@ async fn move_and_rename_rewrite_links() {
         .collect();
     assert!(!linking.is_empty());
     let id = s.get_json("/v1/notes/projects/roadmap?limit=1", 200).await["note_id"].clone();
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::POST,
             "/v1/notes/projects%2Froadmap:rename",
-            "r1",
+            Some("r1"),
             Some(json!({"name": "plan-2027"})),
             200,
         )
@@ -661,18 +505,18 @@ async fn move_and_rename_rewrite_links() {
             "{p}"
         );
     }
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::POST,
             "/v1/notes/projects/plan-2027:move",
-            "r2",
+            Some("r2"),
             Some(json!({"folder": "archive"})),
             200,
         )
         .await;
     assert_eq!(r["slug"], "archive/plan-2027");
     assert!(s.vault.join("archive/plan-2027.md").exists());
-    let res = w
+    let res = s
         .send(
             Method::POST,
             "/v1/notes/archive/plan-2027/move",
@@ -682,39 +526,21 @@ async fn move_and_rename_rewrite_links() {
         .await;
     assert_eq!(res.headers()["deprecation"], "true");
     assert_eq!(res_json(res, 200, "legacy move").await["slug"], "plan-2027");
-    w.err(
-        Method::POST,
-        "/v1/notes/plan-2027:rename",
-        Some("r4"),
-        Some(json!({"name": "Welcome"})),
-        409,
-        "NAME_COLLISION",
-    )
-    .await;
-    w.err(
-        Method::POST,
-        "/v1/notes/plan-2027:rename",
-        Some("r5"),
-        Some(json!({"name": "../x"})),
-        400,
-        "UNSAFE_PATH",
-    )
-    .await;
-    w.err(
-        Method::POST,
-        "/v1/notes/plan-2027:move",
-        Some("r6"),
-        Some(json!({"folder": "../.."})),
-        400,
-        "UNSAFE_PATH",
-    )
+    #[rustfmt::skip]
+    let cases = [
+        ("a taken name", "/v1/notes/plan-2027:rename", json!({"name": "Welcome"}), 409, "NAME_COLLISION"),
+        ("a name leaving the folder", "/v1/notes/plan-2027:rename", json!({"name": "../x"}), 400, "UNSAFE_PATH"),
+        ("a folder outside the vault", "/v1/notes/plan-2027:move", json!({"folder": "../.."}), 400, "UNSAFE_PATH"),
+    ];
+    s.refuse_all(cases.map(|(what, path, body, status, reason)| {
+        (what, Method::POST, path, Some(body), status, reason)
+    }))
     .await;
 }
 
 #[tokio::test]
 async fn an_editor_change_is_never_overwritten() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
     let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"]
         .as_str()
         .unwrap()
@@ -723,7 +549,8 @@ async fn an_editor_change_is_never_overwritten() {
     let tmp = s.vault.join(".Inbox.md.tmp");
     std::fs::write(&tmp, "# Inbox\n\nthe editor's words\n").unwrap();
     std::fs::rename(&tmp, s.vault.join("Inbox.md")).unwrap();
-    w.err(
+    s.refused(
+        "an edit of the version before the editor's",
         Method::POST,
         "/v1/notes/Inbox:edit",
         Some("race"),
@@ -741,16 +568,15 @@ async fn an_editor_change_is_never_overwritten() {
 #[tokio::test]
 async fn the_write_rate_limit_applies() {
     let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 1).await;
-    let w = W { s: &s };
-    w.ok(
+    s.call(
         Method::POST,
         "/v1/notes",
-        "rl1",
+        Some("rl1"),
         Some(json!({"slug": "one", "content": ""})),
         201,
     )
     .await;
-    let res = w
+    let res = s
         .send(
             Method::POST,
             "/v1/notes",
@@ -766,13 +592,12 @@ async fn the_write_rate_limit_applies() {
 #[tokio::test]
 async fn frontmatter_values_folder_patches_and_trash_names() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let w = W { s: &s };
-    let r = w
-        .ok(Method::POST, "/v1/notes", "f1", Some(json!({"slug": "scratch", "content": "body\n", "status": "draft", "frontmatter": {"rating": 4.5, "done": false, "aliases": ["s", "scr"], "due": "2027-01-01"}})), 201)
+    let r = s.call(Method::POST, "/v1/notes", Some("f1"), Some(json!({"slug": "scratch", "content": "body\n", "status": "draft", "frontmatter": {"rating": 4.5, "done": false, "aliases": ["s", "scr"], "due": "2027-01-01"}})), 201)
         .await;
     assert_eq!(r["note"]["status"], "draft");
     assert_eq!(read(&s, "scratch.md"), "---\nstatus: draft\nrating: 4.5\ndone: false\naliases: [s, scr]\ndue: 2027-01-01\n---\nbody\n");
-    w.err(
+    s.refused(
+        "a nested frontmatter value",
         Method::POST,
         "/v1/notes",
         Some("f2"),
@@ -782,11 +607,11 @@ async fn frontmatter_values_folder_patches_and_trash_names() {
     )
     .await;
     // PATCH folder moves the note; the receipt embeds it at its new place.
-    let r = w
-        .ok(
+    let r = s
+        .call(
             Method::PATCH,
             "/v1/notes/scratch?update_mask=folder,status",
-            "f3",
+            Some("f3"),
             Some(json!({"folder": "archive", "status": "done"})),
             200,
         )
@@ -795,18 +620,30 @@ async fn frontmatter_values_folder_patches_and_trash_names() {
     assert_eq!(r["note"]["status"], "done");
     assert!(read(&s, "archive/scratch.md").contains("status: done\n"));
     // Deleting two notes of the same name keeps both in .trash.
-    w.ok(Method::DELETE, "/v1/notes/archive/scratch", "f4", None, 200)
-        .await;
-    w.ok(
+    s.call(
+        Method::DELETE,
+        "/v1/notes/archive/scratch",
+        Some("f4"),
+        None,
+        200,
+    )
+    .await;
+    s.call(
         Method::POST,
         "/v1/notes",
-        "f5",
+        Some("f5"),
         Some(json!({"slug": "archive/scratch", "content": "second\n"})),
         201,
     )
     .await;
-    w.ok(Method::DELETE, "/v1/notes/archive/scratch", "f6", None, 200)
-        .await;
+    s.call(
+        Method::DELETE,
+        "/v1/notes/archive/scratch",
+        Some("f6"),
+        None,
+        200,
+    )
+    .await;
     assert!(s.vault.join(".trash/archive/scratch.md").exists());
     assert_eq!(read(&s, ".trash/archive/scratch 2.md"), "second\n");
 }

@@ -2,10 +2,16 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use notevault::config::Config;
 use notevault::state::State;
+use reqwest::Method;
+use serde_json::Value;
+
+pub mod tools;
 
 pub struct TestServer {
     pub base: String,
@@ -124,7 +130,7 @@ impl TestServer {
         if let Some(task) = task {
             task.await.unwrap();
         }
-        wait_history(&svc);
+        wait_history(&svc).await;
         (_dir, vault, state)
     }
 
@@ -142,7 +148,7 @@ impl TestServer {
         method: reqwest::Method,
         path: &str,
         key: &str,
-        body: serde_json::Value,
+        body: Value,
     ) -> reqwest::Response {
         self.client
             .request(method, self.url(path))
@@ -153,32 +159,101 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Send `method path`, with an `Idempotency-Key` and a JSON body when given.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> reqwest::Response {
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// [`Self::send`], asserting the status; the JSON answer.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        status: u16,
+    ) -> Value {
+        let what = format!("{method} {path}");
+        res_json(self.send(method, path, key, body).await, status, &what).await
+    }
+
+    /// [`Self::send`], asserting the error envelope of `reason` with `status`; `what`
+    /// names the case in every assertion message.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn refused(
+        &self,
+        what: &str,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        status: u16,
+        reason: &str,
+    ) -> Value {
+        let what = format!("{what} ({method} {path})");
+        let res = self.send(method, path, key, body).await;
+        let request_id = res
+            .headers()
+            .get("x-request-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = res_json(res, status, &what).await;
+        assert_envelope_for(&what, &body, status, reason);
+        assert_eq!(
+            request_id.as_deref(),
+            body["requestId"].as_str(),
+            "{what}: X-Request-Id equals requestId"
+        );
+        body
+    }
+
     /// GET and parse JSON, asserting the status.
-    pub async fn get_json(&self, path: &str, status: u16) -> serde_json::Value {
+    pub async fn get_json(&self, path: &str, status: u16) -> Value {
         let res = self.get(path).await;
         assert_eq!(res.status().as_u16(), status, "GET {path}");
         res.json().await.unwrap()
     }
 
+    /// A table of writes that must be refused, `(what, method, path, body, status,
+    /// reason)`: each is sent with an `Idempotency-Key` of its own and answers the
+    /// envelope of its reason, or the assertion names it. The answers, in order.
+    pub async fn refuse_all<'a, P: AsRef<str>>(
+        &self,
+        cases: impl IntoIterator<Item = (&'a str, Method, P, Option<Value>, u16, &'a str)>,
+    ) -> Vec<Value> {
+        static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+        let mut answers = Vec::new();
+        for (what, method, path, body, status, reason) in cases {
+            let key = format!("refused-{}", NEXT_KEY.fetch_add(1, Ordering::Relaxed));
+            let path = path.as_ref();
+            let answer = self
+                .refused(what, method, path, Some(&key), body, status, reason)
+                .await;
+            answers.push(answer);
+        }
+        answers
+    }
+
     /// GET expecting an error envelope with `reason`.
-    pub async fn get_error(&self, path: &str, status: u16, reason: &str) -> serde_json::Value {
-        let res = self.get(path).await;
-        let request_id = res
-            .headers()
-            .get("x-request-id")
-            .map(|v| v.to_str().unwrap().to_string());
-        let body = res_json(res, status, path).await;
-        assert_envelope(&body, status, reason);
-        assert_eq!(
-            request_id.as_deref(),
-            body["requestId"].as_str(),
-            "X-Request-Id equals requestId"
-        );
-        body
+    pub async fn get_error(&self, path: &str, status: u16, reason: &str) -> Value {
+        self.refused(path, Method::GET, path, None, None, status, reason)
+            .await
     }
 }
 
-pub async fn res_json(res: reqwest::Response, status: u16, what: &str) -> serde_json::Value {
+pub async fn res_json(res: reqwest::Response, status: u16, what: &str) -> Value {
     let got = res.status().as_u16();
     let text = res.text().await.unwrap();
     assert_eq!(got, status, "{what}: {text}");
@@ -186,51 +261,107 @@ pub async fn res_json(res: reqwest::Response, status: u16, what: &str) -> serde_
 }
 
 /// Every field of the spec's error envelope, with the right reason.
-pub fn assert_envelope(body: &serde_json::Value, status: u16, reason: &str) {
-    assert_eq!(body["reason"], reason, "{body}");
-    assert_eq!(body["statusCode"], status, "{body}");
+pub fn assert_envelope(body: &Value, status: u16, reason: &str) {
+    assert_envelope_for("", body, status, reason);
+}
+
+/// [`assert_envelope`], naming the case `what` in its messages.
+pub fn assert_envelope_for(what: &str, body: &Value, status: u16, reason: &str) {
+    assert_eq!(body["reason"], reason, "{what}: {body}");
+    assert_eq!(body["statusCode"], status, "{what}: {body}");
     for field in ["error", "message", "requestId", "hint", "help"] {
         assert!(
             body[field].as_str().is_some_and(|s| !s.is_empty()),
-            "{field} missing in {body}"
+            "{what}: {field} missing in {body}"
         );
     }
-    assert!(body["help"]
-        .as_str()
-        .unwrap()
-        .ends_with(&format!("/api/errors#{}", reason.to_lowercase())));
+    assert!(
+        body["help"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/api/errors#{}", reason.to_lowercase())),
+        "{what}: {body}"
+    );
     let details = body["details"].as_array().expect("details");
-    assert!(details.iter().all(|d| d["@type"].is_string()));
-    assert!(details
-        .iter()
-        .any(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo") && d["reason"] == reason));
+    assert!(
+        details.iter().all(|d| d["@type"].is_string()),
+        "{what}: {body}"
+    );
+    assert!(
+        details
+            .iter()
+            .any(|d| d["@type"].as_str().unwrap().ends_with("ErrorInfo") && d["reason"] == reason),
+        "{what}: {body}"
+    );
 }
 
-/// Poll until `check` holds, or fail with `what` after 10 s.
+/// The first detail of `body` whose `@type` ends with `kind` (`BadRequest`, `ErrorInfo`,
+/// `RetryInfo`).
+pub fn detail<'a>(body: &'a Value, kind: &str) -> &'a Value {
+    body["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["@type"].as_str().unwrap().ends_with(kind))
+        .unwrap_or_else(|| panic!("no {kind} detail in {body}"))
+}
+
+/// The field the first violation of a `BadRequest` detail names.
+pub fn violated_field(body: &Value) -> &Value {
+    &detail(body, "BadRequest")["fieldViolations"][0]["field"]
+}
+
+/// How long [`eventually`] waits: a bound on something that must happen, never a measure
+/// of speed.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Poll until `check` holds, or fail with `what` after [`PATIENCE`].
 pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
+    eventually_within(PATIENCE, what, check).await
+}
+
+/// [`eventually`] with another bound, for a caller that waits on something slower.
+pub async fn eventually_within<F, Fut>(limit: Duration, what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    assert!(
+        poll_until(limit, check).await,
+        "timed out after {limit:?} waiting for: {what}"
+    );
+}
+
+/// Poll `check` every 20 ms until it holds (true) or `limit` has passed (false): the one
+/// polling loop of the tests, for a caller that must act before it fails (stop a child
+/// process, say).
+pub async fn poll_until<F, Fut>(limit: Duration, check: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let start = std::time::Instant::now();
-    while start.elapsed() < std::time::Duration::from_secs(10) {
+    loop {
         if check().await {
-            return;
+            return true;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if start.elapsed() >= limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("timed out waiting for: {what}");
 }
 
 /// Wait until the history thread has nothing pending.
-pub fn wait_history(svc: &State) {
-    for _ in 0..2000 {
-        if svc.history.status().pending == 0 {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    panic!("history did not settle");
+pub async fn wait_history(svc: &State) {
+    eventually("history settles", || async {
+        svc.history.status().pending == 0
+    })
+    .await;
 }
 
 /// Run the git CLI on `history.git`.
