@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::auth::StaticToken;
+
 /// The daemon's settings, after every layer was applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -22,6 +24,9 @@ pub struct Config {
     /// Requests per minute and client for POST, PATCH, PUT, DELETE under `/v1`; 0 disables.
     pub rate_limit_write_per_minute: u32,
     pub auth_required: bool,
+    /// Static bearer tokens (TOML `[[static_tokens]]`, `NOTEVAULT_STATIC_TOKENS` as JSON).
+    /// Any of them turns auth on.
+    pub static_tokens: Vec<StaticToken>,
     pub idp_api_key: Option<String>,
     /// Serve a non-loopback address without auth.
     pub insecure_open: bool,
@@ -56,6 +61,7 @@ impl Default for Config {
             rate_limit_read_per_minute: 600,
             rate_limit_write_per_minute: 60,
             auth_required: false,
+            static_tokens: Vec::new(),
             idp_api_key: None,
             insecure_open: false,
             allowed_hosts: Vec::new(),
@@ -81,6 +87,7 @@ pub struct Layer {
     pub rate_limit_read_per_minute: Option<u32>,
     pub rate_limit_write_per_minute: Option<u32>,
     pub auth_required: Option<bool>,
+    pub static_tokens: Option<Vec<StaticToken>>,
     pub idp_api_key: Option<String>,
     pub insecure_open: Option<bool>,
     pub allowed_hosts: Option<Vec<String>>,
@@ -132,6 +139,13 @@ impl Layer {
             auth_required: get("AUTH_REQUIRED")
                 .map(|v| parse_bool("AUTH_REQUIRED", &v))
                 .transpose()?,
+            static_tokens: own("STATIC_TOKENS")
+                .map(|v| {
+                    serde_json::from_str(&v).map_err(|e| {
+                        format!("invalid value for NOTEVAULT_STATIC_TOKENS (a JSON list of {{\"token\", \"permissions\"}} objects): {e}")
+                    })
+                })
+                .transpose()?,
             idp_api_key: get("IDP_API_KEY"),
             insecure_open: own("INSECURE_OPEN")
                 .map(|v| parse_bool("NOTEVAULT_INSECURE_OPEN", &v))
@@ -178,6 +192,7 @@ impl Config {
             rate_limit_read_per_minute,
             rate_limit_write_per_minute,
             auth_required,
+            static_tokens,
             insecure_open,
             allowed_hosts,
             allowed_origins,
@@ -218,7 +233,37 @@ impl Config {
             config = config.apply(Layer::from_file(path)?);
         }
         config = config.apply(Layer::from_env(var)?);
-        Ok(config.apply(flags))
+        let config = config.apply(flags);
+        config.check_static_tokens()?;
+        Ok(config)
+    }
+
+    /// Whether requests need a credential: `AUTH_REQUIRED`, or any static token. (Open
+    /// local mode otherwise.)
+    pub fn auth_configured(&self) -> bool {
+        self.auth_required || !self.static_tokens.is_empty()
+    }
+
+    /// Every static token must be one a request can send (visible ASCII, at most 4096
+    /// bytes) and name it once. The error names the entry, never the token.
+    fn check_static_tokens(&self) -> Result<(), String> {
+        for (i, entry) in self.static_tokens.iter().enumerate() {
+            if let Some(problem) = crate::auth::token_problem(&entry.token) {
+                return Err(format!("static_tokens[{i}]: {problem}"));
+            }
+            if self.static_tokens[..i]
+                .iter()
+                .any(|e| e.token == entry.token)
+            {
+                return Err(format!(
+                    "static_tokens[{i}]: the same token is configured twice"
+                ));
+            }
+            if entry.vault_id.as_deref().is_some_and(str::is_empty) {
+                return Err(format!("static_tokens[{i}]: vault_id is empty"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -297,6 +342,73 @@ mod tests {
             Config::default().body_read_timeout
         );
         assert_eq!(config.max_connections, 16);
+    }
+
+    #[test]
+    fn static_tokens_come_from_toml_or_the_environment_as_json() {
+        use crate::auth::{Permission, TokenKind};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notevault.toml");
+        std::fs::write(
+            &file,
+            r#"
+[[static_tokens]]
+token = "file-writer"
+permissions = ["notes.write", "notes.review"]
+
+[[static_tokens]]
+token = "file-pat"
+permissions = []
+kind = "pat"
+vault_id = "v1"
+"#,
+        )
+        .unwrap();
+        let config = Config::load(Some(&file), |_| None, Layer::default()).unwrap();
+        assert!(config.auth_configured());
+        assert_eq!(config.static_tokens.len(), 2);
+        let writer = &config.static_tokens[0];
+        assert_eq!(writer.token, "file-writer");
+        assert_eq!(
+            writer.permissions,
+            [Permission::NotesWrite, Permission::NotesReview]
+        );
+        assert_eq!(writer.kind, TokenKind::Session);
+        assert_eq!(writer.vault_id, None);
+        let pat = &config.static_tokens[1];
+        assert_eq!(
+            (pat.kind, pat.vault_id.as_deref()),
+            (TokenKind::Pat, Some("v1"))
+        );
+        // Debug never shows a token.
+        assert!(!format!("{config:?}").contains("file-writer"));
+
+        // The environment replaces the file's list.
+        let json = r#"[{"token": "env-token", "permissions": ["notes.write"]}]"#;
+        let env = |k: &str| (k == "NOTEVAULT_STATIC_TOKENS").then(|| json.to_string());
+        let config = Config::load(Some(&file), env, Layer::default()).unwrap();
+        assert_eq!(config.static_tokens.len(), 1);
+        assert_eq!(config.static_tokens[0].token, "env-token");
+        assert_eq!(
+            config.static_tokens[0].permissions,
+            [Permission::NotesWrite]
+        );
+
+        // Bad lists are one-line errors that never hold the token.
+        for bad in [
+            r#"{"token": "x"}"#,
+            r#"[{"token": "secret-one", "permissions": ["notes.admin"]}]"#,
+            r#"[{"token": "secret-one", "scopes": []}]"#,
+            r#"[{"token": "secret one", "permissions": []}]"#,
+            r#"[{"token": "", "permissions": []}]"#,
+            r#"[{"token": "secret-one"}, {"token": "secret-one"}]"#,
+        ] {
+            let env = |k: &str| (k == "NOTEVAULT_STATIC_TOKENS").then(|| bad.to_string());
+            let err = Config::load(None, env, Layer::default()).unwrap_err();
+            assert!(!err.contains('\n'), "{bad}: {err}");
+            assert!(!err.contains("secret"), "{bad}: {err}");
+        }
+        assert!(!Config::default().auth_configured());
     }
 
     #[test]

@@ -62,6 +62,14 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
             key
         }
     };
+    let vault_id = match meta.setting("vault_id")? {
+        Some(id) => id,
+        None => {
+            let id = uuid::Uuid::now_v7().to_string();
+            meta.set_setting("vault_id", &id)?;
+            id
+        }
+    };
     let index = crate::index::SearchIndex::open(&state_dir)?;
     let state = Arc::new(State::new(
         config,
@@ -70,6 +78,7 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
         history,
         index,
         token_key,
+        vault_id,
     )?);
     startup_scan(&state)?;
     let watcher = Arc::new(Mutex::new(None));

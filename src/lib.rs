@@ -3,7 +3,7 @@
 //! Module map (see ARCHITECTURE.md for the invariants each keeps):
 
 pub mod api; // the /v1 API: route table, dispatch, handlers, wire types, envelope, OpenAPI
-pub mod auth; // credentials and permissions (open local mode today), checked in one place
+pub mod auth; // credentials (open local mode, bearer tokens) and permissions, checked in one place
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags

@@ -132,9 +132,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)
         .map_err(anyhow::Error::msg)?;
-    if !config.listen.ip().is_loopback() && !config.auth_required && !config.insecure_open {
+    if !config.listen.ip().is_loopback() && !config.auth_configured() && !config.insecure_open {
         anyhow::bail!(
-            "refusing to serve {} without auth: bind a loopback address, set AUTH_REQUIRED, or pass --insecure-open",
+            "refusing to serve {} without auth: bind a loopback address, set AUTH_REQUIRED or static_tokens, or pass --insecure-open",
             config.listen
         );
     }

@@ -29,6 +29,9 @@ pub struct State {
     committed_seq: AtomicI64,
     /// Secret for tamper-evident page tokens, kept in the metadata store.
     pub token_key: [u8; 32],
+    /// This vault's stable id (a UUID made at the first start, kept in the metadata
+    /// store's settings): a token naming another `vault_id` is refused.
+    pub vault_id: String,
     /// One change is recorded at a time: API writes and reconciles of disk changes.
     pub write_lock: Mutex<()>,
     /// Per-`Idempotency-Key` locks of the write pipeline.
@@ -50,6 +53,7 @@ impl State {
         history: History,
         index: Arc<SearchIndex>,
         token_key: [u8; 32],
+        vault_id: String,
     ) -> crate::error::Result<Self> {
         let committed_seq = AtomicI64::new(meta.committed_seq()?);
         Ok(Self {
@@ -60,6 +64,7 @@ impl State {
             catalog: RwLock::new(Catalog::default()),
             committed_seq,
             token_key,
+            vault_id,
             write_lock: Mutex::new(()),
             key_locks: KeyLocks::default(),
             recently_removed: RecentlyRemoved::default(),

@@ -30,6 +30,8 @@ pub struct E2eeState {
 /// `GET /v1/vault`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VaultSummary {
+    /// This vault's stable id: a token's `vault_id`, when it names one, must be this.
+    pub vault_id: String,
     /// The vault folder on this machine.
     pub root: String,
     pub notes: usize,
@@ -69,8 +71,10 @@ pub async fn vault_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Vaul
 
 /// The summary every surface calls.
 pub async fn vault(state: Arc<State>) -> Result<VaultSummary, Error> {
+    let vault_id = state.vault_id.clone();
     let s = blocking(move || crate::queries::search::summary(&state)).await?;
     Ok(VaultSummary {
+        vault_id,
         root: s.root,
         notes: s.notes,
         excluded: s.excluded,

@@ -1,11 +1,20 @@
-//! Credentials and permissions. Today the daemon runs in open local mode (loopback, no
-//! tokens): every request carries the open credential, which holds every permission.
-//! The auth issue fills in tokens here.
+//! Credentials and permissions: the types, and the one check of a credential against what
+//! a route needs. Which credential a request carries is decided by `http::authenticate`
+//! (the one auth layer): in open local mode (no `AUTH_REQUIRED`, no static tokens) every
+//! request gets [`Credential::Open`], which holds every permission; otherwise the
+//! `Authorization: Bearer` header is read with [`presented`] and looked up among the
+//! configured [`StaticTokens`] (in constant time).
 //!
 //! Each route states what it needs ([`Need`], a column of `api::routes`); [`require`] is the
 //! one check of a credential against a need, made once per request (by `api::dispatch`, and
 //! at the `/mcp` entry). The refusals it answers carry what [`challenge`] turns into the
 //! `WWW-Authenticate` header of the interface specification.
+//!
+//! A token is a secret: it is never logged, never put in an error message, and never
+//! printed by `Debug`; [`public_prefix`] is the most of it a log line may carry.
+
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
 
 use crate::error::{Error, Reason, Result};
 
@@ -13,9 +22,11 @@ use crate::error::{Error, Reason, Result};
 pub const REALM: &str = "notevault";
 
 /// What a credential may do (the spec's permission names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum Permission {
+    #[serde(rename = "notes.write")]
     NotesWrite,
+    #[serde(rename = "notes.review")]
     NotesReview,
 }
 
@@ -41,6 +52,12 @@ pub enum Credential {
     /// A personal access token and the permissions it grants. Unlike a session, it may not
     /// call session-only routes or the key route.
     Pat { permissions: Vec<Permission> },
+    /// Auth is required and the request presented a credential that is refused:
+    /// `AUTH_INVALID` (unknown or malformed token), `AUTH_MISSING` (an `Authorization`
+    /// header of another scheme than Bearer), `VAULT_FORBIDDEN` (a token for another
+    /// vault). Every route that needs anything answers this refusal; the message never
+    /// holds the token.
+    Refused { reason: Reason, message: String },
 }
 
 impl Credential {
@@ -50,8 +67,166 @@ impl Credential {
             Credential::Token { permissions } | Credential::Pat { permissions } => {
                 Some(permissions)
             }
-            Credential::Open | Credential::Anonymous => None,
+            Credential::Open | Credential::Anonymous | Credential::Refused { .. } => None,
         }
+    }
+}
+
+/// What a static token stands for: a session (the default) or a personal access token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenKind {
+    #[default]
+    Session,
+    Pat,
+}
+
+/// One static bearer token of the configuration (TOML `[[static_tokens]]`, environment
+/// `NOTEVAULT_STATIC_TOKENS` as a JSON list of the same entries). `Debug` shows its
+/// public prefix only.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticToken {
+    pub token: String,
+    #[serde(default)]
+    pub permissions: Vec<Permission>,
+    #[serde(default)]
+    pub kind: TokenKind,
+    /// The vault it is for; `None`: any vault this daemon serves.
+    #[serde(default)]
+    pub vault_id: Option<String>,
+}
+
+impl std::fmt::Debug for StaticToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticToken")
+            .field("token", &format_args!("{}…", public_prefix(&self.token)))
+            .field("permissions", &self.permissions)
+            .field("kind", &self.kind)
+            .field("vault_id", &self.vault_id)
+            .finish()
+    }
+}
+
+impl StaticToken {
+    /// The credential this token gives.
+    pub fn credential(&self) -> Credential {
+        let permissions = self.permissions.clone();
+        match self.kind {
+            TokenKind::Session => Credential::Token { permissions },
+            TokenKind::Pat => Credential::Pat { permissions },
+        }
+    }
+}
+
+/// The longest token read from a request; a longer one is refused unread.
+pub const MAX_TOKEN_LEN: usize = 4096;
+
+/// Why a token is not one this daemon could ever accept (`None`: it could be): empty, too
+/// long, or holding a character other than visible ASCII. Used for the configured tokens
+/// and for the presented ones alike.
+pub fn token_problem(token: &str) -> Option<&'static str> {
+    if token.is_empty() {
+        Some("the token is empty")
+    } else if token.len() > MAX_TOKEN_LEN {
+        Some("the token is longer than 4096 bytes")
+    } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        Some("the token holds a character other than visible ASCII")
+    } else {
+        None
+    }
+}
+
+/// The part of a token a log line may show: the `nvp_` prefix and the 8 characters
+/// after it for a personal access token (what `token list` shows), nothing of any
+/// other token (a short static token would be half given away).
+pub fn public_prefix(token: &str) -> &str {
+    match token.strip_prefix("nvp_") {
+        Some(rest) if rest.len() >= 8 && token.is_char_boundary(12) => &token[..12],
+        _ => "",
+    }
+}
+
+/// What a request's `Authorization` headers present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Presented<'a> {
+    /// No `Authorization` header.
+    Nothing,
+    /// A header of another scheme (`Basic ...`): no bearer was sent.
+    OtherScheme,
+    /// A bearer token that could be valid (see [`token_problem`]).
+    Bearer(&'a str),
+    /// A header that is not one bearer token: why.
+    Malformed(&'static str),
+}
+
+/// Read the `Authorization` header values of a request (RFC 6750 section 2.1: the scheme
+/// `Bearer`, any letter case, one or more spaces, the token).
+pub fn presented<'a>(values: &[&'a [u8]]) -> Presented<'a> {
+    let value = match values {
+        [] => return Presented::Nothing,
+        [one] => *one,
+        _ => return Presented::Malformed("the request has more than one Authorization header"),
+    };
+    if value.len() > MAX_TOKEN_LEN + 64 {
+        return Presented::Malformed("the Authorization header is longer than 4 KiB");
+    }
+    let Ok(value) = std::str::from_utf8(value) else {
+        return Presented::Malformed("the Authorization header is not ASCII");
+    };
+    let value = value.trim_matches(|c| c == ' ' || c == '\t');
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_graphic()) {
+            Presented::Malformed("the Authorization header is not `Bearer <token>`")
+        } else {
+            Presented::OtherScheme
+        };
+    }
+    let token = rest.trim_start_matches(' ');
+    if token.is_empty() {
+        return Presented::Malformed("the Authorization header has no token after `Bearer`");
+    }
+    match token_problem(token) {
+        None => Presented::Bearer(token),
+        Some(_) if token.contains(' ') => {
+            Presented::Malformed("the Authorization header holds more than one token")
+        }
+        Some(problem) => Presented::Malformed(problem),
+    }
+}
+
+/// The configured static tokens, looked up in constant time: the presented token's
+/// BLAKE3 digest is compared with every entry's (`subtle`), with no early exit, so the
+/// time taken says nothing of which bytes matched.
+pub struct StaticTokens {
+    entries: Vec<([u8; 32], StaticToken)>,
+}
+
+impl StaticTokens {
+    pub fn new(tokens: &[StaticToken]) -> Self {
+        Self {
+            entries: tokens
+                .iter()
+                .map(|t| (*blake3::hash(t.token.as_bytes()).as_bytes(), t.clone()))
+                .collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry (and its index in the configuration) whose token is `token`.
+    pub fn find(&self, token: &str) -> Option<(usize, &StaticToken)> {
+        let digest = blake3::hash(token.as_bytes());
+        let mut found = None;
+        for (i, (stored, entry)) in self.entries.iter().enumerate() {
+            if bool::from(stored[..].ct_eq(&digest.as_bytes()[..])) {
+                found = Some((i, entry));
+            }
+        }
+        found
     }
 }
 
@@ -92,6 +267,9 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
     let need = need.into();
     match (credential, need) {
         (_, Need::Nothing) | (Credential::Open, _) => return Ok(()),
+        (Credential::Refused { reason, message }, _) => {
+            return Err(Error::new(*reason, message.clone()))
+        }
         (Credential::Anonymous, _) => {
             return Err(Error::new(
                 Reason::AUTH_MISSING,
@@ -260,6 +438,129 @@ mod tests {
             let got = require(&credential, need).err().map(|e| e.reason);
             assert_eq!(got, refused, "{credential:?} on {need:?}");
         }
+    }
+
+    #[test]
+    fn a_refused_credential_answers_its_reason_wherever_anything_is_needed() {
+        let refused = Credential::Refused {
+            reason: Reason::VAULT_FORBIDDEN,
+            message: "another vault".into(),
+        };
+        assert!(require(&refused, Need::Nothing).is_ok());
+        for need in [
+            Need::Read,
+            Need::Permission(Permission::NotesWrite),
+            Need::Session(None),
+        ] {
+            let err = require(&refused, need).unwrap_err();
+            assert_eq!(err.reason, Reason::VAULT_FORBIDDEN, "{need:?}");
+            assert_eq!(
+                challenge(&err).unwrap(),
+                r#"Bearer realm="notevault", error="insufficient_scope""#
+            );
+        }
+        assert!(!mcp_write_tools(&refused, true));
+    }
+
+    /// `Authorization` header values and what they present.
+    #[test]
+    fn authorization_headers_are_read_as_rfc_6750_says() {
+        let long = format!("Bearer {}", "a".repeat(100_000));
+        let just_over = format!("Bearer {}", "a".repeat(MAX_TOKEN_LEN + 1));
+        let cases: Vec<(Vec<&[u8]>, Presented)> = vec![
+            (vec![], Presented::Nothing),
+            (
+                vec![&b"Bearer abc.DEF-_~+/="[..]],
+                Presented::Bearer("abc.DEF-_~+/="),
+            ),
+            (vec![&b"bearer   abc "[..]], Presented::Bearer("abc")),
+            (vec![&b"BEARER abc"[..]], Presented::Bearer("abc")),
+            (vec![&b"Basic dXNlcjpwYXNz"[..]], Presented::OtherScheme),
+            (vec![&b"Token abc"[..]], Presented::OtherScheme),
+            (
+                vec![&b"Bearer"[..]],
+                Presented::Malformed("the Authorization header has no token after `Bearer`"),
+            ),
+            (
+                vec![&b"Bearer    "[..]],
+                Presented::Malformed("the Authorization header has no token after `Bearer`"),
+            ),
+            (
+                vec![&b""[..]],
+                Presented::Malformed("the Authorization header is not `Bearer <token>`"),
+            ),
+            (
+                vec![&b"Bearer a b"[..]],
+                Presented::Malformed("the Authorization header holds more than one token"),
+            ),
+            (
+                vec![&b"Bearer a\x01b"[..]],
+                Presented::Malformed("the token holds a character other than visible ASCII"),
+            ),
+            (
+                vec![&b"Bearer \xff\xfe"[..]],
+                Presented::Malformed("the Authorization header is not ASCII"),
+            ),
+            (
+                vec![&b"Bearer caf\xc3\xa9"[..]],
+                Presented::Malformed("the token holds a character other than visible ASCII"),
+            ),
+            (
+                vec![&b"Bearer a"[..], &b"Bearer b"[..]],
+                Presented::Malformed("the request has more than one Authorization header"),
+            ),
+            (
+                vec![long.as_bytes()],
+                Presented::Malformed("the Authorization header is longer than 4 KiB"),
+            ),
+            (
+                vec![just_over.as_bytes()],
+                Presented::Malformed("the token is longer than 4096 bytes"),
+            ),
+        ];
+        for (values, expected) in cases {
+            assert_eq!(presented(&values), expected, "{values:?}");
+        }
+    }
+
+    #[test]
+    fn static_tokens_are_found_by_the_whole_token_only() {
+        let entry = |token: &str, permissions: &[Permission]| StaticToken {
+            token: token.into(),
+            permissions: permissions.to_vec(),
+            kind: TokenKind::Session,
+            vault_id: None,
+        };
+        let tokens = StaticTokens::new(&[
+            entry("first-token", &[]),
+            entry("second-token", &[Permission::NotesWrite]),
+        ]);
+        assert!(!tokens.is_empty());
+        let (i, found) = tokens.find("second-token").unwrap();
+        assert_eq!(i, 1);
+        assert_eq!(
+            found.credential(),
+            Credential::Token {
+                permissions: vec![Permission::NotesWrite]
+            }
+        );
+        for other in ["second-toke", "second-tokenx", "SECOND-TOKEN", ""] {
+            assert!(tokens.find(other).is_none(), "{other}");
+        }
+        let pat = StaticToken {
+            kind: TokenKind::Pat,
+            ..entry("p", &[])
+        };
+        assert_eq!(
+            pat.credential(),
+            Credential::Pat {
+                permissions: vec![]
+            }
+        );
+        assert!(!format!("{:?}", entry("first-token", &[])).contains("first"));
+        assert_eq!(public_prefix("nvp_abcdefgh1234"), "nvp_abcdefgh");
+        assert_eq!(public_prefix("a-static-secret"), "");
+        assert_eq!(public_prefix("nvp_abc"), "");
     }
 
     #[test]

@@ -25,8 +25,8 @@ use tokio::net::TcpListener;
 use crate::api::error::{self, ApiError, RequestId, DOCS_URL, REQUEST_ID};
 use crate::api::guard::{Guards, HostGuard, RateLimits};
 use crate::api::{credential, dispatch, routes, writes};
-use crate::auth::{self, Credential};
-use crate::error::Error;
+use crate::auth::{self, Credential, Presented, StaticTokens};
+use crate::error::{Error, Reason};
 use crate::state::State;
 
 /// What the middleware and the handlers reach.
@@ -39,6 +39,8 @@ pub struct AppState {
     pub mcp_cancel: tokio_util::sync::CancellationToken,
     /// The `/mcp` service (rmcp's streamable HTTP transport and its sessions).
     pub mcp: crate::mcp::McpService,
+    /// The configured static tokens, for `authenticate`.
+    pub static_tokens: Arc<StaticTokens>,
 }
 
 impl AppState {
@@ -49,7 +51,9 @@ impl AppState {
         });
         let docs_url: Arc<str> = state.config.docs_url.clone().into();
         let mcp_cancel = tokio_util::sync::CancellationToken::new();
+        let static_tokens = Arc::new(StaticTokens::new(&state.config.static_tokens));
         Self {
+            static_tokens,
             mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
             docs_url,
             state,
@@ -94,7 +98,7 @@ fn layered(routes: Router<AppState>, app: AppState) -> Router {
     let mut routes = routes
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
         .layer(middleware::from_fn_with_state(app.clone(), rate_limit))
-        .layer(middleware::from_fn(authenticate));
+        .layer(middleware::from_fn_with_state(app.clone(), authenticate));
     if !app.state.config.allowed_origins.is_empty() {
         let origins: Vec<HeaderValue> = app
             .state
@@ -173,11 +177,80 @@ async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
 }
 
 /// The one place a request gets its credential, kept in its extensions for `dispatch`
-/// (which checks it against the route's need) and for `/mcp`. Open local mode, the only
-/// mode so far (no tokens are configured), gives every request the open credential.
-async fn authenticate(mut req: Request, next: Next) -> Response {
-    req.extensions_mut().insert(Credential::Open);
+/// (which checks it against the route's need) and for `/mcp`. Open local mode (no
+/// `AUTH_REQUIRED`, no static tokens) gives every request the open credential; otherwise
+/// the request's bearer token is looked up, and a request without one is anonymous (see
+/// [`resolve`]). A credential also keys the rate limits ([`RateKey`]).
+async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
+    let (credential, key) = resolve(&app, req.headers());
+    req.extensions_mut().insert(credential);
+    if let Some(key) = key {
+        req.extensions_mut().insert(key);
+    }
     next.run(req).await
+}
+
+/// What the rate limits count a request against when it carries a credential (else its
+/// client address): `static:<n>` for the n-th static token. Never the token itself.
+#[derive(Debug, Clone)]
+struct RateKey(String);
+
+/// The credential of a request with these headers. Auth on: no `Authorization` header is
+/// [`Credential::Anonymous`] (`AUTH_MISSING` where a route needs anything); a configured
+/// token gives its credential, unless it names another vault (`VAULT_FORBIDDEN`); a
+/// header of another scheme is `AUTH_MISSING`; an unknown token, or a header that is not
+/// one bearer token, is `AUTH_INVALID`. A refused token is logged with the request id and
+/// at most its public prefix.
+fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Option<RateKey>) {
+    let config = &app.state.config;
+    if !config.auth_configured() {
+        return (Credential::Open, None);
+    }
+    let values: Vec<&[u8]> = headers
+        .get_all(axum::http::header::AUTHORIZATION)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    let refused = |reason: Reason, message: &str, prefix: &str| {
+        tracing::info!(
+            request_id = %error::current_request_id(),
+            reason = %reason,
+            token_prefix = prefix,
+            why = message,
+            "credential refused"
+        );
+        let message = message.to_string();
+        (Credential::Refused { reason, message }, None::<RateKey>)
+    };
+    let token = match auth::presented(&values) {
+        Presented::Nothing => return (Credential::Anonymous, None),
+        Presented::OtherScheme => {
+            return refused(
+                Reason::AUTH_MISSING,
+                "the Authorization header does not use the Bearer scheme",
+                "",
+            )
+        }
+        Presented::Malformed(why) => return refused(Reason::AUTH_INVALID, why, ""),
+        Presented::Bearer(token) => token,
+    };
+    let Some((index, entry)) = app.static_tokens.find(token) else {
+        return refused(
+            Reason::AUTH_INVALID,
+            "the bearer token is not valid for this daemon",
+            auth::public_prefix(token),
+        );
+    };
+    if let Some(vault) = &entry.vault_id {
+        if *vault != app.state.vault_id {
+            return refused(
+                Reason::VAULT_FORBIDDEN,
+                "the bearer token is for another vault than the one this daemon serves",
+                auth::public_prefix(token),
+            );
+        }
+    }
+    (entry.credential(), Some(RateKey(format!("static:{index}"))))
 }
 
 /// The read and write rate limits, with their `RateLimit-*` headers; the class comes from
@@ -186,11 +259,15 @@ async fn rate_limit(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
     let Some(class) = routes::class(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
-    let client = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string())
-        .unwrap_or_else(|| "local".to_string());
+    // The credential when there is one, else the client address.
+    let client = match req.extensions().get::<RateKey>() {
+        Some(key) => key.0.clone(),
+        None => req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+            .unwrap_or_else(|| "local".to_string()),
+    };
     let (admitted, mut response) = match app.guards.limits.admit(class, &client) {
         Ok(None) => return next.run(req).await,
         Ok(Some(admitted)) => (admitted, next.run(req).await),
