@@ -25,6 +25,57 @@ pub enum Command {
     Reindex(ReindexArgs),
     /// Print the OpenAPI 3.1 contract as JSON.
     Openapi,
+    /// Create, list and revoke personal access tokens (kept hashed in the state directory;
+    /// a running daemon sees a change at once).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it, alone, on stdout (it is shown this once).
+    Create(TokenCreateArgs),
+    /// List the tokens: name, prefix, scopes, created, expires, last used (never a token).
+    List(TokenStoreArgs),
+    /// Revoke a token by its name or its prefix (`nvp_` and 8 characters).
+    Revoke(TokenRevokeArgs),
+}
+
+/// Where the tokens are kept: the vault's state directory.
+#[derive(clap::Args)]
+pub struct TokenStoreArgs {
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// Where history, metadata and index live [default: <VAULT>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct TokenCreateArgs {
+    /// A name for the token, unique in this vault (who or what uses it)
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// A permission beyond reading (repeat for both)
+    #[arg(long = "scope", value_name = "SCOPE", value_parser = ["notes.write", "notes.review"])]
+    pub scopes: Vec<String>,
+    /// Lifetime: a number and s, m, h, d or w (30d) [default: no expiry]
+    #[arg(long, value_name = "DURATION")]
+    pub expires_in: Option<String>,
+    #[command(flatten)]
+    pub store: TokenStoreArgs,
+}
+
+#[derive(clap::Args)]
+pub struct TokenRevokeArgs {
+    /// The token's name or prefix
+    #[arg(value_name = "NAME|PREFIX")]
+    pub token: String,
+    #[command(flatten)]
+    pub store: TokenStoreArgs,
 }
 
 #[derive(clap::Args)]

@@ -4,8 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use notevault::cli::{Cli, Command, ReindexArgs, ServeArgs};
+use notevault::auth::pat;
+use notevault::cli::{Cli, Command, ReindexArgs, ServeArgs, TokenCommand, TokenStoreArgs};
+use notevault::clock::timestamp;
 use notevault::config::{Config, Layer};
+use notevault::meta::tokens::PatRow;
+use notevault::meta::Meta;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -16,6 +20,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => exit(serve(args)),
         Command::Reindex(args) => exit(reindex(args)),
+        Command::Token(command) => exit(token(command)),
     }
 }
 
@@ -164,4 +169,115 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         drop(daemon);
         Ok(())
     })
+}
+
+/// The metadata store of the vault the token command names (made if the daemon never ran
+/// there). Only the store: a daemon may be serving the vault meanwhile.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
+    let flags = Layer {
+        vault: store.vault,
+        state_dir: store.state_dir,
+        ..Layer::default()
+    };
+    let config = Config::load(
+        config_file(store.config).as_deref(),
+        |k| std::env::var(k).ok(),
+        flags,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let dir = config.state_dir_of_vault()?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;
+    Meta::open(&dir.join("meta.sqlite"))
+        .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))
+}
+
+/// `notevault token create|list|revoke`.
+fn token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create(args) => {
+            let name = args.name.trim().to_string();
+            if name.is_empty()
+                || name.len() > 100
+                || name.chars().any(char::is_control)
+                || name.starts_with(pat::PREFIX)
+            {
+                anyhow::bail!(
+                    "invalid token name {name:?}: 1 to 100 characters, no control characters, not starting with {}",
+                    pat::PREFIX
+                );
+            }
+            let lifetime = args
+                .expires_in
+                .as_deref()
+                .map(pat::parse_lifetime)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let meta = token_store(args.store)?;
+            if meta.pats()?.iter().any(|p| p.name == name) {
+                anyhow::bail!(
+                    "a token named {name:?} exists: revoke it first, or pick another name"
+                );
+            }
+            let key = meta.pat_key()?;
+            let now = chrono::Utc::now();
+            let mut scopes = args.scopes;
+            scopes.sort();
+            scopes.dedup();
+            // A prefix taken by another token (one chance in 2^47) gets a new token.
+            for _ in 0..8 {
+                let token = pat::generate().map_err(anyhow::Error::msg)?;
+                let row = PatRow {
+                    prefix: pat::public_prefix(&token).to_string(),
+                    name: name.clone(),
+                    hash: pat::hash(&key, &token),
+                    scopes: scopes.join(" "),
+                    created_at: timestamp(now),
+                    expires_at: lifetime
+                        .map(|d| chrono::Duration::from_std(d).map(|d| timestamp(now + d)))
+                        .transpose()?,
+                    last_used_at: None,
+                };
+                if meta.insert_pat(&row)? {
+                    println!("{token}");
+                    return Ok(());
+                }
+            }
+            anyhow::bail!("could not store the token: try again")
+        }
+        TokenCommand::List(store) => {
+            let meta = token_store(store)?;
+            println!("NAME\tPREFIX\tSCOPES\tCREATED\tEXPIRES\tLAST USED");
+            for p in meta.pats()? {
+                let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+                let scopes = if p.scopes.is_empty() {
+                    "read".to_string()
+                } else {
+                    p.scopes.replace(' ', ",")
+                };
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    p.name,
+                    p.prefix,
+                    scopes,
+                    p.created_at,
+                    or_dash(p.expires_at),
+                    or_dash(p.last_used_at)
+                );
+            }
+            Ok(())
+        }
+        TokenCommand::Revoke(args) => {
+            let meta = token_store(args.store)?;
+            if meta.revoke_pat(&args.token)? == 0 {
+                anyhow::bail!("no token named or prefixed {:?}", args.token);
+            }
+            eprintln!("notevault: revoked {}", args.token);
+            Ok(())
+        }
+    }
 }

@@ -665,3 +665,269 @@ async fn rate_limits_count_per_credential() {
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["ratelimit-remaining"], "1");
 }
+
+/// `notevault token ...` on the command line: success, stdout, stderr.
+fn token_cli(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notevault"))
+        .arg("token")
+        .args(args)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn personal_access_tokens_from_the_cli_count_at_once() {
+    let (dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |_| {}).await;
+    let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
+    let invalid = r#"Bearer realm="notevault", error="invalid_token""#;
+    let write_scope =
+        r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.write""#;
+    // No token yet: open local mode.
+    answer(&s, "open", Auth::None, Method::GET, "/v1/notes", None, 200).await;
+
+    // Created while the daemon serves: auth is on at once, and the token works.
+    let (ok, out, err) = token_cli(&[
+        "create",
+        "--name",
+        "agent",
+        "--scope",
+        "notes.write",
+        "--expires-in",
+        "30d",
+        "--state-dir",
+        st,
+        v,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 1, "the token alone: {out}");
+    let agent = out.trim().to_string();
+    assert!(agent.starts_with("nvp_") && agent.len() == 42, "{agent}");
+    let (ok, out, _) = token_cli(&["create", "--name", "reader", "--state-dir", st, v]);
+    assert!(ok);
+    let reader = out.trim().to_string();
+    refused(
+        &s,
+        "no token now",
+        Auth::None,
+        Method::GET,
+        "/v1/notes",
+        None,
+        401,
+        "AUTH_MISSING",
+        REALM,
+    )
+    .await;
+    answer(
+        &s,
+        "pat write",
+        Auth::Bearer(&agent),
+        Method::POST,
+        "/v1/notes",
+        Some(note("pat/one")),
+        201,
+    )
+    .await;
+    answer(
+        &s,
+        "pat read",
+        Auth::Bearer(&reader),
+        Method::GET,
+        "/v1/notes",
+        None,
+        200,
+    )
+    .await;
+    refused(
+        &s,
+        "pat reader write",
+        Auth::Bearer(&reader),
+        Method::POST,
+        "/v1/notes",
+        Some(note("pat/two")),
+        403,
+        "PERMISSION_MISSING",
+        write_scope,
+    )
+    .await;
+
+    // A mistyped token (its checksum fails) and an unknown well-formed one.
+    let mut typo = agent.clone().into_bytes();
+    typo[20] = if typo[20] == b'x' { b'y' } else { b'x' };
+    let typo = String::from_utf8(typo).unwrap();
+    refused(
+        &s,
+        "typo",
+        Auth::Bearer(&typo),
+        Method::GET,
+        "/v1/notes",
+        None,
+        401,
+        "AUTH_INVALID",
+        invalid,
+    )
+    .await;
+    let unknown = notevault::auth::pat::generate().unwrap();
+    refused(
+        &s,
+        "unknown",
+        Auth::Bearer(&unknown),
+        Method::GET,
+        "/v1/notes",
+        None,
+        401,
+        "AUTH_INVALID",
+        invalid,
+    )
+    .await;
+
+    // The list shows names, prefixes, scopes and use, never a token.
+    let (ok, list, _) = token_cli(&["list", "--state-dir", st, v]);
+    assert!(ok);
+    for shown in [
+        "agent",
+        "reader",
+        &agent[..12],
+        &reader[..12],
+        "notes.write",
+    ] {
+        assert!(list.contains(shown), "{shown} in {list}");
+    }
+    assert!(!list.contains(&agent) && !list.contains(&reader), "{list}");
+    let agent_line = list.lines().find(|l| l.starts_with("agent")).unwrap();
+    assert!(
+        !agent_line.ends_with("\t-"),
+        "last used is noted: {agent_line}"
+    );
+    // The metadata store holds no token.
+    for file in ["meta.sqlite", "meta.sqlite-wal"] {
+        let bytes = std::fs::read(state.join(file)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(&agent[12..]), "{file} holds a token");
+    }
+
+    // A name is taken once; a bad lifetime is refused.
+    let (ok, _, err) = token_cli(&["create", "--name", "agent", "--state-dir", st, v]);
+    assert!(!ok && err.contains("agent"), "{err}");
+    let (ok, _, err) = token_cli(&[
+        "create",
+        "--name",
+        "x",
+        "--expires-in",
+        "soon",
+        "--state-dir",
+        st,
+        v,
+    ]);
+    assert!(!ok && err.contains("soon"), "{err}");
+
+    // Revoked while the daemon serves: refused at once (by name, then by prefix).
+    let (ok, _, err) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
+    assert!(ok, "{err}");
+    refused(
+        &s,
+        "revoked",
+        Auth::Bearer(&agent),
+        Method::GET,
+        "/v1/notes",
+        None,
+        401,
+        "AUTH_INVALID",
+        invalid,
+    )
+    .await;
+    assert!(!s.vault.join("pat/two.md").exists());
+    let (ok, _, _) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
+    assert!(!ok, "revoking twice fails");
+    let (ok, _, err) = token_cli(&["revoke", &reader[..12], "--state-dir", st, v]);
+    assert!(ok, "{err}");
+    // No token left and nothing configured: open local mode again.
+    answer(
+        &s,
+        "open again",
+        Auth::None,
+        Method::GET,
+        "/v1/notes",
+        None,
+        200,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_revoked_token_stays_refused_when_auth_is_required() {
+    let (dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |c| {
+        c.auth_required = true
+    })
+    .await;
+    let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
+    let (ok, out, err) = token_cli(&["create", "--name", "only", "--state-dir", st, v]);
+    assert!(ok, "{err}");
+    let token = out.trim().to_string();
+    answer(
+        &s,
+        "accepted",
+        Auth::Bearer(&token),
+        Method::GET,
+        "/v1/notes",
+        None,
+        200,
+    )
+    .await;
+    assert!(token_cli(&["revoke", "only", "--state-dir", st, v]).0);
+    // A token past its lifetime is refused too.
+    let (ok, out, err) = token_cli(&[
+        "create",
+        "--name",
+        "brief",
+        "--expires-in",
+        "1s",
+        "--state-dir",
+        st,
+        v,
+    ]);
+    assert!(ok, "{err}");
+    let brief = out.trim().to_string();
+    common::eventually("the token expires", || async {
+        send(&s, Auth::Bearer(&brief), Method::GET, "/v1/notes", None)
+            .await
+            .status()
+            == 401
+    })
+    .await;
+    let body = refused(
+        &s,
+        "expired",
+        Auth::Bearer(&brief),
+        Method::GET,
+        "/v1/notes",
+        None,
+        401,
+        "AUTH_INVALID",
+        r#"Bearer realm="notevault", error="invalid_token""#,
+    )
+    .await;
+    assert!(
+        body["message"].as_str().unwrap().contains("expired"),
+        "{body}"
+    );
+    refused(
+        &s,
+        "revoked",
+        Auth::Bearer(&token),
+        Method::GET,
+        "/v1/notes",
+        None,
+        401,
+        "AUTH_INVALID",
+        r#"Bearer realm="notevault", error="invalid_token""#,
+    )
+    .await;
+}

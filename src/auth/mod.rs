@@ -1,9 +1,10 @@
 //! Credentials and permissions: the types, and the one check of a credential against what
 //! a route needs. Which credential a request carries is decided by `http::authenticate`
-//! (the one auth layer): in open local mode (no `AUTH_REQUIRED`, no static tokens) every
-//! request gets [`Credential::Open`], which holds every permission; otherwise the
-//! `Authorization: Bearer` header is read with [`presented`] and looked up among the
-//! configured [`StaticTokens`] (in constant time).
+//! (the one auth layer): in open local mode (no `AUTH_REQUIRED`, no static or personal
+//! tokens) every request gets [`Credential::Open`], which holds every permission;
+//! otherwise the `Authorization: Bearer` header is read with [`presented`] and looked up
+//! among the configured [`StaticTokens`] (in constant time), then among the personal
+//! access tokens of the metadata store ([`pat`]: their format and keyed hash).
 //!
 //! Each route states what it needs ([`Need`], a column of `api::routes`); [`require`] is the
 //! one check of a credential against a need, made once per request (by `api::dispatch`, and
@@ -12,6 +13,8 @@
 //!
 //! A token is a secret: it is never logged, never put in an error message, and never
 //! printed by `Debug`; [`public_prefix`] is the most of it a log line may carry.
+
+pub mod pat;
 
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
@@ -31,6 +34,13 @@ pub enum Permission {
 }
 
 impl Permission {
+    /// The permission named `name` (`notes.write`, `notes.review`).
+    pub fn from_name(name: &str) -> Option<Permission> {
+        [Permission::NotesWrite, Permission::NotesReview]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Permission::NotesWrite => "notes.write",

@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 use crate::api::error::{self, ApiError, RequestId, DOCS_URL, REQUEST_ID};
 use crate::api::guard::{Guards, HostGuard, RateLimits};
 use crate::api::{credential, dispatch, routes, writes};
-use crate::auth::{self, Credential, Presented, StaticTokens};
+use crate::auth::{self, pat, Credential, Permission, Presented, StaticTokens};
 use crate::error::{Error, Reason};
 use crate::state::State;
 
@@ -41,6 +41,8 @@ pub struct AppState {
     pub mcp: crate::mcp::McpService,
     /// The configured static tokens, for `authenticate`.
     pub static_tokens: Arc<StaticTokens>,
+    /// The key of the personal access tokens' keyed hash, once read from the store.
+    pub pat_key: Arc<std::sync::OnceLock<[u8; 32]>>,
 }
 
 impl AppState {
@@ -54,6 +56,7 @@ impl AppState {
         let static_tokens = Arc::new(StaticTokens::new(&state.config.static_tokens));
         Self {
             static_tokens,
+            pat_key: Arc::default(),
             mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
             docs_url,
             state,
@@ -178,9 +181,9 @@ async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
 
 /// The one place a request gets its credential, kept in its extensions for `dispatch`
 /// (which checks it against the route's need) and for `/mcp`. Open local mode (no
-/// `AUTH_REQUIRED`, no static tokens) gives every request the open credential; otherwise
-/// the request's bearer token is looked up, and a request without one is anonymous (see
-/// [`resolve`]). A credential also keys the rate limits ([`RateKey`]).
+/// `AUTH_REQUIRED`, no static tokens, no stored personal access token) gives every
+/// request the open credential; otherwise the request's bearer token is looked up, and a
+/// request without one is anonymous (see [`resolve`]). A credential also keys the rate limits ([`RateKey`]).
 async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
     let (credential, key) = resolve(&app, req.headers());
     req.extensions_mut().insert(credential);
@@ -202,8 +205,9 @@ struct RateKey(String);
 /// one bearer token, is `AUTH_INVALID`. A refused token is logged with the request id and
 /// at most its public prefix.
 fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Option<RateKey>) {
-    let config = &app.state.config;
-    if !config.auth_configured() {
+    // Fail closed: a store that cannot say whether tokens exist means auth is on.
+    let auth_on = app.state.config.auth_configured() || app.state.meta.has_pats().unwrap_or(true);
+    if !auth_on {
         return (Credential::Open, None);
     }
     let values: Vec<&[u8]> = headers
@@ -211,17 +215,6 @@ fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Opti
         .iter()
         .map(HeaderValue::as_bytes)
         .collect();
-    let refused = |reason: Reason, message: &str, prefix: &str| {
-        tracing::info!(
-            request_id = %error::current_request_id(),
-            reason = %reason,
-            token_prefix = prefix,
-            why = message,
-            "credential refused"
-        );
-        let message = message.to_string();
-        (Credential::Refused { reason, message }, None::<RateKey>)
-    };
     let token = match auth::presented(&values) {
         Presented::Nothing => return (Credential::Anonymous, None),
         Presented::OtherScheme => {
@@ -235,6 +228,9 @@ fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Opti
         Presented::Bearer(token) => token,
     };
     let Some((index, entry)) = app.static_tokens.find(token) else {
+        if pat::looks_like(token) {
+            return pat_credential(app, token);
+        }
         return refused(
             Reason::AUTH_INVALID,
             "the bearer token is not valid for this daemon",
@@ -251,6 +247,89 @@ fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Opti
         }
     }
     (entry.credential(), Some(RateKey(format!("static:{index}"))))
+}
+
+/// A refused credential, logged with the request id and at most the token's public prefix.
+fn refused(reason: Reason, message: &str, prefix: &str) -> (Credential, Option<RateKey>) {
+    tracing::info!(
+        request_id = %error::current_request_id(),
+        reason = %reason,
+        token_prefix = prefix,
+        why = message,
+        "credential refused"
+    );
+    let message = message.to_string();
+    (Credential::Refused { reason, message }, None)
+}
+
+/// A personal access token's credential: its checksum (a mistyped token is refused
+/// without a lookup), its row by public prefix (looked up per request, so a token
+/// created or revoked while serving counts at once), its keyed hash (constant time), its
+/// expiry. A use is noted at most once a minute.
+fn pat_credential(app: &AppState, token: &str) -> (Credential, Option<RateKey>) {
+    let prefix = pat::public_prefix(token);
+    if !pat::well_formed(token) {
+        return refused(
+            Reason::AUTH_INVALID,
+            "the personal access token is malformed (its checksum does not match)",
+            prefix,
+        );
+    }
+    let meta = &app.state.meta;
+    let key = match app.pat_key.get() {
+        Some(key) => Ok(*key),
+        None => meta.pat_key().map(|key| *app.pat_key.get_or_init(|| key)),
+    };
+    let found = meta.pat(prefix).and_then(|row| Ok((row, key?)));
+    let (row, key) = match found {
+        Ok((Some(row), key)) => (row, key),
+        Ok((None, _)) => {
+            return refused(
+                Reason::AUTH_INVALID,
+                "the personal access token is unknown or revoked",
+                prefix,
+            )
+        }
+        Err(e) => return refused(e.reason, &e.message, prefix),
+    };
+    if !pat::matches(&key, token, &row.hash) {
+        return refused(
+            Reason::AUTH_INVALID,
+            "the personal access token is unknown or revoked",
+            prefix,
+        );
+    }
+    let now = crate::clock::timestamp(chrono::Utc::now());
+    if row
+        .expires_at
+        .as_deref()
+        .is_some_and(|at| at <= now.as_str())
+    {
+        return refused(
+            Reason::AUTH_INVALID,
+            "the personal access token has expired",
+            prefix,
+        );
+    }
+    let a_minute_ago = crate::clock::timestamp(chrono::Utc::now() - chrono::Duration::seconds(60));
+    if row
+        .last_used_at
+        .as_deref()
+        .is_none_or(|at| at < a_minute_ago.as_str())
+    {
+        if let Err(e) = meta.touch_pat(prefix, &now) {
+            tracing::warn!(token_prefix = prefix, error = %e.message, "cannot note a token's use");
+        }
+    }
+    let permissions = row
+        .scopes
+        .split_whitespace()
+        .filter_map(Permission::from_name)
+        .collect();
+    (
+        Credential::Pat { permissions },
+        Some(RateKey(format!("pat:{prefix}"))),
+    )
 }
 
 /// The read and write rate limits, with their `RateLimit-*` headers; the class comes from

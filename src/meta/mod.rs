@@ -1,7 +1,9 @@
 //! The metadata store: SQLite (bundled), WAL, versioned schema migrations.
 //!
-//! It holds what the folder cannot: stable note ids, the revision chain, settings and the
-//! page-token key. It is auxiliary: the folder stays the truth.
+//! It holds what the folder cannot: stable note ids, the revision chain, settings, the
+//! page-token key and the personal access tokens (keyed hashes only, `tokens.rs`). It is auxiliary: the folder stays the truth.
+
+pub mod tokens;
 
 use std::path::Path;
 
@@ -77,6 +79,17 @@ const MIGRATIONS: &[&str] = &[
     // 6: pending writes keep the pipeline's request and receipt (JSON); rows from before
     // keep the HTTP request and the rendered receipt (domain = 0) until upgraded
     "ALTER TABLE pending_writes ADD COLUMN domain INTEGER NOT NULL DEFAULT 0;",
+    // 7: personal access tokens: the keyed hash of each (never the token), its public
+    // prefix, name, scopes (space-separated) and times
+    "CREATE TABLE personal_tokens (
+        prefix       TEXT PRIMARY KEY,
+        name         TEXT NOT NULL UNIQUE,
+        hash         TEXT NOT NULL,
+        scopes       TEXT NOT NULL,
+        created_at   TEXT NOT NULL,
+        expires_at   TEXT,
+        last_used_at TEXT
+    );",
 ];
 
 /// A write waiting for (or decided by) a reviewer.
