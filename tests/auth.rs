@@ -684,15 +684,15 @@ fn token_cli(args: &[&str]) -> (bool, String, String) {
 #[tokio::test]
 async fn personal_access_tokens_from_the_cli_count_at_once() {
     let (dir, vault, state) = common::temp_vault(Some("vault-example"));
-    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |_| {}).await;
+    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |c| {
+        c.auth_required = true
+    })
+    .await;
     let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
     let invalid = r#"Bearer realm="notevault", error="invalid_token""#;
     let write_scope =
         r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.write""#;
-    // No token yet: open local mode.
-    answer(&s, "open", Auth::None, Method::GET, "/v1/notes", None, 200).await;
-
-    // Created while the daemon serves: auth is on at once, and the token works.
+    // Created while the daemon serves: the token works at once.
     let (ok, out, err) = token_cli(&[
         "create",
         "--name",
@@ -847,15 +847,16 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     assert!(!ok, "revoking twice fails");
     let (ok, _, err) = token_cli(&["revoke", &reader[..12], "--state-dir", st, v]);
     assert!(ok, "{err}");
-    // No token left and nothing configured: open local mode again.
-    answer(
+    refused(
         &s,
-        "open again",
-        Auth::None,
+        "revoked by prefix",
+        Auth::Bearer(&reader),
         Method::GET,
         "/v1/notes",
         None,
-        200,
+        401,
+        "AUTH_INVALID",
+        invalid,
     )
     .await;
 }
