@@ -34,7 +34,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
-use crate::auth::Credential;
+use crate::auth::{Credential, Permission};
 use crate::error::{render_hint, Error, Reason};
 use crate::state::State;
 
@@ -236,11 +236,32 @@ impl ServerHandler for NotesServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
+        let credential = http_parts(&context.extensions)
+            .and_then(|p| p.extensions.get::<Credential>())
+            .cloned();
+        // A write tool is offered to a writing token while writes are possible. A token
+        // without `notes.write` hears which permission it lacks; the open local mode has
+        // no write tools (the spec's local tool server is read-only).
+        let refused = match tools::find(&name) {
+            Some((tools::Access::Write, _)) if !self.write_tools(&context) => match &credential {
+                Some(c @ Credential::Token { .. }) | Some(c @ Credential::Pat { .. }) => {
+                    crate::auth::require(c, crate::auth::Need::Permission(Permission::NotesWrite))
+                        .err()
+                }
+                _ => None,
+            },
+            _ => None,
+        };
         let offered = match tools::find(&name) {
             Some((tools::Access::Read, _)) => true,
-            Some((tools::Access::Write, _)) => self.write_tools(&context),
+            Some((tools::Access::Write, _)) => self.write_tools(&context) || refused.is_some(),
             None => false,
         };
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .filter(|n| !n.is_empty());
         let unknown = |name: &str| {
             McpError::invalid_params(
                 format!("unknown tool `{name}`; call tools/list for the tools this server offers"),
@@ -262,7 +283,10 @@ impl ServerHandler for NotesServer {
             .scope(
                 request_id,
                 DOCS_URL.scope(self.docs_url.clone(), async move {
-                    match tools::call(state, &called, arguments).await {
+                    if let Some(err) = refused {
+                        return Ok(tool_error(&err));
+                    }
+                    match tools::call(state, &called, arguments, client).await {
                         Some(Ok(answer)) => {
                             let mut result = CallToolResult::structured(answer.json);
                             result.content = vec![ContentBlock::text(answer.text)];
@@ -362,7 +386,8 @@ mod tests {
             (R::REVISION_CONTENT_MISSING, "This revision's bytes were never recorded in history (`details` says why); diff or roll back to another revision listed by the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP)."),
             (R::VERSION_MOVED, "Read the note's current `version_id` with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry the write with it and a fresh idempotency key."),
             (R::NAME_COLLISION, "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP) or folders with the `list_folders` tool (`GET /v1/folders` over HTTP), then retry with a path that does not exist."),
-            (R::EDIT_MATCH_NOT_FOUND, "Read the note with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry `POST /v1/notes/{note}:edit` with an `old_string` present in the current body."),
+            (R::EDIT_MATCH_NOT_FOUND, "Read the note with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry the `edit_note` tool (`POST /v1/notes/{note}:edit` over HTTP) with an `old_string` present in the current body."),
+            (R::EDIT_AMBIGUOUS, "Retry the `edit_note` tool (`POST /v1/notes/{note}:edit` over HTTP) with a longer `old_string` that matches exactly one place (see `candidate_lines` in the ErrorInfo metadata)."),
             (R::WRITE_REFUSED, "Read `write_policy` with the `vault_summary` tool (`GET /v1/vault` over HTTP) and the queued writes with `GET /v1/writes`, then retry with a write the policy allows."),
         ];
         for reason in Reason::ALL {

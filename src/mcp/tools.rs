@@ -17,7 +17,8 @@ use crate::api::revisions::{self, ListRevisionsParams, RevisionList};
 use crate::api::search::{self, SearchParams, SearchResponse};
 use crate::api::tags::{self, TagList, TagsParams};
 use crate::api::vault::{self, NoParams, VaultSummary};
-use crate::api::wire::{FolderList, NoteList, NoteRead};
+use crate::api::wire::{FolderList, NoteList, NoteRead, Receipt};
+use crate::api::writes::{self, EditNoteParams, WriteNoteParams};
 use crate::error::Error;
 use crate::mcp::schema;
 use crate::state::State;
@@ -195,6 +196,40 @@ Call it first to learn the size and shape of the vault. Takes no arguments.",
         input: schema::of::<NoParams>,
         output: schema::of::<VaultSummary>,
     },
+    ToolSpec {
+        name: "write_note",
+        twin: "POST /v1/notes",
+        title: "Write a note",
+        description: "Create a note, or replace the body of one that exists. `note` is a slug \
+(`projects/roadmap`, no `.md`) or a note id; a slug no note has is created there with \
+`content` as its whole text. For a note that exists, `content` replaces the body after its \
+frontmatter (the frontmatter is kept; change keys with the HTTP API) and `version_id` (from \
+`read_note`) guards against overwriting a change made since you read it (`VERSION_MOVED`: \
+read it again). Goes through the vault's write pipeline: the answer is the receipt \
+(`status` `applied` with the new `version_id`, or `queued` with a `pending_id` when the \
+vault's policy holds writes for a person's review: the note is then unchanged until \
+approved). Retrying the same call replays its first answer (`idempotency_key` is derived \
+from the arguments unless given). For a small change inside a note prefer `edit_note`.",
+        access: Access::Write,
+        input: schema::of::<WriteNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "edit_note",
+        twin: "POST /v1/notes/{note}:edit",
+        title: "Edit a note",
+        description: "Replace one exact piece of a note's text: `old_string` must occur \
+exactly once in the current text (read it with `read_note` first, and copy the text \
+exactly, whitespace included) and becomes `new_string`; `version_id` is the version you \
+read, and the edit is refused with `VERSION_MOVED` if the note changed since (read it again \
+and retry). Nothing else in the file changes. The answer is the receipt: `applied` with the \
+new `version_id`, or `queued` with a `pending_id` when the vault holds writes for review. \
+Retrying the same call replays its first answer (`idempotency_key` is derived from the \
+arguments unless given).",
+        access: Access::Write,
+        input: schema::of::<EditNoteParams>,
+        output: schema::of::<Receipt>,
+    },
 ];
 
 /// The rmcp definition of every tool, built once.
@@ -256,6 +291,7 @@ pub async fn call(
     state: Arc<State>,
     name: &str,
     arguments: Option<JsonObject>,
+    client: Option<String>,
 ) -> Option<Result<Answer, Error>> {
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
@@ -269,6 +305,8 @@ pub async fn call(
         "list_folders" => run(args, |p| folders::list_folders(state, p)).await,
         "list_revisions" => run(args, |p| revisions::list_note_revisions(state, p)).await,
         "note_links" => run(args, |p| notes::note_links(state, p)).await,
+        "write_note" => run(args, |p| writes::write_note(state, p, client)).await,
+        "edit_note" => run(args, |p| writes::edit_note(state, p, client)).await,
         _ => return None,
     })
 }
@@ -300,19 +338,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_tool_is_read_only_described_and_dispatched() {
+    fn every_tool_is_described_and_listed_by_its_access() {
         let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "tool names are unique");
-        for tool in listed(false) {
+        let reads = TOOLS.iter().filter(|t| t.access == Access::Read).count();
+        assert_eq!(listed(false).len(), reads);
+        assert_eq!(listed(true).len(), TOOLS.len());
+        for tool in listed(true) {
+            let (access, _) = find(&tool.name).unwrap();
             let annotations = tool.annotations.as_ref().unwrap();
-            assert_eq!(annotations.read_only_hint, Some(true), "{}", tool.name);
+            let read_only = annotations.read_only_hint == Some(true);
+            assert_eq!(read_only, access == Access::Read, "{}", tool.name);
             assert_eq!(tool.input_schema["type"], "object");
             assert_eq!(tool.output_schema.as_ref().unwrap()["type"], "object");
             assert!(tool.description.as_ref().unwrap().len() > 200);
         }
-        assert_eq!(listed(false).len(), TOOLS.len());
+        assert!(listed(false).iter().all(|t| t.name != "write_note"));
     }
 }

@@ -28,6 +28,7 @@ mod edit;
 mod patch;
 mod relocate;
 mod rollback;
+mod tools;
 
 pub use create::*;
 pub use delete::*;
@@ -35,6 +36,7 @@ pub use edit::*;
 pub use patch::*;
 pub use relocate::*;
 pub use rollback::*;
+pub use tools::*;
 
 /// Largest request body (a whole note plus JSON).
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -327,13 +329,35 @@ pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
 /// Run a prepared request through the pipeline and answer its (possibly replayed) receipt.
 async fn submit(state: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
     let key = idempotency_key(headers)?;
-    let hash = op_hash(
-        prepared.route,
-        prepared.note.as_deref(),
-        &prepared.body,
-        &prepared.query,
-        &prepared.agent,
-    );
+    let (status, body) = submit_keyed(state, key, None, prepared).await?;
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    Ok((
+        status,
+        [("content-type", "application/json")],
+        Body::from(body),
+    )
+        .into_response())
+}
+
+/// Run a prepared request through the pipeline under `key`: its (possibly replayed)
+/// receipt, rendered as `(status, JSON body)`. The HTTP routes and the MCP write tools
+/// both come here. `meaning` is the hash of what makes two requests the same, when the
+/// caller knows better than the prepared request (a tool call: its arguments).
+async fn submit_keyed(
+    state: Arc<State>,
+    key: String,
+    meaning: Option<String>,
+    prepared: Prepared,
+) -> Result<(u16, String), Error> {
+    let hash = meaning.unwrap_or_else(|| {
+        op_hash(
+            prepared.route,
+            prepared.note.as_deref(),
+            &prepared.body,
+            &prepared.query,
+            &prepared.agent,
+        )
+    });
     let Prepared {
         agent,
         op,
@@ -355,15 +379,8 @@ async fn submit(state: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> A
         )
     })
     .await?;
-    let (status, body) = match submitted {
+    Ok(match submitted {
         writes::Submitted::Receipt(receipt) => render(&receipt, embed_note),
         writes::Submitted::Rendered(status, body) => (status, body),
-    };
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    Ok((
-        status,
-        [("content-type", "application/json")],
-        Body::from(body),
-    )
-        .into_response())
+    })
 }
