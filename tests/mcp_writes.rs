@@ -267,3 +267,41 @@ async fn under_review_a_tool_write_is_queued_and_the_note_is_untouched() {
     assert!(receipt["pending_id"].is_string(), "{queued}");
     assert!(!s.vault.join("agents/queued.md").exists());
 }
+
+/// The official MCP Python SDK in both eras (`legacy`: the initialize handshake; `auto`:
+/// the stateless 2026-07-28 revision) with the writer's token: `tests/mcp/e2e_writes.py`
+/// finds the write tools, writes and edits a note, validates each answer against its
+/// `outputSchema`, and checks that a retried call replays; the files are on disk after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdk_writes_and_edits_in_both_modes() {
+    let Some(python) = common::tools::python(&["mcp.client.client", "jsonschema", "httpx2"]) else {
+        return;
+    };
+    let s = with_tokens().await;
+    let url = s.url("/mcp");
+    let script = common::repo_path("tests/mcp/e2e_writes.py");
+    for mode in ["legacy", "auto"] {
+        let (python, url, script) = (python.clone(), url.clone(), script.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python)
+                .arg(script)
+                .args([url.as_str(), mode, WRITER])
+                .output()
+                .expect("python runs")
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}:\n{stdout}\n{stderr}");
+        assert!(
+            stdout.contains(&format!("mcp e2e writes {mode}:")),
+            "{stdout}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.vault.join(format!("sdk/{mode}.md"))).unwrap(),
+            "# Written by the SDK\n\nedited line\n",
+            "{mode}"
+        );
+    }
+}
