@@ -8,20 +8,15 @@ on the first failure; prints one line per mode on success.
 """
 
 import asyncio
-import json
 import sys
 
 import jsonschema
 from mcp.client.client import Client
+from shared import check, checked_call
 
 EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 READ_ONLY = {"search", "grep", "list_notes", "read_note", "list_folders", "list_revisions",
              "note_links", "list_tags", "aggregate_properties", "vault_summary"}
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 async def run(url: str, mode: str) -> int:
@@ -48,15 +43,8 @@ async def run(url: str, mode: str) -> int:
 
         async def call(name, arguments):
             nonlocal checks
-            result = await client.call_tool(name, arguments)
-            check(not result.is_error, f"{name}({arguments}): {result}")
-            structured = result.structured_content
-            jsonschema.validate(structured, tools[name].output_schema,
-                                cls=jsonschema.Draft202012Validator)
-            check(json.loads(result.content[0].text) == structured,
-                  f"{name}: the text content is the structured content")
             checks += 1
-            return structured
+            return await checked_call(client, tools, name, arguments)
 
         seq = (await call("vault_summary", {}))["committed_seq"]
         found = await call("search", {"q": "sourdough starter", "min_seq": seq})

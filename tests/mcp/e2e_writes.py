@@ -7,18 +7,13 @@ first failure.
 """
 
 import asyncio
-import json
 import sys
 
 import httpx2
 import jsonschema
 from mcp.client.client import Client
+from shared import check, checked_call
 from mcp.client.streamable_http import streamable_http_client
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 async def run(url: str, mode: str, token: str) -> int:
@@ -36,15 +31,8 @@ async def run(url: str, mode: str, token: str) -> int:
 
         async def call(name, arguments):
             nonlocal checks
-            result = await client.call_tool(name, arguments)
-            check(not result.is_error, f"{name}({arguments}): {result}")
-            structured = result.structured_content
-            jsonschema.validate(structured, tools[name].output_schema,
-                                cls=jsonschema.Draft202012Validator)
-            check(json.loads(result.content[0].text) == structured,
-                  f"{name}: the text content is the structured content")
             checks += 1
-            return structured
+            return await checked_call(client, tools, name, arguments)
 
         slug = f"sdk/{mode}"
         args = {"note": slug, "content": "# Written by the SDK\n\nfirst line\n"}
