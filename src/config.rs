@@ -27,7 +27,27 @@ pub struct Config {
     /// Static bearer tokens (TOML `[[static_tokens]]`, `NOTEVAULT_STATIC_TOKENS` as JSON).
     /// Any of them turns auth on.
     pub static_tokens: Vec<StaticToken>,
-    pub idp_api_key: Option<String>,
+    /// The identity provider's API key (`IDP_API_KEY`), sent by the token proxy only.
+    pub idp_api_key: Option<Secret>,
+    /// The identity provider whose JWTs are accepted (`iss`); with it, the
+    /// protected-resource metadata is served and challenges name it.
+    pub auth_issuer: Option<String>,
+    /// Where the issuer's signing keys (a JWK Set) are fetched.
+    pub auth_jwks_url: Option<String>,
+    /// A JWK Set file, for offline use instead of `auth_jwks_url`.
+    pub auth_jwks_file: Option<PathBuf>,
+    /// The `aud` a JWT must carry; `None`: not checked.
+    pub auth_audience: Option<String>,
+    /// The identity provider's organization that maps to this vault: a JWT whose
+    /// `org_id` is this one is for this vault.
+    pub org_id: Option<String>,
+    /// The identity provider's token endpoint, where `POST /v1/auth/token` forwards grants.
+    pub idp_token_url: Option<String>,
+    /// The `client_id` the token proxy sends with each grant, if the provider needs one.
+    pub idp_client_id: Option<String>,
+    /// The daemon's public base URL (`https://notes.example:4000`), for the metadata
+    /// document and challenges; `None`: built from the request's `Host`.
+    pub public_url: Option<String>,
     /// Serve a non-loopback address without auth.
     pub insecure_open: bool,
     /// Extra `Host` names accepted besides the loopback names.
@@ -63,6 +83,14 @@ impl Default for Config {
             auth_required: false,
             static_tokens: Vec::new(),
             idp_api_key: None,
+            auth_issuer: None,
+            auth_jwks_url: None,
+            auth_jwks_file: None,
+            auth_audience: None,
+            org_id: None,
+            idp_token_url: None,
+            idp_client_id: None,
+            public_url: None,
             insecure_open: false,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -88,7 +116,15 @@ pub struct Layer {
     pub rate_limit_write_per_minute: Option<u32>,
     pub auth_required: Option<bool>,
     pub static_tokens: Option<Vec<StaticToken>>,
-    pub idp_api_key: Option<String>,
+    pub idp_api_key: Option<Secret>,
+    pub auth_issuer: Option<String>,
+    pub auth_jwks_url: Option<String>,
+    pub auth_jwks_file: Option<PathBuf>,
+    pub auth_audience: Option<String>,
+    pub org_id: Option<String>,
+    pub idp_token_url: Option<String>,
+    pub idp_client_id: Option<String>,
+    pub public_url: Option<String>,
     pub insecure_open: Option<bool>,
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
@@ -146,7 +182,15 @@ impl Layer {
                     })
                 })
                 .transpose()?,
-            idp_api_key: get("IDP_API_KEY"),
+            idp_api_key: get("IDP_API_KEY").map(Secret),
+            auth_issuer: own("AUTH_ISSUER"),
+            auth_jwks_url: own("AUTH_JWKS_URL"),
+            auth_jwks_file: own("AUTH_JWKS_FILE").map(PathBuf::from),
+            auth_audience: own("AUTH_AUDIENCE"),
+            org_id: own("ORG_ID"),
+            idp_token_url: own("IDP_TOKEN_URL"),
+            idp_client_id: own("IDP_CLIENT_ID"),
+            public_url: own("PUBLIC_URL"),
             insecure_open: own("INSECURE_OPEN")
                 .map(|v| parse_bool("NOTEVAULT_INSECURE_OPEN", &v))
                 .transpose()?,
@@ -213,9 +257,20 @@ impl Config {
         if layer.state_dir.is_some() {
             self.state_dir = layer.state_dir;
         }
-        if layer.idp_api_key.is_some() {
-            self.idp_api_key = layer.idp_api_key;
+        macro_rules! take_some {
+            ($($field:ident),*) => { $(if layer.$field.is_some() { self.$field = layer.$field; })* };
         }
+        take_some!(
+            idp_api_key,
+            auth_issuer,
+            auth_jwks_url,
+            auth_jwks_file,
+            auth_audience,
+            org_id,
+            idp_token_url,
+            idp_client_id,
+            public_url
+        );
         if layer.test_crash_at.is_some() {
             self.test_crash_at = layer.test_crash_at;
         }
@@ -235,13 +290,61 @@ impl Config {
         config = config.apply(Layer::from_env(var)?);
         let config = config.apply(flags);
         config.check_static_tokens()?;
+        config.check_identity_provider()?;
         Ok(config)
+    }
+
+    /// The scheme this daemon serves.
+    pub fn scheme(&self) -> &'static str {
+        "http"
     }
 
     /// Whether requests need a credential: `AUTH_REQUIRED`, or any static token. (Open
     /// local mode otherwise.)
     pub fn auth_configured(&self) -> bool {
         self.auth_required || !self.static_tokens.is_empty()
+    }
+
+    /// An issuer needs its keys (`auth_jwks_url` or `auth_jwks_file`, not both); URLs must
+    /// be `http(s)://`; the public URL has no path.
+    fn check_identity_provider(&self) -> Result<(), String> {
+        let keys = (self.auth_jwks_url.is_some(), self.auth_jwks_file.is_some());
+        match (&self.auth_issuer, keys) {
+            (Some(_), (false, false)) => {
+                return Err("auth_issuer is set without its keys: set auth_jwks_url (or auth_jwks_file for offline use)".into())
+            }
+            (_, (true, true)) => {
+                return Err("set auth_jwks_url or auth_jwks_file, not both".into())
+            }
+            (None, (true, _) | (_, true)) => {
+                return Err("auth_jwks_url / auth_jwks_file need auth_issuer: set the issuer whose keys they are".into())
+            }
+            _ => {}
+        }
+        for (name, url) in [
+            ("auth_jwks_url", &self.auth_jwks_url),
+            ("idp_token_url", &self.idp_token_url),
+            ("public_url", &self.public_url),
+        ] {
+            if let Some(url) = url {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(format!(
+                        "{name} must be an http:// or https:// URL, not {url:?}"
+                    ));
+                }
+            }
+        }
+        for (name, value) in [
+            ("auth_issuer", &self.auth_issuer),
+            ("auth_audience", &self.auth_audience),
+            ("org_id", &self.org_id),
+            ("idp_client_id", &self.idp_client_id),
+        ] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(format!("{name} is empty"));
+            }
+        }
+        Ok(())
     }
 
     /// Every static token must be one a request can send (visible ASCII, at most 4096
@@ -264,6 +367,28 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// A secret setting (`IDP_API_KEY`): `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one request that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
     }
 }
 

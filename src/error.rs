@@ -59,6 +59,10 @@ mod table {
         AUTH_INVALID => (401, "Get a new access token, then retry with the `Authorization: Bearer` header."),
         VAULT_FORBIDDEN => (403, "Use a token whose `vault_id` or mapped `org_id` matches a vault on this server."),
         PERMISSION_MISSING => (403, "Use a token with the permission named in `scope`, then retry."),
+        AUTH_UNAVAILABLE => (503, "The identity provider's signing keys cannot be fetched right now; retry after `Retry-After` seconds with the same token."),
+        GRANT_INVALID => (400, "The identity provider refused this code or refresh token: start the sign-in again for a new code, then retry `POST /v1/auth/token`."),
+        IDP_UNAVAILABLE => (502, "The identity provider did not answer well; retry `POST /v1/auth/token` after `Retry-After` seconds."),
+        IDP_NOT_CONFIGURED => (503, "This daemon has no identity provider for the token proxy: its operator sets `idp_token_url` and `IDP_API_KEY`; until then use a personal access token."),
         CREDENTIAL_FORBIDDEN => (403, "Call this route from a signed-in session: a personal access token may not call session-only routes or the key route."),
         NOTE_NOT_FOUND => (404, "List notes with `GET /v1/notes`, then retry with an existing slug or note_id."),
         VERSION_NOT_FOUND => (404, "List revisions with `GET /v1/notes/{note}:listRevisions`, then retry with a listed id."),
@@ -305,7 +309,9 @@ mod tests {
         // and HISTORY_BEHIND for a revision whose bytes history does not hold.
         // URI_TOO_LONG, HEADERS_TOO_LARGE, MALFORMED_REQUEST, REQUEST_TIMEOUT and
         // SERVER_BUSY for what the HTTP server refuses before a route (api::server).
-        assert_eq!(Reason::ALL.len(), 41);
+        // AUTH_UNAVAILABLE (an issuer's keys cannot be fetched), GRANT_INVALID,
+        // IDP_UNAVAILABLE and IDP_NOT_CONFIGURED: the token proxy's refusals.
+        assert_eq!(Reason::ALL.len(), 45);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");

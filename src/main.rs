@@ -143,6 +143,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             config.listen
         );
     }
+    if config.auth_issuer.is_some() && !config.auth_configured() {
+        tracing::warn!("auth_issuer is set but auth is off (no AUTH_REQUIRED, no static tokens): the daemon is open and JWTs are not checked");
+    }
     limit_malloc_arenas();
     // Blocking work (search, grep, reads) is short: a bounded pool keeps threads, and the
     // memory each one holds, in proportion to the machine.

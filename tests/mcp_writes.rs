@@ -75,6 +75,8 @@ async fn rpc(s: &TestServer, bearer: Option<&str>, method: &str, params: Value) 
 
 async fn tool_names(s: &TestServer, bearer: Option<&str>) -> Vec<String> {
     let answer = rpc(s, bearer, "tools/list", json!({})).await;
+    // The list depends on the caller: no cache may share it with another (SEP-2549).
+    assert_eq!(answer["result"]["cacheScope"], "private", "{answer}");
     answer["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("{answer}"))

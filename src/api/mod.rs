@@ -8,6 +8,7 @@ pub mod folders;
 pub mod grep;
 pub mod guard;
 pub mod notes;
+pub mod oauth;
 pub mod openapi;
 pub mod params;
 pub mod properties;
@@ -153,6 +154,9 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
             .await?
             .into_response(),
         Op::RejectWrite => review::reject(state, note()?, parts).await?.into_response(),
+        Op::AuthToken => oauth::token(state, parts, bytes).await?,
+        Op::ResourceMetadata => oauth::resource_metadata(state, parts).await?,
+        Op::McpResourceMetadata => oauth::mcp_resource_metadata(state, parts).await?,
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

@@ -47,7 +47,14 @@ pub enum Op {
     GetWrite,
     ApproveWrite,
     RejectWrite,
+    AuthToken,
+    ResourceMetadata,
+    McpResourceMetadata,
 }
+
+/// Where the protected-resource metadata is served (RFC 9728 section 3); the MCP
+/// endpoint's is this path followed by `/mcp`.
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// What a route is for the guards: its rate-limit class (`None`: not limited; the spec
 /// limits `/v1` and `/mcp` only) and what its caller needs.
@@ -85,6 +92,12 @@ pub const REVIEW: Access = Access {
 /// `/mcp`: read rate limit, any credential; the tools it lists depend on the credential
 /// (`auth::mcp_write_tools`).
 pub const MCP: Access = READ;
+
+/// The token proxy: open, limited as a write.
+pub const PROXY: Access = Access {
+    class: Some(Class::Write),
+    need: Need::Nothing,
+};
 
 /// One served route: method, OpenAPI path template, operation, access, and for a
 /// deprecated legacy form the template of its canonical successor.
@@ -128,6 +141,14 @@ fn build() -> Vec<Route> {
     use Method as M;
     vec![
         r(M::GET, "/openapi.json", Op::OpenApi, PUBLIC),
+        r(M::GET, METADATA_PATH, Op::ResourceMetadata, PUBLIC),
+        r(
+            M::GET,
+            "/.well-known/oauth-protected-resource/mcp",
+            Op::McpResourceMetadata,
+            PUBLIC,
+        ),
+        r(M::POST, "/v1/auth/token", Op::AuthToken, PROXY),
         r(M::GET, "/v1/notes", Op::ListNotes, READ),
         r(M::GET, "/v1/folders", Op::ListFolders, READ),
         r(M::POST, "/v1/notes", Op::CreateNote, WRITE),
@@ -427,6 +448,9 @@ mod tests {
         let expected = |method: &Method, template: &str| -> Need {
             match (method.as_str(), template) {
                 ("GET", "/openapi.json") => Need::Nothing,
+                // Open by the interface's "Authentication" items 8 and 9.
+                ("GET", t) if t.starts_with(METADATA_PATH) => Need::Nothing,
+                ("POST", "/v1/auth/token") => Need::Nothing,
                 ("GET", "/v1/writes/{id}") => Need::Permission(NotesReview),
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
                 ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),
@@ -458,6 +482,7 @@ mod tests {
         for route in table {
             let class = match (route.method.as_str(), route.template) {
                 (_, "/openapi.json") => None,
+                (_, t) if t.starts_with(METADATA_PATH) => None,
                 ("GET", _) | ("POST", "/v1/properties:aggregate") => Some(Class::Read),
                 _ => Some(Class::Write),
             };

@@ -14,6 +14,8 @@
 //! A token is a secret: it is never logged, never put in an error message, and never
 //! printed by `Debug`; [`public_prefix`] is the most of it a log line may carry.
 
+pub mod idp;
+pub mod jwt;
 pub mod pat;
 
 use serde::Deserialize;
@@ -67,7 +69,12 @@ pub enum Credential {
     /// header of another scheme than Bearer), `VAULT_FORBIDDEN` (a token for another
     /// vault). Every route that needs anything answers this refusal; the message never
     /// holds the token.
-    Refused { reason: Reason, message: String },
+    Refused {
+        reason: Reason,
+        message: String,
+        /// Seconds after which a retry may succeed (`AUTH_UNAVAILABLE`).
+        retry_after: Option<u64>,
+    },
 }
 
 impl Credential {
@@ -277,8 +284,19 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
     let need = need.into();
     match (credential, need) {
         (_, Need::Nothing) | (Credential::Open, _) => return Ok(()),
-        (Credential::Refused { reason, message }, _) => {
-            return Err(Error::new(*reason, message.clone()))
+        (
+            Credential::Refused {
+                reason,
+                message,
+                retry_after,
+            },
+            _,
+        ) => {
+            let err = Error::new(*reason, message.clone());
+            return Err(match retry_after {
+                Some(secs) => err.with_retry_after(*secs),
+                None => err,
+            });
         }
         (Credential::Anonymous, _) => {
             return Err(Error::new(
@@ -455,6 +473,7 @@ mod tests {
         let refused = Credential::Refused {
             reason: Reason::VAULT_FORBIDDEN,
             message: "another vault".into(),
+            retry_after: None,
         };
         assert!(require(&refused, Need::Nothing).is_ok());
         for need in [

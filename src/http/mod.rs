@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 use crate::api::error::{self, ApiError, RequestId, DOCS_URL, REQUEST_ID};
 use crate::api::guard::{Guards, HostGuard, RateLimits};
 use crate::api::{credential, dispatch, routes, writes};
-use crate::auth::{self, pat, Credential, Permission, Presented, StaticTokens};
+use crate::auth::{self, jwt, pat, Credential, Permission, Presented, StaticTokens};
 use crate::error::{Error, Reason};
 use crate::state::State;
 
@@ -43,6 +43,8 @@ pub struct AppState {
     pub static_tokens: Arc<StaticTokens>,
     /// The key of the personal access tokens' keyed hash, once read from the store.
     pub pat_key: Arc<std::sync::OnceLock<[u8; 32]>>,
+    /// The verifier of the identity provider's JWTs, when an issuer is configured.
+    pub jwt: Option<Arc<jwt::Verifier>>,
 }
 
 impl AppState {
@@ -57,6 +59,7 @@ impl AppState {
         Self {
             static_tokens,
             pat_key: Arc::default(),
+            jwt: jwt::Verifier::from_config(&state.config).map(Arc::new),
             mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
             docs_url,
             state,
@@ -185,12 +188,34 @@ async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
 /// request the open credential; otherwise the request's bearer token is looked up, and a
 /// request without one is anonymous (see [`resolve`]). A credential also keys the rate limits ([`RateKey`]).
 async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
-    let (credential, key) = resolve(&app, req.headers());
+    let (credential, key) = resolve(&app, req.headers()).await;
     req.extensions_mut().insert(credential);
     if let Some(key) = key {
         req.extensions_mut().insert(key);
     }
-    next.run(req).await
+    // With an issuer, a challenge names the metadata document (RFC 9728 section 5.1):
+    // `/mcp`'s for the MCP endpoint, the `/v1` one otherwise.
+    let metadata = app.jwt.as_ref().map(|_| {
+        let base = crate::api::oauth::public_base(&app.state.config, req.headers());
+        match req.uri().path() {
+            "/mcp" => format!("{base}{}/mcp", routes::METADATA_PATH),
+            _ => format!("{base}{}", routes::METADATA_PATH),
+        }
+    });
+    let mut response = next.run(req).await;
+    if let Some(url) = metadata {
+        let headers = response.headers_mut();
+        if let Some(challenge) = headers
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+        {
+            let value = format!("{challenge}, resource_metadata=\"{url}\"");
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                headers.insert("www-authenticate", v);
+            }
+        }
+    }
+    response
 }
 
 /// What the rate limits count a request against when it carries a credential (else its
@@ -204,7 +229,7 @@ struct RateKey(String);
 /// header of another scheme is `AUTH_MISSING`; an unknown token, or a header that is not
 /// one bearer token, is `AUTH_INVALID`. A refused token is logged with the request id and
 /// at most its public prefix.
-fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Option<RateKey>) {
+async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Option<RateKey>) {
     // Open local mode (DESIGN.md, "Credentials"): no `AUTH_REQUIRED`, no static tokens.
     // Every request is the open credential, without a look at the token store.
     if !app.state.config.auth_configured() {
@@ -230,6 +255,28 @@ fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Opti
     let Some((index, entry)) = app.static_tokens.find(token) else {
         if pat::looks_like(token) {
             return pat_credential(app, token);
+        }
+        if let (Some(verifier), true) = (&app.jwt, jwt::looks_like(token)) {
+            return match verifier.verify(token, &app.state.vault_id).await {
+                Ok(verified) => {
+                    let key = RateKey(format!("jwt:{}", verified.subject));
+                    (verified.credential, Some(key))
+                }
+                Err(e) => {
+                    let (credential, key) = refused(e.reason, &e.message, "");
+                    let credential = match credential {
+                        Credential::Refused {
+                            reason, message, ..
+                        } => Credential::Refused {
+                            reason,
+                            message,
+                            retry_after: e.retry_after,
+                        },
+                        other => other,
+                    };
+                    (credential, key)
+                }
+            };
         }
         return refused(
             Reason::AUTH_INVALID,
@@ -259,7 +306,14 @@ fn refused(reason: Reason, message: &str, prefix: &str) -> (Credential, Option<R
         "credential refused"
     );
     let message = message.to_string();
-    (Credential::Refused { reason, message }, None)
+    (
+        Credential::Refused {
+            reason,
+            message,
+            retry_after: None,
+        },
+        None,
+    )
 }
 
 /// A personal access token's credential: its checksum (a mistyped token is refused

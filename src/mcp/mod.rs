@@ -221,9 +221,13 @@ impl ServerHandler for NotesServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::listed(
-            self.write_tools(&context),
-        )))
+        // The list depends on the caller's credential (the write tools): a cache may keep
+        // it for that caller only (2026-07-28, SEP-2549; rmcp drops the hint for older
+        // revisions).
+        Ok(
+            ListToolsResult::with_all_items(tools::listed(self.write_tools(&context)))
+                .with_cache_scope(rmcp::model::CacheScope::Private),
+        )
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -362,8 +366,13 @@ mod tests {
     const BEFORE_A_TOOL: &[Reason] = &[
         Reason::AUTH_MISSING,
         Reason::AUTH_INVALID,
+        Reason::AUTH_UNAVAILABLE,
         Reason::VAULT_FORBIDDEN,
         Reason::ROUTE_NOT_FOUND,
+        // The token proxy's: `/v1` only.
+        Reason::GRANT_INVALID,
+        Reason::IDP_UNAVAILABLE,
+        Reason::IDP_NOT_CONFIGURED,
         Reason::IDEMPOTENCY_KEY_MISSING,
         Reason::RATE_LIMITED,
         Reason::ORIGIN_FORBIDDEN,

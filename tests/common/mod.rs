@@ -11,6 +11,7 @@ use notevault::state::State;
 use reqwest::Method;
 use serde_json::Value;
 
+pub mod jwt;
 pub mod tools;
 
 pub struct TestServer {
