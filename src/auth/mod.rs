@@ -351,15 +351,34 @@ pub fn challenge(err: &Error) -> Option<String> {
     Some(value)
 }
 
-/// Whether the MCP endpoint lists (and serves) its conditional write tools, `write_note`
-/// and `edit_note`, to `credential` (interface spec, "What the service does" item 9).
-/// They are offered only to a token holding `notes.write` while writes are possible (the
-/// vault's write policy is not `read_only`). Open local mode stays a read-only tool
-/// server: the design keeps the unauthenticated loopback endpoint free of write tools.
-pub fn mcp_write_tools(credential: &Credential, writes_possible: bool) -> bool {
-    match credential.permissions() {
-        Some(permissions) => writes_possible && permissions.contains(&Permission::NotesWrite),
-        None => false,
+/// What the MCP endpoint does with its conditional write tools, `write_note` and
+/// `edit_note`, for `credential` (interface spec, "What the service does" item 9).
+#[derive(Debug)]
+pub enum WriteTools {
+    /// Listed and served: a token holding `notes.write` while writes are possible (the
+    /// vault's write policy is not `read_only`).
+    Offered,
+    /// Not listed; a call is refused with this error: a token without `notes.write`
+    /// hears which permission it lacks.
+    Refused(Error),
+    /// Not listed, and a call is an unknown tool: open local mode stays a read-only tool
+    /// server (the design keeps the unauthenticated loopback endpoint free of write
+    /// tools), and a read-only vault offers no writes to anyone.
+    Unlisted,
+}
+
+/// The one rule for the MCP write tools (see [`WriteTools`]).
+pub fn mcp_write_tools(credential: &Credential, writes_possible: bool) -> WriteTools {
+    if credential.permissions().is_none() {
+        return WriteTools::Unlisted;
+    }
+    if let Err(err) = require(credential, Permission::NotesWrite) {
+        return WriteTools::Refused(err);
+    }
+    if writes_possible {
+        WriteTools::Offered
+    } else {
+        WriteTools::Unlisted
     }
 }
 
@@ -369,21 +388,33 @@ mod tests {
 
     #[test]
     fn mcp_write_tools_need_a_writing_token_and_a_writable_vault() {
-        assert!(!mcp_write_tools(&Credential::Open, true));
-        assert!(!mcp_write_tools(&Credential::Open, false));
+        let offered =
+            |c: &Credential, possible| matches!(mcp_write_tools(c, possible), WriteTools::Offered);
+        let refused = |c: &Credential| match mcp_write_tools(c, true) {
+            WriteTools::Refused(err) => Some(err.reason),
+            _ => None,
+        };
+        assert!(!offered(&Credential::Open, true));
+        assert!(matches!(
+            mcp_write_tools(&Credential::Open, true),
+            WriteTools::Unlisted
+        ));
         let writer = Credential::Token {
             permissions: vec![Permission::NotesWrite],
         };
-        assert!(mcp_write_tools(&writer, true));
-        assert!(!mcp_write_tools(&writer, false));
-        let reviewer = Credential::Token {
+        assert!(offered(&writer, true));
+        assert!(matches!(
+            mcp_write_tools(&writer, false),
+            WriteTools::Unlisted
+        ));
+        let reviewer = Credential::Pat {
             permissions: vec![Permission::NotesReview],
         };
-        assert!(!mcp_write_tools(&reviewer, true));
+        assert_eq!(refused(&reviewer), Some(Reason::PERMISSION_MISSING));
         let reader = Credential::Token {
             permissions: Vec::new(),
         };
-        assert!(!mcp_write_tools(&reader, true));
+        assert_eq!(refused(&reader), Some(Reason::PERMISSION_MISSING));
     }
 
     #[test]
@@ -488,7 +519,10 @@ mod tests {
                 r#"Bearer realm="notevault", error="insufficient_scope""#
             );
         }
-        assert!(!mcp_write_tools(&refused, true));
+        assert!(matches!(
+            mcp_write_tools(&refused, true),
+            WriteTools::Unlisted
+        ));
     }
 
     /// `Authorization` header values and what they present.

@@ -34,7 +34,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
-use crate::auth::{Credential, Permission};
+use crate::auth::{Credential, WriteTools};
 use crate::error::{render_hint, Error, Reason};
 use crate::state::State;
 
@@ -168,17 +168,18 @@ fn http_parts(extensions: &rmcp::model::Extensions) -> Option<&axum::http::reque
 
 impl NotesServer {
     /// Whether the caller of this request is offered the write tools.
-    fn write_tools(&self, context: &RequestContext<RoleServer>) -> bool {
+    fn write_tools(&self, context: &RequestContext<RoleServer>) -> WriteTools {
         // The auth layer put the request's credential into the HTTP request (`api`), the
         // one way every surface gets it; without one, no write tool is offered.
         let Some(credential) =
             http_parts(&context.extensions).and_then(|p| p.extensions.get::<Credential>())
         else {
-            return false;
+            return WriteTools::Unlisted;
         };
         // Only a credential that could get them costs a read of the write settings.
-        if !crate::auth::mcp_write_tools(credential, true) {
-            return false;
+        let unless_read_only = crate::auth::mcp_write_tools(credential, true);
+        if !matches!(unless_read_only, WriteTools::Offered) {
+            return unless_read_only;
         }
         let writes_possible = crate::writes::review::settings(&self.state)
             .map(|s| s.policy != crate::writes::review::WritePolicy::ReadOnly)
@@ -224,10 +225,11 @@ impl ServerHandler for NotesServer {
         // The list depends on the caller's credential (the write tools): a cache may keep
         // it for that caller only (2026-07-28, SEP-2549; rmcp drops the hint for older
         // revisions).
-        Ok(
-            ListToolsResult::with_all_items(tools::listed(self.write_tools(&context)))
-                .with_cache_scope(rmcp::model::CacheScope::Private),
-        )
+        Ok(ListToolsResult::with_all_items(tools::listed(matches!(
+            self.write_tools(&context),
+            WriteTools::Offered
+        )))
+        .with_cache_scope(rmcp::model::CacheScope::Private))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -240,26 +242,17 @@ impl ServerHandler for NotesServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        let credential = http_parts(&context.extensions)
-            .and_then(|p| p.extensions.get::<Credential>())
-            .cloned();
-        // A write tool is offered to a writing token while writes are possible. A token
-        // without `notes.write` hears which permission it lacks; the open local mode has
-        // no write tools (the spec's local tool server is read-only).
-        let refused = match tools::find(&name) {
-            Some((tools::Access::Write, _)) if !self.write_tools(&context) => match &credential {
-                Some(c @ Credential::Token { .. }) | Some(c @ Credential::Pat { .. }) => {
-                    crate::auth::require(c, crate::auth::Need::Permission(Permission::NotesWrite))
-                        .err()
-                }
-                _ => None,
+        // A write tool is served to a writing token while writes are possible; a token
+        // without `notes.write` hears which permission it lacks; otherwise (open local
+        // mode, a read-only vault) it is not a tool of this server.
+        let (offered, refused) = match tools::find(&name) {
+            Some((tools::Access::Read, _)) => (true, None),
+            Some((tools::Access::Write, _)) => match self.write_tools(&context) {
+                WriteTools::Offered => (true, None),
+                WriteTools::Refused(err) => (true, Some(err)),
+                WriteTools::Unlisted => (false, None),
             },
-            _ => None,
-        };
-        let offered = match tools::find(&name) {
-            Some((tools::Access::Read, _)) => true,
-            Some((tools::Access::Write, _)) => self.write_tools(&context) || refused.is_some(),
-            None => false,
+            None => (false, None),
         };
         let client = context
             .peer

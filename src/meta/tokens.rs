@@ -103,15 +103,6 @@ impl Meta {
             .optional()?)
     }
 
-    /// Whether any token is stored (then auth is on).
-    pub fn has_pats(&self) -> Result<bool> {
-        Ok(self.conn.lock().query_row(
-            "SELECT EXISTS (SELECT 1 FROM personal_tokens)",
-            [],
-            |r| r.get(0),
-        )?)
-    }
-
     /// Delete the token named `name_or_prefix` (its name, or its public prefix); how many
     /// went (0 or 1).
     pub fn revoke_pat(&self, name_or_prefix: &str) -> Result<usize> {
@@ -141,7 +132,7 @@ mod tests {
         let meta = Meta::open(&dir.path().join("meta.sqlite")).unwrap();
         let key = meta.pat_key().unwrap();
         assert_eq!(meta.pat_key().unwrap(), key, "the key is made once");
-        assert!(!meta.has_pats().unwrap());
+        assert!(meta.pats().unwrap().is_empty());
         let row = PatRow {
             prefix: "nvp_abcdefgh".into(),
             name: "claude".into(),
@@ -153,7 +144,6 @@ mod tests {
         };
         assert!(meta.insert_pat(&row).unwrap());
         assert!(!meta.insert_pat(&row).unwrap(), "a name is taken once");
-        assert!(meta.has_pats().unwrap());
         meta.touch_pat("nvp_abcdefgh", "2026-01-02T00:00:00.000Z")
             .unwrap();
         let found = meta.pat("nvp_abcdefgh").unwrap().unwrap();
