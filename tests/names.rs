@@ -43,6 +43,9 @@ async fn the_api_refuses_every_name_it_must_never_write() {
         "x.",
         "x ",
         long.as_str(),
+        // A leading `/` is absolute, never made relative (DESIGN invariant 6).
+        "/tmp/escape",
+        "//tmp/x",
     ];
     let creates = slugs.iter().map(|slug| {
         let what = format!("create {slug:?}");
@@ -62,6 +65,8 @@ async fn the_api_refuses_every_name_it_must_never_write() {
         (Method::POST, "/v1/notes/Welcome:rename", json!({"name": "."})),
         (Method::POST, "/v1/notes/Welcome:rename", json!({"name": "a\u{202E}b"})),
         (Method::PATCH, "/v1/notes/Welcome?update_mask=folder", json!({"folder": ".Obsidian"})),
+        (Method::POST, "/v1/notes/Welcome:move", json!({"folder": "/tmp"})),
+        (Method::POST, "/v1/notes", json!({"title": "x", "folder": "/tmp"})),
     ]
     .map(|(method, path, body)| (body.to_string(), method, path, body));
     let cases: Vec<_> = creates.chain(moves).collect();

@@ -169,6 +169,17 @@ async fn review_queues_and_approval_applies_after_a_restart() {
     }
     let applied = s.get_json("/v1/writes?status=applied", 200).await;
     assert_eq!(applied["writes"][0]["id"], id.as_str());
+    // Like every list, the queue says how complete its answer is.
+    let coverage = &applied["coverage"];
+    assert_eq!(coverage["notes_matched"], 1, "{coverage}");
+    assert_eq!(coverage["notes_returned"], 1, "{coverage}");
+    assert_eq!(coverage["truncated"], false, "{coverage}");
+    assert!(coverage["notes_total"].as_u64().unwrap() >= 1, "{coverage}");
+    let paged = s.get_json("/v1/writes?page_size=1", 200).await;
+    assert_eq!(
+        paged["coverage"]["truncated"],
+        paged["next_page_token"].is_string()
+    );
     assert_eq!(
         s.get_json("/v1/writes?filter=agent_id%3Dbot%20AND%20kind%3Dedit", 200)
             .await["total_size"],

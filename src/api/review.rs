@@ -188,6 +188,9 @@ impl From<PendingRow> for PendingWrite {
 /// `GET /v1/writes`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PendingWriteList {
+    /// How complete the list is; its counts are of writes in the queue (pending and
+    /// decided), not of notes.
+    pub coverage: crate::api::wire::Coverage,
     pub writes: Vec<PendingWrite>,
     pub next_page_token: Option<String>,
     /// Writes matching the query, over all pages.
@@ -268,6 +271,7 @@ pub async fn list_writes(state: Arc<State>, parts: Parts) -> ApiResult<Json<Pend
         .transpose()?;
     let state2 = state.clone();
     let rows = blocking(move || crate::queries::status::pending_writes(&state2)).await?;
+    let queued = rows.len();
     let matching: Vec<PendingRow> = rows
         .into_iter()
         .filter(|r| status.as_ref().is_none_or(|s| r.status == *s))
@@ -294,7 +298,23 @@ pub async fn list_writes(state: Arc<State>, parts: Parts) -> ApiResult<Json<Pend
     let next_page_token = more
         .then(|| page.last().map(|r| tokens.issue(&fingerprint, &r.id)))
         .flatten();
+    let committed_seq = state.committed_seq();
     Ok(Json(PendingWriteList {
+        coverage: crate::api::wire::Coverage {
+            notes_total: queued,
+            notes_searched: queued,
+            notes_matched: total_size,
+            notes_returned: page.len(),
+            truncated: next_page_token.is_some(),
+            excluded_count: 0,
+            excluded: Vec::new(),
+            excluded_by_reason: Default::default(),
+            indexed_seq: committed_seq,
+            committed_seq,
+            notes: vec![
+                "Counts are of writes in the queue (pending and decided), not of notes".into(),
+            ],
+        },
         writes: page.into_iter().map(PendingWrite::from).collect(),
         next_page_token,
         total_size,

@@ -364,7 +364,7 @@ fn frontmatter_error(note: &Note, e: frontmatter::FmError) -> Error {
 
 /// The slug of `note` moved into `folder`.
 fn folder_target(folder: &str, note: &Note) -> String {
-    let folder = folder.trim_matches('/');
+    let folder = folder.trim_end_matches('/');
     let name = note.slug.rsplit('/').next().unwrap_or(&note.slug);
     if folder.is_empty() {
         name.to_string()

@@ -87,7 +87,7 @@ pub(super) fn prepare_create(query: &str, raw: Value) -> Result<Prepared, Error>
             let slug = slug
                 .strip_suffix(".md")
                 .unwrap_or(slug)
-                .trim_matches('/')
+                .trim_end_matches('/')
                 .to_string();
             check_len("slug", &slug, 1, 512)?;
             if let Some(title) = &req.title {
@@ -103,7 +103,7 @@ pub(super) fn prepare_create(query: &str, raw: Value) -> Result<Prepared, Error>
             if name != *title {
                 keys.push(("title".to_string(), FmValue::Scalar(title.clone())));
             }
-            match req.folder.as_deref().map(|f| f.trim_matches('/')) {
+            match req.folder.as_deref().map(|f| f.trim_end_matches('/')) {
                 Some(folder) if !folder.is_empty() => format!("{folder}/{name}"),
                 _ => name,
             }
