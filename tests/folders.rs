@@ -1,4 +1,5 @@
-//! `GET /v1/folders`: folders derived from the notes in them, with counts and paging.
+//! `GET /v1/folders`: the folders of the notes, and empty ones near the top, with counts
+//! and paging.
 
 #![allow(
     clippy::disallowed_methods,
@@ -53,16 +54,18 @@ async fn folders_come_from_the_notes_in_them() {
             row("archive", None, 1, 0, 1),
             row("archive/old", Some("archive"), 2, 0, 1),
             row("archive/old/deep", Some("archive/old"), 3, 1, 1),
+            // A folder without a note (an attachment only, or nothing) is a folder too.
+            row("empty", None, 1, 0, 0),
             row("projects", None, 1, 1, 3),
             row("projects/2027", Some("projects"), 2, 2, 2),
         ]
     );
-    assert_eq!(body["folders"][4]["name"], "2027");
+    assert_eq!(body["folders"][5]["name"], "2027");
     let cov = &body["coverage"];
     assert_eq!(cov["notes_total"], 5);
     assert_eq!(cov["notes_matched"], 4);
     assert_eq!(cov["truncated"], false);
-    assert!(cov["notes"][0].as_str().unwrap().contains("derived"));
+    assert!(cov["notes"][0].as_str().unwrap().contains("top two levels"));
     assert!(body["next_page_token"].is_null());
 
     let body = s.get_json("/v1/folders?prefix=projects", 200).await;
@@ -96,7 +99,7 @@ async fn folders_page_with_tokens_bound_to_their_query() {
             None => break,
         }
     }
-    assert_eq!(seen.len(), 5);
+    assert_eq!(seen.len(), 6);
     let first = s.get_json("/v1/folders?page_size=1", 200).await;
     let t = first["next_page_token"].as_str().unwrap();
     s.get_error(

@@ -91,7 +91,7 @@ pub async fn list_folders(state: Arc<State>, p: ListFoldersParams) -> Result<Fol
             indexed_seq: listing.committed_seq,
             committed_seq: listing.committed_seq,
             notes: vec![
-                "Folders are derived from the notes in them: a folder holding no markdown note at any depth is not listed".into(),
+                "Folders holding notes are listed at any depth; folders without a note only at the top two levels".into(),
             ],
         },
         folders: page.into_iter().map(|f| Folder::from(*f)).collect(),

@@ -155,6 +155,10 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
             .into_response(),
         Op::RejectWrite => review::reject(state, note()?, parts).await?.into_response(),
         Op::AuthToken => oauth::token(state, parts, bytes).await?,
+        Op::CreateFolder => writes::create_folder(state, parts, bytes).await?,
+        Op::MoveFolder => writes::move_folder(state, parts, bytes).await?,
+        Op::RenameFolder => writes::rename_folder(state, parts, bytes).await?,
+        Op::DeleteFolder => writes::delete_folder(state, parts, bytes).await?,
         Op::ResourceMetadata => oauth::resource_metadata(state, parts).await?,
         Op::McpResourceMetadata => oauth::mcp_resource_metadata(state, parts).await?,
     };

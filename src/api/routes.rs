@@ -50,6 +50,10 @@ pub enum Op {
     AuthToken,
     ResourceMetadata,
     McpResourceMetadata,
+    CreateFolder,
+    MoveFolder,
+    RenameFolder,
+    DeleteFolder,
 }
 
 /// Where the protected-resource metadata is served (RFC 9728 section 3); the MCP
@@ -151,6 +155,10 @@ fn build() -> Vec<Route> {
         r(M::POST, "/v1/auth/token", Op::AuthToken, PROXY),
         r(M::GET, "/v1/notes", Op::ListNotes, READ),
         r(M::GET, "/v1/folders", Op::ListFolders, READ),
+        r(M::POST, "/v1/folders", Op::CreateFolder, WRITE),
+        r(M::POST, "/v1/folders:move", Op::MoveFolder, WRITE),
+        r(M::POST, "/v1/folders:rename", Op::RenameFolder, WRITE),
+        r(M::POST, "/v1/folders:delete", Op::DeleteFolder, WRITE),
         r(M::POST, "/v1/notes", Op::CreateNote, WRITE),
         r(M::GET, "/v1/notes/{note}", Op::GetNote, READ),
         r(M::PATCH, "/v1/notes/{note}", Op::PatchNote, WRITE),
@@ -455,7 +463,9 @@ mod tests {
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
                 ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),
                 ("POST", "/v1/properties:aggregate") => Need::Read,
-                ("POST" | "PATCH" | "PUT" | "DELETE", t) if t.starts_with("/v1/notes") => {
+                ("POST" | "PATCH" | "PUT" | "DELETE", t)
+                    if t.starts_with("/v1/notes") || t.starts_with("/v1/folders") =>
+                {
                     Need::Permission(NotesWrite)
                 }
                 ("GET", _) => Need::Read,

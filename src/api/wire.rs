@@ -234,8 +234,32 @@ pub struct Receipt {
     pub flow_back_error: Option<String>,
 }
 
-/// A folder of the vault. Folders are derived from the notes in them: one that holds no
-/// markdown note at any depth is not listed.
+/// The receipt of a folder write (`POST /v1/folders` and its `:move`, `:rename`,
+/// `:delete`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FolderReceipt {
+    /// `applied` or `queued`.
+    pub status: String,
+    /// The folder after the write (where it went, for a move or rename).
+    pub path: String,
+    /// Where it was, for a move or rename.
+    pub from_path: Option<String>,
+    /// Identifies a queued write (`GET /v1/writes/{id}`); null when applied.
+    pub pending_id: Option<String>,
+    pub committed_seq: i64,
+    /// Notes that moved with the folder, or went to the trash with it.
+    pub notes: usize,
+    /// Where a deleted folder's files went (`.trash/...`); null otherwise.
+    pub trashed_to: Option<String>,
+    /// Notes whose links to the moved notes were rewritten.
+    pub links_updated: usize,
+    pub links_failed: Vec<LinkFailure>,
+    /// The folder changed but a follow-up (history commit) failed.
+    pub flow_back_error: Option<String>,
+}
+
+/// A folder of the vault: every folder that holds a note at any depth, and the folders
+/// without notes at the top two levels (an empty one the API made).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Folder {
     /// Vault-relative path, `/`-separated, no trailing slash (e.g. `projects/2027`): the

@@ -166,6 +166,12 @@ pub fn folders(state: &State, prefix: &str) -> FolderListing {
             }
         }
     }
+    // Folders without a note at any depth exist too (one the API just made): the top two
+    // levels of the disk are looked at for them.
+    let on_disk = empty_folders(state);
+    for path in &on_disk {
+        counts.entry(path.as_str()).or_default();
+    }
     FolderListing {
         folders: counts
             .into_iter()
@@ -180,6 +186,30 @@ pub fn folders(state: &State, prefix: &str) -> FolderListing {
         excluded: catalog.excluded.clone(),
         committed_seq: state.committed_seq(),
     }
+}
+
+/// The folders of the top two levels of the vault on disk (not the ignored ones), which
+/// `folders` lists even when no note is in them.
+fn empty_folders(state: &State) -> Vec<String> {
+    let dirs = |abs: &std::path::Path| -> Vec<(String, std::path::PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(abs) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| !state.paths.is_ignored(&e.path()))
+            .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (name, abs) in dirs(&state.paths.root) {
+        for (inner, _) in dirs(&abs) {
+            out.push(format!("{name}/{inner}"));
+        }
+        out.push(name);
+    }
+    out
 }
 
 /// List notes whose slug starts with `prefix` and that match `filter`, in slug order,

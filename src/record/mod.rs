@@ -63,6 +63,10 @@ pub struct Batch<'a> {
     /// commit is queued and the revisions are recorded at once (what the folder shows is
     /// served without waiting for history).
     pub durable: bool,
+    /// More trailers of the history commit: a folder operation names itself
+    /// (`Notevault-Folder: create projects/alpha`). A batch with marks gets its commit
+    /// even without entries (an empty folder made, or removed).
+    pub marks: Vec<(String, String)>,
 }
 
 /// What one entry became.
@@ -95,8 +99,9 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         entries,
         whole_vault,
         durable,
+        marks,
     } = batch;
-    if entries.is_empty() && whole_vault.is_none() {
+    if entries.is_empty() && whole_vault.is_none() && marks.is_empty() {
         return Ok(Recorded::default());
     }
     let now = Utc::now();
@@ -159,6 +164,7 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         // one, or known to be missing.
         trailers.push(("Notevault-Through".to_string(), last_seq.to_string()));
     }
+    trailers.extend(marks);
     let commit = state.history.commit(CommitRequest {
         subject,
         actor: actor.to_string(),

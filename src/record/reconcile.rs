@@ -112,6 +112,7 @@ pub fn reconcile(
             entries,
             whole_vault,
             durable: false,
+            marks: Vec::new(),
         },
     )?;
     // Kept a moment: the other half of a move may reach the next batch.

@@ -220,6 +220,80 @@ pub fn atomic_move(from: &Path, to: &Path, expect: &Expect) -> Result<()> {
     sync_dir(parent(from)?)
 }
 
+/// Make the folder `path` (its parent must exist): a folder, or anything, already there
+/// is `NAME_COLLISION`. The parent is fsynced.
+pub fn create_folder(path: &Path) -> Result<()> {
+    let parent_dir = parent(path)?;
+    if !parent_dir.is_dir() {
+        return Err(Error::new(
+            Reason::FOLDER_NOT_FOUND,
+            format!("{} does not exist", parent_dir.display()),
+        ));
+    }
+    match fs::create_dir(path) {
+        Ok(()) => sync_dir(parent_dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
+            Reason::NAME_COLLISION,
+            format!("{} already exists", path.display()),
+        )),
+        Err(e) => Err(Error::internal(format!(
+            "cannot create {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Move the folder `from`, with everything in it, to `to` (which must not exist) in one
+/// rename; a missing parent of `to` is made. Both parents are fsynced.
+pub fn move_folder(from: &Path, to: &Path) -> Result<()> {
+    if !from.is_dir() {
+        return Err(Error::new(
+            Reason::FOLDER_NOT_FOUND,
+            format!("{} is not a folder", from.display()),
+        ));
+    }
+    let to_dir = parent(to)?;
+    if !to_dir.exists() {
+        fs::create_dir_all(to_dir)
+            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+    }
+    move_no_replace(from, to).map_err(|e| {
+        if e.reason == Reason::VERSION_MOVED {
+            Error::new(
+                Reason::FOLDER_NOT_FOUND,
+                format!("{} was removed meanwhile", from.display()),
+            )
+        } else {
+            e
+        }
+    })?;
+    sync_dir(to_dir)?;
+    sync_dir(parent(from)?)
+}
+
+/// Remove the folder `path` if it is empty (`rmdir`: never anything in it). A folder
+/// that is not empty is `VALIDATION_FAILED` naming `trash_notes`.
+pub fn remove_empty_folder(path: &Path) -> Result<()> {
+    match fs::remove_dir(path) {
+        Ok(()) => sync_dir(parent(path)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::new(
+            Reason::FOLDER_NOT_FOUND,
+            format!("{} does not exist", path.display()),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(Error::invalid_field(
+            "trash_notes",
+            format!(
+                "{} is not empty; send `trash_notes: true` to move what it holds to .trash/",
+                path.display()
+            ),
+        )),
+        Err(e) => Err(Error::internal(format!(
+            "cannot remove {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 fn move_no_replace(from: &Path, to: &Path) -> Result<()> {
     let failed = |e: std::io::Error| {
         Error::internal(format!(

@@ -25,6 +25,9 @@ pub(crate) fn apply(
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let actor = format!("agent:{agent_id}");
+    if op.is_folder() {
+        return super::folders::apply(state, op, &actor);
+    }
     let plan = plan(state, op)?;
     let moved_from = plan
         .from
@@ -274,6 +277,7 @@ pub(crate) fn record_change(
             }],
             whole_vault: None,
             durable: true,
+            marks: Vec::new(),
         },
     )?;
     let entry = recorded
@@ -309,6 +313,7 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         flow_back_error: None,
         pending_id: None,
         created,
+        folder: None,
     }
 }
 

@@ -10,6 +10,7 @@
 //! and its idempotency record is stored before the receipt leaves the daemon.
 
 mod apply;
+pub mod folders;
 pub mod links;
 mod plan;
 pub mod receipt;
@@ -21,7 +22,7 @@ pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };
 pub use plan::{plan, Plan};
-pub use receipt::{Intent, NoteFacts, Receipt, ReceiptStatus};
+pub use receipt::{FolderFacts, Intent, NoteFacts, Receipt, ReceiptStatus};
 pub(crate) use submit::{apply_now, store_receipt};
 pub use submit::{submit, Idempotency, IntentKey, Submitted};
 
@@ -83,6 +84,13 @@ pub enum Op {
         revision_id: String,
         version_id: Option<String>,
     },
+    /// Make an empty folder (at most one level below an existing one).
+    CreateFolder { path: String },
+    /// Rename or move a folder with everything in it; links to its notes are rewritten.
+    MoveFolder { path: String, to: String },
+    /// Delete a folder: an empty one, or with `trash_notes` one whose files move to
+    /// `.trash/` (each note a delete revision).
+    DeleteFolder { path: String, trash_notes: bool },
 }
 
 impl Op {
@@ -94,7 +102,18 @@ impl Op {
             Op::Edit { .. } => "edit",
             Op::Move { .. } => "move",
             Op::Rename { .. } => "rename",
+            Op::CreateFolder { .. } => "folder_create",
+            Op::MoveFolder { .. } => "folder_move",
+            Op::DeleteFolder { .. } => "folder_delete",
         }
+    }
+
+    /// Whether the operation is on a folder (see [`folders`]) rather than one note.
+    pub fn is_folder(&self) -> bool {
+        matches!(
+            self,
+            Op::CreateFolder { .. } | Op::MoveFolder { .. } | Op::DeleteFolder { .. }
+        )
     }
 }
 

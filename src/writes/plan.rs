@@ -95,6 +95,9 @@ impl Plan {
 /// without writing anything. Used to apply a write and to preview a queued one.
 pub fn plan(state: &State, op: &Op) -> Result<Plan> {
     match op {
+        Op::CreateFolder { .. } | Op::MoveFolder { .. } | Op::DeleteFolder { .. } => Err(
+            Error::internal("a folder operation has no note plan (see writes::folders)"),
+        ),
         Op::Create { slug, body, keys } => {
             let safe = target_path(state, slug)?;
             if state.catalog.read().get(slug).is_some() || safe.abs.exists() {

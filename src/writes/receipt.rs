@@ -74,6 +74,23 @@ pub struct Receipt {
     pub pending_id: Option<String>,
     /// A note was created (the HTTP layer answers 201).
     pub created: bool,
+    /// What a folder operation did (`None` for a note's write).
+    #[serde(default)]
+    pub folder: Option<FolderFacts>,
+}
+
+/// What a folder operation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FolderFacts {
+    /// The folder after the operation (where it went, for a move; where it was, for a
+    /// delete).
+    pub path: String,
+    /// Where it was, for a move.
+    pub from_path: Option<String>,
+    /// Notes that moved with it, or went to `.trash/` with it.
+    pub notes: usize,
+    /// For a delete with `trash_notes`: where its files went.
+    pub trashed_to: Option<String>,
 }
 
 /// A write about to change the folder, recorded under its `Idempotency-Key` before the

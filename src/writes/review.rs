@@ -37,6 +37,7 @@ impl Op {
     pub fn is_destructive(&self) -> bool {
         match self {
             Op::Delete { .. } | Op::Move { .. } | Op::Rename { .. } => true,
+            Op::MoveFolder { .. } | Op::DeleteFolder { .. } => true,
             Op::Patch { changes, .. } => changes
                 .iter()
                 .any(|c| matches!(c, crate::writes::PatchChange::Folder(_))),
@@ -115,18 +116,31 @@ pub fn preview(
 /// answer a `queued` receipt. The note is untouched.
 pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
     let op = &request.op;
-    let plan = plan(state, op)?;
     let payload = serde_json::to_string(request)
         .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
-    let (before, after) = plan.texts();
-    let diff = preview(
-        plan.from_rel(),
-        &plan.to_rel,
-        &before,
-        plan.bytes.as_ref().map(|_| after.as_str()),
-    );
+    let mut folder = None;
+    let (diff, slug, from) = if op.is_folder() {
+        let plan = super::folders::plan(state, op)?;
+        folder = Some(super::FolderFacts {
+            path: plan.path.clone(),
+            from_path: None,
+            notes: plan.notes.len(),
+            trashed_to: None,
+        });
+        (plan.preview(op), plan.path, None)
+    } else {
+        let plan = plan(state, op)?;
+        let (before, after) = plan.texts();
+        let diff = preview(
+            plan.from_rel(),
+            &plan.to_rel,
+            &before,
+            plan.bytes.as_ref().map(|_| after.as_str()),
+        );
+        let slug = crate::vault::path::slug_of(plan.from_rel().unwrap_or(&plan.to_rel)).to_string();
+        (diff, slug, plan.from)
+    };
     let id = uuid::Uuid::now_v7().to_string();
-    let slug = crate::vault::path::slug_of(plan.from_rel().unwrap_or(&plan.to_rel)).to_string();
     state.meta.insert_pending(&PendingRow {
         id: id.clone(),
         kind: op.kind().to_string(),
@@ -141,7 +155,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         slug: slug.clone(),
         domain: true,
     })?;
-    let (note_id, version_id, content_hash) = match &plan.from {
+    let (note_id, version_id, content_hash) = match &from {
         Some((n, _)) => (
             n.note_id.clone(),
             n.version_id.clone(),
@@ -164,6 +178,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         flow_back_error: None,
         pending_id: Some(id),
         created: false,
+        folder,
     })
 }
 

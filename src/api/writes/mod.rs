@@ -25,6 +25,7 @@ use crate::writes::{self, Idempotency, Op, PatchChange, ReceiptStatus};
 mod create;
 mod delete;
 mod edit;
+mod folder;
 mod patch;
 mod relocate;
 mod rollback;
@@ -33,6 +34,7 @@ mod tools;
 pub use create::*;
 pub use delete::*;
 pub use edit::*;
+pub use folder::*;
 pub use patch::*;
 pub use relocate::*;
 pub use rollback::*;
@@ -195,12 +197,40 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
         (ReceiptStatus::Applied, true) => 201,
         (ReceiptStatus::Applied, false) => 200,
     };
+    let status_text = match receipt.status {
+        ReceiptStatus::Applied => "applied",
+        ReceiptStatus::Queued => "queued",
+    };
+    let links_failed = || {
+        receipt
+            .links_failed
+            .iter()
+            .map(|(slug, reason)| crate::api::wire::LinkFailure {
+                slug: slug.clone(),
+                reason: reason.clone(),
+            })
+            .collect()
+    };
+    if let Some(folder) = &receipt.folder {
+        let wire = crate::api::wire::FolderReceipt {
+            status: status_text.into(),
+            path: folder.path.clone(),
+            from_path: folder.from_path.clone(),
+            pending_id: receipt.pending_id.clone(),
+            committed_seq: receipt.committed_seq,
+            notes: folder.notes,
+            trashed_to: folder.trashed_to.clone(),
+            links_updated: receipt.links_updated,
+            links_failed: links_failed(),
+            flow_back_error: receipt.flow_back_error.clone(),
+        };
+        return (
+            status,
+            serde_json::to_string(&wire).unwrap_or_else(|_| "{}".into()),
+        );
+    }
     let wire = Receipt {
-        status: match receipt.status {
-            ReceiptStatus::Applied => "applied",
-            ReceiptStatus::Queued => "queued",
-        }
-        .into(),
+        status: status_text.into(),
         slug: receipt.slug.clone(),
         pending_id: receipt.pending_id.clone(),
         note_id: receipt.note_id.clone(),
@@ -215,14 +245,7 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
         renamed: receipt.renamed,
         unchanged: receipt.unchanged,
         links_updated: receipt.links_updated,
-        links_failed: receipt
-            .links_failed
-            .iter()
-            .map(|(slug, reason)| crate::api::wire::LinkFailure {
-                slug: slug.clone(),
-                reason: reason.clone(),
-            })
-            .collect(),
+        links_failed: links_failed(),
         flow_back_error: receipt.flow_back_error.clone(),
     };
     (

@@ -1,0 +1,364 @@
+//! Folder operations in the write pipeline: create an empty folder, move or rename a
+//! folder with everything in it, delete an empty folder or move a folder's files to
+//! `.trash/`. They come through the same door as a note's write (idempotency, the review
+//! queue, the budget) and are recorded by the one recorder: one history commit per
+//! operation, named by a `Notevault-Folder` trailer, with one revision per note that
+//! moved or went to the trash (an empty folder made or removed is a commit without
+//! revisions: git keeps no empty folders, the trailer says what happened).
+//!
+//! The folder itself changes in one step (`mkdir`, one `rename` of the whole folder,
+//! `rmdir`), so a crash leaves it before or after, never half moved; what the recorder
+//! had not recorded yet is found by the next start's scan (a move recognised by content
+//! hash). Links to the notes of a moved folder are rewritten afterwards, as for a note's
+//! move, each linking note its own revision.
+//!
+//! The API creates folders at most one level below the vault's top (`a/b`); deeper
+//! folders that exist on disk are still served, moved and deleted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Reason, Result};
+use crate::state::State;
+use crate::vault::catalog::Note;
+use crate::vault::fsio;
+use crate::vault::path::{slug_of, SafePath};
+use crate::vault::scan;
+
+use super::{links, FolderFacts, Op, Receipt, ReceiptStatus};
+
+/// How deep the API makes folders: `a/b`, not `a/b/c`.
+pub const MAX_DEPTH: usize = 2;
+
+/// What a folder operation will do, worked out without changing anything.
+pub struct FolderPlan {
+    /// The folder the operation is on (for a create: the one it makes).
+    pub path: String,
+    /// Where it goes (a move) or where its files go (a delete with `trash_notes`).
+    pub to: Option<String>,
+    /// The notes inside it, at any depth.
+    pub notes: Vec<Arc<Note>>,
+}
+
+impl FolderPlan {
+    /// A readable account for a reviewer: what happens, and each note's path before and
+    /// after.
+    pub fn preview(&self, op: &Op) -> String {
+        let mut out = match op {
+            Op::CreateFolder { .. } => format!("create folder {}\n", self.path),
+            Op::MoveFolder { .. } => format!(
+                "move folder {} -> {} ({} notes; links to them are rewritten)\n",
+                self.path,
+                self.to.as_deref().unwrap_or_default(),
+                self.notes.len()
+            ),
+            Op::DeleteFolder { .. } => match &self.to {
+                Some(trash) => format!(
+                    "delete folder {} ({} notes move to {trash})\n",
+                    self.path,
+                    self.notes.len()
+                ),
+                None => format!("delete empty folder {}\n", self.path),
+            },
+            _ => String::new(),
+        };
+        for note in &self.notes {
+            match &self.to {
+                Some(to) => out.push_str(&format!(
+                    "  {} -> {}\n",
+                    note.path,
+                    moved_path(&note.path, &self.path, to)
+                )),
+                None => out.push_str(&format!("  {}\n", note.path)),
+            }
+        }
+        out
+    }
+}
+
+/// `path` (inside `from`) once `from` is at `to`.
+fn moved_path(path: &str, from: &str, to: &str) -> String {
+    match path
+        .strip_prefix(from)
+        .and_then(|rest| rest.strip_prefix('/'))
+    {
+        Some(rest) => format!("{to}/{rest}"),
+        None => path.to_string(),
+    }
+}
+
+/// A folder path as the API names it: `/`-separated, no trailing `/` (one is taken
+/// off), not the vault itself.
+fn clean(field: &str, path: &str) -> Result<String> {
+    let path = path.trim_end_matches('/');
+    if path.is_empty() {
+        return Err(Error::invalid_field(
+            field,
+            "names the vault itself; give a folder path such as `projects/alpha`",
+        ));
+    }
+    Ok(path.to_string())
+}
+
+/// An existing folder: safe (the one path-safety function) and a folder on disk.
+fn existing(state: &State, field: &str, path: &str) -> Result<SafePath> {
+    let path = clean(field, path)?;
+    let safe = state.paths.resolve(&path)?;
+    if !safe.abs.is_dir() {
+        return Err(
+            Error::new(Reason::FOLDER_NOT_FOUND, format!("no folder {path}"))
+                .with_meta("path", path),
+        );
+    }
+    Ok(safe)
+}
+
+/// A folder the API is about to make: a name it may create, at most [`MAX_DEPTH`]
+/// deep, its parent existing, nothing there yet.
+fn new_folder(state: &State, field: &str, path: &str) -> Result<SafePath> {
+    let path = clean(field, path)?;
+    let safe = state.paths.resolve_new(&path)?;
+    if path.split('/').count() > MAX_DEPTH {
+        return Err(Error::invalid_field(
+            field,
+            format!("{path:?} is deeper than one nested level: the API makes folders such as `a` or `a/b`, not `a/b/c`"),
+        ));
+    }
+    if let Some((parent, _)) = path.rsplit_once('/') {
+        if !state.paths.root.join(parent).is_dir() {
+            return Err(Error::new(
+                Reason::FOLDER_NOT_FOUND,
+                format!("the parent folder {parent} does not exist; create it first"),
+            )
+            .with_meta("path", parent.to_string()));
+        }
+    }
+    if std::fs::symlink_metadata(&safe.abs).is_ok() {
+        return Err(
+            Error::new(Reason::NAME_COLLISION, format!("{path} already exists"))
+                .with_meta("path", path),
+        );
+    }
+    Ok(safe)
+}
+
+/// The notes inside the folder `path`, at any depth.
+fn notes_in(state: &State, path: &str) -> Vec<Arc<Note>> {
+    let prefix = format!("{path}/");
+    state
+        .catalog
+        .read()
+        .iter()
+        .filter(|n| n.path.starts_with(&prefix))
+        .cloned()
+        .collect()
+}
+
+/// Where a folder's files go in the trash: `.trash/<path>`, with a numeric suffix when
+/// that was taken by an earlier delete.
+fn trash_folder(state: &State, path: &str) -> String {
+    let first = format!(".trash/{path}");
+    if !state.paths.root.join(&first).exists() {
+        return first;
+    }
+    (2..)
+        .map(|i| format!(".trash/{path} {i}"))
+        .find(|p| !state.paths.root.join(p).exists())
+        .unwrap_or(first)
+}
+
+/// Work out `op` (a folder operation) without changing anything.
+pub fn plan(state: &State, op: &Op) -> Result<FolderPlan> {
+    match op {
+        Op::CreateFolder { path } => {
+            let safe = new_folder(state, "path", path)?;
+            Ok(FolderPlan {
+                path: safe.rel,
+                to: None,
+                notes: Vec::new(),
+            })
+        }
+        Op::MoveFolder { path, to } => {
+            let from = existing(state, "path", path)?;
+            let target = clean("to", to)?;
+            if target == from.rel || target.starts_with(&format!("{}/", from.rel)) {
+                return Err(Error::invalid_field(
+                    "to",
+                    format!("{target:?} is the folder itself or inside it"),
+                ));
+            }
+            let dest = new_folder(state, "to", &target)?;
+            Ok(FolderPlan {
+                notes: notes_in(state, &from.rel),
+                path: from.rel,
+                to: Some(dest.rel),
+            })
+        }
+        Op::DeleteFolder { path, trash_notes } => {
+            let folder = existing(state, "path", path)?;
+            let empty = std::fs::read_dir(&folder.abs)
+                .map_err(|e| Error::internal(format!("cannot read folder {}: {e}", folder.rel)))?
+                .next()
+                .is_none();
+            let notes = notes_in(state, &folder.rel);
+            if !empty && !trash_notes {
+                return Err(Error::invalid_field(
+                    "trash_notes",
+                    format!(
+                        "folder {} is not empty ({} notes); send `trash_notes: true` to move what it holds to .trash/",
+                        folder.rel,
+                        notes.len()
+                    ),
+                ));
+            }
+            Ok(FolderPlan {
+                to: (!empty).then(|| trash_folder(state, &folder.rel)),
+                path: folder.rel,
+                notes,
+            })
+        }
+        _ => Err(Error::internal("not a folder operation")),
+    }
+}
+
+/// Apply a folder operation (the caller holds the write lock): the one step on disk,
+/// then one recorded batch, then the link rewrites of a move.
+pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
+    let plan = plan(state, op)?;
+    let root = &state.paths.root;
+    let (verb, created) = match op {
+        Op::CreateFolder { .. } => ("create", true),
+        Op::MoveFolder { .. } => ("move", false),
+        _ => ("delete", false),
+    };
+    // The notes linking to each note that moves, from the link graph before the move.
+    let linking: HashMap<String, Vec<String>> = match (op, &plan.to) {
+        (Op::MoveFolder { .. }, Some(_)) if !plan.notes.is_empty() => {
+            let catalog = state.catalog.read();
+            let graph = crate::vault::graph::Graph::build(&catalog);
+            plan.notes
+                .iter()
+                .map(|n| {
+                    let from: Vec<String> = graph
+                        .backlinks(n)
+                        .into_iter()
+                        .map(|(l, _)| l.slug.clone())
+                        .collect();
+                    (n.note_id.clone(), from)
+                })
+                .collect()
+        }
+        _ => HashMap::new(),
+    };
+    match (op, &plan.to) {
+        (Op::CreateFolder { .. }, _) => fsio::create_folder(&root.join(&plan.path))?,
+        (_, Some(to)) => fsio::move_folder(&root.join(&plan.path), &root.join(to))?,
+        (_, None) => fsio::remove_empty_folder(&root.join(&plan.path))?,
+    }
+    crate::record::crash_point(state, "after-file");
+    // One entry per note that moved (observed at its new place) or went to the trash.
+    let mut entries = Vec::new();
+    for note in &plan.notes {
+        let to = match (op, &plan.to) {
+            (Op::MoveFolder { .. }, Some(to)) => {
+                let rel = moved_path(&note.path, &plan.path, to);
+                match scan::observe(root, &rel) {
+                    Ok(observed) => Some(observed),
+                    // Unreadable where it went: the next reconcile of the folder finds it.
+                    Err(e) => {
+                        tracing::warn!(path = %rel, error = %e, "a moved note could not be read; the watcher records it");
+                        continue;
+                    }
+                }
+            }
+            _ => None,
+        };
+        entries.push(crate::record::Entry {
+            kind: if to.is_some() { "move" } else { "delete" }.to_string(),
+            from: Some(note.clone()),
+            to,
+            bytes: None,
+            note_id: note.note_id.clone(),
+            version_id: uuid::Uuid::now_v7().to_string(),
+            created_at: note.created_at,
+        });
+    }
+    let mark = match &plan.to {
+        Some(to) if verb == "move" => format!("move {} -> {to}", plan.path),
+        Some(to) => format!("delete {} -> {to}", plan.path),
+        None => format!("{verb} {}", plan.path),
+    };
+    let recorded = crate::record::record(
+        state,
+        crate::record::Batch {
+            actor,
+            subject: format!("{verb} folder {}", plan.path),
+            entries,
+            whole_vault: None,
+            durable: true,
+            marks: vec![("Notevault-Folder".to_string(), mark)],
+        },
+    )?;
+    let mut receipt = Receipt {
+        status: ReceiptStatus::Applied,
+        slug: plan
+            .to
+            .clone()
+            .filter(|_| verb == "move")
+            .unwrap_or_else(|| plan.path.clone()),
+        note_id: String::new(),
+        version_id: String::new(),
+        content_hash: String::new(),
+        committed_seq: state.committed_seq(),
+        note: None,
+        renamed: false,
+        unchanged: false,
+        links_updated: 0,
+        links_failed: Vec::new(),
+        flow_back_error: recorded.history_problem,
+        pending_id: None,
+        created,
+        folder: Some(FolderFacts {
+            path: match (verb, &plan.to) {
+                ("move", Some(to)) => to.clone(),
+                _ => plan.path.clone(),
+            },
+            from_path: (verb == "move").then(|| plan.path.clone()),
+            notes: plan.notes.len(),
+            trashed_to: plan.to.clone().filter(|_| verb == "delete"),
+        }),
+    };
+    // Links to the moved notes, from notes outside the folder and inside it (a linking
+    // note that moved along is found at its new slug).
+    if let (Op::MoveFolder { .. }, Some(to)) = (op, &plan.to) {
+        let new_slug_of = |slug: &str| {
+            let path = format!("{slug}.md");
+            slug_of(&moved_path(&path, &plan.path, to)).to_string()
+        };
+        for note in &plan.notes {
+            let Some(from) = linking.get(&note.note_id).filter(|l| !l.is_empty()) else {
+                continue;
+            };
+            let from: Vec<String> = from.iter().map(|s| new_slug_of(s)).collect();
+            let new_slug = new_slug_of(&note.slug);
+            let (updated, failed) = links::rewrite_links_to(state, note, &new_slug, actor, &from);
+            receipt.links_updated += updated;
+            receipt.links_failed.extend(failed);
+        }
+        receipt.committed_seq = state.committed_seq();
+    }
+    Ok(receipt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_inside_a_moved_folder_follow_it() {
+        assert_eq!(moved_path("a/b/x.md", "a/b", "c"), "c/x.md");
+        assert_eq!(moved_path("a/b/d/x.md", "a/b", "c/e"), "c/e/d/x.md");
+        assert_eq!(moved_path("z.md", "a/b", "c"), "z.md");
+        assert_eq!(moved_path("a/bc/x.md", "a/b", "c"), "a/bc/x.md");
+    }
+}
