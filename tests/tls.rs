@@ -163,6 +163,31 @@ async fn a_failed_handshake_costs_only_its_connection() {
         .expect("shutdown ends the handshakes under way");
 }
 
+/// A connection in its handshake holds a connection slot: past `max_connections` a new
+/// one is answered 503 `SERVER_BUSY`, over TLS and with HSTS; the slot comes back when
+/// the handshake fails.
+#[tokio::test]
+async fn a_handshake_counts_against_the_connection_cap() {
+    let (s, _certs) = tls_server(|c| c.max_connections = 1).await;
+    let addr = s.base.trim_start_matches("https://").to_string();
+    let silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    common::eventually("the silent connection holds the one slot", || async {
+        s.get("/v1/vault").await.status() == 503
+    })
+    .await;
+    let res = s.get("/v1/vault").await;
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.headers()["strict-transport-security"], HSTS);
+    assert_eq!(res.headers()["retry-after"], "1");
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["reason"], "SERVER_BUSY");
+    drop(silent);
+    common::eventually("the slot is free again", || async {
+        s.get("/v1/vault").await.status() == 200
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------
 // The binary
 
