@@ -19,7 +19,7 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Serve a vault over HTTP (the /v1 API) on a loopback address.
+    /// Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key.
     Serve(ServeArgs),
     /// Rebuild the search index of a vault from its folder (the daemon must be stopped).
     Reindex(ReindexArgs),
@@ -103,7 +103,13 @@ pub struct ServeArgs {
     /// A TOML config file (also NOTEVAULT_CONFIG)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Serve a non-loopback address without authentication
+    /// Serve HTTPS with this PEM certificate chain (also NOTEVAULT_TLS_CERT); needs --tls-key
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve a non-loopback address without authentication and TLS (accept the risk)
     #[arg(long)]
     pub insecure_open: bool,
     /// Do not watch the folder (external edits are then seen when a note is read)

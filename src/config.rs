@@ -48,8 +48,13 @@ pub struct Config {
     /// The daemon's public base URL (`https://notes.example:4000`), for the metadata
     /// document and challenges; `None`: built from the request's `Host`.
     pub public_url: Option<String>,
-    /// Serve a non-loopback address without auth.
+    /// Serve a non-loopback address without auth and TLS.
     pub insecure_open: bool,
+    /// The PEM certificate chain served over TLS (`--tls-cert`); with `tls_key`, the
+    /// daemon serves HTTPS. Both or neither.
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of `tls_cert` (`--tls-key`: PKCS#8, RSA or SEC1, unencrypted).
+    pub tls_key: Option<PathBuf>,
     /// Extra `Host` names accepted besides the loopback names.
     pub allowed_hosts: Vec<String>,
     /// Origins allowed to call the API from a browser (also sent as CORS headers).
@@ -92,6 +97,8 @@ impl Default for Config {
             idp_client_id: None,
             public_url: None,
             insecure_open: false,
+            tls_cert: None,
+            tls_key: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             watch: true,
@@ -126,6 +133,8 @@ pub struct Layer {
     pub idp_client_id: Option<String>,
     pub public_url: Option<String>,
     pub insecure_open: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
     pub watch: Option<bool>,
@@ -194,6 +203,8 @@ impl Layer {
             insecure_open: own("INSECURE_OPEN")
                 .map(|v| parse_bool("NOTEVAULT_INSECURE_OPEN", &v))
                 .transpose()?,
+            tls_cert: own("TLS_CERT").map(PathBuf::from),
+            tls_key: own("TLS_KEY").map(PathBuf::from),
             allowed_hosts: own("ALLOWED_HOSTS").map(|v| split_list(&v)),
             allowed_origins: own("ALLOWED_ORIGINS").map(|v| split_list(&v)),
             watch: own("WATCH")
@@ -269,7 +280,9 @@ impl Config {
             org_id,
             idp_token_url,
             idp_client_id,
-            public_url
+            public_url,
+            tls_cert,
+            tls_key
         );
         if layer.test_crash_at.is_some() {
             self.test_crash_at = layer.test_crash_at;
@@ -291,18 +304,46 @@ impl Config {
         let config = config.apply(flags);
         config.check_static_tokens()?;
         config.check_identity_provider()?;
+        config.check_tls()?;
         Ok(config)
     }
 
     /// The scheme this daemon serves.
     pub fn scheme(&self) -> &'static str {
-        "http"
+        if self.tls_configured() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Whether requests need a credential: `AUTH_REQUIRED`, or any static token. (Open
     /// local mode otherwise.)
     pub fn auth_configured(&self) -> bool {
         self.auth_required || !self.static_tokens.is_empty()
+    }
+
+    /// Whether the daemon serves HTTPS (`tls_cert` and `tls_key`; `load` refuses one
+    /// without the other). What needs "TLS on" asks this: HSTS, the printed URL, the
+    /// non-loopback rule, and (the console issue's) `Secure` cookie attribute.
+    pub fn tls_configured(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
+    }
+
+    /// A certificate without its key, or a key without its certificate, is a mistake,
+    /// never plain HTTP. (The files are read and checked when serving starts.)
+    fn check_tls(&self) -> Result<(), String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), None) => Err(format!(
+                "tls_cert ({}) is set without tls_key: give both --tls-cert FILE and --tls-key FILE (or NOTEVAULT_TLS_CERT and NOTEVAULT_TLS_KEY, or tls_cert and tls_key in the config file), or neither",
+                cert.display()
+            )),
+            (None, Some(key)) => Err(format!(
+                "tls_key ({}) is set without tls_cert: give both --tls-cert FILE and --tls-key FILE (or NOTEVAULT_TLS_CERT and NOTEVAULT_TLS_KEY, or tls_cert and tls_key in the config file), or neither",
+                key.display()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// An issuer needs its keys (`auth_jwks_url` or `auth_jwks_file`, not both); URLs must
@@ -534,6 +575,48 @@ vault_id = "v1"
             assert!(!err.contains("secret"), "{bad}: {err}");
         }
         assert!(!Config::default().auth_configured());
+    }
+
+    #[test]
+    fn tls_is_both_files_or_neither() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "tls_cert = \"/etc/nv/cert.pem\"\n").unwrap();
+        let err = Config::load(Some(&file), |_| None, Layer::default()).unwrap_err();
+        assert!(
+            err.contains("tls_cert (/etc/nv/cert.pem) is set without tls_key"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        // The environment gives the key: both, TLS on.
+        let env = |k: &str| (k == "NOTEVAULT_TLS_KEY").then(|| "/etc/nv/key.pem".to_string());
+        let config = Config::load(Some(&file), env, Layer::default()).unwrap();
+        assert!(config.tls_configured());
+        assert_eq!(
+            config.tls_key.as_deref(),
+            Some(Path::new("/etc/nv/key.pem"))
+        );
+        // A flag wins over the file.
+        let flags = Layer {
+            tls_cert: Some("/flag/cert.pem".into()),
+            tls_key: Some("/flag/key.pem".into()),
+            ..Layer::default()
+        };
+        let config = Config::load(Some(&file), |_| None, flags).unwrap();
+        assert_eq!(
+            config.tls_cert.as_deref(),
+            Some(Path::new("/flag/cert.pem"))
+        );
+        let key_only = Layer {
+            tls_key: Some("/k.pem".into()),
+            ..Layer::default()
+        };
+        let err = Config::load(None, |_| None, key_only).unwrap_err();
+        assert!(
+            err.contains("tls_key (/k.pem) is set without tls_cert"),
+            "{err}"
+        );
+        assert!(!Config::default().tls_configured());
     }
 
     #[test]

@@ -132,20 +132,21 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         state_dir: args.state_dir,
         insecure_open: args.insecure_open.then_some(true),
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
         watch: args.no_watch.then_some(false),
         ..Layer::default()
     };
     let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)
         .map_err(anyhow::Error::msg)?;
-    if !config.listen.ip().is_loopback() && !config.auth_configured() && !config.insecure_open {
-        anyhow::bail!(
-            "refusing to serve {} without auth: bind a loopback address, set AUTH_REQUIRED or static_tokens, or pass --insecure-open",
-            config.listen
-        );
-    }
+    refuse_exposed(&config)?;
     if config.auth_issuer.is_some() && !config.auth_configured() {
         tracing::warn!("auth_issuer is set but auth is off (no AUTH_REQUIRED, no static tokens): the daemon is open and JWTs are not checked");
     }
+    // The certificate and key are read and checked now, before the vault is opened: a
+    // mistake there is a one-line error at once.
+    notevault::http::tls::acceptor(&config).map_err(anyhow::Error::msg)?;
+    let scheme = config.scheme();
     limit_malloc_arenas();
     // Blocking work (search, grep, reads) is short: a bounded pool keeps threads, and the
     // memory each one holds, in proportion to the machine.
@@ -160,9 +161,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let daemon = tokio::task::spawn_blocking(move || notevault::daemon::open(config)).await??;
         let state = daemon.state.clone();
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, vault = %state.root().display(), "serving");
+        tracing::info!(%addr, vault = %state.root().display(), tls = scheme == "https", "serving");
         eprintln!(
-            "notevault: serving {} on http://{addr}",
+            "notevault: serving {} on {scheme}://{addr}",
             state.root().display()
         );
         notevault::http::run(listener, state, async {
@@ -172,6 +173,26 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         drop(daemon);
         Ok(())
     })
+}
+
+/// A non-loopback address is served only with auth and TLS both, or with
+/// `--insecure-open`: tokens sent in the clear on a network are tokens given away. The
+/// refusal says what is missing and both ways out.
+fn refuse_exposed(config: &Config) -> anyhow::Result<()> {
+    let auth = config.auth_configured();
+    let tls = config.tls_configured();
+    if config.listen.ip().is_loopback() || (auth && tls) || config.insecure_open {
+        return Ok(());
+    }
+    let missing = match (auth, tls) {
+        (false, false) => "without auth and over plain HTTP",
+        (false, true) => "without auth",
+        _ => "over plain HTTP (without TLS)",
+    };
+    anyhow::bail!(
+        "refusing to serve {} {missing}: give --tls-cert FILE and --tls-key FILE and set AUTH_REQUIRED=true (with tokens from `notevault token create`) or static_tokens, or bind a loopback address such as 127.0.0.1, or pass --insecure-open to accept the risk",
+        config.listen
+    )
 }
 
 /// The metadata store of the vault the token command names (made if the daemon never ran

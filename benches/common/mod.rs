@@ -38,6 +38,11 @@ pub fn start(vault: &Path, state: &Path) -> Result<Daemon> {
 
 /// [`start`] with another daemon binary (to compare two builds on one machine).
 pub fn start_bin(bin: &str, vault: &Path, state: &Path) -> Result<Daemon> {
+    start_env(bin, vault, state, &[])
+}
+
+/// [`start_bin`] with more environment variables (`AUTH_REQUIRED=true`, say).
+pub fn start_env(bin: &str, vault: &Path, state: &Path, env: &[(&str, &str)]) -> Result<Daemon> {
     let mut child = Command::new(bin)
         .args([
             "serve",
@@ -49,6 +54,7 @@ pub fn start_bin(bin: &str, vault: &Path, state: &Path) -> Result<Daemon> {
         ])
         .env("RATE_LIMIT_READ_PER_MINUTE", "0")
         .env("RATE_LIMIT_WRITE_PER_MINUTE", "0")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()?;
@@ -169,9 +175,18 @@ pub async fn wait_history(state: &Path) -> Result<()> {
 pub struct Conn {
     sender: http1::SendRequest<Empty<Bytes>>,
     host: String,
+    /// `Authorization: Bearer` value of every request, when set.
+    bearer: Option<hyper::header::HeaderValue>,
 }
 
 impl Conn {
+    /// [`Conn::open`], sending `Authorization: Bearer <token>` with every request.
+    pub async fn open_with_token(addr: SocketAddr, token: &str) -> Result<Self> {
+        let mut conn = Self::open(addr).await?;
+        conn.bearer = Some(format!("Bearer {token}").parse()?);
+        Ok(conn)
+    }
+
     pub async fn open(addr: SocketAddr) -> Result<Self> {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
@@ -182,14 +197,17 @@ impl Conn {
         Ok(Self {
             sender,
             host: addr.to_string(),
+            bearer: None,
         })
     }
 
     pub async fn get(&mut self, path: &str) -> Result<(StatusCode, Bytes)> {
         self.sender.ready().await?;
-        let request = Request::get(path)
-            .header("host", &self.host)
-            .body(Empty::<Bytes>::new())?;
+        let mut request = Request::get(path).header("host", &self.host);
+        if let Some(bearer) = &self.bearer {
+            request = request.header(hyper::header::AUTHORIZATION, bearer);
+        }
+        let request = request.body(Empty::<Bytes>::new())?;
         let response = self.sender.send_request(request).await?;
         let status = response.status();
         let body = response.into_body().collect().await?.to_bytes();
@@ -292,6 +310,30 @@ pub async fn load(
         max: all.last().copied().unwrap_or_default(),
         mean_body: bytes as f64 / requests.max(1) as f64,
     })
+}
+
+/// utime + stime of a process, in clock ticks (fields 14 and 15 of `/proc/<pid>/stat`):
+/// every thread's CPU time, also of threads that ended.
+pub fn cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("unexpected /proc/<pid>/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3: fields 14 and 15 are at indices 11 and 12.
+    let utime: u64 = fields.get(11).context("no utime")?.parse()?;
+    let stime: u64 = fields.get(12).context("no stime")?.parse()?;
+    Ok(utime + stime)
+}
+
+/// Clock ticks per second (`CLK_TCK`), the unit of [`cpu_ticks`].
+pub fn clock_ticks_per_second() -> Result<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ensure!(hz > 0, "sysconf(_SC_CLK_TCK) failed");
+    Ok(hz as u64)
 }
 
 /// Nearest-rank percentile of sorted samples.

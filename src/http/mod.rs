@@ -9,6 +9,7 @@
 //! panic catcher → `/mcp` or `api::dispatch`.
 
 pub mod server;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -128,12 +129,16 @@ fn layered(routes: Router<AppState>, app: AppState) -> Router {
 }
 
 /// Serve `state` on `listener` until `shutdown` resolves (see [`server`]: timeouts, the
-/// connection cap, and the envelope for what the HTTP parser refuses).
+/// connection cap, TLS, and the envelope for what the HTTP parser refuses). HTTPS when
+/// the config names a certificate and key ([`tls`]; unusable files are an `InvalidInput`
+/// error whose message names the file).
 pub async fn run(
     listener: TcpListener,
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let acceptor = tls::acceptor(&state.config)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     match writes::upgrade_legacy_pending(&state) {
         Ok(0) => {}
         Ok(n) => tracing::info!(
@@ -149,7 +154,7 @@ pub async fn run(
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
     let app = router(app);
-    server::serve(listener, app, limits, docs_url, async move {
+    server::serve(listener, app, limits, docs_url, acceptor, async move {
         shutdown.await;
         // Open MCP streams would hold the graceful shutdown forever: end them first.
         mcp_cancel.cancel();

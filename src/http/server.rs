@@ -17,6 +17,11 @@
 //!   those answers on their way out (a bodiless 400, 414 or 431 whose only headers are
 //!   `content-length: 0`, `date` and `connection`, which the router never sends) and sends
 //!   the error envelope in their place.
+//! - With TLS (`tls_cert`, `tls_key`), each connection's handshake runs in its own task,
+//!   after it took a connection slot, within `header_read_timeout`; a failed one is
+//!   logged at debug and closed. [`Conn`] then wraps the TLS stream, so its timeouts and
+//!   envelopes see the plaintext, and every answer carries `Strict-Transport-Security`
+//!   ([`mark`], the one place it is set).
 
 use std::future::Future;
 use std::io;
@@ -35,6 +40,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use crate::api::error::{ApiError, DOCS_URL, REQUEST_ID};
@@ -98,12 +106,17 @@ fn fit_to_open_files(max: usize) -> usize {
 }
 
 /// Serve `app` on `listener` until `shutdown` resolves, then stop accepting and wait for
-/// the connections being served to finish their requests.
+/// the connections being served to finish their requests. With `tls`, every connection
+/// is HTTPS: its handshake runs in the connection's own task (the accept loop never waits
+/// on a client), within `header_read_timeout`, and holds a connection slot; a handshake
+/// that fails (plain HTTP sent to the TLS port, a client that distrusts the certificate,
+/// silence) is logged at debug and the connection closed.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
     docs_url: Arc<str>,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -115,8 +128,12 @@ pub async fn serve(
         .keep_alive(false)
         .header_read_timeout(REFUSAL_DEADLINE);
     let graceful = GracefulShutdown::new();
+    // Ends the handshakes under way at shutdown (a connection not yet served has no
+    // request to finish).
+    let stopping = CancellationToken::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
+    let secure = tls.is_some();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -135,16 +152,46 @@ pub async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let io = TokioIo::new(Conn::new(tcp, limits.idle_timeout, docs_url.clone()));
+        let watcher = graceful.watcher();
+        let stopping = stopping.clone();
+        let tls = tls.clone();
+        let docs_url = docs_url.clone();
         if let Ok(slot) = slots.clone().try_acquire_owned() {
             let app = app.clone();
             let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
                 req.extensions_mut().insert(ConnectInfo(peer));
-                app.clone().oneshot(req)
+                let answer = app.clone().oneshot(req);
+                async move {
+                    let mut response = answer.await?;
+                    mark(&mut response, secure);
+                    Ok::<_, std::convert::Infallible>(response)
+                }
             });
-            let conn = graceful.watch(http.serve_connection(io, service));
+            let http = http.clone();
             tokio::spawn(async move {
-                if let Err(e) = conn.await {
+                let served = match tls {
+                    None => {
+                        let io = TokioIo::new(Conn::new(tcp, limits.idle_timeout, docs_url, false));
+                        watcher.watch(http.serve_connection(io, service)).await
+                    }
+                    Some(tls) => {
+                        match handshake(&tls, tcp, peer, limits.header_read_timeout, &stopping)
+                            .await
+                        {
+                            Some(stream) => {
+                                let io = TokioIo::new(Conn::new(
+                                    stream,
+                                    limits.idle_timeout,
+                                    docs_url,
+                                    true,
+                                ));
+                                watcher.watch(http.serve_connection(io, service)).await
+                            }
+                            None => Ok(()),
+                        }
+                    }
+                };
+                if let Err(e) = served {
                     tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
                 }
                 drop(slot);
@@ -155,14 +202,36 @@ pub async fn serve(
                 max_connections = limits.max_connections,
                 "connection refused: too many connections"
             );
-            let docs_url = docs_url.clone();
+            let busy_docs_url = docs_url.clone();
             let service = hyper::service::service_fn(move |_req: hyper::Request<Incoming>| {
-                let response = busy(&docs_url, limits.max_connections);
+                let response = busy(&busy_docs_url, limits.max_connections, secure);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
-            let conn = graceful.watch(refuse_http.serve_connection(io, service));
+            let refuse_http = refuse_http.clone();
+            let refuse = async move {
+                let idle = limits.idle_timeout;
+                let _ = match tls {
+                    None => {
+                        let io = TokioIo::new(Conn::new(tcp, idle, docs_url, false));
+                        watcher
+                            .watch(refuse_http.serve_connection(io, service))
+                            .await
+                    }
+                    Some(tls) => {
+                        match handshake(&tls, tcp, peer, REFUSAL_DEADLINE, &stopping).await {
+                            Some(stream) => {
+                                let io = TokioIo::new(Conn::new(stream, idle, docs_url, true));
+                                watcher
+                                    .watch(refuse_http.serve_connection(io, service))
+                                    .await
+                            }
+                            None => Ok(()),
+                        }
+                    }
+                };
+            };
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(REFUSAL_DEADLINE, conn).await;
+                let _ = tokio::time::timeout(REFUSAL_DEADLINE, refuse).await;
                 drop(refusing);
             });
         } else {
@@ -170,8 +239,48 @@ pub async fn serve(
         }
     }
     drop(listener);
+    stopping.cancel();
     graceful.shutdown().await;
     Ok(())
+}
+
+/// The TLS handshake of a new connection, within `within`; `None` (logged at debug) when
+/// it fails, takes too long, or the server is shutting down.
+async fn handshake(
+    tls: &TlsAcceptor,
+    tcp: TcpStream,
+    peer: std::net::SocketAddr,
+    within: Duration,
+    stopping: &CancellationToken,
+) -> Option<TlsStream<TcpStream>> {
+    let accepted = tokio::select! {
+        () = stopping.cancelled() => return None,
+        accepted = tokio::time::timeout(within, tls.accept(tcp)) => accepted,
+    };
+    match accepted {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::debug!(peer = %peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(peer = %peer, within_ms = within.as_millis() as u64, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// What every answer carries when the server speaks TLS, whoever made it (the router,
+/// the 503 of a refused connection, the envelope in place of hyper's parse errors):
+/// `Strict-Transport-Security`. Over plain HTTP nothing is added (RFC 6797 ignores it
+/// there, and a loopback daemon must not pin a name to HTTPS).
+fn mark(response: &mut Response, tls: bool) {
+    if tls {
+        response.headers_mut().insert(
+            axum::http::header::STRICT_TRANSPORT_SECURITY,
+            axum::http::HeaderValue::from_static(super::tls::HSTS),
+        );
+    }
 }
 
 /// A failed accept: a connection that went away is nothing; anything else (out of file
@@ -191,7 +300,7 @@ async fn accept_failed(e: io::Error) {
 
 /// The error envelope of `err` as the router would send it, with a fresh request id:
 /// for answers given outside the router (its middleware sets the id there).
-fn envelope_response(err: Error, docs_url: &Arc<str>) -> Response {
+fn envelope_response(err: Error, docs_url: &Arc<str>, tls: bool) -> Response {
     let id = uuid::Uuid::now_v7().simple().to_string();
     let mut response = REQUEST_ID.sync_scope(id.clone(), || {
         DOCS_URL.sync_scope(docs_url.clone(), || ApiError(err).into_response())
@@ -199,10 +308,11 @@ fn envelope_response(err: Error, docs_url: &Arc<str>) -> Response {
     if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    mark(&mut response, tls);
     response
 }
 
-fn busy(docs_url: &Arc<str>, max: usize) -> Response {
+fn busy(docs_url: &Arc<str>, max: usize, tls: bool) -> Response {
     envelope_response(
         Error::new(
             Reason::SERVER_BUSY,
@@ -211,13 +321,17 @@ fn busy(docs_url: &Arc<str>, max: usize) -> Response {
         .with_retry_after(1)
         .with_meta("max_connections", max.to_string()),
         docs_url,
+        tls,
     )
 }
 
-/// A served TCP connection: closes itself after `idle` without a byte either way, and
-/// puts the error envelope in place of hyper's own bodiless parse-error answers.
-pub struct Conn {
-    tcp: TcpStream,
+/// A served connection (TCP, or TLS over TCP: `S`): closes itself after `idle` without a
+/// byte either way, and puts the error envelope in place of hyper's own bodiless
+/// parse-error answers.
+pub struct Conn<S = TcpStream> {
+    io: S,
+    /// The connection is TLS: answers made here carry HSTS too.
+    tls: bool,
     idle: Duration,
     last_progress: Instant,
     timer: Pin<Box<Sleep>>,
@@ -229,11 +343,12 @@ pub struct Conn {
     timed_out: bool,
 }
 
-impl Conn {
-    pub fn new(tcp: TcpStream, idle: Duration, docs_url: Arc<str>) -> Self {
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    pub fn new(io: S, idle: Duration, docs_url: Arc<str>, tls: bool) -> Self {
         let now = Instant::now();
         Self {
-            tcp,
+            io,
+            tls,
             idle,
             last_progress: now,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
@@ -287,7 +402,7 @@ impl Conn {
             if *written == bytes.len() {
                 return Poll::Ready(Ok(()));
             }
-            let n = match Pin::new(&mut self.tcp).poll_write(cx, &bytes[*written..]) {
+            let n = match Pin::new(&mut self.io).poll_write(cx, &bytes[*written..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -320,7 +435,7 @@ impl Conn {
             ),
             _ => "the request is not well-formed HTTP/1.1".to_string(),
         };
-        let response = envelope_response(Error::new(reason, message), &self.docs_url);
+        let response = envelope_response(Error::new(reason, message), &self.docs_url, self.tls);
         self.replacement = Some((raw_response(response), 0));
         true
     }
@@ -391,7 +506,7 @@ fn raw_response(response: Response) -> Vec<u8> {
     out
 }
 
-impl AsyncRead for Conn {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Conn<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -402,7 +517,7 @@ impl AsyncRead for Conn {
             return Poll::Ready(Err(idle_error()));
         }
         let before = buf.filled().len();
-        match Pin::new(&mut this.tcp).poll_read(cx, buf) {
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     this.last_progress = Instant::now();
@@ -418,7 +533,7 @@ impl AsyncRead for Conn {
     }
 }
 
-impl AsyncWrite for Conn {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Conn<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -434,7 +549,7 @@ impl AsyncWrite for Conn {
             ready!(this.poll_replacement(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        let written = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
         this.after_write(cx, written)
     }
 
@@ -454,20 +569,20 @@ impl AsyncWrite for Conn {
                 return Pin::new(this).poll_write(cx, only);
             }
         }
-        let written = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
         this.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
