@@ -371,6 +371,7 @@ mod tests {
         Reason::ORIGIN_FORBIDDEN,
         Reason::URI_TOO_LONG,
         Reason::HEADERS_TOO_LARGE,
+        Reason::RANGE_NOT_SATISFIABLE,
         Reason::MALFORMED_REQUEST,
         Reason::REQUEST_TIMEOUT,
         Reason::SERVER_BUSY,

@@ -25,6 +25,9 @@ pub(crate) fn apply(
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let actor = format!("agent:{agent_id}");
+    if op.is_attachment() {
+        return super::attachments::apply(state, op, &actor);
+    }
     let plan = plan(state, op)?;
     let moved_from = plan
         .from
@@ -272,6 +275,7 @@ pub(crate) fn record_change(
                 version_id,
                 created_at,
             }],
+            files: Vec::new(),
             whole_vault: None,
             durable: true,
         },
@@ -309,6 +313,7 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         flow_back_error: None,
         pending_id: None,
         created,
+        attachment: None,
     }
 }
 

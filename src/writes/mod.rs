@@ -10,6 +10,7 @@
 //! and its idempotency record is stored before the receipt leaves the daemon.
 
 mod apply;
+mod attachments;
 pub mod links;
 mod plan;
 pub mod receipt;
@@ -21,7 +22,7 @@ pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };
 pub use plan::{plan, Plan};
-pub use receipt::{Intent, NoteFacts, Receipt, ReceiptStatus};
+pub use receipt::{AttachmentFacts, Intent, NoteFacts, Receipt, ReceiptStatus};
 pub(crate) use submit::{apply_now, store_receipt};
 pub use submit::{submit, Idempotency, IntentKey, Submitted};
 
@@ -83,14 +84,37 @@ pub enum Op {
         revision_id: String,
         version_id: Option<String>,
     },
+    /// Put an uploaded file, staged as one of our temp files in the vault, at `path`
+    /// (which must not exist): an attachment.
+    PutAttachment {
+        path: String,
+        staged: String,
+        sha256: String,
+        size: u64,
+        content_type: String,
+    },
+    /// Remove an attachment, if it still has these bytes (`sha256`; `None`: the bytes
+    /// the catalog holds).
+    DeleteAttachment {
+        path: String,
+        sha256: Option<String>,
+    },
 }
 
 impl Op {
+    /// An attachment operation (applied by `writes::attachments`, never queued).
+    pub fn is_attachment(&self) -> bool {
+        matches!(self, Op::PutAttachment { .. } | Op::DeleteAttachment { .. })
+    }
+
     /// The pending-write `kind` of this operation.
     pub fn kind(&self) -> &'static str {
         match self {
-            Op::Create { .. } | Op::Patch { .. } | Op::Rollback { .. } => "write",
-            Op::Delete { .. } => "delete",
+            Op::Create { .. }
+            | Op::Patch { .. }
+            | Op::Rollback { .. }
+            | Op::PutAttachment { .. } => "write",
+            Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",
             Op::Edit { .. } => "edit",
             Op::Move { .. } => "move",
             Op::Rename { .. } => "rename",

@@ -95,6 +95,9 @@ impl Plan {
 /// without writing anything. Used to apply a write and to preview a queued one.
 pub fn plan(state: &State, op: &Op) -> Result<Plan> {
     match op {
+        Op::PutAttachment { .. } | Op::DeleteAttachment { .. } => Err(
+            crate::error::Error::internal("an attachment change has no note plan"),
+        ),
         Op::Create { slug, body, keys } => {
             let safe = target_path(state, slug)?;
             if state.catalog.read().get(slug).is_some() || safe.abs.exists() {

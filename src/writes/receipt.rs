@@ -74,6 +74,31 @@ pub struct Receipt {
     pub pending_id: Option<String>,
     /// A note was created (the HTTP layer answers 201).
     pub created: bool,
+    /// The attachment after an attachment write (before it, for a delete).
+    #[serde(default)]
+    pub attachment: Option<AttachmentFacts>,
+}
+
+/// An attachment's facts at the moment of a write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentFacts {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub content_type: String,
+    pub modified_at: String,
+}
+
+impl From<&crate::vault::attachments::Attachment> for AttachmentFacts {
+    fn from(a: &crate::vault::attachments::Attachment) -> Self {
+        Self {
+            path: a.path.clone(),
+            size: a.size,
+            sha256: a.sha256.clone(),
+            content_type: a.content_type.clone(),
+            modified_at: timestamp(a.modified_at),
+        }
+    }
 }
 
 /// A write about to change the folder, recorded under its `Idempotency-Key` before the
