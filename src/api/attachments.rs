@@ -1005,6 +1005,21 @@ pub struct PresignResponse {
     pub path: String,
 }
 
+/// What a path segment of a link escapes.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'?')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'\\');
+
 /// Shortest and longest life of a presigned link, and its default.
 pub const PRESIGN_MIN_SECS: i64 = 10;
 pub const PRESIGN_MAX_SECS: i64 = 24 * 3600;
@@ -1081,9 +1096,7 @@ pub async fn presign_link(
     let sig = signature(&state.presign_key, &method, &path, expires, &nonce);
     let encoded: Vec<String> = path
         .split('/')
-        .map(|p| {
-            percent_encoding::utf8_percent_encode(p, percent_encoding::NON_ALPHANUMERIC).to_string()
-        })
+        .map(|p| percent_encoding::utf8_percent_encode(p, SEGMENT).to_string())
         .collect();
     let mut url = format!(
         "{base}/v1/attachments/{}?expires={expires}&signature={sig}",
