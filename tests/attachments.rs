@@ -3,7 +3,15 @@
 //! history, idempotency, every refusal, no temp file left), the byte cap before the body
 //! is read, presigned GET and PUT links, and an external copy picked up by the watcher.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests write the vault as an editor would"
+)]
+
 mod common;
+
+/// A multipart part: name, file name, content type, bytes.
+type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
 
 use std::io::{Read, Write};
 
@@ -29,7 +37,6 @@ fn sha(bytes: &[u8]) -> String {
         .collect()
 }
 
-#[allow(clippy::disallowed_methods, reason = "tests write fixture files")]
 fn put_file(vault: &std::path::Path, rel: &str, bytes: &[u8]) {
     let path = vault.join(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -55,7 +62,7 @@ async fn fixture(tweak: impl FnOnce(&mut notevault::config::Config)) -> TestServ
 }
 
 /// A multipart body: `(name, filename, content type, bytes)` parts.
-fn multipart(parts: &[(&str, Option<&str>, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
+fn multipart(parts: &[Part<'_>]) -> (String, Vec<u8>) {
     let boundary = "XnotevaultTestBoundaryX";
     let mut body = Vec::new();
     for (name, filename, ctype, bytes) in parts {
@@ -79,11 +86,7 @@ fn multipart(parts: &[(&str, Option<&str>, Option<&str>, &[u8])]) -> (String, Ve
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
-async fn upload(
-    s: &TestServer,
-    key: &str,
-    parts: &[(&str, Option<&str>, Option<&str>, &[u8])],
-) -> reqwest::Response {
+async fn upload(s: &TestServer, key: &str, parts: &[Part<'_>]) -> reqwest::Response {
     let (ctype, body) = multipart(parts);
     s.client
         .post(s.url("/v1/attachments"))
@@ -332,12 +335,7 @@ async fn uploads_are_recorded_in_history_and_every_bad_input_gets_its_envelope()
     assert_eq!(r["attachment"]["path"], "assets/pic.png");
 
     let (p4, p5, p6, p7) = (png(4), png(5), png(6), png(7));
-    let cases: Vec<(
-        &str,
-        Vec<(&str, Option<&str>, Option<&str>, &[u8])>,
-        u16,
-        &str,
-    )> = vec![
+    let cases: Vec<(&str, Vec<Part<'_>>, u16, &str)> = vec![
         (
             "folder after the file",
             vec![
@@ -717,7 +715,6 @@ async fn an_external_copy_becomes_listable_and_a_removal_leaves_the_list() {
             .any(|a| a["path"] == "projects/photo.jpg" && a["content_type"] == "image/jpeg")
     })
     .await;
-    #[allow(clippy::disallowed_methods, reason = "an editor removes a file")]
     std::fs::remove_file(s.vault.join("docs/a.pdf")).unwrap();
     eventually("the removed PDF leaves the list", || async {
         let list = s.get_json("/v1/attachments", 200).await;

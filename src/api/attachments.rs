@@ -714,7 +714,9 @@ pub async fn upload(state: Arc<State>, parts: Parts, body: Body) -> ApiResult<Re
     let mut folder: Option<String> = q.owned("folder");
     let mut multipart = multer::Multipart::new(body.into_data_stream(), boundary);
     let mut guard = TempGuard(None);
-    let mut received: Option<(String, Option<String>, String, u64, Vec<u8>)> = None;
+    // File name, declared type, sha256, size, first bytes.
+    type File = (String, Option<String>, String, u64, Vec<u8>);
+    let mut received: Option<File> = None;
     let deadline = tokio::time::Instant::now()
         + state
             .config
