@@ -74,6 +74,37 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Connections served at once; past it a new connection is answered 503.
     pub max_connections: usize,
+    /// Largest attachment upload, in bytes (`PAYLOAD_TOO_LARGE` past it).
+    pub max_upload_bytes: u64,
+    /// Media types an upload may have (`type/*` allows a whole family).
+    pub upload_types: Vec<String>,
+}
+
+/// The media types an upload may have unless configured: images, PDF, audio, video,
+/// plain text and the common office formats.
+pub fn default_upload_types() -> Vec<String> {
+    [
+        "image/*",
+        "audio/*",
+        "video/*",
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/csv",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.ms-excel",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.ms-powerpoint",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.oasis.opendocument.text",
+        "application/vnd.oasis.opendocument.spreadsheet",
+        "application/vnd.oasis.opendocument.presentation",
+        "application/rtf",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 impl Default for Config {
@@ -107,6 +138,8 @@ impl Default for Config {
             body_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_upload_bytes: 25 * 1024 * 1024,
+            upload_types: default_upload_types(),
         }
     }
 }
@@ -147,6 +180,8 @@ pub struct Layer {
     /// Seconds.
     pub idle_timeout: Option<u64>,
     pub max_connections: Option<usize>,
+    pub max_upload_bytes: Option<u64>,
+    pub upload_types: Option<Vec<String>>,
 }
 
 impl Layer {
@@ -218,6 +253,8 @@ impl Layer {
             body_read_timeout: parse_opt("NOTEVAULT_BODY_READ_TIMEOUT", own("BODY_READ_TIMEOUT"))?,
             idle_timeout: parse_opt("NOTEVAULT_IDLE_TIMEOUT", own("IDLE_TIMEOUT"))?,
             max_connections: parse_opt("NOTEVAULT_MAX_CONNECTIONS", own("MAX_CONNECTIONS"))?,
+            max_upload_bytes: parse_opt("NOTEVAULT_MAX_UPLOAD_BYTES", own("MAX_UPLOAD_BYTES"))?,
+            upload_types: own("UPLOAD_TYPES").map(|v| split_list(&v)),
         })
     }
 }
@@ -252,7 +289,9 @@ impl Config {
             allowed_hosts,
             allowed_origins,
             watch,
-            max_connections
+            max_connections,
+            max_upload_bytes,
+            upload_types
         );
         for (field, seconds) in [
             (&mut self.header_read_timeout, layer.header_read_timeout),

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::history::{Change, History};
 use crate::memory::release_free_memory;
 use crate::meta::Meta;
-use crate::record::{self, reconcile::reconcile};
+use crate::record;
 use crate::state::State;
 use crate::vault::catalog::{note_from, Note};
 use crate::vault::fsio;
@@ -136,7 +136,34 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let history: Vec<Change> = if first_history || behind {
+    // Attachments: the stored facts go into the catalog, and each file on disk is
+    // observed in parallel, re-hashed only when its size, mtime or inode changed.
+    let stored_files: HashMap<String, crate::vault::attachments::Attachment> = state
+        .meta
+        .all_attachments()?
+        .into_iter()
+        .map(|row| (row.path.clone(), record::attachment_of(row)))
+        .collect();
+    let (listed, mut file_excluded) = crate::vault::attachments::list_files(&state.paths);
+    let (found_files, bad) =
+        crate::vault::attachments::observe_all(&state.paths.root, &listed, &stored_files);
+    file_excluded.extend(bad);
+    let gone_files: Vec<String> = {
+        let on_disk: std::collections::HashSet<&str> = listed.iter().map(String::as_str).collect();
+        stored_files
+            .keys()
+            .filter(|p| !on_disk.contains(p.as_str()))
+            .cloned()
+            .collect()
+    };
+    {
+        let mut attachments = state.attachments.write();
+        for a in stored_files.into_values() {
+            attachments.insert(a);
+        }
+        attachments.excluded = file_excluded;
+    }
+    let mut history: Vec<Change> = if first_history || behind {
         found
             .observed
             .iter()
@@ -145,6 +172,14 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
+    if first_history || behind {
+        history.extend(
+            found_files
+                .iter()
+                .map(|a| record::file_change(state, &a.path, true)),
+        );
+    }
+    let files = record::files::changes(state, found_files, &gone_files);
     let mut by_path: HashMap<String, Observed> = found
         .observed
         .into_iter()
@@ -206,7 +241,15 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         "Record changes made while notevault was stopped"
     };
     let whole_vault = (first_history || behind).then_some(history);
-    let outcome = reconcile(state, changed, removed, "filesystem", subject, whole_vault)?;
+    let outcome = record::reconcile::reconcile_with_files(
+        state,
+        changed,
+        removed,
+        files,
+        "filesystem",
+        subject,
+        whole_vault,
+    )?;
     if behind {
         settle_gap(state, gap, outcome.commit);
     }

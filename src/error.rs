@@ -95,6 +95,7 @@ mod table {
         PAYLOAD_TOO_LARGE => (413, "Retry the upload with a body under the byte cap."),
         ORIGIN_FORBIDDEN => (403, "Call the daemon through a loopback address such as `http://127.0.0.1:4000`, or add this host or origin to `allowed_hosts` / `allowed_origins`."),
         URI_TOO_LONG => (414, "Retry with a shorter request target: narrow the query, or send a long query as the JSON body of a route that takes one."),
+        RANGE_NOT_SATISFIABLE => (416, "Retry with a `Range` inside the attachment's `Content-Length`, or without a `Range`."),
         HEADERS_TOO_LARGE => (431, "Retry with fewer or smaller request headers."),
         MALFORMED_REQUEST => (400, "Send a well-formed HTTP/1.1 request (ASCII request line, `Name: value` header lines)."),
         REQUEST_TIMEOUT => (408, "Send the whole request body without long pauses, then retry."),
@@ -311,7 +312,8 @@ mod tests {
         // SERVER_BUSY for what the HTTP server refuses before a route (api::server).
         // AUTH_UNAVAILABLE (an issuer's keys cannot be fetched), GRANT_INVALID,
         // IDP_UNAVAILABLE and IDP_NOT_CONFIGURED: the token proxy's refusals.
-        assert_eq!(Reason::ALL.len(), 45);
+        // RANGE_NOT_SATISFIABLE: an attachment download's `Range` past its end.
+        assert_eq!(Reason::ALL.len(), 46);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::history::History;
 use crate::index::SearchIndex;
 use crate::meta::Meta;
+use crate::vault::attachments::AttachmentCatalog;
 use crate::vault::catalog::Catalog;
 use crate::vault::path::VaultPaths;
 use crate::vault::removed::RecentlyRemoved;
@@ -25,10 +26,15 @@ pub struct State {
     pub meta: Meta,
     pub history: History,
     pub catalog: RwLock<Catalog>,
+    /// The vault's attachments (every file that is not a note), changed by `record` only.
+    pub attachments: RwLock<AttachmentCatalog>,
     /// The seq of the last recorded change; advanced only by `record`.
     committed_seq: AtomicI64,
     /// Secret for tamper-evident page tokens, kept in the metadata store.
     pub token_key: [u8; 32],
+    /// Secret of presigned attachment links, derived from the page-token key (so it is
+    /// kept in the metadata store's settings with it, and is this vault's own).
+    pub presign_key: [u8; 32],
     /// This vault's stable id (a UUID made at the first start, kept in the metadata
     /// store's settings): a token naming another `vault_id` is refused.
     pub vault_id: String,
@@ -62,7 +68,12 @@ impl State {
             meta,
             history,
             catalog: RwLock::new(Catalog::default()),
+            attachments: RwLock::new(AttachmentCatalog::default()),
             committed_seq,
+            presign_key: blake3::derive_key(
+                "notevault 2026 presigned attachment links",
+                &token_key,
+            ),
             token_key,
             vault_id,
             write_lock: Mutex::new(()),

@@ -112,12 +112,13 @@ async fn the_users_own_git_folder_is_never_touched() {
     assert_eq!(list["coverage"]["notes_matched"], 0);
 }
 
+/// Every file history holds: notes and attachments, outside the hidden folders.
 fn walk(root: &std::path::Path) -> Vec<String> {
     walkdir::WalkDir::new(root)
         .into_iter()
         .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'))
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md"))
+        .filter(|e| e.file_type().is_file())
         .map(|e| {
             e.path()
                 .strip_prefix(root)

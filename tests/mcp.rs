@@ -455,7 +455,7 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
 
     let (status, answer) = modern(&s, "tools/list", json!({}), None).await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 10);
+    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 11);
 
     let (status, answer) = modern(
         &s,

@@ -3,6 +3,7 @@
 //! OpenAPI document. The application around it (middleware, `/mcp`, the server) is
 //! `http`; the domain (`queries`, `writes`, `vault`, ...) knows nothing of either.
 
+pub mod attachments;
 pub mod error;
 pub mod folders;
 pub mod grep;
@@ -94,13 +95,34 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
     let matched = recognize(req.method(), &path, |key| {
         crate::queries::status::note_exists(&state, key)
     })?;
-    auth::require(credential(req.extensions())?, matched.access.need)?;
-    let (parts, body) = req.into_parts();
-    let bytes = if matches!(parts.method, Method::POST | Method::PATCH | Method::PUT) {
-        read_body(body, writes::MAX_BODY, state.config.body_read_timeout).await?
-    } else {
-        axum::body::Bytes::new()
+    // A presigned attachment link stands in for the bearer (never for the Host/Origin
+    // guard, which ran before); a bad one is refused, never served.
+    let presigned = match (matched.op, matched.param.as_deref()) {
+        (Op::GetAttachment | Op::PutAttachment, Some(param)) => {
+            let method = if req.method() == Method::HEAD {
+                "GET"
+            } else {
+                req.method().as_str()
+            };
+            attachments::verify_presigned(&state, method, param, req.uri().query())?
+        }
+        _ => None,
     };
+    if presigned.is_none() {
+        auth::require(credential(req.extensions())?, matched.access.need)?;
+    }
+    let (parts, body) = req.into_parts();
+    // Uploads read their own body, streamed, with their own byte cap.
+    let streamed = matches!(matched.op, Op::UploadAttachment | Op::PutAttachment);
+    let (bytes, body) =
+        if !streamed && matches!(parts.method, Method::POST | Method::PATCH | Method::PUT) {
+            (
+                read_body(body, writes::MAX_BODY, state.config.body_read_timeout).await?,
+                Body::empty(),
+            )
+        } else {
+            (axum::body::Bytes::new(), body)
+        };
     let note = || {
         matched.param.clone().ok_or_else(|| {
             ApiError(Error::new(
@@ -161,6 +183,24 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         Op::DeleteFolder => writes::delete_folder(state, parts, bytes).await?,
         Op::ResourceMetadata => oauth::resource_metadata(state, parts).await?,
         Op::McpResourceMetadata => oauth::mcp_resource_metadata(state, parts).await?,
+        Op::ListAttachments => attachments::list(state, parts).await?.into_response(),
+        Op::UploadAttachment => attachments::upload(state, parts, body).await?,
+        Op::PresignAttachment => attachments::presign(state, parts, bytes)
+            .await?
+            .into_response(),
+        Op::GetAttachment => {
+            let r = attachments::get(state, note()?, parts).await?;
+            if presigned.is_some() {
+                attachments::private(r)
+            } else {
+                r
+            }
+        }
+        Op::PutAttachment => {
+            let nonce = presigned.filter(|n| !n.is_empty());
+            attachments::put(state, note()?, parts, body, nonce).await?
+        }
+        Op::DeleteAttachment => attachments::delete(state, note()?, parts).await?,
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

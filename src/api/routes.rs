@@ -54,6 +54,12 @@ pub enum Op {
     MoveFolder,
     RenameFolder,
     DeleteFolder,
+    ListAttachments,
+    UploadAttachment,
+    PresignAttachment,
+    GetAttachment,
+    PutAttachment,
+    DeleteAttachment,
 }
 
 /// Where the protected-resource metadata is served (RFC 9728 section 3); the MCP
@@ -96,6 +102,13 @@ pub const REVIEW: Access = Access {
 /// `/mcp`: read rate limit, any credential; the tools it lists depend on the credential
 /// (`auth::mcp_write_tools`).
 pub const MCP: Access = READ;
+
+/// A presigned link: any credential (a PUT link also needs `notes.write`, which the
+/// handler asks `auth::require` about), limited as a write.
+pub const PRESIGN: Access = Access {
+    class: Some(Class::Write),
+    need: Need::Read,
+};
 
 /// The token proxy: open, limited as a write.
 pub const PROXY: Access = Access {
@@ -204,6 +217,34 @@ fn build() -> Vec<Route> {
             "/v1/vault/write-settings",
             Op::PatchWriteSettings,
             REVIEW,
+        ),
+        r(M::GET, "/v1/attachments", Op::ListAttachments, READ),
+        r(M::POST, "/v1/attachments", Op::UploadAttachment, WRITE),
+        // A GET link needs read access, a PUT link `notes.write` (checked in the
+        // handler); as a POST it is limited as a write.
+        r(
+            M::POST,
+            "/v1/attachments:presign",
+            Op::PresignAttachment,
+            PRESIGN,
+        ),
+        r(
+            M::GET,
+            "/v1/attachments/{file_name}",
+            Op::GetAttachment,
+            READ,
+        ),
+        r(
+            M::PUT,
+            "/v1/attachments/{file_name}",
+            Op::PutAttachment,
+            WRITE,
+        ),
+        r(
+            M::DELETE,
+            "/v1/attachments/{file_name}",
+            Op::DeleteAttachment,
+            WRITE,
         ),
         r(M::GET, "/v1/writes", Op::ListWrites, READ),
         r(M::GET, "/v1/writes/{id}", Op::GetWrite, REVIEW_READ),
@@ -396,12 +437,13 @@ fn match_template(template: &str, path: &str) -> Option<Option<String>> {
     if middle.is_empty() {
         return None;
     }
-    // Only a note slug may hold raw slashes.
-    if name != "note" && middle.contains('/') {
+    // Only a note slug and an attachment path may hold raw slashes.
+    let pathlike = name == "note" || name == "file_name";
+    if !pathlike && middle.contains('/') {
         return None;
     }
     // A colon method must not be swallowed by the bare `{note}` route.
-    if suffix.is_empty() && name == "note" && has_custom_method(middle) {
+    if suffix.is_empty() && pathlike && has_custom_method(middle) {
         return None;
     }
     Some(Some(middle.to_string()))
@@ -463,8 +505,11 @@ mod tests {
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
                 ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),
                 ("POST", "/v1/properties:aggregate") => Need::Read,
+                ("POST", "/v1/attachments:presign") => Need::Read,
                 ("POST" | "PATCH" | "PUT" | "DELETE", t)
-                    if t.starts_with("/v1/notes") || t.starts_with("/v1/folders") =>
+                    if t.starts_with("/v1/notes")
+                        || t.starts_with("/v1/folders")
+                        || t.starts_with("/v1/attachments") =>
                 {
                     Need::Permission(NotesWrite)
                 }

@@ -371,6 +371,7 @@ mod tests {
         Reason::ORIGIN_FORBIDDEN,
         Reason::URI_TOO_LONG,
         Reason::HEADERS_TOO_LARGE,
+        Reason::RANGE_NOT_SATISFIABLE,
         Reason::MALFORMED_REQUEST,
         Reason::REQUEST_TIMEOUT,
         Reason::SERVER_BUSY,
@@ -384,6 +385,7 @@ mod tests {
         let expected = [
             (R::NOTE_NOT_FOUND, "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP), then retry with an existing slug or note_id."),
             (R::VERSION_NOT_FOUND, "List revisions with the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP), then retry with a listed id."),
+            (R::ATTACHMENT_NOT_FOUND, "List attachments with the `list_attachments` tool (`GET /v1/attachments` over HTTP), then retry with an existing name."),
             (R::FOLDER_NOT_FOUND, "List folders with the `list_folders` tool (`GET /v1/folders` over HTTP), then retry with an existing path."),
             (R::REVISION_CONTENT_MISSING, "This revision's bytes were never recorded in history (`details` says why); diff or roll back to another revision listed by the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP)."),
             (R::VERSION_MOVED, "Read the note's current `version_id` with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry the write with it and a fresh idempotency key."),

@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::api::attachments::{self, AttachmentList, ListAttachmentsParams};
 use crate::api::folders::{self, ListFoldersParams};
 use crate::api::grep::{self, GrepParams, GrepResponse};
 use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
@@ -130,6 +131,15 @@ folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `cov
         access: Access::Read,
         input: schema::of::<ListFoldersParams>,
         output: schema::of::<FolderList>,
+    },
+    ToolSpec {
+        name: "list_attachments",
+        twin: "GET /v1/attachments",
+        title: "List attachments",
+        description: "List the vault's attachments (every file that is not a markdown note: images, PDFs, audio, ...) with `file_name`, `path`, `folder`, `size`, `sha256`, `content_type`, `modified_at` and `referenced_by` (how many notes embed or link it). `filter` is AIP-160 over `folder`, `path`, `file_name`, `content_type`, `size`, `modified_at`, `referenced` and `sha256` (e.g. `content_type = \"application/pdf\"`, `referenced = false`); `order_by` e.g. `size desc`. Returns `coverage`; page with `next_page_token`. The bytes are not returned: download them over HTTP at `GET /v1/attachments/{path}`, or hand out a link from `POST /v1/attachments:presign`.",
+        access: Access::Read,
+        input: schema::of::<ListAttachmentsParams>,
+        output: schema::of::<AttachmentList>,
     },
     ToolSpec {
         name: "list_revisions",
@@ -303,6 +313,7 @@ pub async fn call(
         "list_notes" => run(args, |p| notes::list_notes(state, p)).await,
         "read_note" => run(args, |p| notes::read_note(state, p)).await,
         "list_folders" => run(args, |p| folders::list_folders(state, p)).await,
+        "list_attachments" => run(args, |p| attachments::list_attachments(state, p)).await,
         "list_revisions" => run(args, |p| revisions::list_note_revisions(state, p)).await,
         "note_links" => run(args, |p| notes::note_links(state, p)).await,
         "write_note" => run(args, |p| writes::write_note(state, p, client)).await,

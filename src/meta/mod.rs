@@ -90,7 +90,58 @@ const MIGRATIONS: &[&str] = &[
         expires_at   TEXT,
         last_used_at TEXT
     );",
+    // 8: attachments: the facts of each (so a warm start re-hashes only files whose
+    // size, mtime or inode changed), the log of their changes (each with its seq), and
+    // the nonces of presigned PUT links already used
+    "CREATE TABLE attachments (
+        path         TEXT PRIMARY KEY,
+        size         INTEGER NOT NULL,
+        mtime_ns     INTEGER NOT NULL,
+        inode        INTEGER NOT NULL,
+        sha256       TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        modified_at  TEXT NOT NULL
+    );
+    CREATE TABLE attachment_changes (
+        seq        INTEGER PRIMARY KEY,
+        path       TEXT NOT NULL,
+        sha256     TEXT,
+        kind       TEXT NOT NULL,
+        actor      TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        commit_id  TEXT
+    );
+    CREATE TABLE presign_nonces (
+        nonce      TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL
+    );",
 ];
+
+/// An attachment's facts as the store keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentRow {
+    pub path: String,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub inode: u64,
+    pub sha256: String,
+    pub content_type: String,
+    pub modified_at: String,
+}
+
+/// One recorded change of an attachment (its seq is a `committed_seq`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentChangeRow {
+    pub seq: i64,
+    pub path: String,
+    /// `None` for a delete.
+    pub sha256: Option<String>,
+    /// `create`, `update`, `delete`.
+    pub kind: String,
+    pub actor: String,
+    pub created_at: String,
+    pub commit_id: Option<String>,
+}
 
 /// A write waiting for (or decided by) a reviewer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,12 +285,12 @@ impl Meta {
 
     /// The highest committed sequence number (0 before the first change).
     pub fn committed_seq(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .lock()
-            .query_row("SELECT COALESCE(MAX(seq), 0) FROM revisions", [], |r| {
-                r.get(0)
-            })?)
+        Ok(self.conn.lock().query_row(
+            "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM revisions),
+                            (SELECT COALESCE(MAX(seq), 0) FROM attachment_changes))",
+            [],
+            |r| r.get(0),
+        )?)
     }
 
     /// Record a batch of revisions and the resulting note rows in one transaction.
@@ -557,6 +608,92 @@ impl Meta {
         )?;
         let rows = stmt.query_map([after], revision_from)?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every stored attachment's facts.
+    pub fn all_attachments(&self) -> Result<Vec<AttachmentRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare(
+            "SELECT path, size, mtime_ns, inode, sha256, content_type, modified_at FROM attachments",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(AttachmentRow {
+                path: r.get(0)?,
+                size: r.get::<_, i64>(1)? as u64,
+                mtime_ns: r.get(2)?,
+                inode: r.get::<_, i64>(3)? as u64,
+                sha256: r.get(4)?,
+                content_type: r.get(5)?,
+                modified_at: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Record attachment changes and their facts in one transaction: `changes` are
+    /// appended to the log, `upserts` stored, `removed` (paths) forgotten.
+    pub fn record_attachments(
+        &self,
+        changes: &[AttachmentChangeRow],
+        upserts: &[AttachmentRow],
+        removed: &[String],
+    ) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut log = tx.prepare_cached(
+                "INSERT INTO attachment_changes (seq, path, sha256, kind, actor, created_at, commit_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for c in changes {
+                log.execute(params![
+                    c.seq,
+                    c.path,
+                    c.sha256,
+                    c.kind,
+                    c.actor,
+                    c.created_at,
+                    c.commit_id
+                ])?;
+            }
+            let mut del = tx.prepare_cached("DELETE FROM attachments WHERE path = ?1")?;
+            for path in removed {
+                del.execute([path])?;
+            }
+            let mut up = tx.prepare_cached(
+                "INSERT INTO attachments (path, size, mtime_ns, inode, sha256, content_type, modified_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (path) DO UPDATE SET size = excluded.size,
+                   mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+                   sha256 = excluded.sha256, content_type = excluded.content_type,
+                   modified_at = excluded.modified_at",
+            )?;
+            for a in upserts {
+                up.execute(params![
+                    a.path,
+                    a.size as i64,
+                    a.mtime_ns,
+                    a.inode as i64,
+                    a.sha256,
+                    a.content_type,
+                    a.modified_at
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Mark a presigned link's nonce used; `false` when it was used already. Nonces
+    /// past their expiry are forgotten (their links are refused as expired anyway).
+    pub fn use_nonce(&self, nonce: &str, expires_at: i64, now: i64) -> Result<bool> {
+        let conn = self.conn.lock();
+        conn.execute("DELETE FROM presign_nonces WHERE expires_at < ?1", [now])?;
+        let n = conn.execute(
+            "INSERT OR IGNORE INTO presign_nonces (nonce, expires_at) VALUES (?1, ?2)",
+            params![nonce, expires_at],
+        )?;
+        Ok(n == 1)
     }
 
     /// Name the history commit that holds each of these revisions (by seq).

@@ -4,6 +4,7 @@
 //! through `writes`), never through the stores directly. Reading never records, except
 //! reconcile on read (`record::refresh`), which goes through the one recorder.
 
+pub mod attachments;
 pub mod history;
 pub mod notes;
 pub mod search;

@@ -15,6 +15,7 @@
 //! `reconcile` turns what was found on disk into a batch; `refresh` is reconcile on read
 //! (find a note, read bytes that agree with its version).
 
+pub mod files;
 pub mod reconcile;
 pub mod refresh;
 
@@ -26,8 +27,9 @@ use chrono::{DateTime, Utc};
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::history::{self, CommitRequest, Content};
-use crate::meta::{NoteRow, RevisionRow};
+use crate::meta::{AttachmentChangeRow, AttachmentRow, NoteRow, RevisionRow};
 use crate::state::State;
+use crate::vault::attachments::Attachment;
 use crate::vault::catalog::{note_from, Note};
 use crate::vault::scan::Observed;
 
@@ -49,12 +51,25 @@ pub struct Entry {
     pub created_at: DateTime<Utc>,
 }
 
+/// One change of one attachment (a file that is not a note), on disk already. Its bytes
+/// are streamed from the file when the history commit is written, never held here.
+#[derive(Debug, Clone)]
+pub struct FileEntry {
+    pub path: String,
+    /// The attachment as it is now (`None`: it is gone).
+    pub to: Option<Attachment>,
+    /// `create`, `update`, `delete`.
+    pub kind: String,
+}
+
 /// Changes recorded together: one history commit, one transaction, one seq each.
 pub struct Batch<'a> {
     pub actor: &'a str,
     /// The history commit's subject.
     pub subject: String,
     pub entries: Vec<Entry>,
+    /// Attachment changes; each takes a seq after the entries'.
+    pub files: Vec<FileEntry>,
     /// Commit the whole vault as found (the first start, or history found behind)
     /// instead of the entries' changes: the commit's tree is replaced.
     pub whole_vault: Option<Vec<history::Change>>,
@@ -87,6 +102,8 @@ pub struct Recorded {
     /// For a durable batch: what went wrong in history (a file left out, a failed
     /// commit that is retried), to report beside the receipt.
     pub history_problem: Option<String>,
+    /// The seq of each of the batch's attachment changes, in order.
+    pub file_seqs: Vec<i64>,
 }
 
 /// Record a batch of changes that are on disk (see the module doc for the order). The
@@ -97,17 +114,19 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         actor,
         subject,
         entries,
+        files,
         whole_vault,
         durable,
         marks,
     } = batch;
-    if entries.is_empty() && whole_vault.is_none() && marks.is_empty() {
+    if entries.is_empty() && files.is_empty() && whole_vault.is_none() && marks.is_empty() {
         return Ok(Recorded::default());
     }
     let now = Utc::now();
     let now_s = timestamp(now);
     let first_seq = state.committed_seq() + 1;
-    let last_seq = state.committed_seq() + entries.len() as i64;
+    let last_note_seq = state.committed_seq() + entries.len() as i64;
+    let last_seq = last_note_seq + files.len() as i64;
 
     // 1. History.
     let catalog_has = |note: &Note| {
@@ -143,11 +162,14 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
                     changes.push(history_change(state, to, e.bytes.as_ref()));
                 }
             }
+            for f in &files {
+                changes.push(file_change(state, &f.path, f.to.is_some()));
+            }
             changes
         }
     };
     let mut trailers = Vec::new();
-    if !entries.is_empty() {
+    if !entries.is_empty() || !files.is_empty() {
         let range = if first_seq == last_seq {
             first_seq.to_string()
         } else {
@@ -155,9 +177,12 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         };
         trailers.push(("Notevault-Seq".to_string(), range));
     }
-    if let [only] = entries.as_slice() {
+    if let ([only], true) = (entries.as_slice(), files.is_empty()) {
         trailers.push(("Notevault-Version".to_string(), only.version_id.clone()));
         trailers.push(("Notevault-Note".to_string(), only.note_id.clone()));
+    }
+    if let ([], [only]) = (entries.as_slice(), files.as_slice()) {
+        trailers.push(("Notevault-Attachment".to_string(), only.path.clone()));
     }
     if whole {
         // Every change up to `last_seq` is accounted for, in this commit or an earlier
@@ -252,6 +277,7 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
 
     // 3. Catalog.
     let mut recorded = Vec::with_capacity(revisions.len());
+    let file_seqs_out;
     {
         let mut catalog = state.catalog.write();
         for (((from, to), revision), vacated) in notes.into_iter().zip(revisions).zip(vacated) {
@@ -270,11 +296,24 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
                 note.ok_or_else(|| Error::internal("the catalog lost a note it just recorded"))?;
             recorded.push(RecordedEntry { revision, note });
         }
+        // Attachments: their rows (a second transaction), then their catalog.
+        let file_seqs: Vec<i64> = (last_note_seq + 1..=last_seq).collect();
+        if !files.is_empty() {
+            record_files(
+                state,
+                &files,
+                &file_seqs,
+                actor,
+                &now_s,
+                commit_id.as_deref(),
+            )?;
+        }
         // 4. The seq, while readers of the catalog wait: they never see a note newer
         // than the seq they are answered with.
-        if !recorded.is_empty() {
+        if !recorded.is_empty() || !files.is_empty() {
             state.set_committed_seq(last_seq);
         }
+        file_seqs_out = file_seqs;
     }
 
     // 5. Search index.
@@ -291,7 +330,92 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         entries: recorded,
         commit,
         history_problem,
+        file_seqs: file_seqs_out,
     })
+}
+
+/// The store rows of an attachment's facts.
+pub fn attachment_row(a: &Attachment) -> AttachmentRow {
+    AttachmentRow {
+        path: a.path.clone(),
+        size: a.size,
+        mtime_ns: a.stamp.mtime_ns,
+        inode: a.stamp.inode,
+        sha256: a.sha256.clone(),
+        content_type: a.content_type.clone(),
+        modified_at: timestamp(a.modified_at),
+    }
+}
+
+/// An attachment's facts from its store row.
+pub fn attachment_of(row: AttachmentRow) -> Attachment {
+    Attachment {
+        stamp: crate::vault::attachments::Stamp {
+            size: row.size,
+            mtime_ns: row.mtime_ns,
+            inode: row.inode,
+        },
+        modified_at: DateTime::parse_from_rfc3339(&row.modified_at)
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default(),
+        path: row.path,
+        size: row.size,
+        sha256: row.sha256,
+        content_type: row.content_type,
+    }
+}
+
+/// Attachment rows and catalog, for changes that are in history's queue already. The
+/// caller holds the notes' catalog lock, so readers see notes and attachments move on
+/// together.
+fn record_files(
+    state: &State,
+    files: &[FileEntry],
+    seqs: &[i64],
+    actor: &str,
+    now: &str,
+    commit_id: Option<&str>,
+) -> Result<()> {
+    let mut changes = Vec::with_capacity(files.len());
+    let mut upserts = Vec::new();
+    let mut removed = Vec::new();
+    for (f, seq) in files.iter().zip(seqs) {
+        changes.push(AttachmentChangeRow {
+            seq: *seq,
+            path: f.path.clone(),
+            sha256: f.to.as_ref().map(|a| a.sha256.clone()),
+            kind: f.kind.clone(),
+            actor: actor.to_string(),
+            created_at: now.to_string(),
+            commit_id: commit_id.map(str::to_string),
+        });
+        match &f.to {
+            Some(a) => upserts.push(attachment_row(a)),
+            None => removed.push(f.path.clone()),
+        }
+    }
+    state
+        .meta
+        .record_attachments(&changes, &upserts, &removed)?;
+    let mut catalog = state.attachments.write();
+    for f in files {
+        match &f.to {
+            Some(a) => catalog.insert(a.clone()),
+            None => {
+                catalog.remove(&f.path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a history commit records of an attachment: the file, streamed when the commit
+/// is written (`present`), or its removal.
+pub fn file_change(state: &State, path: &str, present: bool) -> history::Change {
+    history::Change {
+        path: path.to_string(),
+        content: present.then(|| Content::File(state.paths.root.join(path))),
+    }
 }
 
 /// What a history commit records of an observed file: the caller's bytes, else the

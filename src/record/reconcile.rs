@@ -40,6 +40,28 @@ pub fn reconcile(
     subject: &str,
     whole_vault: Option<Vec<Change>>,
 ) -> Result<Outcome> {
+    reconcile_with_files(
+        state,
+        observed,
+        removed,
+        Vec::new(),
+        actor,
+        subject,
+        whole_vault,
+    )
+}
+
+/// [`reconcile`], with attachment changes recorded in the same batch (the start-up scan:
+/// one commit of the whole vault holds notes and attachments).
+pub fn reconcile_with_files(
+    state: &State,
+    observed: Vec<Observed>,
+    removed: Vec<String>,
+    files: Vec<crate::record::FileEntry>,
+    actor: &str,
+    subject: &str,
+    whole_vault: Option<Vec<Change>>,
+) -> Result<Outcome> {
     let mut entries = Vec::new();
     let mut deletes = Vec::new();
     {
@@ -110,6 +132,7 @@ pub fn reconcile(
             actor,
             subject: subject.to_string(),
             entries,
+            files,
             whole_vault,
             durable: false,
             marks: Vec::new(),

@@ -220,6 +220,80 @@ pub fn atomic_move(from: &Path, to: &Path, expect: &Expect) -> Result<()> {
     sync_dir(parent(from)?)
 }
 
+/// A new temp file of ours in `dir` (created when missing), for a caller that streams
+/// bytes into it (an upload) and then puts it in place with [`place_temp`] or drops it
+/// with [`discard_temp`].
+pub fn create_temp(dir: &Path) -> std::io::Result<(File, std::path::PathBuf)> {
+    if !dir.exists() {
+        fs::create_dir_all(dir)?;
+    }
+    let temp = dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)?;
+    Ok((file, temp))
+}
+
+/// Drop one of our temp files (an upload refused or abandoned).
+pub fn discard_temp(temp: &Path) {
+    let _ = remove_leftover(temp);
+}
+
+/// Put a filled temp file (synced by the caller) at `path`, which must not exist
+/// (`NAME_COLLISION`): an atomic no-replace rename, then the folders are synced. The temp
+/// file is removed when it cannot be placed.
+pub fn place_temp(temp: &Path, path: &Path) -> Result<()> {
+    let result = (|| {
+        let dir = parent(path)?;
+        if !dir.exists() {
+            fs::create_dir_all(dir)
+                .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        move_no_replace(temp, path)?;
+        sync_dir(dir)?;
+        if let Some(from) = temp.parent().filter(|p| *p != dir) {
+            sync_dir(from)?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        discard_temp(temp);
+    }
+    result
+}
+
+/// Remove a file that is not a note (an attachment), if it still has the SHA-256
+/// `sha256` (`VERSION_MOVED` when it changed or left); the folder is synced.
+pub fn remove_checked(path: &Path, sha256: &str) -> Result<()> {
+    let now = crate::vault::attachments::hash_file(path)
+        .map_err(|e| moved(path, &format!("it cannot be read: {e}")))?;
+    if now.0 != sha256 {
+        return Err(moved(path, "its content differs"));
+    }
+    fs::remove_file(path)
+        .map_err(|e| Error::internal(format!("cannot remove {}: {e}", path.display())))?;
+    sync_dir(parent(path)?)
+}
+
+/// Move a file that is not a note to `to` (which must not exist), if it still has the
+/// SHA-256 `sha256`.
+pub fn move_checked(from: &Path, to: &Path, sha256: &str) -> Result<()> {
+    let now = crate::vault::attachments::hash_file(from)
+        .map_err(|e| moved(from, &format!("it cannot be read: {e}")))?;
+    if now.0 != sha256 {
+        return Err(moved(from, "its content differs"));
+    }
+    let to_dir = parent(to)?;
+    if !to_dir.exists() {
+        fs::create_dir_all(to_dir)
+            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+    }
+    move_no_replace(from, to)?;
+    sync_dir(to_dir)?;
+    sync_dir(parent(from)?)
+}
+
 /// Make the folder `path` (its parent must exist): a folder, or anything, already there
 /// is `NAME_COLLISION`. The parent is fsynced.
 pub fn create_folder(path: &Path) -> Result<()> {

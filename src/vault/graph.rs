@@ -185,11 +185,7 @@ impl<'a> Graph<'a> {
 
     /// Whether a link target names an attachment rather than a note.
     pub fn is_attachment(link: &RawLink) -> bool {
-        let name = link.target.rsplit('/').next().unwrap_or(&link.target);
-        !link.markdown
-            && name.rsplit_once('.').is_some_and(|(_, ext)| {
-                !ext.eq_ignore_ascii_case("md") && !ext.contains(' ') && ext.len() <= 5
-            })
+        crate::vault::attachments::links_attachment(link)
     }
 
     /// For every note, the slugs it links to (resolved notes only).

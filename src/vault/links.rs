@@ -21,6 +21,15 @@ pub fn mdlink_re() -> &'static Regex {
 }
 
 /// One link as written.
+/// A relative markdown link (or image) to a file with another extension than `.md`.
+pub fn filelink_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(!?)\[[^\]\n]*\]\(([^)\s#?]+?\.[A-Za-z0-9]{1,5})(?:[#?][^)\s]*)?\)")
+            .expect("valid regex")
+    })
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawLink {
     /// The target as written (`projects/roadmap`, `../projects/roadmap.md`).
@@ -82,6 +91,19 @@ pub fn outgoing(text: &str) -> Vec<RawLink> {
                 line: i + 1,
                 markdown: true,
                 embed: false,
+            });
+        }
+        // Relative links to attachments (`[x](../a.pdf)`, `![](img/b.png)`).
+        for caps in filelink_re().captures_iter(&visible) {
+            let target = &caps[2];
+            if target.contains("://") || target.to_ascii_lowercase().ends_with(".md") {
+                continue;
+            }
+            out.push(RawLink {
+                target: target.to_string(),
+                line: i + 1,
+                markdown: true,
+                embed: !caps[1].is_empty(),
             });
         }
     }

@@ -1,6 +1,7 @@
 //! Domain core: the note model, markdown facts, surgical frontmatter edits, safe paths,
 //! atomic file IO. No HTTP, no JSON.
 
+pub mod attachments;
 pub mod catalog;
 pub mod frontmatter;
 pub mod fsio;

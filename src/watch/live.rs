@@ -170,6 +170,8 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
     let paths = &state.paths;
     let mut observe: BTreeSet<String> = BTreeSet::new();
     let mut gone: BTreeSet<String> = BTreeSet::new();
+    // Attachments (files that are not notes) to look at again.
+    let mut files: BTreeSet<String> = BTreeSet::new();
     for abs in dirty {
         if paths.is_ignored(abs) {
             continue;
@@ -191,6 +193,15 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
                     observe.insert(file);
                 }
                 let prefix = format!("{rel}/");
+                files.extend(attachments_under(state, abs));
+                files.extend(
+                    state
+                        .attachments
+                        .read()
+                        .iter()
+                        .filter(|a| a.path.starts_with(&prefix))
+                        .map(|a| a.path.clone()),
+                );
                 for note in state
                     .catalog
                     .read()
@@ -205,11 +216,22 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
             Ok(_) if rel.ends_with(".md") => {
                 observe.insert(rel);
             }
+            Ok(m) if m.is_file() || m.is_symlink() => {
+                files.insert(rel);
+            }
             Ok(_) => {}
             Err(_) => {
-                // Removed: a note, or a folder of notes.
-                let catalog = state.catalog.read();
+                // Removed: a note, or a folder of notes, or an attachment.
                 let prefix = format!("{rel}/");
+                files.extend(
+                    state
+                        .attachments
+                        .read()
+                        .iter()
+                        .filter(|a| a.path == rel || a.path.starts_with(&prefix))
+                        .map(|a| a.path.clone()),
+                );
+                let catalog = state.catalog.read();
                 for note in catalog.iter() {
                     if (note.path == rel || note.path.starts_with(&prefix))
                         && !paths.root.join(&note.path).exists()
@@ -233,12 +255,16 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
             _ => true,
         }
     });
-    if observe.is_empty() && gone.is_empty() {
+    if observe.is_empty() && gone.is_empty() && files.is_empty() {
         return Ok(());
     }
     // Observe under the write lock: a file read before an API write and reconciled after
     // it would record stale content over the newer version.
     let _write = state.write_lock.lock();
+    crate::record::files::sync_paths(state, &files)?;
+    if observe.is_empty() && gone.is_empty() {
+        return Ok(());
+    }
     let mut observed: Vec<Observed> = Vec::new();
     for rel in observe {
         if paths.resolve(&rel).is_err() {
@@ -305,9 +331,30 @@ fn notes_under(state: &State, dir: &Path) -> Vec<String> {
         .collect()
 }
 
+fn attachments_under(state: &State, dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !state.paths.is_ignored(e.path()))
+        .filter_map(Result::ok)
+        .filter(|e| {
+            !e.file_type().is_dir()
+                && crate::vault::attachments::is_attachment_name(&e.file_name().to_string_lossy())
+        })
+        .filter_map(|e| {
+            e.path()
+                .strip_prefix(&state.paths.root)
+                .ok()
+                .and_then(|p| p.to_str())
+                .map(|s| s.replace('\\', "/"))
+        })
+        .collect()
+}
+
 /// Compare the whole folder with the catalog and reconcile the difference.
 pub fn full_rescan(state: &State) -> crate::error::Result<()> {
     let _write = state.write_lock.lock();
+    crate::record::files::rescan(state)?;
     let found = scan::scan(&state.paths);
     let (mut changed, mut removed) = {
         let catalog = state.catalog.read();

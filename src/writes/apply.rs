@@ -28,6 +28,9 @@ pub(crate) fn apply(
     if op.is_folder() {
         return super::folders::apply(state, op, &actor);
     }
+    if op.is_attachment() {
+        return super::attachments::apply(state, op, &actor);
+    }
     let plan = plan(state, op)?;
     let moved_from = plan
         .from
@@ -275,6 +278,7 @@ pub(crate) fn record_change(
                 version_id,
                 created_at,
             }],
+            files: Vec::new(),
             whole_vault: None,
             durable: true,
             marks: Vec::new(),
@@ -314,6 +318,7 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         pending_id: None,
         created,
         folder: None,
+        attachment: None,
     }
 }
 

@@ -250,6 +250,17 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
         }
         _ => HashMap::new(),
     };
+    // The attachments inside it move or go to the trash with it.
+    let inside: Vec<Arc<crate::vault::attachments::Attachment>> = {
+        let prefix = format!("{}/", plan.path);
+        state
+            .attachments
+            .read()
+            .iter()
+            .filter(|a| a.path.starts_with(&prefix))
+            .cloned()
+            .collect()
+    };
     match (op, &plan.to) {
         (Op::CreateFolder { .. }, _) => fsio::create_folder(&root.join(&plan.path))?,
         (_, Some(to)) => fsio::move_folder(&root.join(&plan.path), &root.join(to))?,
@@ -283,6 +294,32 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             created_at: note.created_at,
         });
     }
+    let mut files = Vec::new();
+    for a in &inside {
+        if let (Op::MoveFolder { .. }, Some(to)) = (op, &plan.to) {
+            let rel = moved_path(&a.path, &plan.path, to);
+            // A rename keeps the file's stamp: its facts stand without a read.
+            let known = crate::vault::attachments::Attachment {
+                path: rel.clone(),
+                ..(**a).clone()
+            };
+            match crate::vault::attachments::observe(root, &rel, Some(&known)) {
+                Ok(now) => files.push(crate::record::FileEntry {
+                    path: rel,
+                    to: Some(now),
+                    kind: "create".into(),
+                }),
+                Err(e) => {
+                    tracing::warn!(path = %rel, error = %e, "a moved attachment could not be read; the watcher records it");
+                }
+            }
+        }
+        files.push(crate::record::FileEntry {
+            path: a.path.clone(),
+            to: None,
+            kind: "delete".into(),
+        });
+    }
     let mark = match &plan.to {
         Some(to) if verb == "move" => format!("move {} -> {to}", plan.path),
         Some(to) => format!("delete {} -> {to}", plan.path),
@@ -294,6 +331,7 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             actor,
             subject: format!("{verb} folder {}", plan.path),
             entries,
+            files,
             whole_vault: None,
             durable: true,
             marks: vec![("Notevault-Folder".to_string(), mark)],
@@ -318,6 +356,7 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
         flow_back_error: recorded.history_problem,
         pending_id: None,
         created,
+        attachment: None,
         folder: Some(FolderFacts {
             path: match (verb, &plan.to) {
                 ("move", Some(to)) => to.clone(),

@@ -10,6 +10,7 @@
 //! and its idempotency record is stored before the receipt leaves the daemon.
 
 mod apply;
+mod attachments;
 pub mod folders;
 pub mod links;
 mod plan;
@@ -22,7 +23,7 @@ pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };
 pub use plan::{plan, Plan};
-pub use receipt::{FolderFacts, Intent, NoteFacts, Receipt, ReceiptStatus};
+pub use receipt::{AttachmentFacts, FolderFacts, Intent, NoteFacts, Receipt, ReceiptStatus};
 pub(crate) use submit::{apply_now, store_receipt};
 pub use submit::{submit, Idempotency, IntentKey, Submitted};
 
@@ -91,14 +92,37 @@ pub enum Op {
     /// Delete a folder: an empty one, or with `trash_notes` one whose files move to
     /// `.trash/` (each note a delete revision).
     DeleteFolder { path: String, trash_notes: bool },
+    /// Put an uploaded file, staged as one of our temp files in the vault, at `path`
+    /// (which must not exist): an attachment.
+    PutAttachment {
+        path: String,
+        staged: String,
+        sha256: String,
+        size: u64,
+        content_type: String,
+    },
+    /// Remove an attachment, if it still has these bytes (`sha256`; `None`: the bytes
+    /// the catalog holds).
+    DeleteAttachment {
+        path: String,
+        sha256: Option<String>,
+    },
 }
 
 impl Op {
+    /// An attachment operation (applied by `writes::attachments`, never queued).
+    pub fn is_attachment(&self) -> bool {
+        matches!(self, Op::PutAttachment { .. } | Op::DeleteAttachment { .. })
+    }
+
     /// The pending-write `kind` of this operation.
     pub fn kind(&self) -> &'static str {
         match self {
-            Op::Create { .. } | Op::Patch { .. } | Op::Rollback { .. } => "write",
-            Op::Delete { .. } => "delete",
+            Op::Create { .. }
+            | Op::Patch { .. }
+            | Op::Rollback { .. }
+            | Op::PutAttachment { .. } => "write",
+            Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",
             Op::Edit { .. } => "edit",
             Op::Move { .. } => "move",
             Op::Rename { .. } => "rename",

@@ -77,6 +77,9 @@ pub struct Receipt {
     /// What a folder operation did (`None` for a note's write).
     #[serde(default)]
     pub folder: Option<FolderFacts>,
+    /// The attachment after an attachment write (before it, for a delete).
+    #[serde(default)]
+    pub attachment: Option<AttachmentFacts>,
 }
 
 /// What a folder operation did.
@@ -91,6 +94,28 @@ pub struct FolderFacts {
     pub notes: usize,
     /// For a delete with `trash_notes`: where its files went.
     pub trashed_to: Option<String>,
+}
+
+/// An attachment's facts at the moment of a write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentFacts {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub content_type: String,
+    pub modified_at: String,
+}
+
+impl From<&crate::vault::attachments::Attachment> for AttachmentFacts {
+    fn from(a: &crate::vault::attachments::Attachment) -> Self {
+        Self {
+            path: a.path.clone(),
+            size: a.size,
+            sha256: a.sha256.clone(),
+            content_type: a.content_type.clone(),
+            modified_at: timestamp(a.modified_at),
+        }
+    }
 }
 
 /// A write about to change the folder, recorded under its `Idempotency-Key` before the

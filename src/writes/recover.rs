@@ -197,5 +197,6 @@ fn receipt_of_recorded(state: &State, intent: &Intent, revision: &RevisionRow) -
         pending_id: None,
         created: intent.from_path.is_none(),
         folder: None,
+        attachment: None,
     }
 }

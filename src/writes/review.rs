@@ -36,8 +36,12 @@ impl Op {
     /// Delete, move, rename, or a PATCH that moves the note.
     pub fn is_destructive(&self) -> bool {
         match self {
-            Op::Delete { .. } | Op::Move { .. } | Op::Rename { .. } => true,
-            Op::MoveFolder { .. } | Op::DeleteFolder { .. } => true,
+            Op::Delete { .. }
+            | Op::Move { .. }
+            | Op::Rename { .. }
+            | Op::DeleteAttachment { .. }
+            | Op::MoveFolder { .. }
+            | Op::DeleteFolder { .. } => true,
             Op::Patch { changes, .. } => changes
                 .iter()
                 .any(|c| matches!(c, crate::writes::PatchChange::Folder(_))),
@@ -54,6 +58,21 @@ pub(crate) fn must_queue(settings: &WriteSettings, op: &Op) -> Result<bool> {
             "the vault's write policy is read_only",
         )
         .with_meta("write_policy", "read_only")),
+        // An attachment change is not queued: its bytes would have to wait outside the
+        // vault for a reviewer. Where the policy would queue it, it is refused.
+        WritePolicy::Review | WritePolicy::ReviewDestructive
+            if op.is_attachment()
+                && (settings.policy == WritePolicy::Review || op.is_destructive()) =>
+        {
+            Err(Error::new(
+                Reason::WRITE_REFUSED,
+                format!(
+                    "the write policy {} would queue this attachment change, and attachment changes are not queued for review",
+                    settings.policy.as_str()
+                ),
+            )
+            .with_meta("write_policy", settings.policy.as_str()))
+        }
         WritePolicy::Review => Ok(true),
         WritePolicy::ReviewDestructive => Ok(op.is_destructive()),
         WritePolicy::AutoApply => Ok(false),
@@ -179,6 +198,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         pending_id: Some(id),
         created: false,
         folder,
+        attachment: None,
     })
 }
 

@@ -44,7 +44,7 @@ pub use tools::*;
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// `agent_id`: 1..100 characters, default `unknown`; it grants nothing.
-fn agent_id(value: Option<String>) -> Result<String, Error> {
+pub(crate) fn agent_id(value: Option<String>) -> Result<String, Error> {
     match value {
         None => Ok("unknown".into()),
         Some(a) if (1..=100).contains(&a.chars().count()) && !a.chars().any(char::is_control) => {
@@ -79,7 +79,7 @@ fn version_field(field: &str, value: Option<String>) -> Result<Option<String>, E
     }
 }
 
-fn idempotency_key(headers: &HeaderMap) -> Result<String, Error> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<String, Error> {
     let Some(value) = headers.get("idempotency-key") else {
         return Err(Error::new(
             Reason::IDEMPOTENCY_KEY_MISSING,
