@@ -318,3 +318,47 @@ async fn the_watcher_does_not_record_a_folder_move_twice() {
         assert_eq!(kinds, ["move", "create"], "{note}");
     }
 }
+
+/// A folder's attachments move with it: the list shows them at the new place (no
+/// watcher here to catch up), with the same bytes, and history has them there.
+#[tokio::test]
+async fn a_moved_folder_carries_its_attachments() {
+    let s = server().await;
+    let before = s.get_json("/v1/attachments", 200).await;
+    let old = before["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["path"] == "attachments/diagram.png")
+        .cloned()
+        .unwrap_or_else(|| panic!("{before}"));
+    post(
+        &s,
+        "/v1/folders:rename",
+        "rename-attachments",
+        json!({"path": "attachments", "name": "media"}),
+        200,
+    )
+    .await;
+    let after = s.get_json("/v1/attachments", 200).await;
+    let paths: Vec<&str> = after["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"media/diagram.png"), "{paths:?}");
+    assert!(!paths.contains(&"attachments/diagram.png"), "{paths:?}");
+    let moved = s.get("/v1/attachments/media%2Fdiagram.png").await;
+    assert_eq!(moved.status(), 200);
+    assert_eq!(
+        moved.headers()["etag"].to_str().unwrap().trim_matches('"'),
+        old["sha256"].as_str().unwrap()
+    );
+    let tree = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert!(tree.lines().any(|l| l == "media/diagram.png"), "{tree}");
+    assert!(
+        !tree.lines().any(|l| l == "attachments/diagram.png"),
+        "{tree}"
+    );
+}
