@@ -747,3 +747,155 @@ async fn a_warm_start_keeps_the_facts_and_history_holds_the_first_scan() {
     );
     assert_eq!(s.svc.attachments.read().len(), 3);
 }
+
+async fn relocate(s: &TestServer, path: &str, key: &str, body: Value, status: u16) -> Value {
+    let res = s.write(reqwest::Method::POST, path, key, body).await;
+    res_json(res, status, path).await
+}
+
+/// A rename or move of an attachment goes through the pipeline: the file moves, history
+/// has it at the new path, the embeds that named it are rewritten, and every bad request
+/// is refused with nothing touched.
+#[tokio::test]
+async fn attachments_move_and_rename_with_their_embeds() {
+    let s = TestServer::start(Some("vault-example"), |c| c.watch = false).await;
+    let guide = s.vault.join("guides/reading-with-curl.md");
+    assert!(std::fs::read_to_string(&guide)
+        .unwrap()
+        .contains("![[diagram.png]]"));
+    let before = s.get("/v1/attachments/diagram.png").await;
+    let etag = before.headers()["etag"].to_str().unwrap().to_string();
+
+    let renamed = relocate(
+        &s,
+        "/v1/attachments/diagram.png:rename",
+        "rename-diagram",
+        json!({"name": "chart.png", "agent_id": "tidy"}),
+        200,
+    )
+    .await;
+    assert_eq!(
+        renamed["attachment"]["path"], "attachments/chart.png",
+        "{renamed}"
+    );
+    // The guide and the roadmap embed it.
+    assert_eq!(renamed["links_updated"], 2, "{renamed}");
+    assert!(!s.vault.join("attachments/diagram.png").exists());
+    let text = std::fs::read_to_string(&guide).unwrap();
+    assert!(
+        text.contains("![[chart.png]]") && !text.contains("![[diagram.png]]"),
+        "{text}"
+    );
+    let after = s.get("/v1/attachments/chart.png").await;
+    assert_eq!(after.status(), 200);
+    assert_eq!(after.headers()["etag"].to_str().unwrap(), etag);
+    let tree = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert!(tree.lines().any(|l| l == "attachments/chart.png"), "{tree}");
+    assert!(
+        !tree.lines().any(|l| l == "attachments/diagram.png"),
+        "{tree}"
+    );
+    s.get_error("/v1/attachments/diagram.png", 404, "ATTACHMENT_NOT_FOUND")
+        .await;
+
+    // Into a new top-level folder: the short embed still names it alone.
+    let moved = relocate(
+        &s,
+        "/v1/attachments/chart.png:move",
+        "move-chart",
+        json!({"folder": "media"}),
+        200,
+    )
+    .await;
+    assert_eq!(moved["attachment"]["path"], "media/chart.png", "{moved}");
+    assert!(s.vault.join("media/chart.png").is_file());
+    assert!(std::fs::read_to_string(&guide)
+        .unwrap()
+        .contains("![[chart.png]]"));
+
+    let snapshot = common::snapshot(&s.vault);
+    put_file(&s.vault, "media/taken.png", &png(7));
+    s.get_json("/v1/attachments", 200).await;
+    std::fs::remove_file(s.vault.join("media/taken.png")).unwrap();
+    #[rustfmt::skip]
+    let cases = [
+        ("a note's name", "/v1/attachments/chart.png:rename", json!({"name": "chart.md"}), 400, "VALIDATION_FAILED"),
+        ("a name with a slash", "/v1/attachments/chart.png:rename", json!({"name": "a/b.png"}), 400, "VALIDATION_FAILED"),
+        ("an unknown field", "/v1/attachments/chart.png:rename", json!({"name": "x.png", "mode": 1}), 400, "VALIDATION_FAILED"),
+        ("out of the vault", "/v1/attachments/chart.png:move", json!({"folder": "../outside"}), 400, "UNSAFE_PATH"),
+        ("into the git folder", "/v1/attachments/chart.png:move", json!({"folder": ".git"}), 400, "UNSAFE_PATH"),
+        ("too deep", "/v1/attachments/chart.png:move", json!({"folder": "new/deeper/still"}), 400, "VALIDATION_FAILED"),
+        ("a missing attachment", "/v1/attachments/nothing.png:rename", json!({"name": "x.png"}), 404, "ATTACHMENT_NOT_FOUND"),
+        ("other bytes", "/v1/attachments/chart.png:rename", json!({"name": "x.png", "sha256": "00".repeat(32)}), 404, "ATTACHMENT_NOT_FOUND"),
+    ];
+    s.refuse_all(cases.iter().map(|(what, path, body, status, reason)| {
+        (
+            *what,
+            reqwest::Method::POST,
+            *path,
+            Some(body.clone()),
+            *status,
+            *reason,
+        )
+    }))
+    .await;
+    assert_eq!(common::snapshot(&s.vault), snapshot, "nothing was touched");
+    // A name that is taken.
+    put_file(&s.vault, "media/taken.png", &png(7));
+    s.get_json("/v1/attachments?page_size=500", 200).await;
+    s.refused(
+        "a taken name",
+        reqwest::Method::POST,
+        "/v1/attachments/chart.png:rename",
+        Some("rename-taken"),
+        Some(json!({"name": "taken.png"})),
+        409,
+        "NAME_COLLISION",
+    )
+    .await;
+}
+
+/// Under `review_destructive` a move waits for a reviewer, who sees what it does.
+#[tokio::test]
+async fn an_attachment_move_waits_for_review_when_the_policy_says_so() {
+    let s = TestServer::start(Some("vault-example"), |c| c.watch = false).await;
+    let res = s
+        .client
+        .patch(s.url("/v1/vault/write-settings?update_mask=write_policy"))
+        .json(&json!({"write_policy": "review_destructive"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let queued = relocate(
+        &s,
+        "/v1/attachments/diagram.png:rename",
+        "rename-queued",
+        json!({"name": "chart.png"}),
+        202,
+    )
+    .await;
+    let id = queued["pending_id"].as_str().unwrap().to_string();
+    assert!(
+        s.vault.join("attachments/diagram.png").is_file(),
+        "not moved yet"
+    );
+    let pending = s.get_json(&format!("/v1/writes/{id}"), 200).await;
+    let diff = pending["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("move attachment attachments/diagram.png -> attachments/chart.png")
+            && diff.contains("guides/reading-with-curl"),
+        "{diff}"
+    );
+    let decided = s
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/writes/{id}:approve"),
+            None,
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(decided["status"], "applied", "{decided}");
+    assert!(s.vault.join("attachments/chart.png").is_file());
+}

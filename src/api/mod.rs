@@ -201,6 +201,8 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
             attachments::put(state, note()?, parts, body, nonce).await?
         }
         Op::DeleteAttachment => attachments::delete(state, note()?, parts).await?,
+        Op::MoveAttachment => attachments::move_(state, note()?, parts, bytes).await?,
+        Op::RenameAttachment => attachments::rename(state, note()?, parts, bytes).await?,
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

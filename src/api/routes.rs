@@ -60,6 +60,8 @@ pub enum Op {
     GetAttachment,
     PutAttachment,
     DeleteAttachment,
+    MoveAttachment,
+    RenameAttachment,
 }
 
 /// Where the protected-resource metadata is served (RFC 9728 section 3); the MCP
@@ -220,6 +222,18 @@ fn build() -> Vec<Route> {
         ),
         r(M::GET, "/v1/attachments", Op::ListAttachments, READ),
         r(M::POST, "/v1/attachments", Op::UploadAttachment, WRITE),
+        r(
+            M::POST,
+            "/v1/attachments/{file_name}:move",
+            Op::MoveAttachment,
+            WRITE,
+        ),
+        r(
+            M::POST,
+            "/v1/attachments/{file_name}:rename",
+            Op::RenameAttachment,
+            WRITE,
+        ),
         // A GET link needs read access, a PUT link `notes.write` (checked in the
         // handler); as a POST it is limited as a write.
         r(

@@ -204,7 +204,7 @@ pub struct NoteList {
 }
 
 /// A note whose links could not be rewritten, and why.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct LinkFailure {
     pub slug: String,
     pub reason: String,

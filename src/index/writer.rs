@@ -158,6 +158,11 @@ pub(super) enum Msg {
         note_id: String,
         seq: i64,
     },
+    /// Changes up to `seq` touched no note (an attachment's): the index reflects them
+    /// once what was sent before is applied.
+    Advance {
+        seq: i64,
+    },
 }
 
 impl SearchIndex {
@@ -191,6 +196,15 @@ impl SearchIndex {
             note_id: note_id.to_string(),
             seq,
         });
+    }
+
+    /// Changes up to `seq` touched no note (attachments): `indexed_seq` reaches `seq`
+    /// once the changes sent before are applied.
+    pub fn advance(&self, seq: i64) {
+        if !self.live.load(Ordering::SeqCst) {
+            return;
+        }
+        self.send(Msg::Advance { seq });
     }
 
     fn send(&self, msg: Msg) {
@@ -298,6 +312,10 @@ impl SearchIndex {
                     w.first_change.get_or_insert_with(Instant::now);
                     w.changed.insert(key, searchable(&note).then_some(note));
                     r
+                }
+                Msg::Advance { seq } => {
+                    max_seq = max_seq.max(seq);
+                    Ok(())
                 }
                 Msg::Remove { note_id, seq } => {
                     max_seq = max_seq.max(seq);

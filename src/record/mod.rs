@@ -316,7 +316,8 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         file_seqs_out = file_seqs;
     }
 
-    // 5. Search index.
+    // 5. Search index. Attachment changes take seqs too: the index is told it reflects
+    // them, so `indexed_seq` reaches `committed_seq`.
     for entry in &recorded {
         if entry.revision.content_hash.is_some() {
             state.index.upsert(entry.note.clone(), entry.revision.seq);
@@ -325,6 +326,9 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
                 .index
                 .remove(&entry.revision.note_id, entry.revision.seq);
         }
+    }
+    if let Some(last) = file_seqs_out.last() {
+        state.index.advance(*last);
     }
     Ok(Recorded {
         entries: recorded,

@@ -368,6 +368,29 @@ pub fn remove_empty_folder(path: &Path) -> Result<()> {
     }
 }
 
+/// Move the file `from` to `to` (which must not exist) if `unchanged` says so of it
+/// before the rename and of what arrived after it; otherwise the rename is undone and the
+/// answer is `VERSION_MOVED` (an editor changed it meanwhile). For attachments, whose
+/// identity is a stamp (size, mtime, inode) rather than a re-read.
+pub fn move_unchanged(from: &Path, to: &Path, unchanged: &dyn Fn(&Path) -> bool) -> Result<()> {
+    if !unchanged(from) {
+        return Err(moved(from, "it changed since it was listed"));
+    }
+    check(to, &Expect::Absent)?;
+    let to_dir = parent(to)?;
+    if !to_dir.exists() {
+        fs::create_dir_all(to_dir)
+            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+    }
+    move_no_replace(from, to)?;
+    if !unchanged(to) {
+        let _ = move_no_replace(to, from);
+        return Err(moved(from, "it changed while it was being moved"));
+    }
+    sync_dir(to_dir)?;
+    sync_dir(parent(from)?)
+}
+
 fn move_no_replace(from: &Path, to: &Path) -> Result<()> {
     let failed = |e: std::io::Error| {
         Error::internal(format!(

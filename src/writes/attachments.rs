@@ -22,8 +22,186 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             content_type,
         } => put(state, path, staged, sha256, *size, content_type, actor),
         Op::DeleteAttachment { path, sha256 } => delete(state, path, sha256.as_deref(), actor),
+        Op::MoveAttachment { path, to, sha256 } => move_(state, path, to, sha256.as_deref(), actor),
         _ => Err(Error::internal("not an attachment operation")),
     }
+}
+
+/// What a queued attachment change shows a reviewer, and the path it is about (`None`
+/// for another operation). Checks it could apply now, as a queued note write does.
+pub(crate) fn preview(state: &State, op: &Op) -> Result<Option<(String, String)>> {
+    Ok(match op {
+        Op::DeleteAttachment { path, sha256 } => {
+            let known = existing(state, path, sha256.as_deref())?;
+            Some((
+                format!(
+                    "delete attachment {} ({} bytes, sha256 {})\n",
+                    known.path, known.size, known.sha256
+                ),
+                known.path.clone(),
+            ))
+        }
+        Op::MoveAttachment { path, to, sha256 } => {
+            let known = existing(state, path, sha256.as_deref())?;
+            let dest = destination(state, &known, to)?;
+            let linking = linking_to(state, &known);
+            Some((
+                format!(
+                    "move attachment {} -> {}\n  links rewritten in: {}\n",
+                    known.path,
+                    dest.rel,
+                    if linking.is_empty() {
+                        "none".to_string()
+                    } else {
+                        linking.join(", ")
+                    }
+                ),
+                known.path.clone(),
+            ))
+        }
+        _ => None,
+    })
+}
+
+/// The attachment at `path`, if it still has the bytes `sha256` names.
+fn existing(state: &State, path: &str, sha256: Option<&str>) -> Result<std::sync::Arc<Attachment>> {
+    let safe = state.paths.resolve(path)?;
+    let known = state
+        .attachments
+        .read()
+        .get(&safe.rel)
+        .cloned()
+        .ok_or_else(|| {
+            Error::new(
+                Reason::ATTACHMENT_NOT_FOUND,
+                format!("no attachment {path:?}"),
+            )
+            .with_meta("path", path)
+        })?;
+    if sha256.is_some_and(|want| want != known.sha256) {
+        return Err(Error::new(
+            Reason::VERSION_MOVED,
+            format!("{path:?} no longer has the bytes that sha256 names"),
+        )
+        .with_meta("sha256", known.sha256.clone()));
+    }
+    Ok(known)
+}
+
+/// Where an attachment may move: a name the API may create, not a note's (`.md`), one
+/// level deep at most in a folder that does not exist yet, nothing there.
+fn destination(
+    state: &State,
+    known: &Attachment,
+    to: &str,
+) -> Result<crate::vault::path::SafePath> {
+    let dest = state.paths.resolve_new(to)?;
+    if !crate::vault::attachments::is_attachment_name(crate::vault::attachments::file_name_of(
+        &dest.rel,
+    )) {
+        return Err(Error::invalid_field(
+            "name",
+            format!(
+                "{to:?} is not an attachment's name (a note's `.md`, or a name the vault ignores)"
+            ),
+        ));
+    }
+    if let Some((folder, _)) = dest.rel.rsplit_once('/') {
+        if folder.contains('/') && !state.paths.root.join(folder).is_dir() {
+            return Err(Error::invalid_field(
+                "folder",
+                format!("folder {folder:?} does not exist and the API creates folders only one level deep"),
+            ));
+        }
+    }
+    if dest.rel != known.path && std::fs::symlink_metadata(&dest.abs).is_ok() {
+        return Err(Error::new(
+            Reason::NAME_COLLISION,
+            format!("{:?} already exists", dest.rel),
+        )
+        .with_meta("path", dest.rel.clone()));
+    }
+    Ok(dest)
+}
+
+/// The slugs of the notes whose links or embeds resolve to `a`.
+fn linking_to(state: &State, a: &Attachment) -> Vec<String> {
+    let catalog = state.catalog.read();
+    let attachments = state.attachments.read();
+    catalog
+        .iter()
+        .filter(|note| {
+            let folder = note.slug.rsplit_once('/').map_or("", |(f, _)| f);
+            note.links.iter().any(|l| {
+                crate::vault::attachments::links_attachment(l)
+                    && attachments
+                        .resolve(folder, l)
+                        .is_some_and(|r| r.path == a.path)
+            })
+        })
+        .map(|n| n.slug.clone())
+        .collect()
+}
+
+/// Move an attachment: its stamp checked before and after the rename (an editor's change
+/// meanwhile is `VERSION_MOVED` and the rename is undone), one durable batch (it leaves
+/// one path and arrives at the other), then the links to it rewritten in each note that
+/// had one, each its own revision.
+fn move_(
+    state: &State,
+    path: &str,
+    to: &str,
+    sha256: Option<&str>,
+    actor: &str,
+) -> Result<Receipt> {
+    let known = existing(state, path, sha256)?;
+    let dest = destination(state, &known, to)?;
+    if dest.rel == known.path {
+        return Ok(receipt(&known, state.committed_seq(), false, true));
+    }
+    let linking = linking_to(state, &known);
+    let from_abs = state.paths.root.join(&known.path);
+    fsio::move_unchanged(&from_abs, &dest.abs, &|p: &std::path::Path| {
+        std::fs::metadata(p).ok().map(|m| Stamp::of(&m)) == Some(known.stamp)
+    })?;
+    let moved = Attachment {
+        path: dest.rel.clone(),
+        ..(*known).clone()
+    };
+    let recorded = record(
+        state,
+        Batch {
+            actor,
+            subject: format!("move {} -> {}", known.path, dest.rel),
+            entries: Vec::new(),
+            files: vec![
+                FileEntry {
+                    path: dest.rel.clone(),
+                    to: Some(moved.clone()),
+                    kind: "create".into(),
+                },
+                FileEntry {
+                    path: known.path.clone(),
+                    to: None,
+                    kind: "delete".into(),
+                },
+            ],
+            whole_vault: None,
+            durable: true,
+            marks: vec![(
+                "Notevault-Attachment-Move".to_string(),
+                format!("{} -> {}", known.path, dest.rel),
+            )],
+        },
+    )?;
+    let (updated, failed) =
+        super::links::rewrite_attachment_links(state, &known.path, &dest.rel, actor, &linking);
+    let mut r = receipt(&moved, state.committed_seq(), false, false);
+    r.flow_back_error = recorded.history_problem;
+    r.links_updated = updated;
+    r.links_failed = failed;
+    r.renamed = true;
+    Ok(r)
 }
 
 fn receipt(a: &Attachment, seq: i64, created: bool, unchanged: bool) -> Receipt {

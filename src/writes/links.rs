@@ -149,9 +149,168 @@ pub fn rewrite_links_to(
     (updated, failed)
 }
 
+/// Rewrite `text` (a note in `from_folder`) so its links and embeds of the attachment
+/// `old_path` name `new_path`: wikilinks (`![[diagram.png]]`, `[[media/diagram.png|x]]`)
+/// by file name when the short name named it (`short_ok_old`) and still names it alone
+/// (`short_ok_new`), else by path; relative markdown links and images by a relative
+/// path. Other links are left as written.
+pub fn rewrite_attachment(
+    text: &str,
+    from_folder: &str,
+    old_path: &str,
+    new_path: &str,
+    short_ok_old: bool,
+    short_ok_new: bool,
+) -> String {
+    use crate::vault::attachments::{file_name_of, relative_path};
+    use crate::vault::links::filelink_re;
+    let old_lower = old_path.to_lowercase();
+    let old_name_lower = file_name_of(old_path).to_lowercase();
+    let replaced = wikilink().replace_all(text, |caps: &regex::Captures<'_>| {
+        let target = caps[1].trim().trim_start_matches('/');
+        let lower = target.to_lowercase();
+        let by_path = lower == old_lower || old_lower.ends_with(&format!("/{lower}"));
+        let by_name = short_ok_old && !lower.contains('/') && lower == old_name_lower;
+        if !by_path && !by_name {
+            return caps[0].to_string();
+        }
+        let new_target = if !target.contains('/') && short_ok_new {
+            file_name_of(new_path)
+        } else {
+            new_path
+        };
+        format!("[[{new_target}{}]]", &caps[2])
+    });
+    filelink_re()
+        .replace_all(&replaced, |caps: &regex::Captures<'_>| {
+            let whole = &caps[0];
+            let target = &caps[2];
+            if target.contains("://") {
+                return whole.to_string();
+            }
+            match relative_path(from_folder, target) {
+                Some(p) if p.to_lowercase() == old_lower => {
+                    let mut link = relative_link(from_folder, new_path);
+                    link.truncate(link.len() - ".md".len());
+                    if target.contains("%20") || link.contains(' ') {
+                        link = link.replace(' ', "%20");
+                    }
+                    whole.replacen(target, &link, 1)
+                }
+                _ => whole.to_string(),
+            }
+        })
+        .into_owned()
+}
+
+/// Rewrite the links to the attachment `old_path` (now at `new_path`) in the notes
+/// `linking`; how many notes were rewritten and, for each that could not be, why.
+pub fn rewrite_attachment_links(
+    state: &State,
+    old_path: &str,
+    new_path: &str,
+    actor: &str,
+    linking: &[String],
+) -> (usize, Vec<(String, String)>) {
+    use crate::vault::attachments::file_name_of;
+    let named = |name: &str| state.attachments.read().named(name).len();
+    // The moved file is already at its new path in the catalog.
+    let same_name = file_name_of(old_path).eq_ignore_ascii_case(file_name_of(new_path));
+    let short_ok_old = named(file_name_of(old_path)) == usize::from(same_name);
+    let short_ok_new = named(file_name_of(new_path)) == 1;
+    let notes: Vec<Arc<Note>> = state
+        .catalog
+        .read()
+        .iter()
+        .filter(|n| linking.contains(&n.slug))
+        .cloned()
+        .collect();
+    let mut updated = 0;
+    let mut failed = Vec::new();
+    for note in notes {
+        let Ok(bytes) = std::fs::read(state.paths.root.join(&note.path)) else {
+            failed.push((note.slug.clone(), "the file could not be read".to_string()));
+            continue;
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            continue;
+        };
+        let new_text = rewrite_attachment(
+            text,
+            folder_of(&note.slug),
+            old_path,
+            new_path,
+            short_ok_old,
+            short_ok_new,
+        );
+        if new_text == text {
+            continue;
+        }
+        if crate::vault::scan::content_hash(&bytes) != note.content_hash {
+            failed.push((
+                note.slug.clone(),
+                "changed on disk since it was indexed; rewrite its links by hand".into(),
+            ));
+            continue;
+        }
+        let change = super::Change {
+            from: Some((&note, &bytes)),
+            to_rel: &note.path,
+            bytes: Some(new_text.into_bytes()),
+            actor,
+            kind: "update",
+            new_id: None,
+            renamed: false,
+        };
+        match super::commit_change(state, change, None) {
+            Ok(_) => updated += 1,
+            Err(e) => failed.push((note.slug.clone(), e.message)),
+        }
+    }
+    (updated, failed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachment_links_and_embeds_follow_a_move() {
+        let text = "![[diagram.png]], [[media/diagram.png|the diagram]], ![[diagram.png|200]], ![a](../media/diagram.png), [b](../media/diagram%20old.png) and ![[other.png]]";
+        let out = rewrite_attachment(
+            text,
+            "notes",
+            "media/diagram.png",
+            "assets/chart.png",
+            true,
+            true,
+        );
+        assert_eq!(
+            out,
+            "![[chart.png]], [[assets/chart.png|the diagram]], ![[chart.png|200]], ![a](../assets/chart.png), [b](../media/diagram%20old.png) and ![[other.png]]"
+        );
+        let out = rewrite_attachment(
+            "![[diagram.png]]",
+            "",
+            "media/diagram.png",
+            "assets/diagram.png",
+            true,
+            false,
+        );
+        assert_eq!(
+            out, "![[assets/diagram.png]]",
+            "a name no longer unique gets a path"
+        );
+        let out = rewrite_attachment(
+            "![x](media/my%20diagram.png)",
+            "",
+            "media/my diagram.png",
+            "media/our diagram.png",
+            true,
+            true,
+        );
+        assert_eq!(out, "![x](media/our%20diagram.png)");
+    }
 
     #[test]
     fn wikilinks_in_every_form() {

@@ -107,12 +107,22 @@ pub enum Op {
         path: String,
         sha256: Option<String>,
     },
+    /// Move or rename an attachment (to a path that does not exist); the links and embeds
+    /// that name it are rewritten.
+    MoveAttachment {
+        path: String,
+        to: String,
+        sha256: Option<String>,
+    },
 }
 
 impl Op {
     /// An attachment operation (applied by `writes::attachments`, never queued).
     pub fn is_attachment(&self) -> bool {
-        matches!(self, Op::PutAttachment { .. } | Op::DeleteAttachment { .. })
+        matches!(
+            self,
+            Op::PutAttachment { .. } | Op::DeleteAttachment { .. } | Op::MoveAttachment { .. }
+        )
     }
 
     /// The pending-write `kind` of this operation.
@@ -124,7 +134,7 @@ impl Op {
             | Op::PutAttachment { .. } => "write",
             Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",
             Op::Edit { .. } => "edit",
-            Op::Move { .. } => "move",
+            Op::Move { .. } | Op::MoveAttachment { .. } => "move",
             Op::Rename { .. } => "rename",
             Op::CreateFolder { .. } => "folder_create",
             Op::MoveFolder { .. } => "folder_move",

@@ -98,7 +98,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         Op::CreateFolder { .. } | Op::MoveFolder { .. } | Op::DeleteFolder { .. } => Err(
             Error::internal("a folder operation has no note plan (see writes::folders)"),
         ),
-        Op::PutAttachment { .. } | Op::DeleteAttachment { .. } => Err(
+        Op::PutAttachment { .. } | Op::DeleteAttachment { .. } | Op::MoveAttachment { .. } => Err(
             crate::error::Error::internal("an attachment change has no note plan"),
         ),
         Op::Create { slug, body, keys } => {

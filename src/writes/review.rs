@@ -40,6 +40,7 @@ impl Op {
             | Op::Move { .. }
             | Op::Rename { .. }
             | Op::DeleteAttachment { .. }
+            | Op::MoveAttachment { .. }
             | Op::MoveFolder { .. }
             | Op::DeleteFolder { .. } => true,
             Op::Patch { changes, .. } => changes
@@ -58,16 +59,15 @@ pub(crate) fn must_queue(settings: &WriteSettings, op: &Op) -> Result<bool> {
             "the vault's write policy is read_only",
         )
         .with_meta("write_policy", "read_only")),
-        // An attachment change is not queued: its bytes would have to wait outside the
-        // vault for a reviewer. Where the policy would queue it, it is refused.
-        WritePolicy::Review | WritePolicy::ReviewDestructive
-            if op.is_attachment()
-                && (settings.policy == WritePolicy::Review || op.is_destructive()) =>
+        // An upload is not queued: its bytes would have to wait outside the vault for a
+        // reviewer. Where the policy would queue it, it is refused. (An attachment's move
+        // or delete queues like a note's.)
+        WritePolicy::Review if matches!(op, Op::PutAttachment { .. }) =>
         {
             Err(Error::new(
                 Reason::WRITE_REFUSED,
                 format!(
-                    "the write policy {} would queue this attachment change, and attachment changes are not queued for review",
+                    "the write policy {} would queue this upload, and uploads are not queued for review (their bytes would wait outside the vault)",
                     settings.policy.as_str()
                 ),
             )
@@ -138,7 +138,10 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
     let payload = serde_json::to_string(request)
         .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
     let mut folder = None;
-    let (diff, slug, from) = if op.is_folder() {
+    let (diff, slug, from) = if let Some((preview, path)) = super::attachments::preview(state, op)?
+    {
+        (preview, path, None)
+    } else if op.is_folder() {
         let plan = super::folders::plan(state, op)?;
         folder = Some(super::FolderFacts {
             path: plan.path.clone(),
