@@ -291,6 +291,18 @@ async fn uploads_are_recorded_in_history_and_every_bad_input_gets_its_envelope()
         "{log}"
     );
     assert!(log.contains("Notevault-Actor: agent:tester"), "{log}");
+    // Its seq is one the index reflects too: a search asking for it answers at once
+    // rather than waiting for a note change that never comes.
+    let seq = receipt["committed_seq"].as_i64().unwrap();
+    let started = std::time::Instant::now();
+    let found = s
+        .get_json(&format!("/v1/search?q=anything&min_seq={seq}"), 200)
+        .await;
+    assert!(
+        found["coverage"]["indexed_seq"].as_i64().unwrap() >= seq,
+        "{found}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     let listed = s
         .get_json(
             "/v1/attachments?filter=path%20%3D%20%22projects%2Falpha%2Freport.pdf%22",
