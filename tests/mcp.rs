@@ -200,6 +200,8 @@ async fn the_handshake_names_notevault_and_lists_read_only_tools() {
         "list_notes",
         "read_note",
         "list_folders",
+        "list_attachments",
+        "attachment_link",
         "list_revisions",
         "note_links",
         "list_tags",
@@ -276,6 +278,21 @@ async fn tools_answer_what_v1_answers() {
     let result = session.call("list_folders", json!({})).await;
     let v1 = s.get_json("/v1/folders", 200).await;
     assert_eq!(result["structuredContent"], v1);
+
+    // An attachment's bytes stay an HTTP download: the tool answers a presigned link,
+    // which works without a bearer.
+    let result = session
+        .call("attachment_link", json!({"file_name": "diagram.png"}))
+        .await;
+    let url = result["structuredContent"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.starts_with(&s.base), "{url}");
+    assert_eq!(result["structuredContent"]["method"], "GET");
+    let res = reqwest::get(&url).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "image/png");
 
     let result = session
         .call("list_revisions", json!({"note": "Welcome"}))
@@ -455,7 +472,7 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
 
     let (status, answer) = modern(&s, "tools/list", json!({}), None).await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 11);
+    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 12);
 
     let (status, answer) = modern(
         &s,

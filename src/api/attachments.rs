@@ -1177,6 +1177,37 @@ async fn relocate(
     })
 }
 
+/// What the MCP `attachment_link` tool takes: which attachment, and for how long.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentLinkParams {
+    /// A file name found anywhere in the vault.
+    pub file_name: Option<String>,
+    /// A vault-relative path (instead of `file_name`).
+    pub path: Option<String>,
+    /// With `file_name`, which of several files of that name.
+    pub sha256: Option<String>,
+    /// Seconds, clamped to 10..86400 (default 300).
+    pub expires_in: Option<i64>,
+}
+
+/// A presigned GET link to an attachment (the MCP `attachment_link` tool): the bytes stay
+/// an HTTP download, for the agent or for a person it hands the link to.
+pub async fn attachment_link(
+    state: Arc<State>,
+    p: AttachmentLinkParams,
+    base: String,
+) -> Result<PresignResponse, Error> {
+    let req = PresignRequest {
+        file_name: p.file_name,
+        path: p.path,
+        sha256: p.sha256,
+        method: Some("GET".into()),
+        expires_in: p.expires_in,
+    };
+    presign_link(state, req, base, false).await
+}
+
 /// A presigned link's request.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

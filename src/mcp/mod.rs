@@ -272,6 +272,16 @@ impl ServerHandler for NotesServer {
             .and_then(|p| p.extensions.get::<RequestId>())
             .map(|r| r.0.clone())
             .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        // Links the tools hand out name this daemon as the request did.
+        let base = http_parts(&context.extensions)
+            .map(|p| crate::api::oauth::public_base(&self.state.config, &p.headers))
+            .unwrap_or_else(|| {
+                format!(
+                    "{}://{}",
+                    self.state.config.scheme(),
+                    self.state.config.listen
+                )
+            });
         let state = self.state.clone();
         let arguments = request.arguments;
         let called = name.clone();
@@ -283,7 +293,7 @@ impl ServerHandler for NotesServer {
                     if let Some(err) = refused {
                         return Ok(tool_error(&err));
                     }
-                    match tools::call(state, &called, arguments, client).await {
+                    match tools::call(state, &called, arguments, client, base).await {
                         Some(Ok(answer)) => {
                             let mut result = CallToolResult::structured(answer.json);
                             result.content = vec![ContentBlock::text(answer.text)];

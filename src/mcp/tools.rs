@@ -9,7 +9,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::attachments::{self, AttachmentList, ListAttachmentsParams};
+use crate::api::attachments::{
+    self, AttachmentLinkParams, AttachmentList, ListAttachmentsParams, PresignResponse,
+};
 use crate::api::folders::{self, ListFoldersParams};
 use crate::api::grep::{self, GrepParams, GrepResponse};
 use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
@@ -124,8 +126,8 @@ null the note goes on: call again with `offset` set to it. Quote line numbers fr
         title: "List folders",
         description: "List the folders of the vault with how many notes each holds, directly \
 (`notes`) and at any depth below (`notes_total`); `prefix` narrows the list (e.g. \
-`projects`). Folders are derived from the notes in them, so a folder holding no markdown \
-note is not listed. To list a folder's notes, call `list_notes` with `prefix` set to the \
+`projects`). Every folder holding a note at any depth is listed, and folders without notes at the \
+top two levels. To list a folder's notes, call `list_notes` with `prefix` set to the \
 folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `coverage` like \
 `list_notes`; page with `next_page_token`.",
         access: Access::Read,
@@ -140,6 +142,15 @@ folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `cov
         access: Access::Read,
         input: schema::of::<ListAttachmentsParams>,
         output: schema::of::<AttachmentList>,
+    },
+    ToolSpec {
+        name: "attachment_link",
+        twin: "POST /v1/attachments:presign",
+        title: "Link to an attachment",
+        description: "A presigned download link to one attachment (by `file_name`, or `path`; `sha256` picks one of several files of that name): `url` works without a bearer until `expires_at` (`expires_in` seconds, 10..86400, default 300), for you to fetch or to hand to a person. The bytes themselves are never a tool answer.",
+        access: Access::Read,
+        input: schema::of::<AttachmentLinkParams>,
+        output: schema::of::<PresignResponse>,
     },
     ToolSpec {
         name: "list_revisions",
@@ -302,6 +313,7 @@ pub async fn call(
     name: &str,
     arguments: Option<JsonObject>,
     client: Option<String>,
+    base: String,
 ) -> Option<Result<Answer, Error>> {
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
@@ -314,6 +326,7 @@ pub async fn call(
         "read_note" => run(args, |p| notes::read_note(state, p)).await,
         "list_folders" => run(args, |p| folders::list_folders(state, p)).await,
         "list_attachments" => run(args, |p| attachments::list_attachments(state, p)).await,
+        "attachment_link" => run(args, |p| attachments::attachment_link(state, p, base)).await,
         "list_revisions" => run(args, |p| revisions::list_note_revisions(state, p)).await,
         "note_links" => run(args, |p| notes::note_links(state, p)).await,
         "write_note" => run(args, |p| writes::write_note(state, p, client)).await,
