@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use tantivy::collector::{Collector, Count, FilterCollector, TopDocs};
 use tantivy::query::Query;
-use tantivy::schema::Field;
 use tantivy::DocAddress;
 
 use super::{query, SearchIndex};
@@ -45,21 +44,28 @@ impl SearchIndex {
         let overlay = self.overlay.read().clone();
         let searcher = self.reader.searcher();
         let f = &self.fields;
-        let fields: Vec<(&str, Field, f32)> = query::FIELDS
+        let field_of = |name: &str| match name {
+            "title" => f.title,
+            "aliases" => f.aliases,
+            "headings" => f.headings,
+            "tags" => f.tags,
+            "path" => f.path,
+            "properties" => f.properties,
+            "title_stem" => f.title_stem,
+            "headings_stem" => f.headings_stem,
+            "body_stem" => f.body_stem,
+            _ => f.body,
+        };
+        let fields: Vec<query::QueryField<'_>> = query::FIELDS
             .iter()
-            .map(|(name, boost)| {
-                let field = match *name {
-                    "title" => f.title,
-                    "headings" => f.headings,
-                    "tags" => f.tags,
-                    "path" => f.path,
-                    "properties" => f.properties,
-                    _ => f.body,
-                };
-                (*name, field, *boost)
-            })
+            .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
-        let q = query::to_tantivy(parsed, &fields);
+        // A stemmed field answers to the name of the exact field it twins (`title:`).
+        let stem_fields: Vec<query::QueryField<'_>> = query::STEM_FIELDS
+            .iter()
+            .map(|(name, twin, boost)| (*twin, field_of(name), *boost))
+            .collect();
+        let q = query::to_tantivy(parsed, &fields, &stem_fields);
         let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
         let want = (offset + limit).max(1);
         // On disk: every note but those the overlay holds newer (or no) versions of.
