@@ -89,8 +89,9 @@ pub struct QueryReading {
     /// Words also searched by their word forms (English stem): `cursors` → `cursor`
     /// also finds `cursor`; exact forms rank first.
     pub stems: Vec<WordStem>,
-    /// Parts of `q` not searched, and why (stop words, punctuation, a lone `-`, words
-    /// beyond the first 24).
+    /// Parts of `q` not searched, and why (stop words, words in more than 10% of a large
+    /// vault's notes when rarer words are asked, punctuation, a lone `-`, words beyond
+    /// the first 24).
     pub ignored: Vec<IgnoredPart>,
 }
 
@@ -307,7 +308,6 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
         offset,
         page_size,
     };
-    let reading = QueryReading::from(&req.query);
     let state2 = state.clone();
     // Light searches run here (see `SearchRequest::is_light`); the rest on the pool.
     let answer = if req.is_light() {
@@ -342,6 +342,6 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
             .next_offset
             .map(|o| tokens.issue(&fingerprint, &o.to_string())),
         coverage,
-        query: reading,
+        query: QueryReading::from(&answer.query),
     })
 }

@@ -11,9 +11,11 @@
 //! How a query is read depends on its [`Match`] mode. With `any` (the default: questions
 //! and keyword lists alike), plain words are ranked, not all required: a note matches
 //! when it has at least one of them, and ranks higher the more distinct words it has
-//! (BM25 summed over the words, times the number of words matched: a coordination
-//! factor). English stop words (`how`, `do`, `I`, `the`, ...: [`STOP_WORDS`]) are left
-//! out, unless the query has nothing else. Explicit syntax keeps its meaning: a
+//! (each word's BM25 in its best field, summed over the words, times the square of the
+//! number of words matched: a coordination factor; words in most notes of a large vault
+//! are left out when rarer ones are asked, see `SearchIndex::prepare`). English stop
+//! words (`how`, `do`, `I`, `the`, ...: [`STOP_WORDS`]) are left out, unless the query
+//! has nothing else. Explicit syntax keeps its meaning: a
 //! `"phrase"`, a `field:word`, a `prefix*` and a `+word` must match; `-word` must not;
 //! `a OR b` is one clause that either word satisfies (required with `+`). With `all`,
 //! every clause must match, stop words included (the behaviour before questions).
@@ -42,11 +44,11 @@ pub const MAX_RANKED_CLAUSES: usize = 24;
 
 /// The searchable fields and their boosts; the first name is the one a query uses.
 pub const FIELDS: &[(&str, f32)] = &[
-    ("title", 4.0),
-    ("aliases", 4.0),
-    ("headings", 2.0),
+    ("title", 2.0),
+    ("aliases", 2.0),
+    ("headings", 1.0),
     ("tags", 2.0),
-    ("path", 2.0),
+    ("path", 1.0),
     ("properties", 1.0),
     ("body", 1.0),
 ];
@@ -54,10 +56,15 @@ pub const FIELDS: &[(&str, f32)] = &[
 /// The stemmed fields: (name, the exact field they twin, boost). An exact match scores in
 /// both, a match by word form only in these, so exact forms rank first.
 pub const STEM_FIELDS: &[(&str, &str, f32)] = &[
-    ("title_stem", "title", 2.0),
-    ("headings_stem", "headings", 1.0),
+    ("title_stem", "title", 1.0),
+    ("headings_stem", "headings", 0.5),
     ("body_stem", "body", 0.5),
 ];
+
+/// With several words, each scores its best field plus this share of its other fields.
+pub const TIE_BREAKER: f32 = 0.1;
+/// Two ranked words written side by side and found side by side (title or body).
+pub const PAIR_BOOST: f32 = 4.0;
 
 /// English words that carry little meaning in a question. They are neither required nor
 /// scored in `any` mode (kept when a query has nothing else). Words that are also
@@ -196,6 +203,12 @@ pub struct Parsed {
     pub required: Vec<Vec<Unit>>,
     pub ranked: Vec<Vec<Unit>>,
     pub excluded: Vec<Vec<Unit>>,
+    /// Ranked words written next to each other (`disk space`): a note with them side by
+    /// side scores higher.
+    pub pairs: Vec<(String, String)>,
+    /// Ranked words left out because they are in a large share of the notes while the
+    /// query has rarer ones (see `SearchIndex::prepare`).
+    pub frequent: Vec<Vec<Unit>>,
     pub reading: Reading,
 }
 
@@ -375,6 +388,21 @@ pub fn parse(input: &str, mode: Match) -> Result<Parsed, QueryError> {
         pending_or = or_here;
     }
     let mut parsed = Parsed::default();
+    if mode == Match::Any {
+        let word = |(sign, alt): &(Sign, Vec<Unit>)| match (sign, alt.as_slice()) {
+            (Sign::Plain, [u]) if u.is_plain() && u.tokens.len() == 1 && !u.is_stop() => {
+                Some(u.tokens[0].clone())
+            }
+            _ => None,
+        };
+        for w in clauses.windows(2) {
+            if let (Some(a), Some(b)) = (word(&w[0]), word(&w[1])) {
+                if a != b && !parsed.pairs.contains(&(a.clone(), b.clone())) {
+                    parsed.pairs.push((a, b));
+                }
+            }
+        }
+    }
     let mut plain: Vec<Vec<Unit>> = Vec::new();
     for (sign, alt) in clauses {
         match (sign, mode) {
@@ -568,7 +596,11 @@ pub fn to_tantivy(
     fields: &[QueryField<'_>],
     stem_fields: &[QueryField<'_>],
 ) -> Box<dyn Query> {
-    let alt = |units: &[Unit]| alternatives(units, fields, stem_fields);
+    // One word alone: BM25 summed over its fields, which tantivy ranks with block-max
+    // WAND (a few postings blocks instead of every match); several: each word scores its
+    // best field (plus a tenth of the others), coordinated.
+    let single = parsed.ranked.len() + parsed.required.len() == 1;
+    let alt = |units: &[Unit]| alternatives(units, fields, stem_fields, !single);
     let ranked: Option<Box<dyn Query>> = match parsed.ranked.as_slice() {
         [] => None,
         [one] => Some(alt(one)),
@@ -577,15 +609,16 @@ pub fn to_tantivy(
         })),
     };
     // One clause needs no conjunction around it.
-    if parsed.required.is_empty() && parsed.excluded.is_empty() {
+    if parsed.required.is_empty() && parsed.excluded.is_empty() && parsed.pairs.is_empty() {
         if let Some(q) = ranked {
             return q;
         }
     }
-    if let ([one], None, []) = (
+    if let ([one], None, [], []) = (
         parsed.required.as_slice(),
         &ranked,
         parsed.excluded.as_slice(),
+        parsed.pairs.as_slice(),
     ) {
         return alt(one);
     }
@@ -605,6 +638,20 @@ pub fn to_tantivy(
     for units in &parsed.excluded {
         clauses.push((Occur::MustNot, alt(units)));
     }
+    for (a, b) in &parsed.pairs {
+        for (name, field, _) in fields {
+            let boost = match *name {
+                "title" => PAIR_BOOST,
+                "body" => PAIR_BOOST,
+                _ => continue,
+            };
+            let q = PhraseQuery::new(vec![
+                Term::from_field_text(*field, a),
+                Term::from_field_text(*field, b),
+            ]);
+            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
+        }
+    }
     Box::new(BooleanQuery::new(clauses))
 }
 
@@ -612,16 +659,15 @@ fn alternatives(
     units: &[Unit],
     fields: &[QueryField<'_>],
     stem_fields: &[QueryField<'_>],
+    dismax: bool,
 ) -> Box<dyn Query> {
     let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     let in_scope = |unit: &Unit, name: &str| unit.field.as_deref().is_none_or(|f| f == name);
     for unit in units {
+        let mut per_field: Vec<Box<dyn Query>> = Vec::new();
         for (name, field, boost) in fields {
             if in_scope(unit, name) {
-                should.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(unit_query(unit, *field), *boost)),
-                ));
+                per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), *boost)));
             }
         }
         // A one-token word is also searched by its stem (which may equal the word: the
@@ -631,19 +677,30 @@ fn alternatives(
             for (name, field, boost) in stem_fields {
                 if in_scope(unit, name) {
                     let term = Term::from_field_text(*field, &stemmed);
-                    should.push((
-                        Occur::Should,
-                        Box::new(BoostQuery::new(
-                            Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
-                            *boost,
-                        )),
-                    ));
+                    per_field.push(Box::new(BoostQuery::new(
+                        Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
+                        *boost,
+                    )));
                 }
             }
+        }
+        if dismax && per_field.len() > 1 {
+            should.push((
+                Occur::Should,
+                Box::new(tantivy::query::DisjunctionMaxQuery::with_tie_breaker(
+                    per_field,
+                    TIE_BREAKER,
+                )),
+            ));
+        } else {
+            should.extend(per_field.into_iter().map(|q| (Occur::Should, q)));
         }
     }
     if should.is_empty() {
         return Box::new(EmptyQuery);
+    }
+    if should.len() == 1 {
+        return should.pop().expect("one").1;
     }
     Box::new(BooleanQuery::new(should))
 }
@@ -669,8 +726,9 @@ fn unit_query(unit: &Unit, field: Field) -> Box<dyn Query> {
 }
 
 /// Ranked clauses: a note matches when it matches one of them; its score is the sum of
-/// the clauses' scores times the number of clauses it matches (a coordination factor), so
-/// a note with more of the query's distinct words ranks above one with fewer.
+/// the clauses' scores times the square of the number of clauses it matches (a
+/// coordination factor), so a note with more of the query's distinct words ranks above one
+/// with fewer. (No block-max WAND here: the combined score is not a sum.)
 #[derive(Debug)]
 struct Coordinated {
     clauses: Vec<Box<dyn Query>>,
@@ -706,7 +764,7 @@ impl Query for Coordinated {
     }
 }
 
-/// Sums the matching clauses' scores and multiplies by how many matched.
+/// Sums the matching clauses' scores and multiplies by the square of how many matched.
 #[derive(Default, Clone, Copy)]
 struct CoordCombiner {
     score: Score,
@@ -725,7 +783,8 @@ impl ScoreCombiner for CoordCombiner {
     }
 
     fn score(&self) -> Score {
-        self.score * self.matched as Score
+        let matched = self.matched as Score;
+        self.score * matched * matched
     }
 }
 
@@ -852,6 +911,14 @@ mod tests {
                 .collect();
             assert_eq!(got_ignored, *ignored, "{input:?}");
         }
+        let pairs = |q: &str| parse(q, Match::Any).unwrap().pairs;
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            pairs("free disk space of a folder"),
+            [pair("free", "disk"), pair("disk", "space")]
+        );
+        assert!(pairs("\"disk space\" free").is_empty());
+        assert!(parse("disk space", Match::All).unwrap().pairs.is_empty());
         let only_stop = parse("the a of", Match::Any).unwrap();
         assert!(only_stop.reading.remarks[0].contains("only stop words"));
         let unknown = parse("colour:red", Match::Any).unwrap();

@@ -140,7 +140,14 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         let (text, _) = crate::vault::markdown::decode(bytes);
         let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
         let body = &text[body_start..];
-        let headings = provenance::headings(body);
+        let mut headings = provenance::headings(body);
+        // The heading the title came from is the title already.
+        if headings
+            .first()
+            .is_some_and(|h| h.eq_ignore_ascii_case(note.title.trim()))
+        {
+            headings.remove(0);
+        }
         if !headings.is_empty() {
             let headings = headings.join("\n");
             twin(&mut doc, f.headings_stem, &headings);

@@ -59,6 +59,8 @@ pub struct SearchHit {
 
 #[derive(Debug, Clone)]
 pub struct SearchAnswer {
+    /// The query as searched (see `SearchIndex::prepare`).
+    pub query: query::Parsed,
     pub hits: Vec<SearchHit>,
     /// The offset of the next page, when there is one.
     pub next_offset: Option<usize>,
@@ -163,7 +165,7 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
 /// Lexical search (BM25 over title, aliases, headings, tags, path, properties and body,
 /// and the stemmed title, headings and body), read as [`query`] says.
 pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
-    let parsed = &req.query;
+    let parsed = &state.index.prepare(&req.query);
     let index_state = state.index.state();
     let mut coverage = scope_coverage(state, Some(state.index.indexed_seq()));
     coverage.not_yet_indexed = index_state.not_yet_indexed().min(coverage.searched);
@@ -189,7 +191,19 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
             .remarks
             .push(format!("stop words were not searched: {}", stop.join(", ")));
     }
-    let other = parsed.reading.ignored.len() - stop.len();
+    let common: Vec<String> = parsed
+        .frequent
+        .iter()
+        .flatten()
+        .map(|u| u.display())
+        .collect();
+    if !common.is_empty() {
+        coverage.remarks.push(format!(
+            "words in most notes were not needed to match (rarer words decide): {}",
+            common.join(", ")
+        ));
+    }
+    let other = parsed.reading.ignored.len() - stop.len() - common.len();
     if other > 0 {
         coverage.remarks.push(format!(
             "{other} part(s) of the query were not searched; `query.ignored` says why"
@@ -254,6 +268,7 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         next_offset: coverage.truncated.then_some(end),
         hits,
         coverage,
+        query: parsed.clone(),
     })
 }
 
