@@ -14,7 +14,7 @@ use super::{provenance, tokenizer};
 use crate::vault::catalog::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.
