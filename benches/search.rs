@@ -10,7 +10,8 @@
 //! - resident memory of the daemon after indexing, against its budget.
 //!
 //! `cargo bench --bench search`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
-//! `NOTEVAULT_BENCH_RUNS` (index builds and greps, default 3).
+//! `NOTEVAULT_BENCH_RUNS` (index builds and greps, default 3), `NOTEVAULT_BENCH_BIN`
+//! (another daemon binary, to compare two builds on one machine).
 
 #![allow(
     clippy::disallowed_methods,
@@ -134,6 +135,7 @@ fn run() -> Result<()> {
         return Ok(());
     };
     let seconds = env_num("NOTEVAULT_BENCH_SECONDS", 10);
+    let bin = std::env::var("NOTEVAULT_BENCH_BIN").unwrap_or_else(|_| common::BIN.to_string());
     let runs = env_num("NOTEVAULT_BENCH_RUNS", 3) as usize;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = root.join("target/bench-search");
@@ -155,7 +157,7 @@ fn run() -> Result<()> {
 
     // First start: history, metadata and the index from nothing.
     {
-        let daemon = common::start(&vault, &state)?;
+        let daemon = common::start_bin(&bin, &vault, &state)?;
         let addr = addr_of(&daemon.base)?;
         rt.block_on(common::wait_history(&state))?;
         let st = rt.block_on(wait_indexed(addr))?;
@@ -171,7 +173,7 @@ fn run() -> Result<()> {
     let mut reported = String::new();
     for i in 0..runs {
         let t0 = Instant::now();
-        let out = Command::new(common::BIN)
+        let out = Command::new(&bin)
             .args([
                 "reindex",
                 vault.to_str().unwrap(),
@@ -217,7 +219,7 @@ fn run() -> Result<()> {
     );
 
     // Serving.
-    let daemon = common::start(&vault, &state)?;
+    let daemon = common::start_bin(&bin, &vault, &state)?;
     let addr = addr_of(&daemon.base)?;
     rt.block_on(wait_indexed(addr))?;
     let pid = daemon.child.id();

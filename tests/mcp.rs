@@ -328,6 +328,14 @@ async fn tools_answer_what_v1_answers() {
         .unwrap();
     assert_eq!(result["content"][0]["text"].as_str().unwrap(), raw);
     assert!(raw.contains("\"score\":"), "{raw}");
+    // `query`, as other notes servers call it, is `q` too.
+    let by_query = session
+        .call(
+            "search",
+            json!({"query": "sourdough", "page_size": 3, "min_seq": seq}),
+        )
+        .await;
+    assert_eq!(by_query["structuredContent"]["results"], v1["results"]);
     let hits = v1["results"].as_array().unwrap();
     assert!(
         hits.iter().any(|h| h["slug"] == "recipes/sourdough"),

@@ -15,6 +15,7 @@ use crate::api::notes::blocking;
 use crate::api::params::{self, PageTokens, Query};
 use crate::api::wire::{Coverage, NoteHandle};
 use crate::error::Error;
+use crate::index::query::Match;
 use crate::queries::notes::{Order, NOTE_FILTER_FIELDS};
 use crate::queries::search::{check_min_seq, parse_query, SearchRequest};
 use crate::state::State;
@@ -66,6 +67,82 @@ pub struct SearchResponse {
     /// Pass as `page_token` for the next page; null on the last page.
     pub next_page_token: Option<String>,
     pub coverage: Coverage,
+    pub query: QueryReading,
+}
+
+/// How `q` was read: what was searched, what was left out and why, so a client can
+/// refine the query. Words are shown as searched (lower-cased, accents folded).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueryReading {
+    /// `any`: plain words rank results and at least one must match; `all`: every word
+    /// must match.
+    #[serde(rename = "match")]
+    pub match_mode: String,
+    /// Clauses every result matches: `+word`, `"phrases"`, `field:word`, `prefix*` (and
+    /// every word with `match=all`).
+    pub required: Vec<String>,
+    /// Words that rank the results: a note with more of them ranks higher; when nothing is
+    /// required, a result has at least one.
+    pub ranked: Vec<String>,
+    /// Clauses no result matches (`-word`, `NOT word`).
+    pub excluded: Vec<String>,
+    /// Words also searched by their word forms (English stem): `cursors` → `cursor`
+    /// also finds `cursor`; exact forms rank first.
+    pub stems: Vec<WordStem>,
+    /// Parts of `q` not searched, and why (stop words, words in more than 10% of a large
+    /// vault's notes when rarer words are asked, punctuation, a lone `-`, words beyond
+    /// the first 24).
+    pub ignored: Vec<IgnoredPart>,
+}
+
+/// A word and the stem it was also searched by.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WordStem {
+    pub word: String,
+    pub stem: String,
+}
+
+/// A part of the query that was not searched.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IgnoredPart {
+    pub text: String,
+    pub reason: String,
+}
+
+impl From<&crate::index::query::Parsed> for QueryReading {
+    fn from(p: &crate::index::query::Parsed) -> Self {
+        let show = |clauses: &[Vec<crate::index::query::Unit>]| {
+            clauses
+                .iter()
+                .map(|alt| {
+                    alt.iter()
+                        .map(|u| u.display())
+                        .collect::<Vec<_>>()
+                        .join(" OR ")
+                })
+                .collect()
+        };
+        Self {
+            match_mode: p.reading.mode.name().to_string(),
+            required: show(&p.required),
+            ranked: show(&p.ranked),
+            excluded: show(&p.excluded),
+            stems: p
+                .stems()
+                .into_iter()
+                .map(|(word, stem)| WordStem { word, stem })
+                .collect(),
+            ignored: p
+                .reading
+                .ignored
+                .iter()
+                .map(|i| IgnoredPart {
+                    text: i.text.clone(),
+                    reason: i.reason.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The parameters of a search, as both surfaces take them (`GET /v1/search`, the MCP
@@ -73,12 +150,20 @@ pub struct SearchResponse {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchParams {
-    /// What to find: words (all must match), `"a phrase"`, `prefix*`, `-excluded`,
-    /// `a OR b`, and `title:` / `headings:` / `tags:` / `path:` / `properties:` / `body:`
-    /// to search one field. Case and accents do not matter; CJK text works. 1..1000
-    /// characters.
+    /// What to find: a question or words (ranked: more matching words rank higher, stop
+    /// words left out, word forms found: `synced` finds `sync`), and for precision
+    /// `"a phrase"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` /
+    /// `aliases:` / `headings:` / `tags:` / `path:` / `properties:` / `body:` to search
+    /// one field (those must match). Case and accents do not matter; CJK text works.
+    /// 1..1000 characters. `query` is accepted as another name (what other notes servers
+    /// call it).
     #[schema(min_length = 1, max_length = 1000)]
+    #[serde(alias = "query")]
     pub q: String,
+    /// `any` (default): plain words rank the results and at least one must match; `all`:
+    /// every word must match (stop words too). The answer's `query` says how `q` was read.
+    #[serde(rename = "match")]
+    pub match_mode: Option<String>,
     /// AIP-160 filter over the note fields of `list_notes` (e.g.
     /// `tags:project AND updated_at > "2026-01-01T00:00:00Z"`).
     pub filter: Option<String>,
@@ -97,15 +182,17 @@ pub struct SearchParams {
     pub min_seq: Option<i64>,
 }
 
-/// Lexical search (BM25) over title (boosted most), headings, tags, path, frontmatter
-/// properties and body, CJK included. Results are handles plus provenance; read a body
+/// Lexical search (BM25) over title and aliases (boosted most), headings, tags, path,
+/// frontmatter properties and body, with English word forms, CJK included. A question is
+/// read as ranked words (see `match`); `query` in the answer says how it was read. Results are handles plus provenance; read a body
 /// with `GET /v1/notes/{note}`.
 #[utoipa::path(
     get,
     path = "/v1/search",
     tag = "Search",
     params(
-        ("q" = String, Query, description = "Words (all must match), `\"a phrase\"`, `prefix*`, `-excluded`, `a OR b`, and `title:` / `headings:` / `tags:` / `path:` / `properties:` / `body:` to search one field. 1..1000 characters. `query` is accepted as another name.", min_length = 1),
+        ("q" = String, Query, description = "A question or words, ranked (more matching words rank higher; stop words left out; word forms found), and for precision `\"a phrase\"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` / `aliases:` / `headings:` / `tags:` / `path:` / `properties:` / `body:` to search one field (those must match). 1..1000 characters. `query` is accepted as another name.", min_length = 1),
+        ("match" = Option<String>, Query, description = "`any` (default: plain words ranked, at least one must match) or `all` (every word must match, stop words too). The answer's `query` says how `q` was read."),
         ("filter" = Option<String>, Query, description = "AIP-160 filter over the note fields of `GET /v1/notes` (e.g. `tags:project AND updated_at > 2026-01-01`)."),
         ("order_by" = Option<String>, Query, description = "`score` (default, best first), or `updated_at`, `created_at`, `title`, `slug` with `asc`/`desc`."),
         ("page_size" = Option<usize>, Query, description = "Results per page, 1..100 (default 10)."),
@@ -131,6 +218,7 @@ pub async fn search_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Sea
             "page_token",
             "min_seq",
             "mode",
+            "match",
         ],
     )?;
     let text = match (q.str("q"), q.str("query")) {
@@ -174,6 +262,7 @@ pub async fn search_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Sea
         page_size,
         page_token: q.non_empty("page_token")?.map(str::to_string),
         min_seq,
+        match_mode: q.non_empty("match")?.map(str::to_string),
     };
     Ok(Json(search(state, params).await?))
 }
@@ -183,9 +272,20 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
     let filter = params::filter_text(p.filter.as_deref(), NOTE_FILTER_FIELDS)?;
     let order = params::parse_order(p.order_by.as_deref(), SEARCH_ORDERS, Order::relevance())?;
     let page_size = params::page_size(p.page_size, SEARCH_PAGE_SIZE)?;
+    let mode = match p.match_mode.as_deref().map(str::trim) {
+        None | Some("any") => Match::Any,
+        Some("all") => Match::All,
+        Some(other) => {
+            return Err(Error::invalid_field(
+                "match",
+                format!("must be `any` or `all`, got {other:?}"),
+            ))
+        }
+    };
     let fingerprint = [
         ("route", "search"),
         ("q", p.q.as_str()),
+        ("match", mode.name()),
         ("filter", p.filter.as_deref().unwrap_or("")),
         ("order_by", p.order_by.as_deref().unwrap_or("")),
     ];
@@ -204,7 +304,7 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
         }
     }
     let req = SearchRequest {
-        query: parse_query(&p.q)?,
+        query: parse_query(&p.q, mode)?,
         filter,
         order,
         offset,
@@ -244,5 +344,6 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
             .next_offset
             .map(|o| tokens.issue(&fingerprint, &o.to_string())),
         coverage,
+        query: QueryReading::from(&answer.query),
     })
 }

@@ -109,9 +109,7 @@ impl SearchIndex {
         let lock = writer::lock_index(state_dir, true)?;
         let (schema, fields) = schema::schema();
         let (index, rebuilt) = schema::open_or_rebuild(&dir, &schema)?;
-        index
-            .tokenizers()
-            .register(tokenizer::NAME, tokenizer::analyzer());
+        tokenizer::register(&index);
         let worker = Worker::new(index, &schema, fields, lock)?;
         let reader = worker.main_reader.clone();
         let (tx, rx) = mpsc::channel();

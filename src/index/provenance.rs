@@ -2,11 +2,12 @@
 //! and a short snippet with the matches marked. Found in the note's kept bytes, so line numbers
 //! are those of the line-sliced read.
 //!
-//! Terms are found by their spelling (ASCII case-insensitive) at word boundaries; a match
-//! the index made through accent folding (`cafe` for `Café`) counts for the ranking but
-//! may have no line here.
+//! Terms are found by their spelling (ASCII case-insensitive) at word boundaries, and
+//! words of plain letters also by their word forms (a word whose English stem is the
+//! query word's: `synced`, `syncing` for `sync`); a match the index made through accent
+//! folding (`cafe` for `Café`) counts for the ranking but may have no line here.
 
-use super::tokenizer::{is_unspaced, tokens};
+use super::tokenizer::{is_unspaced, stem, tokens};
 use crate::vault::catalog::Note;
 use crate::vault::markdown;
 
@@ -65,6 +66,8 @@ fn heading_text(line: &str) -> Option<&str> {
 pub struct Matcher {
     terms: Vec<(String, bool)>,
     finders: Vec<TermFinder>,
+    /// Stems whose word forms count as matches.
+    stems: Vec<String>,
 }
 
 /// Finds one term: ASCII case-insensitively when it is ASCII (the first byte in either
@@ -77,6 +80,9 @@ struct TermFinder {
     /// is needed on that side.
     open_start: bool,
     open_end: bool,
+    /// Finds word forms: `bytes` is the start they share with the stem, and a match is the
+    /// whole ASCII word there when its stem is this one.
+    stem: Option<String>,
 }
 
 impl TermFinder {
@@ -89,7 +95,23 @@ impl TermFinder {
             prefix,
             open_start: term.chars().next().is_some_and(is_unspaced),
             open_end: term.chars().last().is_some_and(is_unspaced),
+            stem: None,
         }
+    }
+
+    /// A finder of the words whose stem is `stem` (`word` is one of them); `None` when
+    /// they share fewer than 3 leading letters.
+    fn forms(word: &str, stem: &str) -> Option<Self> {
+        let lead = word
+            .bytes()
+            .zip(stem.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        (lead >= 3).then(|| Self {
+            stem: Some(stem.to_string()),
+            prefix: true,
+            ..Self::new(&word[..lead], true)
+        })
     }
 
     /// The matches in `text`, by start, lazily.
@@ -111,13 +133,30 @@ impl TermFinder {
         }
     }
 
-    fn accepts(&self, text: &[u8], start: usize, end: usize) -> bool {
+    /// Where the match starting at `start` ends, if it is one.
+    fn accepts(&self, text: &[u8], start: usize, end: usize) -> Option<usize> {
         if self.exact.is_none() && !text[start + 1..end].eq_ignore_ascii_case(&self.bytes[1..]) {
-            return false;
+            return None;
         }
         let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
-        (self.open_start || boundary(char_before(text, start)))
-            && (self.prefix || self.open_end || boundary(char_after(text, end)))
+        if !(self.open_start || boundary(char_before(text, start))) {
+            return None;
+        }
+        if let Some(want) = &self.stem {
+            let len = text[end..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphabetic())
+                .count();
+            let word_end = end + len;
+            if !boundary(char_after(text, word_end)) || word_end - start > 40 {
+                return None;
+            }
+            let word = std::str::from_utf8(&text[start..word_end])
+                .ok()?
+                .to_ascii_lowercase();
+            return (stem(&word) == want.as_str()).then_some(word_end);
+        }
+        (self.prefix || self.open_end || boundary(char_after(text, end))).then_some(end)
     }
 }
 
@@ -145,8 +184,8 @@ impl Iterator for TermMatches<'_> {
                 Candidates::Ascii(it) => it.next()?,
                 Candidates::Exact(it) => it.next()?,
             };
-            if self.finder.accepts(self.text, start, start + n) {
-                return Some((start, start + n));
+            if let Some(end) = self.finder.accepts(self.text, start, start + n) {
+                return Some((start, end));
             }
         }
     }
@@ -203,7 +242,22 @@ impl Matcher {
     /// `terms`: lower-cased tokens, `true` for a prefix.
     pub fn new(terms: Vec<(String, bool)>) -> Self {
         let finders = terms.iter().map(|(t, p)| TermFinder::new(t, *p)).collect();
-        Self { terms, finders }
+        Self {
+            terms,
+            finders,
+            stems: Vec::new(),
+        }
+    }
+
+    /// Also find the word forms of `(word, stem)` pairs (see `Parsed::stem_terms`).
+    pub fn with_stems(mut self, stems: Vec<(String, String)>) -> Self {
+        for (word, s) in &stems {
+            if let Some(f) = TermFinder::forms(word, s) {
+                self.finders.push(f);
+            }
+        }
+        self.stems = stems.into_iter().map(|(_, s)| s).collect();
+        self
     }
 
     fn token_matches(&self, token: &str) -> bool {
@@ -213,7 +267,7 @@ impl Matcher {
             } else {
                 token == t
             }
-        })
+        }) || (!self.stems.is_empty() && self.stems.iter().any(|s| *s == stem(token)))
     }
 
     /// Whether a term is a word of `text`. The byte finder answers first; the tokenizer
@@ -415,6 +469,19 @@ mod tests {
         // Overlapping terms: the longest at the leftmost start.
         let m = matcher(&[("road", true), ("roadmap", false)]);
         assert_eq!(m.find(b"a roadmap"), [(2, 9)]);
+    }
+
+    #[test]
+    fn word_forms_match_whole_words_with_the_same_stem() {
+        let m = matcher(&[("synced", false)]).with_stems(vec![("synced".into(), "sync".into())]);
+        assert_eq!(
+            m.find(b"Sync, synced, syncing, synchronize, resync."),
+            [(0, 4), (6, 12), (14, 21)]
+        );
+        let m =
+            matcher(&[("cursors", false)]).with_stems(vec![("cursors".into(), "cursor".into())]);
+        assert!(m.text_matches("Multiple cursor"));
+        assert!(!m.text_matches("Multiple cursory"));
     }
 
     #[test]

@@ -1,36 +1,108 @@
 //! The search query language, parsed into a tantivy query over the boosted fields.
 //!
 //! ```text
-//! query   = clause { clause }                 clauses are ANDed
-//! clause  = [ "-" | "NOT" ] alt               "-" or NOT excludes
+//! query   = clause { clause }
+//! clause  = [ "+" | "-" | "NOT" ] alt         "+" requires, "-" or NOT excludes
 //! alt     = unit { "OR" unit }                one of the units
 //! unit    = [ field ":" ] ( word [ "*" ] | '"' phrase '"' [ "*" ] )
-//! field   = title | headings | tags | path | properties | body
+//! field   = title | aliases | headings | tags | path | properties | body
 //! ```
+//!
+//! How a query is read depends on its [`Match`] mode. With `any` (the default: questions
+//! and keyword lists alike), plain words are ranked, not all required: a note matches
+//! when it has at least one of them, and ranks higher the more distinct words it has
+//! (each word's BM25 in its best field, summed over the words, times the square of the
+//! number of words matched: a coordination factor; words in most notes of a large vault
+//! are left out when rarer ones are asked, see `SearchIndex::prepare`). English stop
+//! words (`how`, `do`, `I`, `the`, ...: [`STOP_WORDS`]) are left out, unless the query
+//! has nothing else. Explicit syntax keeps its meaning: a
+//! `"phrase"`, a `field:word`, a `prefix*` and a `+word` must match; `-word` must not;
+//! `a OR b` is one clause that either word satisfies (required with `+`). With `all`,
+//! every clause must match, stop words included (the behaviour before questions).
 //!
 //! A word is tokenized like the indexed text (so `snake_case` or `日本語` become a phrase
 //! of their tokens); a trailing `*` makes the last token a prefix; a phrase matches its
 //! tokens in order. Without a field, a unit is searched in every field, the title counting
-//! most (BM25 per field, boosted). Every error carries the byte position of its cause.
+//! most (BM25 per field, boosted); a one-token word is also searched in the stemmed fields
+//! (its English stem, weighted below the exact forms, so an exact match ranks first).
+//! Every error carries the byte position of its cause; what was left out and why is in
+//! [`Reading`].
 
 use tantivy::query::{
-    BooleanQuery, BoostQuery, EmptyQuery, Occur, PhrasePrefixQuery, PhraseQuery, Query, TermQuery,
+    BooleanQuery, BooleanWeight, BoostQuery, EmptyQuery, EnableScoring, Occur, PhrasePrefixQuery,
+    PhraseQuery, Query, ScoreCombiner, Scorer, TermQuery, Weight,
 };
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::Term;
+use tantivy::{Score, Term};
+
+use super::tokenizer::stem;
 
 /// Longest accepted query, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
+/// Ranked (optional) clauses used from one query; further words are listed as ignored.
+pub const MAX_RANKED_CLAUSES: usize = 24;
 
 /// The searchable fields and their boosts; the first name is the one a query uses.
 pub const FIELDS: &[(&str, f32)] = &[
-    ("title", 4.0),
-    ("headings", 2.0),
+    ("title", 2.0),
+    ("aliases", 2.0),
+    ("headings", 1.0),
     ("tags", 2.0),
-    ("path", 2.0),
+    ("path", 1.0),
     ("properties", 1.0),
     ("body", 1.0),
 ];
+
+/// The stemmed fields: (name, the exact field they twin, boost). An exact match scores in
+/// both, a match by word form only in these, so exact forms rank first.
+pub const STEM_FIELDS: &[(&str, &str, f32)] = &[
+    ("title_stem", "title", 1.0),
+    ("headings_stem", "headings", 0.5),
+    ("body_stem", "body", 0.5),
+];
+
+/// With several words, each scores its best field plus this share of its other fields.
+pub const TIE_BREAKER: f32 = 0.1;
+/// Two ranked words written side by side and found side by side (title or body).
+pub const PAIR_BOOST: f32 = 4.0;
+
+/// English words that carry little meaning in a question. They are neither required nor
+/// scored in `any` mode (kept when a query has nothing else). Words that are also
+/// commands or options (`up`, `all`, `no`, `not`, `out`, `make`, `get`) are not here.
+pub const STOP_WORDS: &[&str] = &[
+    "a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "being", "but", "by", "can",
+    "could", "d", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+    "itself", "just", "ll", "m", "me", "my", "myself", "of", "on", "onto", "or", "our", "ours",
+    "re", "s", "she", "should", "so", "t", "than", "that", "the", "their", "theirs", "them",
+    "then", "there", "these", "they", "this", "those", "to", "ve", "very", "was", "we", "were",
+    "what", "whats", "when", "where", "which", "while", "who", "whom", "why", "will", "with",
+    "would", "you", "your", "yours",
+];
+
+/// Whether a token is a stop word.
+pub fn is_stop_word(token: &str) -> bool {
+    STOP_WORDS.binary_search(&token).is_ok()
+}
+
+/// How plain words combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Match {
+    /// Ranked: at least one, more is better; stop words left out.
+    #[default]
+    Any,
+    /// Every word must match.
+    All,
+}
+
+impl Match {
+    pub fn name(self) -> &'static str {
+        match self {
+            Match::Any => "any",
+            Match::All => "all",
+        }
+    }
+}
 
 /// Why a query did not parse, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +119,47 @@ pub struct Unit {
     /// Each token's position, relative to the first.
     pub positions: Vec<usize>,
     pub prefix: bool,
+    /// Written in quotes.
+    pub quoted: bool,
+}
+
+impl Unit {
+    /// The unit as a query would write it, from its tokens (`title:"pull request"`, `kube*`).
+    pub fn display(&self) -> String {
+        let field = self
+            .field
+            .as_deref()
+            .map(|f| format!("{f}:"))
+            .unwrap_or_default();
+        let text = self.tokens.join(" ");
+        let star = if self.prefix { "*" } else { "" };
+        if self.tokens.len() > 1 || self.quoted {
+            format!("{field}\"{text}\"{star}")
+        } else {
+            format!("{field}{text}{star}")
+        }
+    }
+
+    /// A plain word: no field, no quotes, no prefix.
+    fn is_plain(&self) -> bool {
+        self.field.is_none() && !self.quoted && !self.prefix
+    }
+
+    /// Every token a stop word (`the`, `it's`).
+    fn is_stop(&self) -> bool {
+        self.tokens.iter().all(|t| is_stop_word(t))
+    }
+
+    /// The English stem of a one-token word, when it differs from the token.
+    pub fn stem(&self) -> Option<String> {
+        match self.tokens.as_slice() {
+            [t] if !self.prefix => match stem(t) {
+                std::borrow::Cow::Owned(s) => Some(s),
+                std::borrow::Cow::Borrowed(_) => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 /// The tokens of query text with their positions. Where unspaced characters gave both
@@ -67,18 +180,47 @@ pub fn query_tokens(text: &str) -> Vec<(String, usize)> {
         .collect()
 }
 
-/// A parsed query: clauses that must match (each a choice of units), clauses that must not.
+/// Something the query held that was not searched, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ignored {
+    pub text: String,
+    pub reason: String,
+}
+
+/// How a query was read: what [`Parsed`] searches, what it left out, and remarks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reading {
+    pub mode: Match,
+    pub ignored: Vec<Ignored>,
+    /// Plain-language remarks (only stop words searched, unknown field names).
+    pub remarks: Vec<String>,
+}
+
+/// A parsed query: clauses that must match, clauses ranked (at least one must match when
+/// nothing is required), clauses that must not match; each a choice of units.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Parsed {
-    pub must: Vec<Vec<Unit>>,
-    pub must_not: Vec<Vec<Unit>>,
+    pub required: Vec<Vec<Unit>>,
+    pub ranked: Vec<Vec<Unit>>,
+    pub excluded: Vec<Vec<Unit>>,
+    /// Ranked words written next to each other (`disk space`): a note with them side by
+    /// side scores higher.
+    pub pairs: Vec<(String, String)>,
+    /// Ranked words left out because they are in a large share of the notes while the
+    /// query has rarer ones (see `SearchIndex::prepare`).
+    pub frequent: Vec<Vec<Unit>>,
+    pub reading: Reading,
 }
 
 impl Parsed {
+    fn positive(&self) -> impl Iterator<Item = &Unit> {
+        self.required.iter().chain(&self.ranked).flatten()
+    }
+
     /// Tokens to mark in results: every positive unit's tokens, with their prefix flag.
     pub fn highlight_terms(&self) -> Vec<(String, bool)> {
         let mut out: Vec<(String, bool)> = Vec::new();
-        for unit in self.must.iter().flatten() {
+        for unit in self.positive() {
             let last = unit.tokens.len().saturating_sub(1);
             for (i, t) in unit.tokens.iter().enumerate() {
                 let term = (t.clone(), unit.prefix && i == last);
@@ -90,10 +232,46 @@ impl Parsed {
         out
     }
 
+    /// (word, stem) of every positive one-token word searched by its stem too.
+    pub fn stems(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for unit in self.positive() {
+            if let Some(s) = unit.stem() {
+                let pair = (unit.tokens[0].clone(), s);
+                if !out.contains(&pair) {
+                    out.push(pair);
+                }
+            }
+        }
+        out
+    }
+
+    /// (word, stem) of every positive one-token word of plain letters, the stem equal to
+    /// the word or not: what provenance looks for by word form.
+    pub fn stem_terms(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for unit in self.positive() {
+            if let ([t], false) = (unit.tokens.as_slice(), unit.prefix) {
+                if t.len() >= 3 && t.bytes().all(|b| b.is_ascii_lowercase()) {
+                    let pair = (t.clone(), stem(t).into_owned());
+                    if !out.contains(&pair) {
+                        out.push(pair);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Cheap to run: a few units and no short prefix (whose expansion can reach thousands
     /// of terms). Such a query ranks the 44k-note corpus in about a tenth of a millisecond.
     pub fn is_light(&self) -> bool {
-        let units = self.must.iter().chain(&self.must_not).flatten();
+        let units = self
+            .required
+            .iter()
+            .chain(&self.ranked)
+            .chain(&self.excluded)
+            .flatten();
         let mut count = 0;
         for unit in units {
             count += 1;
@@ -107,8 +285,17 @@ impl Parsed {
     }
 }
 
-/// Parse `input`. An empty query, or one of only exclusions, is an error.
-pub fn parse(input: &str) -> Result<Parsed, QueryError> {
+/// How a clause was written.
+#[derive(Clone, Copy, PartialEq)]
+enum Sign {
+    Plain,
+    Plus,
+    Minus,
+}
+
+/// Parse `input` read in `mode`. An empty query, one of only exclusions, or one with no
+/// word to search for is an error.
+pub fn parse(input: &str, mode: Match) -> Result<Parsed, QueryError> {
     if input.trim().is_empty() {
         return Err(QueryError {
             position: 0,
@@ -121,8 +308,17 @@ pub fn parse(input: &str) -> Result<Parsed, QueryError> {
             message: format!("the query is longer than {MAX_QUERY_CHARS} characters"),
         });
     }
-    let mut parsed = Parsed::default();
-    let mut lexer = Lexer { input, pos: 0 };
+    let mut reading = Reading {
+        mode,
+        ..Reading::default()
+    };
+    // (sign, units) in the order written; roles are decided once everything is read.
+    let mut clauses: Vec<(Sign, Vec<Unit>)> = Vec::new();
+    let mut lexer = Lexer {
+        input,
+        pos: 0,
+        reading: &mut reading,
+    };
     let mut pending_or = false;
     loop {
         lexer.skip_space();
@@ -130,14 +326,25 @@ pub fn parse(input: &str) -> Result<Parsed, QueryError> {
             break;
         }
         let start = lexer.pos;
-        let negated = if lexer.eat("-") {
-            true
-        } else {
-            lexer.eat_keyword("NOT")
-        };
-        if negated {
-            lexer.skip_space();
+        // A lone `-` or `+` (followed by a space or the end) is punctuation, not syntax.
+        if let Some(lone) = lexer.lone_sign() {
+            lexer.reading.ignored.push(Ignored {
+                text: lone.to_string(),
+                reason: format!(
+                    "a lone `{lone}` is not an operator; write `{lone}word` to {} a word",
+                    if lone == '-' { "exclude" } else { "require" }
+                ),
+            });
+            continue;
         }
+        let sign = if lexer.eat("-") || lexer.eat_keyword("NOT") {
+            lexer.skip_space();
+            Sign::Minus
+        } else if lexer.eat("+") {
+            Sign::Plus
+        } else {
+            Sign::Plain
+        };
         if lexer.pos >= input.len() {
             return Err(QueryError {
                 position: start,
@@ -147,39 +354,29 @@ pub fn parse(input: &str) -> Result<Parsed, QueryError> {
         let unit = lexer.unit()?;
         lexer.skip_space();
         let or_here = lexer.eat_keyword("OR");
-        let is_or_continuation = pending_or && !negated;
-        if pending_or && negated {
+        if (pending_or || or_here) && sign == Sign::Minus {
             return Err(QueryError {
                 position: start,
                 message: "OR cannot join an exclusion; write the exclusion on its own".into(),
             });
         }
-        if let Some(unit) = unit {
-            let target = if negated {
-                &mut parsed.must_not
-            } else {
-                &mut parsed.must
-            };
-            if is_or_continuation {
-                if let Some(last) = target.last_mut() {
-                    last.push(unit);
-                }
-            } else {
-                target.push(vec![unit]);
-            }
-        } else if is_or_continuation {
-            // A unit without tokens (only punctuation) drops out of the choice.
-        } else if !negated {
-            // Keep the clause count honest: an all-punctuation word matches nothing.
-            parsed.must.push(Vec::new());
-        }
-        if or_here {
-            if negated {
-                return Err(QueryError {
-                    position: start,
-                    message: "OR cannot join an exclusion; write the exclusion on its own".into(),
+        match unit {
+            Some(unit) if pending_or => match clauses.last_mut() {
+                Some((_, alt)) => alt.push(unit),
+                None => clauses.push((sign, vec![unit])),
+            },
+            Some(unit) => clauses.push((sign, vec![unit])),
+            None => {
+                // Only punctuation: nothing to search for.
+                let text = input[start..lexer.pos].trim_end();
+                let text = text.strip_suffix("OR").unwrap_or(text).trim_end();
+                lexer.reading.ignored.push(Ignored {
+                    text: text.to_string(),
+                    reason: "no letters or digits".into(),
                 });
             }
+        }
+        if or_here {
             lexer.skip_space();
             if lexer.pos >= input.len() {
                 return Err(QueryError {
@@ -190,7 +387,75 @@ pub fn parse(input: &str) -> Result<Parsed, QueryError> {
         }
         pending_or = or_here;
     }
-    if parsed.must.is_empty() {
+    let mut parsed = Parsed::default();
+    if mode == Match::Any {
+        let word = |(sign, alt): &(Sign, Vec<Unit>)| match (sign, alt.as_slice()) {
+            (Sign::Plain, [u]) if u.is_plain() && u.tokens.len() == 1 && !u.is_stop() => {
+                Some(u.tokens[0].clone())
+            }
+            _ => None,
+        };
+        for w in clauses.windows(2) {
+            if let (Some(a), Some(b)) = (word(&w[0]), word(&w[1])) {
+                if a != b && !parsed.pairs.contains(&(a.clone(), b.clone())) {
+                    parsed.pairs.push((a, b));
+                }
+            }
+        }
+    }
+    let mut plain: Vec<Vec<Unit>> = Vec::new();
+    for (sign, alt) in clauses {
+        match (sign, mode) {
+            (Sign::Minus, _) => parsed.excluded.push(alt),
+            (Sign::Plus, _) | (Sign::Plain, Match::All) => parsed.required.push(alt),
+            (Sign::Plain, Match::Any) => {
+                if alt.len() == 1 && !alt[0].is_plain() {
+                    // A phrase, a field or a prefix: asked for explicitly.
+                    parsed.required.push(alt);
+                } else if !plain.contains(&alt) {
+                    plain.push(alt);
+                }
+            }
+        }
+    }
+    // Stop words: left out of a question, unless nothing else is asked.
+    let is_stop = |alt: &Vec<Unit>| alt.len() == 1 && alt[0].is_plain() && alt[0].is_stop();
+    let has_other = !parsed.required.is_empty() || plain.iter().any(|alt| !is_stop(alt));
+    for alt in plain {
+        if has_other && is_stop(&alt) {
+            let text = alt[0].display();
+            if !reading.ignored.iter().any(|i| i.text == text) {
+                reading.ignored.push(Ignored {
+                    text,
+                    reason: "stop word".into(),
+                });
+            }
+        } else if parsed.ranked.len() == MAX_RANKED_CLAUSES {
+            reading.ignored.push(Ignored {
+                text: alt
+                    .iter()
+                    .map(Unit::display)
+                    .collect::<Vec<_>>()
+                    .join(" OR "),
+                reason: format!("beyond the first {MAX_RANKED_CLAUSES} words"),
+            });
+        } else {
+            parsed.ranked.push(alt);
+        }
+    }
+    if !has_other && !parsed.ranked.is_empty() {
+        reading
+            .remarks
+            .push("the query has only stop words; they were searched as words".to_string());
+    }
+    parsed.reading = reading;
+    if parsed.required.is_empty() && parsed.ranked.is_empty() {
+        if parsed.excluded.is_empty() {
+            return Err(QueryError {
+                position: 0,
+                message: "the query has no letters or digits to search for".into(),
+            });
+        }
         return Err(QueryError {
             position: 0,
             message: "the query only excludes; add a word to search for".into(),
@@ -199,12 +464,13 @@ pub fn parse(input: &str) -> Result<Parsed, QueryError> {
     Ok(parsed)
 }
 
-struct Lexer<'a> {
+struct Lexer<'a, 'r> {
     input: &'a str,
     pos: usize,
+    reading: &'r mut Reading,
 }
 
-impl Lexer<'_> {
+impl Lexer<'_, '_> {
     fn rest(&self) -> &str {
         &self.input[self.pos..]
     }
@@ -220,6 +486,18 @@ impl Lexer<'_> {
             true
         } else {
             false
+        }
+    }
+
+    /// `-` or `+` followed by a space or the end: eaten and returned.
+    fn lone_sign(&mut self) -> Option<char> {
+        let mut chars = self.rest().chars();
+        let c = chars.next().filter(|c| matches!(c, '-' | '+'))?;
+        if chars.next().is_none_or(char::is_whitespace) {
+            self.pos += 1;
+            Some(c)
+        } else {
+            None
         }
     }
 
@@ -245,14 +523,32 @@ impl Lexer<'_> {
             .map_or(self.input.len(), |i| self.pos + i);
         if self.input[word_end..].starts_with(':') && word_end > self.pos {
             let name = &self.input[self.pos..word_end];
+            let after = &self.input[word_end + 1..];
             if FIELDS.iter().any(|(f, _)| *f == name) {
                 field = Some(name.to_string());
                 self.pos = word_end + 1;
+            } else if name
+                .chars()
+                .all(|c| c.is_ascii_alphabetic() || c == '_' || c == '.')
+                && !after.is_empty()
+                && !after.starts_with(char::is_whitespace)
+                && !after.starts_with("//")
+            {
+                // Not a field: searched as text, and said so (`https://...`, `12:30` are
+                // plainly text and pass without a remark).
+                let fields: Vec<&str> = FIELDS.iter().map(|(f, _)| *f).collect();
+                let remark = format!(
+                    "`{name}:` is not a field, so it was searched as words; the fields are {}",
+                    fields.join(", ")
+                );
+                if !self.reading.remarks.contains(&remark) {
+                    self.reading.remarks.push(remark);
+                }
             }
-            // Another `name:` is text (`https://...`, `12:30`).
         }
         let text;
-        if self.eat("\"") {
+        let quoted = self.eat("\"");
+        if quoted {
             let open = self.pos - 1;
             let Some(close) = self.rest().find('"') else {
                 return Err(QueryError {
@@ -285,41 +581,126 @@ impl Lexer<'_> {
             tokens,
             positions,
             prefix,
+            quoted,
         }))
     }
 }
 
-/// The tantivy query of `parsed` over `fields` (name, field, boost, has positions).
-pub fn to_tantivy(parsed: &Parsed, fields: &[(&str, Field, f32)]) -> Box<dyn Query> {
+/// A field of the index as a query sees it: (name, field, boost).
+pub type QueryField<'a> = (&'a str, Field, f32);
+
+/// The tantivy query of `parsed` over the exact `fields` and the stemmed `stem_fields`
+/// (name, field, boost; a stemmed field's name is that of the exact field it twins).
+pub fn to_tantivy(
+    parsed: &Parsed,
+    fields: &[QueryField<'_>],
+    stem_fields: &[QueryField<'_>],
+) -> Box<dyn Query> {
+    // One word alone: BM25 summed over its fields, which tantivy ranks with block-max
+    // WAND (a few postings blocks instead of every match); several: each word scores its
+    // best field (plus a tenth of the others), coordinated.
+    let single = parsed.ranked.len() + parsed.required.len() == 1;
+    let alt = |units: &[Unit]| alternatives(units, fields, stem_fields, !single);
+    let ranked: Option<Box<dyn Query>> = match parsed.ranked.as_slice() {
+        [] => None,
+        [one] => Some(alt(one)),
+        many => Some(Box::new(Coordinated {
+            clauses: many.iter().map(|u| alt(u)).collect(),
+        })),
+    };
     // One clause needs no conjunction around it.
-    if let ([alt], []) = (parsed.must.as_slice(), parsed.must_not.as_slice()) {
-        return alternatives(alt, fields);
+    if parsed.required.is_empty() && parsed.excluded.is_empty() && parsed.pairs.is_empty() {
+        if let Some(q) = ranked {
+            return q;
+        }
+    }
+    if let ([one], None, [], []) = (
+        parsed.required.as_slice(),
+        &ranked,
+        parsed.excluded.as_slice(),
+        parsed.pairs.as_slice(),
+    ) {
+        return alt(one);
     }
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-    for alt in &parsed.must {
-        clauses.push((Occur::Must, alternatives(alt, fields)));
+    for units in &parsed.required {
+        clauses.push((Occur::Must, alt(units)));
     }
-    for alt in &parsed.must_not {
-        clauses.push((Occur::MustNot, alternatives(alt, fields)));
+    if let Some(q) = ranked {
+        // Required clauses decide what matches; ranked words only add to the score.
+        let occur = if parsed.required.is_empty() {
+            Occur::Must
+        } else {
+            Occur::Should
+        };
+        clauses.push((occur, q));
+    }
+    for units in &parsed.excluded {
+        clauses.push((Occur::MustNot, alt(units)));
+    }
+    for (a, b) in &parsed.pairs {
+        for (name, field, _) in fields {
+            let boost = match *name {
+                "title" => PAIR_BOOST,
+                "body" => PAIR_BOOST,
+                _ => continue,
+            };
+            let q = PhraseQuery::new(vec![
+                Term::from_field_text(*field, a),
+                Term::from_field_text(*field, b),
+            ]);
+            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
+        }
     }
     Box::new(BooleanQuery::new(clauses))
 }
 
-fn alternatives(units: &[Unit], fields: &[(&str, Field, f32)]) -> Box<dyn Query> {
+fn alternatives(
+    units: &[Unit],
+    fields: &[QueryField<'_>],
+    stem_fields: &[QueryField<'_>],
+    dismax: bool,
+) -> Box<dyn Query> {
     let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let in_scope = |unit: &Unit, name: &str| unit.field.as_deref().is_none_or(|f| f == name);
     for unit in units {
+        let mut per_field: Vec<Box<dyn Query>> = Vec::new();
         for (name, field, boost) in fields {
-            if unit.field.as_deref().is_some_and(|f| f != *name) {
-                continue;
+            if in_scope(unit, name) {
+                per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), *boost)));
             }
+        }
+        // A one-token word is also searched by its stem (which may equal the word: the
+        // stemmed fields hold `sync` for `synced`).
+        if let ([token], false) = (unit.tokens.as_slice(), unit.prefix) {
+            let stemmed = stem(token);
+            for (name, field, boost) in stem_fields {
+                if in_scope(unit, name) {
+                    let term = Term::from_field_text(*field, &stemmed);
+                    per_field.push(Box::new(BoostQuery::new(
+                        Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
+                        *boost,
+                    )));
+                }
+            }
+        }
+        if dismax && per_field.len() > 1 {
             should.push((
                 Occur::Should,
-                Box::new(BoostQuery::new(unit_query(unit, *field), *boost)),
+                Box::new(tantivy::query::DisjunctionMaxQuery::with_tie_breaker(
+                    per_field,
+                    TIE_BREAKER,
+                )),
             ));
+        } else {
+            should.extend(per_field.into_iter().map(|q| (Occur::Should, q)));
         }
     }
     if should.is_empty() {
         return Box::new(EmptyQuery);
+    }
+    if should.len() == 1 {
+        return should.pop().expect("one").1;
     }
     Box::new(BooleanQuery::new(should))
 }
@@ -344,9 +725,80 @@ fn unit_query(unit: &Unit, field: Field) -> Box<dyn Query> {
     Box::new(PhraseQuery::new_with_offset(terms))
 }
 
+/// Ranked clauses: a note matches when it matches one of them; its score is the sum of
+/// the clauses' scores times the square of the number of clauses it matches (a
+/// coordination factor), so a note with more of the query's distinct words ranks above one
+/// with fewer. (No block-max WAND here: the combined score is not a sum.)
+#[derive(Debug)]
+struct Coordinated {
+    clauses: Vec<Box<dyn Query>>,
+}
+
+impl Clone for Coordinated {
+    fn clone(&self) -> Self {
+        Self {
+            clauses: self.clauses.iter().map(|q| q.box_clone()).collect(),
+        }
+    }
+}
+
+impl Query for Coordinated {
+    fn weight(&self, scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
+        let weights = self
+            .clauses
+            .iter()
+            .map(|q| Ok((Occur::Should, q.weight(scoring)?)))
+            .collect::<tantivy::Result<Vec<_>>>()?;
+        Ok(Box::new(BooleanWeight::with_minimum_number_should_match(
+            weights,
+            1,
+            scoring.is_scoring_enabled(),
+            Box::new(CoordCombiner::default),
+        )))
+    }
+
+    fn query_terms<'a>(&'a self, visitor: &mut dyn FnMut(&'a Term, bool)) {
+        for q in &self.clauses {
+            q.query_terms(visitor);
+        }
+    }
+}
+
+/// Sums the matching clauses' scores and multiplies by the square of how many matched.
+#[derive(Default, Clone, Copy)]
+struct CoordCombiner {
+    score: Score,
+    matched: u32,
+}
+
+impl ScoreCombiner for CoordCombiner {
+    fn update<S: Scorer>(&mut self, scorer: &mut S) {
+        self.score += scorer.score();
+        self.matched += 1;
+    }
+
+    fn clear(&mut self) {
+        self.score = 0.0;
+        self.matched = 0;
+    }
+
+    fn score(&self) -> Score {
+        let matched = self.matched as Score;
+        self.score * matched * matched
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_words_are_sorted_for_binary_search() {
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted, STOP_WORDS);
+    }
 
     #[test]
     fn light_queries_are_few_units_without_short_prefixes() {
@@ -354,14 +806,14 @@ mod tests {
             ("git", true),
             ("kube* \"pull request\" title:docker", true),
             ("a b c d e f g h", true),
-            ("a b c d e f g h i", false),
+            ("a1 b1 c1 d1 e1 f1 g1 h1 i1", false),
             ("kub*", true),
             ("ku*", false),
             ("k*", false),
             ("git OR k*", false),
             ("git -ab*", false),
         ] {
-            assert_eq!(parse(q).unwrap().is_light(), light, "{q}");
+            assert_eq!(parse(q, Match::Any).unwrap().is_light(), light, "{q}");
         }
     }
 
@@ -382,13 +834,18 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("|")
         };
-        let mut out: Vec<String> = p.must.iter().map(|a| format!("+({})", alt(a))).collect();
-        out.extend(p.must_not.iter().map(|a| format!("-({})", alt(a))));
+        let mut out: Vec<String> = p
+            .required
+            .iter()
+            .map(|a| format!("+({})", alt(a)))
+            .collect();
+        out.extend(p.ranked.iter().map(|a| format!("({})", alt(a))));
+        out.extend(p.excluded.iter().map(|a| format!("-({})", alt(a))));
         out.join(" ")
     }
 
     #[test]
-    fn grammar_table() {
+    fn grammar_table_all_words() {
         let cases: &[(&str, &str)] = &[
             ("roadmap", "+(roadmap)"),
             ("Roadmap 2027", "+(roadmap) +(2027)"),
@@ -408,13 +865,78 @@ mod tests {
             ("C++ tips", "+(c) +(tips)"),
             ("tags:project/active", "+(tags:project_active)"),
             ("https://example.com", "+(https_example_com)"),
+            ("how do I sync", "+(how) +(do) +(i) +(sync)"),
             // Regression: the keyword check sliced inside `ð` (schemathesis found it).
             ("öðÓ", "+(odo)"),
         ];
         for (input, want) in cases {
-            let got = parse(input).unwrap_or_else(|e| panic!("{input:?}: {e:?}"));
+            let got = parse(input, Match::All).unwrap_or_else(|e| panic!("{input:?}: {e:?}"));
             assert_eq!(show(&got), *want, "{input:?}");
         }
+    }
+
+    #[test]
+    fn grammar_table_questions() {
+        let cases: &[(&str, &str, &[&str])] = &[
+            ("roadmap", "(roadmap)", &[]),
+            (
+                "how do I embed a pdf in a note",
+                "(embed) (pdf) (note)",
+                &["how", "do", "i", "a", "in"],
+            ),
+            ("the", "(the)", &[]),
+            ("the a of", "(the) (a) (of)", &[]),
+            ("\"pull request\" review", "+(pull_request) (review)", &[]),
+            ("title:docker compose", "+(title:docker) (compose)", &[]),
+            ("kube* pods", "+(kube*) (pods)", &[]),
+            (
+                "+sync the files -draft",
+                "+(sync) (files) -(draft)",
+                &["the"],
+            ),
+            ("a OR b c", "(a|b) (c)", &[]),
+            ("what's new", "(new)", &["\"what s\""]),
+            ("sync - files", "(sync) (files)", &["-"]),
+            ("sync + files ???", "(sync) (files)", &["+", "???"]),
+            ("git git GIT", "(git)", &[]),
+        ];
+        for (input, want, ignored) in cases {
+            let got = parse(input, Match::Any).unwrap_or_else(|e| panic!("{input:?}: {e:?}"));
+            assert_eq!(show(&got), *want, "{input:?}");
+            let got_ignored: Vec<&str> = got
+                .reading
+                .ignored
+                .iter()
+                .map(|i| i.text.as_str())
+                .collect();
+            assert_eq!(got_ignored, *ignored, "{input:?}");
+        }
+        let pairs = |q: &str| parse(q, Match::Any).unwrap().pairs;
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            pairs("free disk space of a folder"),
+            [pair("free", "disk"), pair("disk", "space")]
+        );
+        assert!(pairs("\"disk space\" free").is_empty());
+        assert!(parse("disk space", Match::All).unwrap().pairs.is_empty());
+        let only_stop = parse("the a of", Match::Any).unwrap();
+        assert!(only_stop.reading.remarks[0].contains("only stop words"));
+        let unknown = parse("colour:red", Match::Any).unwrap();
+        assert!(unknown.reading.remarks[0].contains("`colour:` is not a field"));
+        assert!(parse("https://example.com 12:30", Match::Any)
+            .unwrap()
+            .reading
+            .remarks
+            .is_empty());
+        let long = "word ".repeat(40);
+        let long: String = (0..40).map(|i| format!("w{i} ")).collect::<String>() + &long;
+        let p = parse(&long, Match::Any).unwrap();
+        assert_eq!(p.ranked.len(), MAX_RANKED_CLAUSES);
+        assert!(p
+            .reading
+            .ignored
+            .iter()
+            .all(|i| i.reason.starts_with("beyond")));
     }
 
     #[test]
@@ -424,16 +946,22 @@ mod tests {
             ("   ", 0, "empty"),
             ("-draft", 0, "only excludes"),
             ("idea \"open", 5, "not closed"),
-            ("idea -", 5, "nothing follows"),
             ("a OR", 4, "OR needs"),
             ("a OR -b", 5, "OR cannot join"),
+            ("???", 0, "no letters or digits"),
+            ("- -", 0, "no letters or digits"),
         ];
         for (input, pos, msg) in cases {
-            let e = parse(input).expect_err(input);
-            assert_eq!(e.position, *pos, "{input:?}: {e:?}");
-            assert!(e.message.contains(msg), "{input:?}: {e:?}");
+            for mode in [Match::Any, Match::All] {
+                let e = parse(input, mode).expect_err(input);
+                assert_eq!(e.position, *pos, "{input:?}: {e:?}");
+                assert!(e.message.contains(msg), "{input:?}: {e:?}");
+            }
         }
         let long = "a ".repeat(MAX_QUERY_CHARS);
-        assert!(parse(&long).unwrap_err().message.contains("longer"));
+        assert!(parse(&long, Match::Any)
+            .unwrap_err()
+            .message
+            .contains("longer"));
     }
 }

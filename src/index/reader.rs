@@ -7,11 +7,16 @@ use std::sync::Arc;
 
 use tantivy::collector::{Collector, Count, FilterCollector, TopDocs};
 use tantivy::query::Query;
-use tantivy::schema::Field;
-use tantivy::DocAddress;
+use tantivy::{DocAddress, Term};
 
 use super::{query, SearchIndex};
 use crate::error::{Error, Result};
+
+/// A ranked word in more than this share of the notes is left out of a question with
+/// rarer words (see [`SearchIndex::prepare`]) ...
+pub const COMMON_SHARE: f64 = 0.10;
+/// ... and in more than this many notes (a small vault keeps every word).
+pub const COMMON_MIN: u64 = 2_000;
 
 /// A filter over note keys.
 type KeyFilter = Arc<dyn Fn(u64) -> bool + Send + Sync>;
@@ -45,21 +50,31 @@ impl SearchIndex {
         let overlay = self.overlay.read().clone();
         let searcher = self.reader.searcher();
         let f = &self.fields;
-        let fields: Vec<(&str, Field, f32)> = query::FIELDS
+        let field_of = |name: &str| match name {
+            "title" => f.title,
+            "aliases" => f.aliases,
+            "headings" => f.headings,
+            "tags" => f.tags,
+            "path" => f.path,
+            "properties" => f.properties,
+            "title_stem" => f.title_stem,
+            "headings_stem" => f.headings_stem,
+            "body_stem" => f.body_stem,
+            _ => f.body,
+        };
+        let fields: Vec<query::QueryField<'_>> = query::FIELDS
             .iter()
-            .map(|(name, boost)| {
-                let field = match *name {
-                    "title" => f.title,
-                    "headings" => f.headings,
-                    "tags" => f.tags,
-                    "path" => f.path,
-                    "properties" => f.properties,
-                    _ => f.body,
-                };
-                (*name, field, *boost)
-            })
+            .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
-        let q = query::to_tantivy(parsed, &fields);
+        // A stemmed field answers to the name of the exact field it twins (`title:`).
+        let stem_fields: Vec<query::QueryField<'_>> = query::STEM_FIELDS
+            .iter()
+            .map(|(name, twin, boost)| (*twin, field_of(name), *boost))
+            .collect();
+        let q = query::to_tantivy(parsed, &fields, &stem_fields);
+        // A question's top-k cannot be pruned (see `query::Coordinated`): rank and count
+        // in one pass rather than two.
+        let one_pass = parsed.ranked.len() > 1;
         let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
         let want = (offset + limit).max(1);
         // On disk: every note but those the overlay holds newer (or no) versions of.
@@ -76,7 +91,7 @@ impl SearchIndex {
         };
         let scoring = tantivy::query::EnableScoring::enabled_from_searcher(&searcher);
         let (mut hits, mut matched) =
-            collect(&searcher, q.as_ref(), scoring, keep_disk, want).map_err(internal)?;
+            collect(&searcher, q.as_ref(), scoring, keep_disk, want, one_pass).map_err(internal)?;
         // In memory: scored with the disk index's statistics, so scores compare.
         if let Some(ram) = &overlay.searcher {
             let keep_ram: Option<KeyFilter> = allowed
@@ -84,13 +99,80 @@ impl SearchIndex {
                 .map(|a| Arc::new(move |k: u64| a.contains(&k)) as KeyFilter);
             let scoring =
                 tantivy::query::EnableScoring::enabled_from_statistics_provider(&searcher, ram);
-            let (more, n) = collect(ram, q.as_ref(), scoring, keep_ram, want).map_err(internal)?;
+            let (more, n) =
+                collect(ram, q.as_ref(), scoring, keep_ram, want, one_pass).map_err(internal)?;
             hits.extend(more);
             matched += n;
             hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
         }
         let hits = hits.into_iter().skip(offset).take(limit).collect();
         Ok(Hits { hits, matched })
+    }
+
+    /// `parsed` as it will be searched: ranked words found in more than
+    /// [`COMMON_SHARE`] of the notes (and at least [`COMMON_MIN`]) are left out when the
+    /// query has rarer ranked words. They decide little (BM25 gives them little weight)
+    /// and walking their postings was most of the cost of a question: `the`-like words of
+    /// the vault (`file`, `command`, `using` in a corpus of command pages). What was left
+    /// out is in `reading.ignored`.
+    pub fn prepare(&self, parsed: &query::Parsed) -> query::Parsed {
+        let mut out = parsed.clone();
+        if parsed.ranked.len() < 2 {
+            return out;
+        }
+        let searcher = self.reader.searcher();
+        let f = &self.fields;
+        let docs = searcher.num_docs();
+        let threshold = ((docs as f64 * COMMON_SHARE) as u64).max(COMMON_MIN);
+        if docs <= threshold {
+            return out;
+        }
+        let df = |units: &[query::Unit]| {
+            units
+                .iter()
+                .map(|u| {
+                    let term = match (u.tokens.as_slice(), u.prefix) {
+                        ([t], false) => {
+                            Term::from_field_text(f.body_stem, &super::tokenizer::stem(t))
+                        }
+                        _ => Term::from_field_text(f.body, &u.tokens[0]),
+                    };
+                    searcher.doc_freq(&term).unwrap_or(0)
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let (rare, common): (Vec<_>, Vec<_>) = parsed
+            .ranked
+            .iter()
+            .map(|alt| (alt, df(alt)))
+            .partition(|(_, n)| *n <= threshold);
+        if rare.is_empty() || common.is_empty() {
+            return out;
+        }
+        out.ranked = rare.into_iter().map(|(alt, _)| alt.clone()).collect();
+        for (alt, n) in common {
+            out.reading.ignored.push(query::Ignored {
+                text: alt
+                    .iter()
+                    .map(query::Unit::display)
+                    .collect::<Vec<_>>()
+                    .join(" OR "),
+                reason: format!(
+                    "very common: in {n} of {docs} notes (more than {:.0}%); rarer words decide",
+                    COMMON_SHARE * 100.0
+                ),
+            });
+            out.frequent.push(alt.clone());
+        }
+        let frequent: Vec<&str> = out
+            .frequent
+            .iter()
+            .flat_map(|alt| alt.iter().flat_map(|u| u.tokens.iter().map(String::as_str)))
+            .collect();
+        out.pairs
+            .retain(|(a, b)| !frequent.contains(&a.as_str()) && !frequent.contains(&b.as_str()));
+        out
     }
 
     /// The key and score of every note matching `parsed` (for orders other than relevance).
@@ -113,19 +195,45 @@ impl SearchIndex {
 }
 
 /// The best `want` hits of `query` in `searcher` (by key) and how many matched, among the
-/// notes `keep` allows (all when `None`). One weight serves the ranking and the count.
+/// notes `keep` allows (all when `None`). One weight serves the ranking and the count: in
+/// two passes (a top-k that prunes, then a count), or in one when nothing prunes.
 fn collect(
     searcher: &tantivy::Searcher,
     query: &dyn Query,
     scoring: tantivy::query::EnableScoring<'_>,
     keep: Option<KeyFilter>,
     want: usize,
+    one_pass: bool,
 ) -> tantivy::Result<(Vec<Hit>, usize)> {
     let weight = query.weight(scoring)?;
     let segments = searcher.segment_readers().iter().enumerate();
     let mut tops = Vec::new();
     let mut matched = 0usize;
     let docs: Vec<(f32, DocAddress)> = match keep {
+        Some(keep) if one_pass => {
+            let both = FilterCollector::new(
+                "key".to_string(),
+                move |k: u64| keep(k),
+                (TopDocs::with_limit(want).order_by_score(), Count),
+            );
+            let mut fruits = Vec::new();
+            for (ord, segment) in segments {
+                fruits.push(both.collect_segment(weight.as_ref(), ord as u32, segment)?);
+            }
+            let (top, n) = both.merge_fruits(fruits)?;
+            matched = n;
+            top
+        }
+        None if one_pass => {
+            let both = (TopDocs::with_limit(want).order_by_score(), Count);
+            let mut fruits = Vec::new();
+            for (ord, segment) in segments {
+                fruits.push(both.collect_segment(weight.as_ref(), ord as u32, segment)?);
+            }
+            let (top, n) = both.merge_fruits(fruits)?;
+            matched = n;
+            top
+        }
         Some(keep) => {
             let k2 = keep.clone();
             let top = FilterCollector::new(

@@ -14,7 +14,7 @@ use super::{provenance, tokenizer};
 use crate::vault::catalog::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 4;
 const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.
@@ -26,11 +26,18 @@ pub(super) struct Fields {
     /// `content_hash path`: tells at start whether the indexed note is current.
     pub(super) stamp: Field,
     pub(super) title: Field,
+    /// Frontmatter `aliases`: other names of the note, weighted like the title.
+    pub(super) aliases: Field,
     pub(super) headings: Field,
     pub(super) tags: Field,
     pub(super) path: Field,
     pub(super) properties: Field,
     pub(super) body: Field,
+    /// The stemmed twins of title (with aliases), headings and body: word forms (see
+    /// `tokenizer.rs`); no positions, so phrases use the exact fields.
+    pub(super) title_stem: Field,
+    pub(super) headings_stem: Field,
+    pub(super) body_stem: Field,
     pub(super) created: Field,
     pub(super) updated: Field,
 }
@@ -48,16 +55,25 @@ pub(super) fn schema() -> (Schema, Fields) {
                 }),
         )
     };
+    let stemmed = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(tokenizer::STEM_NAME)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
     let date = DateOptions::from(INDEXED).set_fast();
     let fields = Fields {
         key: b.add_u64_field("key", INDEXED | FAST),
         stamp: b.add_text_field("stamp", FAST),
         title: b.add_text_field("title", text(true)),
+        aliases: b.add_text_field("aliases", text(true)),
         headings: b.add_text_field("headings", text(true)),
         tags: b.add_text_field("tags", text(true)),
         path: b.add_text_field("path", text(true)),
         properties: b.add_text_field("properties", text(true)),
         body: b.add_text_field("body", text(true)),
+        title_stem: b.add_text_field("title_stem", stemmed.clone()),
+        headings_stem: b.add_text_field("headings_stem", stemmed.clone()),
+        body_stem: b.add_text_field("body_stem", stemmed),
         created: b.add_date_field("created_at", date.clone()),
         updated: b.add_date_field("updated_at", date),
     };
@@ -75,9 +91,23 @@ pub fn searchable(note: &Note) -> bool {
 
 pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
+    let english = tokenizer::stems_english(note.frontmatter.as_ref());
+    // The stemmed twin of a field: stemmed by its analyzer, or the words as they are.
+    let twin = |doc: &mut TantivyDocument, field: Field, text: &str| {
+        if english {
+            doc.add_text(field, text);
+        } else {
+            doc.add_pre_tokenized_text(field, tokenizer::unstemmed(text));
+        }
+    };
     doc.add_u64(f.key, note.key());
     doc.add_text(f.stamp, stamp_of(note));
     doc.add_text(f.title, &note.title);
+    twin(&mut doc, f.title_stem, &note.title);
+    for alias in &note.aliases {
+        doc.add_text(f.aliases, alias);
+        twin(&mut doc, f.title_stem, alias);
+    }
     doc.add_text(f.path, &note.slug);
     for tag in &note.tags {
         doc.add_text(f.tags, tag);
@@ -94,7 +124,7 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         let mut props = String::new();
         for (k, v) in map {
             let key = crate::vault::markdown::scalar_string(k).unwrap_or_default();
-            if matches!(key.as_str(), "title" | "tags" | "tag") {
+            if matches!(key.as_str(), "title" | "tags" | "tag" | "aliases" | "alias") {
                 continue;
             }
             props.push_str(&key);
@@ -110,11 +140,21 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         let (text, _) = crate::vault::markdown::decode(bytes);
         let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
         let body = &text[body_start..];
-        let headings = provenance::headings(body);
+        let mut headings = provenance::headings(body);
+        // The heading the title came from is the title already.
+        if headings
+            .first()
+            .is_some_and(|h| h.eq_ignore_ascii_case(note.title.trim()))
+        {
+            headings.remove(0);
+        }
         if !headings.is_empty() {
-            doc.add_text(f.headings, headings.join("\n"));
+            let headings = headings.join("\n");
+            twin(&mut doc, f.headings_stem, &headings);
+            doc.add_text(f.headings, headings);
         }
         doc.add_text(f.body, body);
+        twin(&mut doc, f.body_stem, body);
     }
     doc
 }

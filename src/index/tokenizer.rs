@@ -7,6 +7,14 @@
 //!
 //! After splitting: tokens longer than [`MAX_TOKEN_BYTES`] are dropped, the rest are
 //! lower-cased and folded to ASCII where a folding exists (`Café` → `cafe`).
+//!
+//! Word forms: the stemmed fields hold each token's English stem ([`stem`], Snowball's
+//! English algorithm) where stemming is safe, the token itself elsewhere. Safe means: the
+//! note does not declare another language (frontmatter `lang` or `language` absent or
+//! `en…`, see [`stems_english`]), and the token is a word of ASCII letters of 3 or more
+//! (after folding), so numbers, identifiers with digits, CJK bigrams and words of other
+//! scripts (Cyrillic, Greek, Arabic, ...) are never stemmed. A query is stemmed the same
+//! way, so `cursors` meets `cursor` and `synced` meets `sync`.
 
 use std::str::CharIndices;
 
@@ -26,6 +34,159 @@ pub fn analyzer() -> TextAnalyzer {
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
         .build()
+}
+
+/// Register both analyzers with `index`.
+pub fn register(index: &tantivy::Index) {
+    index.tokenizers().register(NAME, analyzer());
+    index.tokenizers().register(STEM_NAME, stem_analyzer());
+}
+
+/// The name the stemming analyzer is registered under (the stemmed fields).
+pub const STEM_NAME: &str = "notevault_stem";
+
+/// The stemming analyzer: [`analyzer`], then [`stem`] on each token.
+pub fn stem_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(NoteTokenizer::default())
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .filter(StemLast)
+        .build()
+}
+
+thread_local! {
+    static STEMMER: frostem::Stemmer = frostem::Stemmer::new(frostem::Algorithm::English);
+    /// Stems already computed on this thread (`None`: the word is its own stem): a
+    /// vault's vocabulary is far smaller than its words, and Snowball was most of the
+    /// cost of indexing the stemmed fields.
+    static STEMS: std::cell::RefCell<std::collections::HashMap<String, Option<String>>> =
+        Default::default();
+}
+
+/// Entries [`STEMS`] holds before it starts again.
+const STEM_CACHE: usize = 50_000;
+
+fn stemmable(token: &str) -> bool {
+    token.len() >= 3 && token.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// Look `token` up in the cache, stemming it on a miss; `f` sees the stem (`None`: the
+/// token itself).
+fn with_stem<R>(token: &str, f: impl FnOnce(Option<&str>) -> R) -> R {
+    STEMS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if !cache.contains_key(token) {
+            let stem = STEMMER.with(|s| match s.stem(token) {
+                std::borrow::Cow::Borrowed(b) if b == token => None,
+                other => Some(other.into_owned()),
+            });
+            if cache.len() >= STEM_CACHE {
+                cache.clear();
+            }
+            cache.insert(token.to_string(), stem);
+        }
+        f(cache.get(token).and_then(Option::as_deref))
+    })
+}
+
+/// The English stem of a lower-cased, folded token where stemming is safe (ASCII letters
+/// only, 3 or more); the token itself otherwise.
+pub fn stem(token: &str) -> std::borrow::Cow<'_, str> {
+    if !stemmable(token) {
+        return std::borrow::Cow::Borrowed(token);
+    }
+    with_stem(token, |s| match s {
+        Some(s) => std::borrow::Cow::Owned(s.to_string()),
+        None => std::borrow::Cow::Borrowed(token),
+    })
+}
+
+/// Whether a note's words are stemmed as English: its frontmatter declares no other
+/// language (`lang` or `language` absent, or starting with `en`).
+pub fn stems_english(frontmatter: Option<&serde_norway::Mapping>) -> bool {
+    let Some(map) = frontmatter else {
+        return true;
+    };
+    for key in ["lang", "language"] {
+        if let Some(v) = map.get(key) {
+            return crate::vault::markdown::scalar_string(v).is_none_or(|l| {
+                let l = l.trim().to_ascii_lowercase();
+                l.is_empty()
+                    || l == "en"
+                    || l.starts_with("en-")
+                    || l.starts_with("en_")
+                    || l == "english"
+            });
+        }
+    }
+    true
+}
+
+/// The tokens of `text` as the stemmed fields hold them for a note that is not stemmed
+/// (its words as the exact fields hold them).
+pub fn unstemmed(text: &str) -> tantivy::tokenizer::PreTokenizedString {
+    ANALYZER.with(|a| {
+        let mut analyzer = a.borrow_mut();
+        let mut stream = analyzer.token_stream(text);
+        let mut tokens = Vec::new();
+        while stream.advance() {
+            tokens.push(stream.token().clone());
+        }
+        tantivy::tokenizer::PreTokenizedString {
+            text: String::new(),
+            tokens,
+        }
+    })
+}
+
+/// The last filter of the stemming analyzer: [`stem`] on each token.
+#[derive(Clone, Copy, Default)]
+pub struct StemLast;
+
+impl tantivy::tokenizer::TokenFilter for StemLast {
+    type Tokenizer<T: Tokenizer> = StemLastTokenizer<T>;
+
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> StemLastTokenizer<T> {
+        StemLastTokenizer(tokenizer)
+    }
+}
+
+#[derive(Clone)]
+pub struct StemLastTokenizer<T>(T);
+
+impl<T: Tokenizer> Tokenizer for StemLastTokenizer<T> {
+    type TokenStream<'a> = StemLastStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        StemLastStream(self.0.token_stream(text))
+    }
+}
+
+pub struct StemLastStream<S>(S);
+
+impl<S: TokenStream> TokenStream for StemLastStream<S> {
+    fn advance(&mut self) -> bool {
+        if !self.0.advance() {
+            return false;
+        }
+        let token = self.0.token_mut();
+        if stemmable(&token.text) {
+            let text = &mut token.text;
+            if let Some(s) = with_stem(text, |s| s.map(str::to_string)) {
+                *text = s;
+            }
+        }
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.0.token()
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.0.token_mut()
+    }
 }
 
 /// A character of a script written without spaces between words.
@@ -244,5 +405,38 @@ mod tests {
             ]
         );
         assert_eq!(texts("abc漢字def"), ["abc", "漢", "漢字", "字", "def"]);
+    }
+
+    #[test]
+    fn stems_only_plain_english_words() {
+        for (word, want) in [
+            ("cursors", "cursor"),
+            ("synced", "sync"),
+            ("syncing", "sync"),
+            ("running", "run"),
+            ("ipv6", "ipv6"),
+            ("go", "go"),
+            ("日本", "日本"),
+            ("файлы", "файлы"),
+        ] {
+            assert_eq!(stem(word), want, "{word}");
+        }
+        let mut a = stem_analyzer();
+        let mut stream = a.token_stream("Synced Cursors, café 東京");
+        let mut got = Vec::new();
+        while stream.advance() {
+            got.push(stream.token().text.clone());
+        }
+        assert_eq!(got, ["sync", "cursor", "cafe", "東", "東京", "京"]);
+    }
+
+    #[test]
+    fn a_note_in_another_language_is_not_stemmed() {
+        let fm = |yaml: &str| serde_norway::from_str::<serde_norway::Mapping>(yaml).unwrap();
+        assert!(stems_english(None));
+        assert!(stems_english(Some(&fm("title: x"))));
+        assert!(stems_english(Some(&fm("lang: en-GB"))));
+        assert!(!stems_english(Some(&fm("lang: fr"))));
+        assert!(!stems_english(Some(&fm("language: Deutsch"))));
     }
 }

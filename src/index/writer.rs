@@ -79,8 +79,7 @@ impl Worker {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         let ram = Index::create_in_ram(schema.clone());
-        ram.tokenizers()
-            .register(tokenizer::NAME, tokenizer::analyzer());
+        tokenizer::register(&ram);
         Ok(Worker {
             index,
             main: writer,

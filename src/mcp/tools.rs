@@ -54,15 +54,16 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "search",
         twin: "GET /v1/search",
         title: "Search notes",
-        description: "Find notes by words: BM25 relevance over title (boosted most), \
-headings, tags, path, frontmatter properties and body, CJK text included. `q` takes words \
-(all must match), `\"a phrase\"`, `prefix*`, `-excluded`, `a OR b`, and `field:word` for \
-title, headings, tags, path, properties or body. Returns, best first, note handles with why \
-they matched: `score`, `matched_fields`, `lines` (the first matching line numbers, numbered \
-as `read_note` numbers them), `line_count` and a short `snippet`; never a body: read the \
-text around a hit with `read_note` (`offset` a little before a listed line). `filter` takes \
-AIP-160 like `list_notes`. Every answer carries `coverage`: notes searched of notes total, \
-what was left out and why (private, too large, not yet indexed), `indexed_seq` against \
+        description: "Ask in words: `q` is read as a question (plain words ranked, more matches \
+first, stop words dropped, `synced` finds `sync`; `match: \"all\"` requires every word), and \
+`\"a phrase\"`, `+must`, `-not`, `prefix*`, `a OR b`, `title:word` are precise; the answer's \
+`query` says how `q` was read. BM25 over title and aliases (boosted most), headings, tags, \
+path, frontmatter properties and body, CJK text included. Returns, best first, note handles \
+with why they matched: `score`, `matched_fields`, `lines` (the first matching line numbers, \
+numbered as `read_note` numbers them), `line_count` and a short `snippet`; never a body: read \
+the text around a hit with `read_note` (`offset` a little before a listed line). `filter` \
+takes AIP-160 like `list_notes`. Every answer carries `coverage`: notes searched of notes \
+total, what was left out and why (private, too large, not yet indexed), `indexed_seq` against \
 `committed_seq` (how fresh the index is; pass a write's `committed_seq` as `min_seq` to \
 wait for it) and `truncated` (more pages: pass `next_page_token` as `page_token`). Zero \
 results with coverage is a valid answer. For exact strings or patterns use `grep`.",

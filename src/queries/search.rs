@@ -41,9 +41,10 @@ impl SearchRequest {
     }
 }
 
-/// Parse the `q` of a search: a mistake is `VALIDATION_FAILED` on `q` with its position.
-pub fn parse_query(q: &str) -> Result<query::Parsed> {
-    query::parse(q).map_err(|e| {
+/// Parse the `q` of a search read in `mode`: a mistake is `VALIDATION_FAILED` on `q`
+/// with its position.
+pub fn parse_query(q: &str, mode: query::Match) -> Result<query::Parsed> {
+    query::parse(q, mode).map_err(|e| {
         Error::invalid_field("q", format!("{} (at position {})", e.message, e.position))
             .with_meta("position", e.position.to_string())
     })
@@ -58,6 +59,8 @@ pub struct SearchHit {
 
 #[derive(Debug, Clone)]
 pub struct SearchAnswer {
+    /// The query as searched (see `SearchIndex::prepare`).
+    pub query: query::Parsed,
     pub hits: Vec<SearchHit>,
     /// The offset of the next page, when there is one.
     pub next_offset: Option<usize>,
@@ -159,9 +162,10 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
     c
 }
 
-/// Lexical search (BM25 over title, headings, tags, path, properties and body).
+/// Lexical search (BM25 over title, aliases, headings, tags, path, properties and body,
+/// and the stemmed title, headings and body), read as [`query`] says.
 pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
-    let parsed = &req.query;
+    let parsed = &state.index.prepare(&req.query);
     let index_state = state.index.state();
     let mut coverage = scope_coverage(state, Some(state.index.indexed_seq()));
     coverage.not_yet_indexed = index_state.not_yet_indexed().min(coverage.searched);
@@ -170,6 +174,39 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         coverage.remarks.push(format!(
             "{} notes changed since the index caught up (indexed_seq {} < committed_seq {}); their newest versions were not searched",
             coverage.not_yet_indexed, coverage.indexed_seq, coverage.committed_seq
+        ));
+    }
+    coverage
+        .remarks
+        .extend(parsed.reading.remarks.iter().cloned());
+    let stop: Vec<&str> = parsed
+        .reading
+        .ignored
+        .iter()
+        .filter(|i| i.reason == "stop word")
+        .map(|i| i.text.as_str())
+        .collect();
+    if !stop.is_empty() {
+        coverage
+            .remarks
+            .push(format!("stop words were not searched: {}", stop.join(", ")));
+    }
+    let common: Vec<String> = parsed
+        .frequent
+        .iter()
+        .flatten()
+        .map(|u| u.display())
+        .collect();
+    if !common.is_empty() {
+        coverage.remarks.push(format!(
+            "words in most notes were not needed to match (rarer words decide): {}",
+            common.join(", ")
+        ));
+    }
+    let other = parsed.reading.ignored.len() - stop.len() - common.len();
+    if other > 0 {
+        coverage.remarks.push(format!(
+            "{other} part(s) of the query were not searched; `query.ignored` says why"
         ));
     }
     let allowed: Option<Arc<HashSet<u64>>> = req
@@ -214,7 +251,7 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
             .collect();
         (page, matched)
     };
-    let matcher = Matcher::new(parsed.highlight_terms());
+    let matcher = Matcher::new(parsed.highlight_terms()).with_stems(parsed.stem_terms());
     let hits: Vec<SearchHit> = found
         .into_iter()
         .map(|(note, score)| SearchHit {
@@ -231,6 +268,7 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         next_offset: coverage.truncated.then_some(end),
         hits,
         coverage,
+        query: parsed.clone(),
     })
 }
 

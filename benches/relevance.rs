@@ -1,0 +1,410 @@
+//! Relevance on the real corpus: natural-language questions (`benches/relevance/
+//! questions.tsv`, each naming the note that answers it) asked of `GET /v1/search`, and of
+//! qmd's lexical search (npm `@tobilu/qmd`: its MCP `query` tool with one `lex` search,
+//! no reranking) over the same folder, in the same run:
+//!
+//! - MRR@10 (the mean of 1/rank of the answering note in the top 10, 0 when absent),
+//!   hits@1, hits@10, and empty answers (every question has words that occur in the
+//!   vault, so an empty answer is a miss);
+//! - search latency of the questions at 8 keep-alive connections (p50, p99, req/s).
+//!
+//! Also, for comparison: notevault with `match=all` (every word required, the reading
+//! before questions), and with `NOTEVAULT_BENCH_BASELINE_BIN` another daemon binary (an
+//! older build) asked the same questions.
+//!
+//! `cargo bench --bench relevance`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
+//! `NOTEVAULT_BENCH_QMD=0` skips qmd (which `benches/relevance/qmd.sh` installs under
+//! `target/qmd/` with npm, with the Node.js 22 it needs, on first use).
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmarks play the operator: they read the environment"
+)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use common::{load, Conn};
+use hyper::StatusCode;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+
+const QUESTIONS: &str = include_str!("relevance/questions.tsv");
+/// Results considered per question.
+const TOP: usize = 10;
+
+fn main() -> std::process::ExitCode {
+    common::bench_main("relevance", run)
+}
+
+struct Question {
+    text: String,
+    /// The answering note's slug; `*` matches one path segment.
+    answer: String,
+}
+
+fn questions() -> Vec<Question> {
+    QUESTIONS
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (q, a) = l.split_once('\t').expect("question<TAB>slug");
+            Question {
+                text: q.trim().to_string(),
+                answer: a.trim().to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Case and `_`/`-` folded (qmd files notes under lower-cased, dashed names).
+fn fold(s: &str) -> String {
+    s.to_lowercase().replace('_', "-")
+}
+
+fn is_answer(pattern: &str, slug: &str) -> bool {
+    let p: Vec<String> = pattern.split('/').map(fold).collect();
+    let s: Vec<String> = slug.split('/').map(fold).collect();
+    p.len() == s.len() && p.iter().zip(&s).all(|(p, s)| p == "*" || p == s)
+}
+
+/// What one system answered: per question, the slugs of its top results.
+struct Answers {
+    name: String,
+    ranked: Vec<Vec<String>>,
+}
+
+struct Scores {
+    mrr: f64,
+    hits1: usize,
+    hits10: usize,
+    empty: usize,
+    n: usize,
+}
+
+fn score(questions: &[Question], answers: &Answers) -> Scores {
+    let mut s = Scores {
+        mrr: 0.0,
+        hits1: 0,
+        hits10: 0,
+        empty: 0,
+        n: questions.len(),
+    };
+    for (q, ranked) in questions.iter().zip(&answers.ranked) {
+        if ranked.is_empty() {
+            s.empty += 1;
+        }
+        if let Some(i) = ranked
+            .iter()
+            .take(TOP)
+            .position(|slug| is_answer(&q.answer, slug))
+        {
+            s.mrr += 1.0 / (i + 1) as f64;
+            s.hits10 += 1;
+            if i == 0 {
+                s.hits1 += 1;
+            }
+        }
+    }
+    s.mrr /= s.n as f64;
+    s
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+fn run() -> Result<()> {
+    let Some(corpus) = common::corpus() else {
+        println!("relevance bench skipped: ../shared/corpora/realvault.tar.gz is absent");
+        return Ok(());
+    };
+    let questions = questions();
+    let seconds = env_num("NOTEVAULT_BENCH_SECONDS", 10);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = root.join("target/bench-relevance");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let vault = work.join("vault");
+    common::copy(&corpus, &vault)?;
+    println!(
+        "relevance bench: {} questions over {}, top {TOP}, {seconds} s loads",
+        questions.len(),
+        vault.display()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut systems: Vec<Answers> = Vec::new();
+    // notevault, as built: questions read with match=any (the default), then match=all.
+    let latency = {
+        let daemon = common::start(&vault, &work.join("state"))?;
+        let addr: std::net::SocketAddr = daemon.base.trim_start_matches("http://").parse()?;
+        rt.block_on(wait_indexed(addr))?;
+        for (name, extra) in [("notevault", ""), ("notevault match=all", "&match=all")] {
+            systems.push(Answers {
+                name: name.into(),
+                ranked: rt.block_on(ask(addr, &questions, extra))?,
+            });
+        }
+        let paths: Arc<Vec<String>> =
+            Arc::new(questions.iter().map(|q| search_path(&q.text, "")).collect());
+        let r = rt.block_on(load(
+            addr,
+            paths,
+            8,
+            Duration::from_secs(1),
+            Duration::from_secs(seconds),
+        ))?;
+        ensure!(r.errors == 0, "{} searches failed", r.errors);
+        println!("  notevault questions at 8 connections: {}", r.summary());
+        format!(
+            "p50 {} / p99 {}, {:.0} req/s",
+            common::us(r.p50),
+            common::us(r.p99),
+            r.rps
+        )
+    };
+
+    // Another build of notevault, for a before/after in one run.
+    if let Ok(bin) = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN") {
+        let daemon = common::start_bin(&bin, &vault, &work.join("state-baseline"))?;
+        let addr: std::net::SocketAddr = daemon.base.trim_start_matches("http://").parse()?;
+        rt.block_on(wait_indexed(addr))?;
+        systems.push(Answers {
+            name: "notevault baseline (NOTEVAULT_BENCH_BASELINE_BIN)".into(),
+            ranked: rt.block_on(ask(addr, &questions, ""))?,
+        });
+    }
+
+    // qmd's lexical search over the unpacked corpus (the same files).
+    if std::env::var("NOTEVAULT_BENCH_QMD").as_deref() != Ok("0") {
+        match qmd(root, &corpus, &questions) {
+            Ok(a) => systems.push(a),
+            Err(e) => println!("  qmd could not run: {e:#}"),
+        }
+    }
+
+    let ours = score(&questions, &systems[0]);
+    println!();
+    println!("| system | MRR@10 | hits@1 | hits@10 | empty answers |");
+    println!("|---|---|---|---|---|");
+    let mut qmd_mrr = None;
+    for a in &systems {
+        let s = score(&questions, a);
+        println!(
+            "| {} | {:.3} | {} / {} | {} / {} | {} / {} |",
+            a.name, s.mrr, s.hits1, s.n, s.hits10, s.n, s.empty, s.n
+        );
+        if a.name.starts_with("qmd") {
+            qmd_mrr = Some(s.mrr);
+        }
+    }
+    println!();
+    println!(
+        "targets: MRR@10 >= 0.70: {}; empty answers 0: {}; beat qmd lexical by >= 0.25 MRR: {}",
+        verdict(ours.mrr >= 0.7),
+        verdict(ours.empty == 0),
+        match qmd_mrr {
+            Some(m) => format!("{} ({:+.3})", verdict(ours.mrr - m >= 0.25), ours.mrr - m),
+            None => "qmd did not run".into(),
+        }
+    );
+    println!(
+        "notevault search latency, the questions at 8 connections: {latency} (target p50 <= 1 ms)"
+    );
+    println!();
+    println!("Misses of notevault (rank of the answer in its top {TOP}, its first result):");
+    for (q, ranked) in questions.iter().zip(&systems[0].ranked) {
+        let rank = ranked.iter().position(|s| is_answer(&q.answer, s));
+        if rank != Some(0) {
+            println!(
+                "  {:>4}  {}  → {}  (first: {})",
+                rank.map_or("-".to_string(), |r| format!("#{}", r + 1)),
+                q.text,
+                q.answer,
+                ranked.first().map_or("nothing", String::as_str)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn search_path(q: &str, extra: &str) -> String {
+    format!(
+        "/v1/search?q={}&page_size={TOP}{extra}",
+        utf8_percent_encode(q, NON_ALPHANUMERIC)
+    )
+}
+
+async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
+    let (status, body) = conn.get(path).await?;
+    ensure!(
+        status == StatusCode::OK,
+        "GET {path}: {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(serde_json::from_slice(&body)?)
+}
+
+async fn ask(
+    addr: std::net::SocketAddr,
+    questions: &[Question],
+    extra: &str,
+) -> Result<Vec<Vec<String>>> {
+    let mut conn = Conn::open(addr).await?;
+    let mut out = Vec::new();
+    for q in questions {
+        let page = get_json(&mut conn, &search_path(&q.text, extra)).await?;
+        out.push(
+            page["results"]
+                .as_array()
+                .context("results")?
+                .iter()
+                .filter_map(|r| r["slug"].as_str().map(str::to_string))
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+/// Wait until the index reflects every recorded change.
+async fn wait_indexed(addr: std::net::SocketAddr) -> Result<()> {
+    let mut conn = Conn::open(addr).await?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let st = get_json(&mut conn, "/v1/index-status").await?;
+        if st["indexed_seq"] == st["committed_seq"]
+            && st["search_index"]["not_yet_indexed"] == 0
+            && st["search_index"]["synced_notes"].is_number()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the index never caught up: {st}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// qmd's answers: index `corpus` as the collection `realvault` (or bring it up to date),
+/// then ask each question through its MCP server (stdio): the `query` tool with one
+/// `lex` search, no reranking.
+fn qmd(root: &Path, corpus: &Path, questions: &[Question]) -> Result<Answers> {
+    let script = root.join("benches/relevance/qmd.sh");
+    let list = Command::new(&script)
+        .args(["collection", "list"])
+        .output()
+        .context("benches/relevance/qmd.sh (npm must reach its registry the first time)")?;
+    ensure!(
+        list.status.success(),
+        "qmd did not install or run: {}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let t0 = Instant::now();
+    let args: Vec<String> = if String::from_utf8_lossy(&list.stdout).contains("realvault") {
+        vec!["update".into()]
+    } else {
+        vec![
+            "collection".into(),
+            "add".into(),
+            corpus.display().to_string(),
+            "--name".into(),
+            "realvault".into(),
+        ]
+    };
+    let out = Command::new(&script).args(&args).output()?;
+    ensure!(
+        out.status.success(),
+        "qmd {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "  qmd {} in {:.1} s",
+        args.join(" "),
+        t0.elapsed().as_secs_f64()
+    );
+    let mut child = Command::new(&script)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+    let mut call =
+        |id: u64, method: &str, params: serde_json::Value| -> Result<serde_json::Value> {
+            let msg =
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            writeln!(stdin, "{msg}")?;
+            stdin.flush()?;
+            loop {
+                let line = lines.next().context("qmd mcp closed its output")??;
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                if v["id"] == id {
+                    return Ok(v);
+                }
+            }
+        };
+    call(
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "notevault-bench", "version": "1"}}),
+    )?;
+    let mut ranked = Vec::new();
+    let mut took = Vec::new();
+    for (i, q) in questions.iter().enumerate() {
+        let t0 = Instant::now();
+        let v = call(
+            i as u64 + 1,
+            "tools/call",
+            serde_json::json!({"name": "query", "arguments": {"searches": [{"type": "lex", "query": q.text}], "limit": TOP, "rerank": false}}),
+        )?;
+        took.push(t0.elapsed());
+        let results = v["result"]["structuredContent"]["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        ranked.push(
+            results
+                .iter()
+                .filter_map(|r| r["file"].as_str())
+                .map(|f| {
+                    let f = f.strip_prefix("realvault/").unwrap_or(f);
+                    f.strip_suffix(".md").unwrap_or(f).to_string()
+                })
+                .collect(),
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (p50, _) = common::stats(took);
+    println!(
+        "  qmd lex query over MCP stdio, one at a time: p50 {}",
+        common::us(p50)
+    );
+    Ok(Answers {
+        name: "qmd lexical (`lex`, no rerank)".into(),
+        ranked,
+    })
+}
