@@ -11,7 +11,9 @@
 //!
 //! Environment: `NOTEVAULT_CORPUS` (the tarball; without it the bench says so and exits
 //! 0), `NOTEVAULT_BENCH_ROUNDS` (default 6), `NOTEVAULT_BENCH_REQUESTS` (per daemon and
-//! round, default 40000).
+//! round, default 40000), `NOTEVAULT_BENCH_AUTH_CONTROL=1` (a control run: the second
+//! daemon is open too, still sent the token, so the ratio shows what two open daemons
+//! differ by on this machine).
 
 #![allow(
     clippy::disallowed_methods,
@@ -80,6 +82,7 @@ struct Measure {
 fn run() -> Result<()> {
     let rounds = setting("NOTEVAULT_BENCH_ROUNDS", 6)?;
     let requests = setting("NOTEVAULT_BENCH_REQUESTS", 40_000)?;
+    let control = std::env::var_os("NOTEVAULT_BENCH_AUTH_CONTROL").is_some();
     let Some(corpus) = common::corpus() else {
         println!("skipped: the corpus tarball was not found (NOTEVAULT_CORPUS)");
         return Ok(());
@@ -97,7 +100,7 @@ fn run() -> Result<()> {
     for state in [&open_state, &pat_state] {
         let _ = std::fs::remove_dir_all(state);
     }
-    let result = measure(&vault, &open_state, &pat_state, rounds, requests);
+    let result = measure(&vault, &open_state, &pat_state, rounds, requests, control);
     let _ = std::fs::remove_dir_all(&work);
     result
 }
@@ -108,6 +111,7 @@ fn measure(
     pat_state: &Path,
     rounds: usize,
     requests: usize,
+    control: bool,
 ) -> Result<()> {
     let token = create_token(vault, pat_state)?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -116,7 +120,12 @@ fn measure(
     // One at a time: each start scans the corpus and writes its history bootstrap.
     let open = common::start(vault, open_state)?;
     rt.block_on(settle(&open, open_state, None))?;
-    let pat = common::start_env(common::BIN, vault, pat_state, &[("AUTH_REQUIRED", "true")])?;
+    let auth: &[(&str, &str)] = if control {
+        &[]
+    } else {
+        &[("AUTH_REQUIRED", "true")]
+    };
+    let pat = common::start_env(common::BIN, vault, pat_state, auth)?;
     rt.block_on(settle(&pat, pat_state, Some(&token)))?;
     let mut modes = [
         Mode {
@@ -148,7 +157,16 @@ fn measure(
         // The PAT daemon refuses a read without the token and serves it with one.
         let mut bare = common::Conn::open(modes[1].addr).await?;
         let (status, _) = bare.get(&paths[0]).await?;
-        ensure!(status == StatusCode::UNAUTHORIZED, "no token: {status}");
+        let expected = if control {
+            StatusCode::OK
+        } else {
+            StatusCode::UNAUTHORIZED
+        };
+        ensure!(status == expected, "no token: {status}");
+        if control {
+            modes[1].label = "open (control)";
+            println!("CONTROL RUN: the second daemon is open too (NOTEVAULT_BENCH_AUTH_CONTROL)");
+        }
         // Warm both: every note read once, the page cache and the catalog touched.
         for mode in &modes {
             let warm = load(mode, paths.clone(), paths.len()).await?;

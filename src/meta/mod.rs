@@ -222,6 +222,9 @@ pub struct RevisionRow {
 
 pub struct Meta {
     conn: Mutex<Connection>,
+    /// Personal access token rows as last read (`tokens.rs`), valid while the database
+    /// has not changed; locked after `conn`, never before.
+    pats: Mutex<tokens::PatCache>,
 }
 
 impl Meta {
@@ -235,6 +238,7 @@ impl Meta {
         migrate(&mut conn)?;
         Ok(Self {
             conn: Mutex::new(conn),
+            pats: Mutex::default(),
         })
     }
 
