@@ -131,12 +131,17 @@ async fn no_secret_reaches_a_log_an_answer_or_the_state_dir() {
             }
             all.extend_from_slice(&buf[..n]);
             if !sent {
+                // Only a whole line: a read can end inside the address.
                 let text = String::from_utf8_lossy(&all);
-                if let Some(rest) = text.split("on http://").nth(1) {
-                    if let Some(addr) = rest.split_whitespace().next() {
-                        addr_tx.send(addr.to_string()).unwrap();
-                        sent = true;
-                    }
+                let line = text
+                    .split_inclusive('\n')
+                    .find(|l| l.ends_with('\n') && l.contains("on http://"));
+                if let Some(addr) = line
+                    .and_then(|l| l.split("on http://").nth(1))
+                    .and_then(|rest| rest.split_whitespace().next())
+                {
+                    addr_tx.send(addr.to_string()).unwrap();
+                    sent = true;
                 }
             }
         }
@@ -155,11 +160,10 @@ async fn no_secret_reaches_a_log_an_answer_or_the_state_dir() {
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), 200);
-        res.json::<serde_json::Value>().await.unwrap()["vault_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let status = res.status();
+        let body: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        body["vault_id"].as_str().unwrap().to_string()
     };
     let good_jwt = sign(
         &key,
