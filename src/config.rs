@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use crate::auth::Secret;
 use crate::auth::StaticToken;
 
 /// The daemon's settings, after every layer was applied.
@@ -226,7 +227,7 @@ impl Layer {
                     })
                 })
                 .transpose()?,
-            idp_api_key: get("IDP_API_KEY").map(Secret),
+            idp_api_key: get("IDP_API_KEY").map(Secret::new),
             auth_issuer: own("AUTH_ISSUER"),
             auth_jwks_url: own("AUTH_JWKS_URL"),
             auth_jwks_file: own("AUTH_JWKS_FILE").map(PathBuf::from),
@@ -347,6 +348,33 @@ impl Config {
         Ok(config)
     }
 
+    /// The verifier of the identity provider's JWTs this configuration names; `None`
+    /// without an issuer (or its keys).
+    pub fn jwt_verifier(&self) -> Option<crate::auth::jwt::Verifier> {
+        use crate::auth::jwt::{KeySource, Verifier};
+        let keys = match (&self.auth_jwks_url, &self.auth_jwks_file) {
+            (Some(url), _) => KeySource::Url(url.clone()),
+            (None, Some(file)) => KeySource::File(file.clone()),
+            (None, None) => return None,
+        };
+        Some(Verifier::new(
+            self.auth_issuer.clone()?,
+            keys,
+            self.auth_audience.clone(),
+            self.org_id.clone(),
+        ))
+    }
+
+    /// The identity provider the token proxy forwards grants to.
+    pub fn identity_provider(&self) -> crate::auth::idp::Provider<'_> {
+        crate::auth::idp::Provider {
+            token_url: self.idp_token_url.as_deref(),
+            api_key: self.idp_api_key.as_ref(),
+            client_id: self.idp_client_id.as_deref(),
+            org_id: self.org_id.as_deref(),
+        }
+    }
+
     /// The scheme this daemon serves.
     pub fn scheme(&self) -> &'static str {
         if self.tls_configured() {
@@ -447,28 +475,6 @@ impl Config {
             }
         }
         Ok(())
-    }
-}
-
-/// A secret setting (`IDP_API_KEY`): `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for the one request that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
     }
 }
 

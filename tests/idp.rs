@@ -420,7 +420,8 @@ async fn a_rotated_key_is_fetched_on_its_first_use() {
         org_id: Some(ORG.into()),
         ..Default::default()
     };
-    let verifier = notevault::auth::jwt::Verifier::from_config(&config)
+    let verifier = config
+        .jwt_verifier()
         .unwrap()
         .with_refetch_every(Duration::ZERO);
     let claims = json!({"iss": idp.issuer(), "exp": now() + 60, "org_id": ORG, "permissions": ["notes.write"]});
@@ -446,7 +447,7 @@ async fn a_rotated_key_is_fetched_on_its_first_use() {
         auth_jwks_file: Some(file),
         ..config
     };
-    let verifier = notevault::auth::jwt::Verifier::from_config(&offline).unwrap();
+    let verifier = offline.jwt_verifier().unwrap();
     verifier.verify(&sign(&new, &claims), "v").await.unwrap();
 }
 

@@ -73,7 +73,7 @@ const MAX_FIELD: usize = 8 * 1024;
 pub async fn token(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     Query::parse(parts.uri.query(), &[])?;
     let grant = grant(&parts.headers, &body)?;
-    let tokens = idp::exchange(&state.config, &grant).await?;
+    let tokens = idp::exchange(state.config.identity_provider(), &grant).await?;
     let body = TokenResponse {
         access_token: tokens.access_token,
         refresh_token: tokens.refresh_token,

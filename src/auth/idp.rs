@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::Config;
+use crate::auth::Secret;
 use crate::error::{Error, Reason, Result};
 
 /// The longest the token proxy waits for the provider.
@@ -71,6 +71,16 @@ pub async fn get_bounded(url: &str, limit: usize) -> std::result::Result<Vec<u8>
     body_bounded(response, limit).await
 }
 
+/// The identity provider as the token proxy reaches it (the settings `idp_token_url`,
+/// `IDP_API_KEY`, `idp_client_id`, `org_id`; see `Config::identity_provider`).
+#[derive(Debug, Clone, Copy)]
+pub struct Provider<'a> {
+    pub token_url: Option<&'a str>,
+    pub api_key: Option<&'a Secret>,
+    pub client_id: Option<&'a str>,
+    pub org_id: Option<&'a str>,
+}
+
 /// A grant the token proxy forwards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Grant {
@@ -121,11 +131,11 @@ fn provider_down(message: impl Into<String>) -> Error {
 /// provider refused the code or refresh token: its OAuth `error` code is named),
 /// `IDP_UNAVAILABLE` (unreachable, too slow, an error status, an answer that is not a
 /// token response, or the provider refusing the server's own credentials).
-pub async fn exchange(config: &Config, grant: &Grant) -> Result<Tokens> {
-    let (Some(url), Some(key)) = (&config.idp_token_url, &config.idp_api_key) else {
+pub async fn exchange(provider: Provider<'_>, grant: &Grant) -> Result<Tokens> {
+    let (Some(url), Some(key)) = (provider.token_url, provider.api_key) else {
         return Err(Error::new(
             Reason::IDP_NOT_CONFIGURED,
-            match config.idp_token_url {
+            match provider.token_url {
                 None => "this daemon has no identity provider token endpoint (idp_token_url)",
                 Some(_) => "this daemon has no identity provider API key (IDP_API_KEY)",
             },
@@ -147,7 +157,7 @@ pub async fn exchange(config: &Config, grant: &Grant) -> Result<Tokens> {
             ("refresh_token", refresh_token),
         ],
     };
-    if let Some(id) = &config.idp_client_id {
+    if let Some(id) = provider.client_id {
         form.push(("client_id", id));
     }
     form.push(("client_secret", key.expose()));
@@ -182,7 +192,7 @@ pub async fn exchange(config: &Config, grant: &Grant) -> Result<Tokens> {
     if status.is_success() {
         let answer: Answer = serde_json::from_slice(&body)
             .map_err(|_| provider_down("the identity provider's answer is not a token response"))?;
-        return Ok(tokens(answer, config));
+        return Ok(tokens(answer, provider));
     }
     let code = serde_json::from_slice::<Refusal>(&body)
         .ok()
@@ -217,7 +227,7 @@ pub async fn exchange(config: &Config, grant: &Grant) -> Result<Tokens> {
 /// from the access token's `exp` (read, not verified: the client verifies it on use),
 /// else 0 (unknown); `organization_id` as the provider says, else the token's `org_id`,
 /// else the configured `org_id`.
-fn tokens(answer: Answer, config: &Config) -> Tokens {
+fn tokens(answer: Answer, provider: Provider<'_>) -> Tokens {
     let claims = unverified_claims(&answer.access_token);
     let claim = |name: &str| claims.as_ref().and_then(|c| c.get(name).cloned());
     let expires_in = answer
@@ -231,7 +241,7 @@ fn tokens(answer: Answer, config: &Config) -> Tokens {
     let organization_id = answer
         .organization_id
         .or_else(|| claim("org_id")?.as_str().map(str::to_string))
-        .or_else(|| config.org_id.clone());
+        .or_else(|| provider.org_id.map(str::to_string));
     Tokens {
         access_token: answer.access_token,
         refresh_token: answer.refresh_token,

@@ -26,7 +26,6 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use crate::auth::{Credential, Permission};
-use crate::config::Config;
 use crate::error::{Error, Reason, Result};
 
 /// Clock skew allowed on `exp` and `nbf`.
@@ -40,8 +39,10 @@ pub const MAX_JWKS_BYTES: usize = 1 << 20;
 
 /// Where the keys come from.
 #[derive(Debug, Clone)]
-enum Source {
+pub enum KeySource {
+    /// `auth_jwks_url`.
     Url(String),
+    /// `auth_jwks_file`, for offline use.
     File(PathBuf),
 }
 
@@ -80,7 +81,7 @@ pub struct Verifier {
     issuer: String,
     audience: Option<String>,
     org_id: Option<String>,
-    source: Source,
+    source: KeySource,
     keys: RwLock<Keys>,
     /// The least time between two fetches ([`REFETCH_EVERY`]).
     refetch_every: Duration,
@@ -133,23 +134,23 @@ fn invalid(message: impl Into<String>) -> Error {
 }
 
 impl Verifier {
-    /// The verifier `config` asks for; `None` without an issuer.
-    pub fn from_config(config: &Config) -> Option<Self> {
-        let issuer = config.auth_issuer.clone()?;
-        let source = match (&config.auth_jwks_url, &config.auth_jwks_file) {
-            (Some(url), _) => Source::Url(url.clone()),
-            (None, Some(file)) => Source::File(file.clone()),
-            (None, None) => return None,
-        };
-        Some(Self {
+    /// The verifier of `issuer`'s tokens, its keys from `source`, checking `aud` when
+    /// `audience` is given, mapping `org_id` to this vault (see `Config::jwt_verifier`).
+    pub fn new(
+        issuer: String,
+        source: KeySource,
+        audience: Option<String>,
+        org_id: Option<String>,
+    ) -> Self {
+        Self {
             issuer,
-            audience: config.auth_audience.clone(),
-            org_id: config.org_id.clone(),
+            audience,
+            org_id,
             source,
             keys: RwLock::default(),
             refetch_every: REFETCH_EVERY,
             fetching: tokio::sync::Mutex::new(()),
-        })
+        }
     }
 
     /// The same verifier with another least time between two fetches (tests of a key
@@ -284,14 +285,14 @@ impl Verifier {
     /// Read the JWK Set from its source.
     async fn fetch(&self) -> std::result::Result<Keys, String> {
         let bytes = match &self.source {
-            Source::File(path) => {
+            KeySource::File(path) => {
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || std::fs::read(&path))
                     .await
                     .map_err(|e| e.to_string())?
                     .map_err(|e| format!("cannot read auth_jwks_file: {e}"))?
             }
-            Source::Url(url) => {
+            KeySource::Url(url) => {
                 tokio::time::timeout(FETCH_TIMEOUT, super::idp::get_bounded(url, MAX_JWKS_BYTES))
                     .await
                     .map_err(|_| {

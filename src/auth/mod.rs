@@ -23,6 +23,28 @@ use subtle::ConstantTimeEq;
 
 use crate::error::{Error, Reason, Result};
 
+/// A secret setting (`IDP_API_KEY`): `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one request that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 /// The realm named in `WWW-Authenticate` challenges.
 pub const REALM: &str = "notevault";
 

@@ -60,7 +60,7 @@ impl AppState {
         Self {
             static_tokens,
             pat_key: Arc::default(),
-            jwt: jwt::Verifier::from_config(&state.config).map(Arc::new),
+            jwt: state.config.jwt_verifier().map(Arc::new),
             mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
             docs_url,
             state,
