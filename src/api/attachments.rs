@@ -1044,9 +1044,7 @@ pub async fn move_(
     parts: Parts,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
-    let req: MoveAttachment = crate::api::writes::parse_as(&raw)?;
+    let (_, req): (serde_json::Value, MoveAttachment) = crate::api::writes::parsed(&parts, &body)?;
     let folder = req.folder.trim_end_matches('/').to_string();
     relocate(
         state,
@@ -1092,9 +1090,8 @@ pub async fn rename(
     parts: Parts,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
-    let req: RenameAttachment = crate::api::writes::parse_as(&raw)?;
+    let (_, req): (serde_json::Value, RenameAttachment) =
+        crate::api::writes::parsed(&parts, &body)?;
     if req.name.is_empty() || req.name.contains('/') {
         return Err(Error::invalid_field(
             "name",

@@ -267,20 +267,7 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
                     let key = RateKey(format!("jwt:{}", verified.subject));
                     (verified.credential, Some(key))
                 }
-                Err(e) => {
-                    let (credential, key) = refused(e.reason, &e.message, "");
-                    let credential = match credential {
-                        Credential::Refused {
-                            reason, message, ..
-                        } => Credential::Refused {
-                            reason,
-                            message,
-                            retry_after: e.retry_after,
-                        },
-                        other => other,
-                    };
-                    (credential, key)
-                }
+                Err(e) => refused_error(&e, ""),
             };
         }
         return refused(
@@ -303,19 +290,23 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
 
 /// A refused credential, logged with the request id and at most the token's public prefix.
 fn refused(reason: Reason, message: &str, prefix: &str) -> (Credential, Option<RateKey>) {
+    refused_error(&Error::new(reason, message), prefix)
+}
+
+/// [`refused`] with a refusal the caller has as an error (its `Retry-After` kept).
+fn refused_error(e: &Error, prefix: &str) -> (Credential, Option<RateKey>) {
     tracing::info!(
         request_id = %error::current_request_id(),
-        reason = %reason,
+        reason = %e.reason,
         token_prefix = prefix,
-        why = message,
+        why = %e.message,
         "credential refused"
     );
-    let message = message.to_string();
     (
         Credential::Refused {
-            reason,
-            message,
-            retry_after: None,
+            reason: e.reason,
+            message: e.message.clone(),
+            retry_after: e.retry_after,
         },
         None,
     )
@@ -349,7 +340,7 @@ fn pat_credential(app: &AppState, token: &str) -> (Credential, Option<RateKey>) 
                 prefix,
             )
         }
-        Err(e) => return refused(e.reason, &e.message, prefix),
+        Err(e) => return refused_error(&e, prefix),
     };
     if !pat::matches(&key, token, &row.hash) {
         return refused(

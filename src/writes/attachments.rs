@@ -106,14 +106,7 @@ fn destination(
             ),
         ));
     }
-    if let Some((folder, _)) = dest.rel.rsplit_once('/') {
-        if folder.contains('/') && !state.paths.root.join(folder).is_dir() {
-            return Err(Error::invalid_field(
-                "folder",
-                format!("folder {folder:?} does not exist and the API creates folders only one level deep"),
-            ));
-        }
-    }
+    super::plan::folder_creatable(state, &dest.rel)?;
     if dest.rel != known.path && std::fs::symlink_metadata(&dest.abs).is_ok() {
         return Err(Error::new(
             Reason::NAME_COLLISION,

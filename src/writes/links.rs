@@ -100,28 +100,43 @@ pub fn rewrite_links_to(
     let short_ok_old = count_name(file_name(&old.slug))
         == usize::from(file_name(&old.slug).eq_ignore_ascii_case(file_name(new_slug)));
     let short_ok_new = count_name(file_name(new_slug)) == 1;
-    let mut updated = 0;
-    let mut failed = Vec::new();
-    for note in notes
+    let linking: Vec<&Arc<Note>> = notes
         .iter()
         .filter(|n| n.note_id != old.note_id && linking.contains(&n.slug))
-    {
-        let abs = state.paths.root.join(&note.path);
-        let Ok(bytes) = std::fs::read(&abs) else {
+        .collect();
+    rewrite_each(state, actor, &linking, |text, folder| {
+        rewrite(
+            text,
+            folder,
+            &old.slug,
+            new_slug,
+            short_ok_old,
+            short_ok_new,
+        )
+    })
+}
+
+/// Rewrite each of `notes` with `rewrite` (its text and folder → the new text), each
+/// rewrite its own revision through the pipeline; a note that did not change is left
+/// alone, one changed on disk since it was indexed is not overwritten. How many notes
+/// were rewritten and, for each that could not be, its slug and why.
+fn rewrite_each(
+    state: &State,
+    actor: &str,
+    notes: &[&Arc<Note>],
+    rewrite: impl Fn(&str, &str) -> String,
+) -> (usize, Vec<(String, String)>) {
+    let mut updated = 0;
+    let mut failed = Vec::new();
+    for note in notes {
+        let Ok(bytes) = std::fs::read(state.paths.root.join(&note.path)) else {
             failed.push((note.slug.clone(), "the file could not be read".to_string()));
             continue;
         };
         let Ok(text) = std::str::from_utf8(&bytes) else {
             continue;
         };
-        let new_text = rewrite(
-            text,
-            folder_of(&note.slug),
-            &old.slug,
-            new_slug,
-            short_ok_old,
-            short_ok_new,
-        );
+        let new_text = rewrite(text, folder_of(&note.slug));
         if new_text == text {
             continue;
         }
@@ -225,49 +240,10 @@ pub fn rewrite_attachment_links(
         .filter(|n| linking.contains(&n.slug))
         .cloned()
         .collect();
-    let mut updated = 0;
-    let mut failed = Vec::new();
-    for note in notes {
-        let Ok(bytes) = std::fs::read(state.paths.root.join(&note.path)) else {
-            failed.push((note.slug.clone(), "the file could not be read".to_string()));
-            continue;
-        };
-        let Ok(text) = std::str::from_utf8(&bytes) else {
-            continue;
-        };
-        let new_text = rewrite_attachment(
-            text,
-            folder_of(&note.slug),
-            old_path,
-            new_path,
-            short_ok_old,
-            short_ok_new,
-        );
-        if new_text == text {
-            continue;
-        }
-        if crate::vault::scan::content_hash(&bytes) != note.content_hash {
-            failed.push((
-                note.slug.clone(),
-                "changed on disk since it was indexed; rewrite its links by hand".into(),
-            ));
-            continue;
-        }
-        let change = super::Change {
-            from: Some((&note, &bytes)),
-            to_rel: &note.path,
-            bytes: Some(new_text.into_bytes()),
-            actor,
-            kind: "update",
-            new_id: None,
-            renamed: false,
-        };
-        match super::commit_change(state, change, None) {
-            Ok(_) => updated += 1,
-            Err(e) => failed.push((note.slug.clone(), e.message)),
-        }
-    }
-    (updated, failed)
+    let notes: Vec<&Arc<Note>> = notes.iter().collect();
+    rewrite_each(state, actor, &notes, |text, folder| {
+        rewrite_attachment(text, folder, old_path, new_path, short_ok_old, short_ok_new)
+    })
 }
 
 #[cfg(test)]

@@ -48,7 +48,14 @@ fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
 fn target_path(state: &State, slug: &str) -> Result<crate::vault::path::SafePath> {
     let rel = format!("{slug}.md");
     let safe = state.paths.resolve_new(&rel)?;
-    if let Some((folder, _)) = slug.rsplit_once('/') {
+    folder_creatable(state, &rel)?;
+    Ok(safe)
+}
+
+/// The folder of the vault path `rel` exists, or is one the API may make on the way
+/// (one level deep at most).
+pub(super) fn folder_creatable(state: &State, rel: &str) -> Result<()> {
+    if let Some((folder, _)) = rel.rsplit_once('/') {
         if folder.contains('/') && !state.paths.root.join(folder).is_dir() {
             return Err(Error::invalid_field(
                 "folder",
@@ -56,7 +63,7 @@ fn target_path(state: &State, slug: &str) -> Result<crate::vault::path::SafePath
             ));
         }
     }
-    Ok(safe)
+    Ok(())
 }
 
 /// What a write would do: the note it starts from (with the bytes it was read with),

@@ -93,9 +93,7 @@ fn prepared(route: &'static str, raw: Value, agent: String, op: Op) -> Prepared 
     )
 )]
 pub async fn create_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let raw = json_value(&parts.headers, &body)?;
-    let req: CreateFolder = parse_as(&raw)?;
+    let (raw, req): (Value, CreateFolder) = parsed(&parts, &body)?;
     check_len("path", &req.path, 1, 512)?;
     let agent = agent_id(req.agent_id)?;
     let op = Op::CreateFolder { path: req.path };
@@ -126,9 +124,7 @@ pub async fn create_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiR
     )
 )]
 pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let raw = json_value(&parts.headers, &body)?;
-    let req: MoveFolder = parse_as(&raw)?;
+    let (raw, req): (Value, MoveFolder) = parsed(&parts, &body)?;
     check_len("path", &req.path, 1, 512)?;
     check_len("folder", &req.folder, 0, 512)?;
     let agent = agent_id(req.agent_id)?;
@@ -170,9 +166,7 @@ pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiRes
     )
 )]
 pub async fn rename_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let raw = json_value(&parts.headers, &body)?;
-    let req: RenameFolder = parse_as(&raw)?;
+    let (raw, req): (Value, RenameFolder) = parsed(&parts, &body)?;
     check_len("path", &req.path, 1, 512)?;
     check_len("name", &req.name, 1, 255)?;
     if req.name.contains('/') {
@@ -218,9 +212,7 @@ pub async fn rename_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiR
     )
 )]
 pub async fn delete_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
-    Query::parse(parts.uri.query(), &[])?;
-    let raw = json_value(&parts.headers, &body)?;
-    let req: DeleteFolder = parse_as(&raw)?;
+    let (raw, req): (Value, DeleteFolder) = parsed(&parts, &body)?;
     check_len("path", &req.path, 1, 512)?;
     let agent = agent_id(req.agent_id)?;
     let op = Op::DeleteFolder {

@@ -97,6 +97,18 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<String, Error> {
     }
 }
 
+/// A body-only request's parts: no query parameters, a JSON object of `T`'s fields
+/// (the object as sent, for the operation hash, and `T`).
+pub(crate) fn parsed<T: DeserializeOwned>(
+    parts: &axum::http::request::Parts,
+    body: &Bytes,
+) -> Result<(Value, T), Error> {
+    Query::parse(parts.uri.query(), &[])?;
+    let raw = json_value(&parts.headers, body)?;
+    let req = parse_as(&raw)?;
+    Ok((raw, req))
+}
+
 /// Parse a JSON object body, naming the problem on any error.
 pub(crate) fn json_value(headers: &HeaderMap, body: &Bytes) -> Result<Value, Error> {
     let content_type = headers
