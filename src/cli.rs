@@ -29,6 +29,9 @@ pub enum Command {
     /// a running daemon sees a change at once).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print a one-time sign-in link to the web console of the daemon serving a vault
+    /// (valid 15 minutes, for one sign-in).
+    LoginLink(TokenStoreArgs),
 }
 
 #[derive(Subcommand)]

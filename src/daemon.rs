@@ -35,6 +35,87 @@ impl Daemon {
     }
 }
 
+/// What a purge did (see [`purge`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purged {
+    /// Notes moved into `.trash/` (when asked).
+    pub trashed: usize,
+    /// Notes that could not be moved (changed or gone meanwhile): left where they are.
+    pub kept: usize,
+}
+
+/// What the state directory holds that a purge removes: the history, the index, the
+/// metadata store (tokens, queue, sessions, sync log, audit). Named one by one, so a state
+/// directory pointed at a folder that holds other files loses only these.
+const STATE_FILES: [&str; 6] = [
+    "history.git",
+    "index",
+    "index.lock",
+    "meta.sqlite",
+    "meta.sqlite-wal",
+    "meta.sqlite-shm",
+];
+
+/// Remove everything the daemon holds about its vault, after serving stopped: stop the
+/// watcher, the index and the history writer, move the notes to `.trash/` when
+/// `request` says so (each only if it is still the version the catalog holds), remove
+/// the state directory's files, and leave a fresh metadata store whose audit log holds
+/// one row: that a purge happened. The notes folder is otherwise untouched.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "removes the daemon's own files in the state directory"
+)]
+pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Result<Purged> {
+    daemon.watcher.lock().take();
+    let state = daemon.state.clone();
+    state.index.shutdown();
+    state.history.flush(std::time::Duration::from_secs(30));
+    let (mut trashed, mut kept) = (0, 0);
+    if request.trash_notes {
+        let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
+        for note in notes {
+            let from = state.root().join(&note.path);
+            let to = crate::writes::trash_path(state.root(), &note.path);
+            match fsio::atomic_move(&from, &to, &fsio::Expect::Hash(note.content_hash.clone())) {
+                Ok(()) => trashed += 1,
+                Err(e) => {
+                    kept += 1;
+                    tracing::warn!(path = %note.path, error = %e.message, "purge: a note was not moved to .trash/");
+                }
+            }
+        }
+    }
+    let dir = state.state_dir().clone();
+    drop(state);
+    drop(daemon);
+    for name in STATE_FILES {
+        let path = dir.join(name);
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => anyhow::bail!("purge: cannot remove {}: {e}", path.display()),
+        }
+    }
+    let meta = Meta::open(&dir.join("meta.sqlite"))
+        .map_err(|e| anyhow::anyhow!("purge: state dir {}: {}", dir.display(), e.message))?;
+    let counts = [
+        ("notes_trashed", trashed as i64),
+        ("notes_kept", kept as i64),
+    ];
+    meta.append_audit(
+        &crate::meta::audit::AuditEvent::new(crate::meta::audit::AuditKind::Purged, &request.actor)
+            .counts(&counts),
+        &crate::clock::timestamp(Utc::now()),
+    )
+    .map_err(|e| anyhow::anyhow!("purge: cannot write the audit row: {}", e.message))?;
+    Ok(Purged { trashed, kept })
+}
+
 /// Open the state directory, scan the vault and reconcile it with what was stored. The
 /// history commit of the scan runs in the background: serving does not wait.
 pub fn open(config: Config) -> anyhow::Result<Daemon> {

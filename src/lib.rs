@@ -7,6 +7,7 @@ pub mod auth; // credentials (open local mode, bearer tokens) and permissions, c
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
+pub mod console; // the web console: sign-in, sessions, review, tokens, settings, activity, purge
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
 pub mod error; // the one Error type and the one table of reasons
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
@@ -16,6 +17,7 @@ pub mod index; // search index (tantivy), search, grep, tag and property rollups
 pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools over the /v1 calls
 pub mod memory; // malloc_trim after a burst
 pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
+pub mod purge; // a purge asked for: the confirmation, then stop serving (daemon::purge removes the state)
 pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data

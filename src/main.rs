@@ -5,10 +5,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use notevault::auth::pat;
+use notevault::auth::Permission;
 use notevault::cli::{Cli, Command, ReindexArgs, ServeArgs, TokenCommand, TokenStoreArgs};
 use notevault::clock::timestamp;
 use notevault::config::{Config, Layer};
-use notevault::meta::tokens::PatRow;
+use notevault::meta::audit::{AuditEvent, AuditKind};
 use notevault::meta::Meta;
 
 fn main() -> ExitCode {
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => exit(serve(args)),
         Command::Reindex(args) => exit(reindex(args)),
         Command::Token(command) => exit(token(command)),
+        Command::LoginLink(store) => exit(login_link(store)),
     }
 }
 
@@ -166,13 +168,63 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "notevault: serving {} on {scheme}://{addr}",
             state.root().display()
         );
-        notevault::http::run(listener, state, async {
+        let base = format!("{scheme}://{addr}");
+        let url = state.config.public_url.clone().unwrap_or(base);
+        console_link(&state.meta, &url);
+        notevault::http::run(listener, state.clone(), async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
-        drop(daemon);
+        let purge = state.purge.get().cloned();
+        drop(state);
+        match purge {
+            Some(request) => {
+                let purged = tokio::task::spawn_blocking(move || {
+                    notevault::daemon::purge(daemon, &request)
+                })
+                .await??;
+                eprintln!(
+                    "notevault: purged the daemon's data about the vault ({} notes moved to .trash/, {} left in place); the notes folder is otherwise untouched",
+                    purged.trashed, purged.kept
+                );
+            }
+            None => drop(daemon),
+        }
         Ok(())
     })
+}
+
+/// Keep the URL served (for `notevault login-link`) and, on a terminal, print a one-time
+/// sign-in link to the console. Not into a log: a service's output goes to the journal,
+/// and the link signs in whoever opens it; a service's user asks `notevault login-link`.
+fn console_link(meta: &Meta, url: &str) {
+    use std::io::IsTerminal;
+    if let Err(e) = meta.set_setting(notevault::console::URL_SETTING, url) {
+        tracing::warn!(error = %e.message, "cannot keep the served URL for login-link");
+    }
+    if !std::io::stderr().is_terminal() {
+        eprintln!("notevault: web console at {url}/ (sign in with the link `notevault login-link` prints)");
+        return;
+    }
+    match notevault::console::sign_in_link(meta, url) {
+        Ok(link) => {
+            eprintln!("notevault: sign in to the web console (one use, 15 minutes): {link}")
+        }
+        Err(e) => eprintln!("notevault: no sign-in link: {}", e.message),
+    }
+}
+
+/// `notevault login-link`: a one-time sign-in link for the daemon serving the vault (the
+/// URL it keeps in the metadata store when it starts).
+fn login_link(store: TokenStoreArgs) -> anyhow::Result<()> {
+    let meta = token_store(store)?;
+    let Some(url) = meta.setting(notevault::console::URL_SETTING)? else {
+        anyhow::bail!("no daemon has served this vault yet: start `notevault serve` first");
+    };
+    let link = notevault::console::sign_in_link(&meta, &url)
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    println!("{link}");
+    Ok(())
 }
 
 /// A non-loopback address is served only with auth and TLS both, or with
@@ -220,21 +272,20 @@ fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
         .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))
 }
 
+/// Append an audit row; a failure is a warning (the token was made or revoked).
+fn audit(meta: &Meta, event: AuditEvent<'_>) {
+    if let Err(e) = meta.append_audit(&event, &timestamp(chrono::Utc::now())) {
+        eprintln!(
+            "notevault: warning: cannot append to the audit log: {}",
+            e.message
+        );
+    }
+}
+
 /// `notevault token create|list|revoke`.
 fn token(command: TokenCommand) -> anyhow::Result<()> {
     match command {
         TokenCommand::Create(args) => {
-            let name = args.name.trim().to_string();
-            if name.is_empty()
-                || name.len() > 100
-                || name.chars().any(char::is_control)
-                || name.starts_with(pat::PREFIX)
-            {
-                anyhow::bail!(
-                    "invalid token name {name:?}: 1 to 100 characters, no control characters, not starting with {}",
-                    pat::PREFIX
-                );
-            }
             let lifetime = args
                 .expires_in
                 .as_deref()
@@ -242,36 +293,20 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
                 .transpose()
                 .map_err(anyhow::Error::msg)?;
             let meta = token_store(args.store)?;
-            if meta.pats()?.iter().any(|p| p.name == name) {
-                anyhow::bail!(
-                    "a token named {name:?} exists: revoke it first, or pick another name"
-                );
-            }
-            let key = meta.pat_key()?;
-            let now = chrono::Utc::now();
-            let mut scopes = args.scopes;
-            scopes.sort();
-            scopes.dedup();
-            // A prefix taken by another token (one chance in 2^47) gets a new token.
-            for _ in 0..8 {
-                let token = pat::generate().map_err(anyhow::Error::msg)?;
-                let row = PatRow {
-                    prefix: pat::public_prefix(&token).to_string(),
-                    name: name.clone(),
-                    hash: pat::hash(&key, &token),
-                    scopes: scopes.join(" "),
-                    created_at: timestamp(now),
-                    expires_at: lifetime
-                        .map(|d| chrono::Duration::from_std(d).map(|d| timestamp(now + d)))
-                        .transpose()?,
-                    last_used_at: None,
-                };
-                if meta.insert_pat(&row)? {
-                    println!("{token}");
-                    return Ok(());
-                }
-            }
-            anyhow::bail!("could not store the token: try again")
+            let scopes: Vec<Permission> = args
+                .scopes
+                .iter()
+                .filter_map(|s| Permission::from_name(s))
+                .collect();
+            let (token, row) = meta
+                .create_pat(&args.name, &scopes, lifetime, chrono::Utc::now())
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            audit(
+                &meta,
+                AuditEvent::new(AuditKind::TokenCreated, "cli").subject(&row.prefix),
+            );
+            println!("{token}");
+            Ok(())
         }
         TokenCommand::List(store) => {
             let meta = token_store(store)?;
@@ -297,9 +332,19 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Revoke(args) => {
             let meta = token_store(args.store)?;
-            if meta.revoke_pat(&args.token)? == 0 {
+            let Some(prefix) = meta
+                .pats()?
+                .into_iter()
+                .find(|p| p.name == args.token || p.prefix == args.token)
+                .map(|p| p.prefix)
+            else {
                 anyhow::bail!("no token named or prefixed {:?}", args.token);
-            }
+            };
+            meta.revoke_pat(&prefix)?;
+            audit(
+                &meta,
+                AuditEvent::new(AuditKind::TokenRevoked, "cli").subject(&prefix),
+            );
             eprintln!("notevault: revoked {}", args.token);
             Ok(())
         }

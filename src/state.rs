@@ -48,6 +48,20 @@ pub struct State {
     pub index: Arc<SearchIndex>,
     /// What the live watcher reports (`off` until it runs).
     pub watch_status: Arc<Mutex<WatchStatus>>,
+    /// Cancelled to stop serving (a purge asks it); `http::run` ends when it is.
+    pub stop: tokio_util::sync::CancellationToken,
+    /// A purge asked for: the daemon stops serving and then removes its state
+    /// (`daemon::purge`), once nothing else holds it.
+    pub purge: std::sync::OnceLock<PurgeRequest>,
+}
+
+/// What a purge was asked to do beyond removing the daemon's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeRequest {
+    /// Move the notes into `.trash/` too.
+    pub trash_notes: bool,
+    /// Who asked (`console`, `api`), for the audit row that stays.
+    pub actor: String,
 }
 
 impl State {
@@ -84,6 +98,8 @@ impl State {
                 state: "off".into(),
                 ..Default::default()
             })),
+            stop: tokio_util::sync::CancellationToken::new(),
+            purge: std::sync::OnceLock::new(),
         })
     }
 

@@ -3,6 +3,7 @@
 //! OpenAPI document. The application around it (middleware, `/mcp`, the server) is
 //! `http`; the domain (`queries`, `writes`, `vault`, ...) knows nothing of either.
 
+pub mod account;
 pub mod attachments;
 pub mod error;
 pub mod folders;
@@ -203,6 +204,8 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         Op::DeleteAttachment => attachments::delete(state, note()?, parts).await?,
         Op::MoveAttachment => attachments::move_(state, note()?, parts, bytes).await?,
         Op::RenameAttachment => attachments::rename(state, note()?, parts, bytes).await?,
+        Op::AuditEvents => account::audit_events(state, parts).await?.into_response(),
+        Op::PurgeVault => account::purge(state, parts, bytes).await?,
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

@@ -196,6 +196,8 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::writes::delete_folder,
         crate::api::oauth::resource_metadata,
         crate::api::oauth::mcp_resource_metadata,
+        crate::api::account::audit_events,
+        crate::api::account::purge,
         legacy_versions,
         legacy_approve,
         legacy_reject,
@@ -269,12 +271,17 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::revisions::RevisionEntry,
         crate::api::revisions::RevisionList,
         crate::api::revisions::NoteDiff,
+        crate::api::account::AuditEvent,
+        crate::api::account::AuditEventList,
+        crate::api::account::PurgeRequest,
+        crate::api::account::PurgeAccepted,
     )),
     tags(
         (name = "Notes", description = "List and read notes."),
         (name = "Search", description = "Search, grep, the tag rollup, property aggregation and the vault summary; every answer carries coverage."),
         (name = "Review", description = "Write settings, the pending-write queue, revisions, rollback and diffs."),
         (name = "Attachments", description = "Files of the vault that are not notes: list, download, upload, presigned links, delete."),
+        (name = "Account", description = "Session-only routes: the audit log and the purge. A personal access token gets 403 `CREDENTIAL_FORBIDDEN`."),
         (name = "Meta", description = "The contract."),
     )
 )]

@@ -128,7 +128,7 @@ pub async fn patch_settings(
     } else {
         None
     };
-    let settings = blocking(move || review::set_settings(&state, policy, budget)).await?;
+    let settings = blocking(move || review::set_settings(&state, policy, budget, "api")).await?;
     Ok(Json(settings.into()))
 }
 
@@ -368,7 +368,7 @@ async fn decide(
     Query::parse(parts.uri.query(), &[])?;
     check_id(&id)?;
     let id = id.to_lowercase();
-    let row = blocking(move || review::decide(&state, &id, approve)).await?;
+    let row = blocking(move || review::decide(&state, &id, approve, "api")).await?;
     Ok(Json(row.into()))
 }
 

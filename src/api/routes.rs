@@ -62,6 +62,8 @@ pub enum Op {
     DeleteAttachment,
     MoveAttachment,
     RenameAttachment,
+    AuditEvents,
+    PurgeVault,
 }
 
 /// Where the protected-resource metadata is served (RFC 9728 section 3); the MCP
@@ -112,6 +114,18 @@ pub const PRESIGN: Access = Access {
     need: Need::Read,
 };
 
+/// A session-only read (`GET /v1/audit-events`): a signed-in session, never a personal
+/// access token.
+pub const SESSION_READ: Access = Access {
+    class: Some(Class::Read),
+    need: Need::Session(None),
+};
+/// A session-only action (export, purge): a signed-in session, limited as a write.
+pub const SESSION_WRITE: Access = Access {
+    class: Some(Class::Write),
+    need: Need::Session(None),
+};
+
 /// The token proxy: open, limited as a write.
 pub const PROXY: Access = Access {
     class: Some(Class::Write),
@@ -134,9 +148,8 @@ pub fn routes() -> Vec<Route> {
     table().to_vec()
 }
 
-/// The route table, built once. Session-only routes (audit events, export, purge:
-/// `Need::Session(None)`) and the key route (`Need::Session(Some(NotesWrite))`) are not
-/// served yet.
+/// The route table, built once. Session-only routes (audit events, export, purge) need
+/// `Need::Session(None)`.
 pub fn table() -> &'static [Route] {
     static TABLE: std::sync::OnceLock<Vec<Route>> = std::sync::OnceLock::new();
     TABLE.get_or_init(build)
@@ -260,6 +273,8 @@ fn build() -> Vec<Route> {
             Op::DeleteAttachment,
             WRITE,
         ),
+        r(M::GET, "/v1/audit-events", Op::AuditEvents, SESSION_READ),
+        r(M::POST, "/v1/vault/purge", Op::PurgeVault, SESSION_WRITE),
         r(M::GET, "/v1/writes", Op::ListWrites, READ),
         r(M::GET, "/v1/writes/{id}", Op::GetWrite, REVIEW_READ),
         r(M::POST, "/v1/writes/{id}:approve", Op::ApproveWrite, REVIEW),
@@ -515,6 +530,10 @@ mod tests {
                 // Open by the interface's "Authentication" items 8 and 9.
                 ("GET", t) if t.starts_with(METADATA_PATH) => Need::Nothing,
                 ("POST", "/v1/auth/token") => Need::Nothing,
+                // Session-only (interface, "Authentication" item 5).
+                ("GET", "/v1/audit-events") | ("POST", "/v1/vault/purge" | "/v1/export") => {
+                    Need::Session(None)
+                }
                 ("GET", "/v1/writes/{id}") => Need::Permission(NotesReview),
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
                 ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),

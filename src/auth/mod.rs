@@ -17,6 +17,7 @@
 pub mod idp;
 pub mod jwt;
 pub mod pat;
+pub mod session;
 
 use serde::Deserialize;
 use subtle::ConstantTimeEq;

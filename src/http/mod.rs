@@ -70,6 +70,14 @@ impl AppState {
     }
 }
 
+impl FromRef<AppState> for crate::console::Console {
+    fn from_ref(app: &AppState) -> Self {
+        crate::console::Console {
+            state: app.state.clone(),
+        }
+    }
+}
+
 impl FromRef<AppState> for Arc<State> {
     fn from_ref(app: &AppState) -> Self {
         app.state.clone()
@@ -77,11 +85,13 @@ impl FromRef<AppState> for Arc<State> {
 }
 
 /// The whole application as a router, for `run` and for `oneshot` tests: `/mcp` (rmcp's
-/// streamable HTTP service) and the route table, behind the same middleware.
+/// streamable HTTP service), the web console's pages, and the route table, behind the
+/// same middleware.
 pub fn router(app: AppState) -> Router {
     layered(
         Router::new()
             .route("/mcp", axum::routing::any(mcp))
+            .merge(crate::console::routes())
             .fallback(dispatch),
         app,
     )
@@ -149,13 +159,18 @@ pub async fn run(
             tracing::warn!(error = %e.message, "cannot upgrade pending writes stored by an older version")
         }
     }
+    let stop = state.stop.clone();
     let app = AppState::new(state);
     let limits = server::Limits::from(&app.state.config);
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
     let app = router(app);
     server::serve(listener, app, limits, docs_url, acceptor, async move {
-        shutdown.await;
+        // The caller's shutdown, or a stop the daemon asked for itself (a purge).
+        tokio::select! {
+            () = shutdown => {}
+            () = stop.cancelled() => {}
+        }
         // Open MCP streams would hold the graceful shutdown forever: end them first.
         mcp_cancel.cancel();
     })

@@ -3,6 +3,8 @@
 //! It holds what the folder cannot: stable note ids, the revision chain, settings, the
 //! page-token key and the personal access tokens (keyed hashes only, `tokens.rs`). It is auxiliary: the folder stays the truth.
 
+pub mod audit;
+pub mod console;
 pub mod tokens;
 
 use std::path::Path;
@@ -114,6 +116,29 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE presign_nonces (
         nonce      TEXT PRIMARY KEY,
         expires_at INTEGER NOT NULL
+    );",
+    // 9: the web console: one-time sign-in codes and server-side sessions (the BLAKE3
+    // digest of each secret, never the secret), and the audit log (ids and counters only)
+    "CREATE TABLE sign_in_codes (
+        digest     TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        used_at    TEXT
+    );
+    CREATE TABLE console_sessions (
+        digest       TEXT PRIMARY KEY,
+        csrf         TEXT NOT NULL,
+        created_at   TEXT NOT NULL,
+        expires_at   TEXT NOT NULL,
+        last_seen_at TEXT NOT NULL
+    );
+    CREATE TABLE audit_events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind       TEXT NOT NULL,
+        actor      TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        subject    TEXT,
+        counts     TEXT NOT NULL DEFAULT '{}'
     );",
 ];
 

@@ -154,6 +154,71 @@ impl Meta {
         Ok(revoked)
     }
 
+    /// Make a personal access token named `name` with `scopes` (permission names), living
+    /// `lifetime` from `now` (or until revoked), and store its row; the token is returned
+    /// once and never kept. The one maker of tokens, for the CLI and the console; the
+    /// caller appends the audit row. A name must be 1 to 100 characters, without control
+    /// characters, not starting with `nvp_`, and not taken (`VALIDATION_FAILED` on `name`).
+    pub fn create_pat(
+        &self,
+        name: &str,
+        scopes: &[crate::auth::Permission],
+        lifetime: Option<std::time::Duration>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(String, PatRow)> {
+        use crate::auth::pat;
+        use crate::clock::timestamp;
+        use crate::error::Error;
+        let name = name.trim();
+        if name.is_empty()
+            || name.chars().count() > 100
+            || name.chars().any(char::is_control)
+            || name.starts_with(pat::PREFIX)
+        {
+            return Err(Error::invalid_field(
+                "name",
+                format!(
+                    "1 to 100 characters, no control characters, not starting with {}",
+                    pat::PREFIX
+                ),
+            ));
+        }
+        if self.pats()?.iter().any(|p| p.name == name) {
+            return Err(Error::invalid_field(
+                "name",
+                format!("a token named {name:?} exists: revoke it first, or pick another name"),
+            ));
+        }
+        let expires_at = match lifetime {
+            Some(d) => Some(timestamp(
+                now + chrono::Duration::from_std(d)
+                    .map_err(|_| Error::invalid_field("expires_in", "too long"))?,
+            )),
+            None => None,
+        };
+        let mut scopes: Vec<&str> = scopes.iter().map(|p| p.as_str()).collect();
+        scopes.sort_unstable();
+        scopes.dedup();
+        let key = self.pat_key()?;
+        // A prefix taken by another token (one chance in 2^47) gets a new token.
+        for _ in 0..8 {
+            let token = pat::generate().map_err(Error::internal)?;
+            let row = PatRow {
+                prefix: pat::public_prefix(&token).to_string(),
+                name: name.to_string(),
+                hash: pat::hash(&key, &token),
+                scopes: scopes.join(" "),
+                created_at: timestamp(now),
+                expires_at: expires_at.clone(),
+                last_used_at: None,
+            };
+            if self.insert_pat(&row)? {
+                return Ok((token, row));
+            }
+        }
+        Err(Error::internal("could not store the token: try again"))
+    }
+
     /// Note a use of the token (`token list` shows it).
     pub fn touch_pat(&self, prefix: &str, at: &str) -> Result<()> {
         let conn = self.conn.lock();

@@ -324,7 +324,7 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
 
 /// Where a deleted note goes: `.trash/<path>`, Obsidian's convention, with a numeric
 /// suffix when a note of that name was trashed before.
-fn trash_path(root: &std::path::Path, rel: &str) -> std::path::PathBuf {
+pub(crate) fn trash_path(root: &std::path::Path, rel: &str) -> std::path::PathBuf {
     let base = root.join(".trash");
     let first = base.join(rel);
     if !first.exists() {

@@ -19,6 +19,7 @@ pub mod recover;
 pub mod review;
 mod submit;
 
+pub(crate) use apply::trash_path;
 pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };

@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
+use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::meta::PendingRow;
 pub use crate::queries::settings::{settings, WritePolicy, WriteSettings};
 use crate::state::State;
@@ -18,16 +19,27 @@ use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request};
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
 
+/// Change the write policy and budget (what is `None` stays); `actor` is who, for the
+/// audit log.
 pub fn set_settings(
     state: &State,
     policy: Option<WritePolicy>,
     budget: Option<u32>,
+    actor: &str,
 ) -> Result<WriteSettings> {
     if let Some(p) = policy {
         state.meta.set_setting("write_policy", p.as_str())?;
     }
     if let Some(b) = budget {
         state.meta.set_setting("write_budget", &b.to_string())?;
+    }
+    if policy.is_some() || budget.is_some() {
+        let counts = budget.map(|b| [("write_budget", i64::from(b))]);
+        state.meta.note_audit(
+            &AuditEvent::new(AuditKind::SettingsChanged, actor)
+                .subject("write_settings")
+                .counts(counts.as_ref().map_or(&[], |c| &c[..])),
+        );
     }
     settings(state)
 }
@@ -209,7 +221,8 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
 /// through the same door as a direct write (the budget included: past it the approval is
 /// `WRITE_BUDGET_EXCEEDED` and the write stays pending); its receipt is stored as the
 /// row's `result`.
-pub fn decide(state: &State, id: &str, approve: bool) -> Result<PendingRow> {
+/// `reviewer` is who decides, for the audit log.
+pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<PendingRow> {
     let lock = state.key_locks.get(&format!("pending:{id}"));
     let _guard = lock.lock();
     let row = state.meta.pending(id)?.ok_or_else(|| {
@@ -261,6 +274,13 @@ pub fn decide(state: &State, id: &str, approve: bool) -> Result<PendingRow> {
             format!("pending write {id} was already decided"),
         ));
     }
+    let kind = match status {
+        "applied" => AuditKind::WriteApproved,
+        _ => AuditKind::WriteRejected,
+    };
+    state
+        .meta
+        .note_audit(&AuditEvent::new(kind, reviewer).subject(id));
     state
         .meta
         .pending(id)?

@@ -5,10 +5,11 @@ use chrono::Utc;
 
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
+use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::record::crash_point;
 use crate::state::State;
 
-use super::{apply, review, Receipt, Request};
+use super::{apply, review, Receipt, ReceiptStatus, Request};
 
 /// The idempotency of one request: its key and the hash of what it means (the caller
 /// decides what makes two requests the same).
@@ -77,6 +78,21 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
     };
     crash_point(state, "before-receipt");
     store_receipt(state, intent, &receipt)?;
+    let (kind, subject) = match receipt.status {
+        ReceiptStatus::Applied => (AuditKind::WriteApplied, receipt.note_id.as_str()),
+        ReceiptStatus::Queued => (
+            AuditKind::WriteQueued,
+            receipt.pending_id.as_deref().unwrap_or_default(),
+        ),
+    };
+    if !receipt.unchanged {
+        let links = receipt.links_updated as i64;
+        state.meta.note_audit(
+            &AuditEvent::new(kind, &request.agent_id)
+                .subject(subject)
+                .counts(&[("links_updated", links)]),
+        );
+    }
     Ok(Submitted::Receipt(Box::new(receipt)))
 }
 

@@ -1,0 +1,150 @@
+//! The web console's sign-in codes and sessions as the metadata store keeps them: the
+//! BLAKE3 digest of each secret (`auth::session::digest`; never the secret), its times,
+//! and a session's CSRF token. A code is used once: the update that marks it used is
+//! conditional, so of two tabs opening the same link exactly one signs in.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::Meta;
+use crate::error::Result;
+
+/// A signed-in console session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub digest: String,
+    /// The token every state-changing console request carries (form field or header).
+    pub csrf: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub last_seen_at: String,
+}
+
+impl Meta {
+    /// Store a new sign-in code (its digest) valid until `expires_at`.
+    pub fn insert_sign_in_code(&self, digest: &str, now: &str, expires_at: &str) -> Result<()> {
+        let conn = self.conn.lock();
+        conn.execute(
+            "DELETE FROM sign_in_codes WHERE expires_at <= ?1 OR used_at IS NOT NULL",
+            [now],
+        )?;
+        conn.execute(
+            "INSERT INTO sign_in_codes (digest, created_at, expires_at) VALUES (?1, ?2, ?3)",
+            params![digest, now, expires_at],
+        )?;
+        Ok(())
+    }
+
+    /// Use the code whose digest is `digest`: `true` once, for a code that exists, has not
+    /// expired and was not used; `false` otherwise.
+    pub fn use_sign_in_code(&self, digest: &str, now: &str) -> Result<bool> {
+        let used = self.conn.lock().execute(
+            "UPDATE sign_in_codes SET used_at = ?2
+             WHERE digest = ?1 AND used_at IS NULL AND expires_at > ?2",
+            params![digest, now],
+        )?;
+        Ok(used == 1)
+    }
+
+    /// Store a new session.
+    pub fn insert_session(&self, row: &SessionRow) -> Result<()> {
+        let conn = self.conn.lock();
+        conn.execute(
+            "DELETE FROM console_sessions WHERE expires_at <= ?1",
+            [&row.created_at],
+        )?;
+        conn.execute(
+            "INSERT INTO console_sessions (digest, csrf, created_at, expires_at, last_seen_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                row.digest,
+                row.csrf,
+                row.created_at,
+                row.expires_at,
+                row.last_seen_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The session whose digest is `digest`, if it exists and has not expired at `now`.
+    pub fn session(&self, digest: &str, now: &str) -> Result<Option<SessionRow>> {
+        Ok(self
+            .conn
+            .lock()
+            .prepare_cached(
+                "SELECT digest, csrf, created_at, expires_at, last_seen_at
+                 FROM console_sessions WHERE digest = ?1 AND expires_at > ?2",
+            )?
+            .query_row(params![digest, now], |r| {
+                Ok(SessionRow {
+                    digest: r.get(0)?,
+                    csrf: r.get(1)?,
+                    created_at: r.get(2)?,
+                    expires_at: r.get(3)?,
+                    last_seen_at: r.get(4)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Note that a session was used at `now` (shown on the console; at most once a minute).
+    pub fn touch_session(&self, digest: &str, now: &str) -> Result<()> {
+        self.conn.lock().execute(
+            "UPDATE console_sessions SET last_seen_at = ?2 WHERE digest = ?1",
+            params![digest, now],
+        )?;
+        Ok(())
+    }
+
+    /// End a session (sign-out): `true` when it existed.
+    pub fn delete_session(&self, digest: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .lock()
+            .execute("DELETE FROM console_sessions WHERE digest = ?1", [digest])?
+            == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_signs_in_once_and_not_after_it_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Meta::open(&dir.path().join("meta.sqlite")).unwrap();
+        let t0 = "2026-01-01T00:00:00.000Z";
+        let t1 = "2026-01-01T00:05:00.000Z";
+        let t2 = "2026-01-01T00:20:00.000Z";
+        meta.insert_sign_in_code("a", t0, "2026-01-01T00:15:00.000Z")
+            .unwrap();
+        meta.insert_sign_in_code("b", t0, "2026-01-01T00:15:00.000Z")
+            .unwrap();
+        assert!(meta.use_sign_in_code("a", t1).unwrap());
+        assert!(!meta.use_sign_in_code("a", t1).unwrap(), "used twice");
+        assert!(!meta.use_sign_in_code("b", t2).unwrap(), "expired");
+        assert!(!meta.use_sign_in_code("zzz", t1).unwrap(), "unknown");
+    }
+
+    #[test]
+    fn a_session_ends_at_expiry_and_at_sign_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Meta::open(&dir.path().join("meta.sqlite")).unwrap();
+        let row = SessionRow {
+            digest: "d".into(),
+            csrf: "c".into(),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            expires_at: "2026-01-01T12:00:00.000Z".into(),
+            last_seen_at: "2026-01-01T00:00:00.000Z".into(),
+        };
+        meta.insert_session(&row).unwrap();
+        assert_eq!(
+            meta.session("d", "2026-01-01T01:00:00.000Z").unwrap(),
+            Some(row)
+        );
+        assert_eq!(meta.session("d", "2026-01-01T12:00:00.000Z").unwrap(), None);
+        assert!(meta.delete_session("d").unwrap());
+        assert_eq!(meta.session("d", "2026-01-01T01:00:00.000Z").unwrap(), None);
+    }
+}
