@@ -14,7 +14,7 @@
 //! `writes::review::set_settings`, the token store), never a route of their own making.
 //!
 //! Pages answer with a strict Content-Security-Policy (scripts, styles and requests from
-//! this server only; no inline script), `no-store`, `no-referrer` and `nosniff`.
+//! this server only; no inline script), `no-store`, `Referrer-Policy: same-origin` (with `no-referrer` a browser sends `Origin: null` on form posts, which the Host/Origin guard refuses) and `nosniff`.
 
 mod diff;
 mod pages;
@@ -96,7 +96,7 @@ async fn secure_headers(mut response: Response) -> Response {
     for (name, value) in [
         ("content-security-policy", CSP),
         ("x-content-type-options", "nosniff"),
-        ("referrer-policy", "no-referrer"),
+        ("referrer-policy", "same-origin"),
         ("x-frame-options", "DENY"),
     ] {
         headers.insert(name, HeaderValue::from_static(value));

@@ -96,6 +96,19 @@ pub fn rg() -> Option<PathBuf> {
     }
 }
 
+/// Debian's Chromium (`/usr/bin/chromium`, the package `.ci/run` installs) for the
+/// console's browser test.
+pub fn chromium() -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/bin/chromium");
+    if path.exists() {
+        return Some(path);
+    }
+    missing(
+        "chromium",
+        "/usr/bin/chromium is absent (Debian: apt-get install chromium)",
+    )
+}
+
 /// The venv's python, made once per target dir (and again when `.ci/requirements.txt`
 /// changes). With `NOTEVAULT_REQUIRE_TOOLS=0` only a venv already made is used.
 fn provisioned() -> Result<PathBuf, String> {

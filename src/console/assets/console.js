@@ -28,6 +28,11 @@ document.addEventListener("htmx:responseError", (event) => {
 document.addEventListener("htmx:afterSwap", () => {
   const badge = document.getElementById("pending-badge");
   if (!badge) return;
-  const waiting = document.querySelectorAll("#pending article.write:not(.decided)").length;
+  const list = document.getElementById("pending");
+  if (!list) return;
+  const waiting =
+    list.querySelectorAll("article.write:not(.decided)").length +
+    Number(list.dataset.more || 0);
   badge.textContent = String(waiting);
+  badge.hidden = waiting === 0;
 });

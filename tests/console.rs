@@ -1,0 +1,687 @@
+//! The web console and the session-only routes: sign-in links and sessions, CSRF, the
+//! pages a person uses (over HTTP, and in a real browser: headless Chromium driven by
+//! Playwright, `tests/console/browser.py`), `GET /v1/audit-events` and
+//! `POST /v1/vault/purge` with a session, a personal access token and nothing.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they read the vault and the environment"
+)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{res_json, temp_vault, TestServer};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_notevault");
+const SESSION: &str = "session-token-for-console-tests";
+const PAT: &str = "pat-kind-token-for-console-tests";
+
+fn with_tokens(c: &mut notevault::config::Config) {
+    let tokens: Vec<notevault::auth::StaticToken> = serde_json::from_value(json!([
+        {"token": SESSION, "permissions": ["notes.write", "notes.review"]},
+        {"token": PAT, "permissions": ["notes.write", "notes.review"], "kind": "pat"},
+    ]))
+    .unwrap();
+    c.static_tokens = tokens;
+}
+
+/// A client that keeps no cookies and follows no redirects: each step is seen.
+fn plain_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Sign in with a fresh link: the session cookie (`name=value`) and the page's CSRF token.
+async fn sign_in(s: &TestServer) -> (String, String) {
+    let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
+    let client = plain_client();
+    let res = client.get(&link).send().await.unwrap();
+    assert_eq!(res.status(), 303);
+    assert_eq!(res.headers()["location"], "/");
+    let set = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    assert!(!set.contains("Secure"), "no TLS, no Secure: {set}");
+    let cookie = set.split(';').next().unwrap().to_string();
+    let page = client
+        .get(s.url("/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a form with the CSRF token")
+        .to_string();
+    (cookie, csrf)
+}
+
+async fn post_form(
+    s: &TestServer,
+    path: &str,
+    cookie: Option<&str>,
+    form: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut req = plain_client().post(s.url(path)).form(form);
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_sign_in_link_works_once_and_the_session_ends_at_sign_out() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let client = plain_client();
+    // Open local mode: the console still needs a sign-in.
+    let res = client.get(s.url("/")).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    let csp = res.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert!(res.text().await.unwrap().contains("notevault login-link"));
+
+    let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
+    let first = client.get(&link).send().await.unwrap();
+    assert_eq!(first.status(), 303);
+    let second = client.get(&link).send().await.unwrap();
+    assert_eq!(second.status(), 401, "a link signs in once");
+    assert!(second.text().await.unwrap().contains("used already"));
+
+    for bad in [
+        "/sign-in",
+        "/sign-in?code=short",
+        "/sign-in?code=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    ] {
+        let res = client.get(s.url(bad)).send().await.unwrap();
+        assert_eq!(res.status(), 401, "{bad}");
+        assert!(res.headers().get("set-cookie").is_none(), "{bad}");
+    }
+    // A forged cookie is no session.
+    let res = client
+        .get(s.url("/tokens"))
+        .header(
+            "cookie",
+            "notevault_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    assert!(res.text().await.unwrap().contains("Your session has ended"));
+
+    let (cookie, csrf) = sign_in(&s).await;
+    for page in [
+        "/",
+        "/pending",
+        "/tokens",
+        "/settings",
+        "/activity",
+        "/vault",
+    ] {
+        let res = client
+            .get(s.url(page))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{page}");
+        assert_eq!(res.headers()["cache-control"], "no-store", "{page}");
+    }
+    // Sign-out needs the CSRF token too.
+    let res = post_form(&s, "/sign-out", Some(&cookie), &[]).await;
+    assert_eq!(res.status(), 403);
+    let res = post_form(&s, "/sign-out", Some(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("Max-Age=0"));
+    let res = client
+        .get(s.url("/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401, "the session ended on the server");
+}
+
+#[tokio::test]
+async fn console_posts_need_the_csrf_token_and_a_same_origin() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let (cookie, csrf) = sign_in(&s).await;
+    let settings = || async { s.get_json("/v1/vault/write-settings", 200).await };
+    let before = settings().await;
+    let form = [("write_policy", "read_only"), ("write_budget", "5")];
+    // No token, a wrong token: refused, nothing changes.
+    let res = post_form(&s, "/settings", Some(&cookie), &form).await;
+    assert_eq!(res.status(), 403);
+    let mut wrong = form.to_vec();
+    wrong.push(("csrf", "not-the-token"));
+    let res = post_form(&s, "/settings", Some(&cookie), &wrong).await;
+    assert_eq!(res.status(), 403);
+    // The right token without a session: the sign-in page.
+    let mut right = form.to_vec();
+    right.push(("csrf", &csrf));
+    let res = post_form(&s, "/settings", None, &right).await;
+    assert_eq!(res.status(), 401);
+    // A cross-origin form post (the browser sends its Origin) is refused by the guard.
+    let res = plain_client()
+        .post(s.url("/settings"))
+        .header("cookie", &cookie)
+        .header("origin", "https://evil.example")
+        .form(&right)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    assert_eq!(settings().await, before, "nothing changed");
+    // Bad values: a clear message, nothing changes.
+    let res = post_form(
+        &s,
+        "/settings",
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("write_policy", "sometimes"),
+            ("write_budget", "x"),
+        ],
+    )
+    .await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("Nothing saved"));
+    assert_eq!(settings().await, before);
+    // The right token: saved, and the activity says so.
+    let res = post_form(&s, "/settings", Some(&cookie), &right).await;
+    assert_eq!(res.status(), 303);
+    let now = settings().await;
+    assert_eq!(now["write_policy"], "read_only");
+    assert_eq!(now["write_budget"], 5);
+}
+
+#[tokio::test]
+async fn the_review_page_decides_writes_and_escapes_what_agents_wrote() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let (cookie, csrf) = sign_in(&s).await;
+    s.call(
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "review"})),
+        200,
+    )
+    .await;
+    let queued = s
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("k1"),
+            Some(json!({"slug": "x", "content": "# <img src=x onerror=alert(1)>\n", "agent_id": "<b>agent</b>"})),
+            202,
+        )
+        .await;
+    let id = queued["pending_id"].as_str().unwrap().to_string();
+    let page = plain_client()
+        .get(s.url("/pending"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&format!("id=\"write-{id}\"")), "{page}");
+    assert!(
+        page.contains("&#60;img src=x onerror=alert(1)&#62;"),
+        "{page}"
+    );
+    assert!(!page.contains("<img src=x"), "{page}");
+    assert!(page.contains("&#60;b&#62;agent&#60;/b&#62;"), "{page}");
+
+    // Approve (htmx: the card's answer), then a second approve: already decided.
+    let approve = |extra_header: bool| {
+        let mut req = plain_client()
+            .post(s.url(&format!("/writes/{id}/approve")))
+            .header("cookie", &cookie)
+            .form(&[("csrf", csrf.as_str())]);
+        if extra_header {
+            req = req.header("hx-request", "true");
+        }
+        req.send()
+    };
+    let res = approve(true).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("Approved"));
+    assert!(s.vault.join("x.md").exists());
+    let res = approve(false).await.unwrap();
+    assert_eq!(res.status(), 303);
+    assert_eq!(res.headers()["location"], "/?done=already");
+    let res = approve(true).await.unwrap();
+    assert!(res.text().await.unwrap().contains("already decided"));
+    let row = s.get_json(&format!("/v1/writes/{id}"), 200).await;
+    assert_eq!(row["status"], "applied");
+
+    // A made-up id and action change nothing.
+    let res = post_form(
+        &s,
+        "/writes/not-a-uuid/approve",
+        Some(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status(), 404);
+    let res = post_form(
+        &s,
+        &format!("/writes/{id}/explode"),
+        Some(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn tokens_made_in_the_console_work_once_shown_and_revoke() {
+    let s = TestServer::start(Some("vault-example"), |c| c.auth_required = true).await;
+    let (cookie, csrf) = sign_in(&s).await;
+    let res = post_form(
+        &s,
+        "/tokens",
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("name", "agent-1"),
+            ("scope", "notes.write"),
+            ("expires_in", "30d"),
+        ],
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    let token = html
+        .split("id=\"new-token\">")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap()
+        .to_string();
+    assert!(token.starts_with("nvp_"), "{token}");
+    assert!(html.contains(&format!("Bearer {token}")), "the MCP snippet");
+    let use_it = |path: &'static str| plain_client().get(s.url(path)).bearer_auth(&token).send();
+    assert_eq!(use_it("/v1/notes?page_size=1").await.unwrap().status(), 200);
+    // A taken name: a message, no second token.
+    let res = post_form(
+        &s,
+        "/tokens",
+        Some(&cookie),
+        &[("csrf", &csrf), ("name", "agent-1")],
+    )
+    .await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("exists"));
+    let res = post_form(
+        &s,
+        "/tokens",
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("name", "bad"),
+            ("scope", "notes.everything"),
+        ],
+    )
+    .await;
+    assert_eq!(res.status(), 400);
+    assert_eq!(s.svc.meta.pats().unwrap().len(), 1);
+    // The list never shows the token again.
+    let listing = plain_client()
+        .get(s.url("/tokens"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!listing.contains(&token));
+    let prefix = &token[..12];
+    assert!(listing.contains(prefix));
+    let res = post_form(
+        &s,
+        &format!("/tokens/{prefix}/revoke"),
+        Some(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status(), 303);
+    assert_eq!(use_it("/v1/notes?page_size=1").await.unwrap().status(), 401);
+    let res = post_form(
+        &s,
+        &format!("/tokens/{prefix}/revoke"),
+        Some(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn audit_events_answer_a_session_refuse_a_pat_and_hold_no_content() {
+    let s = TestServer::start(Some("vault-example"), with_tokens).await;
+    let client = plain_client();
+    let get = |token: Option<&'static str>, path: &str| {
+        let mut req = client.get(s.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    let secret_text = "a canary sentence that must not reach the audit log";
+    for i in 0..3 {
+        let res = client
+            .post(s.url("/v1/notes"))
+            .bearer_auth(SESSION)
+            .header("Idempotency-Key", format!("audit-{i}"))
+            .json(&json!({"slug": format!("audit-{i}"), "content": secret_text, "agent_id": "bot"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+    }
+    let res = get(Some(PAT), "/v1/audit-events").await.unwrap();
+    assert_eq!(res.status(), 403);
+    assert!(res.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("insufficient_scope"));
+    let body = res_json(res, 403, "pat").await;
+    assert_eq!(body["reason"], "CREDENTIAL_FORBIDDEN");
+    let res = get(None, "/v1/audit-events").await.unwrap();
+    assert_eq!(res_json(res, 401, "none").await["reason"], "AUTH_MISSING");
+
+    let res = get(Some(SESSION), "/v1/audit-events?page_size=2")
+        .await
+        .unwrap();
+    let page: Value = res_json(res, 200, "session").await;
+    let events = page["audit_events"].as_array().unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["kind"], "write.applied");
+    assert_eq!(events[0]["actor"], "bot");
+    assert!(events[0]["id"].as_str().unwrap() > events[1]["id"].as_str().unwrap());
+    let token = page["next_page_token"].as_str().unwrap();
+    let res = get(
+        Some(SESSION),
+        &format!("/v1/audit-events?page_size=2&page_token={token}"),
+    )
+    .await
+    .unwrap();
+    let rest: Value = res_json(res, 200, "page 2").await;
+    assert_eq!(rest["audit_events"].as_array().unwrap().len(), 1);
+    assert!(rest["next_page_token"].is_null());
+    let all = format!("{page}{rest}");
+    assert!(!all.contains("canary"), "{all}");
+
+    let res = get(
+        Some(SESSION),
+        "/v1/audit-events?filter=kind%20%3D%20%22token.created%22",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        res_json(res, 200, "filter").await["audit_events"],
+        json!([])
+    );
+    let res = get(
+        Some(SESSION),
+        "/v1/audit-events?filter=title%20%3D%20%22x%22",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        res_json(res, 400, "bad field").await["reason"],
+        "INVALID_FILTER"
+    );
+    let res = get(Some(SESSION), "/v1/audit-events?page_token=forged")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    let res = get(Some(SESSION), "/v1/audit-events?page_size=0")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+}
+
+/// The daemon as a user runs it, on `vault` with its state in `state`: its address, read
+/// from a whole line of its stderr, and the rest of its stderr once it ends.
+struct Daemon {
+    child: Child,
+    base: String,
+    rest: std::thread::JoinHandle<String>,
+}
+
+fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state)
+        .arg(vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .env_remove("AUTH_REQUIRED")
+        .env_remove("NOTEVAULT_STATIC_TOKENS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("the daemon prints its address")
+            .unwrap();
+        if let Some(rest) = line.split(" on http://").nth(1) {
+            break format!("http://{}", rest.split_whitespace().next().unwrap());
+        }
+    };
+    let rest =
+        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    Daemon { child, base, rest }
+}
+
+/// Every file under `dir` (but the state dir) and its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let rel = entry.path().strip_prefix(dir).unwrap().to_path_buf();
+            out.push((rel, std::fs::read(entry.path()).unwrap()));
+        }
+    }
+    out
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    for _ in 0..600 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    panic!("the daemon did not stop within 30 s after a purge");
+}
+
+async fn purge(base: &str, token: Option<&str>, body: Value) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{base}/v1/vault/purge"))
+        .json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json::<Value>().await.unwrap())
+}
+
+#[tokio::test]
+async fn purge_needs_a_session_and_the_name_then_removes_the_state_and_leaves_the_notes() {
+    let (_dir, vault, state) = temp_vault(Some("vault-example"));
+    let before = tree(&vault);
+    let tokens = json!([
+        {"token": SESSION},
+        {"token": PAT, "kind": "pat", "permissions": ["notes.write", "notes.review"]},
+    ])
+    .to_string();
+    let mut daemon = spawn(
+        &vault,
+        &state,
+        &[("NOTEVAULT_STATIC_TOKENS", tokens.as_str())],
+    );
+    let base = daemon.base.clone();
+    let (status, body) = purge(&base, Some(PAT), json!({"confirm": "vault"})).await;
+    assert_eq!(
+        (status, &body["reason"]),
+        (403, &json!("CREDENTIAL_FORBIDDEN"))
+    );
+    let (status, body) = purge(&base, None, json!({"confirm": "vault"})).await;
+    assert_eq!((status, &body["reason"]), (401, &json!("AUTH_MISSING")));
+    let (status, body) = purge(&base, Some(SESSION), json!({"confirm": "Vault"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["reason"], "VALIDATION_FAILED");
+    assert!(
+        body["message"].as_str().unwrap().contains("confirm"),
+        "{body}"
+    );
+    let (status, body) = purge(
+        &base,
+        Some(SESSION),
+        json!({"confirm": "vault", "extra": 1}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    // Still serving, nothing removed.
+    assert!(state.join("history.git").exists() && state.join("meta.sqlite").exists());
+    let res = reqwest::Client::new()
+        .get(format!("{base}/v1/notes?page_size=1"))
+        .bearer_auth(SESSION)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+
+    let (status, body) = purge(&base, Some(SESSION), json!({"confirm": "vault"})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["status"], "stopping");
+    let exit = wait_exit(&mut daemon.child);
+    let stderr = daemon.rest.join().unwrap();
+    assert!(exit.success(), "{stderr}");
+    assert!(stderr.contains("purged the daemon's data"), "{stderr}");
+    assert!(!state.join("history.git").exists());
+    assert!(!state.join("index").exists());
+    assert_eq!(tree(&vault), before, "the notes folder is untouched");
+    // One audit row stays: that a purge happened.
+    let meta = notevault::meta::Meta::open(&state.join("meta.sqlite")).unwrap();
+    let (rows, more) = meta.audit_page(None, &|_| true, 10).unwrap();
+    assert!(!more);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].kind, "vault.purged");
+    assert!(meta.pats().unwrap().is_empty());
+    assert_eq!(meta.setting("vault_id").unwrap(), None);
+}
+
+#[tokio::test]
+async fn purge_with_trash_notes_moves_the_notes_to_the_trash() {
+    let (_dir, vault, state) = temp_vault(Some("vault-example"));
+    let inbox = std::fs::read(vault.join("Inbox.md")).unwrap();
+    let mut daemon = spawn(&vault, &state, &[]);
+    let (status, body) = purge(
+        &daemon.base,
+        None,
+        json!({"confirm": "vault", "trash_notes": true}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    assert!(wait_exit(&mut daemon.child).success());
+    assert!(!vault.join("Inbox.md").exists());
+    assert_eq!(std::fs::read(vault.join(".trash/Inbox.md")).unwrap(), inbox);
+    assert!(vault.join(".trash/projects").is_dir());
+    // Attachments are not notes: they stay.
+    assert!(vault.join("attachments").is_dir());
+}
+
+/// The console in a real browser: sign in with the printed link, see an agent's write
+/// arrive, approve one (the note changes on disk), reject another, decide one twice from
+/// two tabs, create a token and use it, sign out. Screenshots go to
+/// `target/console-screenshots/`.
+#[test]
+fn the_console_in_a_browser() {
+    let Some(python) = common::tools::python(&["playwright"]) else {
+        return;
+    };
+    let Some(chromium) = common::tools::chromium() else {
+        return;
+    };
+    let (_dir, vault, state) = temp_vault(Some("vault-example"));
+    let agent = "agent-static-token-for-the-browser-test";
+    let tokens =
+        json!([{"token": agent, "kind": "pat", "permissions": ["notes.write"]}]).to_string();
+    let mut daemon = spawn(
+        &vault,
+        &state,
+        &[
+            ("AUTH_REQUIRED", "true"),
+            ("NOTEVAULT_STATIC_TOKENS", tokens.as_str()),
+        ],
+    );
+    let link = Command::new(BIN)
+        .args(["login-link", "--state-dir"])
+        .arg(&state)
+        .arg(&vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    assert!(link.status.success(), "{link:?}");
+    let link = String::from_utf8(link.stdout).unwrap().trim().to_string();
+    assert!(
+        link.starts_with(&format!("{}/sign-in?code=", daemon.base)),
+        "{link}"
+    );
+    let shots = common::repo_path("target/console-screenshots");
+    let out = Command::new(python)
+        .arg(common::repo_path("tests/console/browser.py"))
+        .env("NV_URL", &daemon.base)
+        .env("NV_LINK", &link)
+        .env("NV_VAULT", &vault)
+        .env("NV_AGENT_TOKEN", agent)
+        .env("NV_SHOTS", &shots)
+        .env("NV_CHROMIUM", chromium)
+        .output()
+        .unwrap();
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in ["review", "tokens", "activity", "vault", "review-phone"] {
+        assert!(shots.join(format!("{page}.png")).exists(), "{page}");
+    }
+}
