@@ -46,6 +46,10 @@ pub struct Config {
     pub idp_token_url: Option<String>,
     /// The `client_id` the token proxy sends with each grant, if the provider needs one.
     pub idp_client_id: Option<String>,
+    /// The identity provider's authorization endpoint: with it (and the issuer, the token
+    /// endpoint and the API key) the web console offers a sign-in through the provider
+    /// (authorization code with PKCE, the code exchanged by the token proxy's exchange).
+    pub idp_authorize_url: Option<String>,
     /// The daemon's public base URL (`https://notes.example:4000`), for the metadata
     /// document and challenges; `None`: built from the request's `Host`.
     pub public_url: Option<String>,
@@ -127,6 +131,7 @@ impl Default for Config {
             org_id: None,
             idp_token_url: None,
             idp_client_id: None,
+            idp_authorize_url: None,
             public_url: None,
             insecure_open: false,
             tls_cert: None,
@@ -165,6 +170,7 @@ pub struct Layer {
     pub org_id: Option<String>,
     pub idp_token_url: Option<String>,
     pub idp_client_id: Option<String>,
+    pub idp_authorize_url: Option<String>,
     pub public_url: Option<String>,
     pub insecure_open: Option<bool>,
     pub tls_cert: Option<PathBuf>,
@@ -235,6 +241,7 @@ impl Layer {
             org_id: own("ORG_ID"),
             idp_token_url: own("IDP_TOKEN_URL"),
             idp_client_id: own("IDP_CLIENT_ID"),
+            idp_authorize_url: own("IDP_AUTHORIZE_URL"),
             public_url: own("PUBLIC_URL"),
             insecure_open: own("INSECURE_OPEN")
                 .map(|v| parse_bool("NOTEVAULT_INSECURE_OPEN", &v))
@@ -320,6 +327,7 @@ impl Config {
             org_id,
             idp_token_url,
             idp_client_id,
+            idp_authorize_url,
             public_url,
             tls_cert,
             tls_key
@@ -432,6 +440,7 @@ impl Config {
         for (name, url) in [
             ("auth_jwks_url", &self.auth_jwks_url),
             ("idp_token_url", &self.idp_token_url),
+            ("idp_authorize_url", &self.idp_authorize_url),
             ("public_url", &self.public_url),
         ] {
             if let Some(url) = url {

@@ -17,6 +17,7 @@
 //! this server only; no inline script), `no-store`, `Referrer-Policy: same-origin` (with `no-referrer` a browser sends `Origin: null` on form posts, which the Host/Origin guard refuses) and `nosniff`.
 
 mod diff;
+mod idp;
 mod pages;
 
 use std::sync::Arc;
@@ -43,6 +44,9 @@ pub use pages::{render_review, ReviewPage};
 #[derive(Clone)]
 pub struct Console {
     pub state: Arc<State>,
+    /// The identity provider's JWT verifier, when an issuer is configured (the sign-in
+    /// through the provider checks the token it hands back).
+    pub jwt: Option<Arc<crate::auth::jwt::Verifier>>,
 }
 
 /// The console's routes, for a router whose state gives a [`Console`].
@@ -62,6 +66,8 @@ where
         .route("/vault", get(pages::vault))
         .route("/purge", post(pages::purge))
         .route("/sign-in", get(sign_in))
+        .route("/sign-in/idp", get(idp::start))
+        .route("/sign-in/callback", get(idp::callback))
         .route("/sign-out", post(sign_out))
         .route("/assets/{name}", get(asset))
         .layer(axum::middleware::map_response(secure_headers))
@@ -151,6 +157,7 @@ fn signed(console: &Console, headers: &HeaderMap) -> std::result::Result<Signed,
     match session_of(console, headers) {
         Some(row) => Ok(Signed { row }),
         None => Err(Box::new(sign_in_page(
+            console,
             StatusCode::UNAUTHORIZED,
             headers
                 .contains_key(header::COOKIE)
@@ -200,10 +207,46 @@ fn is_htmx(headers: &HeaderMap) -> bool {
 #[template(path = "signin.html")]
 struct SignInPage<'a> {
     problem: Option<&'a str>,
+    /// Offer the sign-in through the identity provider.
+    idp: bool,
 }
 
-fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
-    html(status, SignInPage { problem }.render())
+fn sign_in_page(console: &Console, status: StatusCode, problem: Option<&str>) -> Response {
+    let idp = idp::configured(console);
+    html(status, SignInPage { problem, idp }.render())
+}
+
+/// Start a session (after a sign-in code or the identity provider said who it is):
+/// store its digest and CSRF token, note the sign-in, and answer its secret.
+fn start_session(state: &State, actor: &str, subject: Option<&str>) -> Result<String> {
+    let now = Utc::now();
+    let secret = session::new_secret().map_err(Error::internal)?;
+    let csrf = session::new_secret().map_err(Error::internal)?;
+    let expires =
+        now + chrono::Duration::from_std(session::SESSION_LIFETIME).expect("a 12-hour duration");
+    state.meta.insert_session(&SessionRow {
+        digest: session::digest(&secret),
+        csrf,
+        created_at: timestamp(now),
+        expires_at: timestamp(expires),
+        last_seen_at: timestamp(now),
+    })?;
+    let mut event = AuditEvent::new(AuditKind::SignedIn, actor);
+    if let Some(subject) = subject {
+        event = event.subject(subject);
+    }
+    state.meta.note_audit(&event);
+    Ok(secret)
+}
+
+/// The answer to a sign-in: to the review page, with the session cookie.
+fn signed_in(console: &Console, secret: &str) -> Response {
+    let cookie = session::set_cookie(Some(secret), console.state.config.tls_configured());
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
 }
 
 #[derive(Template)]
@@ -250,6 +293,7 @@ async fn sign_in(Shared(console): Shared<Console>, RawQuery(raw): RawQuery) -> R
         .map(|(_, v)| v.into_owned());
     let Some(code) = code.as_deref().filter(|c| session::well_formed(c)) else {
         return sign_in_page(
+            &console,
             StatusCode::UNAUTHORIZED,
             Some("This sign-in link is not complete. Copy the whole link, or ask for a new one."),
         );
@@ -257,37 +301,19 @@ async fn sign_in(Shared(console): Shared<Console>, RawQuery(raw): RawQuery) -> R
     let digest = session::digest(code);
     let state = console.state.clone();
     let started = tokio::task::spawn_blocking(move || -> Result<Option<String>> {
-        let now = Utc::now();
-        if !state.meta.use_sign_in_code(&digest, &timestamp(now))? {
+        if !state
+            .meta
+            .use_sign_in_code(&digest, &timestamp(Utc::now()))?
+        {
             return Ok(None);
         }
-        let secret = session::new_secret().map_err(Error::internal)?;
-        let csrf = session::new_secret().map_err(Error::internal)?;
-        let expires = now
-            + chrono::Duration::from_std(session::SESSION_LIFETIME).expect("a 12-hour duration");
-        state.meta.insert_session(&SessionRow {
-            digest: session::digest(&secret),
-            csrf,
-            created_at: timestamp(now),
-            expires_at: timestamp(expires),
-            last_seen_at: timestamp(now),
-        })?;
-        state
-            .meta
-            .note_audit(&AuditEvent::new(AuditKind::SignedIn, "console"));
-        Ok(Some(secret))
+        start_session(&state, "console", None).map(Some)
     })
     .await;
     match started {
-        Ok(Ok(Some(secret))) => {
-            let cookie = session::set_cookie(Some(&secret), console.state.config.tls_configured());
-            let mut response = Redirect::to("/").into_response();
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                response.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            response
-        }
+        Ok(Ok(Some(secret))) => signed_in(&console, &secret),
         Ok(Ok(None)) => sign_in_page(
+            &console,
             StatusCode::UNAUTHORIZED,
             Some("This sign-in link was used already or has expired. Ask for a new one."),
         ),
@@ -323,7 +349,7 @@ async fn sign_out(
         return problem_page(status_of(&e), &e.message);
     }
     let cookie = session::set_cookie(None, console.state.config.tls_configured());
-    let mut response = sign_in_page(StatusCode::OK, None);
+    let mut response = sign_in_page(&console, StatusCode::OK, None);
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, v);
     }

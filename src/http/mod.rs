@@ -74,6 +74,7 @@ impl FromRef<AppState> for crate::console::Console {
     fn from_ref(app: &AppState) -> Self {
         crate::console::Console {
             state: app.state.clone(),
+            jwt: app.jwt.clone(),
         }
     }
 }

@@ -106,6 +106,64 @@ impl Meta {
     }
 }
 
+/// A sign-in through the identity provider under way: what the callback needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdpSignIn {
+    /// The digest of the nonce kept in the browser's cookie (binds the callback to the
+    /// browser that started the sign-in).
+    pub nonce_digest: String,
+    /// The PKCE code verifier.
+    pub verifier: String,
+}
+
+impl Meta {
+    /// Keep a sign-in through the provider under way, by the digest of its `state`.
+    pub fn insert_idp_sign_in(
+        &self,
+        state_digest: &str,
+        sign_in: &IdpSignIn,
+        now: &str,
+        expires_at: &str,
+    ) -> Result<()> {
+        let conn = self.conn.lock();
+        conn.execute("DELETE FROM idp_sign_ins WHERE expires_at <= ?1", [now])?;
+        conn.execute(
+            "INSERT INTO idp_sign_ins (state_digest, nonce_digest, verifier, expires_at)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![
+                state_digest,
+                sign_in.nonce_digest,
+                sign_in.verifier,
+                expires_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Take (once) the sign-in whose `state` digest is `state_digest`, if it has not
+    /// expired at `now`.
+    pub fn take_idp_sign_in(&self, state_digest: &str, now: &str) -> Result<Option<IdpSignIn>> {
+        let conn = self.conn.lock();
+        let found = conn
+            .query_row(
+                "DELETE FROM idp_sign_ins WHERE state_digest = ?1
+                 RETURNING nonce_digest, verifier, expires_at",
+                [state_digest],
+                |r| {
+                    Ok((
+                        IdpSignIn {
+                            nonce_digest: r.get(0)?,
+                            verifier: r.get(1)?,
+                        },
+                        r.get::<_, String>(2)?,
+                    ))
+                },
+            )
+            .optional()?;
+        Ok(found.and_then(|(sign_in, expires)| (expires.as_str() > now).then_some(sign_in)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,7 +118,9 @@ const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     );",
     // 9: the web console: one-time sign-in codes and server-side sessions (the BLAKE3
-    // digest of each secret, never the secret), and the audit log (ids and counters only)
+    // digest of each secret, never the secret), sign-ins through the identity provider
+    // under way (the PKCE verifier until the provider sends the person back), and the
+    // audit log (ids and counters only)
     "CREATE TABLE sign_in_codes (
         digest     TEXT PRIMARY KEY,
         created_at TEXT NOT NULL,
@@ -131,6 +133,12 @@ const MIGRATIONS: &[&str] = &[
         created_at   TEXT NOT NULL,
         expires_at   TEXT NOT NULL,
         last_seen_at TEXT NOT NULL
+    );
+    CREATE TABLE idp_sign_ins (
+        state_digest TEXT PRIMARY KEY,
+        nonce_digest TEXT NOT NULL,
+        verifier     TEXT NOT NULL,
+        expires_at   TEXT NOT NULL
     );
     CREATE TABLE audit_events (
         id         INTEGER PRIMARY KEY AUTOINCREMENT,

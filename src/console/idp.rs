@@ -1,0 +1,244 @@
+//! Sign-in to the console through the identity provider: the OAuth 2.0 authorization
+//! code flow with PKCE (RFC 7636, `S256`). `GET /sign-in/idp` makes a `state`, a nonce and
+//! a code verifier, keeps them (the verifier by the digest of `state`, for ten minutes,
+//! `meta::console`), puts the nonce in a short cookie bound to `/sign-in` (`SameSite=Lax`:
+//! it must come back with the provider's redirect), and sends the browser to
+//! `idp_authorize_url`. `GET /sign-in/callback` takes the `state` once, checks the cookie's
+//! nonce (a callback from another browser is refused: no login CSRF), exchanges the code
+//! with the token proxy's exchange (`auth::idp::exchange`, the API key never leaves the
+//! daemon), verifies the access token with the daemon's JWT verifier (issuer, expiry,
+//! audience, this vault), and, for a session token, starts a console session.
+//!
+//! Offered when `idp_authorize_url`, `auth_issuer` (with its keys), `idp_token_url` and
+//! `IDP_API_KEY` are all set.
+
+use axum::extract::{RawQuery, State as Shared};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use base64::Engine;
+use chrono::Utc;
+use sha2::Digest;
+
+use super::{problem_page, sign_in_page, signed_in, start_session, status_of, Console};
+use crate::auth::idp::{self, Grant};
+use crate::auth::{session, Credential};
+use crate::clock::timestamp;
+use crate::error::{Error, Result};
+use crate::meta::console::IdpSignIn;
+
+/// How long a person has at the provider.
+const FLOW_LIFETIME: chrono::Duration = chrono::Duration::minutes(10);
+/// The cookie that binds a sign-in under way to the browser that started it.
+const NONCE_COOKIE: &str = "notevault_sign_in";
+
+/// Whether the console offers a sign-in through the provider.
+pub(super) fn configured(console: &Console) -> bool {
+    let c = &console.state.config;
+    console.jwt.is_some()
+        && c.idp_authorize_url.is_some()
+        && c.idp_token_url.is_some()
+        && c.idp_api_key.is_some()
+}
+
+fn nonce_cookie(value: Option<&str>, tls: bool) -> String {
+    let secure = if tls { "; Secure" } else { "" };
+    match value {
+        Some(v) => format!(
+            "{NONCE_COOKIE}={v}; Path=/sign-in; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+            FLOW_LIFETIME.num_seconds()
+        ),
+        None => {
+            format!("{NONCE_COOKIE}=; Path=/sign-in; HttpOnly; SameSite=Lax; Max-Age=0{secure}")
+        }
+    }
+}
+
+fn redirect_uri(console: &Console, headers: &HeaderMap) -> String {
+    format!(
+        "{}/sign-in/callback",
+        crate::api::oauth::public_base(&console.state.config, headers)
+    )
+}
+
+/// `GET /sign-in/idp`: off to the provider.
+pub(super) async fn start(Shared(console): Shared<Console>, headers: HeaderMap) -> Response {
+    if !configured(&console) {
+        return sign_in_page(
+            &console,
+            StatusCode::NOT_FOUND,
+            Some("This daemon has no identity provider to sign in with (idp_authorize_url, auth_issuer, idp_token_url and IDP_API_KEY)."),
+        );
+    }
+    let secrets = (|| -> std::result::Result<_, String> {
+        Ok((
+            session::new_secret()?,
+            session::new_secret()?,
+            session::new_secret()?,
+        ))
+    })();
+    let Ok((state_param, nonce, verifier)) = secrets else {
+        return problem_page(StatusCode::INTERNAL_SERVER_ERROR, "no random source");
+    };
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let now = Utc::now();
+    let kept = console.state.meta.insert_idp_sign_in(
+        &session::digest(&state_param),
+        &IdpSignIn {
+            nonce_digest: session::digest(&nonce),
+            verifier,
+        },
+        &timestamp(now),
+        &timestamp(now + FLOW_LIFETIME),
+    );
+    if let Err(e) = kept {
+        return problem_page(status_of(&e), &e.message);
+    }
+    let config = &console.state.config;
+    let authorize = config.idp_authorize_url.as_deref().unwrap_or_default();
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("response_type", "code")
+        .append_pair(
+            "client_id",
+            config.idp_client_id.as_deref().unwrap_or("notevault"),
+        )
+        .append_pair("redirect_uri", &redirect_uri(&console, &headers))
+        .append_pair("scope", "openid")
+        .append_pair("state", &state_param)
+        .append_pair("code_challenge", &challenge)
+        .append_pair("code_challenge_method", "S256")
+        .finish();
+    let separator = if authorize.contains('?') { '&' } else { '?' };
+    let mut response = Redirect::to(&format!("{authorize}{separator}{query}")).into_response();
+    if let Ok(v) = HeaderValue::from_str(&nonce_cookie(Some(&nonce), config.tls_configured())) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `GET /sign-in/callback?code=…&state=…` (or `?error=…`): back from the provider.
+pub(super) async fn callback(
+    Shared(console): Shared<Console>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let refused = |status: StatusCode, why: &str| {
+        let mut page = sign_in_page(&console, status, Some(why));
+        if let Ok(v) =
+            HeaderValue::from_str(&nonce_cookie(None, console.state.config.tls_configured()))
+        {
+            page.headers_mut().append(header::SET_COOKIE, v);
+        }
+        page
+    };
+    if !configured(&console) {
+        return refused(
+            StatusCode::NOT_FOUND,
+            "This daemon has no identity provider to sign in with.",
+        );
+    }
+    let params: Vec<(String, String)> =
+        form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(error) = param("error") {
+        // The provider's code only (its description may echo anything).
+        let code: String = error
+            .chars()
+            .filter(|c| c.is_ascii_lowercase() || *c == '_')
+            .take(64)
+            .collect();
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            &format!("The identity provider did not sign you in ({code}). Try again."),
+        );
+    }
+    let (Some(code), Some(state_param)) = (param("code"), param("state")) else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "The identity provider sent you back without a code. Start the sign-in again.",
+        );
+    };
+    let taken = console
+        .state
+        .meta
+        .take_idp_sign_in(&session::digest(state_param), &timestamp(Utc::now()));
+    let sign_in = match taken {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return refused(
+                StatusCode::UNAUTHORIZED,
+                "This sign-in expired or was finished already. Start it again.",
+            )
+        }
+        Err(e) => return problem_page(status_of(&e), &e.message),
+    };
+    let nonce = session::cookie(
+        headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()),
+        NONCE_COOKIE,
+    );
+    if !nonce.is_some_and(|n| session::csrf_matches(&session::digest(n), &sign_in.nonce_digest)) {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "This sign-in was started in another browser. Start it again here.",
+        );
+    }
+    let grant = Grant::AuthorizationCode {
+        code: code.to_string(),
+        code_verifier: sign_in.verifier,
+        redirect_uri: redirect_uri(&console, &headers),
+    };
+    let subject = match verified(&console, &grant).await {
+        Ok(subject) => subject,
+        Err(e) => {
+            return refused(
+                status_of(&e),
+                &format!(
+                    "The identity provider's sign-in was not accepted: {}",
+                    e.message
+                ),
+            )
+        }
+    };
+    let state = console.state.clone();
+    let started =
+        tokio::task::spawn_blocking(move || start_session(&state, "idp", Some(&subject))).await;
+    match started {
+        Ok(Ok(secret)) => {
+            let mut response = signed_in(&console, &secret);
+            if let Ok(v) =
+                HeaderValue::from_str(&nonce_cookie(None, console.state.config.tls_configured()))
+            {
+                response.headers_mut().append(header::SET_COOKIE, v);
+            }
+            response
+        }
+        Ok(Err(e)) => problem_page(status_of(&e), &e.message),
+        Err(_) => problem_page(StatusCode::INTERNAL_SERVER_ERROR, "sign-in failed"),
+    }
+}
+
+/// Exchange the code and verify the token: the subject of a session token for this vault.
+async fn verified(console: &Console, grant: &Grant) -> Result<String> {
+    let tokens = idp::exchange(console.state.config.identity_provider(), grant).await?;
+    let verifier = console
+        .jwt
+        .as_ref()
+        .ok_or_else(|| Error::internal("no JWT verifier"))?;
+    let verified = verifier
+        .verify(&tokens.access_token, &console.state.vault_id)
+        .await?;
+    match verified.credential {
+        Credential::Token { .. } => Ok(verified.subject),
+        _ => Err(Error::new(
+            crate::error::Reason::CREDENTIAL_FORBIDDEN,
+            "the provider's token is not a session token",
+        )),
+    }
+}
