@@ -36,12 +36,7 @@ pub struct Chrome {
 }
 
 fn chrome(state: &State, signed: &Signed, page: &'static str) -> Result<Chrome> {
-    let pending = state
-        .meta
-        .all_pending()?
-        .iter()
-        .filter(|r| r.status == "pending")
-        .count();
+    let pending = state.meta.count_pending()?;
     Ok(Chrome {
         vault_name: crate::purge::vault_name(state),
         csrf: signed.row.csrf.clone(),
@@ -153,31 +148,28 @@ fn write_view(state: &State, row: &PendingRow) -> WriteView {
 /// The pending writes to show (oldest first, at most [`MAX_PENDING_SHOWN`]), how many more
 /// wait, and the latest decided ones.
 fn queue(state: &State) -> Result<(Vec<WriteView>, usize, Vec<DecidedView>)> {
-    let mut rows = state.meta.all_pending()?;
-    rows.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-    let (pending, decided): (Vec<&PendingRow>, Vec<&PendingRow>) =
-        rows.iter().partition(|r| r.status == "pending");
-    let more = pending.len().saturating_sub(MAX_PENDING_SHOWN);
-    let shown = pending
+    let waiting = state.meta.count_pending()?;
+    let shown: Vec<WriteView> = state
+        .meta
+        .pending_rows(false, MAX_PENDING_SHOWN)?
         .iter()
-        .take(MAX_PENDING_SHOWN)
         .map(|r| write_view(state, r))
         .collect();
-    let mut decided: Vec<&PendingRow> = decided;
-    decided.sort_by(|a, b| b.decided_at.cmp(&a.decided_at));
-    let decided = decided
+    let more = waiting.saturating_sub(shown.len());
+    let decided = state
+        .meta
+        .pending_rows(true, DECIDED_SHOWN)?
         .into_iter()
-        .take(DECIDED_SHOWN)
         .map(|r| {
             let (title, path) = title_and_path(state, &r.slug);
             DecidedView {
                 title,
                 path,
-                kind: r.kind.clone(),
-                agent: r.agent_id.clone(),
-                status: r.status.clone(),
-                error: r.error.clone(),
-                decided_at: r.decided_at.clone().unwrap_or_default(),
+                kind: r.kind,
+                agent: r.agent_id,
+                status: r.status,
+                error: r.error,
+                decided_at: r.decided_at.unwrap_or_default(),
             }
         })
         .collect();

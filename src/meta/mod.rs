@@ -522,6 +522,38 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// How many writes wait for a reviewer.
+    pub fn count_pending(&self) -> Result<usize> {
+        let n: i64 = self
+            .conn
+            .lock()
+            .prepare_cached("SELECT COUNT(*) FROM pending_writes WHERE status = 'pending'")?
+            .query_row([], |r| r.get(0))?;
+        Ok(n as usize)
+    }
+
+    /// The writes that wait, oldest first, at most `limit`; or (with `decided`) the
+    /// decided ones, most recently decided first.
+    pub fn pending_rows(&self, decided: bool, limit: usize) -> Result<Vec<PendingRow>> {
+        let conn = self.conn.lock();
+        let sql = if decided {
+            format!(
+                "SELECT {} FROM pending_writes WHERE status != 'pending'
+                 ORDER BY decided_at DESC, id LIMIT ?1",
+                Self::PENDING_COLUMNS
+            )
+        } else {
+            format!(
+                "SELECT {} FROM pending_writes WHERE status = 'pending'
+                 ORDER BY created_at, id LIMIT ?1",
+                Self::PENDING_COLUMNS
+            )
+        };
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([limit as i64], Self::pending_from)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Decide a pending write; `false` when it was already decided (exactly one decider wins).
     pub fn decide_pending(
         &self,
