@@ -49,6 +49,7 @@ fn note_body(i: usize) -> String {
 fn run() -> Result<()> {
     let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-console");
     let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root)?;
     let vault = root.join("vault");
     let state = root.join("state");
     common::copy(

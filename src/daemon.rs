@@ -68,8 +68,12 @@ const STATE_FILES: [&str; 6] = [
 pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Result<Purged> {
     daemon.watcher.lock().take();
     let state = daemon.state.clone();
+    // Nothing records from here on: a watcher batch or a rescan still under way waits
+    // for the lock, and finds the index and the history stopped.
+    let recording = state.write_lock.lock();
     state.index.shutdown();
     state.history.flush(std::time::Duration::from_secs(30));
+    state.history.stop();
     let (mut trashed, mut kept) = (0, 0);
     if request.trash_notes {
         let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
@@ -86,8 +90,6 @@ pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Re
         }
     }
     let dir = state.state_dir().clone();
-    drop(state);
-    drop(daemon);
     for name in STATE_FILES {
         let path = dir.join(name);
         let removed = if path.is_dir() {
@@ -113,6 +115,9 @@ pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Re
         &crate::clock::timestamp(Utc::now()),
     )
     .map_err(|e| anyhow::anyhow!("purge: cannot write the audit row: {}", e.message))?;
+    drop(recording);
+    drop(state);
+    drop(daemon);
     Ok(Purged { trashed, kept })
 }
 

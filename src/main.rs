@@ -168,7 +168,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "notevault: serving {} on {scheme}://{addr}",
             state.root().display()
         );
-        let base = format!("{scheme}://{addr}");
+        // A wildcard address is no address to open: the link names loopback (which the
+        // Host guard allows) on the port served.
+        let shown = match addr.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+                std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+            }
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+                std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()))
+            }
+            _ => addr,
+        };
+        let base = format!("{scheme}://{shown}");
         let url = state.config.public_url.clone().unwrap_or(base);
         console_link(&state.meta, &url);
         notevault::http::run(listener, state.clone(), async {

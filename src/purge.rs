@@ -16,9 +16,14 @@ pub fn vault_name(state: &State) -> String {
 }
 
 /// Ask for a purge: `confirm` must be the vault's name exactly (`VALIDATION_FAILED` on
-/// `confirm` otherwise, and nothing changes). A second request while the first one
-/// stops the daemon is answered the same.
-pub fn request(state: &State, confirm: &str, trash_notes: bool, actor: &str) -> Result<()> {
+/// `confirm` otherwise, and nothing changes). Answers the purge that will run: a second
+/// request while the first one stops the daemon gets the first one's.
+pub fn request(
+    state: &State,
+    confirm: &str,
+    trash_notes: bool,
+    actor: &str,
+) -> Result<PurgeRequest> {
     let name = vault_name(state);
     if confirm != name {
         return Err(Error::invalid_field(
@@ -26,15 +31,18 @@ pub fn request(state: &State, confirm: &str, trash_notes: bool, actor: &str) -> 
             format!("must be the vault's name, {name:?}, typed exactly"),
         ));
     }
-    let _ = state.purge.set(PurgeRequest {
-        trash_notes,
-        actor: actor.to_string(),
-    });
+    let asked = state
+        .purge
+        .get_or_init(|| PurgeRequest {
+            trash_notes,
+            actor: actor.to_string(),
+        })
+        .clone();
     tracing::warn!(
         actor,
-        trash_notes,
+        trash_notes = asked.trash_notes,
         "purge asked: the daemon stops serving and removes its state"
     );
     state.stop.cancel();
-    Ok(())
+    Ok(asked)
 }

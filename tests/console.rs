@@ -45,9 +45,15 @@ async fn sign_in(s: &TestServer) -> (String, String) {
     let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
     let client = plain_client();
     let res = client.get(&link).send().await.unwrap();
-    assert_eq!(res.status(), 303);
-    assert_eq!(res.headers()["location"], "/");
+    // A page that goes on to `/` by itself (a redirect would drop the SameSite=Strict
+    // cookie after a cross-site click on the link).
+    assert_eq!(res.status(), 200);
     let set = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(res
+        .text()
+        .await
+        .unwrap()
+        .contains(r#"<meta http-equiv="refresh" content="0; url=/">"#));
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(set.contains(attribute), "{set}");
     }
@@ -99,7 +105,8 @@ async fn a_sign_in_link_works_once_and_the_session_ends_at_sign_out() {
 
     let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
     let first = client.get(&link).send().await.unwrap();
-    assert_eq!(first.status(), 303);
+    assert_eq!(first.status(), 200);
+    assert!(cookie_of(&first, "notevault_session").is_some());
     let second = client.get(&link).send().await.unwrap();
     assert_eq!(second.status(), 401, "a link signs in once");
     assert!(second.text().await.unwrap().contains("used already"));
@@ -253,6 +260,45 @@ async fn the_review_page_decides_writes_and_escapes_what_agents_wrote() {
     );
     assert!(!page.contains("<img src=x"), "{page}");
     assert!(page.contains("&#60;b&#62;agent&#60;/b&#62;"), "{page}");
+
+    // The page polls with its list's version: 204 while nothing changed, the new list
+    // (and the poller with the new version) when a write arrives.
+    let review = plain_client()
+        .get(s.url("/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let poll_url = review
+        .split("hx-get=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    assert!(poll_url.starts_with("/pending?version="), "{poll_url}");
+    let poll = || {
+        plain_client()
+            .get(s.url(&poll_url))
+            .header("cookie", &cookie)
+            .send()
+    };
+    assert_eq!(poll().await.unwrap().status(), 204);
+    s.call(
+        Method::POST,
+        "/v1/notes",
+        Some("k2"),
+        Some(json!({"slug": "y", "content": "another\n"})),
+        202,
+    )
+    .await;
+    let res = poll().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let fragment = res.text().await.unwrap();
+    assert!(fragment.contains("hx-swap-oob=\"true\""), "{fragment}");
+    assert_eq!(fragment.matches("class=\"write\"").count(), 2, "{fragment}");
 
     // Approve (htmx: the card's answer), then a second approve: already decided.
     let approve = |extra_header: bool| {
@@ -421,7 +467,8 @@ async fn audit_events_answer_a_session_refuse_a_pat_and_hold_no_content() {
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["kind"], "write.applied");
     assert_eq!(events[0]["actor"], "bot");
-    assert!(events[0]["id"].as_str().unwrap() > events[1]["id"].as_str().unwrap());
+    let id = |e: &Value| e["id"].as_str().unwrap().parse::<i64>().unwrap();
+    assert!(id(&events[0]) > id(&events[1]));
     let token = page["next_page_token"].as_str().unwrap();
     let res = get(
         Some(SESSION),
@@ -597,7 +644,7 @@ async fn purge_needs_a_session_and_the_name_then_removes_the_state_and_leaves_th
     assert_eq!(tree(&vault), before, "the notes folder is untouched");
     // One audit row stays: that a purge happened.
     let meta = notevault::meta::Meta::open(&state.join("meta.sqlite")).unwrap();
-    let (rows, more) = meta.audit_page(None, &|_| true, 10).unwrap();
+    let (rows, more) = meta.audit_page(None, None, &|_| true, 10).unwrap();
     assert!(!more);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].kind, "vault.purged");
@@ -610,13 +657,29 @@ async fn purge_with_trash_notes_moves_the_notes_to_the_trash() {
     let (_dir, vault, state) = temp_vault(Some("vault-example"));
     let inbox = std::fs::read(vault.join("Inbox.md")).unwrap();
     let mut daemon = spawn(&vault, &state, &[]);
+    // Open local mode signs nobody in: the route needs a session.
+    let (status, body) = purge(&daemon.base, None, json!({"confirm": "vault"})).await;
+    assert_eq!((status, &body["reason"]), (401, &json!("AUTH_MISSING")));
+    assert!(
+        body["message"].as_str().unwrap().contains("login-link"),
+        "{body}"
+    );
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let tokens = json!([{"token": SESSION}]).to_string();
+    let mut daemon = spawn(
+        &vault,
+        &state,
+        &[("NOTEVAULT_STATIC_TOKENS", tokens.as_str())],
+    );
     let (status, body) = purge(
         &daemon.base,
-        None,
+        Some(SESSION),
         json!({"confirm": "vault", "trash_notes": true}),
     )
     .await;
     assert_eq!(status, 202, "{body}");
+    assert_eq!(body["trash_notes"], true);
     assert!(wait_exit(&mut daemon.child).success());
     assert!(!vault.join("Inbox.md").exists());
     assert_eq!(std::fs::read(vault.join(".trash/Inbox.md")).unwrap(), inbox);
@@ -693,6 +756,10 @@ struct Idp {
     challenges: parking_lot::Mutex<std::collections::HashMap<String, (String, String)>>,
     issuer: parking_lot::Mutex<String>,
     vault_id: parking_lot::Mutex<String>,
+    /// The `permissions` claim of the tokens it issues.
+    permissions: parking_lot::Mutex<Value>,
+    /// The `client_id` of each token request.
+    client_ids: parking_lot::Mutex<Vec<Option<String>>>,
 }
 
 const IDP_KEY: &str = "sk_test_console_idp_key";
@@ -735,6 +802,7 @@ async fn idp_token(
     if form.get("client_secret").map(String::as_str) != Some(IDP_KEY) {
         return refuse();
     }
+    idp.client_ids.lock().push(form.get("client_id").cloned());
     let Some((challenge, redirect)) = idp.challenges.lock().remove(&form["code"]) else {
         return refuse();
     };
@@ -745,7 +813,7 @@ async fn idp_token(
     let token = common::jwt::sign(
         &key,
         &json!({"iss": *idp.issuer.lock(), "sub": "user_1", "exp": common::jwt::now() + 600,
-                "vault_id": *idp.vault_id.lock()}),
+                "vault_id": *idp.vault_id.lock(), "permissions": *idp.permissions.lock()}),
     );
     axum::Json(json!({"access_token": token, "expires_in": 600})).into_response()
 }
@@ -790,9 +858,11 @@ async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
         c.idp_token_url = Some(format!("{p}/token"));
         c.idp_authorize_url = Some(format!("{p}/authorize"));
         c.idp_api_key = Some(notevault::auth::Secret::new(IDP_KEY));
+        c.idp_client_id = Some("notevault-console".into());
     })
     .await;
     *idp.vault_id.lock() = s.svc.vault_id.clone();
+    *idp.permissions.lock() = json!(["notes.write", "notes.review"]);
     let client = plain_client();
 
     // The sign-in page offers the provider.
@@ -802,7 +872,10 @@ async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
     // One whole sign-in: daemon → provider → back, with the nonce cookie.
     let sign_in = || async {
         let res = client.get(s.url("/sign-in/idp")).send().await.unwrap();
-        assert_eq!(res.status(), 303);
+        let status = res.status();
+        if status != 303 {
+            panic!("{}", res.text().await.unwrap());
+        }
         let nonce = cookie_of(&res, "notevault_sign_in").expect("the nonce cookie");
         let to = res.headers()["location"].to_str().unwrap().to_string();
         assert!(to.starts_with(&format!("{provider}/authorize?")), "{to}");
@@ -820,8 +893,13 @@ async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 303);
+    assert_eq!(res.status(), 200);
     let session = cookie_of(&res, "notevault_session").expect("a session");
+    assert_eq!(
+        *idp.client_ids.lock(),
+        [Some("notevault-console".to_string())],
+        "the exchange names the client the authorization request named"
+    );
     let res = client
         .get(s.url("/"))
         .header("cookie", &session)
@@ -860,6 +938,44 @@ async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
     assert!(cookie_of(&res, "notevault_session").is_none());
     assert!(res.text().await.unwrap().contains("not accepted"));
 
+    // A token that may not review (an organization member without the permission):
+    // no session, whatever else it may do.
+    *idp.permissions.lock() = json!(["notes.write"]);
+    let (nonce, back) = sign_in().await;
+    let res = client
+        .get(&back)
+        .header("cookie", &nonce)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    assert!(cookie_of(&res, "notevault_session").is_none());
+    assert!(res.text().await.unwrap().contains("notes.review"));
+    // A token for another vault: refused too.
+    *idp.permissions.lock() = json!(["notes.review"]);
+    *idp.vault_id.lock() = "another-vault".into();
+    let (nonce, back) = sign_in().await;
+    let res = client
+        .get(&back)
+        .header("cookie", &nonce)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    assert!(cookie_of(&res, "notevault_session").is_none());
+    // A wrong nonce (not just a missing one).
+    let (_, back) = sign_in().await;
+    let res = client
+        .get(&back)
+        .header(
+            "cookie",
+            "notevault_sign_in=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+
     // The provider says no.
     let res = client
         .get(s.url("/sign-in/callback?error=access_denied&error_description=%3Cscript%3E"))
@@ -872,4 +988,243 @@ async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
         text.contains("access_denied") && !text.contains("<script>"),
         "{text}"
     );
+}
+
+/// `notevault serve` on a terminal prints a one-time sign-in link, and the link signs in
+/// (util-linux `script` gives the daemon a pseudo-terminal); off a terminal it prints how
+/// to get one instead (a service's output goes to a journal, and a link is a secret).
+#[tokio::test]
+async fn serve_prints_a_sign_in_link_on_a_terminal_only() {
+    let (_dir, vault, state) = temp_vault(Some("vault-example"));
+    let command = format!(
+        "exec {BIN} serve --listen 127.0.0.1:0 --no-watch --state-dir '{}' '{}'",
+        state.display(),
+        vault.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env_remove("NOTEVAULT_CONFIG")
+        .env_remove("AUTH_REQUIRED")
+        .env_remove("NOTEVAULT_STATIC_TOKENS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("util-linux script runs");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let link = loop {
+        let line = lines
+            .next()
+            .expect("the daemon prints a sign-in link")
+            .unwrap();
+        if let Some(rest) = line.split("(one use, 15 minutes): ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    let res = plain_client().get(&link).send().await.unwrap();
+    let status = res.status();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{link}");
+    assert!(cookie_of(&res, "notevault_session").is_some());
+
+    // Off a terminal: no link, the way to get one.
+    let mut daemon = spawn(&vault, &state, &[]);
+    let res = reqwest::get(format!("{}/v1/vault", daemon.base))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let stderr = daemon.rest.join().unwrap();
+    assert!(stderr.contains("notevault login-link"), "{stderr}");
+    assert!(!stderr.contains("sign-in?code="), "{stderr}");
+}
+
+/// Every state-changing console route refuses a post without the session's CSRF token, or
+/// with a wrong one, or from a page on another loopback port (same host, so the Origin
+/// guard lets it through: the token is what stops it); nothing changes.
+#[tokio::test]
+async fn every_console_post_needs_the_csrf_token() {
+    let s = TestServer::start(Some("vault-example"), |c| c.auth_required = true).await;
+    let (cookie, csrf) = sign_in(&s).await;
+    let (token, row) = s
+        .svc
+        .meta
+        .create_pat("kept", &[], None, chrono::Utc::now())
+        .unwrap();
+    let before_settings = s.svc.meta.setting("write_policy").unwrap();
+    let pending_id = "01a202ab-b1eb-71ad-8075-4bd827459e8f";
+    let posts = [
+        (
+            "/settings",
+            vec![("write_policy", "read_only"), ("write_budget", "1")],
+        ),
+        (
+            "/tokens",
+            vec![("name", "sneaky"), ("scope", "notes.review")],
+        ),
+        (&*format!("/tokens/{}/revoke", row.prefix), vec![]),
+        (&*format!("/writes/{pending_id}/approve"), vec![]),
+        (&*format!("/writes/{pending_id}/reject"), vec![]),
+        ("/purge", vec![("confirm", "vault")]),
+        ("/sign-out", vec![]),
+    ]
+    .map(|(p, f)| (p.to_string(), f));
+    for (path, form) in &posts {
+        for (csrf_field, origin) in [
+            (None, None),
+            (Some("wrong-token"), None),
+            (None, Some("http://127.0.0.1:1")),
+        ] {
+            let mut fields = form.clone();
+            if let Some(t) = csrf_field {
+                fields.push(("csrf", t));
+            }
+            let mut req = plain_client()
+                .post(s.url(path))
+                .header("cookie", &cookie)
+                .form(&fields);
+            if let Some(o) = origin {
+                req = req.header("origin", o);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 403, "{path} {csrf_field:?} {origin:?}");
+        }
+    }
+    // Nothing changed: settings, tokens, the daemon still serving, the session alive.
+    assert_eq!(s.svc.meta.setting("write_policy").unwrap(), before_settings);
+    let names: Vec<String> = s
+        .svc
+        .meta
+        .pats()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["kept"]);
+    assert!(s.svc.purge.get().is_none() && !s.svc.stop.is_cancelled());
+    let res = plain_client()
+        .get(s.url("/v1/notes?page_size=1"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let res = plain_client()
+        .get(s.url("/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let _ = csrf;
+}
+
+/// A note whose title holds markup is text on every page that names it.
+#[tokio::test]
+async fn titles_with_markup_are_escaped_on_the_review_page() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    s.call(
+        Method::POST,
+        "/v1/notes",
+        Some("t1"),
+        Some(json!({"slug": "markup", "content": "# <script>alert(1)</script> & co\n\nbody\n"})),
+        201,
+    )
+    .await;
+    s.call(
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "review"})),
+        200,
+    )
+    .await;
+    let v = s.get_json("/v1/notes/markup?limit=1", 200).await["version_id"].clone();
+    for (key, new) in [("t2", "text"), ("t3", "other")] {
+        s.call(
+            Method::POST,
+            "/v1/notes/markup:edit",
+            Some(key),
+            Some(json!({"version_id": v, "old_string": "body", "new_string": new})),
+            202,
+        )
+        .await;
+    }
+    let (cookie, csrf) = sign_in(&s).await;
+    let page = |path: &'static str| {
+        let cookie = cookie.clone();
+        let url = s.url(path);
+        async move {
+            plain_client()
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let html = page("/").await;
+    assert!(
+        html.contains("&#60;script&#62;alert(1)&#60;/script&#62; &#38; co"),
+        "{html}"
+    );
+    assert!(!html.contains("<script>alert"), "{html}");
+    // Decide one: the decided table names it escaped too.
+    let id = html
+        .split("id=\"write-")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    let res = post_form(
+        &s,
+        &format!("/writes/{id}/reject"),
+        Some(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status(), 303);
+    let html = page("/").await;
+    assert!(html.contains("class=\"status-rejected\""), "{html}");
+    assert!(!html.contains("<script>alert"), "{html}");
+}
+
+/// The console's purge: a wrong name is a message and nothing else; the right one stops
+/// the daemon (here, in-process: serving ends and the purge is asked for).
+#[tokio::test]
+async fn the_console_purge_needs_the_typed_name() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let (cookie, csrf) = sign_in(&s).await;
+    let res = post_form(
+        &s,
+        "/purge",
+        Some(&cookie),
+        &[("csrf", &csrf), ("confirm", "Vault ")],
+    )
+    .await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("Nothing purged"));
+    assert!(s.svc.purge.get().is_none() && !s.svc.stop.is_cancelled());
+    let res = post_form(
+        &s,
+        "/purge",
+        Some(&cookie),
+        &[("csrf", &csrf), ("confirm", "vault")],
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    assert!(res
+        .text()
+        .await
+        .unwrap()
+        .contains("notes folder is untouched"));
+    let asked = s.svc.purge.get().expect("a purge asked");
+    assert!(!asked.trash_notes);
+    assert_eq!(asked.actor, "console");
+    assert!(s.svc.stop.is_cancelled());
 }

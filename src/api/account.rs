@@ -1,5 +1,5 @@
 //! The session-only account routes (a personal access token gets 403
-//! `CREDENTIAL_FORBIDDEN`, checked by the route table's `Need::Session`):
+//! `CREDENTIAL_FORBIDDEN`, and open local mode `AUTH_MISSING`: the route table's `Need::SignedIn`):
 //! `GET /v1/audit-events` (the audit log, newest first: ids and counters only) and
 //! `POST /v1/vault/purge` (everything the daemon holds about the vault, behind the
 //! vault's name typed as confirmation).
@@ -117,7 +117,7 @@ pub async fn audit_events(state: Arc<State>, parts: Parts) -> ApiResult<Json<Aud
             expr.as_ref()
                 .is_none_or(|e| e.matches(&|f| audit_field(r, f)))
         };
-        state2.meta.audit_page(before, &keep, page_size)
+        state2.meta.audit_page(before, None, &keep, page_size)
     })
     .await?;
     let next_page_token = more
@@ -139,7 +139,7 @@ pub struct PurgeRequest {
     /// The vault's name (its folder's name), typed exactly.
     pub confirm: String,
     /// Also move every note into `.trash/` in the folder (default: the folder is
-    /// untouched).
+    /// untouched). The answer says what will run: a purge already asked keeps its own.
     #[serde(default)]
     pub trash_notes: bool,
 }
@@ -175,9 +175,11 @@ pub struct PurgeAccepted {
 )]
 pub async fn purge(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let (_, req): (_, PurgeRequest) = crate::api::writes::parsed(&parts, &body)?;
-    let trash_notes = req.trash_notes;
     let vault = crate::purge::vault_name(&state);
-    blocking(move || crate::purge::request(&state, &req.confirm, req.trash_notes, "api")).await?;
+    let asked =
+        blocking(move || crate::purge::request(&state, &req.confirm, req.trash_notes, "api"))
+            .await?;
+    let trash_notes = asked.trash_notes;
     Ok((
         StatusCode::ACCEPTED,
         Json(PurgeAccepted {

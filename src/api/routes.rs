@@ -118,12 +118,12 @@ pub const PRESIGN: Access = Access {
 /// access token.
 pub const SESSION_READ: Access = Access {
     class: Some(Class::Read),
-    need: Need::Session(None),
+    need: Need::SignedIn,
 };
 /// A session-only action (export, purge): a signed-in session, limited as a write.
 pub const SESSION_WRITE: Access = Access {
     class: Some(Class::Write),
-    need: Need::Session(None),
+    need: Need::SignedIn,
 };
 
 /// The token proxy: open, limited as a write.
@@ -149,7 +149,7 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The route table, built once. Session-only routes (audit events, export, purge) need
-/// `Need::Session(None)`.
+/// `Need::SignedIn`.
 pub fn table() -> &'static [Route] {
     static TABLE: std::sync::OnceLock<Vec<Route>> = std::sync::OnceLock::new();
     TABLE.get_or_init(build)
@@ -532,7 +532,7 @@ mod tests {
                 ("POST", "/v1/auth/token") => Need::Nothing,
                 // Session-only (interface, "Authentication" item 5).
                 ("GET", "/v1/audit-events") | ("POST", "/v1/vault/purge" | "/v1/export") => {
-                    Need::Session(None)
+                    Need::SignedIn
                 }
                 ("GET", "/v1/writes/{id}") => Need::Permission(NotesReview),
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),

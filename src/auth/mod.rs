@@ -279,9 +279,15 @@ pub enum Need {
     Read,
     /// A credential holding this permission.
     Permission(Permission),
-    /// A signed-in session, never a personal access token (the session-only routes, and
-    /// with `notes.write` the key route), holding the permission if one is named.
+    /// A session, never a personal access token (with `notes.write`: the key route),
+    /// holding the permission if one is named. Open local mode passes.
     Session(Option<Permission>),
+    /// A signed-in session: a session credential, never a personal access token, and not
+    /// the open credential either (the session-only account routes: audit events, export,
+    /// purge). In open local mode nobody is signed in, so these routes answer
+    /// `AUTH_MISSING` there: they are the console's (which signs a person in) or a
+    /// session token's, never any local program's.
+    SignedIn,
 }
 
 impl From<Permission> for Need {
@@ -295,7 +301,7 @@ impl Need {
     pub fn permission(self) -> Option<Permission> {
         match self {
             Need::Permission(p) | Need::Session(Some(p)) => Some(p),
-            Need::Nothing | Need::Read | Need::Session(None) => None,
+            Need::Nothing | Need::Read | Need::Session(None) | Need::SignedIn => None,
         }
     }
 }
@@ -306,7 +312,14 @@ impl Need {
 pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
     let need = need.into();
     match (credential, need) {
-        (_, Need::Nothing) | (Credential::Open, _) => return Ok(()),
+        (_, Need::Nothing) => return Ok(()),
+        (Credential::Open, Need::SignedIn) => {
+            return Err(Error::new(
+                Reason::AUTH_MISSING,
+                "this route needs a signed-in session: open local mode signs nobody in; use the web console (`notevault login-link`) or a session token",
+            ))
+        }
+        (Credential::Open, _) => return Ok(()),
         (
             Credential::Refused {
                 reason,
@@ -327,7 +340,7 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
                 "this route needs a credential and the request sent none",
             ))
         }
-        (Credential::Pat { .. }, Need::Session(_)) => {
+        (Credential::Pat { .. }, Need::Session(_) | Need::SignedIn) => {
             return Err(Error::new(
                 Reason::CREDENTIAL_FORBIDDEN,
                 "a personal access token may not call this route; it needs a signed-in session",
@@ -677,5 +690,33 @@ mod tests {
         for other in [Reason::ORIGIN_FORBIDDEN, Reason::NOTE_NOT_FOUND] {
             assert_eq!(challenge(&Error::new(other, "x")), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_signed_in_need_refuses_the_open_credential_and_a_pat() {
+        let reason = |c: &Credential| require(c, Need::SignedIn).err().map(|e| e.reason);
+        assert_eq!(reason(&Credential::Open), Some(Reason::AUTH_MISSING));
+        assert_eq!(reason(&Credential::Anonymous), Some(Reason::AUTH_MISSING));
+        assert_eq!(
+            reason(&Credential::Pat {
+                permissions: vec![Permission::NotesWrite, Permission::NotesReview]
+            }),
+            Some(Reason::CREDENTIAL_FORBIDDEN)
+        );
+        assert_eq!(
+            reason(&Credential::Token {
+                permissions: vec![]
+            }),
+            None
+        );
+        // The key route's need keeps open local mode open.
+        assert_eq!(
+            require(
+                &Credential::Open,
+                Need::Session(Some(Permission::NotesWrite))
+            )
+            .ok(),
+            Some(())
+        );
     }
 }

@@ -9,8 +9,9 @@
 //! daemon), verifies the access token with the daemon's JWT verifier (issuer, expiry,
 //! audience, this vault), and, for a session token, starts a console session.
 //!
-//! Offered when `idp_authorize_url`, `auth_issuer` (with its keys), `idp_token_url` and
-//! `IDP_API_KEY` are all set.
+//! Offered when `idp_authorize_url`, `idp_client_id`, `auth_issuer` (with its keys),
+//! `idp_token_url` and `IDP_API_KEY` are all set. The token must hold `notes.review`: the
+//! console approves writes, makes tokens and purges.
 
 use axum::extract::{RawQuery, State as Shared};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -21,7 +22,7 @@ use sha2::Digest;
 
 use super::{problem_page, sign_in_page, signed_in, start_session, status_of, Console};
 use crate::auth::idp::{self, Grant};
-use crate::auth::{session, Credential};
+use crate::auth::{session, Credential, Permission};
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::meta::console::IdpSignIn;
@@ -38,6 +39,7 @@ pub(super) fn configured(console: &Console) -> bool {
         && c.idp_authorize_url.is_some()
         && c.idp_token_url.is_some()
         && c.idp_api_key.is_some()
+        && c.idp_client_id.is_some()
 }
 
 fn nonce_cookie(value: Option<&str>, tls: bool) -> String {
@@ -66,7 +68,7 @@ pub(super) async fn start(Shared(console): Shared<Console>, headers: HeaderMap) 
         return sign_in_page(
             &console,
             StatusCode::NOT_FOUND,
-            Some("This daemon has no identity provider to sign in with (idp_authorize_url, auth_issuer, idp_token_url and IDP_API_KEY)."),
+            Some("This daemon has no identity provider to sign in with (idp_authorize_url, idp_client_id, auth_issuer, idp_token_url and IDP_API_KEY)."),
         );
     }
     let secrets = (|| -> std::result::Result<_, String> {
@@ -82,11 +84,13 @@ pub(super) async fn start(Shared(console): Shared<Console>, headers: HeaderMap) 
     let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(sha2::Sha256::digest(verifier.as_bytes()));
     let now = Utc::now();
+    let redirect = redirect_uri(&console, &headers);
     let kept = console.state.meta.insert_idp_sign_in(
         &session::digest(&state_param),
         &IdpSignIn {
             nonce_digest: session::digest(&nonce),
             verifier,
+            redirect_uri: redirect.clone(),
         },
         &timestamp(now),
         &timestamp(now + FLOW_LIFETIME),
@@ -100,9 +104,9 @@ pub(super) async fn start(Shared(console): Shared<Console>, headers: HeaderMap) 
         .append_pair("response_type", "code")
         .append_pair(
             "client_id",
-            config.idp_client_id.as_deref().unwrap_or("notevault"),
+            config.idp_client_id.as_deref().unwrap_or_default(),
         )
-        .append_pair("redirect_uri", &redirect_uri(&console, &headers))
+        .append_pair("redirect_uri", &redirect)
         .append_pair("scope", "openid")
         .append_pair("state", &state_param)
         .append_pair("code_challenge", &challenge)
@@ -192,7 +196,7 @@ pub(super) async fn callback(
     let grant = Grant::AuthorizationCode {
         code: code.to_string(),
         code_verifier: sign_in.verifier,
-        redirect_uri: redirect_uri(&console, &headers),
+        redirect_uri: sign_in.redirect_uri,
     };
     let subject = match verified(&console, &grant).await {
         Ok(subject) => subject,
@@ -234,8 +238,13 @@ async fn verified(console: &Console, grant: &Grant) -> Result<String> {
     let verified = verifier
         .verify(&tokens.access_token, &console.state.vault_id)
         .await?;
-    match verified.credential {
-        Credential::Token { .. } => Ok(verified.subject),
+    match &verified.credential {
+        // The console approves writes, makes tokens and purges: a person signs in with a
+        // token that may review, not with any token of the organization.
+        Credential::Token { .. } => {
+            crate::auth::require(&verified.credential, Permission::NotesReview)?;
+            Ok(verified.subject)
+        }
         _ => Err(Error::new(
             crate::error::Reason::CREDENTIAL_FORBIDDEN,
             "the provider's token is not a session token",

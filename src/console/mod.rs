@@ -25,7 +25,7 @@ use std::sync::Arc;
 use askama::Template;
 use axum::extract::{FromRef, Path, RawQuery, State as Shared};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::Utc;
@@ -159,9 +159,12 @@ fn signed(console: &Console, headers: &HeaderMap) -> std::result::Result<Signed,
         None => Err(Box::new(sign_in_page(
             console,
             StatusCode::UNAUTHORIZED,
-            headers
-                .contains_key(header::COOKIE)
-                .then_some("Your session has ended (signed out, expired, or from an earlier run). Sign in again."),
+            session::cookie(
+                headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()),
+                session::cookie_name(console.state.config.tls_configured()),
+            )
+            .is_some()
+            .then_some("Your session has ended (signed out, expired, or from an earlier run). Sign in again."),
         ))),
     }
 }
@@ -239,10 +242,18 @@ fn start_session(state: &State, actor: &str, subject: Option<&str>) -> Result<St
     Ok(secret)
 }
 
-/// The answer to a sign-in: to the review page, with the session cookie.
+#[derive(Template)]
+#[template(path = "signedin.html")]
+struct SignedInPage;
+
+/// The answer to a sign-in: the session cookie, and a page that goes on to the review
+/// page by itself. Not a redirect: a sign-in reached from another site (the identity
+/// provider's redirect, a link in a web mail) is a cross-site navigation, and a browser
+/// keeps `SameSite=Strict` cookies out of it and out of its redirects; the page's own
+/// navigation to `/` is same-site, so the cookie goes along.
 fn signed_in(console: &Console, secret: &str) -> Response {
     let cookie = session::set_cookie(Some(secret), console.state.config.tls_configured());
-    let mut response = Redirect::to("/").into_response();
+    let mut response = html(StatusCode::OK, SignedInPage.render());
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         response.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -250,7 +261,7 @@ fn signed_in(console: &Console, secret: &str) -> Response {
 }
 
 #[derive(Template)]
-#[template(path = "stopped.html")]
+#[template(path = "problem.html")]
 struct MessagePage<'a> {
     message: &'a str,
 }
@@ -338,11 +349,13 @@ async fn sign_out(
     let state = console.state.clone();
     let digest = signed.row.digest.clone();
     let ended = tokio::task::spawn_blocking(move || {
-        let ended = state.meta.delete_session(&digest);
-        state
-            .meta
-            .note_audit(&AuditEvent::new(AuditKind::SignedOut, "console"));
-        ended
+        let ended = state.meta.delete_session(&digest)?;
+        if ended {
+            state
+                .meta
+                .note_audit(&AuditEvent::new(AuditKind::SignedOut, "console"));
+        }
+        Ok::<_, Error>(ended)
     })
     .await;
     if let Ok(Err(e)) = ended {

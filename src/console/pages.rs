@@ -147,15 +147,48 @@ fn write_view(state: &State, row: &PendingRow) -> WriteView {
 
 /// The pending writes to show (oldest first, at most [`MAX_PENDING_SHOWN`]), how many more
 /// wait, and the latest decided ones.
-fn queue(state: &State) -> Result<(Vec<WriteView>, usize, Vec<DecidedView>)> {
+/// What the pending list shows, as a short fingerprint: the count and the ids shown. The
+/// page polls with it and hears 204 while it has not changed.
+fn list_version(waiting: usize, ids: impl Iterator<Item = impl AsRef<str>>) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&(waiting as u64).to_le_bytes());
+    for id in ids {
+        hasher.update(id.as_ref().as_bytes());
+        hasher.update(&[0]);
+    }
+    hasher.finalize().to_hex()[..16].to_string()
+}
+
+/// The version of the pending list as it is now.
+fn current_version(state: &State) -> Result<String> {
     let waiting = state.meta.count_pending()?;
-    let shown: Vec<WriteView> = state
-        .meta
-        .pending_rows(false, MAX_PENDING_SHOWN)?
-        .iter()
-        .map(|r| write_view(state, r))
-        .collect();
+    let rows = state.meta.pending_rows(false, MAX_PENDING_SHOWN)?;
+    Ok(list_version(waiting, rows.iter().map(|r| &r.id)))
+}
+
+/// The pending writes shown, how many more wait, the list's version, and the latest
+/// decided writes (with `decided`).
+struct Queue {
+    pending: Vec<WriteView>,
+    more: usize,
+    version: String,
+    decided: Vec<DecidedView>,
+}
+
+fn queue(state: &State, with_decided: bool) -> Result<Queue> {
+    let waiting = state.meta.count_pending()?;
+    let rows = state.meta.pending_rows(false, MAX_PENDING_SHOWN)?;
+    let version = list_version(waiting, rows.iter().map(|r| &r.id));
+    let shown: Vec<WriteView> = rows.iter().map(|r| write_view(state, r)).collect();
     let more = waiting.saturating_sub(shown.len());
+    if !with_decided {
+        return Ok(Queue {
+            pending: shown,
+            more,
+            version,
+            decided: Vec::new(),
+        });
+    }
     let decided = state
         .meta
         .pending_rows(true, DECIDED_SHOWN)?
@@ -173,7 +206,12 @@ fn queue(state: &State) -> Result<(Vec<WriteView>, usize, Vec<DecidedView>)> {
             }
         })
         .collect();
-    Ok((shown, more, decided))
+    Ok(Queue {
+        pending: shown,
+        more,
+        version,
+        decided,
+    })
 }
 
 #[derive(Template)]
@@ -185,14 +223,20 @@ pub struct ReviewPage {
     pending: Vec<WriteView>,
     more: usize,
     decided: Vec<DecidedView>,
+    /// The pending list's version (the poller asks with it).
+    version: String,
+    /// The poller is swapped out of band (in fragments only).
+    oob: bool,
 }
 
 #[derive(Template)]
-#[template(path = "pending.html")]
+#[template(path = "pending_update.html")]
 struct PendingFragment {
     csrf: String,
     pending: Vec<WriteView>,
     more: usize,
+    version: String,
+    oob: bool,
 }
 
 #[derive(Template)]
@@ -201,12 +245,21 @@ struct DecidedFragment<'a> {
     id: &'a str,
     class: &'static str,
     message: String,
+    /// The pending list's version after the decision: the page's next poll hears 204,
+    /// so this answer stays on the page until something else changes.
+    version: String,
+    oob: bool,
 }
 
 /// The review page as HTML for a session whose CSRF token is `csrf` (also what
 /// `benches/console.rs` times).
 pub fn render_review(state: &State, csrf: &str, done: Option<&str>) -> Result<String> {
-    let (pending, more, decided) = queue(state)?;
+    let Queue {
+        pending,
+        more,
+        version,
+        decided,
+    } = queue(state, true)?;
     let (notice, problem) = notice(done);
     let page = ReviewPage {
         chrome: Chrome {
@@ -222,6 +275,8 @@ pub fn render_review(state: &State, csrf: &str, done: Option<&str>) -> Result<St
         pending,
         more,
         decided,
+        version,
+        oob: false,
     };
     page.render()
         .map_err(|e| Error::internal(format!("the review page: {e}")))
@@ -261,21 +316,37 @@ pub async fn review(
     .await
 }
 
-/// `GET /pending`: the pending list alone, which the review page polls every few seconds
-/// so that a write an agent queues appears without a reload.
-pub async fn pending(Shared(console): Shared<Console>, headers: HeaderMap) -> Response {
+/// `GET /pending?version=…`: the pending list alone, which the review page polls every 3
+/// seconds so that a write an agent queues appears without a reload: 204 (nothing to
+/// swap: focus, selection and a decision's answer stay) while the list is the version the
+/// page has, else the list and the poller with the new version.
+pub async fn pending(
+    Shared(console): Shared<Console>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
     let signed = match signed(&console, &headers) {
         Ok(s) => s,
         Err(page) => return *page,
     };
     page(&console.state, move |state| {
-        let (pending, more, _) = queue(state)?;
+        let Queue {
+            pending,
+            more,
+            version,
+            ..
+        } = queue(state, false)?;
+        if param(&raw, "version").as_deref() == Some(version.as_str()) {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
         rendered(
             StatusCode::OK,
             PendingFragment {
                 csrf: signed.row.csrf.clone(),
                 pending,
                 more,
+                version,
+                oob: true,
             }
             .render(),
         )
@@ -339,6 +410,8 @@ pub async fn decide(
                     id: &id,
                     class,
                     message,
+                    version: current_version(state)?,
+                    oob: true,
                 }
                 .render(),
             );
@@ -702,8 +775,8 @@ pub async fn activity(
             .filter(|k| AuditKind::ALL.iter().any(|a| a.as_str() == k))
             .unwrap_or_default();
         let since = crate::clock::timestamp(Utc::now() - chrono::Duration::days(days));
-        let keep = |r: &AuditRow| r.created_at >= since && (kind.is_empty() || r.kind == kind);
-        let (rows, more) = state.meta.audit_page(None, &keep, 500)?;
+        let keep = |r: &AuditRow| kind.is_empty() || r.kind == kind;
+        let (rows, more) = state.meta.audit_page(None, Some(&since), &keep, 500)?;
         rendered(
             StatusCode::OK,
             ActivityPage {
@@ -790,10 +863,10 @@ pub async fn purge(
         let confirm = field(&fields, "confirm").unwrap_or_default();
         let trash_notes = field(&fields, "trash_notes") == Some("true");
         match crate::purge::request(state, confirm, trash_notes, "console") {
-            Ok(()) => rendered(
+            Ok(asked) => rendered(
                 StatusCode::OK,
                 StoppedPage {
-                    message: if trash_notes {
+                    message: if asked.trash_notes {
                         "notevault is stopping and removing its data about this vault; the notes move to .trash/ in the folder. Start it again to serve the folder afresh."
                     } else {
                         "notevault is stopping and removing its data about this vault; the notes folder is untouched. Start it again to serve the folder afresh."

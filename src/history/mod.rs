@@ -126,6 +126,8 @@ pub struct History {
     tx: Mutex<mpsc::Sender<(CommitRequest, Reply)>>,
     status: Arc<Mutex<HistoryStatus>>,
     git_dir: PathBuf,
+    /// The writer thread, joined by [`History::stop`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl History {
@@ -153,7 +155,7 @@ impl History {
         let (tx, rx) = mpsc::channel::<(CommitRequest, Reply)>();
         let thread_status = status.clone();
         let status_file = git_dir.join(STATUS_FILE);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("history".into())
             .spawn(move || writer(sync, rx, thread_status, status_file))
             .map_err(|e| Error::internal(format!("cannot start the history thread: {e}")))?;
@@ -161,6 +163,7 @@ impl History {
             tx: Mutex::new(tx),
             status,
             git_dir: git_dir.to_path_buf(),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
@@ -180,6 +183,17 @@ impl History {
         let deadline = std::time::Instant::now() + timeout;
         while self.status().pending > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Stop the writer: what is queued gets one last try, then the thread ends and is
+    /// joined; a commit asked for afterwards fails at once ("the history thread has
+    /// stopped"). For a purge, which removes the repository next.
+    pub fn stop(&self) {
+        let (closed, _) = mpsc::channel();
+        drop(std::mem::replace(&mut *self.tx.lock(), closed));
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
         }
     }
 

@@ -138,20 +138,22 @@ impl Meta {
         }
     }
 
-    /// The newest rows older than `before` (an id; `None`: from the newest) that `keep`
+    /// The newest rows older than `before` (an id; `None`: from the newest), made at
+    /// `since` or later (`None`: any time; the time index narrows the scan), that `keep`
     /// accepts, at most `limit`, and whether more would follow.
     pub fn audit_page(
         &self,
         before: Option<i64>,
+        since: Option<&str>,
         keep: &dyn Fn(&AuditRow) -> bool,
         limit: usize,
     ) -> Result<(Vec<AuditRow>, bool)> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT id, kind, actor, created_at, subject, counts FROM audit_events
-             WHERE id < ?1 ORDER BY id DESC",
+             WHERE id < ?1 AND created_at >= ?2 ORDER BY id DESC",
         )?;
-        let mut rows = stmt.query([before.unwrap_or(i64::MAX)])?;
+        let mut rows = stmt.query(params![before.unwrap_or(i64::MAX), since.unwrap_or("")])?;
         let mut page = Vec::new();
         while let Some(r) = rows.next()? {
             let row = AuditRow {
@@ -195,11 +197,11 @@ mod tests {
             .unwrap();
         }
         let writes = |r: &AuditRow| r.kind == "write.applied";
-        let (page, more) = meta.audit_page(None, &writes, 2).unwrap();
+        let (page, more) = meta.audit_page(None, None, &writes, 2).unwrap();
         assert_eq!(page.iter().map(|r| r.id).collect::<Vec<_>>(), [5, 3]);
         assert!(more);
         assert_eq!(page[0].counts, r#"{"n":4}"#);
-        let (page, more) = meta.audit_page(Some(3), &writes, 2).unwrap();
+        let (page, more) = meta.audit_page(Some(3), None, &writes, 2).unwrap();
         assert_eq!(page.iter().map(|r| r.id).collect::<Vec<_>>(), [1]);
         assert!(!more);
     }

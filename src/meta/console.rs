@@ -114,6 +114,8 @@ pub struct IdpSignIn {
     pub nonce_digest: String,
     /// The PKCE code verifier.
     pub verifier: String,
+    /// The redirect URI the authorization request named (the exchange must name it too).
+    pub redirect_uri: String,
 }
 
 impl Meta {
@@ -128,12 +130,13 @@ impl Meta {
         let conn = self.conn.lock();
         conn.execute("DELETE FROM idp_sign_ins WHERE expires_at <= ?1", [now])?;
         conn.execute(
-            "INSERT INTO idp_sign_ins (state_digest, nonce_digest, verifier, expires_at)
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO idp_sign_ins (state_digest, nonce_digest, verifier, redirect_uri, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 state_digest,
                 sign_in.nonce_digest,
                 sign_in.verifier,
+                sign_in.redirect_uri,
                 expires_at
             ],
         )?;
@@ -147,15 +150,16 @@ impl Meta {
         let found = conn
             .query_row(
                 "DELETE FROM idp_sign_ins WHERE state_digest = ?1
-                 RETURNING nonce_digest, verifier, expires_at",
+                 RETURNING nonce_digest, verifier, redirect_uri, expires_at",
                 [state_digest],
                 |r| {
                     Ok((
                         IdpSignIn {
                             nonce_digest: r.get(0)?,
                             verifier: r.get(1)?,
+                            redirect_uri: r.get(2)?,
                         },
-                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
                     ))
                 },
             )

@@ -138,6 +138,7 @@ const MIGRATIONS: &[&str] = &[
         state_digest TEXT PRIMARY KEY,
         nonce_digest TEXT NOT NULL,
         verifier     TEXT NOT NULL,
+        redirect_uri TEXT NOT NULL,
         expires_at   TEXT NOT NULL
     );
     CREATE TABLE audit_events (
@@ -147,7 +148,8 @@ const MIGRATIONS: &[&str] = &[
         created_at TEXT NOT NULL,
         subject    TEXT,
         counts     TEXT NOT NULL DEFAULT '{}'
-    );",
+    );
+    CREATE INDEX audit_events_by_time ON audit_events (created_at);",
 ];
 
 /// An attachment's facts as the store keeps them.

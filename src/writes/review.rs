@@ -278,9 +278,16 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
         "applied" => AuditKind::WriteApproved,
         _ => AuditKind::WriteRejected,
     };
+    // An approval whose write could not apply is decided `rejected`: the row says so.
+    let failed = [("apply_failed", 1)];
+    let counts: &[(&str, i64)] = if approve && status != "applied" {
+        &failed
+    } else {
+        &[]
+    };
     state
         .meta
-        .note_audit(&AuditEvent::new(kind, reviewer).subject(id));
+        .note_audit(&AuditEvent::new(kind, reviewer).subject(id).counts(counts));
     state
         .meta
         .pending(id)?

@@ -79,9 +79,10 @@ def main():
         assert res.status == 401, res.status
         expect(page.get_by_role("heading", name="Sign in to notevault")).to_be_visible()
 
-        # The printed link signs in, once.
+        # The printed link signs in, once (a page that goes on to the console by itself).
         page.goto(LINK)
         expect(page.get_by_role("heading", name="Pending writes")).to_be_visible()
+        assert page.url == URL + "/", page.url
         cookies = context.cookies()
         session = [c for c in cookies if c["name"] == "notevault_session"]
         assert session and session[0]["httpOnly"] and session[0]["sameSite"] == "Strict", cookies
@@ -134,8 +135,11 @@ def main():
         expect(second.locator("pre.diff .add")).to_contain_text("Quick captures, reviewed.")
         shot(page, "review")
 
-        # A second tab sees the same write; the first tab approves it.
+        # A second tab sees the same write; the first tab approves it. The second tab is a
+        # stale one: its list does not refresh (its polls are cut), so it still offers
+        # the write when the first tab has decided it.
         other = context.new_page()
+        other.route("**/pending?*", lambda route: route.abort())
         other.goto(URL + "/")
         other_first = other.locator(f"#write-{created['pending_id']}")
         expect(other_first).to_be_visible()

@@ -20,9 +20,25 @@ document.addEventListener("click", async (event) => {
     button.textContent = "Selected: press Ctrl+C";
   }
 });
-// A session that ended (signed out in another tab, expired) answers 401: show the sign-in page.
+// An action that failed says so on the page. A session that ended (signed out in another
+// tab, expired) answers 401, and a form of an older session (signed in again in another
+// tab) 403: the page is loaded again, which shows the sign-in or a fresh form.
 document.addEventListener("htmx:responseError", (event) => {
-  if (event.detail.xhr.status === 401) window.location.assign("/");
+  const status = event.detail.xhr.status;
+  if (status === 401 || status === 403) {
+    window.location.reload();
+    return;
+  }
+  const flash = document.getElementById("flash");
+  if (!flash) return;
+  flash.textContent = `Nothing changed: the daemon answered ${status}. Reload the page and try again.`;
+  flash.hidden = false;
+});
+document.addEventListener("htmx:sendError", () => {
+  const flash = document.getElementById("flash");
+  if (!flash) return;
+  flash.textContent = "The daemon cannot be reached: is it still running?";
+  flash.hidden = false;
 });
 // A decision's answer replaces the card; the pending count in the navigation follows the list.
 document.addEventListener("htmx:afterSwap", () => {
