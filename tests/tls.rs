@@ -371,3 +371,42 @@ async fn a_non_loopback_address_with_tls_and_a_token_serves_https() {
     assert_eq!(body["title"], "Hello");
     assert_eq!(without.unwrap().status(), 401);
 }
+
+/// Under TLS the console's session cookie is `__Host-` and `Secure`, and only that name
+/// signs in (a plain-named cookie, as another local service could set, is no session).
+#[tokio::test]
+async fn the_console_cookie_is_host_prefixed_and_secure_under_tls() {
+    let (s, _certs) = tls_server(|_| {}).await;
+    let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
+    assert!(link.starts_with("https://"), "{link}");
+    let res = s.client.get(&link).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let set = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(set.starts_with("__Host-notevault_session="), "{set}");
+    for attribute in ["; Secure", "; HttpOnly", "; SameSite=Strict", "; Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let secret = set
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_string();
+    let page = |cookie: String| s.client.get(s.url("/")).header("cookie", cookie).send();
+    assert_eq!(
+        page(format!("__Host-notevault_session={secret}"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        page(format!("notevault_session={secret}"))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+}
