@@ -164,10 +164,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let state = daemon.state.clone();
         let addr = listener.local_addr()?;
         tracing::info!(%addr, vault = %state.root().display(), tls = scheme == "https", "serving");
-        eprintln!(
-            "notevault: serving {} on {scheme}://{addr}",
-            state.root().display()
-        );
+        {
+            use std::io::Write;
+            // A closed stderr must not stop serving (`eprintln!` would panic).
+            let _ = writeln!(
+                std::io::stderr(),
+                "notevault: serving {} on {scheme}://{addr}",
+                state.root().display()
+            );
+        }
         // A wildcard address is no address to open: the link names loopback (which the
         // Host guard allows) on the port served.
         let shown = match addr.ip() {
@@ -194,7 +199,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     notevault::daemon::purge(daemon, &request)
                 })
                 .await??;
-                eprintln!(
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
                     "notevault: purged the daemon's data about the vault ({} notes moved to .trash/, {} left in place); the notes folder is otherwise untouched",
                     purged.trashed, purged.kept
                 );
@@ -209,20 +216,27 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// sign-in link to the console. Not into a log: a service's output goes to the journal,
 /// and the link signs in whoever opens it; a service's user asks `notevault login-link`.
 fn console_link(meta: &Meta, url: &str) {
-    use std::io::IsTerminal;
+    use std::io::{IsTerminal, Write};
     if let Err(e) = meta.set_setting(notevault::console::URL_SETTING, url) {
         tracing::warn!(error = %e.message, "cannot keep the served URL for login-link");
     }
-    if !std::io::stderr().is_terminal() {
-        eprintln!("notevault: web console at {url}/ (sign in with the link `notevault login-link` prints)");
+    // Written, not `eprintln!`ed: whoever started the daemon may have closed its stderr
+    // after the address line, and a failed print must not stop serving.
+    let mut stderr = std::io::stderr().lock();
+    if !stderr.is_terminal() {
+        let _ = writeln!(
+            stderr,
+            "notevault: web console at {url}/ (sign in with the link `notevault login-link` prints)"
+        );
         return;
     }
-    match notevault::console::sign_in_link(meta, url) {
-        Ok(link) => {
-            eprintln!("notevault: sign in to the web console (one use, 15 minutes): {link}")
-        }
-        Err(e) => eprintln!("notevault: no sign-in link: {}", e.message),
-    }
+    let _ = match notevault::console::sign_in_link(meta, url) {
+        Ok(link) => writeln!(
+            stderr,
+            "notevault: sign in to the web console (one use, 15 minutes): {link}"
+        ),
+        Err(e) => writeln!(stderr, "notevault: no sign-in link: {}", e.message),
+    };
 }
 
 /// `notevault login-link`: a one-time sign-in link for the daemon serving the vault (the
