@@ -9,6 +9,7 @@ pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
 pub mod error; // the one Error type and the one table of reasons
+pub mod export; // the export archive (.tar.gz of the notes and attachments, optional history bundle)
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history;
 pub mod http; // the HTTP application: /v1 and /mcp behind one middleware stack, and the server // history.git: a bare gix repository, one commit per batch

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use notevault::auth::pat;
-use notevault::cli::{Cli, Command, ReindexArgs, ServeArgs, TokenCommand, TokenStoreArgs};
+use notevault::cli::{
+    exit as status, Cli, Command, CompletionsArgs, ExportArgs, ReindexArgs, ServeArgs,
+    TokenCommand, TokenStoreArgs,
+};
 use notevault::clock::timestamp;
 use notevault::config::{Config, Layer};
 use notevault::meta::tokens::PatRow;
@@ -21,6 +24,13 @@ fn main() -> ExitCode {
         Command::Serve(args) => exit(serve(args)),
         Command::Reindex(args) => exit(reindex(args)),
         Command::Token(command) => exit(token(command)),
+        Command::Export(args) => exit(export(args)),
+        Command::Completions(args) => completions(args),
+        Command::Check(args) => match notevault_check(args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => exit(Err(e)),
+        },
+        Command::Status(args) => exit(daemon_status(args)),
     }
 }
 
@@ -29,9 +39,88 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("notevault: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(status::FAILURE)
         }
     }
+}
+
+/// The configuration of a command that works on a vault offline (export, check, token):
+/// the vault and state directory flags over the file and the environment.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+fn offline_config(
+    vault: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+) -> anyhow::Result<Config> {
+    let flags = Layer {
+        vault,
+        state_dir,
+        watch: Some(false),
+        ..Layer::default()
+    };
+    Config::load(
+        config_file(config).as_deref(),
+        |k| std::env::var(k).ok(),
+        flags,
+    )
+    .map_err(anyhow::Error::msg)
+}
+
+/// `notevault export`: the archive of `notevault::export`, written to a file that is
+/// either whole or absent.
+fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let config = offline_config(args.vault, args.state_dir, args.config)?;
+    let state_dir = config.state_dir_of_vault()?;
+    let options = notevault::export::Options {
+        history: args.history,
+    };
+    let manifest = notevault::export::to_file(
+        &config.vault,
+        &state_dir,
+        &options,
+        &args.output,
+        args.force,
+    )?;
+    for skipped in &manifest.skipped {
+        eprintln!("notevault: left out {}: {}", skipped.path, skipped.reason);
+    }
+    println!(
+        "exported {} notes and {} attachments ({} bytes{}) to {}",
+        manifest.notes,
+        manifest.attachments,
+        manifest.bytes,
+        match manifest.history {
+            "bundle" => ", history as a git bundle",
+            "bare" => ", history as a bare repository",
+            _ => "",
+        },
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// `notevault completions SHELL`: the script clap_complete generates from the one clap
+/// definition (`completions/` holds the checked-in copies).
+fn completions(args: CompletionsArgs) -> ExitCode {
+    use clap_complete::Shell;
+    let shell = match args.shell.to_ascii_lowercase().as_str() {
+        "bash" => Shell::Bash,
+        "zsh" => Shell::Zsh,
+        "fish" => Shell::Fish,
+        "powershell" | "pwsh" => Shell::PowerShell,
+        other => {
+            eprintln!(
+                "notevault: unknown shell {other:?}: use bash, zsh, fish or powershell (notevault completions bash > ~/.local/share/bash-completion/completions/notevault)"
+            );
+            return ExitCode::from(status::USAGE);
+        }
+    };
+    let mut cmd = notevault::cli::command();
+    clap_complete::generate(shell, &mut cmd, "notevault", &mut std::io::stdout());
+    ExitCode::SUCCESS
 }
 
 fn logs() {
@@ -304,4 +393,12 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn notevault_check(_args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
+    anyhow::bail!("not yet")
+}
+
+fn daemon_status(_args: notevault::cli::StatusArgs) -> anyhow::Result<()> {
+    anyhow::bail!("not yet")
 }
