@@ -4,6 +4,7 @@
 
 pub mod api; // the /v1 API: route table, dispatch, handlers, wire types, envelope, OpenAPI
 pub mod auth; // credentials (open local mode, bearer tokens) and permissions, checked in one place
+pub mod check; // notevault check: the state directory verified against the folder, read-only
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags

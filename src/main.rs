@@ -156,26 +156,21 @@ fn config_file(given: Option<PathBuf>) -> Option<PathBuf> {
 
 /// Drop the index, open the vault without watching (which rebuilds it from the folder),
 /// wait for the index and the history writer, and say what was done.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the CLI hands the environment to Config::load"
-)]
 fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     logs();
-    let flags = Layer {
-        vault: args.vault,
-        state_dir: args.state_dir,
-        watch: Some(false),
-        ..Layer::default()
-    };
-    let config = Config::load(
-        config_file(args.config).as_deref(),
-        |k| std::env::var(k).ok(),
-        flags,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let config = offline_config(args.vault, args.state_dir, args.config)?;
+    println!("{}", rebuild(config, true)?);
+    Ok(())
+}
+
+/// Open the vault once without watching (migrations, catalog, index, history caught up
+/// with the folder; the index rebuilt first with `drop_index`), wait for the index and
+/// the history writer, and say what was done.
+fn rebuild(config: Config, drop_index: bool) -> anyhow::Result<String> {
     let started = std::time::Instant::now();
-    notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
+    if drop_index {
+        notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
+    }
     let daemon = notevault::daemon::open(config)?;
     let state = daemon.state.clone();
     let opened = started.elapsed();
@@ -194,7 +189,7 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     state.history.flush(std::time::Duration::from_secs(3600));
     let notes = index.synced_notes.unwrap_or(0);
     let secs = indexed.as_secs_f64();
-    println!(
+    let summary = format!(
         "indexed {notes} notes of {} in {:.0} ms ({:.0} notes/s; scan {:.0} ms, index {} ms)",
         state.root().display(),
         indexed.as_secs_f64() * 1000.0,
@@ -206,7 +201,7 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     // would only delay the exit (~0.1 s on the corpus). The system takes the memory back.
     std::mem::forget(state);
     std::mem::forget(daemon);
-    Ok(())
+    Ok(summary)
 }
 
 #[allow(
@@ -395,8 +390,47 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
     }
 }
 
-fn notevault_check(_args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not yet")
+/// `notevault check [--repair]`: the report of `notevault::check`, one line per finding;
+/// with `--repair`, leftovers removed and what is derived rebuilt, then checked again.
+fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
+    let config = offline_config(args.vault, args.state_dir, args.config)?;
+    let state_dir = config.state_dir_of_vault()?;
+    let mut report = notevault::check::check(&config.vault, &state_dir).map_err(anyhow::Error::msg)?;
+    print_report(&report);
+    if args.repair && (report.problems() > 0 || report.reopen) {
+        logs();
+        for leftover in &report.leftovers {
+            notevault::vault::fsio::remove_leftover(leftover).map_err(|e| {
+                anyhow::anyhow!("cannot remove {}: {e}", leftover.display())
+            })?;
+        }
+        if report.reopen || report.reindex {
+            let summary = rebuild(config.clone(), report.reindex)?;
+            println!("repair: {summary}");
+        }
+        report = notevault::check::check(&config.vault, &state_dir).map_err(anyhow::Error::msg)?;
+        println!("after repair:");
+        print_report(&report);
+    }
+    let problems = report.problems();
+    if problems == 0 {
+        println!("check: ok");
+        return Ok(status::SUCCESS);
+    }
+    let fixable = problems - report.beyond_repair.min(problems);
+    if args.repair || fixable == 0 {
+        println!("check: {problems} problems (--repair cannot fix them; each line says what to do)");
+    } else {
+        println!("check: {problems} problems: `notevault check --repair` fixes {fixable} of them");
+    }
+    Ok(status::PROBLEMS)
+}
+
+fn print_report(report: &notevault::check::Report) {
+    for f in &report.findings {
+        let mark = if f.problem { "PROBLEM" } else { "ok" };
+        println!("{:<10} {:<7} {}", f.area, mark, f.text);
+    }
 }
 
 fn daemon_status(_args: notevault::cli::StatusArgs) -> anyhow::Result<()> {
