@@ -221,15 +221,15 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
     let now = chrono::Utc::now();
     for observed in &scan.observed {
         match rows.get(observed.rel.as_str()) {
-            Some(row) if row.content_hash == observed.content_hash => current_notes.push(
-                note_from(
+            Some(row) if row.content_hash == observed.content_hash => {
+                current_notes.push(note_from(
                     observed.clone(),
                     row.note_id.clone(),
                     row.version_id.clone(),
                     now,
                     now,
-                ),
-            ),
+                ))
+            }
             Some(_) => changed.push(observed.rel.clone()),
             None => new.push(observed.rel.clone()),
         }
@@ -258,7 +258,11 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
     }
 
     // The search index against the notes whose file is as recorded.
-    let known: HashSet<u64> = inspection.notes.iter().map(|r| key_of(&r.note_id)).collect();
+    let known: HashSet<u64> = inspection
+        .notes
+        .iter()
+        .map(|r| key_of(&r.note_id))
+        .collect();
     match crate::index::verify::verify(&state_dir, &current_notes, &known) {
         Err(why) => {
             report.problem(
@@ -292,7 +296,10 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
     let git_dir = state_dir.join("history.git");
     match crate::history::verify(&git_dir) {
         Ok(v) if v.head_seq >= inspection.committed_seq => {
-            report.fact("history", format!("sound ({}), through seq {}", v.how, v.head_seq));
+            report.fact(
+                "history",
+                format!("sound ({}), through seq {}", v.how, v.head_seq),
+            );
         }
         Ok(v) => {
             report.reopen = true;

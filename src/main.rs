@@ -395,14 +395,14 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
 fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
     let config = offline_config(args.vault, args.state_dir, args.config)?;
     let state_dir = config.state_dir_of_vault()?;
-    let mut report = notevault::check::check(&config.vault, &state_dir).map_err(anyhow::Error::msg)?;
+    let mut report =
+        notevault::check::check(&config.vault, &state_dir).map_err(anyhow::Error::msg)?;
     print_report(&report);
     if args.repair && (report.problems() > 0 || report.reopen) {
         logs();
         for leftover in &report.leftovers {
-            notevault::vault::fsio::remove_leftover(leftover).map_err(|e| {
-                anyhow::anyhow!("cannot remove {}: {e}", leftover.display())
-            })?;
+            notevault::vault::fsio::remove_leftover(leftover)
+                .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", leftover.display()))?;
         }
         if report.reopen || report.reindex {
             let summary = rebuild(config.clone(), report.reindex)?;
@@ -419,7 +419,9 @@ fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
     }
     let fixable = problems - report.beyond_repair.min(problems);
     if args.repair || fixable == 0 {
-        println!("check: {problems} problems (--repair cannot fix them; each line says what to do)");
+        println!(
+            "check: {problems} problems (--repair cannot fix them; each line says what to do)"
+        );
     } else {
         println!("check: {problems} problems: `notevault check --repair` fixes {fixable} of them");
     }
@@ -433,6 +435,136 @@ fn print_report(report: &notevault::check::Report) {
     }
 }
 
-fn daemon_status(_args: notevault::cli::StatusArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+/// `notevault status`: what a running daemon says of itself (`GET /v1/index-status`,
+/// `GET /v1/vault`, the review queue), as a summary or JSON.
+fn daemon_status(args: notevault::cli::StatusArgs) -> anyhow::Result<()> {
+    let base = args.url.trim_end_matches('/').to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (index, vault, writes) = runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()?;
+        let get = |path: &'static str| {
+            let client = client.clone();
+            let url = format!("{base}{path}");
+            let token = args.token.clone();
+            async move { status_get(&client, &url, token.as_deref()).await }
+        };
+        let index = get("/v1/index-status").await?;
+        let vault = get("/v1/vault").await?;
+        let writes = get("/v1/writes?status=pending&page_size=1").await?;
+        anyhow::Ok((index, vault, writes))
+    })?;
+    if args.json {
+        let all = serde_json::json!({
+            "url": base,
+            "index_status": index,
+            "vault": vault,
+            "pending_writes": writes["total_size"],
+        });
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    let n = |v: &serde_json::Value| v.as_i64().unwrap_or(0);
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "none".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let committed = n(&index["committed_seq"]);
+    let indexed = n(&index["indexed_seq"]);
+    println!(
+        "daemon     {base}: vault {} ({} notes, id {})",
+        text(&vault["root"]),
+        n(&vault["notes"]),
+        text(&vault["vault_id"])
+    );
+    let search = &index["search_index"];
+    println!(
+        "seq        committed {committed}, indexed {indexed} ({})",
+        if indexed >= committed {
+            "index fresh".to_string()
+        } else {
+            format!(
+                "index {} behind, {} notes not yet indexed",
+                committed - indexed,
+                n(&search["not_yet_indexed"])
+            )
+        }
+    );
+    println!(
+        "index      {} documents, schema {}, last error: {}",
+        n(&search["documents"]),
+        n(&search["schema_version"]),
+        text(&search["last_error"])
+    );
+    let watcher = &index["watcher"];
+    println!(
+        "watcher    {} ({} batches, {} rescans, last error: {})",
+        text(&watcher["state"]),
+        n(&watcher["batches"]),
+        n(&watcher["rescans"]),
+        text(&watcher["last_error"])
+    );
+    let history = &index["history"];
+    println!(
+        "history    through seq {}, backlog {}, pending commits {}, left out {}, dropped commits {}, last error: {}",
+        n(&history["head_seq"]),
+        n(&history["backlog"]),
+        n(&history["pending"]),
+        n(&history["left_out_total"]),
+        n(&history["dropped_commits"]),
+        text(&history["last_error"])
+    );
+    println!(
+        "writes     {} pending review (policy {})",
+        n(&writes["total_size"]),
+        text(&vault["write_policy"])
+    );
+    Ok(())
+}
+
+/// One GET of `notevault status`; a failure is one line that says what to do.
+async fn status_get(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.map_err(|e| {
+        let why = if e.is_connect() {
+            "nothing answers there"
+        } else if e.is_timeout() {
+            "it did not answer within 10 s"
+        } else {
+            "the request failed"
+        };
+        anyhow::anyhow!(
+            "no notevault daemon at {url} ({why}): start one with `notevault serve`, or pass --url"
+        )
+    })?;
+    let code = response.status();
+    let body: serde_json::Value = response.json().await.map_err(|_| {
+        anyhow::anyhow!("{url} answered {code} without JSON: is it a notevault daemon? pass --url")
+    })?;
+    if code.is_success() {
+        return Ok(body);
+    }
+    if code == reqwest::StatusCode::UNAUTHORIZED {
+        anyhow::bail!(
+            "the daemon at {url} needs a token ({}): pass --token or set NOTEVAULT_TOKEN (`notevault token create`)",
+            body["reason"].as_str().unwrap_or("401")
+        );
+    }
+    anyhow::bail!(
+        "{url} answered {code} {}: {} {}",
+        body["reason"].as_str().unwrap_or(""),
+        body["message"].as_str().unwrap_or(""),
+        body["hint"].as_str().unwrap_or("")
+    )
 }

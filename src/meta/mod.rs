@@ -802,7 +802,9 @@ pub fn inspect(path: &Path) -> std::result::Result<Inspection, String> {
         .query_row("SELECT COUNT(*) FROM revisions", [], |r| r.get(0))
         .map_err(fail)?;
     out.committed_seq = conn
-        .query_row("SELECT COALESCE(MAX(seq), 0) FROM revisions", [], |r| r.get(0))
+        .query_row("SELECT COALESCE(MAX(seq), 0) FROM revisions", [], |r| {
+            r.get(0)
+        })
         .map_err(fail)?;
     // Attachment changes have their own table since migration 8.
     if let Ok(seq) = conn.query_row(
