@@ -128,21 +128,21 @@ mod reqwest {
     }
 }
 
-/// `man/` is generated from the clap definition; regenerate with
+/// `man/` is generated from the clap definition: one page for the command and one for
+/// every subcommand at any depth (`notevault-token-create.1`), each ending with the exit
+/// statuses of `cli::exit::TABLE`. Regenerate with
 /// `NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages`.
 #[test]
 fn man_pages_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
-    let top = notevault::cli::command();
-    let mut pages = vec![("notevault.1".to_string(), top.clone())];
-    for sub in top.get_subcommands() {
-        let name = format!("notevault-{}", sub.get_name());
-        let file = format!("{name}.1");
-        pages.push((file, sub.clone().name(&*Box::leak(name.into_boxed_str()))));
-    }
+    let mut pages = Vec::new();
+    collect_pages("notevault", notevault::cli::command(), &mut pages);
+    let expected: std::collections::BTreeSet<String> =
+        pages.iter().map(|(file, _)| file.clone()).collect();
     for (file, cmd) in pages {
         let mut rendered = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut rendered).unwrap();
+        rendered.extend_from_slice(exit_status_section().as_bytes());
         let path = root.join(&file);
         if std::env::var_os("NOTEVAULT_WRITE_MAN").is_some() {
             std::fs::create_dir_all(&root).unwrap();
@@ -154,6 +154,77 @@ fn man_pages_are_current() {
             "man/{file} is stale: run NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages"
         );
     }
+    // No page of a subcommand that is gone.
+    let present: std::collections::BTreeSet<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(present, expected, "man/ holds exactly one page per command");
+}
+
+/// `name` and each of its subcommands, depth first, as `(file, command named for its page)`.
+fn collect_pages(name: &str, cmd: clap::Command, out: &mut Vec<(String, clap::Command)>) {
+    for sub in cmd.get_subcommands() {
+        let sub_name = format!("{name}-{}", sub.get_name());
+        collect_pages(&sub_name, sub.clone(), out);
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    out.insert(0, (format!("{name}.1"), cmd.name(leaked)));
+}
+
+/// The EXIT STATUS section every page ends with, from the one table of statuses.
+fn exit_status_section() -> String {
+    let mut out = String::from(".SH \"EXIT STATUS\"\n");
+    for (code, meaning) in notevault::cli::exit::TABLE {
+        out.push_str(&format!(".TP\n{code}\n{}\n", meaning.replace('\\', "\\\\")));
+    }
+    out
+}
+
+/// `completions/` holds what `notevault completions SHELL` prints, for packagers;
+/// regenerate with `NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test cli completions`.
+#[test]
+fn completions_are_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
+    for (shell, file) in [
+        ("bash", "notevault.bash"),
+        ("zsh", "_notevault"),
+        ("fish", "notevault.fish"),
+        ("powershell", "_notevault.ps1"),
+    ] {
+        let out = Command::new(BIN).args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "completions {shell}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("export"),
+            "the {shell} script completes subcommands"
+        );
+        let path = root.join(file);
+        if std::env::var_os("NOTEVAULT_WRITE_COMPLETIONS").is_some() {
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(&path, &out.stdout).unwrap();
+        }
+        let checked_in = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            checked_in == out.stdout,
+            "completions/{file} is stale: run NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test cli completions"
+        );
+    }
+}
+
+#[test]
+fn completions_of_an_unknown_shell_are_one_line_and_a_usage_error() {
+    let out = Command::new(BIN)
+        .args(["completions", "nosuchshell"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("notevault: unknown shell \"nosuchshell\": use bash, zsh, fish or powershell"),
+        "{err}"
+    );
 }
 
 #[test]
