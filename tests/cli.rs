@@ -192,7 +192,10 @@ fn completions_are_current() {
         ("fish", "notevault.fish"),
         ("powershell", "_notevault.ps1"),
     ] {
-        let out = Command::new(BIN).args(["completions", shell]).output().unwrap();
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "completions {shell}");
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("export"),
@@ -222,7 +225,9 @@ fn completions_of_an_unknown_shell_are_one_line_and_a_usage_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.starts_with("notevault: unknown shell \"nosuchshell\": use bash, zsh, fish or powershell"),
+        err.starts_with(
+            "notevault: unknown shell \"nosuchshell\": use bash, zsh, fish or powershell"
+        ),
         "{err}"
     );
 }
@@ -262,4 +267,24 @@ fn reindex_rebuilds_the_index_and_refuses_while_a_daemon_serves() {
         vault.path().join(".notevault/index/meta.json").is_file(),
         "the index is untouched"
     );
+}
+
+/// The Debian package's user unit is the one in `packaging/`, with the packaged binary's
+/// path (one source: an edit to one that misses the other fails here).
+#[test]
+fn packaged_unit_is_the_unit_with_the_packaged_binary() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging");
+    let unit = std::fs::read_to_string(root.join("notevault.service")).unwrap();
+    let packaged = std::fs::read_to_string(root.join("deb/notevault.service")).unwrap();
+    let expected = unit
+        .replace("%h/.cargo/bin/notevault", "/usr/bin/notevault")
+        .replace(
+            "# Install: cp notevault.service ~/.config/systemd/user/ && systemctl --user enable --now notevault",
+            "# Installed by the Debian package in /usr/lib/systemd/user/: systemctl --user enable --now notevault",
+        );
+    assert_eq!(
+        packaged, expected,
+        "packaging/deb/notevault.service drifted"
+    );
+    assert!(packaged.contains("ExecStart=/usr/bin/notevault serve"));
 }
