@@ -288,3 +288,36 @@ fn packaged_unit_is_the_unit_with_the_packaged_binary() {
     );
     assert!(packaged.contains("ExecStart=/usr/bin/notevault serve"));
 }
+
+/// Off a terminal, long start-up work (here through `reindex`) says how it goes in plain
+/// log lines, never a bar's escape codes; a small vault says nothing of it.
+#[test]
+fn reindex_of_a_large_vault_logs_progress_off_a_terminal() {
+    let vault = tempfile::tempdir().unwrap();
+    for i in 0..notevault::progress::THRESHOLD {
+        std::fs::write(
+            vault.path().join(format!("n{i}.md")),
+            format!("# Note {i}\n[[n{}]]\n", i + 1),
+        )
+        .unwrap();
+    }
+    let (ok, out, err) = run(&["reindex", vault.path().to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("indexed 5000 notes"), "{out}");
+    for task in ["scanning", "indexing", "history"] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains("finished") && l.contains(&format!("task=\"{task}\""))),
+            "a finished line for {task} in {err}"
+        );
+    }
+    assert!(
+        !err.contains('\u{1b}'),
+        "no escape codes off a terminal: {err:?}"
+    );
+
+    let small = tempfile::tempdir().unwrap();
+    std::fs::write(small.path().join("a.md"), "# A\n").unwrap();
+    let (ok, _, err) = run(&["reindex", small.path().to_str().unwrap()]);
+    assert!(ok && !err.contains("task="), "{err}");
+}

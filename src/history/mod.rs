@@ -429,8 +429,10 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
     // `Err` of the outer result fails the commit (to be retried); `Err` of the inner one
     // leaves that change out.
     type Blob = std::result::Result<Option<gix::ObjectId>, String>;
+    let progress = crate::progress::Progress::start("history", "files", storable.len() as u64);
     let blobs: Vec<(String, Blob)> = storable
         .par_iter()
+        .inspect(|_| progress.inc(1))
         .map_init(
             || sync.to_thread_local(),
             |repo, change| -> Result<_> {
@@ -456,6 +458,7 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
             },
         )
         .collect::<Result<_>>()?;
+    progress.finish();
 
     let parent = repo.head_id().ok().map(|id| id.detach());
     let base_tree = repo
