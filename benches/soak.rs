@@ -186,7 +186,7 @@ impl Work {
 
     /// One MCP tool call (stateless POST); an answer that is an error counts as one.
     async fn mcp(&self, i: usize) -> Result<()> {
-        let (op, tool, arguments) = if i % 2 == 0 {
+        let (op, tool, arguments) = if i.is_multiple_of(2) {
             (
                 "mcp: search",
                 "search",
