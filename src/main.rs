@@ -281,22 +281,8 @@ fn refuse_exposed(config: &Config) -> anyhow::Result<()> {
 
 /// The metadata store of the vault the token command names (made if the daemon never ran
 /// there). Only the store: a daemon may be serving the vault meanwhile.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the CLI hands the environment to Config::load"
-)]
 fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
-    let flags = Layer {
-        vault: store.vault,
-        state_dir: store.state_dir,
-        ..Layer::default()
-    };
-    let config = Config::load(
-        config_file(store.config).as_deref(),
-        |k| std::env::var(k).ok(),
-        flags,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let config = offline_config(store.vault, store.state_dir, store.config)?;
     let dir = config.state_dir_of_vault()?;
     std::fs::create_dir_all(&dir)
         .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;

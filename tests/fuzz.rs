@@ -1,5 +1,6 @@
-//! Property-based fuzzing on stable Rust (proptest): the parsers and the path-safety
-//! function get random and grammar-shaped input for a time budget each, and must keep
+//! Property-based fuzzing on stable Rust (proptest): the parsers (filters, search
+//! queries, markdown, frontmatter edits, `Authorization` headers and tokens) and the
+//! path-safety function get random and grammar-shaped input for a time budget each, and must keep
 //! their promises: never panic, point inside the input when they refuse it, edit one
 //! frontmatter key without changing another byte, never resolve a path outside the vault.
 //!
@@ -484,6 +485,61 @@ fn fuzz_path_resolution_stays_inside_the_vault() {
     });
 }
 
+const TOKEN_PARTS: &[&str] = &[
+    "Bearer",
+    "bearer",
+    "BEARER",
+    "Basic",
+    " ",
+    "  ",
+    "\t",
+    "nvp_",
+    "abcdefgh",
+    "0123456789",
+    "nvp_abcdefgh0123456789abcdefghijklmnopqrstuv",
+    "é",
+    "日",
+    "\"",
+    ",",
+    "=",
+    "\u{7f}",
+    "\0",
+    "\r\n",
+];
+
+#[test]
+fn fuzz_token_parsing() {
+    use notevault::auth::{self, pat, Presented};
+    let header = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..80),
+        shaped(TOKEN_PARTS, 12).prop_map(String::into_bytes),
+    ];
+    fuzz("tokens", header, |bytes| {
+        if let Presented::Bearer(token) = auth::presented(&[bytes.as_slice()]) {
+            prop_assert!(
+                !token.is_empty() && !token.contains(' '),
+                "bearer {token:?}"
+            );
+            prop_assert!(
+                token.bytes().all(|b| b.is_ascii_graphic()),
+                "bearer {token:?}"
+            );
+        }
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            for token in [text, text.trim()] {
+                let _ = pat::well_formed(token);
+                let prefix = pat::public_prefix(token);
+                prop_assert!(token.starts_with(prefix));
+                prop_assert!(auth::public_prefix(token).len() <= 12);
+                if let Ok(lifetime) = pat::parse_lifetime(token) {
+                    prop_assert!(lifetime.as_secs() > 0);
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
 // Regressions found by the targets above, named after what broke.
 
 /// `a/./b` and `up/.` passed `VaultPaths::resolve`: `Path::components` drops a `.` that
@@ -501,4 +557,16 @@ fn interior_dot_component_is_unsafe() {
         assert_eq!(err.reason, notevault::error::Reason::UNSAFE_PATH, "{rel}");
     }
     assert!(paths.resolve("a/b.md").is_ok());
+}
+
+/// `pat::public_prefix` sliced its first 12 bytes whatever they held: a string with a
+/// multi-byte character across byte 12 (`nvp_abcdefgé…`) panicked. (`auth::presented`
+/// refuses such a bearer before it gets there; the CLI and logs call it too.)
+#[test]
+fn pat_public_prefix_of_a_multibyte_string() {
+    use notevault::auth::pat;
+    assert_eq!(pat::public_prefix("nvp_abcdefg\u{e9}xyz"), "nvp_abcdefg");
+    assert_eq!(pat::public_prefix("0123456789-\u{e9}0123"), "0123456789-");
+    assert_eq!(pat::public_prefix("nvp_abcdefgh1234"), "nvp_abcdefgh");
+    assert_eq!(pat::public_prefix("nvp"), "nvp");
 }
