@@ -1,7 +1,8 @@
 //! The export archive: a `.tar.gz` of the vault's notes and attachments exactly as their
 //! bytes are on disk, optionally with the history, and a small manifest. No HTTP here:
 //! `notevault export` writes it to a file ([`to_file`]) and the `POST /v1/export` route
-//! streams [`write`] into a response body from a blocking thread.
+//! streams [`write_paths`] (with the daemon's `State::paths`) or [`write`] into a
+//! response body from a blocking thread.
 //!
 //! Layout of the archive (gzip-compressed POSIX/GNU tar):
 //!
@@ -96,7 +97,14 @@ pub fn write(
     let state_dir = state_dir
         .canonicalize()
         .unwrap_or_else(|_| state_dir.to_path_buf());
-    let paths = VaultPaths::new(root.clone(), state_dir.clone());
+    write_paths(&VaultPaths::new(root, state_dir), options, out)
+}
+
+/// [`write`] for a vault whose paths are known already (a running daemon's
+/// `State::paths`, canonical, its letter-case rule probed).
+pub fn write_paths(paths: &VaultPaths, options: &Options, out: impl Write) -> io::Result<Manifest> {
+    let root = &paths.root;
+    let state_dir = &paths.state_dir;
     let mut manifest = Manifest {
         format: "notevault-export",
         format_version: FORMAT_VERSION,
@@ -108,8 +116,8 @@ pub fn write(
         history: "none",
         skipped: Vec::new(),
     };
-    let (notes, excluded, _leftovers) = crate::vault::scan::list_note_files(&paths);
-    let (files, excluded_files) = crate::vault::attachments::list_files(&paths);
+    let (notes, excluded, _leftovers) = crate::vault::scan::list_note_files(paths);
+    let (files, excluded_files) = crate::vault::attachments::list_files(paths);
     manifest
         .skipped
         .extend(excluded.into_iter().chain(excluded_files).map(|e| Skipped {
