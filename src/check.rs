@@ -294,6 +294,17 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
 
     // History.
     let git_dir = state_dir.join("history.git");
+    if !git_dir.exists() {
+        report.problem(
+            "history",
+            format!(
+                "there is no {}: the next start makes it and records the vault as its first commit, or `--repair` now",
+                git_dir.display()
+            ),
+        );
+        report.reopen = true;
+        return Ok(report);
+    }
     match crate::history::verify(&git_dir) {
         Ok(v) if v.head_seq >= inspection.committed_seq => {
             report.fact(

@@ -331,3 +331,24 @@ fn status_without_a_daemon_is_one_line() {
     assert_eq!(code, 1);
     one_line_error(&err, "--url");
 }
+
+#[test]
+fn check_without_history_says_so_and_repair_makes_it() {
+    let vault = served_vault();
+    let v = vault.path().to_str().unwrap();
+    std::fs::remove_dir_all(vault.path().join(".notevault/history.git")).unwrap();
+    let (code, out, _) = run(&["check", v]);
+    assert_eq!(code, 3, "{out}");
+    let line = area_line(&out, "history");
+    assert!(
+        line.contains("PROBLEM") && line.contains("there is no"),
+        "{out}"
+    );
+    assert!(
+        !vault.path().join(".notevault/history.git").exists(),
+        "check makes nothing"
+    );
+    let (code, out, err) = run(&["check", "--repair", v]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(area_line(out.split("after repair:").nth(1).unwrap(), "history").contains("sound"));
+}
