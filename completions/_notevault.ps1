@@ -134,6 +134,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
         'notevault;status' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'The daemon''s base URL')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the daemon''s answers as JSON instead of a summary')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -442,7 +442,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__status)
-            opts="-h --url --token --json --help"
+            opts="-h --url --token --cacert --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -453,6 +453,10 @@ _notevault() {
                     return 0
                     ;;
                 --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

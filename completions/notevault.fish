@@ -81,6 +81,7 @@ complete -c notevault -n "__fish_notevault_using_subcommand check" -l repair -d 
 complete -c notevault -n "__fish_notevault_using_subcommand check" -s h -l help -d 'Print help'
 complete -c notevault -n "__fish_notevault_using_subcommand status" -l url -d 'The daemon\'s base URL' -r
 complete -c notevault -n "__fish_notevault_using_subcommand status" -l token -d 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)' -r
+complete -c notevault -n "__fish_notevault_using_subcommand status" -l cacert -d 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand status" -l json -d 'Print the daemon\'s answers as JSON instead of a summary'
 complete -c notevault -n "__fish_notevault_using_subcommand status" -s h -l help -d 'Print help'
 complete -c notevault -n "__fish_notevault_using_subcommand completions" -s h -l help -d 'Print help'

@@ -124,6 +124,9 @@ pub struct StatusArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// Trust this PEM certificate (a daemon serving HTTPS with its own certificate)
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// Print the daemon's answers as JSON instead of a summary
     #[arg(long)]
     pub json: bool,

@@ -425,13 +425,19 @@ fn print_report(report: &notevault::check::Report) {
 /// `GET /v1/vault`, the review queue), as a summary or JSON.
 fn daemon_status(args: notevault::cli::StatusArgs) -> anyhow::Result<()> {
     let base = args.url.trim_end_matches('/').to_string();
+    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10));
+    if let Some(file) = &args.cacert {
+        let pem = std::fs::read(file)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| anyhow::anyhow!("{} is not a PEM certificate: {e}", file.display()))?;
+        builder = builder.add_root_certificate(cert);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let (index, vault, writes) = runtime.block_on(async {
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
-            .build()?;
+        let client = builder.build()?;
         let get = |path: &'static str| {
             let client = client.clone();
             let url = format!("{base}{path}");
@@ -523,6 +529,18 @@ async fn status_get(
         request = request.bearer_auth(token);
     }
     let response = request.send().await.map_err(|e| {
+        // The causes say whether a TLS handshake failed on the certificate.
+        let mut causes = String::new();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            causes.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        if causes.to_ascii_lowercase().contains("certificate") {
+            return anyhow::anyhow!(
+                "{url}: the daemon's TLS certificate is not trusted: pass --cacert FILE with its certificate (PEM)"
+            );
+        }
         let why = if e.is_connect() {
             "nothing answers there"
         } else if e.is_timeout() {

@@ -352,3 +352,57 @@ fn check_without_history_says_so_and_repair_makes_it() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(area_line(out.split("after repair:").nth(1).unwrap(), "history").contains("sound"));
 }
+
+#[test]
+fn status_of_a_daemon_serving_https_needs_its_certificate() {
+    let vault = served_vault();
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = vault.path().join("cert.pem");
+    let key = vault.path().join("key.pem");
+    std::fs::write(&cert, generated.cert.pem()).unwrap();
+    std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            vault.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .env_remove("NOTEVAULT_CONFIG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the daemon prints its address")
+            .unwrap();
+        if let Some(rest) = line
+            .split(" on ")
+            .nth(1)
+            .filter(|r| r.starts_with("https://"))
+        {
+            break rest.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let untrusted = run(&["status", "--url", &url]);
+    let trusted = run(&["status", "--url", &url, "--cacert", cert.to_str().unwrap()]);
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(untrusted.0, 1);
+    one_line_error(&untrusted.2, "--cacert");
+    assert_eq!(trusted.0, 0, "{}", trusted.2);
+    assert!(
+        area_line(&trusted.1, "daemon").contains("2 notes"),
+        "{}",
+        trusted.1
+    );
+}
