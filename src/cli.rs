@@ -6,6 +6,38 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+/// The exit statuses of every subcommand, for the man page's EXIT STATUS section and
+/// `main`: one table.
+pub mod exit {
+    /// It did what was asked.
+    pub const SUCCESS: u8 = 0;
+    /// It could not do its work (an unusable vault or state directory, a daemon that does
+    /// not answer, an output file that exists); the one line on stderr says why and what
+    /// to do.
+    pub const FAILURE: u8 = 1;
+    /// The command line is wrong: an unknown subcommand, flag, value or shell.
+    pub const USAGE: u8 = 2;
+    /// `check` found a problem (without `--repair`, or one `--repair` could not fix).
+    pub const PROBLEMS: u8 = 3;
+
+    /// `(status, meaning)`, in order.
+    pub const TABLE: &[(u8, &str)] = &[
+        (SUCCESS, "success"),
+        (
+            FAILURE,
+            "failure: the command could not do its work (an unusable vault or state directory, a daemon that does not answer, an output file that exists); one line on stderr says why and what to do",
+        ),
+        (
+            USAGE,
+            "usage: an unknown subcommand, flag, value or shell",
+        ),
+        (
+            PROBLEMS,
+            "check found a problem in the state directory (without --repair, or one --repair could not fix); the summary on stdout lists each",
+        ),
+    ];
+}
+
 #[derive(Parser)]
 #[command(
     name = "notevault",
@@ -32,6 +64,82 @@ pub enum Command {
     /// Print a one-time sign-in link to the web console of the daemon serving a vault
     /// (valid 15 minutes, for one sign-in).
     LoginLink(TokenStoreArgs),
+    /// Write a .tar.gz of the vault's notes and attachments, byte for byte (optionally with
+    /// the history), the same archive as POST /v1/export; the daemon may be running.
+    Export(ExportArgs),
+    /// Verify the state directory against the folder: catalog, metadata ids, search index,
+    /// history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be
+    /// stopped).
+    Check(CheckArgs),
+    /// Ask a running daemon how it is: seq, index freshness, watcher, history backlog,
+    /// pending writes.
+    Status(StatusArgs),
+    /// Print a shell completion script (bash, zsh, fish or powershell) on stdout.
+    Completions(CompletionsArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// The archive to write (.tar.gz); refused if it exists, unless --force
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Add the history: a git bundle of history.git (history.bundle)
+    #[arg(long)]
+    pub history: bool,
+    /// Replace FILE if it exists
+    #[arg(long)]
+    pub force: bool,
+    /// Where history, metadata and index live [default: <VAULT>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// Rebuild what is derived (search index, catalog rows) and remove leftover temp files
+    #[arg(long)]
+    pub repair: bool,
+    /// Where history, metadata and index live [default: <VAULT>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The daemon's base URL
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4000")]
+    pub url: String,
+    /// A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "NOTEVAULT_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Trust this PEM certificate (a daemon serving HTTPS with its own certificate)
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Print the daemon's answers as JSON instead of a summary
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish or powershell
+    #[arg(value_name = "SHELL")]
+    pub shell: String,
 }
 
 #[derive(Subcommand)]

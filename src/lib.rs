@@ -4,12 +4,14 @@
 
 pub mod api; // the /v1 API: route table, dispatch, handlers, wire types, envelope, OpenAPI
 pub mod auth; // credentials (open local mode, bearer tokens) and permissions, checked in one place
+pub mod check; // notevault check: the state directory verified against the folder, read-only
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
 pub mod console; // the web console: sign-in, sessions, review, tokens, settings, activity, purge
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
 pub mod error; // the one Error type and the one table of reasons
+pub mod export; // the export archive (.tar.gz of the notes and attachments, optional history bundle)
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history;
 pub mod http; // the HTTP application: /v1 and /mcp behind one middleware stack, and the server // history.git: a bare gix repository, one commit per batch
@@ -18,6 +20,7 @@ pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools o
 pub mod memory; // malloc_trim after a burst
 pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
 pub mod purge; // a purge asked for: the confirmation, then stop serving (daemon::purge removes the state)
+pub mod progress; // progress of long start-up work: a bar on a terminal, log lines otherwise
 pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use notevault::auth::pat;
 use notevault::auth::Permission;
-use notevault::cli::{Cli, Command, ReindexArgs, ServeArgs, TokenCommand, TokenStoreArgs};
+use notevault::cli::{
+    exit as status, Cli, Command, CompletionsArgs, ExportArgs, ReindexArgs, ServeArgs,
+    TokenCommand, TokenStoreArgs,
+};
 use notevault::clock::timestamp;
 use notevault::config::{Config, Layer};
 use notevault::meta::audit::{AuditEvent, AuditKind};
@@ -23,6 +26,13 @@ fn main() -> ExitCode {
         Command::Reindex(args) => exit(reindex(args)),
         Command::Token(command) => exit(token(command)),
         Command::LoginLink(store) => exit(login_link(store)),
+        Command::Export(args) => exit(export(args)),
+        Command::Completions(args) => completions(args),
+        Command::Check(args) => match notevault_check(args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => exit(Err(e)),
+        },
+        Command::Status(args) => exit(daemon_status(args)),
     }
 }
 
@@ -31,9 +41,88 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("notevault: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(status::FAILURE)
         }
     }
+}
+
+/// The configuration of a command that works on a vault offline (export, check, token):
+/// the vault and state directory flags over the file and the environment.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+fn offline_config(
+    vault: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+) -> anyhow::Result<Config> {
+    let flags = Layer {
+        vault,
+        state_dir,
+        watch: Some(false),
+        ..Layer::default()
+    };
+    Config::load(
+        config_file(config).as_deref(),
+        |k| std::env::var(k).ok(),
+        flags,
+    )
+    .map_err(anyhow::Error::msg)
+}
+
+/// `notevault export`: the archive of `notevault::export`, written to a file that is
+/// either whole or absent.
+fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let config = offline_config(args.vault, args.state_dir, args.config)?;
+    let state_dir = config.state_dir_of_vault()?;
+    let options = notevault::export::Options {
+        history: args.history,
+    };
+    let manifest = notevault::export::to_file(
+        &config.vault,
+        &state_dir,
+        &options,
+        &args.output,
+        args.force,
+    )?;
+    for skipped in &manifest.skipped {
+        eprintln!("notevault: left out {}: {}", skipped.path, skipped.reason);
+    }
+    println!(
+        "exported {} notes and {} attachments ({} bytes{}) to {}",
+        manifest.notes,
+        manifest.attachments,
+        manifest.bytes,
+        match manifest.history {
+            "bundle" => ", history as a git bundle",
+            "bare" => ", history as a bare repository",
+            _ => "",
+        },
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// `notevault completions SHELL`: the script clap_complete generates from the one clap
+/// definition (`completions/` holds the checked-in copies).
+fn completions(args: CompletionsArgs) -> ExitCode {
+    use clap_complete::Shell;
+    let shell = match args.shell.to_ascii_lowercase().as_str() {
+        "bash" => Shell::Bash,
+        "zsh" => Shell::Zsh,
+        "fish" => Shell::Fish,
+        "powershell" | "pwsh" => Shell::PowerShell,
+        other => {
+            eprintln!(
+                "notevault: unknown shell {other:?}: use bash, zsh, fish or powershell (notevault completions bash > ~/.local/share/bash-completion/completions/notevault)"
+            );
+            return ExitCode::from(status::USAGE);
+        }
+    };
+    let mut cmd = notevault::cli::command();
+    clap_complete::generate(shell, &mut cmd, "notevault", &mut std::io::stdout());
+    ExitCode::SUCCESS
 }
 
 fn logs() {
@@ -69,26 +158,21 @@ fn config_file(given: Option<PathBuf>) -> Option<PathBuf> {
 
 /// Drop the index, open the vault without watching (which rebuilds it from the folder),
 /// wait for the index and the history writer, and say what was done.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the CLI hands the environment to Config::load"
-)]
 fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     logs();
-    let flags = Layer {
-        vault: args.vault,
-        state_dir: args.state_dir,
-        watch: Some(false),
-        ..Layer::default()
-    };
-    let config = Config::load(
-        config_file(args.config).as_deref(),
-        |k| std::env::var(k).ok(),
-        flags,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let config = offline_config(args.vault, args.state_dir, args.config)?;
+    println!("{}", rebuild(config, true)?);
+    Ok(())
+}
+
+/// Open the vault once without watching (migrations, catalog, index, history caught up
+/// with the folder; the index rebuilt first with `drop_index`), wait for the index and
+/// the history writer, and say what was done.
+fn rebuild(config: Config, drop_index: bool) -> anyhow::Result<String> {
     let started = std::time::Instant::now();
-    notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
+    if drop_index {
+        notevault::index::SearchIndex::drop_index(&config.state_dir_of_vault()?)?;
+    }
     let daemon = notevault::daemon::open(config)?;
     let state = daemon.state.clone();
     let opened = started.elapsed();
@@ -107,7 +191,7 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     state.history.flush(std::time::Duration::from_secs(3600));
     let notes = index.synced_notes.unwrap_or(0);
     let secs = indexed.as_secs_f64();
-    println!(
+    let summary = format!(
         "indexed {notes} notes of {} in {:.0} ms ({:.0} notes/s; scan {:.0} ms, index {} ms)",
         state.root().display(),
         indexed.as_secs_f64() * 1000.0,
@@ -119,7 +203,7 @@ fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     // would only delay the exit (~0.1 s on the corpus). The system takes the memory back.
     std::mem::forget(state);
     std::mem::forget(daemon);
-    Ok(())
+    Ok(summary)
 }
 
 #[allow(
@@ -274,22 +358,8 @@ fn refuse_exposed(config: &Config) -> anyhow::Result<()> {
 
 /// The metadata store of the vault the token command names (made if the daemon never ran
 /// there). Only the store: a daemon may be serving the vault meanwhile.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the CLI hands the environment to Config::load"
-)]
 fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
-    let flags = Layer {
-        vault: store.vault,
-        state_dir: store.state_dir,
-        ..Layer::default()
-    };
-    let config = Config::load(
-        config_file(store.config).as_deref(),
-        |k| std::env::var(k).ok(),
-        flags,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let config = offline_config(store.vault, store.state_dir, store.config)?;
     let dir = config.state_dir_of_vault()?;
     std::fs::create_dir_all(&dir)
         .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;
@@ -374,4 +444,201 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `notevault check [--repair]`: the report of `notevault::check`, one line per finding;
+/// with `--repair`, leftovers removed and what is derived rebuilt, then checked again.
+fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
+    let config = offline_config(args.vault, args.state_dir, args.config)?;
+    let state_dir = config.state_dir_of_vault()?;
+    let mut report =
+        notevault::check::check(&config.vault, &state_dir).map_err(anyhow::Error::msg)?;
+    print_report(&report);
+    if args.repair && (report.problems() > 0 || report.reopen) {
+        logs();
+        for leftover in &report.leftovers {
+            notevault::vault::fsio::remove_leftover(leftover)
+                .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", leftover.display()))?;
+        }
+        if report.reopen || report.reindex {
+            let summary = rebuild(config.clone(), report.reindex)?;
+            println!("repair: {summary}");
+        }
+        report = notevault::check::check(&config.vault, &state_dir).map_err(anyhow::Error::msg)?;
+        println!("after repair:");
+        print_report(&report);
+    }
+    let problems = report.problems();
+    if problems == 0 {
+        println!("check: ok");
+        return Ok(status::SUCCESS);
+    }
+    let fixable = problems - report.beyond_repair.min(problems);
+    if args.repair || fixable == 0 {
+        println!(
+            "check: {problems} problems (--repair cannot fix them; each line says what to do)"
+        );
+    } else {
+        println!("check: {problems} problems: `notevault check --repair` fixes {fixable} of them");
+    }
+    Ok(status::PROBLEMS)
+}
+
+fn print_report(report: &notevault::check::Report) {
+    for f in &report.findings {
+        let mark = if f.problem { "PROBLEM" } else { "ok" };
+        println!("{:<10} {:<7} {}", f.area, mark, f.text);
+    }
+}
+
+/// `notevault status`: what a running daemon says of itself (`GET /v1/index-status`,
+/// `GET /v1/vault`, the review queue), as a summary or JSON.
+fn daemon_status(args: notevault::cli::StatusArgs) -> anyhow::Result<()> {
+    let base = args.url.trim_end_matches('/').to_string();
+    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10));
+    if let Some(file) = &args.cacert {
+        let pem = std::fs::read(file)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| anyhow::anyhow!("{} is not a PEM certificate: {e}", file.display()))?;
+        builder = builder.add_root_certificate(cert);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (index, vault, writes) = runtime.block_on(async {
+        let client = builder.build()?;
+        let get = |path: &'static str| {
+            let client = client.clone();
+            let url = format!("{base}{path}");
+            let token = args.token.clone();
+            async move { status_get(&client, &url, token.as_deref()).await }
+        };
+        let index = get("/v1/index-status").await?;
+        let vault = get("/v1/vault").await?;
+        let writes = get("/v1/writes?status=pending&page_size=1").await?;
+        anyhow::Ok((index, vault, writes))
+    })?;
+    if args.json {
+        let all = serde_json::json!({
+            "url": base,
+            "index_status": index,
+            "vault": vault,
+            "pending_writes": writes["total_size"],
+        });
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    let n = |v: &serde_json::Value| v.as_i64().unwrap_or(0);
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "none".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let committed = n(&index["committed_seq"]);
+    let indexed = n(&index["indexed_seq"]);
+    println!(
+        "daemon     {base}: vault {} ({} notes, id {})",
+        text(&vault["root"]),
+        n(&vault["notes"]),
+        text(&vault["vault_id"])
+    );
+    let search = &index["search_index"];
+    println!(
+        "seq        committed {committed}, indexed {indexed} ({})",
+        if indexed >= committed {
+            "index fresh".to_string()
+        } else {
+            format!(
+                "index {} behind, {} notes not yet indexed",
+                committed - indexed,
+                n(&search["not_yet_indexed"])
+            )
+        }
+    );
+    println!(
+        "index      {} documents, schema {}, last error: {}",
+        n(&search["documents"]),
+        n(&search["schema_version"]),
+        text(&search["last_error"])
+    );
+    let watcher = &index["watcher"];
+    println!(
+        "watcher    {} ({} batches, {} rescans, last error: {})",
+        text(&watcher["state"]),
+        n(&watcher["batches"]),
+        n(&watcher["rescans"]),
+        text(&watcher["last_error"])
+    );
+    let history = &index["history"];
+    println!(
+        "history    through seq {}, backlog {}, pending commits {}, left out {}, dropped commits {}, last error: {}",
+        n(&history["head_seq"]),
+        n(&history["backlog"]),
+        n(&history["pending"]),
+        n(&history["left_out_total"]),
+        n(&history["dropped_commits"]),
+        text(&history["last_error"])
+    );
+    println!(
+        "writes     {} pending review (policy {})",
+        n(&writes["total_size"]),
+        text(&vault["write_policy"])
+    );
+    Ok(())
+}
+
+/// One GET of `notevault status`; a failure is one line that says what to do.
+async fn status_get(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.map_err(|e| {
+        // The causes say whether a TLS handshake failed on the certificate.
+        let mut causes = String::new();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            causes.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        if causes.to_ascii_lowercase().contains("certificate") {
+            return anyhow::anyhow!(
+                "{url}: the daemon's TLS certificate is not trusted: pass --cacert FILE with its certificate (PEM)"
+            );
+        }
+        let why = if e.is_connect() {
+            "nothing answers there"
+        } else if e.is_timeout() {
+            "it did not answer within 10 s"
+        } else {
+            "the request failed"
+        };
+        anyhow::anyhow!(
+            "no notevault daemon at {url} ({why}): start one with `notevault serve`, or pass --url"
+        )
+    })?;
+    let code = response.status();
+    let body: serde_json::Value = response.json().await.map_err(|_| {
+        anyhow::anyhow!("{url} answered {code} without JSON: is it a notevault daemon? pass --url")
+    })?;
+    if code.is_success() {
+        return Ok(body);
+    }
+    if code == reqwest::StatusCode::UNAUTHORIZED {
+        anyhow::bail!(
+            "the daemon at {url} needs a token ({}): pass --token or set NOTEVAULT_TOKEN (`notevault token create`)",
+            body["reason"].as_str().unwrap_or("401")
+        );
+    }
+    anyhow::bail!(
+        "{url} answered {code} {}: {} {}",
+        body["reason"].as_str().unwrap_or(""),
+        body["message"].as_str().unwrap_or(""),
+        body["hint"].as_str().unwrap_or("")
+    )
 }

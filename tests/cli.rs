@@ -128,21 +128,21 @@ mod reqwest {
     }
 }
 
-/// `man/` is generated from the clap definition; regenerate with
+/// `man/` is generated from the clap definition: one page for the command and one for
+/// every subcommand at any depth (`notevault-token-create.1`), each ending with the exit
+/// statuses of `cli::exit::TABLE`. Regenerate with
 /// `NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages`.
 #[test]
 fn man_pages_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
-    let top = notevault::cli::command();
-    let mut pages = vec![("notevault.1".to_string(), top.clone())];
-    for sub in top.get_subcommands() {
-        let name = format!("notevault-{}", sub.get_name());
-        let file = format!("{name}.1");
-        pages.push((file, sub.clone().name(&*Box::leak(name.into_boxed_str()))));
-    }
+    let mut pages = Vec::new();
+    collect_pages("notevault", notevault::cli::command(), &mut pages);
+    let expected: std::collections::BTreeSet<String> =
+        pages.iter().map(|(file, _)| file.clone()).collect();
     for (file, cmd) in pages {
         let mut rendered = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut rendered).unwrap();
+        rendered.extend_from_slice(exit_status_section().as_bytes());
         let path = root.join(&file);
         if std::env::var_os("NOTEVAULT_WRITE_MAN").is_some() {
             std::fs::create_dir_all(&root).unwrap();
@@ -154,6 +154,82 @@ fn man_pages_are_current() {
             "man/{file} is stale: run NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages"
         );
     }
+    // No page of a subcommand that is gone.
+    let present: std::collections::BTreeSet<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(present, expected, "man/ holds exactly one page per command");
+}
+
+/// `name` and each of its subcommands, depth first, as `(file, command named for its page)`.
+fn collect_pages(name: &str, cmd: clap::Command, out: &mut Vec<(String, clap::Command)>) {
+    for sub in cmd.get_subcommands() {
+        let sub_name = format!("{name}-{}", sub.get_name());
+        collect_pages(&sub_name, sub.clone(), out);
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    out.insert(0, (format!("{name}.1"), cmd.name(leaked)));
+}
+
+/// The EXIT STATUS section every page ends with, from the one table of statuses.
+fn exit_status_section() -> String {
+    let mut out = String::from(".SH \"EXIT STATUS\"\n");
+    for (code, meaning) in notevault::cli::exit::TABLE {
+        out.push_str(&format!(".TP\n{code}\n{}\n", meaning.replace('\\', "\\\\")));
+    }
+    out
+}
+
+/// `completions/` holds what `notevault completions SHELL` prints, for packagers;
+/// regenerate with `NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test cli completions`.
+#[test]
+fn completions_are_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
+    for (shell, file) in [
+        ("bash", "notevault.bash"),
+        ("zsh", "_notevault"),
+        ("fish", "notevault.fish"),
+        ("powershell", "_notevault.ps1"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "completions {shell}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("export"),
+            "the {shell} script completes subcommands"
+        );
+        let path = root.join(file);
+        if std::env::var_os("NOTEVAULT_WRITE_COMPLETIONS").is_some() {
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(&path, &out.stdout).unwrap();
+        }
+        let checked_in = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            checked_in == out.stdout,
+            "completions/{file} is stale: run NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test cli completions"
+        );
+    }
+}
+
+#[test]
+fn completions_of_an_unknown_shell_are_one_line_and_a_usage_error() {
+    let out = Command::new(BIN)
+        .args(["completions", "nosuchshell"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "notevault: unknown shell \"nosuchshell\": use bash, zsh, fish or powershell"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -191,4 +267,57 @@ fn reindex_rebuilds_the_index_and_refuses_while_a_daemon_serves() {
         vault.path().join(".notevault/index/meta.json").is_file(),
         "the index is untouched"
     );
+}
+
+/// The Debian package's user unit is the one in `packaging/`, with the packaged binary's
+/// path (one source: an edit to one that misses the other fails here).
+#[test]
+fn packaged_unit_is_the_unit_with_the_packaged_binary() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging");
+    let unit = std::fs::read_to_string(root.join("notevault.service")).unwrap();
+    let packaged = std::fs::read_to_string(root.join("deb/notevault.service")).unwrap();
+    let expected = unit
+        .replace("%h/.cargo/bin/notevault", "/usr/bin/notevault")
+        .replace(
+            "# Install: cp notevault.service ~/.config/systemd/user/ && systemctl --user enable --now notevault",
+            "# Installed by the Debian package in /usr/lib/systemd/user/: systemctl --user enable --now notevault",
+        );
+    assert_eq!(
+        packaged, expected,
+        "packaging/deb/notevault.service drifted"
+    );
+    assert!(packaged.contains("ExecStart=/usr/bin/notevault serve"));
+}
+
+/// Off a terminal, long start-up work (here through `reindex`) says how it goes in plain
+/// log lines, never a bar's escape codes; a small vault says nothing of it.
+#[test]
+fn reindex_of_a_large_vault_logs_progress_off_a_terminal() {
+    let vault = tempfile::tempdir().unwrap();
+    for i in 0..notevault::progress::THRESHOLD {
+        std::fs::write(
+            vault.path().join(format!("n{i}.md")),
+            format!("# Note {i}\n[[n{}]]\n", i + 1),
+        )
+        .unwrap();
+    }
+    let (ok, out, err) = run(&["reindex", vault.path().to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("indexed 5000 notes"), "{out}");
+    for task in ["scanning", "indexing", "history"] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains("finished") && l.contains(&format!("task=\"{task}\""))),
+            "a finished line for {task} in {err}"
+        );
+    }
+    assert!(
+        !err.contains('\u{1b}'),
+        "no escape codes off a terminal: {err:?}"
+    );
+
+    let small = tempfile::tempdir().unwrap();
+    std::fs::write(small.path().join("a.md"), "# A\n").unwrap();
+    let (ok, _, err) = run(&["reindex", small.path().to_str().unwrap()]);
+    assert!(ok && !err.contains("task="), "{err}");
 }

@@ -66,9 +66,15 @@ pub fn well_formed(token: &str) -> bool {
         && checksum(&token[..LEN - CHECK_CHARS]) == token[LEN - CHECK_CHARS..]
 }
 
-/// The public prefix of a well-formed token.
+/// The public prefix of a well-formed token (of any other string, as much of its first
+/// `PUBLIC_LEN` bytes as ends on a character boundary: a malformed token may hold a
+/// multi-byte character there; found by tests/fuzz.rs).
 pub fn public_prefix(token: &str) -> &str {
-    &token[..PUBLIC_LEN.min(token.len())]
+    let mut end = PUBLIC_LEN.min(token.len());
+    while !token.is_char_boundary(end) {
+        end -= 1;
+    }
+    &token[..end]
 }
 
 /// The keyed hash the metadata store keeps, as hex.

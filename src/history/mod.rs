@@ -443,8 +443,10 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
     // `Err` of the outer result fails the commit (to be retried); `Err` of the inner one
     // leaves that change out.
     type Blob = std::result::Result<Option<gix::ObjectId>, String>;
+    let progress = crate::progress::Progress::start("history", "files", storable.len() as u64);
     let blobs: Vec<(String, Blob)> = storable
         .par_iter()
+        .inspect(|_| progress.inc(1))
         .map_init(
             || sync.to_thread_local(),
             |repo, change| -> Result<_> {
@@ -470,6 +472,7 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
             },
         )
         .collect::<Result<_>>()?;
+    progress.finish();
 
     let parent = repo.head_id().ok().map(|id| id.detach());
     let base_tree = repo
@@ -681,4 +684,72 @@ mod tests {
             assert_eq!(unstorable(good), None, "{good}");
         }
     }
+}
+
+/// What `notevault check` found in a `history.git`.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// `git fsck`, or `gix` (every object read and decoded) when the git CLI is absent.
+    pub how: &'static str,
+    /// The seq the HEAD commit records (0 without a commit).
+    pub head_seq: i64,
+}
+
+/// Verify `git_dir` without changing it: `git fsck` when the git CLI is there (dangling
+/// objects are not a problem), else every object read and decoded through gix. An error
+/// says, in one line, what is wrong.
+pub fn verify(git_dir: &Path) -> std::result::Result<Verified, String> {
+    if !git_dir.join("HEAD").is_file() {
+        return Err(format!("{} is not a git repository", git_dir.display()));
+    }
+    let repo = gix::open(git_dir).map_err(|e| format!("cannot open: {e}"))?;
+    let head_seq = match repo.head_id() {
+        Ok(head) => {
+            let commit = head
+                .object()
+                .map_err(|e| format!("HEAD names a missing object: {e}"))?
+                .try_into_commit()
+                .map_err(|e| format!("HEAD is not a commit: {e}"))?;
+            seq_through(&commit.message_raw_sloppy().to_string())
+        }
+        Err(_) => 0,
+    };
+    match std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["fsck", "--no-progress", "--no-dangling"])
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            return Ok(Verified {
+                how: "git fsck",
+                head_seq,
+            })
+        }
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout);
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            return Err(format!("git fsck failed: {}", first.trim()));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot run git fsck: {e}")),
+    }
+    let ids = repo
+        .objects
+        .iter()
+        .map_err(|e| format!("cannot list objects: {e}"))?;
+    for id in ids {
+        let id = id.map_err(|e| format!("cannot list objects: {e}"))?;
+        let object = repo
+            .find_object(id)
+            .map_err(|e| format!("object {id} is unreadable: {e}"))?;
+        let kind = object.kind;
+        gix::objs::ObjectRef::from_bytes(&object.data, kind, repo.object_hash())
+            .map_err(|e| format!("object {id} is corrupt: {e}"))?;
+    }
+    Ok(Verified {
+        how: "gix",
+        head_seq,
+    })
 }

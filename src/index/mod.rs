@@ -26,6 +26,7 @@ mod reader;
 pub mod rollup;
 mod schema;
 pub mod tokenizer;
+pub mod verify;
 mod writer;
 
 use std::collections::HashMap;

@@ -424,7 +424,9 @@ impl SearchIndex {
         let indexed = self.indexed_stamps()?;
         let mut keep: HashSet<u64> = HashSet::with_capacity(notes.len());
         let mut count = 0;
+        let progress = crate::progress::Progress::start("indexing", "notes", notes.len() as u64);
         for note in notes {
+            progress.inc(1);
             if !searchable(note) {
                 continue;
             }
@@ -445,6 +447,7 @@ impl SearchIndex {
                 writer.delete_term(Term::from_field_u64(self.fields.key, *key));
             }
         }
+        progress.finish();
         Ok(count)
     }
 

@@ -113,6 +113,13 @@ impl VaultPaths {
         if rel.split('/').any(str::is_empty) {
             return Err(Error::unsafe_path("the path contains an empty component"));
         }
+        // `Path::components` drops a `.` that is not the first component (`a/./b`, `a/.`):
+        // the components are checked as written too (found by tests/fuzz.rs).
+        if rel.split('/').any(|c| c == "." || c == "..") {
+            return Err(Error::unsafe_path(
+                "the path contains a `.` or `..` component",
+            ));
+        }
         let abs = self.root.join(rel);
         self.check_inside(&abs)?;
         Ok(SafePath {

@@ -1,10 +1,9 @@
 //! The startup scan: find every note file of the vault and observe it (read, hash, facts),
 //! in parallel. Reading never writes: no file, no mtime, no atime beyond the OS default.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use rayon::prelude::*;
 
@@ -136,17 +135,7 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
 /// vault is large enough for the scan to take a moment.
 pub fn scan(paths: &VaultPaths) -> ScanResult {
     let (files, mut excluded, leftovers) = list_note_files(paths);
-    let bar = if files.len() > 5_000 && std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(files.len() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("scanning {bar:40} {pos}/{len} notes")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(100));
-        Some(bar)
-    } else {
-        None
-    };
+    let progress = crate::progress::Progress::start("scanning", "notes", files.len() as u64);
     let results: Vec<Result<Observed, Excluded>> = files
         .par_iter()
         .map(|rel| {
@@ -154,15 +143,11 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
                 path: rel.clone(),
                 reason: format!("unreadable: {err}"),
             });
-            if let Some(bar) = &bar {
-                bar.inc(1);
-            }
+            progress.inc(1);
             out
         })
         .collect();
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    progress.finish();
     let mut observed = Vec::with_capacity(results.len());
     for r in results {
         match r {

@@ -1,0 +1,215 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'notevault'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'notevault' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key')
+            [CompletionResult]::new('reindex', 'reindex', [CompletionResultType]::ParameterValue, 'Rebuild the search index of a vault from its folder (the daemon must be stopped)')
+            [CompletionResult]::new('openapi', 'openapi', [CompletionResultType]::ParameterValue, 'Print the OpenAPI 3.1 contract as JSON')
+            [CompletionResult]::new('token', 'token', [CompletionResultType]::ParameterValue, 'Create, list and revoke personal access tokens (kept hashed in the state directory; a running daemon sees a change at once)')
+            [CompletionResult]::new('login-link', 'login-link', [CompletionResultType]::ParameterValue, 'Print a one-time sign-in link to the web console of the daemon serving a vault (valid 15 minutes, for one sign-in)')
+            [CompletionResult]::new('export', 'export', [CompletionResultType]::ParameterValue, 'Write a .tar.gz of the vault''s notes and attachments, byte for byte (optionally with the history), the same archive as POST /v1/export; the daemon may be running')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;serve' {
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'Address to listen on [default: 127.0.0.1:4000]')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Serve HTTPS with this PEM certificate chain (also NOTEVAULT_TLS_CERT); needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)')
+            [CompletionResult]::new('--insecure-open', '--insecure-open', [CompletionResultType]::ParameterName, 'Serve a non-loopback address without authentication and TLS (accept the risk)')
+            [CompletionResult]::new('--no-watch', '--no-watch', [CompletionResultType]::ParameterName, 'Do not watch the folder (external edits are then seen when a note is read)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;reindex' {
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;openapi' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;token' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'Create a token and print it, alone, on stdout (it is shown this once)')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the tokens: name, prefix, scopes, created, expires, last used (never a token)')
+            [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Revoke a token by its name or its prefix (`nvp_` and 8 characters)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;token;create' {
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'A name for the token, unique in this vault (who or what uses it)')
+            [CompletionResult]::new('--scope', '--scope', [CompletionResultType]::ParameterName, 'A permission beyond reading (repeat for both)')
+            [CompletionResult]::new('--expires-in', '--expires-in', [CompletionResultType]::ParameterName, 'Lifetime: a number and s, m, h, d or w (30d) [default: no expiry]')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;token;list' {
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;token;revoke' {
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;token;help' {
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'Create a token and print it, alone, on stdout (it is shown this once)')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the tokens: name, prefix, scopes, created, expires, last used (never a token)')
+            [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Revoke a token by its name or its prefix (`nvp_` and 8 characters)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;token;help;create' {
+            break
+        }
+        'notevault;token;help;list' {
+            break
+        }
+        'notevault;token;help;revoke' {
+            break
+        }
+        'notevault;token;help;help' {
+            break
+        }
+        'notevault;login-link' {
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;export' {
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'The archive to write (.tar.gz); refused if it exists, unless --force')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'The archive to write (.tar.gz); refused if it exists, unless --force')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--history', '--history', [CompletionResultType]::ParameterName, 'Add the history: a git bundle of history.git (history.bundle)')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Replace FILE if it exists')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;check' {
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--repair', '--repair', [CompletionResultType]::ParameterName, 'Rebuild what is derived (search index, catalog rows) and remove leftover temp files')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;status' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'The daemon''s base URL')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the daemon''s answers as JSON instead of a summary')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;completions' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;help' {
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key')
+            [CompletionResult]::new('reindex', 'reindex', [CompletionResultType]::ParameterValue, 'Rebuild the search index of a vault from its folder (the daemon must be stopped)')
+            [CompletionResult]::new('openapi', 'openapi', [CompletionResultType]::ParameterValue, 'Print the OpenAPI 3.1 contract as JSON')
+            [CompletionResult]::new('token', 'token', [CompletionResultType]::ParameterValue, 'Create, list and revoke personal access tokens (kept hashed in the state directory; a running daemon sees a change at once)')
+            [CompletionResult]::new('login-link', 'login-link', [CompletionResultType]::ParameterValue, 'Print a one-time sign-in link to the web console of the daemon serving a vault (valid 15 minutes, for one sign-in)')
+            [CompletionResult]::new('export', 'export', [CompletionResultType]::ParameterValue, 'Write a .tar.gz of the vault''s notes and attachments, byte for byte (optionally with the history), the same archive as POST /v1/export; the daemon may be running')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;help;serve' {
+            break
+        }
+        'notevault;help;reindex' {
+            break
+        }
+        'notevault;help;openapi' {
+            break
+        }
+        'notevault;help;token' {
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'Create a token and print it, alone, on stdout (it is shown this once)')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the tokens: name, prefix, scopes, created, expires, last used (never a token)')
+            [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Revoke a token by its name or its prefix (`nvp_` and 8 characters)')
+            break
+        }
+        'notevault;help;token;create' {
+            break
+        }
+        'notevault;help;token;list' {
+            break
+        }
+        'notevault;help;token;revoke' {
+            break
+        }
+        'notevault;help;login-link' {
+            break
+        }
+        'notevault;help;export' {
+            break
+        }
+        'notevault;help;check' {
+            break
+        }
+        'notevault;help;status' {
+            break
+        }
+        'notevault;help;completions' {
+            break
+        }
+        'notevault;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

@@ -1,0 +1,104 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_notevault_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_notevault_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_notevault_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_notevault_using_subcommand
+    set -l cmd (__fish_notevault_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c notevault -n "__fish_notevault_needs_command" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_needs_command" -s V -l version -d 'Print version'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "serve" -d 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "reindex" -d 'Rebuild the search index of a vault from its folder (the daemon must be stopped)'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "openapi" -d 'Print the OpenAPI 3.1 contract as JSON'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "token" -d 'Create, list and revoke personal access tokens (kept hashed in the state directory; a running daemon sees a change at once)'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "login-link" -d 'Print a one-time sign-in link to the web console of the daemon serving a vault (valid 15 minutes, for one sign-in)'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "export" -d 'Write a .tar.gz of the vault\'s notes and attachments, byte for byte (optionally with the history), the same archive as POST /v1/export; the daemon may be running'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "check" -d 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "status" -d 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish or powershell) on stdout'
+complete -c notevault -n "__fish_notevault_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l listen -d 'Address to listen on [default: 127.0.0.1:4000]' -r
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-cert -d 'Serve HTTPS with this PEM certificate chain (also NOTEVAULT_TLS_CERT); needs --tls-key' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-key -d 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l insecure-open -d 'Serve a non-loopback address without authentication and TLS (accept the risk)'
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l no-watch -d 'Do not watch the folder (external edits are then seen when a note is read)'
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand reindex" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand reindex" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand reindex" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand openapi" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and not __fish_seen_subcommand_from create list revoke help" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and not __fish_seen_subcommand_from create list revoke help" -f -a "create" -d 'Create a token and print it, alone, on stdout (it is shown this once)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and not __fish_seen_subcommand_from create list revoke help" -f -a "list" -d 'List the tokens: name, prefix, scopes, created, expires, last used (never a token)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and not __fish_seen_subcommand_from create list revoke help" -f -a "revoke" -d 'Revoke a token by its name or its prefix (`nvp_` and 8 characters)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and not __fish_seen_subcommand_from create list revoke help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from create" -l name -d 'A name for the token, unique in this vault (who or what uses it)' -r
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from create" -l scope -d 'A permission beyond reading (repeat for both)' -r -f -a "notes.write\t''
+notes.review\t''"
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from create" -l expires-in -d 'Lifetime: a number and s, m, h, d or w (30d) [default: no expiry]' -r
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from create" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from create" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from list" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from list" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from revoke" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from revoke" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from revoke" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from help" -f -a "create" -d 'Create a token and print it, alone, on stdout (it is shown this once)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the tokens: name, prefix, scopes, created, expires, last used (never a token)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from help" -f -a "revoke" -d 'Revoke a token by its name or its prefix (`nvp_` and 8 characters)'
+complete -c notevault -n "__fish_notevault_using_subcommand token; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c notevault -n "__fish_notevault_using_subcommand login-link" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand login-link" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand login-link" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand export" -s o -l output -d 'The archive to write (.tar.gz); refused if it exists, unless --force' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand export" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand export" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand export" -l history -d 'Add the history: a git bundle of history.git (history.bundle)'
+complete -c notevault -n "__fish_notevault_using_subcommand export" -l force -d 'Replace FILE if it exists'
+complete -c notevault -n "__fish_notevault_using_subcommand export" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand check" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand check" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand check" -l repair -d 'Rebuild what is derived (search index, catalog rows) and remove leftover temp files'
+complete -c notevault -n "__fish_notevault_using_subcommand check" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand status" -l url -d 'The daemon\'s base URL' -r
+complete -c notevault -n "__fish_notevault_using_subcommand status" -l token -d 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)' -r
+complete -c notevault -n "__fish_notevault_using_subcommand status" -l cacert -d 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)' -r -F
+complete -c notevault -n "__fish_notevault_using_subcommand status" -l json -d 'Print the daemon\'s answers as JSON instead of a summary'
+complete -c notevault -n "__fish_notevault_using_subcommand status" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "serve" -d 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "reindex" -d 'Rebuild the search index of a vault from its folder (the daemon must be stopped)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "openapi" -d 'Print the OpenAPI 3.1 contract as JSON'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "token" -d 'Create, list and revoke personal access tokens (kept hashed in the state directory; a running daemon sees a change at once)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "login-link" -d 'Print a one-time sign-in link to the web console of the daemon serving a vault (valid 15 minutes, for one sign-in)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "export" -d 'Write a .tar.gz of the vault\'s notes and attachments, byte for byte (optionally with the history), the same archive as POST /v1/export; the daemon may be running'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "check" -d 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "status" -d 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish or powershell) on stdout'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and not __fish_seen_subcommand_from serve reindex openapi token login-link export check status completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and __fish_seen_subcommand_from token" -f -a "create" -d 'Create a token and print it, alone, on stdout (it is shown this once)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and __fish_seen_subcommand_from token" -f -a "list" -d 'List the tokens: name, prefix, scopes, created, expires, last used (never a token)'
+complete -c notevault -n "__fish_notevault_using_subcommand help; and __fish_seen_subcommand_from token" -f -a "revoke" -d 'Revoke a token by its name or its prefix (`nvp_` and 8 characters)'
