@@ -19,6 +19,7 @@ pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
 pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data
+pub mod sync; // the device sync plane: op log reads, snapshot, checkpoints, compaction, E2EE state
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
 pub mod watch; // the live watcher
 pub mod writes; // the write pipeline: plan, idempotency, review, apply

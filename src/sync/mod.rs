@@ -1,0 +1,325 @@
+//! The device sync plane: reads of the op log, the snapshot (a consistent cut at one
+//! seq), device checkpoints, compaction, and the wrapped-key state of private notes.
+//!
+//! The op log itself is appended by the one recorder (`record::record`), one op per
+//! recorded change at its `committed_seq`, in the transaction of its revision; nothing
+//! here writes an op. Device pushes go through the one write pipeline (`writes`).
+//!
+//! Private notes: the daemon stores only ciphertext and the wrapped data key. The
+//! wrapped-key state here holds what a device sends (a KDF salt, its public scrypt
+//! constants, the data key wrapped under the passphrase's key and, optionally, under a
+//! recovery key); it never sees a passphrase or a data key.
+
+pub mod e2ee;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::clock::timestamp;
+use crate::error::{Error, Reason, Result};
+use crate::meta::OpRow;
+use crate::state::State;
+use crate::vault::content_hash;
+
+/// One op as a device reads it: the row, and the note's bytes when they are carried.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub row: OpRow,
+    /// The bytes of a standard note's version: carried when that version is still the
+    /// note's current one. `None` for deletes, attachments and superseded versions (a
+    /// later op of the same note carries its newer state: apply only the path change).
+    pub content: Option<Vec<u8>>,
+    /// A later op of the same note exists (`content` is not carried).
+    pub superseded: bool,
+}
+
+/// One page of ops.
+#[derive(Debug)]
+pub struct OpsPage {
+    pub ops: Vec<Op>,
+    /// The seq to read after next (the last op's seq, or `after_seq` for an empty page).
+    pub next_after_seq: i64,
+    /// More ops up to `committed_seq` wait after this page.
+    pub has_more: bool,
+    pub committed_seq: i64,
+    pub compacted_through_seq: i64,
+}
+
+/// The largest page of ops or snapshot entries.
+pub const MAX_PAGE: usize = 500;
+/// The page size when none is asked for.
+pub const DEFAULT_PAGE: usize = 100;
+
+/// `SYNC_COMPACTED`: ops after `after` were compacted away (through `horizon`).
+fn compacted(after: i64, horizon: i64) -> Error {
+    Error::new(
+        Reason::SYNC_COMPACTED,
+        format!("ops after seq {after} were compacted through seq {horizon}"),
+    )
+    .with_meta("compacted_through_seq", horizon.to_string())
+}
+
+/// Ops with a seq above `after`, up to the committed seq (a batch recorded in two
+/// transactions is never seen half), at most `page_size`.
+pub fn ops(state: &State, after: i64, page_size: usize) -> Result<OpsPage> {
+    let committed = state.committed_seq();
+    if after < 0 {
+        return Err(Error::invalid_field("after_seq", "must be 0 or more"));
+    }
+    if after > committed {
+        return Err(Error::invalid_field(
+            "after_seq",
+            format!("is beyond the committed seq {committed}; read again with at most it"),
+        )
+        .with_meta("committed_seq", committed.to_string()));
+    }
+    let horizon = state.meta.compacted_through()?;
+    if after < horizon {
+        return Err(compacted(after, horizon));
+    }
+    let rows = state.meta.ops_page(after, committed, page_size + 1)?;
+    let has_more = rows.len() > page_size;
+    let mut ops = Vec::with_capacity(rows.len().min(page_size));
+    for row in rows.into_iter().take(page_size) {
+        let (content, superseded) = match (&row.note_id, &row.version_id, &row.content_hash) {
+            (Some(note_id), Some(version), Some(hash))
+                if row.visibility == "standard" && row.kind != "delete" =>
+            {
+                match current_bytes(state, note_id, version, hash)? {
+                    Some(bytes) => (Some(bytes), false),
+                    None => (None, true),
+                }
+            }
+            _ => (None, false),
+        };
+        ops.push(Op {
+            row,
+            content,
+            superseded,
+        });
+    }
+    let next_after_seq = ops.last().map_or(after, |o| o.row.seq);
+    Ok(OpsPage {
+        ops,
+        next_after_seq,
+        has_more,
+        committed_seq: committed,
+        compacted_through_seq: horizon,
+    })
+}
+
+/// The bytes of a note's version when it is the note's current one (`None`: the note
+/// has moved on, or is gone). The catalog's bytes when it keeps them, else the file,
+/// checked against the version's hash.
+fn current_bytes(
+    state: &State,
+    note_id: &str,
+    version: &str,
+    hash: &str,
+) -> Result<Option<Vec<u8>>> {
+    let note = state.catalog.read().get_by_id(note_id).cloned();
+    let Some(note) = note.filter(|n| n.version_id == version) else {
+        return Ok(None);
+    };
+    if let Some(bytes) = &note.content {
+        return Ok(Some(bytes.as_ref().clone()));
+    }
+    let abs = state.paths.resolve(&note.path)?.abs;
+    match std::fs::read(abs) {
+        Ok(bytes) if content_hash(&bytes) == hash => Ok(Some(bytes)),
+        // Changed on disk a moment ago: its op is on its way.
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+    }
+}
+
+/// The bytes of a note's version: current bytes, else history's.
+fn version_bytes(state: &State, row: &OpRow) -> Result<Vec<u8>> {
+    let (Some(note_id), Some(version), Some(hash)) =
+        (&row.note_id, &row.version_id, &row.content_hash)
+    else {
+        return Err(Error::internal("a snapshot entry without a version"));
+    };
+    if let Some(bytes) = current_bytes(state, note_id, version, hash)? {
+        return Ok(bytes);
+    }
+    let revision = state.meta.revision(version)?.ok_or_else(|| {
+        Error::internal(format!(
+            "the revision {version} of a live note is not recorded"
+        ))
+    })?;
+    crate::queries::history::revision_content(state, &revision)?
+        .ok_or_else(|| Error::internal(format!("the revision {version} is a delete")))
+}
+
+/// Where a snapshot page starts: the cut's seq, and the last path answered of the notes
+/// (then of the attachments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub at: i64,
+    pub attachments: bool,
+    pub after_path: String,
+}
+
+/// One live note or attachment of a snapshot.
+#[derive(Debug)]
+pub struct Entry {
+    pub row: OpRow,
+    /// A standard note's bytes at the cut (`None` for attachments, which a device reads
+    /// with `GET /v1/attachments/{file_name}?sha256=`).
+    pub content: Option<Vec<u8>>,
+}
+
+/// One page of a snapshot.
+#[derive(Debug)]
+pub struct SnapshotPage {
+    /// The cut: every entry of every page is the state at this seq; a device continues
+    /// with ops after it.
+    pub seq: i64,
+    pub entries: Vec<Entry>,
+    /// Where the next page starts (`None`: this was the last page).
+    pub next: Option<Cursor>,
+}
+
+/// A page of the snapshot at `cursor` (`None`: a new snapshot at the committed seq).
+pub fn snapshot(state: &State, cursor: Option<Cursor>, page_size: usize) -> Result<SnapshotPage> {
+    let cursor = cursor.unwrap_or_else(|| Cursor {
+        at: state.committed_seq(),
+        attachments: false,
+        after_path: String::new(),
+    });
+    // Compaction past the cut may have dropped an op the cut needs: start again.
+    let horizon = state.meta.compacted_through()?;
+    if cursor.at < horizon {
+        return Err(Error::invalid_field(
+            "page_token",
+            "names a snapshot older than the compaction horizon; read the snapshot again from its first page",
+        ));
+    }
+    let mut entries = Vec::new();
+    let mut next = None;
+    if !cursor.attachments {
+        let rows = state
+            .meta
+            .live_notes_at(cursor.at, &cursor.after_path, page_size + 1)?;
+        let more = rows.len() > page_size;
+        for row in rows.into_iter().take(page_size) {
+            let content = match row.visibility.as_str() {
+                "standard" => Some(version_bytes(state, &row)?),
+                _ => None,
+            };
+            entries.push(Entry { row, content });
+        }
+        next = Some(match (more, entries.last()) {
+            (true, Some(last)) => Cursor {
+                at: cursor.at,
+                attachments: false,
+                after_path: last.row.path.clone(),
+            },
+            _ => Cursor {
+                at: cursor.at,
+                attachments: true,
+                after_path: String::new(),
+            },
+        });
+    }
+    let room = page_size - entries.len();
+    let from = match &next {
+        Some(c) if c.attachments => Some(c.after_path.clone()),
+        Some(_) => None,
+        None => Some(cursor.after_path.clone()),
+    };
+    if let (Some(after_path), true) = (from, room > 0) {
+        let rows = state
+            .meta
+            .live_attachments_at(cursor.at, &after_path, room + 1)?;
+        let more = rows.len() > room;
+        entries.extend(
+            rows.into_iter()
+                .take(room)
+                .map(|row| Entry { row, content: None }),
+        );
+        next = match (more, entries.last()) {
+            (true, Some(last)) => Some(Cursor {
+                at: cursor.at,
+                attachments: true,
+                after_path: last.row.path.clone(),
+            }),
+            _ => None,
+        };
+    }
+    Ok(SnapshotPage {
+        seq: cursor.at,
+        entries,
+        next,
+    })
+}
+
+/// Record that `device_id` has applied the ops up to `seq` (a checkpoint only moves
+/// forward). `seq` beyond the committed seq is refused.
+pub fn checkpoint(state: &State, device_id: &str, seq: i64) -> Result<i64> {
+    let committed = state.committed_seq();
+    if seq > committed {
+        return Err(Error::invalid_field(
+            "seq",
+            format!("is beyond the committed seq {committed}"),
+        ));
+    }
+    state
+        .meta
+        .set_checkpoint(device_id, seq, &timestamp(Utc::now()))?;
+    Ok(committed)
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    /// The horizon now: ops after `after_seq` below it are refused as `SYNC_COMPACTED`.
+    pub compacted_through_seq: i64,
+    pub dropped: usize,
+}
+
+/// Compact the op log as of `now`: the horizon is the newest op older than the
+/// retention (`sync_retention_days`), held back to the oldest live checkpoint (a device
+/// that checked in within the retention). Below it, only the latest op of each note and
+/// attachment and the delete tombstones stay.
+pub fn compact(state: &State, now: DateTime<Utc>) -> Result<Compacted> {
+    let retention = Duration::days(i64::from(state.config.sync_retention_days));
+    let cutoff = timestamp(now - retention);
+    let mut horizon = state
+        .meta
+        .last_op_seq_before(&cutoff)?
+        .min(state.committed_seq());
+    for c in state.meta.checkpoints()? {
+        if c.updated_at > cutoff {
+            horizon = horizon.min(c.seq);
+        }
+    }
+    let previous = state.meta.compacted_through()?;
+    if horizon <= previous {
+        return Ok(Compacted {
+            compacted_through_seq: previous,
+            dropped: 0,
+        });
+    }
+    let dropped = state.meta.compact_ops(horizon)?;
+    tracing::info!(through = horizon, dropped, "sync ops compacted");
+    Ok(Compacted {
+        compacted_through_seq: horizon,
+        dropped,
+    })
+}
+
+/// Compact every `every` until the state is dropped (the daemon's timer).
+pub fn compact_periodically(state: std::sync::Weak<State>, every: std::time::Duration) {
+    loop {
+        std::thread::sleep(every);
+        let Some(state) = state.upgrade() else { return };
+        if let Err(e) = compact(&state, Utc::now()) {
+            tracing::warn!(error = %e.message, "sync compaction failed");
+        }
+        drop::<Arc<State>>(state);
+    }
+}
