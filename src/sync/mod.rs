@@ -281,19 +281,24 @@ pub struct Compacted {
     pub dropped: usize,
 }
 
+/// A checkpoint is live (holds compaction back) this long after the device last
+/// checked in; a device gone longer recovers through the snapshot.
+pub const DEVICE_TTL_DAYS: i64 = 90;
+
 /// Compact the op log as of `now`: the horizon is the newest op older than the
 /// retention (`sync_retention_days`), held back to the oldest live checkpoint (a device
-/// that checked in within the retention). Below it, only the latest op of each note and
-/// attachment and the delete tombstones stay.
+/// that checked in within [`DEVICE_TTL_DAYS`]). Below it, only the latest op of each
+/// note and attachment and the delete tombstones stay.
 pub fn compact(state: &State, now: DateTime<Utc>) -> Result<Compacted> {
     let retention = Duration::days(i64::from(state.config.sync_retention_days));
     let cutoff = timestamp(now - retention);
+    let live_since = timestamp(now - Duration::days(DEVICE_TTL_DAYS));
     let mut horizon = state
         .meta
         .last_op_seq_before(&cutoff)?
         .min(state.committed_seq());
     for c in state.meta.checkpoints()? {
-        if c.updated_at > cutoff {
+        if c.updated_at > live_since {
             horizon = horizon.min(c.seq);
         }
     }
