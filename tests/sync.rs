@@ -902,3 +902,233 @@ async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
     assert_eq!(get().await, rotated);
     assert_ne!(rotated["recoveryNotice"], on["recoveryNotice"]);
 }
+
+async fn push(s: &TestServer, key: &str, body: Value, status: u16) -> Value {
+    s.call(Method::POST, "/v1/sync/ops", Some(key), Some(body), status)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_devices_push_conflicting_edits_one_wins_the_other_keeps_a_conflicted_copy() {
+    let s = TestServer::start(Some("vault-example"), |c| {
+        c.rate_limit_read_per_minute = 0;
+        c.rate_limit_write_per_minute = 0;
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut a, mut b) = (
+        Device::new(dir.path().join("a")),
+        Device::new(dir.path().join("b")),
+    );
+    a.snapshot(&s, 100).await;
+    b.snapshot(&s, 100).await;
+    let base = version(&s, "Welcome").await;
+    let id = s.get_json("/v1/notes/Welcome?limit=1", 200).await["note_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let edit = |text: &str, base: &str| {
+        json!({"kind": "upsert", "note_id": id, "path": "Welcome.md", "base_version_id": base,
+               "content_base64": STANDARD.encode(text)})
+    };
+    // Both edit Welcome from the same base, offline; A pushes first and wins.
+    let a_text = "# Welcome\n\nedited on the laptop\n";
+    let b_text = "# Welcome\n\nedited on the phone\n";
+    let won = push(
+        &s,
+        "a-1",
+        json!({"device_id": "laptop", "ops": [edit(a_text, &base)]}),
+        200,
+    )
+    .await;
+    assert_eq!(won["results"][0]["status"], "applied", "{won}");
+    assert_eq!(won["results"][0]["receipt"]["slug"], "Welcome");
+    let before = s
+        .get_json("/v1/sync/ops?after_seq=0&page_size=1", 200)
+        .await["committed_seq"]
+        .clone();
+    let lost = push(
+        &s,
+        "b-1",
+        json!({"device_id": "phone", "ops": [edit(b_text, &base)]}),
+        200,
+    )
+    .await;
+    assert_eq!(lost["results"][0]["status"], "failed", "{lost}");
+    assert_eq!(lost["results"][0]["error"]["reason"], "VERSION_MOVED");
+    assert_eq!(
+        lost["committed_seq"], before,
+        "a refused op records nothing"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.vault.join("Welcome.md")).unwrap(),
+        a_text
+    );
+    // B keeps its edit as a conflicted copy, pushed as a new note.
+    let copy = push(&s, "b-2", json!({"device_id": "phone", "ops": [
+        {"kind": "upsert", "path": "Welcome (conflict phone).md", "content_base64": STANDARD.encode(b_text)}
+    ]}), 200).await;
+    assert_eq!(copy["results"][0]["status"], "applied", "{copy}");
+    // A retry of a batch replays it: nothing new is recorded.
+    let seq = s
+        .get_json("/v1/sync/ops?after_seq=0&page_size=1", 200)
+        .await["committed_seq"]
+        .clone();
+    let again = push(&s, "b-2", json!({"device_id": "phone", "ops": [
+        {"kind": "upsert", "path": "Welcome (conflict phone).md", "content_base64": STANDARD.encode(b_text)}
+    ]}), 200).await;
+    assert_eq!(again["results"], copy["results"]);
+    assert_eq!(again["committed_seq"], seq);
+    // Both devices pull and converge on the vault; neither edit is lost.
+    a.pull(&s, 10).await;
+    b.pull(&s, 10).await;
+    assert_same_folder(&a.root, &s.vault);
+    assert_same_folder(&b.root, &s.vault);
+    assert_eq!(
+        std::fs::read_to_string(b.root.join("Welcome (conflict phone).md")).unwrap(),
+        b_text
+    );
+    // The ops name the devices as actors.
+    let ops = s
+        .get_json("/v1/sync/ops?after_seq=0&page_size=500", 200)
+        .await;
+    assert!(ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o["actor"] == "agent:device:laptop"));
+
+    // A move, a rename and a delete, each with its base; a stale base changes nothing.
+    let v = version(&s, "scratchpad").await;
+    let r = push(&s, "a-2", json!({"device_id": "laptop", "ops": [
+        {"kind": "move", "path": "scratchpad.md", "to_path": "archive/scratchpad.md", "base_version_id": v},
+        {"kind": "delete", "path": "Inbox.md", "base_version_id": base},
+    ]}), 200).await;
+    assert_eq!(r["results"][0]["status"], "applied", "{r}");
+    assert_eq!(r["results"][1]["error"]["reason"], "VERSION_MOVED", "{r}");
+    assert!(s.vault.join("archive/scratchpad.md").exists());
+    assert!(s.vault.join("Inbox.md").exists());
+    a.pull(&s, 10).await;
+    assert_same_folder(&a.root, &s.vault);
+}
+
+#[tokio::test]
+async fn a_bad_push_is_refused_whole_and_records_nothing() {
+    let s = TestServer::start(Some("vault-example"), |c| {
+        c.rate_limit_read_per_minute = 0;
+        c.rate_limit_write_per_minute = 0;
+    })
+    .await;
+    let v = version(&s, "Welcome").await;
+    let seq = || async {
+        s.get_json("/v1/sync/ops?after_seq=0&page_size=1", 200)
+            .await["committed_seq"]
+            .clone()
+    };
+    let before = seq().await;
+    let files_before = files(&s.vault);
+    let up = |path: &str, text: &str| json!({"kind": "upsert", "path": path, "content_base64": STANDARD.encode(text)});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("no device", json!({"ops": [up("n.md", "x")]}), "device_id"),
+        ("no ops", json!({"device_id": "d", "ops": []}), "ops"),
+        (
+            "a duplicate op",
+            json!({"device_id": "d", "ops": [up("n.md", "x"), up("n.md", "x")]}),
+            "ops[1]",
+        ),
+        (
+            "an op on a note another deletes",
+            json!({"device_id": "d", "ops": [
+                {"kind": "delete", "path": "Welcome.md", "base_version_id": v},
+                {"kind": "upsert", "path": "Welcome.md", "base_version_id": v, "content_base64": STANDARD.encode("x")},
+            ]}),
+            "ops[1]",
+        ),
+        (
+            "content not base64",
+            json!({"device_id": "d", "ops": [{"kind": "upsert", "path": "n.md", "content_base64": "%%%"}]}),
+            "ops[0].content_base64",
+        ),
+        (
+            "content not UTF-8",
+            json!({"device_id": "d", "ops": [{"kind": "upsert", "path": "n.md", "content_base64": STANDARD.encode([0xff, 0xfe])}]}),
+            "ops[0].content_base64",
+        ),
+        (
+            "an unknown kind",
+            json!({"device_id": "d", "ops": [{"kind": "frob", "path": "n.md"}]}),
+            "ops[0].kind",
+        ),
+        (
+            "a delete without base",
+            json!({"device_id": "d", "ops": [{"kind": "delete", "path": "Welcome.md"}]}),
+            "ops[0].base_version_id",
+        ),
+        (
+            "a move without to_path",
+            json!({"device_id": "d", "ops": [{"kind": "move", "path": "Welcome.md", "base_version_id": v}]}),
+            "ops[0].to_path",
+        ),
+        (
+            "a move of folder and name",
+            json!({"device_id": "d", "ops": [{"kind": "move", "path": "Welcome.md", "to_path": "a/b.md", "base_version_id": v}]}),
+            "ops[0].to_path",
+        ),
+        (
+            "a private op",
+            json!({"device_id": "d", "ops": [{"kind": "upsert", "path": "n.md", "content_base64": "eA==", "visibility": "private"}]}),
+            "ops[0].visibility",
+        ),
+        (
+            "an extra field",
+            json!({"device_id": "d", "ops": [up("n.md", "x")], "x": 1}),
+            "x",
+        ),
+        (
+            "a path that is no note",
+            json!({"device_id": "d", "ops": [up("n.txt", "x")]}),
+            "ops[0].path",
+        ),
+    ];
+    for (i, (what, body, field)) in cases.into_iter().enumerate() {
+        let answer = s
+            .refused(
+                what,
+                Method::POST,
+                "/v1/sync/ops",
+                Some(&format!("bad-{i}")),
+                Some(body),
+                400,
+                "VALIDATION_FAILED",
+            )
+            .await;
+        assert_eq!(violated_field(&answer), field, "{what}: {answer}");
+    }
+    s.refused(
+        "no key",
+        Method::POST,
+        "/v1/sync/ops",
+        None,
+        Some(json!({"device_id": "d", "ops": [up("n.md", "x")]})),
+        400,
+        "IDEMPOTENCY_KEY_MISSING",
+    )
+    .await;
+    // A 100 MB batch is refused at the byte cap, before it is read whole.
+    let huge = "A".repeat(100 * 1024 * 1024);
+    let res = s
+        .client
+        .post(s.url("/v1/sync/ops"))
+        .header("Idempotency-Key", "huge")
+        .header("Content-Type", "application/json")
+        .body(format!("{{\"device_id\": \"d\", \"ops\": [{{\"kind\": \"upsert\", \"path\": \"n.md\", \"content_base64\": \"{huge}\"}}]}}"))
+        .send()
+        .await;
+    if let Ok(res) = res {
+        let body = res_json(res, 413, "a 100 MB batch").await;
+        assert_envelope_for("a 100 MB batch", &body, 413, "PAYLOAD_TOO_LARGE");
+    }
+    assert_eq!(seq().await, before, "nothing recorded");
+    assert!(files(&s.vault) == files_before, "nothing changed on disk");
+    s.get_json("/v1/sync/ops?after_seq=0", 200).await;
+}

@@ -205,6 +205,7 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         Op::MoveAttachment => attachments::move_(state, note()?, parts, bytes).await?,
         Op::RenameAttachment => attachments::rename(state, note()?, parts, bytes).await?,
         Op::SyncOps => sync::ops_route(state, parts).await?.into_response(),
+        Op::SyncPush => sync::push_route(state, parts, bytes).await?.into_response(),
         Op::SyncSnapshot => sync::snapshot_route(state, parts).await?.into_response(),
         Op::SyncCheckpoint => sync::checkpoint_route(state, parts, bytes)
             .await?

@@ -197,6 +197,7 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::oauth::resource_metadata,
         crate::api::oauth::mcp_resource_metadata,
         crate::api::sync::ops_route,
+        crate::api::sync::push_route,
         crate::api::sync::snapshot_route,
         crate::api::sync::checkpoint_route,
         crate::api::sync::compact_route,
@@ -290,6 +291,10 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::sync::KeysRequest,
         crate::api::sync::KdfRequest,
         crate::api::sync::RecoveryRequest,
+        crate::api::sync::PushOpRequest,
+        crate::api::sync::PushRequest,
+        crate::api::sync::PushResult,
+        crate::api::sync::PushResults,
     )),
     tags(
         (name = "Notes", description = "List and read notes."),

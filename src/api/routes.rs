@@ -63,6 +63,7 @@ pub enum Op {
     MoveAttachment,
     RenameAttachment,
     SyncOps,
+    SyncPush,
     SyncSnapshot,
     SyncCheckpoint,
     SyncCompact,
@@ -274,6 +275,7 @@ fn build() -> Vec<Route> {
             WRITE,
         ),
         r(M::GET, "/v1/sync/ops", Op::SyncOps, READ),
+        r(M::POST, "/v1/sync/ops", Op::SyncPush, WRITE),
         r(M::GET, "/v1/sync/snapshot", Op::SyncSnapshot, READ),
         r(M::POST, "/v1/sync/checkpoint", Op::SyncCheckpoint, WRITE),
         // Compaction drops what devices could still read: a reviewer's action.
@@ -544,7 +546,7 @@ mod tests {
                 ("POST", "/v1/sync/e2ee:enable") | ("PUT", "/v1/sync/e2ee/keys") => {
                     Need::Session(Some(NotesWrite))
                 }
-                ("POST", "/v1/sync/checkpoint") => Need::Permission(NotesWrite),
+                ("POST", "/v1/sync/checkpoint" | "/v1/sync/ops") => Need::Permission(NotesWrite),
                 ("POST", "/v1/sync:compact") => Need::Permission(NotesReview),
                 ("POST", "/v1/attachments:presign") => Need::Read,
                 ("POST" | "PATCH" | "PUT" | "DELETE", t)

@@ -641,3 +641,205 @@ pub async fn keys_route(
     let s = blocking(move || e2ee::replace(&state, h)).await?;
     Ok(Json(s.into()))
 }
+
+/// One op a device pushes.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushOpRequest {
+    /// `upsert` (create without a base, else replace the whole file), `delete` or
+    /// `move` (a new folder or a new name, one of the two).
+    pub kind: String,
+    /// The note's id when the device knows it (else `path` names the note).
+    pub note_id: Option<String>,
+    /// The note's vault-relative path (with `.md`) as the device knows it.
+    pub path: String,
+    /// Where a `move` puts the note.
+    pub to_path: Option<String>,
+    /// The version the device's change is based on: required but for a create. A note
+    /// changed since answers `VERSION_MOVED` for this op, and nothing changes.
+    pub base_version_id: Option<String>,
+    /// The note's whole new file, base64 of UTF-8 (for `upsert`).
+    pub content_base64: Option<String>,
+    /// `standard` (default).
+    pub visibility: Option<String>,
+}
+
+/// `POST /v1/sync/ops`.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushRequest {
+    /// The pushing device (1..100 characters); its writes carry the actor
+    /// `device:<device_id>`.
+    pub device_id: String,
+    /// 1..500 ops, at most one per note.
+    pub ops: Vec<PushOpRequest>,
+}
+
+/// What became of one pushed op.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PushResult {
+    pub index: usize,
+    /// `applied`, `queued` or `failed`.
+    pub status: String,
+    /// The write receipt (applied or queued).
+    #[schema(value_type = Option<Object>)]
+    pub receipt: Option<Value>,
+    /// Why the op failed (`VERSION_MOVED`: the note changed since the base; keep the
+    /// device's edit as a conflicted copy).
+    pub error: Option<ErrorEnvelope>,
+}
+
+/// The results of a push, one per op in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PushResults {
+    pub results: Vec<PushResult>,
+    pub committed_seq: i64,
+}
+
+fn push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
+    use domain::push::PushOp;
+    let at = |f: &str| format!("ops[{i}].{f}");
+    if let Some(v) = o.visibility.as_deref().filter(|v| *v != "standard") {
+        return Err(Error::invalid_field(
+            at("visibility"),
+            format!("{v:?} is not accepted: pushes carry standard notes"),
+        ));
+    }
+    let base = || {
+        o.base_version_id
+            .clone()
+            .ok_or_else(|| Error::invalid_field(at("base_version_id"), "is required for this kind"))
+    };
+    let note = || {
+        o.note_id
+            .clone()
+            .unwrap_or_else(|| o.path.strip_suffix(".md").unwrap_or(&o.path).to_string())
+    };
+    let refuse = |field: &str, why: &str| Err(Error::invalid_field(at(field), why));
+    match o.kind.as_str() {
+        "upsert" => {
+            if o.to_path.is_some() {
+                return refuse("to_path", "is only for a move");
+            }
+            let b64 = match &o.content_base64 {
+                Some(b) => b,
+                None => return refuse("content_base64", "is required for an upsert"),
+            };
+            let bytes = STANDARD.decode(b64).map_err(|_| {
+                Error::invalid_field(at("content_base64"), "is not valid standard base64")
+            })?;
+            let content = String::from_utf8(bytes).map_err(|_| {
+                Error::invalid_field(at("content_base64"), "does not decode to UTF-8 text")
+            })?;
+            Ok(PushOp::Upsert {
+                note: o.note_id.clone(),
+                path: o.path.clone(),
+                base_version_id: o.base_version_id.clone(),
+                content,
+            })
+        }
+        "delete" => {
+            if o.content_base64.is_some() || o.to_path.is_some() {
+                return refuse("kind", "a delete carries no content and no to_path");
+            }
+            Ok(PushOp::Delete {
+                note: note(),
+                base_version_id: base()?,
+            })
+        }
+        "move" => {
+            if o.content_base64.is_some() {
+                return refuse(
+                    "content_base64",
+                    "a move carries no content; push an upsert after it",
+                );
+            }
+            let to_path = match &o.to_path {
+                Some(t) => t.clone(),
+                None => return refuse("to_path", "is required for a move"),
+            };
+            Ok(PushOp::Move {
+                note: o.note_id.clone(),
+                path: o.path.clone(),
+                to_path,
+                base_version_id: base()?,
+            })
+        }
+        other => Err(Error::invalid_field(
+            at("kind"),
+            format!("{other:?} is not a kind; use upsert, delete or move"),
+        )),
+    }
+}
+
+/// Push a device's ops: each through the one write pipeline with its base version.
+#[utoipa::path(
+    post,
+    path = "/v1/sync/ops",
+    tag = "Sync",
+    request_body = PushRequest,
+    params(("Idempotency-Key" = String, Header, description = "Unique per batch; a retry with the same key and body replays each op's result.")),
+    responses(
+        (status = 200, description = "One result per op (an op whose base moved answers `VERSION_MOVED` in its result and changed nothing).", body = PushResults),
+        (status = 400, description = "A bad batch (`VALIDATION_FAILED` naming `ops[i].field`) or no `Idempotency-Key`; nothing was applied.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The token lacks `notes.write`.", body = ErrorEnvelope),
+        (status = 413, description = "The batch is over the byte cap.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn push_route(
+    state: Arc<State>,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Json<PushResults>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let key = crate::api::writes::idempotency_key(&parts.headers)?;
+    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
+    let req: PushRequest = crate::api::writes::parse_as(&raw)?;
+    let len = req.device_id.chars().count();
+    if !(1..=100).contains(&len) {
+        return Err(Error::invalid_field("device_id", "must be 1 to 100 characters").into());
+    }
+    let ops = req
+        .ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| push_op(i, o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let device = req.device_id;
+    let (outcomes, committed) = blocking(move || {
+        let prepared = domain::push::prepare(&state, &ops)?;
+        let outcomes = domain::push::push(&state, &device, &key, prepared);
+        Ok((outcomes, state.committed_seq()))
+    })
+    .await?;
+    let results = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| match outcome {
+            Ok(submitted) => {
+                let (status, body) = match submitted {
+                    crate::writes::Submitted::Receipt(r) => crate::api::writes::render(&r, false),
+                    crate::writes::Submitted::Rendered(status, body) => (status, body),
+                };
+                PushResult {
+                    index,
+                    status: if status == 202 { "queued" } else { "applied" }.to_string(),
+                    receipt: serde_json::from_str(&body).ok(),
+                    error: None,
+                }
+            }
+            Err(e) => PushResult {
+                index,
+                status: "failed".to_string(),
+                receipt: None,
+                error: Some(crate::api::error::envelope(&e)),
+            },
+        })
+        .collect();
+    Ok(Json(PushResults {
+        results,
+        committed_seq: committed,
+    }))
+}

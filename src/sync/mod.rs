@@ -11,6 +11,7 @@
 //! recovery key); it never sees a passphrase or a data key.
 
 pub mod e2ee;
+pub mod push;
 
 use std::sync::Arc;
 

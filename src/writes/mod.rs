@@ -1,7 +1,7 @@
 //! The one write pipeline: validate → idempotency → (policy, the queuing branch, arrives
 //! with the review issue) → apply (file, history, metadata, catalog) → receipt.
 //!
-//! HTTP uses it now; MCP and device sync will call the same [`submit`]. `reconcile` takes
+//! HTTP, MCP and device pushes (`POST /v1/sync/ops`) call the same [`submit`]. `reconcile` takes
 //! changes found on disk through the same stores.
 //!
 //! Ordering and durability: one write applies at a time (the service's write lock), so
@@ -62,6 +62,13 @@ pub enum Op {
     Delete {
         note: String,
         version_id: Option<String>,
+    },
+    /// Replace a note's whole file with `content` (a device's push): the base version is
+    /// required, so an edit made since is never overwritten (`VERSION_MOVED`).
+    Replace {
+        note: String,
+        version_id: String,
+        content: String,
     },
     Edit {
         note: String,
@@ -130,6 +137,7 @@ impl Op {
         match self {
             Op::Create { .. }
             | Op::Patch { .. }
+            | Op::Replace { .. }
             | Op::Rollback { .. }
             | Op::PutAttachment { .. } => "write",
             Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",

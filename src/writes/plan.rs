@@ -224,6 +224,23 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                 restore_id: None,
             })
         }
+        Op::Replace {
+            note,
+            version_id,
+            content,
+        } => {
+            let (current_note, bytes) = current(state, note)?;
+            check_version(&current_note, Some(version_id))?;
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(content.clone().into_bytes()),
+                kind: "update",
+                renamed: false,
+                restore_id: None,
+            })
+        }
         Op::Delete { note, version_id } => {
             let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
