@@ -1075,8 +1075,18 @@ async fn a_bad_push_is_refused_whole_and_records_nothing() {
             "ops[0].to_path",
         ),
         (
-            "a private op",
+            "a private op on a note's path",
             json!({"device_id": "d", "ops": [{"kind": "upsert", "path": "n.md", "content_base64": "eA==", "visibility": "private"}]}),
+            "ops[0].path",
+        ),
+        (
+            "plaintext pushed as private",
+            json!({"device_id": "d", "ops": [{"kind": "upsert", "path": "n.nvpriv", "content_base64": STANDARD.encode("my secret"), "visibility": "private"}]}),
+            "ops[0].content_base64",
+        ),
+        (
+            "an unknown visibility",
+            json!({"device_id": "d", "ops": [{"kind": "upsert", "path": "n.md", "content_base64": "eA==", "visibility": "secret"}]}),
             "ops[0].visibility",
         ),
         (

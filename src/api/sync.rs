@@ -54,15 +54,19 @@ pub struct SyncOp {
     pub superseded: bool,
 }
 
+/// A note's slug: its path without `.md` (a private note's: without `.nvpriv`).
 fn slug_of(path: &str) -> String {
-    path.strip_suffix(".md").unwrap_or(path).to_string()
+    path.strip_suffix(".md")
+        .or_else(|| path.strip_suffix(crate::vault::PRIVATE_SUFFIX))
+        .unwrap_or(path)
+        .to_string()
 }
 
 fn wire_op(o: domain::Op) -> SyncOp {
     let r = o.row;
     SyncOp {
         seq: r.seq,
-        slug: r.note_id.as_ref().map(|_| slug_of(&r.path)),
+        slug: (r.note_id.is_some() || r.visibility == "private").then(|| slug_of(&r.path)),
         kind: r.kind,
         note_id: r.note_id,
         path: r.path,
@@ -164,28 +168,15 @@ pub struct SnapshotPage {
 const SNAPSHOT_TOKEN_QUERY: &[(&str, &str)] = &[("route", "GET /v1/sync/snapshot")];
 
 fn cursor_text(c: &Cursor) -> String {
-    format!(
-        "{}\n{}\n{}",
-        c.at,
-        if c.attachments { "a" } else { "n" },
-        c.after_path
-    )
+    format!("{}\n{}", c.at, c.after_path)
 }
 
 fn cursor_of(text: &str) -> Result<Cursor, Error> {
     let bad = || Error::invalid_field("page_token", "is not a page token of this route");
-    let mut parts = text.splitn(3, '\n');
-    let at = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    let attachments = match parts.next() {
-        Some("a") => true,
-        Some("n") => false,
-        _ => return Err(bad()),
-    };
-    let after_path = parts.next().ok_or_else(bad)?.to_string();
+    let (at, after_path) = text.split_once('\n').ok_or_else(bad)?;
     Ok(Cursor {
-        at,
-        attachments,
-        after_path,
+        at: at.parse().map_err(|_| bad())?,
+        after_path: after_path.to_string(),
     })
 }
 
@@ -233,14 +224,10 @@ pub async fn snapshot_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<S
             .into_iter()
             .map(|e| {
                 let r = e.row;
+                let note = r.note_id.is_some() || r.visibility == "private";
                 SnapshotEntry {
-                    kind: if r.note_id.is_some() {
-                        "note"
-                    } else {
-                        "attachment"
-                    }
-                    .to_string(),
-                    slug: r.note_id.as_ref().map(|_| slug_of(&r.path)),
+                    kind: if note { "note" } else { "attachment" }.to_string(),
+                    slug: note.then(|| slug_of(&r.path)),
                     note_id: r.note_id,
                     path: r.path,
                     version_id: r.version_id,
@@ -660,7 +647,9 @@ pub struct PushOpRequest {
     pub base_version_id: Option<String>,
     /// The note's whole new file, base64 of UTF-8 (for `upsert`).
     pub content_base64: Option<String>,
-    /// `standard` (default).
+    /// `standard` (default) or `private`: a private note's `path` ends in `.nvpriv`,
+    /// its `content_base64` is the device's ciphertext envelope and its base is the
+    /// file's `content_hash` (`sha256:<hex>`).
     pub visibility: Option<String>,
 }
 
@@ -699,11 +688,15 @@ pub struct PushResults {
 fn push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
     use domain::push::PushOp;
     let at = |f: &str| format!("ops[{i}].{f}");
-    if let Some(v) = o.visibility.as_deref().filter(|v| *v != "standard") {
-        return Err(Error::invalid_field(
-            at("visibility"),
-            format!("{v:?} is not accepted: pushes carry standard notes"),
-        ));
+    match o.visibility.as_deref() {
+        None | Some("standard") => {}
+        Some("private") => return private_push_op(i, o),
+        Some(v) => {
+            return Err(Error::invalid_field(
+                at("visibility"),
+                format!("{v:?} is not a visibility; use standard or private"),
+            ))
+        }
     }
     let base = || {
         o.base_version_id
@@ -768,6 +761,60 @@ fn push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
         other => Err(Error::invalid_field(
             at("kind"),
             format!("{other:?} is not a kind; use upsert, delete or move"),
+        )),
+    }
+}
+
+/// A private note's op: its file (`<name>.nvpriv`) and a device's ciphertext envelope;
+/// the base is the file's `content_hash` (`sha256:<hex>`). Never a plaintext: content
+/// that is not an envelope is refused.
+fn private_push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
+    use domain::push::PushOp;
+    let at = |f: &str| format!("ops[{i}].{f}");
+    if !crate::vault::is_private_note(&o.path) {
+        return Err(Error::invalid_field(
+            at("path"),
+            format!(
+                "a private note's file ends in {}",
+                crate::vault::PRIVATE_SUFFIX
+            ),
+        ));
+    }
+    if o.note_id.is_some() || o.to_path.is_some() {
+        return Err(Error::invalid_field(
+            at("kind"),
+            "a private note is named by its path; move it as a delete and an upsert",
+        ));
+    }
+    match o.kind.as_str() {
+        "upsert" => {
+            let b64 = o.content_base64.ok_or_else(|| {
+                Error::invalid_field(at("content_base64"), "is required for an upsert")
+            })?;
+            let bytes = STANDARD.decode(&b64).map_err(|_| {
+                Error::invalid_field(at("content_base64"), "is not valid standard base64")
+            })?;
+            if !bytes.starts_with(crate::vault::PRIVATE_MAGIC) {
+                return Err(Error::invalid_field(
+                    at("content_base64"),
+                    "is not a private-note envelope (it starts with `notevault-private v1`)",
+                ));
+            }
+            Ok(PushOp::PutPrivate {
+                path: o.path,
+                base: o.base_version_id,
+                ciphertext: b64,
+            })
+        }
+        "delete" => Ok(PushOp::DeletePrivate {
+            base: o.base_version_id.ok_or_else(|| {
+                Error::invalid_field(at("base_version_id"), "is required for a delete")
+            })?,
+            path: o.path,
+        }),
+        other => Err(Error::invalid_field(
+            at("kind"),
+            format!("{other:?} is not a private note's kind; use upsert or delete"),
         )),
     }
 }

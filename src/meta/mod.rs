@@ -133,8 +133,8 @@ const MIGRATIONS: &[&str] = &[
         actor           TEXT NOT NULL,
         created_at      TEXT NOT NULL
     );
-    CREATE INDEX sync_ops_by_note ON sync_ops (note_id, seq);
-    CREATE INDEX sync_ops_by_path ON sync_ops (path, seq);
+    CREATE INDEX sync_ops_by_key ON sync_ops (COALESCE(note_id, 'path:' || path), seq);
+    CREATE INDEX sync_ops_by_path ON sync_ops (path);
     INSERT INTO sync_ops (seq, kind, note_id, path, from_path, version_id, prev_version_id,
                           content_hash, visibility, actor, created_at)
       SELECT r.seq,
@@ -146,9 +146,13 @@ const MIGRATIONS: &[&str] = &[
              r.version_id, r.prev_version_id, r.content_hash, 'standard', r.actor, r.created_at
       FROM revisions r LEFT JOIN revisions p ON p.version_id = r.prev_version_id;
     INSERT INTO sync_ops (seq, kind, path, content_hash, visibility, actor, created_at)
-      SELECT seq, CASE WHEN sha256 IS NULL THEN 'attachment_delete' ELSE 'attachment_upsert' END,
+      SELECT seq,
+             CASE WHEN path LIKE '%_.nvpriv' THEN
+                    CASE WHEN sha256 IS NULL THEN 'delete' ELSE 'upsert' END
+                  WHEN sha256 IS NULL THEN 'attachment_delete' ELSE 'attachment_upsert' END,
              path, CASE WHEN sha256 IS NULL THEN NULL ELSE 'sha256:' || sha256 END,
-             'standard', actor, created_at
+             CASE WHEN path LIKE '%_.nvpriv' THEN 'private' ELSE 'standard' END,
+             actor, created_at
       FROM attachment_changes;
     CREATE TABLE sync_checkpoints (
         device_id  TEXT PRIMARY KEY,
@@ -852,35 +856,18 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The notes live at seq `at` (the latest op of each note at or below it is not a
-    /// delete), by path after `after_path`, at most `limit`.
-    pub fn live_notes_at(&self, at: i64, after_path: &str, limit: usize) -> Result<Vec<OpRow>> {
+    /// What is live at seq `at`: for each note (by id) and each file kept by path
+    /// (attachments, private notes), its latest op at or below `at` when that is not a
+    /// delete; by path after `after_path`, at most `limit`.
+    pub fn live_at(&self, at: i64, after_path: &str, limit: usize) -> Result<Vec<OpRow>> {
         let conn = self.conn.lock();
         let sql = format!(
             "SELECT {OP_COLUMNS} FROM sync_ops o
-             WHERE o.note_id IS NOT NULL AND o.kind <> 'delete' AND o.seq <= ?1 AND o.path > ?2
-               AND o.seq = (SELECT MAX(seq) FROM sync_ops l WHERE l.note_id = o.note_id AND l.seq <= ?1)
-             ORDER BY o.path LIMIT ?3"
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params![at, after_path, limit as i64], op_from)?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// The attachments live at seq `at`, by path after `after_path`, at most `limit`.
-    pub fn live_attachments_at(
-        &self,
-        at: i64,
-        after_path: &str,
-        limit: usize,
-    ) -> Result<Vec<OpRow>> {
-        let conn = self.conn.lock();
-        let sql = format!(
-            "SELECT {OP_COLUMNS} FROM sync_ops o
-             WHERE o.note_id IS NULL AND o.kind = 'attachment_upsert' AND o.seq <= ?1 AND o.path > ?2
-               AND o.seq = (SELECT MAX(seq) FROM sync_ops l WHERE l.note_id IS NULL
-                              AND l.kind IN ('attachment_upsert', 'attachment_delete')
-                              AND l.path = o.path AND l.seq <= ?1)
+             WHERE o.kind IN ('upsert', 'move', 'attachment_upsert') AND o.seq <= ?1 AND o.path > ?2
+               AND o.seq = (SELECT MAX(seq) FROM sync_ops l
+                            WHERE COALESCE(l.note_id, 'path:' || l.path)
+                                = COALESCE(o.note_id, 'path:' || o.path)
+                              AND l.seq <= ?1)
              ORDER BY o.path LIMIT ?3"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
@@ -922,7 +909,7 @@ impl Meta {
     }
 
     /// Drop the ops at or below `through` that are not the latest op of their note (or
-    /// attachment path) and not a delete tombstone, and record `through` as the horizon,
+    /// file kept by path) and not a delete tombstone, and record `through` as the horizon,
     /// in one transaction. Answers how many ops were dropped.
     pub fn compact_ops(&self, through: i64) -> Result<usize> {
         let mut conn = self.conn.lock();
@@ -930,12 +917,10 @@ impl Meta {
         let dropped = tx.execute(
             "DELETE FROM sync_ops
              WHERE seq <= ?1 AND kind NOT IN ('delete', 'attachment_delete')
-               AND EXISTS (SELECT 1 FROM sync_ops l WHERE l.seq > sync_ops.seq AND (
-                     (sync_ops.note_id IS NOT NULL AND l.note_id = sync_ops.note_id)
-                  OR (sync_ops.note_id IS NULL AND l.note_id IS NULL
-                      AND l.kind = sync_ops.kind AND sync_ops.kind = 'e2ee_key')
-                  OR (sync_ops.note_id IS NULL AND l.note_id IS NULL AND l.path = sync_ops.path
-                      AND l.kind IN ('attachment_upsert', 'attachment_delete'))))",
+               AND EXISTS (SELECT 1 FROM sync_ops l
+                           WHERE COALESCE(l.note_id, 'path:' || l.path)
+                               = COALESCE(sync_ops.note_id, 'path:' || sync_ops.path)
+                             AND l.seq > sync_ops.seq)",
             [through],
         )?;
         tx.execute(

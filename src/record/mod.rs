@@ -431,12 +431,16 @@ fn record_files(
             created_at: now.to_string(),
             commit_id: commit_id.map(str::to_string),
         });
+        // A private note's file is kept by path like an attachment, but its ops are a
+        // note's (`upsert`, `delete`) with visibility `private`.
+        let private = crate::vault::is_private_note(&f.path);
         ops.push(OpRow {
             seq: *seq,
-            kind: if f.to.is_some() {
-                "attachment_upsert"
-            } else {
-                "attachment_delete"
+            kind: match (private, f.to.is_some()) {
+                (true, true) => "upsert",
+                (true, false) => "delete",
+                (false, true) => "attachment_upsert",
+                (false, false) => "attachment_delete",
             }
             .to_string(),
             note_id: None,
@@ -445,7 +449,7 @@ fn record_files(
             version_id: None,
             prev_version_id: None,
             content_hash: f.to.as_ref().map(|a| format!("sha256:{}", a.sha256)),
-            visibility: "standard".to_string(),
+            visibility: if private { "private" } else { "standard" }.to_string(),
             actor: actor.to_string(),
             created_at: now.to_string(),
         });

@@ -92,6 +92,12 @@ pub fn ops(state: &State, after: i64, page_size: usize) -> Result<OpsPage> {
                     None => (None, true),
                 }
             }
+            (None, _, Some(hash)) if row.visibility == "private" => {
+                match private_bytes(state, &row.path, hash)? {
+                    Some(bytes) => (Some(bytes), false),
+                    None => (None, true),
+                }
+            }
             _ => (None, false),
         };
         ops.push(Op {
@@ -136,6 +142,27 @@ fn current_bytes(
     }
 }
 
+/// A private note's ciphertext when the file still has the bytes `hash`
+/// (`sha256:<hex>`) names (`None`: it changed since, or is gone).
+fn private_bytes(state: &State, path: &str, hash: &str) -> Result<Option<Vec<u8>>> {
+    use sha2::Digest;
+    let Some(want) = hash.strip_prefix("sha256:") else {
+        return Ok(None);
+    };
+    let abs = state.paths.resolve(path)?.abs;
+    match std::fs::read(abs) {
+        Ok(bytes) => {
+            let got: String = sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            Ok((got == want).then_some(bytes))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::internal(format!("cannot read {path}: {e}"))),
+    }
+}
+
 /// The bytes of a note's version: current bytes, else history's.
 fn version_bytes(state: &State, row: &OpRow) -> Result<Vec<u8>> {
     let (Some(note_id), Some(version), Some(hash)) =
@@ -155,21 +182,20 @@ fn version_bytes(state: &State, row: &OpRow) -> Result<Vec<u8>> {
         .ok_or_else(|| Error::internal(format!("the revision {version} is a delete")))
 }
 
-/// Where a snapshot page starts: the cut's seq, and the last path answered of the notes
-/// (then of the attachments).
+/// Where a snapshot page starts: the cut's seq, and the last path answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
     pub at: i64,
-    pub attachments: bool,
     pub after_path: String,
 }
 
-/// One live note or attachment of a snapshot.
+/// One live note (standard or private) or attachment of a snapshot.
 #[derive(Debug)]
 pub struct Entry {
     pub row: OpRow,
-    /// A standard note's bytes at the cut (`None` for attachments, which a device reads
-    /// with `GET /v1/attachments/{file_name}?sha256=`).
+    /// A standard note's bytes at the cut, or a private note's ciphertext (`None` for
+    /// attachments, which a device reads with `GET /v1/attachments/{file_name}`, and for
+    /// a private note changed since the cut: its op after the cut carries it).
     pub content: Option<Vec<u8>>,
 }
 
@@ -184,11 +210,11 @@ pub struct SnapshotPage {
     pub next: Option<Cursor>,
 }
 
-/// A page of the snapshot at `cursor` (`None`: a new snapshot at the committed seq).
+/// A page of the snapshot at `cursor` (`None`: a new snapshot at the committed seq),
+/// by path.
 pub fn snapshot(state: &State, cursor: Option<Cursor>, page_size: usize) -> Result<SnapshotPage> {
     let cursor = cursor.unwrap_or_else(|| Cursor {
         at: state.committed_seq(),
-        attachments: false,
         after_path: String::new(),
     });
     // Compaction past the cut may have dropped an op the cut needs: start again.
@@ -199,58 +225,26 @@ pub fn snapshot(state: &State, cursor: Option<Cursor>, page_size: usize) -> Resu
             "names a snapshot older than the compaction horizon; read the snapshot again from its first page",
         ));
     }
-    let mut entries = Vec::new();
-    let mut next = None;
-    if !cursor.attachments {
-        let rows = state
-            .meta
-            .live_notes_at(cursor.at, &cursor.after_path, page_size + 1)?;
-        let more = rows.len() > page_size;
-        for row in rows.into_iter().take(page_size) {
-            let content = match row.visibility.as_str() {
-                "standard" => Some(version_bytes(state, &row)?),
-                _ => None,
-            };
-            entries.push(Entry { row, content });
-        }
-        next = Some(match (more, entries.last()) {
-            (true, Some(last)) => Cursor {
-                at: cursor.at,
-                attachments: false,
-                after_path: last.row.path.clone(),
-            },
-            _ => Cursor {
-                at: cursor.at,
-                attachments: true,
-                after_path: String::new(),
-            },
-        });
-    }
-    let room = page_size - entries.len();
-    let from = match &next {
-        Some(c) if c.attachments => Some(c.after_path.clone()),
-        Some(_) => None,
-        None => Some(cursor.after_path.clone()),
-    };
-    if let (Some(after_path), true) = (from, room > 0) {
-        let rows = state
-            .meta
-            .live_attachments_at(cursor.at, &after_path, room + 1)?;
-        let more = rows.len() > room;
-        entries.extend(
-            rows.into_iter()
-                .take(room)
-                .map(|row| Entry { row, content: None }),
-        );
-        next = match (more, entries.last()) {
-            (true, Some(last)) => Some(Cursor {
-                at: cursor.at,
-                attachments: true,
-                after_path: last.row.path.clone(),
-            }),
+    let rows = state
+        .meta
+        .live_at(cursor.at, &cursor.after_path, page_size + 1)?;
+    let more = rows.len() > page_size;
+    let mut entries = Vec::with_capacity(rows.len().min(page_size));
+    for row in rows.into_iter().take(page_size) {
+        let content = match (&row.note_id, row.visibility.as_str(), &row.content_hash) {
+            (Some(_), "standard", _) => Some(version_bytes(state, &row)?),
+            (None, "private", Some(hash)) => private_bytes(state, &row.path, hash)?,
             _ => None,
         };
+        entries.push(Entry { row, content });
     }
+    let next = match (more, entries.last()) {
+        (true, Some(last)) => Some(Cursor {
+            at: cursor.at,
+            after_path: last.row.path.clone(),
+        }),
+        _ => None,
+    };
     Ok(SnapshotPage {
         seq: cursor.at,
         entries,

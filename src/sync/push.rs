@@ -24,6 +24,15 @@ pub enum PushOp {
         note: String,
         base_version_id: String,
     },
+    /// Create or replace a private note's file with a device's ciphertext envelope
+    /// (base64); the base is the file's `sha256:<hex>` content hash.
+    PutPrivate {
+        path: String,
+        base: Option<String>,
+        ciphertext: String,
+    },
+    /// Delete a private note's file at its base (`sha256:<hex>`).
+    DeletePrivate { path: String, base: String },
     /// Move or rename the note (one of the two per op: its folder or its name) from
     /// `path` at its base version.
     Move {
@@ -43,6 +52,9 @@ impl PushOp {
                 .clone()
                 .unwrap_or_else(|| path.strip_suffix(".md").unwrap_or(path).to_string()),
             PushOp::Delete { note, .. } => note.clone(),
+            PushOp::PutPrivate { path, .. } | PushOp::DeletePrivate { path, .. } => {
+                return format!("private:{path}")
+            }
         };
         let known = state.catalog.read().find(&key).map(|n| n.note_id.clone());
         known.unwrap_or(key)
@@ -104,6 +116,19 @@ fn write_op(op: &PushOp, at: usize) -> Result<writes::Op> {
             },
             version_id: base.clone(),
             content: content.clone(),
+        },
+        PushOp::PutPrivate {
+            path,
+            base,
+            ciphertext,
+        } => writes::Op::PutPrivate {
+            path: path.clone(),
+            ciphertext: ciphertext.clone(),
+            base: base.clone(),
+        },
+        PushOp::DeletePrivate { path, base } => writes::Op::DeleteAttachment {
+            path: path.clone(),
+            sha256: Some(base.strip_prefix("sha256:").unwrap_or(base).to_string()),
         },
         PushOp::Delete {
             note,

@@ -108,6 +108,14 @@ pub enum Op {
         size: u64,
         content_type: String,
     },
+    /// Write a private note's file (`<name>.nvpriv`): a device's ciphertext envelope,
+    /// base64. Without a base it is created (nothing may be there); with one, the file
+    /// must still have the bytes the base names (`sha256:<hex>`), else `VERSION_MOVED`.
+    PutPrivate {
+        path: String,
+        ciphertext: String,
+        base: Option<String>,
+    },
     /// Remove an attachment, if it still has these bytes (`sha256`; `None`: the bytes
     /// the catalog holds).
     DeleteAttachment {
@@ -128,7 +136,10 @@ impl Op {
     pub fn is_attachment(&self) -> bool {
         matches!(
             self,
-            Op::PutAttachment { .. } | Op::DeleteAttachment { .. } | Op::MoveAttachment { .. }
+            Op::PutAttachment { .. }
+                | Op::PutPrivate { .. }
+                | Op::DeleteAttachment { .. }
+                | Op::MoveAttachment { .. }
         )
     }
 
@@ -139,7 +150,8 @@ impl Op {
             | Op::Patch { .. }
             | Op::Replace { .. }
             | Op::Rollback { .. }
-            | Op::PutAttachment { .. } => "write",
+            | Op::PutAttachment { .. }
+            | Op::PutPrivate { .. } => "write",
             Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",
             Op::Edit { .. } => "edit",
             Op::Move { .. } | Op::MoveAttachment { .. } => "move",

@@ -105,9 +105,12 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         Op::CreateFolder { .. } | Op::MoveFolder { .. } | Op::DeleteFolder { .. } => Err(
             Error::internal("a folder operation has no note plan (see writes::folders)"),
         ),
-        Op::PutAttachment { .. } | Op::DeleteAttachment { .. } | Op::MoveAttachment { .. } => Err(
-            crate::error::Error::internal("an attachment change has no note plan"),
-        ),
+        Op::PutAttachment { .. }
+        | Op::PutPrivate { .. }
+        | Op::DeleteAttachment { .. }
+        | Op::MoveAttachment { .. } => Err(crate::error::Error::internal(
+            "an attachment change has no note plan",
+        )),
         Op::Create { slug, body, keys } => {
             let safe = target_path(state, slug)?;
             if state.catalog.read().get(slug).is_some() || safe.abs.exists() {
