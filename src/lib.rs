@@ -8,6 +8,7 @@ pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
+pub mod device; // the reference device client: sync a folder, private notes encrypted on the device
 pub mod error; // the one Error type and the one table of reasons
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history;
