@@ -243,6 +243,19 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
         search["coverage"]["excluded_by_reason"]["private"], 1,
         "{search}"
     );
+    // A read of the private note answers its handle, no lines.
+    let res = client
+        .get(format!("{base}/v1/notes/journal%2Fdiary"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let text = res.text().await.unwrap();
+    let read: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(read["visibility"], "private", "{read}");
+    assert_eq!(read["path"], "journal/diary.nvpriv");
+    assert_eq!(read["lines"]["total"], 0);
+    answers.push_str(&text);
     assert!(search["coverage"]["notes"]
         .to_string()
         .contains("Private notes were not searched"));
