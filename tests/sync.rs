@@ -562,6 +562,46 @@ async fn compaction_answers_sync_compacted_and_the_snapshot_then_ops_recover() {
     assert!(fresh.seq >= horizon);
     fresh.pull(&s, 5).await;
     assert_same_folder(&fresh.root, &s.vault);
+
+    // A compaction while a snapshot is paged ends that snapshot: its cut could miss
+    // notes; the hint is to start it again.
+    let first = s.get_json("/v1/sync/snapshot?page_size=1", 200).await;
+    let token = first["next_page_token"].as_str().unwrap().to_string();
+    s.call(
+        Method::POST,
+        "/v1/notes",
+        Some("t3"),
+        Some(json!({"slug": "later", "content": "x\n", "agent_id": "t"})),
+        201,
+    )
+    .await;
+    fresh.pull(&s, 5).await;
+    let latest = s
+        .get_json(&format!("/v1/sync/ops?after_seq={now}"), 200)
+        .await["committed_seq"]
+        .as_i64()
+        .unwrap();
+    s.call(
+        Method::POST,
+        "/v1/sync/checkpoint",
+        Some("cp3"),
+        Some(json!({"device_id": "laptop", "seq": latest})),
+        200,
+    )
+    .await;
+    let done = s
+        .call(Method::POST, "/v1/sync:compact", Some("k3"), None, 200)
+        .await;
+    assert_eq!(done["compacted_through_seq"], latest);
+    let err = s
+        .get_error(
+            &format!("/v1/sync/snapshot?page_token={token}"),
+            400,
+            "VALIDATION_FAILED",
+        )
+        .await;
+    assert_eq!(violated_field(&err), "page_token");
+    assert_same_folder(&fresh.root, &s.vault);
 }
 
 #[tokio::test]

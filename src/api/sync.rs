@@ -168,15 +168,19 @@ pub struct SnapshotPage {
 const SNAPSHOT_TOKEN_QUERY: &[(&str, &str)] = &[("route", "GET /v1/sync/snapshot")];
 
 fn cursor_text(c: &Cursor) -> String {
-    format!("{}\n{}", c.at, c.after_path)
+    format!("{}\n{}\n{}", c.at, c.horizon, c.after_path)
 }
 
 fn cursor_of(text: &str) -> Result<Cursor, Error> {
     let bad = || Error::invalid_field("page_token", "is not a page token of this route");
-    let (at, after_path) = text.split_once('\n').ok_or_else(bad)?;
+    let mut parts = text.splitn(3, '\n');
+    let mut number =
+        || -> Result<i64, Error> { parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad) };
+    let (at, horizon) = (number()?, number()?);
     Ok(Cursor {
-        at: at.parse().map_err(|_| bad())?,
-        after_path: after_path.to_string(),
+        at,
+        horizon,
+        after_path: parts.next().ok_or_else(bad)?.to_string(),
     })
 }
 

@@ -80,6 +80,11 @@ pub fn ops(state: &State, after: i64, page_size: usize) -> Result<OpsPage> {
         return Err(compacted(after, horizon));
     }
     let rows = state.meta.ops_page(after, committed, page_size + 1)?;
+    // Compacted while this page was read: it may miss ops.
+    let horizon_now = state.meta.compacted_through()?;
+    if after < horizon_now {
+        return Err(compacted(after, horizon_now));
+    }
     let has_more = rows.len() > page_size;
     let mut ops = Vec::with_capacity(rows.len().min(page_size));
     for row in rows.into_iter().take(page_size) {
@@ -182,11 +187,21 @@ fn version_bytes(state: &State, row: &OpRow) -> Result<Vec<u8>> {
         .ok_or_else(|| Error::internal(format!("the revision {version} is a delete")))
 }
 
-/// Where a snapshot page starts: the cut's seq, and the last path answered.
+/// Where a snapshot page starts: the cut's seq, the compaction horizon when the cut was
+/// taken, and the last path answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
     pub at: i64,
+    pub horizon: i64,
     pub after_path: String,
+}
+
+/// A snapshot whose cut a compaction has passed: its later pages could miss notes.
+fn cut_compacted() -> Error {
+    Error::invalid_field(
+        "page_token",
+        "the op log was compacted since this snapshot's first page; read the snapshot again from its first page",
+    )
 }
 
 /// One live note (standard or private) or attachment of a snapshot.
@@ -213,21 +228,30 @@ pub struct SnapshotPage {
 /// A page of the snapshot at `cursor` (`None`: a new snapshot at the committed seq),
 /// by path.
 pub fn snapshot(state: &State, cursor: Option<Cursor>, page_size: usize) -> Result<SnapshotPage> {
-    let cursor = cursor.unwrap_or_else(|| Cursor {
-        at: state.committed_seq(),
-        after_path: String::new(),
-    });
-    // Compaction past the cut may have dropped an op the cut needs: start again.
-    let horizon = state.meta.compacted_through()?;
-    if cursor.at < horizon {
-        return Err(Error::invalid_field(
-            "page_token",
-            "names a snapshot older than the compaction horizon; read the snapshot again from its first page",
-        ));
-    }
-    let rows = state
-        .meta
-        .live_at(cursor.at, &cursor.after_path, page_size + 1)?;
+    // A compaction drops ops below its horizon that a later op supersedes: one that runs
+    // after a cut was taken may drop what the cut needs, so a cut lives only while the
+    // horizon it was taken at holds.
+    let first = cursor.is_none();
+    let (cursor, rows) = loop {
+        let horizon = state.meta.compacted_through()?;
+        let cursor = match &cursor {
+            Some(c) if c.horizon != horizon => return Err(cut_compacted()),
+            Some(c) => c.clone(),
+            None => Cursor {
+                at: state.committed_seq(),
+                horizon,
+                after_path: String::new(),
+            },
+        };
+        let rows = state
+            .meta
+            .live_at(cursor.at, &cursor.after_path, page_size + 1)?;
+        match (state.meta.compacted_through()? == horizon, first) {
+            (true, _) => break (cursor, rows),
+            (false, true) => continue,
+            (false, false) => return Err(cut_compacted()),
+        }
+    };
     let more = rows.len() > page_size;
     let mut entries = Vec::with_capacity(rows.len().min(page_size));
     for row in rows.into_iter().take(page_size) {
@@ -241,6 +265,7 @@ pub fn snapshot(state: &State, cursor: Option<Cursor>, page_size: usize) -> Resu
     let next = match (more, entries.last()) {
         (true, Some(last)) => Some(Cursor {
             at: cursor.at,
+            horizon: cursor.horizon,
             after_path: last.row.path.clone(),
         }),
         _ => None,
