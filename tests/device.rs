@@ -251,10 +251,10 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
         .await
         .unwrap();
     let text = res.text().await.unwrap();
-    let read: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(read["visibility"], "private", "{read}");
-    assert_eq!(read["path"], "journal/diary.nvpriv");
-    assert_eq!(read["lines"]["total"], 0);
+    let handle: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(handle["visibility"], "private", "{handle}");
+    assert_eq!(handle["path"], "journal/diary.nvpriv");
+    assert_eq!(handle["lines"]["total"], 0);
     answers.push_str(&text);
     assert!(search["coverage"]["notes"]
         .to_string()

@@ -941,6 +941,28 @@ async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
     assert_eq!(rotated["hierarchy"], next);
     assert_eq!(get().await, rotated);
     assert_ne!(rotated["recoveryNotice"], on["recoveryNotice"]);
+
+    // Each key change is an `e2ee_key` op in the log (never the key itself), at its own
+    // seq; a refused one recorded nothing.
+    let res = s
+        .client
+        .get(s.url("/v1/sync/ops?after_seq=0&page_size=500"))
+        .bearer_auth("pat-token")
+        .send()
+        .await
+        .unwrap();
+    let ops = res_json(res, 200, "ops").await;
+    let keys: Vec<&Value> = ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "e2ee_key")
+        .collect();
+    assert_eq!(keys.len(), 2, "{ops}");
+    assert_eq!(keys[0]["version_id"], "1");
+    assert_eq!(keys[1]["version_id"], "2");
+    assert_eq!(keys[1]["seq"], ops["committed_seq"]);
+    assert!(!ops.to_string().contains(&STANDARD.encode([7u8; 72])));
 }
 
 async fn push(s: &TestServer, key: &str, body: Value, status: u16) -> Value {
@@ -1181,4 +1203,55 @@ async fn a_bad_push_is_refused_whole_and_records_nothing() {
     assert_eq!(seq().await, before, "nothing recorded");
     assert!(files(&s.vault) == files_before, "nothing changed on disk");
     s.get_json("/v1/sync/ops?after_seq=0", 200).await;
+}
+
+/// A key change takes a seq of its own: after a restart the next change takes the seq
+/// after it (no seq is used twice), and history is not found behind.
+#[tokio::test]
+async fn a_key_change_keeps_its_seq_across_a_restart() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    s.call(
+        Method::POST,
+        "/v1/sync/e2ee:enable",
+        None,
+        Some(keys(1)),
+        200,
+    )
+    .await;
+    let key_seq = s
+        .get_json("/v1/sync/ops?after_seq=0&page_size=1", 200)
+        .await["committed_seq"]
+        .as_i64()
+        .unwrap();
+    let (dir, vault, state) = s.stop().await;
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let after = s
+        .get_json("/v1/sync/ops?after_seq=0&page_size=1", 200)
+        .await;
+    assert_eq!(
+        after["committed_seq"], key_seq,
+        "nothing recorded again at start"
+    );
+    let r = s
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("n1"),
+            Some(json!({"slug": "after-restart", "content": "x\n", "agent_id": "t"})),
+            201,
+        )
+        .await;
+    assert_eq!(r["committed_seq"], key_seq + 1);
+    let ops = s
+        .get_json(&format!("/v1/sync/ops?after_seq={}", key_seq - 1), 200)
+        .await;
+    let kinds: Vec<&str> = ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["e2ee_key", "upsert"]);
+    let state = s.get_json("/v1/sync/e2ee", 200).await;
+    assert_eq!(state["hierarchy"], keys(1));
 }

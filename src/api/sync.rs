@@ -27,7 +27,9 @@ use crate::sync::{self as domain, Cursor};
 pub struct SyncOp {
     /// The change's `committed_seq`.
     pub seq: i64,
-    /// `upsert`, `delete`, `move`, `attachment_upsert` or `attachment_delete`.
+    /// `upsert`, `delete`, `move`, `attachment_upsert`, `attachment_delete`, or
+    /// `e2ee_key` (the wrapped key of private notes changed: `version_id` is the new
+    /// `keyVersion`; read `GET /v1/sync/e2ee`).
     pub kind: String,
     /// The note's id (`null` for an attachment op).
     pub note_id: Option<String>,
@@ -601,7 +603,7 @@ pub async fn enable_route(
     Query::parse(parts.uri.query(), &[])?;
     let raw = crate::api::writes::json_value(&parts.headers, &body)?;
     let h = hierarchy_of(&raw)?;
-    let s = blocking(move || e2ee::enable(&state, h)).await?;
+    let s = blocking(move || e2ee::enable(&state, h, "api")).await?;
     Ok(Json(s.into()))
 }
 
@@ -629,7 +631,7 @@ pub async fn keys_route(
     Query::parse(parts.uri.query(), &[])?;
     let raw = crate::api::writes::json_value(&parts.headers, &body)?;
     let h = hierarchy_of(&raw)?;
-    let s = blocking(move || e2ee::replace(&state, h)).await?;
+    let s = blocking(move || e2ee::replace(&state, h, "api")).await?;
     Ok(Json(s.into()))
 }
 

@@ -370,7 +370,8 @@ impl Meta {
     pub fn committed_seq(&self) -> Result<i64> {
         Ok(self.conn.lock().query_row(
             "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM revisions),
-                            (SELECT COALESCE(MAX(seq), 0) FROM attachment_changes))",
+                        (SELECT COALESCE(MAX(seq), 0) FROM attachment_changes),
+                        (SELECT COALESCE(MAX(seq), 0) FROM sync_ops))",
             [],
             |r| r.get(0),
         )?)
@@ -952,23 +953,20 @@ impl Meta {
             .optional()?)
     }
 
-    /// Store the first hierarchy; `false` when one is stored already (nothing changed).
-    pub fn enable_e2ee(&self, hierarchy: &str, now: &str) -> Result<bool> {
-        let n = self.conn.lock().execute(
-            "INSERT OR IGNORE INTO e2ee_keys (id, hierarchy, enabled_at, updated_at)
-             VALUES (1, ?1, ?2, ?2)",
+    /// Store the key hierarchy (the first one, or a replacement) and its `e2ee_key` op
+    /// in one transaction.
+    pub fn record_key(&self, op: &OpRow, hierarchy: &str, now: &str) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        insert_ops(&tx, std::slice::from_ref(op))?;
+        tx.execute(
+            "INSERT INTO e2ee_keys (id, hierarchy, enabled_at, updated_at) VALUES (1, ?1, ?2, ?2)
+             ON CONFLICT (id) DO UPDATE SET hierarchy = excluded.hierarchy,
+               updated_at = excluded.updated_at",
             params![hierarchy, now],
         )?;
-        Ok(n == 1)
-    }
-
-    /// Replace the hierarchy; `false` when private notes are not enabled.
-    pub fn replace_e2ee(&self, hierarchy: &str, now: &str) -> Result<bool> {
-        let n = self.conn.lock().execute(
-            "UPDATE e2ee_keys SET hierarchy = ?1, updated_at = ?2 WHERE id = 1",
-            params![hierarchy, now],
-        )?;
-        Ok(n == 1)
+        tx.commit()?;
+        Ok(())
     }
 }
 

@@ -375,6 +375,58 @@ fn op_of(r: &RevisionRow, from: Option<&Note>, to: Option<&Note>) -> OpRow {
     }
 }
 
+/// Record a change of the wrapped key of private notes (`hierarchy`, JSON of ciphertext
+/// and public parameters only): in the recorder's order, a history commit that carries
+/// its seq (no file changes: `Notevault-E2ee-Key-Version`), the hierarchy and its
+/// `e2ee_key` op in one transaction, the seq, the index told. The caller holds the
+/// write lock. Answers the seq.
+pub fn record_key(state: &State, actor: &str, key_version: u32, hierarchy: &str) -> Result<i64> {
+    let seq = state.committed_seq() + 1;
+    let now = timestamp(Utc::now());
+    let commit = state.history.commit(CommitRequest {
+        subject: format!("private notes: key version {key_version}"),
+        actor: actor.to_string(),
+        changes: Vec::new(),
+        trailers: vec![
+            ("Notevault-Seq".to_string(), seq.to_string()),
+            (
+                "Notevault-E2ee-Key-Version".to_string(),
+                key_version.to_string(),
+            ),
+        ],
+        allow_empty: true,
+        replace: false,
+    });
+    match commit.recv() {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e.message, "history commit of a key change failed"),
+        Err(_) => {
+            tracing::warn!("history commit of a key change failed: the history thread stopped")
+        }
+    }
+    let op = OpRow {
+        seq,
+        kind: "e2ee_key".to_string(),
+        note_id: None,
+        path: String::new(),
+        from_path: None,
+        version_id: Some(key_version.to_string()),
+        prev_version_id: None,
+        content_hash: None,
+        visibility: "private".to_string(),
+        actor: actor.to_string(),
+        created_at: now.clone(),
+    };
+    state.meta.record_key(&op, hierarchy, &now)?;
+    {
+        // Readers of the catalog see the seq move with the op, as for any change.
+        let _catalog = state.catalog.write();
+        state.set_committed_seq(seq);
+    }
+    state.index.advance(seq);
+    Ok(seq)
+}
+
 /// The store rows of an attachment's facts.
 pub fn attachment_row(a: &Attachment) -> AttachmentRow {
     AttachmentRow {

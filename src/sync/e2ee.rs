@@ -6,10 +6,8 @@
 //! The hierarchy is stored as JSON in `meta.sqlite` (table `e2ee_keys`), never in
 //! history, the index or a log line.
 
-use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
 use crate::state::State;
 
@@ -84,27 +82,25 @@ fn stored(h: &Hierarchy) -> Result<String> {
     serde_json::to_string(h).map_err(Error::internal)
 }
 
-/// Turn private notes on with the first wrap; `ALREADY_ENABLED` the second time.
-pub fn enable(state: &State, hierarchy: Hierarchy) -> Result<KeyState> {
-    if !state
-        .meta
-        .enable_e2ee(&stored(&hierarchy)?, &timestamp(Utc::now()))?
-    {
+/// Turn private notes on with the first wrap; `ALREADY_ENABLED` the second time. The
+/// change is recorded (an `e2ee_key` op) under the write lock.
+pub fn enable(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeyState> {
+    let _write = state.write_lock.lock();
+    if state.meta.e2ee_hierarchy()?.is_some() {
         return Err(Error::new(
             Reason::ALREADY_ENABLED,
             "private notes are already enabled for this vault",
         ));
     }
+    crate::record::record_key(state, actor, hierarchy.key_version, &stored(&hierarchy)?)?;
     key_state(state)
 }
 
 /// Replace the passphrase wrap (and the recovery wrap: replaced by an object, cleared by
-/// `None`). Before private notes are enabled, the first wrap enables them.
-pub fn replace(state: &State, hierarchy: Hierarchy) -> Result<KeyState> {
-    let now = timestamp(Utc::now());
-    let json = stored(&hierarchy)?;
-    if !state.meta.replace_e2ee(&json, &now)? {
-        state.meta.enable_e2ee(&json, &now)?;
-    }
+/// `None`). Before private notes are enabled, the first wrap enables them. Recorded as
+/// an `e2ee_key` op, so devices see the key change in the log.
+pub fn replace(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeyState> {
+    let _write = state.write_lock.lock();
+    crate::record::record_key(state, actor, hierarchy.key_version, &stored(&hierarchy)?)?;
     key_state(state)
 }
