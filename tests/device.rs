@@ -220,6 +220,7 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
         "/v1/sync/snapshot?page_size=500".to_string(),
         "/v1/sync/e2ee".to_string(),
         "/v1/attachments/journal%2Fdiary.nvpriv".to_string(),
+        "/v1/attachments?page_size=500".to_string(),
     ] {
         let res = client
             .get(format!("{base}{path}"))
@@ -242,6 +243,19 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
     assert_eq!(
         search["coverage"]["excluded_by_reason"]["private"], 1,
         "{search}"
+    );
+    let listed = client
+        .get(format!("{base}/v1/attachments?page_size=500"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !listed.contains("diary.nvpriv"),
+        "attachment listings leave private notes out"
     );
     // A read of the private note answers its handle, no lines.
     let res = client
