@@ -326,7 +326,7 @@ fn put_private(
         None => {
             let safe = state.paths.resolve_new(path)?;
             super::plan::folder_creatable(state, &safe.rel)?;
-            if hash_file(&safe.abs).is_ok_and(|(have, _, _)| Some(have) == sha256_hex(&bytes)) {
+            if hash_file(&safe.abs).is_ok_and(|(have, _, _)| have == sha256_hex(&bytes)) {
                 if let Some(a) = state.attachments.read().get(&safe.rel) {
                     return Ok(receipt(a, state.committed_seq(), false, true));
                 }
@@ -337,7 +337,7 @@ fn put_private(
             let safe = state.paths.resolve(path)?;
             let want = want.strip_prefix("sha256:").unwrap_or(want);
             let current = std::fs::read(&safe.abs).map_err(|_| Error::not_found(path))?;
-            if sha256_hex(&current).as_deref() != Some(want) {
+            if sha256_hex(&current) != want {
                 return Err(Error::new(
                     Reason::VERSION_MOVED,
                     format!("{path:?} changed since the base the device read"),
@@ -379,14 +379,12 @@ fn put_private(
     Ok(r)
 }
 
-fn sha256_hex(bytes: &[u8]) -> Option<String> {
+fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
-    Some(
-        sha2::Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    )
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn delete(state: &State, path: &str, sha256: Option<&str>, actor: &str) -> Result<Receipt> {
