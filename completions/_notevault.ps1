@@ -34,6 +34,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
+            [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -153,6 +154,72 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'notevault;device' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Make a folder a device of a daemon; with a passphrase, turn private notes on (the first device) or unlock them; then pull')
+            [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Apply the daemon''s changes to the folder (the snapshot first, and again after compaction; then the ops after the device''s seq)')
+            [CompletionResult]::new('push', 'push', [CompletionResultType]::ParameterValue, 'Push the folder''s changes (private notes `*.private.md` encrypted), then pull; an edit whose base moved is kept as a conflicted copy')
+            [CompletionResult]::new('passphrase', 'passphrase', [CompletionResultType]::ParameterValue, 'Wrap the data key under a new passphrase (unwrapped with the current passphrase or the recovery key)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;device;init' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token for the daemon (a session token: the key routes refuse personal access tokens)')
+            [CompletionResult]::new('--passphrase', '--passphrase', [CompletionResultType]::ParameterName, 'The passphrase of private notes (prefer the environment variable)')
+            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s base URL')
+            [CompletionResult]::new('--device-id', '--device-id', [CompletionResultType]::ParameterName, 'This device''s id (1..100 characters; its pushes carry `device:<ID>`)')
+            [CompletionResult]::new('--recovery', '--recovery', [CompletionResultType]::ParameterName, 'Also make a recovery key (printed once on stdout) when turning private notes on')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;device;pull' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token for the daemon (a session token: the key routes refuse personal access tokens)')
+            [CompletionResult]::new('--passphrase', '--passphrase', [CompletionResultType]::ParameterName, 'The passphrase of private notes (prefer the environment variable)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;device;push' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token for the daemon (a session token: the key routes refuse personal access tokens)')
+            [CompletionResult]::new('--passphrase', '--passphrase', [CompletionResultType]::ParameterName, 'The passphrase of private notes (prefer the environment variable)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;device;passphrase' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token for the daemon (a session token: the key routes refuse personal access tokens)')
+            [CompletionResult]::new('--passphrase', '--passphrase', [CompletionResultType]::ParameterName, 'The passphrase of private notes (prefer the environment variable)')
+            [CompletionResult]::new('--new-passphrase', '--new-passphrase', [CompletionResultType]::ParameterName, 'The new passphrase')
+            [CompletionResult]::new('--recovery-key', '--recovery-key', [CompletionResultType]::ParameterName, 'Unwrap with the recovery key instead of the current passphrase')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;device;help' {
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Make a folder a device of a daemon; with a passphrase, turn private notes on (the first device) or unlock them; then pull')
+            [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Apply the daemon''s changes to the folder (the snapshot first, and again after compaction; then the ops after the device''s seq)')
+            [CompletionResult]::new('push', 'push', [CompletionResultType]::ParameterValue, 'Push the folder''s changes (private notes `*.private.md` encrypted), then pull; an edit whose base moved is kept as a conflicted copy')
+            [CompletionResult]::new('passphrase', 'passphrase', [CompletionResultType]::ParameterValue, 'Wrap the data key under a new passphrase (unwrapped with the current passphrase or the recovery key)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;device;help;init' {
+            break
+        }
+        'notevault;device;help;pull' {
+            break
+        }
+        'notevault;device;help;push' {
+            break
+        }
+        'notevault;device;help;passphrase' {
+            break
+        }
+        'notevault;device;help;help' {
+            break
+        }
         'notevault;help' {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key')
             [CompletionResult]::new('reindex', 'reindex', [CompletionResultType]::ParameterValue, 'Rebuild the search index of a vault from its folder (the daemon must be stopped)')
@@ -163,6 +230,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
+            [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -203,6 +271,25 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;completions' {
+            break
+        }
+        'notevault;help;device' {
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Make a folder a device of a daemon; with a passphrase, turn private notes on (the first device) or unlock them; then pull')
+            [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Apply the daemon''s changes to the folder (the snapshot first, and again after compaction; then the ops after the device''s seq)')
+            [CompletionResult]::new('push', 'push', [CompletionResultType]::ParameterValue, 'Push the folder''s changes (private notes `*.private.md` encrypted), then pull; an edit whose base moved is kept as a conflicted copy')
+            [CompletionResult]::new('passphrase', 'passphrase', [CompletionResultType]::ParameterValue, 'Wrap the data key under a new passphrase (unwrapped with the current passphrase or the recovery key)')
+            break
+        }
+        'notevault;help;device;init' {
+            break
+        }
+        'notevault;help;device;pull' {
+            break
+        }
+        'notevault;help;device;push' {
+            break
+        }
+        'notevault;help;device;passphrase' {
             break
         }
         'notevault;help;help' {

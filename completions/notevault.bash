@@ -22,6 +22,9 @@ _notevault() {
             notevault,completions)
                 cmd="notevault__subcmd__completions"
                 ;;
+            notevault,device)
+                cmd="notevault__subcmd__device"
+                ;;
             notevault,export)
                 cmd="notevault__subcmd__export"
                 ;;
@@ -46,11 +49,44 @@ _notevault() {
             notevault,token)
                 cmd="notevault__subcmd__token"
                 ;;
+            notevault__subcmd__device,help)
+                cmd="notevault__subcmd__device__subcmd__help"
+                ;;
+            notevault__subcmd__device,init)
+                cmd="notevault__subcmd__device__subcmd__init"
+                ;;
+            notevault__subcmd__device,passphrase)
+                cmd="notevault__subcmd__device__subcmd__passphrase"
+                ;;
+            notevault__subcmd__device,pull)
+                cmd="notevault__subcmd__device__subcmd__pull"
+                ;;
+            notevault__subcmd__device,push)
+                cmd="notevault__subcmd__device__subcmd__push"
+                ;;
+            notevault__subcmd__device__subcmd__help,help)
+                cmd="notevault__subcmd__device__subcmd__help__subcmd__help"
+                ;;
+            notevault__subcmd__device__subcmd__help,init)
+                cmd="notevault__subcmd__device__subcmd__help__subcmd__init"
+                ;;
+            notevault__subcmd__device__subcmd__help,passphrase)
+                cmd="notevault__subcmd__device__subcmd__help__subcmd__passphrase"
+                ;;
+            notevault__subcmd__device__subcmd__help,pull)
+                cmd="notevault__subcmd__device__subcmd__help__subcmd__pull"
+                ;;
+            notevault__subcmd__device__subcmd__help,push)
+                cmd="notevault__subcmd__device__subcmd__help__subcmd__push"
+                ;;
             notevault__subcmd__help,check)
                 cmd="notevault__subcmd__help__subcmd__check"
                 ;;
             notevault__subcmd__help,completions)
                 cmd="notevault__subcmd__help__subcmd__completions"
+                ;;
+            notevault__subcmd__help,device)
+                cmd="notevault__subcmd__help__subcmd__device"
                 ;;
             notevault__subcmd__help,export)
                 cmd="notevault__subcmd__help__subcmd__export"
@@ -75,6 +111,18 @@ _notevault() {
                 ;;
             notevault__subcmd__help,token)
                 cmd="notevault__subcmd__help__subcmd__token"
+                ;;
+            notevault__subcmd__help__subcmd__device,init)
+                cmd="notevault__subcmd__help__subcmd__device__subcmd__init"
+                ;;
+            notevault__subcmd__help__subcmd__device,passphrase)
+                cmd="notevault__subcmd__help__subcmd__device__subcmd__passphrase"
+                ;;
+            notevault__subcmd__help__subcmd__device,pull)
+                cmd="notevault__subcmd__help__subcmd__device__subcmd__pull"
+                ;;
+            notevault__subcmd__help__subcmd__device,push)
+                cmd="notevault__subcmd__help__subcmd__device__subcmd__push"
                 ;;
             notevault__subcmd__help__subcmd__token,create)
                 cmd="notevault__subcmd__help__subcmd__token__subcmd__create"
@@ -116,7 +164,7 @@ _notevault() {
 
     case "${cmd}" in
         notevault)
-            opts="-h -V --help --version serve reindex openapi token login-link export check status completions help"
+            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -165,6 +213,208 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__device)
+            opts="-h --help init pull push passphrase help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help)
+            opts="init pull push passphrase help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help__subcmd__passphrase)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help__subcmd__push)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__init)
+            opts="-h --token --passphrase --server --device-id --recovery --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --passphrase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__passphrase)
+            opts="-h --token --passphrase --new-passphrase --recovery-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --passphrase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --new-passphrase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recovery-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__pull)
+            opts="-h --token --passphrase --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --passphrase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__push)
+            opts="-h --token --passphrase --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --passphrase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__export)
             opts="-o -h --output --history --force --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -196,7 +446,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help)
-            opts="serve reindex openapi token login-link export check status completions help"
+            opts="serve reindex openapi token login-link export check status completions device help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -226,6 +476,76 @@ _notevault() {
         notevault__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__device)
+            opts="init pull push passphrase"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__device__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__device__subcmd__passphrase)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__device__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__device__subcmd__push)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

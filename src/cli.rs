@@ -76,6 +76,10 @@ pub enum Command {
     Status(StatusArgs),
     /// Print a shell completion script (bash, zsh, fish or powershell) on stdout.
     Completions(CompletionsArgs),
+    /// The reference device client: keep a folder in step with a daemon over the sync
+    /// plane; private notes are encrypted on the device and never leave it in plaintext.
+    #[command(subcommand)]
+    Device(DeviceCommand),
 }
 
 #[derive(clap::Args)]
@@ -140,6 +144,63 @@ pub struct CompletionsArgs {
     /// bash, zsh, fish or powershell
     #[arg(value_name = "SHELL")]
     pub shell: String,
+}
+
+#[derive(Subcommand)]
+pub enum DeviceCommand {
+    /// Make a folder a device of a daemon; with a passphrase, turn private notes on (the
+    /// first device) or unlock them; then pull.
+    Init(DeviceInitArgs),
+    /// Apply the daemon's changes to the folder (the snapshot first, and again after
+    /// compaction; then the ops after the device's seq).
+    Pull(DeviceArgs),
+    /// Push the folder's changes (private notes `*.private.md` encrypted), then pull; an
+    /// edit whose base moved is kept as a conflicted copy.
+    Push(DeviceArgs),
+    /// Wrap the data key under a new passphrase (unwrapped with the current passphrase
+    /// or the recovery key).
+    Passphrase(DevicePassphraseArgs),
+}
+
+/// A device folder and how to reach its daemon.
+#[derive(clap::Args)]
+pub struct DeviceArgs {
+    /// The device folder
+    pub dir: PathBuf,
+    /// A bearer token for the daemon (a session token: the key routes refuse personal
+    /// access tokens)
+    #[arg(long, env = "NOTEVAULT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The passphrase of private notes (prefer the environment variable)
+    #[arg(long, env = "NOTEVAULT_PASSPHRASE", hide_env_values = true)]
+    pub passphrase: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct DeviceInitArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// The daemon's base URL
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// This device's id (1..100 characters; its pushes carry `device:<ID>`)
+    #[arg(long, value_name = "ID")]
+    pub device_id: String,
+    /// Also make a recovery key (printed once on stdout) when turning private notes on
+    #[arg(long)]
+    pub recovery: bool,
+}
+
+#[derive(clap::Args)]
+pub struct DevicePassphraseArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// The new passphrase
+    #[arg(long, env = "NOTEVAULT_NEW_PASSPHRASE", hide_env_values = true)]
+    pub new_passphrase: String,
+    /// Unwrap with the recovery key instead of the current passphrase
+    #[arg(long, env = "NOTEVAULT_RECOVERY_KEY", hide_env_values = true)]
+    pub recovery_key: Option<String>,
 }
 
 #[derive(Subcommand)]

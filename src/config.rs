@@ -83,6 +83,9 @@ pub struct Config {
     pub max_upload_bytes: u64,
     /// Media types an upload may have (`type/*` allows a whole family).
     pub upload_types: Vec<String>,
+    /// Sync ops older than this many days that every live checkpoint has passed are
+    /// compacted (the latest op per note and delete tombstones stay).
+    pub sync_retention_days: u32,
 }
 
 /// The media types an upload may have unless configured: images, PDF, audio, video,
@@ -146,6 +149,7 @@ impl Default for Config {
             max_connections: 1024,
             max_upload_bytes: 25 * 1024 * 1024,
             upload_types: default_upload_types(),
+            sync_retention_days: 30,
         }
     }
 }
@@ -189,6 +193,7 @@ pub struct Layer {
     pub max_connections: Option<usize>,
     pub max_upload_bytes: Option<u64>,
     pub upload_types: Option<Vec<String>>,
+    pub sync_retention_days: Option<u32>,
 }
 
 impl Layer {
@@ -263,6 +268,10 @@ impl Layer {
             max_connections: parse_opt("NOTEVAULT_MAX_CONNECTIONS", own("MAX_CONNECTIONS"))?,
             max_upload_bytes: parse_opt("NOTEVAULT_MAX_UPLOAD_BYTES", own("MAX_UPLOAD_BYTES"))?,
             upload_types: own("UPLOAD_TYPES").map(|v| split_list(&v)),
+            sync_retention_days: parse_opt(
+                "NOTEVAULT_SYNC_RETENTION_DAYS",
+                own("SYNC_RETENTION_DAYS"),
+            )?,
         })
     }
 }
@@ -299,7 +308,8 @@ impl Config {
             watch,
             max_connections,
             max_upload_bytes,
-            upload_types
+            upload_types,
+            sync_retention_days
         );
         for (field, seconds) in [
             (&mut self.header_read_timeout, layer.header_read_timeout),

@@ -191,6 +191,14 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                 ),
             })?;
     }
+    // Sync ops past the retention are compacted hourly (and on demand:
+    // `POST /v1/sync:compact`); the thread ends once the state is dropped.
+    let weak = Arc::downgrade(&state);
+    std::thread::Builder::new()
+        .name("sync-compact".into())
+        .spawn(move || {
+            crate::sync::compact_periodically(weak, std::time::Duration::from_secs(3600))
+        })?;
     Ok(Daemon { state, watcher })
 }
 

@@ -10,6 +10,7 @@ pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
 pub mod config; // one Config: defaults < file < env < flags
 pub mod console; // the web console: sign-in, sessions, review, tokens, settings, activity, purge
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher
+pub mod device; // the reference device client: sync a folder, private notes encrypted on the device
 pub mod error; // the one Error type and the one table of reasons
 pub mod export; // the export archive (.tar.gz of the notes and attachments, optional history bundle)
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
@@ -24,6 +25,7 @@ pub mod progress; // progress of long start-up work: a bar on a terminal, log li
 pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data
+pub mod sync; // the device sync plane: op log reads, snapshot, checkpoints, compaction, E2EE state
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
 pub mod watch; // the live watcher
 pub mod writes; // the write pipeline: plan, idempotency, review, apply

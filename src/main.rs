@@ -7,7 +7,7 @@ use clap::Parser;
 use notevault::auth::pat;
 use notevault::auth::Permission;
 use notevault::cli::{
-    exit as status, Cli, Command, CompletionsArgs, ExportArgs, ReindexArgs, ServeArgs,
+    exit as status, Cli, Command, CompletionsArgs, DeviceCommand, ExportArgs, ReindexArgs, ServeArgs,
     TokenCommand, TokenStoreArgs,
 };
 use notevault::clock::timestamp;
@@ -33,7 +33,61 @@ fn main() -> ExitCode {
             Err(e) => exit(Err(e)),
         },
         Command::Status(args) => exit(daemon_status(args)),
+        Command::Device(command) => exit(device(command)),
     }
+}
+
+/// The reference device client; secrets come from flags or the environment (clap) and
+/// are never printed, but the recovery key `init --recovery` makes, once.
+fn device(command: DeviceCommand) -> anyhow::Result<()> {
+    use notevault::device;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match command {
+            DeviceCommand::Init(a) => {
+                let d = a.device;
+                let recovery = device::init(
+                    &d.dir,
+                    &a.server,
+                    &a.device_id,
+                    d.token,
+                    d.passphrase.as_deref(),
+                    a.recovery,
+                )
+                .await?;
+                if let Some(key) = recovery {
+                    println!("recovery key (shown once; keep it offline): {key}");
+                }
+                eprintln!("notevault: {} is a device of {}", d.dir.display(), a.server);
+            }
+            DeviceCommand::Pull(d) => {
+                let n = device::pull(&d.dir, d.token, d.passphrase.as_deref()).await?;
+                eprintln!("notevault: pulled {n} ops");
+            }
+            DeviceCommand::Push(d) => {
+                let (applied, conflicts) =
+                    device::push(&d.dir, d.token, d.passphrase.as_deref()).await?;
+                eprintln!(
+                    "notevault: pushed {applied} changes, {conflicts} kept as conflicted copies"
+                );
+            }
+            DeviceCommand::Passphrase(a) => {
+                let d = a.device;
+                device::passphrase(
+                    &d.dir,
+                    d.token,
+                    d.passphrase.as_deref(),
+                    a.recovery_key.as_deref(),
+                    &a.new_passphrase,
+                )
+                .await?;
+                eprintln!("notevault: the data key is wrapped under the new passphrase");
+            }
+        }
+        Ok(())
+    })
 }
 
 fn exit(result: anyhow::Result<()>) -> ExitCode {

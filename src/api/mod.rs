@@ -18,6 +18,7 @@ pub mod review;
 pub mod revisions;
 pub mod routes;
 pub mod search;
+pub mod sync;
 pub mod tags;
 pub mod vault;
 pub mod wire;
@@ -206,6 +207,18 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         Op::RenameAttachment => attachments::rename(state, note()?, parts, bytes).await?,
         Op::AuditEvents => account::audit_events(state, parts).await?.into_response(),
         Op::PurgeVault => account::purge(state, parts, bytes).await?,
+        Op::SyncOps => sync::ops_route(state, parts).await?.into_response(),
+        Op::SyncPush => sync::push_route(state, parts, bytes).await?.into_response(),
+        Op::SyncSnapshot => sync::snapshot_route(state, parts).await?.into_response(),
+        Op::SyncCheckpoint => sync::checkpoint_route(state, parts, bytes)
+            .await?
+            .into_response(),
+        Op::SyncCompact => sync::compact_route(state, parts).await?.into_response(),
+        Op::SyncE2ee => sync::e2ee_route(state, parts).await?.into_response(),
+        Op::SyncE2eeEnable => sync::enable_route(state, parts, bytes)
+            .await?
+            .into_response(),
+        Op::SyncE2eeKeys => sync::keys_route(state, parts, bytes).await?.into_response(),
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {

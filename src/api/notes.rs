@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
 use crate::api::params::{self, PageTokens, Query};
-use crate::api::wire::{Coverage, ExcludedNote, NoteHandle, NoteList, NoteRead, RawNote};
+use crate::api::wire::{Coverage, ExcludedNote, Lines, NoteHandle, NoteList, NoteRead, RawNote};
 use crate::error::Error;
 use crate::queries::notes::{DEFAULT_LINES, MAX_LINES};
 use crate::state::State;
@@ -203,7 +203,7 @@ pub async fn list_notes(state: Arc<State>, p: ListNotesParams) -> Result<NoteLis
         ("limit" = Option<usize>, Query, description = "Lines to return, 1..2000 (default 200)."),
     ),
     responses(
-        (status = 200, description = "The note handle plus `lines`.", body = NoteRead),
+        (status = 200, description = "The note handle plus `lines`. A private note answers its handle (`visibility: private`) and no lines: the daemon holds only ciphertext.", body = NoteRead),
         (status = 400, description = "Bad offset or limit, or an unsafe path.", body = ErrorEnvelope),
         (status = 404, description = "No such note.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
@@ -241,12 +241,63 @@ pub async fn read_note(state: Arc<State>, p: ReadNoteParams) -> Result<NoteRead,
     let offset = params::in_range("offset", p.offset, 1, 1, usize::MAX)?;
     let limit = params::in_range("limit", p.limit, DEFAULT_LINES, 1, MAX_LINES)?;
     let key = p.note;
-    let (note, page) =
-        blocking(move || crate::queries::notes::read_lines(&state, &key, offset, limit)).await?;
-    Ok(NoteRead {
-        note: NoteHandle::from(note.as_ref()),
-        lines: page.into(),
+    let read =
+        blocking(
+            move || match crate::queries::notes::read_lines(&state, &key, offset, limit) {
+                Err(e) if e.reason == crate::error::Reason::NOTE_NOT_FOUND => {
+                    match crate::queries::notes::private_note(&state, &key) {
+                        Some(private) => Ok(Err(private)),
+                        None => Err(e),
+                    }
+                }
+                other => other.map(Ok),
+            },
+        )
+        .await?;
+    Ok(match read {
+        Ok((note, page)) => NoteRead {
+            note: NoteHandle::from(note.as_ref()),
+            lines: page.into(),
+        },
+        Err(private) => private_read(&private, offset),
     })
+}
+
+/// The read of a private note: its handle (`visibility: private`; `note_id` is its slug,
+/// `version_id` and `content_hash` its file's `sha256:<hex>`) and no lines: the daemon
+/// holds only ciphertext.
+fn private_read(a: &crate::vault::attachments::Attachment, offset: usize) -> NoteRead {
+    let slug = a
+        .path
+        .strip_suffix(crate::vault::PRIVATE_SUFFIX)
+        .unwrap_or(&a.path)
+        .to_string();
+    let hash = format!("sha256:{}", a.sha256);
+    NoteRead {
+        note: NoteHandle {
+            note_id: slug.clone(),
+            title: slug.rsplit('/').next().unwrap_or(&slug).to_string(),
+            slug,
+            status: "active".to_string(),
+            visibility: "private".to_string(),
+            version_id: hash.clone(),
+            content_hash: hash,
+            observed_at: crate::clock::timestamp(a.modified_at),
+            path: a.path.clone(),
+            tags: Vec::new(),
+            warnings: vec![
+                "private note: end-to-end encrypted; read it on a device that holds the key"
+                    .to_string(),
+            ],
+        },
+        lines: Lines {
+            offset,
+            limit: 0,
+            total: 0,
+            next_offset: None,
+            items: Vec::new(),
+        },
+    }
 }
 
 /// Read a note's whole markdown file.

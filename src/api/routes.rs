@@ -64,6 +64,14 @@ pub enum Op {
     RenameAttachment,
     AuditEvents,
     PurgeVault,
+    SyncOps,
+    SyncPush,
+    SyncSnapshot,
+    SyncCheckpoint,
+    SyncCompact,
+    SyncE2ee,
+    SyncE2eeEnable,
+    SyncE2eeKeys,
 }
 
 /// Where the protected-resource metadata is served (RFC 9728 section 3); the MCP
@@ -114,6 +122,12 @@ pub const PRESIGN: Access = Access {
     need: Need::Read,
 };
 
+/// The key routes (`POST /v1/sync/e2ee:enable`, `PUT /v1/sync/e2ee/keys`): a signed-in
+/// session with `notes.write`, never a personal access token; limited as a write.
+pub const KEYS: Access = Access {
+    class: Some(Class::Write),
+    need: Need::Session(Some(Permission::NotesWrite)),
+};
 /// A session-only read (`GET /v1/audit-events`): a signed-in session, never a personal
 /// access token.
 pub const SESSION_READ: Access = Access {
@@ -149,7 +163,7 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The route table, built once. Session-only routes (audit events, export, purge) need
-/// `Need::SignedIn`.
+/// `Need::SignedIn`; the key routes are [`KEYS`].
 pub fn table() -> &'static [Route] {
     static TABLE: std::sync::OnceLock<Vec<Route>> = std::sync::OnceLock::new();
     TABLE.get_or_init(build)
@@ -275,6 +289,15 @@ fn build() -> Vec<Route> {
         ),
         r(M::GET, "/v1/audit-events", Op::AuditEvents, SESSION_READ),
         r(M::POST, "/v1/vault/purge", Op::PurgeVault, SESSION_WRITE),
+        r(M::GET, "/v1/sync/ops", Op::SyncOps, READ),
+        r(M::POST, "/v1/sync/ops", Op::SyncPush, WRITE),
+        r(M::GET, "/v1/sync/snapshot", Op::SyncSnapshot, READ),
+        r(M::POST, "/v1/sync/checkpoint", Op::SyncCheckpoint, WRITE),
+        // Compaction drops what devices could still read: a reviewer's action.
+        r(M::POST, "/v1/sync:compact", Op::SyncCompact, REVIEW),
+        r(M::GET, "/v1/sync/e2ee", Op::SyncE2ee, READ),
+        r(M::POST, "/v1/sync/e2ee:enable", Op::SyncE2eeEnable, KEYS),
+        r(M::PUT, "/v1/sync/e2ee/keys", Op::SyncE2eeKeys, KEYS),
         r(M::GET, "/v1/writes", Op::ListWrites, READ),
         r(M::GET, "/v1/writes/{id}", Op::GetWrite, REVIEW_READ),
         r(M::POST, "/v1/writes/{id}:approve", Op::ApproveWrite, REVIEW),
@@ -538,6 +561,12 @@ mod tests {
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
                 ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),
                 ("POST", "/v1/properties:aggregate") => Need::Read,
+                // The key routes: a session with write permission (interface, PUT keys).
+                ("POST", "/v1/sync/e2ee:enable") | ("PUT", "/v1/sync/e2ee/keys") => {
+                    Need::Session(Some(NotesWrite))
+                }
+                ("POST", "/v1/sync/checkpoint" | "/v1/sync/ops") => Need::Permission(NotesWrite),
+                ("POST", "/v1/sync:compact") => Need::Permission(NotesReview),
                 ("POST", "/v1/attachments:presign") => Need::Read,
                 ("POST" | "PATCH" | "PUT" | "DELETE", t)
                     if t.starts_with("/v1/notes")
@@ -641,12 +670,7 @@ mod tests {
     /// names for a later issue (attachments, sync).
     #[test]
     fn every_route_a_hint_names_is_served_or_in_the_spec() {
-        const LATER: &[&str] = &[
-            "GET /v1/attachments",
-            "GET /v1/sync/e2ee",
-            "GET /v1/sync/snapshot",
-            "GET /v1/sync/ops",
-        ];
+        const LATER: &[&str] = &["GET /v1/attachments"];
         let served: Vec<String> = table()
             .iter()
             .map(|r| format!("{} {}", r.method, r.template))

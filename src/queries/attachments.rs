@@ -84,8 +84,11 @@ pub fn list(
     let attachments = state.attachments.read();
     let committed_seq = state.committed_seq();
     let count = |a: &Attachment| refs.get(&a.path).copied().unwrap_or(0);
+    // Private notes' `.nvpriv` files are notes, not attachments: the sync plane carries
+    // them (ciphertext), listings leave them out.
     let mut matched: Vec<&Arc<Attachment>> = attachments
         .iter()
+        .filter(|a| !crate::vault::is_private_note(&a.path))
         .filter(|a| filter.is_none_or(|f| f.matches(&|name| field(a, count(a), name))))
         .collect();
     let (by, desc) = order;
@@ -106,7 +109,10 @@ pub fn list(
             }
         });
     }
-    let total = attachments.len();
+    let total = attachments
+        .iter()
+        .filter(|a| !crate::vault::is_private_note(&a.path))
+        .count();
     let matched_n = matched.len();
     let items: Vec<(Arc<Attachment>, usize)> = matched
         .into_iter()

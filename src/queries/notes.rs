@@ -509,3 +509,18 @@ pub fn select(state: &State, filter: Option<&Expr>) -> Vec<Arc<Note>> {
         Some(f) => list(state, "", Some(f), None, usize::MAX).notes,
     }
 }
+
+/// The private note a key names (its slug, or its `.nvpriv` path), when the vault holds
+/// one: its file's facts. A private note is ciphertext only; a read answers its handle.
+pub fn private_note(
+    state: &State,
+    key: &str,
+) -> Option<std::sync::Arc<crate::vault::attachments::Attachment>> {
+    let path = if crate::vault::is_private_note(key) {
+        key.to_string()
+    } else {
+        format!("{key}{}", crate::vault::PRIVATE_SUFFIX)
+    };
+    let rel = state.paths.resolve(&path).ok()?.rel;
+    state.attachments.read().get(&rel).cloned()
+}

@@ -153,6 +153,11 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
                 }
             }
             c.searched = c.total - c.private - c.too_large;
+            // Private notes are `.nvpriv` files of ciphertext (kept with the
+            // attachments): counted, never searched.
+            let private_files = private_note_count(state);
+            c.total += private_files;
+            c.private += private_files;
             c.remarks.push(PRIVATE_REMARK.to_string());
             *cache = Some((key, c.clone()));
             c
@@ -368,6 +373,16 @@ pub fn aggregate(state: &State, key: &str, filter: Option<&Expr>) -> Result<Aggr
     })
 }
 
+/// How many private note files (`<name>.nvpriv`) the vault holds.
+pub fn private_note_count(state: &State) -> usize {
+    state
+        .attachments
+        .read()
+        .iter()
+        .filter(|a| crate::vault::is_private_note(&a.path))
+        .count()
+}
+
 /// Counts, size, settings and freshness of the vault.
 pub fn summary(state: &State) -> Result<VaultSummary> {
     let settings = super::settings::settings(state)?;
@@ -390,6 +405,7 @@ pub fn summary(state: &State) -> Result<VaultSummary> {
             private += 1;
         }
     }
+    private += private_note_count(state);
     Ok(VaultSummary {
         root: state.root().display().to_string(),
         notes: catalog.len(),

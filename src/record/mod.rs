@@ -9,8 +9,10 @@
 //! 4. `committed_seq`,
 //! 5. search index.
 //!
-//! This is the one place a later sync op log is appended. The caller holds the write
-//! lock, so seqs and history commits advance together.
+//! Step 2 also appends each change's sync op (`sync_ops`, at the change's seq, in the
+//! same transaction as its revision or attachment change): this is the one place the op
+//! log grows. The caller holds the write lock, so seqs and history commits advance
+//! together.
 //!
 //! `reconcile` turns what was found on disk into a batch; `refresh` is reconcile on read
 //! (find a note, read bytes that agree with its version).
@@ -27,7 +29,7 @@ use chrono::{DateTime, Utc};
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::history::{self, CommitRequest, Content};
-use crate::meta::{AttachmentChangeRow, AttachmentRow, NoteRow, RevisionRow};
+use crate::meta::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
 use crate::state::State;
 use crate::vault::attachments::Attachment;
 use crate::vault::catalog::{note_from, Note};
@@ -225,6 +227,7 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
 
     // 2. Revision rows and note rows.
     let mut revisions = Vec::with_capacity(entries.len());
+    let mut ops = Vec::with_capacity(entries.len());
     let mut rows = Vec::new();
     let mut deleted = Vec::new();
     let mut notes = Vec::with_capacity(entries.len());
@@ -257,6 +260,11 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         match to {
             Some(observed) => {
                 let note = note_from(observed, note_id, version_id, created_at, now);
+                ops.extend(
+                    revisions
+                        .last()
+                        .map(|r| op_of(r, from.as_deref(), Some(&note))),
+                );
                 rows.push(NoteRow {
                     note_id: note.note_id.clone(),
                     path: note.path.clone(),
@@ -268,12 +276,13 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
                 notes.push((from, Some(note)));
             }
             None => {
+                ops.extend(revisions.last().map(|r| op_of(r, from.as_deref(), None)));
                 deleted.push(note_id);
                 notes.push((from, None));
             }
         }
     }
-    state.meta.record(&revisions, &rows, &deleted)?;
+    state.meta.record(&revisions, &ops, &rows, &deleted)?;
 
     // 3. Catalog.
     let mut recorded = Vec::with_capacity(revisions.len());
@@ -338,6 +347,86 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
     })
 }
 
+/// The sync op of a note's revision: `delete` when the note is gone, `move` when its
+/// path changed (its content may have changed too), else `upsert`.
+fn op_of(r: &RevisionRow, from: Option<&Note>, to: Option<&Note>) -> OpRow {
+    let moved_from = match (from, to) {
+        (Some(from), Some(to)) if from.path != to.path => Some(from.path.clone()),
+        _ => None,
+    };
+    let kind = match (to, &moved_from) {
+        (None, _) => "delete",
+        (Some(_), Some(_)) => "move",
+        (Some(_), None) => "upsert",
+    };
+    let visibility = to.or(from).map_or("standard", |n| n.visibility.as_str());
+    OpRow {
+        seq: r.seq,
+        kind: kind.to_string(),
+        note_id: Some(r.note_id.clone()),
+        path: r.path.clone(),
+        from_path: moved_from,
+        version_id: Some(r.version_id.clone()),
+        prev_version_id: r.prev_version_id.clone(),
+        content_hash: r.content_hash.clone(),
+        visibility: visibility.to_string(),
+        actor: r.actor.clone(),
+        created_at: r.created_at.clone(),
+    }
+}
+
+/// Record a change of the wrapped key of private notes (`hierarchy`, JSON of ciphertext
+/// and public parameters only): in the recorder's order, a history commit that carries
+/// its seq (no file changes: `Notevault-E2ee-Key-Version`), the hierarchy and its
+/// `e2ee_key` op in one transaction, the seq, the index told. The caller holds the
+/// write lock. Answers the seq.
+pub fn record_key(state: &State, actor: &str, key_version: u32, hierarchy: &str) -> Result<i64> {
+    let seq = state.committed_seq() + 1;
+    let now = timestamp(Utc::now());
+    let commit = state.history.commit(CommitRequest {
+        subject: format!("private notes: key version {key_version}"),
+        actor: actor.to_string(),
+        changes: Vec::new(),
+        trailers: vec![
+            ("Notevault-Seq".to_string(), seq.to_string()),
+            (
+                "Notevault-E2ee-Key-Version".to_string(),
+                key_version.to_string(),
+            ),
+        ],
+        allow_empty: true,
+        replace: false,
+    });
+    match commit.recv() {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e.message, "history commit of a key change failed"),
+        Err(_) => {
+            tracing::warn!("history commit of a key change failed: the history thread stopped")
+        }
+    }
+    let op = OpRow {
+        seq,
+        kind: "e2ee_key".to_string(),
+        note_id: None,
+        path: String::new(),
+        from_path: None,
+        version_id: Some(key_version.to_string()),
+        prev_version_id: None,
+        content_hash: None,
+        visibility: "private".to_string(),
+        actor: actor.to_string(),
+        created_at: now.clone(),
+    };
+    state.meta.record_key(&op, hierarchy, &now)?;
+    {
+        // Readers of the catalog see the seq move with the op, as for any change.
+        let _catalog = state.catalog.write();
+        state.set_committed_seq(seq);
+    }
+    state.index.advance(seq);
+    Ok(seq)
+}
+
 /// The store rows of an attachment's facts.
 pub fn attachment_row(a: &Attachment) -> AttachmentRow {
     AttachmentRow {
@@ -381,6 +470,7 @@ fn record_files(
     commit_id: Option<&str>,
 ) -> Result<()> {
     let mut changes = Vec::with_capacity(files.len());
+    let mut ops = Vec::with_capacity(files.len());
     let mut upserts = Vec::new();
     let mut removed = Vec::new();
     for (f, seq) in files.iter().zip(seqs) {
@@ -393,6 +483,28 @@ fn record_files(
             created_at: now.to_string(),
             commit_id: commit_id.map(str::to_string),
         });
+        // A private note's file is kept by path like an attachment, but its ops are a
+        // note's (`upsert`, `delete`) with visibility `private`.
+        let private = crate::vault::is_private_note(&f.path);
+        ops.push(OpRow {
+            seq: *seq,
+            kind: match (private, f.to.is_some()) {
+                (true, true) => "upsert",
+                (true, false) => "delete",
+                (false, true) => "attachment_upsert",
+                (false, false) => "attachment_delete",
+            }
+            .to_string(),
+            note_id: None,
+            path: f.path.clone(),
+            from_path: None,
+            version_id: None,
+            prev_version_id: None,
+            content_hash: f.to.as_ref().map(|a| format!("sha256:{}", a.sha256)),
+            visibility: if private { "private" } else { "standard" }.to_string(),
+            actor: actor.to_string(),
+            created_at: now.to_string(),
+        });
         match &f.to {
             Some(a) => upserts.push(attachment_row(a)),
             None => removed.push(f.path.clone()),
@@ -400,7 +512,7 @@ fn record_files(
     }
     state
         .meta
-        .record_attachments(&changes, &upserts, &removed)?;
+        .record_attachments(&changes, &ops, &upserts, &removed)?;
     let mut catalog = state.attachments.write();
     for f in files {
         match &f.to {

@@ -21,6 +21,11 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             size,
             content_type,
         } => put(state, path, staged, sha256, *size, content_type, actor),
+        Op::PutPrivate {
+            path,
+            ciphertext,
+            base,
+        } => put_private(state, path, ciphertext, base.as_deref(), actor),
         Op::DeleteAttachment { path, sha256 } => delete(state, path, sha256.as_deref(), actor),
         Op::MoveAttachment { path, to, sha256 } => move_(state, path, to, sha256.as_deref(), actor),
         _ => Err(Error::internal("not an attachment operation")),
@@ -286,6 +291,100 @@ fn put(
     let mut r = receipt(&attachment, seq, true, false);
     r.flow_back_error = recorded.history_problem;
     Ok(r)
+}
+
+/// Write a private note's ciphertext file (see [`Op::PutPrivate`]): atomically, checked
+/// against the base the device read (the swapped-out bytes are checked too), one durable
+/// batch. The bytes are a device's envelope; the daemon never decrypts them.
+fn put_private(
+    state: &State,
+    path: &str,
+    ciphertext: &str,
+    base: Option<&str>,
+    actor: &str,
+) -> Result<Receipt> {
+    use base64::Engine;
+    if !crate::vault::is_private_note(path) {
+        return Err(Error::invalid_field(
+            "path",
+            format!(
+                "a private note's file ends in {}",
+                crate::vault::PRIVATE_SUFFIX
+            ),
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(ciphertext)
+        .map_err(|_| Error::invalid_field("content_base64", "is not valid standard base64"))?;
+    if !bytes.starts_with(crate::vault::PRIVATE_MAGIC) {
+        return Err(Error::invalid_field(
+            "content_base64",
+            "is not a private-note envelope (it must start with `notevault-private v1`)",
+        ));
+    }
+    let (safe, expect) = match base {
+        None => {
+            let safe = state.paths.resolve_new(path)?;
+            super::plan::folder_creatable(state, &safe.rel)?;
+            if hash_file(&safe.abs).is_ok_and(|(have, _, _)| have == sha256_hex(&bytes)) {
+                if let Some(a) = state.attachments.read().get(&safe.rel) {
+                    return Ok(receipt(a, state.committed_seq(), false, true));
+                }
+            }
+            (safe, fsio::Expect::Absent)
+        }
+        Some(want) => {
+            let safe = state.paths.resolve(path)?;
+            let want = want.strip_prefix("sha256:").unwrap_or(want);
+            let current = std::fs::read(&safe.abs).map_err(|_| Error::not_found(path))?;
+            if sha256_hex(&current) != want {
+                return Err(Error::new(
+                    Reason::VERSION_MOVED,
+                    format!("{path:?} changed since the base the device read"),
+                )
+                .with_meta("path", path));
+            }
+            (
+                safe,
+                fsio::Expect::Hash(crate::vault::content_hash(&current)),
+            )
+        }
+    };
+    fsio::atomic_write(&safe.abs, &bytes, &expect)?;
+    let attachment = crate::vault::attachments::observe(&state.paths.root, &safe.rel, None)
+        .map_err(|e| Error::internal(format!("cannot read {path:?} just written: {e}")))?;
+    let recorded = record(
+        state,
+        Batch {
+            actor,
+            subject: format!("private note {}", safe.rel),
+            entries: Vec::new(),
+            files: vec![FileEntry {
+                path: safe.rel.clone(),
+                to: Some(attachment.clone()),
+                kind: if base.is_none() { "create" } else { "update" }.into(),
+            }],
+            whole_vault: None,
+            durable: true,
+            marks: Vec::new(),
+        },
+    )?;
+    let seq = recorded
+        .file_seqs
+        .first()
+        .copied()
+        .unwrap_or(state.committed_seq());
+    let mut r = receipt(&attachment, seq, base.is_none(), false);
+    r.flow_back_error = recorded.history_problem;
+    Ok(r)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn delete(state: &State, path: &str, sha256: Option<&str>, actor: &str) -> Result<Receipt> {

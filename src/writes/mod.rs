@@ -1,7 +1,7 @@
 //! The one write pipeline: validate → idempotency → (policy, the queuing branch, arrives
 //! with the review issue) → apply (file, history, metadata, catalog) → receipt.
 //!
-//! HTTP uses it now; MCP and device sync will call the same [`submit`]. `reconcile` takes
+//! HTTP, MCP and device pushes (`POST /v1/sync/ops`) call the same [`submit`]. `reconcile` takes
 //! changes found on disk through the same stores.
 //!
 //! Ordering and durability: one write applies at a time (the service's write lock), so
@@ -64,6 +64,13 @@ pub enum Op {
         note: String,
         version_id: Option<String>,
     },
+    /// Replace a note's whole file with `content` (a device's push): the base version is
+    /// required, so an edit made since is never overwritten (`VERSION_MOVED`).
+    Replace {
+        note: String,
+        version_id: String,
+        content: String,
+    },
     Edit {
         note: String,
         version_id: String,
@@ -102,6 +109,14 @@ pub enum Op {
         size: u64,
         content_type: String,
     },
+    /// Write a private note's file (`<name>.nvpriv`): a device's ciphertext envelope,
+    /// base64. Without a base it is created (nothing may be there); with one, the file
+    /// must still have the bytes the base names (`sha256:<hex>`), else `VERSION_MOVED`.
+    PutPrivate {
+        path: String,
+        ciphertext: String,
+        base: Option<String>,
+    },
     /// Remove an attachment, if it still has these bytes (`sha256`; `None`: the bytes
     /// the catalog holds).
     DeleteAttachment {
@@ -122,7 +137,10 @@ impl Op {
     pub fn is_attachment(&self) -> bool {
         matches!(
             self,
-            Op::PutAttachment { .. } | Op::DeleteAttachment { .. } | Op::MoveAttachment { .. }
+            Op::PutAttachment { .. }
+                | Op::PutPrivate { .. }
+                | Op::DeleteAttachment { .. }
+                | Op::MoveAttachment { .. }
         )
     }
 
@@ -131,8 +149,10 @@ impl Op {
         match self {
             Op::Create { .. }
             | Op::Patch { .. }
+            | Op::Replace { .. }
             | Op::Rollback { .. }
-            | Op::PutAttachment { .. } => "write",
+            | Op::PutAttachment { .. }
+            | Op::PutPrivate { .. } => "write",
             Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",
             Op::Edit { .. } => "edit",
             Op::Move { .. } | Op::MoveAttachment { .. } => "move",

@@ -105,9 +105,12 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         Op::CreateFolder { .. } | Op::MoveFolder { .. } | Op::DeleteFolder { .. } => Err(
             Error::internal("a folder operation has no note plan (see writes::folders)"),
         ),
-        Op::PutAttachment { .. } | Op::DeleteAttachment { .. } | Op::MoveAttachment { .. } => Err(
-            crate::error::Error::internal("an attachment change has no note plan"),
-        ),
+        Op::PutAttachment { .. }
+        | Op::PutPrivate { .. }
+        | Op::DeleteAttachment { .. }
+        | Op::MoveAttachment { .. } => Err(crate::error::Error::internal(
+            "an attachment change has no note plan",
+        )),
         Op::Create { slug, body, keys } => {
             let safe = target_path(state, slug)?;
             if state.catalog.read().get(slug).is_some() || safe.abs.exists() {
@@ -219,6 +222,23 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                 from: Some((current_note, bytes)),
                 to_rel,
                 bytes: Some(new_text.into_bytes()),
+                kind: "update",
+                renamed: false,
+                restore_id: None,
+            })
+        }
+        Op::Replace {
+            note,
+            version_id,
+            content,
+        } => {
+            let (current_note, bytes) = current(state, note)?;
+            check_version(&current_note, Some(version_id))?;
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(content.clone().into_bytes()),
                 kind: "update",
                 renamed: false,
                 restore_id: None,

@@ -74,7 +74,7 @@ pub(crate) fn must_queue(settings: &WriteSettings, op: &Op) -> Result<bool> {
         // An upload is not queued: its bytes would have to wait outside the vault for a
         // reviewer. Where the policy would queue it, it is refused. (An attachment's move
         // or delete queues like a note's.)
-        WritePolicy::Review if matches!(op, Op::PutAttachment { .. }) =>
+        WritePolicy::Review if matches!(op, Op::PutAttachment { .. } | Op::PutPrivate { .. }) =>
         {
             Err(Error::new(
                 Reason::WRITE_REFUSED,

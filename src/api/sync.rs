@@ -1,0 +1,898 @@
+//! The device sync plane over HTTP: `GET /v1/sync/ops`, `GET /v1/sync/snapshot`,
+//! `POST /v1/sync/checkpoint`, `POST /v1/sync:compact`, `GET /v1/sync/e2ee`,
+//! `POST /v1/sync/e2ee:enable` and `PUT /v1/sync/e2ee/keys`. Wire types live here and
+//! are converted from `sync`'s domain types at the edge.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::request::Parts;
+use axum::Json;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::api::error::{ApiResult, ErrorEnvelope};
+use crate::api::notes::blocking;
+use crate::api::params::{page_size, PageTokens, Query};
+use crate::error::Error;
+use crate::state::State;
+use crate::sync::e2ee::{self, Hierarchy, Kdf, KeyState, Recovery};
+use crate::sync::{self as domain, Cursor};
+
+/// One op of the sync log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SyncOp {
+    /// The change's `committed_seq`.
+    pub seq: i64,
+    /// `upsert`, `delete`, `move`, `attachment_upsert`, `attachment_delete`, or
+    /// `e2ee_key` (the wrapped key of private notes changed: `version_id` is the new
+    /// `keyVersion`; read `GET /v1/sync/e2ee`).
+    pub kind: String,
+    /// The note's id (`null` for an attachment op).
+    pub note_id: Option<String>,
+    /// The note's slug (path without `.md`; `null` for an attachment op).
+    pub slug: Option<String>,
+    /// Vault-relative path after the op (for a delete: where it was).
+    pub path: String,
+    /// Where a moved note was.
+    pub from_path: Option<String>,
+    pub version_id: Option<String>,
+    pub prev_version_id: Option<String>,
+    /// `blake3:<hex>` of a note's bytes, `sha256:<hex>` of an attachment's; `null` for a
+    /// delete.
+    pub content_hash: Option<String>,
+    /// `standard` or `private`.
+    pub visibility: String,
+    pub actor: String,
+    pub created_at: String,
+    /// The note's bytes at this version, base64 (standard notes whose version is still
+    /// current). Attachments are read with `GET /v1/attachments/{file_name}?sha256=`.
+    pub content_base64: Option<String>,
+    /// A later op of this note exists: the bytes are not carried; apply only the path
+    /// change, the later op brings the content.
+    pub superseded: bool,
+}
+
+/// A note's slug: its path without `.md` (a private note's: without `.nvpriv`).
+fn slug_of(path: &str) -> String {
+    path.strip_suffix(".md")
+        .or_else(|| path.strip_suffix(crate::vault::PRIVATE_SUFFIX))
+        .unwrap_or(path)
+        .to_string()
+}
+
+fn wire_op(o: domain::Op) -> SyncOp {
+    let r = o.row;
+    SyncOp {
+        seq: r.seq,
+        slug: (r.note_id.is_some() || r.visibility == "private").then(|| slug_of(&r.path)),
+        kind: r.kind,
+        note_id: r.note_id,
+        path: r.path,
+        from_path: r.from_path,
+        version_id: r.version_id,
+        prev_version_id: r.prev_version_id,
+        content_hash: r.content_hash,
+        visibility: r.visibility,
+        actor: r.actor,
+        created_at: r.created_at,
+        content_base64: o.content.map(|b| STANDARD.encode(b)),
+        superseded: o.superseded,
+    }
+}
+
+/// A page of ops.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SyncOpsPage {
+    pub ops: Vec<SyncOp>,
+    /// Read the next page with `after_seq` set to this.
+    pub next_after_seq: i64,
+    /// More ops wait up to `committed_seq`.
+    pub has_more: bool,
+    pub committed_seq: i64,
+    /// Ops at or below this seq may have been compacted; reading after a lower seq
+    /// answers `SYNC_COMPACTED`.
+    pub compacted_through_seq: i64,
+}
+
+/// Read the op log after `after_seq`, by seq.
+#[utoipa::path(
+    get,
+    path = "/v1/sync/ops",
+    tag = "Sync",
+    params(
+        ("after_seq" = i64, Query, minimum = 0, description = "The last seq the device applied (0: from the start)."),
+        ("page_size" = Option<usize>, Query, minimum = 1, maximum = 500),
+    ),
+    responses(
+        (status = 200, description = "A page of ops.", body = SyncOpsPage),
+        (status = 400, description = "`after_seq` missing, negative, not a number or beyond `committed_seq`.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The credential may not read this vault.", body = ErrorEnvelope),
+        (status = 410, description = "`SYNC_COMPACTED`: read the snapshot, then ops after `compacted_through_seq`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn ops_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<SyncOpsPage>> {
+    let q = Query::parse(parts.uri.query(), &["after_seq", "page_size"])?;
+    let raw = q.str("after_seq").ok_or_else(|| {
+        Error::invalid_field("after_seq", "is required (0 to read from the start)")
+    })?;
+    let after: i64 = raw.trim().parse().map_err(|_| {
+        Error::invalid_field("after_seq", format!("must be an integer, got {raw:?}"))
+    })?;
+    let size = page_size(
+        q.opt_int("page_size", 1, domain::MAX_PAGE)?,
+        (domain::DEFAULT_PAGE, domain::MAX_PAGE),
+    )?;
+    let page = blocking(move || domain::ops(&state, after, size)).await?;
+    Ok(Json(SyncOpsPage {
+        next_after_seq: page.next_after_seq,
+        has_more: page.has_more,
+        committed_seq: page.committed_seq,
+        compacted_through_seq: page.compacted_through_seq,
+        ops: page.ops.into_iter().map(wire_op).collect(),
+    }))
+}
+
+/// One live note or attachment of a snapshot.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotEntry {
+    /// `note` or `attachment`.
+    pub kind: String,
+    pub note_id: Option<String>,
+    pub slug: Option<String>,
+    pub path: String,
+    pub version_id: Option<String>,
+    /// `blake3:<hex>` of a note, `sha256:<hex>` of an attachment.
+    pub content_hash: Option<String>,
+    pub visibility: String,
+    /// The seq of the op that made this state.
+    pub seq: i64,
+    /// A standard note's bytes at the cut, base64; `null` for attachments.
+    pub content_base64: Option<String>,
+}
+
+/// A page of the snapshot.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotPage {
+    /// The cut: every page shows the vault at this seq; continue with
+    /// `GET /v1/sync/ops?after_seq=<seq>` once every page is read.
+    pub seq: i64,
+    pub entries: Vec<SnapshotEntry>,
+    /// The next page (`null`: this was the last).
+    pub next_page_token: Option<String>,
+}
+
+const SNAPSHOT_TOKEN_QUERY: &[(&str, &str)] = &[("route", "GET /v1/sync/snapshot")];
+
+fn cursor_text(c: &Cursor) -> String {
+    format!("{}\n{}\n{}", c.at, c.horizon, c.after_path)
+}
+
+fn cursor_of(text: &str) -> Result<Cursor, Error> {
+    let bad = || Error::invalid_field("page_token", "is not a page token of this route");
+    let mut parts = text.splitn(3, '\n');
+    let mut number =
+        || -> Result<i64, Error> { parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad) };
+    let (at, horizon) = (number()?, number()?);
+    Ok(Cursor {
+        at,
+        horizon,
+        after_path: parts.next().ok_or_else(bad)?.to_string(),
+    })
+}
+
+/// Every live note and attachment at one seq, paged with a consistent cut.
+#[utoipa::path(
+    get,
+    path = "/v1/sync/snapshot",
+    tag = "Sync",
+    params(
+        ("page_size" = Option<usize>, Query, minimum = 1, maximum = 500),
+        ("page_token" = Option<String>, Query, min_length = 1),
+    ),
+    responses(
+        (status = 200, description = "A page of the snapshot.", body = SnapshotPage),
+        (status = 400, description = "A bad `page_size` or `page_token`.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The credential may not read this vault.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 503, description = "History has not recorded a version yet (`HISTORY_BEHIND`).", body = ErrorEnvelope),
+    )
+)]
+pub async fn snapshot_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<SnapshotPage>> {
+    let q = Query::parse(parts.uri.query(), &["page_size", "page_token"])?;
+    let size = page_size(
+        q.opt_int("page_size", 1, domain::MAX_PAGE)?,
+        (domain::DEFAULT_PAGE, domain::MAX_PAGE),
+    )?;
+    let tokens = PageTokens {
+        key: &state.token_key,
+    };
+    let cursor = match q.non_empty("page_token")? {
+        Some(token) => Some(cursor_of(&tokens.open(SNAPSHOT_TOKEN_QUERY, token)?)?),
+        None => None,
+    };
+    let key = state.token_key;
+    let page = blocking(move || domain::snapshot(&state, cursor, size)).await?;
+    let tokens = PageTokens { key: &key };
+    Ok(Json(SnapshotPage {
+        seq: page.seq,
+        next_page_token: page
+            .next
+            .map(|c| tokens.issue(SNAPSHOT_TOKEN_QUERY, &cursor_text(&c))),
+        entries: page
+            .entries
+            .into_iter()
+            .map(|e| {
+                let r = e.row;
+                let note = r.note_id.is_some() || r.visibility == "private";
+                SnapshotEntry {
+                    kind: if note { "note" } else { "attachment" }.to_string(),
+                    slug: note.then(|| slug_of(&r.path)),
+                    note_id: r.note_id,
+                    path: r.path,
+                    version_id: r.version_id,
+                    content_hash: r.content_hash,
+                    visibility: r.visibility,
+                    seq: r.seq,
+                    content_base64: e.content.map(|b| STANDARD.encode(b)),
+                }
+            })
+            .collect(),
+    }))
+}
+
+/// `POST /v1/sync/checkpoint`.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRequest {
+    /// The device's own id (1..100 characters).
+    pub device_id: String,
+    /// The last seq the device has applied.
+    pub seq: i64,
+}
+
+/// The recorded checkpoint.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Checkpoint {
+    pub device_id: String,
+    pub seq: i64,
+    pub committed_seq: i64,
+}
+
+/// Record the seq a device has applied; compaction keeps what the oldest live
+/// checkpoint still needs.
+#[utoipa::path(
+    post,
+    path = "/v1/sync/checkpoint",
+    tag = "Sync",
+    request_body = CheckpointRequest,
+    responses(
+        (status = 200, description = "Recorded.", body = Checkpoint),
+        (status = 400, description = "A bad field.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The token lacks `notes.write`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn checkpoint_route(
+    state: Arc<State>,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Json<Checkpoint>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
+    let req: CheckpointRequest = crate::api::writes::parse_as(&raw)?;
+    let len = req.device_id.chars().count();
+    if !(1..=100).contains(&len) {
+        return Err(Error::invalid_field("device_id", "must be 1 to 100 characters").into());
+    }
+    if req.seq < 0 {
+        return Err(Error::invalid_field("seq", "must be 0 or more").into());
+    }
+    let CheckpointRequest { device_id, seq } = req;
+    let id = device_id.clone();
+    let committed = blocking(move || domain::checkpoint(&state, &id, seq)).await?;
+    Ok(Json(Checkpoint {
+        device_id,
+        seq,
+        committed_seq: committed,
+    }))
+}
+
+/// What a compaction did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Compaction {
+    pub compacted_through_seq: i64,
+    pub dropped: usize,
+}
+
+/// Compact the op log now (it is also compacted hourly): ops older than
+/// `sync_retention_days` that every live checkpoint has passed are dropped, except the
+/// latest op of each note and delete tombstones.
+#[utoipa::path(
+    post,
+    path = "/v1/sync:compact",
+    tag = "Sync",
+    responses(
+        (status = 200, description = "Compacted.", body = Compaction),
+        (status = 400, description = "A bad parameter.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The token lacks `notes.review`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn compact_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Compaction>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let done = blocking(move || domain::compact(&state, chrono::Utc::now())).await?;
+    Ok(Json(Compaction {
+        compacted_through_seq: done.compacted_through_seq,
+        dropped: done.dropped,
+    }))
+}
+
+/// The scrypt parameters of a wrap.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KdfWire {
+    pub salt: String,
+    #[serde(rename = "N")]
+    pub n: u64,
+    pub r: u64,
+    pub p: u64,
+}
+
+/// The recovery wrap.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecoveryWire {
+    pub salt: String,
+    #[serde(rename = "wrappedDek")]
+    pub wrapped_dek: String,
+}
+
+/// The key hierarchy.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HierarchyWire {
+    #[serde(rename = "keyVersion")]
+    pub key_version: u32,
+    pub kdf: KdfWire,
+    #[serde(rename = "wrappedDek")]
+    pub wrapped_dek: String,
+    pub recovery: Option<RecoveryWire>,
+}
+
+/// The wrapped-key state of private notes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WrappedKeyState {
+    pub enabled: bool,
+    pub salt: Option<String>,
+    #[serde(rename = "recoveryNotice")]
+    pub recovery_notice: String,
+    pub hierarchy: Option<HierarchyWire>,
+}
+
+impl From<KeyState> for WrappedKeyState {
+    fn from(s: KeyState) -> Self {
+        Self {
+            enabled: s.enabled(),
+            salt: s.salt().map(str::to_string),
+            recovery_notice: s.recovery_notice().to_string(),
+            hierarchy: s.hierarchy.map(|h| HierarchyWire {
+                key_version: h.key_version,
+                kdf: KdfWire {
+                    salt: h.kdf.salt,
+                    n: e2ee::SCRYPT_N,
+                    r: e2ee::SCRYPT_R,
+                    p: e2ee::SCRYPT_P,
+                },
+                wrapped_dek: h.wrapped_dek,
+                recovery: h.recovery.map(|r| RecoveryWire {
+                    salt: r.salt,
+                    wrapped_dek: r.wrapped_dek,
+                }),
+            }),
+        }
+    }
+}
+
+/// The request body of the key routes (documentation; parsed by [`hierarchy_of`]).
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct KeysRequest {
+    /// 1..1000.
+    #[serde(rename = "keyVersion")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub key_version: u32,
+    pub kdf: KdfRequest,
+    /// The data key wrapped under the passphrase's key, base64.
+    #[serde(rename = "wrappedDek")]
+    pub wrapped_dek: String,
+    /// The recovery wrap; `null` clears it.
+    #[schema(required = true)]
+    pub recovery: Option<RecoveryRequest>,
+}
+
+/// The KDF of a key request: scrypt with the spec's constants.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct KdfRequest {
+    #[schema(min_length = 1, max_length = 128)]
+    pub salt: String,
+    #[serde(rename = "N")]
+    #[schema(minimum = 131072, maximum = 131072)]
+    pub n: u64,
+    #[schema(minimum = 8, maximum = 8)]
+    pub r: u64,
+    #[schema(minimum = 1, maximum = 1)]
+    pub p: u64,
+}
+
+/// The recovery wrap of a key request.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct RecoveryRequest {
+    #[schema(min_length = 1, max_length = 128)]
+    pub salt: String,
+    #[serde(rename = "wrappedDek")]
+    pub wrapped_dek: String,
+}
+
+/// Refuse any property of `obj` (at `at`) not in `allowed`.
+fn only(obj: &serde_json::Map<String, Value>, at: &str, allowed: &[&str]) -> Result<(), Error> {
+    if let Some(extra) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(Error::invalid_field(
+            format!("{at}{extra}"),
+            format!(
+                "is not a property of this object (allowed: {})",
+                allowed.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn field<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    at: &str,
+    name: &str,
+) -> Result<&'a Value, Error> {
+    obj.get(name)
+        .ok_or_else(|| Error::invalid_field(format!("{at}{name}"), "is required"))
+}
+
+fn salt(v: &Value, name: &str) -> Result<String, Error> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| Error::invalid_field(name, "must be a string"))?;
+    let n = s.chars().count();
+    if !(1..=128).contains(&n) {
+        return Err(Error::invalid_field(
+            name,
+            format!("must be 1 to 128 characters, got {n}"),
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A wrapped key: a string of standard base64 (never echoed in an error).
+fn wrapped(v: &Value, name: &str) -> Result<String, Error> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| Error::invalid_field(name, "must be a string"))?;
+    match STANDARD.decode(s) {
+        Ok(bytes) if !bytes.is_empty() => Ok(s.to_string()),
+        _ => Err(Error::invalid_field(
+            name,
+            "must be non-empty standard base64 (the wrapped key's ciphertext)",
+        )),
+    }
+}
+
+fn constant(v: &Value, name: &str, want: u64) -> Result<(), Error> {
+    match v.as_f64() {
+        Some(n) if n == want as f64 => Ok(()),
+        Some(_) => Err(Error::invalid_field(name, format!("must be {want}"))),
+        None => Err(Error::invalid_field(
+            name,
+            format!("must be the number {want}"),
+        )),
+    }
+}
+
+/// Validate a key body exactly as the spec says: no additional properties; all four
+/// fields required; `keyVersion` 1..1000; `kdf.salt` 1..128 characters; `N`, `r`, `p`
+/// the scrypt constants; `recovery` an object with both fields, or null. Each violation
+/// names its field.
+pub fn hierarchy_of(raw: &Value) -> Result<Hierarchy, Error> {
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| Error::invalid_field("body", "must be a JSON object"))?;
+    only(obj, "", &["keyVersion", "kdf", "wrappedDek", "recovery"])?;
+    let version = field(obj, "", "keyVersion")?;
+    let key_version = match version.as_u64() {
+        Some(v @ 1..=1000) => v as u32,
+        _ if version.is_number() => {
+            return Err(Error::invalid_field(
+                "keyVersion",
+                "must be an integer from 1 to 1000",
+            ))
+        }
+        _ => return Err(Error::invalid_field("keyVersion", "must be an integer")),
+    };
+    let kdf = field(obj, "", "kdf")?
+        .as_object()
+        .ok_or_else(|| Error::invalid_field("kdf", "must be an object"))?;
+    only(kdf, "kdf.", &["salt", "N", "r", "p"])?;
+    let kdf_salt = salt(field(kdf, "kdf.", "salt")?, "kdf.salt")?;
+    constant(field(kdf, "kdf.", "N")?, "kdf.N", e2ee::SCRYPT_N)?;
+    constant(field(kdf, "kdf.", "r")?, "kdf.r", e2ee::SCRYPT_R)?;
+    constant(field(kdf, "kdf.", "p")?, "kdf.p", e2ee::SCRYPT_P)?;
+    let wrapped_dek = wrapped(field(obj, "", "wrappedDek")?, "wrappedDek")?;
+    let recovery = match field(obj, "", "recovery")? {
+        Value::Null => None,
+        Value::Object(r) => {
+            only(r, "recovery.", &["salt", "wrappedDek"])?;
+            Some(Recovery {
+                salt: salt(field(r, "recovery.", "salt")?, "recovery.salt")?,
+                wrapped_dek: wrapped(field(r, "recovery.", "wrappedDek")?, "recovery.wrappedDek")?,
+            })
+        }
+        _ => {
+            return Err(Error::invalid_field(
+                "recovery",
+                "must be an object or null",
+            ))
+        }
+    };
+    Ok(Hierarchy {
+        key_version,
+        kdf: Kdf { salt: kdf_salt },
+        wrapped_dek,
+        recovery,
+    })
+}
+
+/// The wrapped-key state of private notes.
+#[utoipa::path(
+    get,
+    path = "/v1/sync/e2ee",
+    tag = "Sync",
+    responses(
+        (status = 200, description = "The wrapped-key state.", body = WrappedKeyState),
+        (status = 400, description = "A bad parameter.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The credential may not read this vault.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 503, description = "Storage unavailable.", body = ErrorEnvelope),
+    )
+)]
+pub async fn e2ee_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<WrappedKeyState>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let s = blocking(move || e2ee::key_state(&state)).await?;
+    Ok(Json(s.into()))
+}
+
+/// Turn private notes on with the first wrap of the data key.
+#[utoipa::path(
+    post,
+    path = "/v1/sync/e2ee:enable",
+    tag = "Sync",
+    request_body = KeysRequest,
+    responses(
+        (status = 200, description = "Enabled: the wrapped-key state.", body = WrappedKeyState),
+        (status = 400, description = "`VALIDATION_FAILED` naming the field.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token, or `notes.write` missing.", body = ErrorEnvelope),
+        (status = 409, description = "`ALREADY_ENABLED`.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 503, description = "Storage unavailable.", body = ErrorEnvelope),
+    )
+)]
+pub async fn enable_route(
+    state: Arc<State>,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Json<WrappedKeyState>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
+    let h = hierarchy_of(&raw)?;
+    let s = blocking(move || e2ee::enable(&state, h, "api")).await?;
+    Ok(Json(s.into()))
+}
+
+/// Replace the passphrase wrap of the vault data key; the recovery wrap is replaced by an
+/// object and cleared by null.
+#[utoipa::path(
+    put,
+    path = "/v1/sync/e2ee/keys",
+    tag = "Sync",
+    request_body = KeysRequest,
+    responses(
+        (status = 200, description = "The wrapped-key state.", body = WrappedKeyState),
+        (status = 400, description = "`VALIDATION_FAILED` naming the field.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token, or `notes.write` missing.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited (`Retry-After`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage unavailable.", body = ErrorEnvelope),
+    )
+)]
+pub async fn keys_route(
+    state: Arc<State>,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Json<WrappedKeyState>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
+    let h = hierarchy_of(&raw)?;
+    let s = blocking(move || e2ee::replace(&state, h, "api")).await?;
+    Ok(Json(s.into()))
+}
+
+/// One op a device pushes.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushOpRequest {
+    /// `upsert` (create without a base, else replace the whole file), `delete` or
+    /// `move` (a new folder or a new name, one of the two).
+    pub kind: String,
+    /// The note's id when the device knows it (else `path` names the note).
+    pub note_id: Option<String>,
+    /// The note's vault-relative path (with `.md`) as the device knows it.
+    pub path: String,
+    /// Where a `move` puts the note.
+    pub to_path: Option<String>,
+    /// The version the device's change is based on: required but for a create. A note
+    /// changed since answers `VERSION_MOVED` for this op, and nothing changes.
+    pub base_version_id: Option<String>,
+    /// The note's whole new file, base64 of UTF-8 (for `upsert`).
+    pub content_base64: Option<String>,
+    /// `standard` (default) or `private`: a private note's `path` ends in `.nvpriv`,
+    /// its `content_base64` is the device's ciphertext envelope and its base is the
+    /// file's `content_hash` (`sha256:<hex>`).
+    pub visibility: Option<String>,
+}
+
+/// `POST /v1/sync/ops`.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushRequest {
+    /// The pushing device (1..100 characters); its writes carry the actor
+    /// `device:<device_id>`.
+    pub device_id: String,
+    /// 1..500 ops, at most one per note.
+    pub ops: Vec<PushOpRequest>,
+}
+
+/// What became of one pushed op.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PushResult {
+    pub index: usize,
+    /// `applied`, `queued` or `failed`.
+    pub status: String,
+    /// The write receipt (applied or queued).
+    #[schema(value_type = Option<Object>)]
+    pub receipt: Option<Value>,
+    /// Why the op failed (`VERSION_MOVED`: the note changed since the base; keep the
+    /// device's edit as a conflicted copy).
+    pub error: Option<ErrorEnvelope>,
+}
+
+/// The results of a push, one per op in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PushResults {
+    pub results: Vec<PushResult>,
+    pub committed_seq: i64,
+}
+
+fn push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
+    use domain::push::PushOp;
+    let at = |f: &str| format!("ops[{i}].{f}");
+    match o.visibility.as_deref() {
+        None | Some("standard") => {}
+        Some("private") => return private_push_op(i, o),
+        Some(v) => {
+            return Err(Error::invalid_field(
+                at("visibility"),
+                format!("{v:?} is not a visibility; use standard or private"),
+            ))
+        }
+    }
+    let base = || {
+        o.base_version_id
+            .clone()
+            .ok_or_else(|| Error::invalid_field(at("base_version_id"), "is required for this kind"))
+    };
+    let note = || {
+        o.note_id
+            .clone()
+            .unwrap_or_else(|| o.path.strip_suffix(".md").unwrap_or(&o.path).to_string())
+    };
+    let refuse = |field: &str, why: &str| Err(Error::invalid_field(at(field), why));
+    match o.kind.as_str() {
+        "upsert" => {
+            if o.to_path.is_some() {
+                return refuse("to_path", "is only for a move");
+            }
+            let b64 = match &o.content_base64 {
+                Some(b) => b,
+                None => return refuse("content_base64", "is required for an upsert"),
+            };
+            let bytes = STANDARD.decode(b64).map_err(|_| {
+                Error::invalid_field(at("content_base64"), "is not valid standard base64")
+            })?;
+            let content = String::from_utf8(bytes).map_err(|_| {
+                Error::invalid_field(at("content_base64"), "does not decode to UTF-8 text")
+            })?;
+            Ok(PushOp::Upsert {
+                note: o.note_id.clone(),
+                path: o.path.clone(),
+                base_version_id: o.base_version_id.clone(),
+                content,
+            })
+        }
+        "delete" => {
+            if o.content_base64.is_some() || o.to_path.is_some() {
+                return refuse("kind", "a delete carries no content and no to_path");
+            }
+            Ok(PushOp::Delete {
+                note: note(),
+                base_version_id: base()?,
+            })
+        }
+        "move" => {
+            if o.content_base64.is_some() {
+                return refuse(
+                    "content_base64",
+                    "a move carries no content; push an upsert after it",
+                );
+            }
+            let to_path = match &o.to_path {
+                Some(t) => t.clone(),
+                None => return refuse("to_path", "is required for a move"),
+            };
+            Ok(PushOp::Move {
+                note: o.note_id.clone(),
+                path: o.path.clone(),
+                to_path,
+                base_version_id: base()?,
+            })
+        }
+        other => Err(Error::invalid_field(
+            at("kind"),
+            format!("{other:?} is not a kind; use upsert, delete or move"),
+        )),
+    }
+}
+
+/// A private note's op: its file (`<name>.nvpriv`) and a device's ciphertext envelope;
+/// the base is the file's `content_hash` (`sha256:<hex>`). Never a plaintext: content
+/// that is not an envelope is refused.
+fn private_push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
+    use domain::push::PushOp;
+    let at = |f: &str| format!("ops[{i}].{f}");
+    if !crate::vault::is_private_note(&o.path) {
+        return Err(Error::invalid_field(
+            at("path"),
+            format!(
+                "a private note's file ends in {}",
+                crate::vault::PRIVATE_SUFFIX
+            ),
+        ));
+    }
+    if o.note_id.is_some() || o.to_path.is_some() {
+        return Err(Error::invalid_field(
+            at("kind"),
+            "a private note is named by its path; move it as a delete and an upsert",
+        ));
+    }
+    match o.kind.as_str() {
+        "upsert" => {
+            let b64 = o.content_base64.ok_or_else(|| {
+                Error::invalid_field(at("content_base64"), "is required for an upsert")
+            })?;
+            let bytes = STANDARD.decode(&b64).map_err(|_| {
+                Error::invalid_field(at("content_base64"), "is not valid standard base64")
+            })?;
+            if !bytes.starts_with(crate::vault::PRIVATE_MAGIC) {
+                return Err(Error::invalid_field(
+                    at("content_base64"),
+                    "is not a private-note envelope (it starts with `notevault-private v1`)",
+                ));
+            }
+            Ok(PushOp::PutPrivate {
+                path: o.path,
+                base: o.base_version_id,
+                ciphertext: b64,
+            })
+        }
+        "delete" => Ok(PushOp::DeletePrivate {
+            base: o.base_version_id.ok_or_else(|| {
+                Error::invalid_field(at("base_version_id"), "is required for a delete")
+            })?,
+            path: o.path,
+        }),
+        other => Err(Error::invalid_field(
+            at("kind"),
+            format!("{other:?} is not a private note's kind; use upsert or delete"),
+        )),
+    }
+}
+
+/// Push a device's ops: each through the one write pipeline with its base version.
+#[utoipa::path(
+    post,
+    path = "/v1/sync/ops",
+    tag = "Sync",
+    request_body = PushRequest,
+    params(("Idempotency-Key" = String, Header, description = "Unique per batch; a retry with the same key and body replays each op's result.")),
+    responses(
+        (status = 200, description = "One result per op (an op whose base moved answers `VERSION_MOVED` in its result and changed nothing).", body = PushResults),
+        (status = 400, description = "A bad batch (`VALIDATION_FAILED` naming `ops[i].field`) or no `Idempotency-Key`; nothing was applied.", body = ErrorEnvelope),
+        (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
+        (status = 403, description = "The token lacks `notes.write`.", body = ErrorEnvelope),
+        (status = 413, description = "The batch is over the byte cap.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn push_route(
+    state: Arc<State>,
+    parts: Parts,
+    body: Bytes,
+) -> ApiResult<Json<PushResults>> {
+    Query::parse(parts.uri.query(), &[])?;
+    let key = crate::api::writes::idempotency_key(&parts.headers)?;
+    let raw = crate::api::writes::json_value(&parts.headers, &body)?;
+    let req: PushRequest = crate::api::writes::parse_as(&raw)?;
+    let len = req.device_id.chars().count();
+    if !(1..=100).contains(&len) {
+        return Err(Error::invalid_field("device_id", "must be 1 to 100 characters").into());
+    }
+    let ops = req
+        .ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| push_op(i, o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let device = req.device_id;
+    let (outcomes, committed) = blocking(move || {
+        let prepared = domain::push::prepare(&state, &ops)?;
+        let outcomes = domain::push::push(&state, &device, &key, prepared);
+        Ok((outcomes, state.committed_seq()))
+    })
+    .await?;
+    let results = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| match outcome {
+            Ok(submitted) => {
+                let (status, body) = match submitted {
+                    crate::writes::Submitted::Receipt(r) => crate::api::writes::render(&r, false),
+                    crate::writes::Submitted::Rendered(status, body) => (status, body),
+                };
+                PushResult {
+                    index,
+                    status: if status == 202 { "queued" } else { "applied" }.to_string(),
+                    receipt: serde_json::from_str(&body).ok(),
+                    error: None,
+                }
+            }
+            Err(e) => PushResult {
+                index,
+                status: "failed".to_string(),
+                receipt: None,
+                error: Some(crate::api::error::envelope(&e)),
+            },
+        })
+        .collect();
+    Ok(Json(PushResults {
+        results,
+        committed_seq: committed,
+    }))
+}

@@ -1,0 +1,234 @@
+//! Device pushes: a batch of ops, each checked against the device's base version and
+//! sent through the one write pipeline (`writes::submit`: idempotency, policy and budget,
+//! plan, apply or queue), so a push never goes around what an API write goes through.
+//! A moved base answers `VERSION_MOVED` for that op and changes nothing; the device keeps
+//! its edit as a conflicted copy.
+
+use crate::error::{Error, Result};
+use crate::state::State;
+use crate::writes::{self, Idempotency, Request, Submitted};
+
+/// One op a device pushes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushOp {
+    /// Create the note at `path` (no base), or replace its whole file (with the base
+    /// version it was read at).
+    Upsert {
+        note: Option<String>,
+        path: String,
+        base_version_id: Option<String>,
+        content: String,
+    },
+    /// Delete the note at its base version.
+    Delete {
+        note: String,
+        base_version_id: String,
+    },
+    /// Create or replace a private note's file with a device's ciphertext envelope
+    /// (base64); the base is the file's `sha256:<hex>` content hash.
+    PutPrivate {
+        path: String,
+        base: Option<String>,
+        ciphertext: String,
+    },
+    /// Delete a private note's file at its base (`sha256:<hex>`).
+    DeletePrivate { path: String, base: String },
+    /// Move or rename the note (one of the two per op: its folder or its name) from
+    /// `path` at its base version.
+    Move {
+        note: Option<String>,
+        path: String,
+        to_path: String,
+        base_version_id: String,
+    },
+}
+
+impl PushOp {
+    /// The note the op names: its id when the catalog knows the note (by id or by
+    /// slug), else its slug; to refuse two ops on one note in a batch.
+    fn target(&self, state: &State) -> String {
+        let key = match self {
+            PushOp::Upsert { note, path, .. } | PushOp::Move { note, path, .. } => note
+                .clone()
+                .unwrap_or_else(|| path.strip_suffix(".md").unwrap_or(path).to_string()),
+            PushOp::Delete { note, .. } => note.clone(),
+            PushOp::PutPrivate { path, .. } | PushOp::DeletePrivate { path, .. } => {
+                return format!("private:{path}")
+            }
+        };
+        let known = state.catalog.read().find(&key).map(|n| n.note_id.clone());
+        known.unwrap_or(key)
+    }
+}
+
+/// The largest batch.
+pub const MAX_OPS: usize = 500;
+
+fn slug_of(path: &str) -> Result<String> {
+    path.strip_suffix(".md")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| Error::invalid_field("path", "must name a note: a path ending in .md"))
+}
+
+fn split(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').unwrap_or(("", path))
+}
+
+/// The pipeline operation of a pushed op.
+fn write_op(op: &PushOp, at: usize) -> Result<writes::Op> {
+    let named = |e: Error| -> Error {
+        match e.field_violations.first() {
+            Some(v) => {
+                Error::invalid_field(format!("ops[{at}].{}", v.field), v.description.clone())
+            }
+            None => e,
+        }
+    };
+    Ok(match op {
+        PushOp::Upsert {
+            note,
+            path,
+            base_version_id: None,
+            content,
+        } => {
+            if note.is_some() {
+                return Err(Error::invalid_field(
+                    format!("ops[{at}].base_version_id"),
+                    "is required to replace an existing note (omit note_id to create one)",
+                ));
+            }
+            writes::Op::Create {
+                slug: slug_of(path).map_err(named)?,
+                body: content.clone(),
+                keys: Vec::new(),
+            }
+        }
+        PushOp::Upsert {
+            note,
+            path,
+            base_version_id: Some(base),
+            content,
+        } => writes::Op::Replace {
+            note: match note {
+                Some(id) => id.clone(),
+                None => slug_of(path).map_err(named)?,
+            },
+            version_id: base.clone(),
+            content: content.clone(),
+        },
+        PushOp::PutPrivate {
+            path,
+            base,
+            ciphertext,
+        } => writes::Op::PutPrivate {
+            path: path.clone(),
+            ciphertext: ciphertext.clone(),
+            base: base.clone(),
+        },
+        PushOp::DeletePrivate { path, base } => writes::Op::DeleteAttachment {
+            path: path.clone(),
+            sha256: Some(base.strip_prefix("sha256:").unwrap_or(base).to_string()),
+        },
+        PushOp::Delete {
+            note,
+            base_version_id,
+        } => writes::Op::Delete {
+            note: note.clone(),
+            version_id: Some(base_version_id.clone()),
+        },
+        PushOp::Move {
+            note,
+            path,
+            to_path,
+            base_version_id,
+        } => {
+            let from = slug_of(path).map_err(named)?;
+            slug_of(to_path).map_err(|_| {
+                Error::invalid_field(format!("ops[{at}].to_path"), "must end in .md")
+            })?;
+            let key = note.clone().unwrap_or(from);
+            let ((from_folder, from_name), (folder, name)) = (split(path), split(to_path));
+            let version_id = Some(base_version_id.clone());
+            match (from_folder == folder, from_name == name) {
+                (true, true) => {
+                    return Err(Error::invalid_field(
+                        format!("ops[{at}].to_path"),
+                        "is where the note is already",
+                    ))
+                }
+                (true, false) => writes::Op::Rename {
+                    note: key,
+                    name: name.strip_suffix(".md").unwrap_or(name).to_string(),
+                    version_id,
+                },
+                (false, true) => writes::Op::Move {
+                    note: key,
+                    folder: folder.to_string(),
+                    version_id,
+                },
+                (false, false) => {
+                    return Err(Error::invalid_field(
+                        format!("ops[{at}].to_path"),
+                        "changes both the folder and the name; push a move, then a rename",
+                    ))
+                }
+            }
+        }
+    })
+}
+
+/// Check a batch before anything is applied: its size, each op's shape, and one op per
+/// note (a duplicate op, or an op on a note another op of the batch deletes or moves,
+/// is refused). Answers the pipeline operations.
+pub fn prepare(state: &State, ops: &[PushOp]) -> Result<Vec<writes::Op>> {
+    if ops.is_empty() || ops.len() > MAX_OPS {
+        return Err(Error::invalid_field(
+            "ops",
+            format!("must hold 1 to {MAX_OPS} ops, got {}", ops.len()),
+        ));
+    }
+    let mut seen = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        if let Some(first) = seen.insert(op.target(state), i) {
+            return Err(Error::invalid_field(
+                format!("ops[{i}]"),
+                format!("changes the same note as ops[{first}]; push one op per note in a batch"),
+            ));
+        }
+        out.push(write_op(op, i)?);
+    }
+    Ok(out)
+}
+
+/// Submit each op of a prepared batch through the pipeline under `key#<index>` (a retry
+/// of the batch with the same key replays each op's receipt). One result per op.
+pub fn push(
+    state: &State,
+    device_id: &str,
+    key: &str,
+    ops: Vec<writes::Op>,
+) -> Vec<Result<Submitted>> {
+    let agent_id = format!("device:{device_id}");
+    ops.into_iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let request = Request {
+                op,
+                agent_id: agent_id.clone(),
+            };
+            let op_hash = serde_json::to_string(&request)
+                .map(|json| blake3::hash(json.as_bytes()).to_hex().to_string())
+                .map_err(Error::internal)?;
+            writes::submit(
+                state,
+                request,
+                Idempotency {
+                    key: &format!("{key}#{i}"),
+                    op_hash,
+                },
+            )
+        })
+        .collect()
+}
