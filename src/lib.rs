@@ -20,8 +20,8 @@ pub mod index; // search index (tantivy), search, grep, tag and property rollups
 pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools over the /v1 calls
 pub mod memory; // malloc_trim after a burst
 pub mod meta; // SQLite metadata: note ids, revisions, settings; migrations
-pub mod purge; // a purge asked for: the confirmation, then stop serving (daemon::purge removes the state)
 pub mod progress; // progress of long start-up work: a bar on a terminal, log lines otherwise
+pub mod purge; // a purge asked for: the confirmation, then stop serving (daemon::purge removes the state)
 pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data

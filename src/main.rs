@@ -7,8 +7,8 @@ use clap::Parser;
 use notevault::auth::pat;
 use notevault::auth::Permission;
 use notevault::cli::{
-    exit as status, Cli, Command, CompletionsArgs, DeviceCommand, ExportArgs, ReindexArgs, ServeArgs,
-    TokenCommand, TokenStoreArgs,
+    exit as status, Cli, Command, CompletionsArgs, DeviceCommand, ExportArgs, ReindexArgs,
+    ServeArgs, TokenCommand, TokenStoreArgs,
 };
 use notevault::clock::timestamp;
 use notevault::config::{Config, Layer};

@@ -1228,3 +1228,173 @@ async fn the_console_purge_needs_the_typed_name() {
     assert_eq!(asked.actor, "console");
     assert!(s.svc.stop.is_cancelled());
 }
+
+/// Unpack a `.tar.gz` into a new folder with the system `tar`.
+fn unpack(archive: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.tar.gz");
+    std::fs::write(&file, archive).unwrap();
+    let status = Command::new("tar")
+        .arg("-xzf")
+        .arg(&file)
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::remove_file(&file).unwrap();
+    dir
+}
+
+/// `POST /v1/export`: a session gets the vault's files byte for byte (a private note's
+/// ciphertext file too), dated and named; with `history` a bundle git can clone; a PAT
+/// and open local mode are refused; the audit log counts it; the console downloads the
+/// same archive.
+#[tokio::test]
+async fn export_streams_the_vault_byte_for_byte_to_a_session() {
+    let s = TestServer::start(Some("vault-example"), with_tokens).await;
+    // A private note as a device leaves it: ciphertext in its own file type.
+    std::fs::write(
+        s.vault.join("diary.nvpriv"),
+        "notevault-private v1\nAAECAwQFBgcICQoLDA0ODw==\n",
+    )
+    .unwrap();
+    let client = plain_client();
+    let export = |token: Option<&'static str>, body: Option<Value>| {
+        let mut req = client.post(s.url("/v1/export"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send()
+    };
+    let res = export(Some(PAT), None).await.unwrap();
+    assert_eq!(
+        res_json(res, 403, "pat").await["reason"],
+        "CREDENTIAL_FORBIDDEN"
+    );
+    let res = export(None, None).await.unwrap();
+    assert_eq!(res_json(res, 401, "none").await["reason"], "AUTH_MISSING");
+    let res = export(Some(SESSION), Some(json!({"history": "yes"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        res_json(res, 400, "bad body").await["reason"],
+        "VALIDATION_FAILED"
+    );
+
+    let res = export(Some(SESSION), None).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/gzip");
+    let disposition = res.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert_eq!(
+        disposition,
+        format!("attachment; filename=\"notevault-vault-{today}.tar.gz\"")
+    );
+    let unpacked = unpack(&res.bytes().await.unwrap());
+    assert_eq!(tree(&unpacked.path().join("vault")), tree(&s.vault));
+    assert!(unpacked.path().join("manifest.json").exists());
+    assert!(!unpacked.path().join("history.bundle").exists());
+
+    let res = export(Some(SESSION), Some(json!({"history": true})))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let unpacked = unpack(&res.bytes().await.unwrap());
+    let bundle = unpacked.path().join("history.bundle");
+    assert!(bundle.exists());
+    let clone = unpacked.path().join("clone.git");
+    let status = Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(&bundle)
+        .arg(&clone)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let log = Command::new("git")
+        .arg("--git-dir")
+        .arg(&clone)
+        .args(["log", "--format=%B", "-1"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("Notevault-Seq"),
+        "{log:?}"
+    );
+
+    let res = client
+        .get(s.url("/v1/audit-events?filter=kind%20%3D%20%22vault.exported%22"))
+        .bearer_auth(SESSION)
+        .send()
+        .await
+        .unwrap();
+    let rows = res_json(res, 200, "audit").await["audit_events"].clone();
+    assert_eq!(rows.as_array().unwrap().len(), 2, "{rows}");
+    assert!(rows[0]["counts"]["notes"].as_i64().unwrap() > 10, "{rows}");
+
+    // The console's download: the same archive, behind its CSRF token.
+    let (cookie, csrf) = sign_in(&s).await;
+    let res = post_form(&s, "/export", Some(&cookie), &[]).await;
+    assert_eq!(res.status(), 403);
+    let res = post_form(&s, "/export", Some(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(res.status(), 200);
+    let unpacked = unpack(&res.bytes().await.unwrap());
+    assert_eq!(tree(&unpacked.path().join("vault")), tree(&s.vault));
+}
+
+/// A key change is in the audit log as its version and whether a recovery wrap is set:
+/// never the salt or a wrapped key. The vault page shows the state, no key material.
+#[tokio::test]
+async fn key_changes_are_audited_without_key_material() {
+    use base64::Engine as _;
+    let s = TestServer::start(Some("vault-example"), with_tokens).await;
+    let wrapped = base64::engine::general_purpose::STANDARD.encode([7u8; 72]);
+    let res = plain_client()
+        .post(s.url("/v1/sync/e2ee:enable"))
+        .bearer_auth(SESSION)
+        .json(&json!({
+            "keyVersion": 3,
+            "kdf": {"salt": "c2FsdHNhbHRzYWx0c2FsdA==", "N": 131072, "r": 8, "p": 1},
+            "wrappedDek": wrapped,
+            "recovery": null,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    let res = plain_client()
+        .get(s.url("/v1/audit-events?filter=kind%20%3D%20%22e2ee.keys_changed%22"))
+        .bearer_auth(SESSION)
+        .send()
+        .await
+        .unwrap();
+    let body = res_json(res, 200, "audit").await;
+    let rows = body["audit_events"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{body}");
+    assert_eq!(rows[0]["counts"], json!({"key_version": 3, "recovery": 0}));
+    let text = body.to_string();
+    assert!(
+        !text.contains("c2FsdHNh") && !text.contains(&wrapped[..16]),
+        "{text}"
+    );
+
+    let (cookie, _) = sign_in(&s).await;
+    let page = plain_client()
+        .get(s.url("/vault"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("<dt>Key version</dt><dd>3</dd>"), "{page}");
+    assert!(page.contains("without a recovery key"), "{page}");
+    assert!(!page.contains("c2FsdHNh") && !page.contains(&wrapped[..16]));
+}

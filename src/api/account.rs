@@ -1,6 +1,7 @@
 //! The session-only account routes (a personal access token gets 403
 //! `CREDENTIAL_FORBIDDEN`, and open local mode `AUTH_MISSING`: the route table's `Need::SignedIn`):
-//! `GET /v1/audit-events` (the audit log, newest first: ids and counters only) and
+//! `GET /v1/audit-events` (the audit log, newest first: ids and counters only),
+//! `POST /v1/export` (the archive of `crate::export`, streamed) and
 //! `POST /v1/vault/purge` (everything the daemon holds about the vault, behind the
 //! vault's name typed as confirmation).
 
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -189,4 +190,142 @@ pub async fn purge(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Re
         }),
     )
         .into_response())
+}
+
+/// `POST /v1/export`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    /// Add the history: a git bundle of `history.git` (`history.bundle`).
+    #[serde(default)]
+    pub history: bool,
+}
+
+/// A `Write` that hands what is written, in chunks of 64 KiB, to a response body being
+/// sent (the archive is written on a blocking thread while it streams). A client that
+/// went away ends the writing (`BrokenPipe`).
+struct BodyWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    buf: Vec<u8>,
+}
+
+const CHUNK: usize = 64 * 1024;
+
+impl BodyWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
+        })
+    }
+}
+
+impl std::io::Write for BodyWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+/// The export as a streamed response: `application/gzip`, a dated file name, written by
+/// `export::write_paths` on a blocking thread. `actor` is who asked (for the audit row,
+/// appended once the archive is whole). An error while writing cuts the body (the client
+/// sees a broken transfer, never a truncated archive passed off as whole).
+pub fn export_response(state: Arc<State>, history: bool, actor: &'static str) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let name: String = crate::purge::vault_name(&state)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let date = chrono::Utc::now().format("%Y-%m-%d");
+    let file = format!("notevault-{name}-{date}.tar.gz");
+    tokio::task::spawn_blocking(move || {
+        let mut writer = BodyWriter {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK),
+        };
+        let options = crate::export::Options { history };
+        let written = crate::export::write_paths(&state.paths, &options, &mut writer)
+            .and_then(|manifest| writer.send().map(|()| manifest));
+        match written {
+            Ok(manifest) => {
+                let counts = [
+                    ("notes", manifest.notes as i64),
+                    ("attachments", manifest.attachments as i64),
+                    ("bytes", manifest.bytes as i64),
+                    ("history", i64::from(history)),
+                ];
+                state.meta.note_audit(
+                    &crate::meta::audit::AuditEvent::new(
+                        crate::meta::audit::AuditKind::Exported,
+                        actor,
+                    )
+                    .counts(&counts),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "an export was cut");
+                let _ = tx.blocking_send(Err(e));
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let mut response = Response::new(axum::body::Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/gzip"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file}\"")) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    response
+}
+
+/// A `.tar.gz` of the vault's notes and attachments (private notes as the ciphertext
+/// files they are), optionally with the history as a git bundle, and a manifest (session
+/// only). Streamed; `Content-Disposition` names `notevault-<vault>-<date>.tar.gz`.
+#[utoipa::path(
+    post,
+    path = "/v1/export",
+    tag = "Account",
+    request_body(content = Option<ExportRequest>, description = "Optional: `{\"history\": true}` adds the history."),
+    responses(
+        (status = 200, description = "The archive (application/gzip), streamed.", content_type = "application/gzip"),
+        (status = 400, description = "`VALIDATION_FAILED`: a bad body.", body = ErrorEnvelope),
+        (status = 401, description = "No credential (or open local mode: nobody is signed in).", body = ErrorEnvelope),
+        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token.", body = ErrorEnvelope),
+        (status = 413, description = "Body too large.", body = ErrorEnvelope),
+        (status = 415, description = "Not JSON.", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+    )
+)]
+pub async fn export(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
+    let history = if body.is_empty() {
+        Query::parse(parts.uri.query(), &[])?;
+        false
+    } else {
+        let (_, req): (_, ExportRequest) = crate::api::writes::parsed(&parts, &body)?;
+        req.history
+    };
+    Ok(export_response(state, history, "api"))
 }

@@ -206,6 +206,7 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         Op::MoveAttachment => attachments::move_(state, note()?, parts, bytes).await?,
         Op::RenameAttachment => attachments::rename(state, note()?, parts, bytes).await?,
         Op::AuditEvents => account::audit_events(state, parts).await?.into_response(),
+        Op::Export => account::export(state, parts, bytes).await?,
         Op::PurgeVault => account::purge(state, parts, bytes).await?,
         Op::SyncOps => sync::ops_route(state, parts).await?.into_response(),
         Op::SyncPush => sync::push_route(state, parts, bytes).await?.into_response(),

@@ -64,6 +64,7 @@ where
         .route("/settings", get(pages::settings).post(pages::save_settings))
         .route("/activity", get(pages::activity))
         .route("/vault", get(pages::vault))
+        .route("/export", post(pages::export))
         .route("/purge", post(pages::purge))
         .route("/sign-in", get(sign_in))
         .route("/sign-in/idp", get(idp::start))

@@ -798,13 +798,21 @@ pub async fn activity(
     .await
 }
 
+/// Private notes as the vault page shows them: never key material.
+pub struct PrivateNotes {
+    pub enabled: bool,
+    pub key_version: Option<u32>,
+    pub recovery: bool,
+    pub count: usize,
+    pub notice: &'static str,
+}
+
 #[derive(Template)]
 #[template(path = "vault.html")]
 struct VaultPage {
     chrome: Chrome,
     overview: Overview,
-    private_notes: &'static str,
-    export_note: &'static str,
+    private: PrivateNotes,
 }
 
 fn vault_page(
@@ -820,11 +828,40 @@ fn vault_page(
         VaultPage {
             chrome,
             overview: overview(state)?,
-            private_notes: "Private notes (end-to-end encrypted) are not part of this version yet.",
-            export_note: "An export of the vault is not part of this version yet; the notes folder itself is the export.",
+            private: {
+                let keys = crate::sync::e2ee::key_state(state)?;
+                PrivateNotes {
+                    enabled: keys.enabled(),
+                    key_version: keys.hierarchy.as_ref().map(|h| h.key_version),
+                    recovery: keys
+                        .hierarchy
+                        .as_ref()
+                        .is_some_and(|h| h.recovery.is_some()),
+                    count: crate::queries::search::private_note_count(state),
+                    notice: keys.recovery_notice(),
+                }
+            },
         }
         .render(),
     )
+}
+
+/// `POST /export`: the export archive, downloaded (the same stream as `POST /v1/export`).
+pub async fn export(
+    Shared(console): Shared<Console>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let signed = match signed(&console, &headers) {
+        Ok(s) => s,
+        Err(page) => return *page,
+    };
+    let fields = match checked_form(&signed, &headers, &body) {
+        Ok(f) => f,
+        Err(page) => return *page,
+    };
+    let history = field(&fields, "history") == Some("true");
+    crate::api::account::export_response(console.state.clone(), history, "console")
 }
 
 /// `GET /vault`: the overview, private notes, export and purge.

@@ -93,7 +93,21 @@ pub fn enable(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeySta
         ));
     }
     crate::record::record_key(state, actor, hierarchy.key_version, &stored(&hierarchy)?)?;
+    audit(state, &hierarchy, actor);
     key_state(state)
+}
+
+/// The audit row of a key change: its version and whether a recovery wrap is set (never
+/// the salt or a wrapped key).
+fn audit(state: &State, hierarchy: &Hierarchy, actor: &str) {
+    let counts = [
+        ("key_version", i64::from(hierarchy.key_version)),
+        ("recovery", i64::from(hierarchy.recovery.is_some())),
+    ];
+    state.meta.note_audit(
+        &crate::meta::audit::AuditEvent::new(crate::meta::audit::AuditKind::E2eeKeysChanged, actor)
+            .counts(&counts),
+    );
 }
 
 /// Replace the passphrase wrap (and the recovery wrap: replaced by an object, cleared by
@@ -102,5 +116,6 @@ pub fn enable(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeySta
 pub fn replace(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeyState> {
     let _write = state.write_lock.lock();
     crate::record::record_key(state, actor, hierarchy.key_version, &stored(&hierarchy)?)?;
+    audit(state, &hierarchy, actor);
     key_state(state)
 }
