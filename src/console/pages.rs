@@ -162,8 +162,8 @@ fn list_version(waiting: usize, ids: impl Iterator<Item = impl AsRef<str>>) -> S
 /// The version of the pending list as it is now.
 fn current_version(state: &State) -> Result<String> {
     let waiting = state.meta.count_pending()?;
-    let rows = state.meta.pending_rows(false, MAX_PENDING_SHOWN)?;
-    Ok(list_version(waiting, rows.iter().map(|r| &r.id)))
+    let ids = state.meta.pending_ids(MAX_PENDING_SHOWN)?;
+    Ok(list_version(waiting, ids.iter()))
 }
 
 /// The pending writes shown, how many more wait, the list's version, and the latest
@@ -330,15 +330,16 @@ pub async fn pending(
         Err(page) => return *page,
     };
     page(&console.state, move |state| {
+        // The version alone first (ids, not the writes): most polls end here.
+        if param(&raw, "version").as_deref() == Some(current_version(state)?.as_str()) {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
         let Queue {
             pending,
             more,
             version,
             ..
         } = queue(state, false)?;
-        if param(&raw, "version").as_deref() == Some(version.as_str()) {
-            return Ok(StatusCode::NO_CONTENT.into_response());
-        }
         rendered(
             StatusCode::OK,
             PendingFragment {

@@ -616,6 +616,18 @@ impl Meta {
         Ok(n as usize)
     }
 
+    /// The ids of the writes that wait, oldest first, at most `limit` (what the console's
+    /// poll compares, without reading the writes themselves).
+    pub fn pending_ids(&self, limit: usize) -> Result<Vec<String>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id FROM pending_writes WHERE status = 'pending'
+             ORDER BY created_at, id LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit as i64], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The writes that wait, oldest first, at most `limit`; or (with `decided`) the
     /// decided ones, most recently decided first.
     pub fn pending_rows(&self, decided: bool, limit: usize) -> Result<Vec<PendingRow>> {
