@@ -351,11 +351,14 @@ fn append_history<W: Write>(tar: &mut tar::Builder<W>, git_dir: &Path) -> io::Re
     Ok("bare")
 }
 
-/// `git bundle create --all` into a temp file; `None` when the git CLI is absent or the
-/// history has no commit yet (then the bare files are stored).
+/// `git bundle create --all` into a temp file beside the repository (in the state
+/// directory: nothing is written outside the vault and the state directory); `None` when
+/// the git CLI is absent or the history has no commit yet (then the bare files are
+/// stored).
 fn git_bundle(git_dir: &Path) -> io::Result<Option<PathBuf>> {
-    let bundle = std::env::temp_dir().join(format!(
-        "notevault-export-{}.bundle",
+    let beside = git_dir.parent().unwrap_or(git_dir);
+    let bundle = beside.join(format!(
+        ".notevault-export-{}.bundle",
         uuid::Uuid::new_v4().simple()
     ));
     let out = match Command::new("git")

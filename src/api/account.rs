@@ -256,6 +256,11 @@ pub fn export_response(state: Arc<State>, history: bool, actor: &'static str) ->
     let date = chrono::Utc::now().format("%Y-%m-%d");
     let file = format!("notevault-{name}-{date}.tar.gz");
     tokio::task::spawn_blocking(move || {
+        if history {
+            // The history as recorded so far: commits still queued (the first start's
+            // commit of the whole vault, say) are written first.
+            state.history.flush(std::time::Duration::from_secs(60));
+        }
         let mut writer = BodyWriter {
             tx: tx.clone(),
             buf: Vec::with_capacity(CHUNK),

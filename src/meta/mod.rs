@@ -200,6 +200,10 @@ const MIGRATIONS: &[&str] = &[
         enabled_at  TEXT NOT NULL,
         updated_at  TEXT NOT NULL
     );",
+    // 11: the review queue by status and age: the console's count and first page of
+    // pending writes (and its poll) read the index, not every row's payload and diff
+    "CREATE INDEX IF NOT EXISTS pending_writes_by_status
+        ON pending_writes (status, created_at, id);",
 ];
 
 /// An attachment's facts as the store keeps them.
