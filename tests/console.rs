@@ -1398,3 +1398,25 @@ async fn key_changes_are_audited_without_key_material() {
     assert!(page.contains("without a recovery key"), "{page}");
     assert!(!page.contains("c2FsdHNh") && !page.contains(&wrapped[..16]));
 }
+
+/// The console's pages count against the rate limits like `/v1` (by method), so one
+/// client cannot, say, start sign-ins without bound.
+#[tokio::test]
+async fn console_requests_are_rate_limited() {
+    let s = TestServer::start(Some("vault-example"), |c| {
+        c.rate_limit_read_per_minute = 3;
+    })
+    .await;
+    let client = plain_client();
+    for _ in 0..3 {
+        let res = client.get(s.url("/")).send().await.unwrap();
+        assert_eq!(res.status(), 401);
+        assert!(res.headers().contains_key("ratelimit-remaining"));
+    }
+    let res = client.get(s.url("/")).send().await.unwrap();
+    assert!(res.headers().contains_key("retry-after"));
+    assert_eq!(
+        res_json(res, 429, "limited").await["reason"],
+        "RATE_LIMITED"
+    );
+}

@@ -352,7 +352,10 @@ fn build() -> Vec<Route> {
 /// The rate-limit class of a request, before it is routed: the class of the row that
 /// serves `method` on the raw `path` (`/mcp`: [`MCP`]). A request no row serves is limited
 /// as the spec's limits say by area: a GET under `/v1` is a read; a POST, PATCH, PUT or
-/// DELETE under `/v1` a write; anything under `/mcp` a read; nothing else is limited.
+/// DELETE under `/v1` a write; anything under `/mcp` a read. Everything else (the web
+/// console's pages, its sign-in, anything not found) is limited the same way by method:
+/// an unauthenticated `GET /sign-in/idp` stores a sign-in under way, and nothing should
+/// let one client store those without bound.
 pub fn class(method: &Method, path: &str) -> Option<Class> {
     if path == "/mcp" {
         return MCP.class;
@@ -365,9 +368,6 @@ pub fn class(method: &Method, path: &str) -> Option<Class> {
     }
     if path.starts_with("/mcp/") {
         return Some(Class::Read);
-    }
-    if !path.starts_with("/v1/") && path != "/v1" {
-        return None;
     }
     match *method {
         Method::GET | Method::HEAD => Some(Class::Read),
@@ -661,7 +661,10 @@ mod tests {
             (Method::DELETE, "/v1/search", Some(Class::Write)),
             (Method::PUT, "/v1/sync/e2ee/keys", Some(Class::Write)),
             (Method::OPTIONS, "/v1/notes", None),
-            (Method::GET, "/elsewhere", None),
+            // The console's pages and anything else: by method too.
+            (Method::GET, "/elsewhere", Some(Class::Read)),
+            (Method::GET, "/sign-in/idp", Some(Class::Read)),
+            (Method::POST, "/writes/x/approve", Some(Class::Write)),
         ];
         for (method, path, expected) in cases {
             assert_eq!(class(&method, path), expected, "{method} {path}");
