@@ -175,7 +175,7 @@ fn checked_form(
     signed: &Signed,
     headers: &HeaderMap,
     body: &[u8],
-) -> std::result::Result<Vec<(String, String)>, Box<Response>> {
+) -> std::result::Result<Form, Box<Response>> {
     let fields: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
     let presented = headers
         .get("x-csrf-token")
@@ -194,6 +194,21 @@ fn checked_form(
             "This form is stale or came from another page (its CSRF token is missing or wrong); nothing changed. Reload the page and try again.",
         ))),
     }
+}
+
+/// A form's fields, in order.
+pub(crate) type Form = Vec<(String, String)>;
+
+/// A post's session and form fields: the session first, then its CSRF token (every
+/// state-changing console route starts here); else the page that answers it.
+pub(crate) fn signed_post(
+    console: &Console,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> std::result::Result<(Signed, Form), Box<Response>> {
+    let signed = signed(console, headers)?;
+    let fields = checked_form(&signed, headers, body)?;
+    Ok((signed, fields))
 }
 
 fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -340,13 +355,10 @@ async fn sign_out(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (signed, _) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
         Err(page) => return *page,
     };
-    if let Err(page) = checked_form(&signed, &headers, &body) {
-        return *page;
-    }
     let state = console.state.clone();
     let digest = signed.row.digest.clone();
     let ended = tokio::task::spawn_blocking(move || {

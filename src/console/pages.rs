@@ -1,7 +1,7 @@
 //! The console's pages: review (pending writes with their diffs, approve and reject, the
 //! decided ones), access tokens, write settings, activity (the audit log) and the vault
 //! (overview, private notes, purge). Each handler reads the session first ([`signed`]),
-//! and a post checks its CSRF token ([`checked_form`]) before anything changes.
+//! and a post checks its CSRF token ([`signed_post`]) before anything changes.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 
 use super::diff::{self, DiffLine};
-use super::{checked_form, field, html, is_htmx, problem_page, signed, status_of, Console, Signed};
+use super::{field, html, is_htmx, problem_page, signed, signed_post, status_of, Console, Signed};
 use crate::auth::{pat, Permission};
 use crate::error::{Error, Reason, Result};
 use crate::meta::audit::{AuditEvent, AuditKind, AuditRow};
@@ -363,13 +363,10 @@ pub async fn decide(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (_, _) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
         Err(page) => return *page,
     };
-    if let Err(page) = checked_form(&signed, &headers, &body) {
-        return *page;
-    }
     let approve = match action.as_str() {
         "approve" => true,
         "reject" => false,
@@ -530,12 +527,8 @@ pub async fn create_token(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (signed, fields) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
-        Err(page) => return *page,
-    };
-    let fields = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
         Err(page) => return *page,
     };
     let base = crate::api::oauth::public_base(&console.state.config, &headers);
@@ -589,13 +582,10 @@ pub async fn revoke_token(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (signed, _) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
         Err(page) => return *page,
     };
-    if let Err(page) = checked_form(&signed, &headers, &body) {
-        return *page;
-    }
     page(&console.state, move |state| {
         // By prefix only: a name could be another token's prefix.
         let known = state.meta.pats()?.iter().any(|p| p.prefix == prefix);
@@ -692,12 +682,8 @@ pub async fn save_settings(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (signed, fields) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
-        Err(page) => return *page,
-    };
-    let fields = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
         Err(page) => return *page,
     };
     page(&console.state, move |state| {
@@ -853,12 +839,8 @@ pub async fn export(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (_, fields) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
-        Err(page) => return *page,
-    };
-    let fields = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
         Err(page) => return *page,
     };
     let history = field(&fields, "history") == Some("true");
@@ -889,12 +871,8 @@ pub async fn purge(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
+    let (signed, fields) = match signed_post(&console, &headers, &body) {
         Ok(s) => s,
-        Err(page) => return *page,
-    };
-    let fields = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
         Err(page) => return *page,
     };
     page(&console.state, move |state| {
