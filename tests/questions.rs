@@ -104,6 +104,11 @@ async fn questions_word_forms_stop_words_and_syntax_in_the_fixture_vault() {
         ("parties", "misc/party", None),
         // CJK keeps its bigrams.
         ("同期", "ja/同期", None),
+        // The lead (frontmatter `description`, else the first paragraph) is searched on
+        // its own too: `lead:` finds a word there and not deeper in a note.
+        ("lead:estimate", "misc/du", Some("misc/backup-log")),
+        ("lead:removing", "misc/cleanup", Some("misc/backup-log")),
+        ("estimate", "misc/du", None),
     ];
     check_table(&s, table).await;
 

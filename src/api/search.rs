@@ -153,7 +153,7 @@ pub struct SearchParams {
     /// What to find: a question or words (ranked: more matching words rank higher, stop
     /// words left out, word forms found: `synced` finds `sync`), and for precision
     /// `"a phrase"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` /
-    /// `aliases:` / `headings:` / `tags:` / `path:` / `properties:` / `body:` to search
+    /// `aliases:` / `headings:` / `lead:` / `tags:` / `path:` / `properties:` / `body:` to search
     /// one field (those must match). Case and accents do not matter; CJK text works.
     /// 1..1000 characters. `query` is accepted as another name (what other notes servers
     /// call it).
@@ -191,7 +191,7 @@ pub struct SearchParams {
     path = "/v1/search",
     tag = "Search",
     params(
-        ("q" = String, Query, description = "A question or words, ranked (more matching words rank higher; stop words left out; word forms found), and for precision `\"a phrase\"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` / `aliases:` / `headings:` / `tags:` / `path:` / `properties:` / `body:` to search one field (those must match). 1..1000 characters. `query` is accepted as another name.", min_length = 1),
+        ("q" = String, Query, description = "A question or words, ranked (more matching words rank higher; stop words left out; word forms found), and for precision `\"a phrase\"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` / `aliases:` / `headings:` / `lead:` / `tags:` / `path:` / `properties:` / `body:` to search one field (those must match). 1..1000 characters. `query` is accepted as another name.", min_length = 1),
         ("match" = Option<String>, Query, description = "`any` (default: plain words ranked, at least one must match) or `all` (every word must match, stop words too). The answer's `query` says how `q` was read."),
         ("filter" = Option<String>, Query, description = "AIP-160 filter over the note fields of `GET /v1/notes` (e.g. `tags:project AND updated_at > 2026-01-01`)."),
         ("order_by" = Option<String>, Query, description = "`score` (default, best first), or `updated_at`, `created_at`, `title`, `slug` with `asc`/`desc`."),

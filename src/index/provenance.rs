@@ -7,6 +7,8 @@
 //! query word's: `synced`, `syncing` for `sync`); a match the index made through accent
 //! folding (`cafe` for `Café`) counts for the ranking but may have no line here.
 
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+
 use super::tokenizer::{is_unspaced, stem, tokens};
 use crate::vault::catalog::Note;
 use crate::vault::markdown;
@@ -45,6 +47,65 @@ pub fn headings(body: &str) -> Vec<&str> {
     out
 }
 
+/// Longest lead, in bytes (cut at a character boundary).
+pub const LEAD_BYTES: usize = 400;
+
+/// The first paragraph of a markdown body: its first lines of text, after any headings,
+/// blank lines, fenced code, tables and HTML comments, up to a blank line or a heading
+/// (at most [`LEAD_BYTES`]). Command pages, reference pages and articles alike open with
+/// a sentence of what they are about.
+pub fn lead(body: &str) -> &str {
+    let mut start: Option<usize> = None;
+    let mut end = 0;
+    let mut fence: Option<&str> = None;
+    let mut comment = false;
+    let mut offset = 0;
+    for line in body.split_inclusive('\n') {
+        let at = offset;
+        offset += line.len();
+        let t = line.trim();
+        if let Some(f) = fence {
+            if t.starts_with(f) {
+                fence = None;
+            }
+            continue;
+        }
+        if comment {
+            comment = !t.contains("-->");
+            continue;
+        }
+        let opens_block = t.starts_with("```")
+            || t.starts_with("~~~")
+            || t.starts_with("<!--")
+            || t.starts_with('|')
+            || heading_text(line.trim_end_matches(['\r', '\n'])).is_some();
+        if start.is_some() && (t.is_empty() || opens_block) {
+            break;
+        }
+        if t.starts_with("```") {
+            fence = Some("```");
+        } else if t.starts_with("~~~") {
+            fence = Some("~~~");
+        } else if t.starts_with("<!--") {
+            comment = !t.contains("-->");
+        } else if !t.is_empty() && !opens_block {
+            start.get_or_insert(at);
+            end = at + line.trim_end().len();
+            if end - start.unwrap_or(at) >= LEAD_BYTES {
+                break;
+            }
+        }
+    }
+    let Some(start) = start else {
+        return "";
+    };
+    let mut end = end.min(start + LEAD_BYTES);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    &body[start..end]
+}
+
 fn heading_text(line: &str) -> Option<&str> {
     let indent = line.len() - line.trim_start_matches(' ').len();
     if indent > 3 {
@@ -66,15 +127,17 @@ fn heading_text(line: &str) -> Option<&str> {
 pub struct Matcher {
     terms: Vec<(String, bool)>,
     finders: Vec<TermFinder>,
+    /// Every finder's bytes in one automaton (ASCII case-insensitive): a note's bytes are
+    /// scanned once for all the terms, whatever their number.
+    automaton: Option<AhoCorasick>,
     /// Stems whose word forms count as matches.
     stems: Vec<String>,
 }
 
-/// Finds one term: ASCII case-insensitively when it is ASCII (the first byte in either
-/// case by `memchr2`, the rest compared), by its exact bytes otherwise.
+/// Finds one term at word boundaries: ASCII letters in either case, other bytes as they
+/// are (the automaton finds the bytes; [`TermFinder::accepts`] the boundaries and forms).
 struct TermFinder {
     bytes: Vec<u8>,
-    exact: Option<memchr::memmem::Finder<'static>>,
     prefix: bool,
     /// The term starts / ends with a character of an unspaced script: no word boundary
     /// is needed on that side.
@@ -87,11 +150,8 @@ struct TermFinder {
 
 impl TermFinder {
     fn new(term: &str, prefix: bool) -> Self {
-        let bytes = term.as_bytes().to_vec();
-        let exact = (!term.is_ascii()).then(|| memchr::memmem::Finder::new(&bytes).into_owned());
         Self {
-            bytes,
-            exact,
+            bytes: term.as_bytes().to_vec(),
             prefix,
             open_start: term.chars().next().is_some_and(is_unspaced),
             open_end: term.chars().last().is_some_and(is_unspaced),
@@ -114,30 +174,9 @@ impl TermFinder {
         })
     }
 
-    /// The matches in `text`, by start, lazily.
-    fn iter<'a>(&'a self, text: &'a [u8]) -> TermMatches<'a> {
-        let n = self.bytes.len();
-        let candidates = if n == 0 || n > text.len() {
-            Candidates::None
-        } else if let Some(f) = &self.exact {
-            Candidates::Exact(Box::new(f.find_iter(text)))
-        } else {
-            let first = self.bytes[0];
-            let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
-            Candidates::Ascii(memchr::memchr2_iter(lo, up, &text[..=text.len() - n]))
-        };
-        TermMatches {
-            finder: self,
-            text,
-            candidates,
-        }
-    }
-
-    /// Where the match starting at `start` ends, if it is one.
+    /// Where the match of this finder's bytes at `start..end` ends, if it is one (at word
+    /// boundaries; for word forms, the whole word, of the wanted stem).
     fn accepts(&self, text: &[u8], start: usize, end: usize) -> Option<usize> {
-        if self.exact.is_none() && !text[start + 1..end].eq_ignore_ascii_case(&self.bytes[1..]) {
-            return None;
-        }
         let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() || is_unspaced(c));
         if !(self.open_start || boundary(char_before(text, start))) {
             return None;
@@ -160,64 +199,32 @@ impl TermFinder {
     }
 }
 
-enum Candidates<'a> {
-    None,
-    Ascii(memchr::Memchr2<'a>),
-    Exact(Box<memchr::memmem::FindIter<'a, 'a>>),
-}
-
-/// One term's matches at word boundaries, by start.
-struct TermMatches<'a> {
-    finder: &'a TermFinder,
-    text: &'a [u8],
-    candidates: Candidates<'a>,
-}
-
-impl Iterator for TermMatches<'_> {
-    type Item = (usize, usize);
-
-    fn next(&mut self) -> Option<(usize, usize)> {
-        let n = self.finder.bytes.len();
-        loop {
-            let start = match &mut self.candidates {
-                Candidates::None => return None,
-                Candidates::Ascii(it) => it.next()?,
-                Candidates::Exact(it) => it.next()?,
-            };
-            if let Some(end) = self.finder.accepts(self.text, start, start + n) {
-                return Some((start, end));
-            }
-        }
-    }
-}
-
-/// Every term's matches merged: leftmost first, the longest where matches overlap.
-/// Lazy, so a caller that has seen enough stops scanning the note.
+/// The matches of a [`Matcher`] in a text, leftmost first: the automaton finds where some
+/// term's bytes start, then the longest accepted match there is taken (or the search goes
+/// on one byte further: `sync` in `resync` is not a word).
 struct Matches<'a> {
-    terms: Vec<std::iter::Peekable<TermMatches<'a>>>,
-    end: usize,
+    matcher: &'a Matcher,
+    text: &'a [u8],
+    at: usize,
 }
 
 impl Iterator for Matches<'_> {
     type Item = (usize, usize);
 
     fn next(&mut self) -> Option<(usize, usize)> {
-        loop {
-            let mut best: Option<(usize, usize, usize)> = None;
-            for (i, term) in self.terms.iter_mut().enumerate() {
-                if let Some(&(s, e)) = term.peek() {
-                    if best.is_none_or(|(bs, be, _)| s < bs || (s == bs && e > be)) {
-                        best = Some((s, e, i));
-                    }
+        let automaton = self.matcher.automaton.as_ref()?;
+        while self.at < self.text.len() {
+            let input = Input::new(self.text).span(self.at..self.text.len());
+            let start = automaton.find(input)?.start();
+            match self.matcher.accepted_at(self.text, start) {
+                Some(end) => {
+                    self.at = end;
+                    return Some((start, end));
                 }
-            }
-            let (start, end, i) = best?;
-            self.terms[i].next();
-            if start >= self.end {
-                self.end = end;
-                return Some((start, end));
+                None => self.at = start + 1,
             }
         }
+        None
     }
 }
 
@@ -242,11 +249,14 @@ impl Matcher {
     /// `terms`: lower-cased tokens, `true` for a prefix.
     pub fn new(terms: Vec<(String, bool)>) -> Self {
         let finders = terms.iter().map(|(t, p)| TermFinder::new(t, *p)).collect();
-        Self {
+        let mut matcher = Self {
             terms,
             finders,
+            automaton: None,
             stems: Vec::new(),
-        }
+        };
+        matcher.build();
+        matcher
     }
 
     /// Also find the word forms of `(word, stem)` pairs (see `Parsed::stem_terms`).
@@ -257,7 +267,19 @@ impl Matcher {
             }
         }
         self.stems = stems.into_iter().map(|(_, s)| s).collect();
+        self.build();
         self
+    }
+
+    /// The automaton over the finders' bytes (pattern `i` is finder `i`; an empty term
+    /// is never one: tokens have at least one character).
+    fn build(&mut self) {
+        self.automaton = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(self.finders.iter().map(|f| &f.bytes))
+            .ok()
+            .filter(|_| self.finders.iter().all(|f| !f.bytes.is_empty()));
     }
 
     fn token_matches(&self, token: &str) -> bool {
@@ -279,15 +301,25 @@ impl Matcher {
 
     /// Byte ranges of the terms in `text` at word boundaries, leftmost first, the longest
     /// where matches overlap. Bytes, not text: a note's bytes are searched as they are.
+    /// Lazy, so a caller that has seen enough stops scanning the note.
     fn matches<'a>(&'a self, text: &'a [u8]) -> Matches<'a> {
         Matches {
-            terms: self
-                .finders
-                .iter()
-                .map(|f| f.iter(text).peekable())
-                .collect(),
-            end: 0,
+            matcher: self,
+            text,
+            at: 0,
         }
+    }
+
+    /// The longest accepted match of any finder starting at `start`.
+    fn accepted_at(&self, text: &[u8], start: usize) -> Option<usize> {
+        self.finders
+            .iter()
+            .filter_map(|f| {
+                let end = start + f.bytes.len();
+                let here = text.get(start..end)?.eq_ignore_ascii_case(&f.bytes);
+                here.then(|| f.accepts(text, start, end)).flatten()
+            })
+            .max()
     }
 
     #[cfg(test)]
@@ -449,6 +481,25 @@ mod tests {
     }
 
     #[test]
+    fn lead_is_the_first_paragraph_after_headings_and_code() {
+        assert_eq!(
+            lead("# du\n\n> Disk usage: estimate space.\n> More information.\n\n- List sizes:\n"),
+            "> Disk usage: estimate space.\n> More information."
+        );
+        assert_eq!(
+            lead("# Get-Item\n\n## SYNOPSIS\n\nGets the item.\n\n## SYNTAX\n"),
+            "Gets the item."
+        );
+        assert_eq!(
+            lead("```\ncode\n```\n<!-- a\nb -->\n| a | b |\nText here\n## Next\nmore"),
+            "Text here"
+        );
+        assert_eq!(lead("# Only a title\n"), "");
+        let long = "é".repeat(LEAD_BYTES);
+        assert!(lead(&long).len() <= LEAD_BYTES);
+    }
+
+    #[test]
     fn headings_outside_code() {
         let body =
             "# One\ntext\n```\n# not a heading\n```\n## Two ##\n#hashtag\n    # indented code\n";
@@ -469,6 +520,19 @@ mod tests {
         // Overlapping terms: the longest at the leftmost start.
         let m = matcher(&[("road", true), ("roadmap", false)]);
         assert_eq!(m.find(b"a roadmap"), [(2, 9)]);
+        // The longest is not a word there; a shorter term at the same start is.
+        assert_eq!(m.find(b"roadmaps"), [(0, 4)]);
+        // Many terms, one scan: each found where it is a word, in order.
+        let m = matcher(&[
+            ("tar", false),
+            ("gz", false),
+            ("archive", false),
+            ("x", false),
+        ]);
+        assert_eq!(
+            m.find(b"Extract tar.gz: an ARCHIVE, a star, x"),
+            [(8, 11), (12, 14), (19, 26), (36, 37)]
+        );
     }
 
     #[test]

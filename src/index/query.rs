@@ -5,7 +5,7 @@
 //! clause  = [ "+" | "-" | "NOT" ] alt         "+" requires, "-" or NOT excludes
 //! alt     = unit { "OR" unit }                one of the units
 //! unit    = [ field ":" ] ( word [ "*" ] | '"' phrase '"' [ "*" ] )
-//! field   = title | aliases | headings | tags | path | properties | body
+//! field   = title | aliases | headings | lead | tags | path | properties | body
 //! ```
 //!
 //! How a query is read depends on its [`Match`] mode. With `any` (the default: questions
@@ -47,6 +47,7 @@ pub const FIELDS: &[(&str, f32)] = &[
     ("title", 2.0),
     ("aliases", 2.0),
     ("headings", 1.0),
+    ("lead", 1.5),
     ("tags", 2.0),
     ("path", 1.0),
     ("properties", 1.0),
@@ -58,6 +59,7 @@ pub const FIELDS: &[(&str, f32)] = &[
 pub const STEM_FIELDS: &[(&str, &str, f32)] = &[
     ("title_stem", "title", 1.0),
     ("headings_stem", "headings", 0.5),
+    ("lead_stem", "lead", 0.75),
     ("body_stem", "body", 0.5),
 ];
 

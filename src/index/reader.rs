@@ -54,11 +54,13 @@ impl SearchIndex {
             "title" => f.title,
             "aliases" => f.aliases,
             "headings" => f.headings,
+            "lead" => f.lead,
             "tags" => f.tags,
             "path" => f.path,
             "properties" => f.properties,
             "title_stem" => f.title_stem,
             "headings_stem" => f.headings_stem,
+            "lead_stem" => f.lead_stem,
             "body_stem" => f.body_stem,
             _ => f.body,
         };

@@ -14,7 +14,7 @@ use super::{provenance, tokenizer};
 use crate::vault::catalog::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.
@@ -29,6 +29,9 @@ pub(super) struct Fields {
     /// Frontmatter `aliases`: other names of the note, weighted like the title.
     pub(super) aliases: Field,
     pub(super) headings: Field,
+    /// What the note says it is about: its frontmatter `description` (or `summary`), else
+    /// its first paragraph (see [`provenance::lead`]); also part of the body.
+    pub(super) lead: Field,
     pub(super) tags: Field,
     pub(super) path: Field,
     pub(super) properties: Field,
@@ -37,6 +40,7 @@ pub(super) struct Fields {
     /// `tokenizer.rs`); no positions, so phrases use the exact fields.
     pub(super) title_stem: Field,
     pub(super) headings_stem: Field,
+    pub(super) lead_stem: Field,
     pub(super) body_stem: Field,
     pub(super) created: Field,
     pub(super) updated: Field,
@@ -67,12 +71,14 @@ pub(super) fn schema() -> (Schema, Fields) {
         title: b.add_text_field("title", text(true)),
         aliases: b.add_text_field("aliases", text(true)),
         headings: b.add_text_field("headings", text(true)),
+        lead: b.add_text_field("lead", text(true)),
         tags: b.add_text_field("tags", text(true)),
         path: b.add_text_field("path", text(true)),
         properties: b.add_text_field("properties", text(true)),
         body: b.add_text_field("body", text(true)),
         title_stem: b.add_text_field("title_stem", stemmed.clone()),
         headings_stem: b.add_text_field("headings_stem", stemmed.clone()),
+        lead_stem: b.add_text_field("lead_stem", stemmed.clone()),
         body_stem: b.add_text_field("body_stem", stemmed),
         created: b.add_date_field("created_at", date.clone()),
         updated: b.add_date_field("updated_at", date),
@@ -152,6 +158,18 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
             let headings = headings.join("\n");
             twin(&mut doc, f.headings_stem, &headings);
             doc.add_text(f.headings, headings);
+        }
+        let described = note.frontmatter.as_ref().and_then(|map| {
+            ["description", "summary"].iter().find_map(|k| {
+                map.get(*k)
+                    .and_then(crate::vault::markdown::scalar_string)
+                    .filter(|s| !s.trim().is_empty())
+            })
+        });
+        let lead = described.unwrap_or_else(|| provenance::lead(body).to_string());
+        if !lead.is_empty() {
+            twin(&mut doc, f.lead_stem, &lead);
+            doc.add_text(f.lead, lead);
         }
         doc.add_text(f.body, body);
         twin(&mut doc, f.body_stem, body);
