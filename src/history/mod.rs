@@ -140,6 +140,7 @@ impl History {
         } else {
             gix::init_bare(git_dir).map_err(|e| history_error("init", e))?
         };
+        pack::remove_leftovers(git_dir);
         let sync = repo.into_sync();
         let mut initial: HistoryStatus = std::fs::read(git_dir.join(STATUS_FILE))
             .ok()

@@ -44,6 +44,9 @@ struct Entry {
 /// Write `blobs` into one pack (and its index) under `git_dir/objects/pack`, returning
 /// each blob's id in the order given.
 pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectId>> {
+    if blobs.is_empty() {
+        return Ok(Vec::new());
+    }
     let entries: Vec<Entry> = blobs
         .par_iter()
         .map(|data| entry(data))
@@ -57,16 +60,22 @@ pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectI
     let (pack_temp, checksum, offsets) = write_pack(&dir, &unique)?;
     let index = index_bytes(&unique, &offsets, checksum)?;
     let name = format!("pack-{}", checksum.to_hex());
-    let result = (|| {
-        rename_synced(&pack_temp, &dir.join(format!("{name}.pack")))?;
-        let idx_temp = temp_path(&dir, "idx");
-        write_synced(&idx_temp, &index)?;
-        rename_synced(&idx_temp, &dir.join(format!("{name}.idx")))
-    })();
-    if result.is_err() {
+    let pack = dir.join(format!("{name}.pack"));
+    let idx = dir.join(format!("{name}.idx"));
+    if idx.exists() {
+        // The same objects were packed before (a retried commit): that pack serves.
         let _ = std::fs::remove_file(&pack_temp);
+    } else {
+        rename_synced(&pack_temp, &pack)?;
+        let idx_temp = temp_path(&dir, "idx");
+        if let Err(e) =
+            write_synced(&idx_temp, &index).and_then(|()| rename_synced(&idx_temp, &idx))
+        {
+            // A pack without its index is never read: remove it, the commit is retried.
+            let _ = std::fs::remove_file(&pack);
+            return Err(e);
+        }
     }
-    result?;
     // The renames are durable once the folder is.
     std::fs::File::open(&dir)
         .and_then(|d| d.sync_all())
@@ -209,11 +218,27 @@ fn index_bytes(entries: &[Entry], offsets: &[u64], pack: ObjectId) -> Result<Vec
     Ok(out)
 }
 
+/// The prefix of a pack or index being written.
+const TEMP_PREFIX: &str = "tmp_notevault_";
+
 fn temp_path(dir: &Path, ext: &str) -> PathBuf {
     dir.join(format!(
-        "tmp_notevault_{}.{ext}",
+        "{TEMP_PREFIX}{}.{ext}",
         uuid::Uuid::new_v4().simple()
     ))
+}
+
+/// Remove the temporary files of a pack whose writing was interrupted (a crash, a kill):
+/// called when the repository is opened, before the history thread writes anything.
+pub(crate) fn remove_leftovers(git_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(git_dir.join("objects").join("pack")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -260,6 +285,19 @@ mod tests {
             .collect();
         assert_eq!(packs.len(), 2, "{packs:?}");
         assert!(packs.iter().all(|n| n.starts_with("pack-")), "{packs:?}");
+        // The same blobs again (a retried commit): the pack there serves, nothing is added.
+        assert_eq!(write_blobs(&dir, &blobs).unwrap(), ids);
+        assert_eq!(
+            std::fs::read_dir(dir.join("objects/pack")).unwrap().count(),
+            2
+        );
+        // An interrupted write's temporary file is removed when the repository opens.
+        let leftover = dir
+            .join("objects/pack")
+            .join(format!("{TEMP_PREFIX}x.pack"));
+        std::fs::File::create_new(&leftover).unwrap();
+        remove_leftovers(&dir);
+        assert!(!leftover.exists());
         if let Ok(out) = std::process::Command::new("git")
             .arg("--git-dir")
             .arg(&dir)
