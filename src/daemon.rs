@@ -294,6 +294,7 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
                     // records the new one.
                     let stale = Observed {
                         content_hash: row.content_hash.clone(),
+                        stamp: None,
                         ..obs.clone()
                     };
                     changed.push(obs);
@@ -309,6 +310,7 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
                         content_hash: row.content_hash.clone(),
                         facts: Default::default(),
                         content: None,
+                        stamp: None,
                     }
                 }
             };

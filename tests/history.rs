@@ -275,3 +275,95 @@ async fn revisions_history_never_got_answer_an_envelope_not_a_wrong_diff() {
     .await;
     git(&s.state, &["fsck", "--strict", "--no-dangling"]);
 }
+
+/// A first start of a vault of many notes writes their blobs as one pack (not a loose
+/// object per note); git reads every note back from it and `git fsck` finds nothing.
+#[tokio::test]
+async fn a_large_first_start_is_one_pack_that_git_reads() {
+    let (dir, vault, state) = common::temp_vault(None);
+    let mut expected = Vec::new();
+    for i in 0..600 {
+        let rel = format!("folder-{}/note {i}.md", i % 7);
+        // Some notes share their bytes: the pack holds them once.
+        let body = if i % 50 == 0 {
+            "# the same\n".to_string()
+        } else {
+            format!("# Note {i}\n\n{}\n", "words ".repeat(i % 90))
+        };
+        std::fs::create_dir_all(vault.join(&rel).parent().unwrap()).unwrap();
+        std::fs::write(vault.join(&rel), &body).unwrap();
+        expected.push((rel, body));
+    }
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    common::wait_history(&s.svc).await;
+    let packs: Vec<String> = std::fs::read_dir(s.state.join("history.git/objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        packs.iter().filter(|n| n.ends_with(".pack")).count(),
+        1,
+        "{packs:?}"
+    );
+    assert_eq!(
+        packs.iter().filter(|n| n.ends_with(".idx")).count(),
+        1,
+        "{packs:?}"
+    );
+    assert!(
+        packs.iter().all(|n| n.starts_with("pack-")),
+        "no temporary file is left: {packs:?}"
+    );
+    // The loose objects are the trees and the commit only.
+    let counted = git(&s.state, &["count-objects", "-v"]);
+    let loose: usize = counted
+        .lines()
+        .find_map(|l| l.strip_prefix("count: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(loose <= 9, "{counted}");
+    let fsck = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(s.state.join("history.git"))
+        .args(["fsck", "--full", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success() && fsck.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let listed = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert_eq!(listed.lines().count(), expected.len());
+    for (rel, body) in expected.iter().step_by(37) {
+        assert_eq!(&git(&s.state, &["show", &format!("HEAD:{rel}")]), body);
+    }
+    // The API's reads of history find the packed bytes too: a diff against the version
+    // found at start.
+    let (rel, _) = &expected[123];
+    let slug = rel.trim_end_matches(".md");
+    let note = s.get_json(&format!("/v1/notes/{slug}?limit=1"), 200).await;
+    let found = note["version_id"].as_str().unwrap().to_string();
+    let res = s
+        .client
+        .post(s.url(&format!("/v1/notes/{slug}:edit")))
+        .header("Idempotency-Key", "edit-packed")
+        .json(&serde_json::json!({
+            "version_id": found,
+            "old_string": "# Note 123",
+            "new_string": "# Note one two three",
+        }))
+        .send()
+        .await
+        .unwrap();
+    common::res_json(res, 200, "edit").await;
+    let diff = s
+        .get_json(&format!("/v1/notes/{slug}:diff?from={found}"), 200)
+        .await;
+    let diff = diff["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-# Note 123") && diff.contains("+# Note one two three"),
+        "{diff}"
+    );
+}

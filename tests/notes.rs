@@ -317,3 +317,43 @@ async fn listing_orders_by_title_and_dates_and_pages_in_that_order() {
     )
     .await;
 }
+
+/// A read answers the kept bytes of a note only while its file's stamp (size, times,
+/// inode) is the one its version was read with: a save in place of the same size, its
+/// modification time put back, is still read as a new version (its change time moved),
+/// with the watcher off so the read itself must catch it.
+#[tokio::test]
+async fn a_same_size_save_with_its_mtime_put_back_is_read_as_a_new_version() {
+    let s = TestServer::start(Some("vault-example"), |c| c.watch = false).await;
+    let path = s.vault.join("Inbox.md");
+    let before = s.get_json("/v1/notes/Inbox?limit=500", 200).await;
+    let again = s.get_json("/v1/notes/Inbox?limit=500", 200).await;
+    assert_eq!(again, before, "an unchanged note reads the same");
+    let old = std::fs::read(&path).unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut new = old.clone();
+    let at = new.iter().position(|b| b.is_ascii_lowercase()).unwrap();
+    new[at] = new[at].to_ascii_uppercase();
+    {
+        use std::io::{Seek, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(&new).unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), old.len() as u64);
+    let after = s.get_json("/v1/notes/Inbox?limit=500", 200).await;
+    assert_eq!(after["note_id"], before["note_id"]);
+    assert_ne!(after["version_id"], before["version_id"]);
+    let text: Vec<&str> = after["lines"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        text.join("\n").trim_end(),
+        String::from_utf8(new).unwrap().trim_end()
+    );
+}

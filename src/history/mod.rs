@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::vault::path::unstorable;
 
+mod pack;
 mod read;
 pub use read::{content_at_seq, read_at, Stored};
 
@@ -139,6 +140,7 @@ impl History {
         } else {
             gix::init_bare(git_dir).map_err(|e| history_error("init", e))?
         };
+        pack::remove_leftovers(git_dir);
         let sync = repo.into_sync();
         let mut initial: HistoryStatus = std::fs::read(git_dir.join(STATUS_FILE))
             .ok()
@@ -444,34 +446,38 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
     // leaves that change out.
     type Blob = std::result::Result<Option<gix::ObjectId>, String>;
     let progress = crate::progress::Progress::start("history", "files", storable.len() as u64);
-    let blobs: Vec<(String, Blob)> = storable
-        .par_iter()
-        .inspect(|_| progress.inc(1))
-        .map_init(
-            || sync.to_thread_local(),
-            |repo, change| -> Result<_> {
-                let id: Blob = match &change.content {
-                    None => Ok(None),
-                    Some(Content::Bytes(bytes)) => Ok(Some(
-                        repo.write_blob(bytes.as_slice())
-                            .map_err(|e| history_error("write blob", e))?
-                            .detach(),
-                    )),
-                    Some(Content::File(path)) => match std::fs::read(path) {
-                        Ok(bytes) => Ok(Some(
-                            repo.write_blob(&bytes)
+    let blobs: Vec<(String, Blob)> = if storable.len() >= pack::AT_LEAST {
+        packed_blobs(sync, &storable)?
+    } else {
+        storable
+            .par_iter()
+            .inspect(|_| progress.inc(1))
+            .map_init(
+                || sync.to_thread_local(),
+                |repo, change| -> Result<_> {
+                    let id: Blob = match &change.content {
+                        None => Ok(None),
+                        Some(Content::Bytes(bytes)) => Ok(Some(
+                            repo.write_blob(bytes.as_slice())
                                 .map_err(|e| history_error("write blob", e))?
                                 .detach(),
                         )),
-                        // Gone since it was seen: the next reconcile records the removal.
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                        Err(e) => Err(format!("unreadable: {e}")),
-                    },
-                };
-                Ok((change.path.clone(), id))
-            },
-        )
-        .collect::<Result<_>>()?;
+                        Some(Content::File(path)) => match std::fs::read(path) {
+                            Ok(bytes) => Ok(Some(
+                                repo.write_blob(&bytes)
+                                    .map_err(|e| history_error("write blob", e))?
+                                    .detach(),
+                            )),
+                            // Gone since it was seen: the next reconcile records the removal.
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                            Err(e) => Err(format!("unreadable: {e}")),
+                        },
+                    };
+                    Ok((change.path.clone(), id))
+                },
+            )
+            .collect::<Result<_>>()?
+    };
     progress.finish();
 
     let parent = repo.head_id().ok().map(|id| id.detach());
@@ -539,6 +545,43 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
         id: Some(id.to_string()),
         left_out,
     })
+}
+
+/// A change's blob: its id, `None` for a removal, `Err` when it is left out (and why).
+type BlobOf = std::result::Result<Option<gix::ObjectId>, String>;
+
+/// The blobs of a commit of many files, written as one pack (`pack.rs`) from the bytes
+/// given; a file to read is read here (a note too large to keep in memory).
+fn packed_blobs(
+    sync: &gix::ThreadSafeRepository,
+    changes: &[&Change],
+) -> Result<Vec<(String, BlobOf)>> {
+    let read: Vec<std::result::Result<Option<Arc<Vec<u8>>>, String>> = changes
+        .par_iter()
+        .map(|change| match &change.content {
+            None => Ok(None),
+            Some(Content::Bytes(bytes)) => Ok(Some(bytes.clone())),
+            Some(Content::File(path)) => match std::fs::read(path) {
+                Ok(bytes) => Ok(Some(Arc::new(bytes))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("unreadable: {e}")),
+            },
+        })
+        .collect();
+    let data: Vec<&[u8]> = read
+        .iter()
+        .filter_map(|r| r.as_ref().ok().and_then(|b| b.as_deref()))
+        .map(Vec::as_slice)
+        .collect();
+    let mut ids = pack::write_blobs(sync.git_dir(), &data)?.into_iter();
+    Ok(changes
+        .iter()
+        .zip(read)
+        .map(|(change, r)| {
+            let id = r.map(|b| b.and_then(|_| ids.next()));
+            (change.path.clone(), id)
+        })
+        .collect())
 }
 
 pub(crate) const LEFT_OUT_TRAILER: &str = "Notevault-Left-Out: ";

@@ -137,6 +137,7 @@ mod tests {
                 content_hash: String::new(),
                 facts,
                 content: None,
+                stamp: None,
             },
             "id".into(),
             "v".into(),

@@ -11,6 +11,7 @@ use crate::state::State;
 use crate::vault::catalog::Note;
 use crate::vault::content_hash;
 use crate::vault::path::slug_of;
+use crate::vault::scan::FileStamp;
 
 /// A note and the bytes of the version it names.
 pub type NoteBytes = (Arc<Note>, Vec<u8>);
@@ -71,6 +72,11 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
 /// writing in place can be caught mid-write, so a file whose hash is not the catalog's
 /// is reconciled and read again, a few times. `Err(note)`: it kept changing (the latest
 /// note).
+///
+/// A file whose stamp (size, times, inode: `FileStamp`) is the one taken when the
+/// catalog's version was read holds that version: its kept bytes are answered without
+/// reading or hashing the file. Any save changes the stamp (a new mtime and ctime, or a
+/// new inode for an atomic rename), and is then hashed and reconciled as before.
 pub(crate) fn read_agreeing(
     state: &State,
     key: &str,
@@ -79,6 +85,12 @@ pub(crate) fn read_agreeing(
     let mut note = find_with(state, key, lock)?;
     for _ in 0..5 {
         let safe = state.paths.resolve(&note.path)?;
+        if let (Some(stamp), Some(kept)) = (note.stamp, note.content.as_ref()) {
+            if FileStamp::at(&safe.abs).is_ok_and(|now| now == stamp) {
+                let bytes = kept.as_ref().clone();
+                return Ok(Ok((note, bytes)));
+            }
+        }
         let bytes = match std::fs::read(&safe.abs) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -56,6 +56,9 @@ pub struct Note {
     /// The file's bytes as of `content_hash`, for search and grep; `None` when the note
     /// is too large to keep (or private).
     pub content: Option<Arc<Vec<u8>>>,
+    /// The file's stamp when the bytes of `content_hash` were read from it (`None`: not
+    /// known; a read hashes the file).
+    pub stamp: Option<crate::vault::scan::FileStamp>,
 }
 
 /// A file the scan could not take in, and why (reported in `coverage`).
@@ -272,6 +275,7 @@ pub fn note_from(
         updated_at: observed.mtime.into(),
         observed_at,
         content: observed.content,
+        stamp: observed.stamp,
         path: observed.rel,
         slug,
     }

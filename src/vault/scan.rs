@@ -23,6 +23,38 @@ pub struct Observed {
     pub facts: NoteFacts,
     /// The bytes, kept for search and grep; `None` above [`MAX_CONTENT_BYTES`].
     pub content: Option<Arc<Vec<u8>>>,
+    /// What a stat said of the file both before and after its bytes were read (`None`
+    /// when the two differ, or when the bytes did not come from reading the file).
+    pub stamp: Option<FileStamp>,
+}
+
+/// What a stat says of a file: size, modification and change times, device and inode.
+/// A file whose stamp is the one taken when its bytes were read is presumed to hold
+/// those bytes (a read checks this instead of hashing); an edit that keeps all of them
+/// (same size, within one tick of the file system's clock) is the watcher's to catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+    pub inode: (u64, u64),
+}
+
+impl FileStamp {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            size: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            inode: (meta.dev(), meta.ino()),
+        }
+    }
+
+    /// The stamp of the file at `abs` now (following a symlink, as a read does).
+    pub fn at(abs: &Path) -> std::io::Result<Self> {
+        std::fs::metadata(abs).map(|m| Self::of(&m))
+    }
 }
 
 /// Notes larger than this are listed and readable but neither indexed nor grepped
@@ -119,6 +151,12 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
     let meta = file.metadata()?;
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes)?;
+    let before = FileStamp::of(&meta);
+    let stamp = file
+        .metadata()
+        .ok()
+        .map(|m| FileStamp::of(&m))
+        .filter(|after| *after == before && after.size == bytes.len() as u64);
     let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
     Ok(Observed {
         rel: rel.to_string(),
@@ -128,6 +166,7 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
         content_hash: content_hash(&bytes),
         facts: markdown::facts(&bytes),
         content: keep_content(Arc::new(bytes)),
+        stamp,
     })
 }
 

@@ -258,6 +258,7 @@ pub(crate) fn record_change(
             content_hash: crate::vault::content_hash(new),
             facts: crate::vault::markdown::facts(new),
             content: scan::keep_content(new.clone()),
+            stamp: None,
         }
     });
     let Identity {
