@@ -202,8 +202,10 @@ impl RateLimits {
                 }))
             }
             Err(not_until) => {
+                // The limiter's own clock: a new `DefaultClock` calibrates itself (CPUID,
+                // a timing loop): 17% of the CPU of a daemon refusing most of a load.
                 let wait = not_until
-                    .wait_time_from(DefaultClock::default().now())
+                    .wait_time_from(limit.limiter.clock().now())
                     .as_secs_f64()
                     .ceil()
                     .max(1.0) as u64;
