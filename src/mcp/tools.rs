@@ -57,8 +57,9 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Ask in words: `q` is read as a question (plain words ranked, more matches \
 first, stop words dropped, `synced` finds `sync`; `match: \"all\"` requires every word), and \
 `\"a phrase\"`, `+must`, `-not`, `prefix*`, `a OR b`, `title:word` are precise; the answer's \
-`query` says how `q` was read. BM25 over title and aliases (boosted most), headings, tags, \
-path, frontmatter properties and body, CJK text included. Returns, best first, note handles \
+`query` says how `q` was read. BM25 over title and aliases (boosted most), the note's lead \
+(its description or first paragraph), headings, tags, path, frontmatter properties and body, \
+CJK text included. Returns, best first, note handles \
 with why they matched: `score`, `matched_fields`, `lines` (the first matching line numbers, \
 numbered as `read_note` numbers them), `line_count` and a short `snippet`; never a body: read \
 the text around a hit with `read_note` (`offset` a little before a listed line). `filter` \
