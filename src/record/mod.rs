@@ -202,6 +202,7 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         allow_empty: true,
         replace: whole,
     });
+    let started = std::time::Instant::now();
     let (commit, commit_id, history_problem) = if durable {
         let (id, problem) = match commit.recv() {
             Ok(Ok(written)) if written.left_out.is_empty() => (written.id, None),
@@ -282,7 +283,9 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
             }
         }
     }
+    let history_us = started.elapsed().as_micros() as u64;
     state.meta.record(&revisions, &ops, &rows, &deleted)?;
+    let meta_us = started.elapsed().as_micros() as u64 - history_us;
 
     // 3. Catalog.
     let mut recorded = Vec::with_capacity(revisions.len());
@@ -339,6 +342,14 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
     if let Some(last) = file_seqs_out.last() {
         state.index.advance(*last);
     }
+    tracing::debug!(
+        entries = recorded.len(),
+        durable,
+        history_us,
+        meta_us,
+        total_us = started.elapsed().as_micros() as u64,
+        "recorded"
+    );
     Ok(Recorded {
         entries: recorded,
         commit,

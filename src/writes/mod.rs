@@ -12,6 +12,7 @@
 mod apply;
 mod attachments;
 pub mod folders;
+mod group;
 pub mod links;
 mod plan;
 pub mod receipt;
