@@ -12,7 +12,9 @@
 //! Step 2 also appends each change's sync op (`sync_ops`, at the change's seq, in the
 //! same transaction as its revision or attachment change): this is the one place the op
 //! log grows. The caller holds the write lock, so seqs and history commits advance
-//! together.
+//! together. A batch may be a group of API writes (`writes::group`): one history commit
+//! carries them all (its `Notevault-Seq` a range), each entry its own seq, revision and
+//! op.
 //!
 //! `reconcile` turns what was found on disk into a batch; `refresh` is reconcile on read
 //! (find a note, read bytes that agree with its version).
