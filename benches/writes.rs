@@ -85,6 +85,9 @@ async fn run() -> Result<()> {
     copy(&corpus, &git_copy)?;
     eprintln!("preparing the git reference repository (untimed)...");
     git(&git_copy, &["init", "-q"])?;
+    // No background repack of the 44k loose objects while the daemon is measured.
+    git(&git_copy, &["config", "gc.auto", "0"])?;
+    git(&git_copy, &["config", "maintenance.auto", "false"])?;
     git(&git_copy, &["add", "-A"])?;
     git(&git_copy, &["commit", "-q", "-m", "init"])?;
 

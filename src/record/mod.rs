@@ -114,6 +114,18 @@ pub struct Recorded {
 /// caller holds the write lock. An empty batch without a whole-vault commit records
 /// nothing.
 pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
+    record_with(state, batch, || Ok(()))
+}
+
+/// [`record`], running `meanwhile` once the history commit is sent and before anything
+/// else is recorded, while the history thread writes it: the folder fsyncs of the
+/// batch's writes. Its error is answered once the batch is recorded (the changes are on
+/// disk and in history by then, so they are recorded all the same).
+pub fn record_with(
+    state: &State,
+    batch: Batch<'_>,
+    meanwhile: impl FnOnce() -> Result<()>,
+) -> Result<Recorded> {
     let Batch {
         actor,
         subject,
@@ -205,6 +217,7 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         replace: whole,
     });
     let started = std::time::Instant::now();
+    let meanwhile = meanwhile();
     let (commit, commit_id, history_problem) = if durable {
         let (id, problem) = match commit.recv() {
             Ok(Ok(written)) if written.left_out.is_empty() => (written.id, None),
@@ -352,6 +365,7 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         total_us = started.elapsed().as_micros() as u64,
         "recorded"
     );
+    meanwhile?;
     Ok(Recorded {
         entries: recorded,
         commit,

@@ -149,9 +149,8 @@ pub(crate) fn commit_change(
         Stage::Unchanged(receipt) => Ok(*receipt),
         Stage::Prepared(_) => Err(Error::internal("a write was prepared, not applied")),
         Stage::Staged(staged) => {
-            dirs.sync()?;
             crash_point(state, "after-file");
-            let receipts = record_staged(state, actor, vec![staged])?;
+            let receipts = record_staged(state, actor, vec![staged], &mut dirs)?;
             receipts
                 .into_iter()
                 .next()
@@ -306,21 +305,28 @@ pub(crate) fn record_change(
         renamed: change.renamed,
         identity,
     };
-    let receipts = record_staged(state, change.actor, vec![staged])?;
+    let receipts = record_staged(
+        state,
+        change.actor,
+        vec![staged],
+        &mut fsio::DirSyncs::default(),
+    )?;
     receipts
         .into_iter()
         .next()
         .ok_or_else(|| Error::internal("the recorder recorded nothing"))
 }
 
-/// Record changes that are on disk (their folders synced) as one batch of the one
-/// recorder, durably: one history commit carries them all, one transaction records
-/// their revisions and sync ops, each with its own seq and version. Answers a receipt
+/// Record changes that are on disk as one batch of the one recorder, durably: one
+/// history commit carries them all, one transaction records their revisions and sync
+/// ops, each with its own seq and version. `dirs` (the folders they changed) are fsynced
+/// while history writes the commit, before anything else is recorded. Answers a receipt
 /// per change, in order. The caller holds the write lock.
 pub(crate) fn record_staged(
     state: &State,
     actor: &str,
     staged: Vec<Staged>,
+    dirs: &mut fsio::DirSyncs,
 ) -> Result<Vec<Receipt>> {
     let now = Utc::now();
     let subject = match staged.as_slice() {
@@ -377,7 +383,7 @@ pub(crate) fn record_staged(
             created_at,
         });
     }
-    let recorded = crate::record::record(
+    let recorded = crate::record::record_with(
         state,
         crate::record::Batch {
             actor,
@@ -388,6 +394,7 @@ pub(crate) fn record_staged(
             durable: true,
             marks: Vec::new(),
         },
+        || dirs.sync(),
     )?;
     let receipts = recorded
         .entries

@@ -3,11 +3,12 @@
 //! arrival order, under the write lock:
 //!
 //! 1. each write is planned (its preconditions checked against the catalog), its intent
-//!    stored, its file written (temp file fsynced, checked, renamed): a write that fails
-//!    here gets its own error and the others go on;
-//! 2. the folders they touched are fsynced once each;
-//! 3. the one recorder records them as one batch: one history commit (waited for), one
-//!    transaction of revisions and sync ops, each write its own seq and version;
+//!    stored, its temp file written: a write that fails here (or when its file is put
+//!    in place) gets its own error and the others go on;
+//! 2. the temp files are fsynced at once, then each is put in place;
+//! 3. the one recorder records them as one batch: one history commit, during which the
+//!    folders they touched are fsynced once each, then (both done) one transaction of
+//!    revisions and sync ops, each write its own seq and version;
 //! 4. each write gets its receipt (or the batch's error).
 //!
 //! The writes of one group never touch the same note: a write naming a note that a
@@ -202,10 +203,8 @@ impl Group {
         self.note_ids.clear();
         let writes = staged.len();
         let started = std::time::Instant::now();
-        let recorded = self.dirs.sync().and_then(|()| {
-            crash_point(state, "after-file");
-            record_staged(state, &actor, staged)
-        });
+        crash_point(state, "after-file");
+        let recorded = record_staged(state, &actor, staged, &mut self.dirs);
         tracing::debug!(
             writes,
             staged_us = self.since.map_or(0, |t| (started - t).as_micros() as u64),
