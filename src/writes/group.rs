@@ -281,7 +281,16 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
         }
         group.since.get_or_insert_with(std::time::Instant::now);
         let t = std::time::Instant::now();
-        let planned = plan(state, op);
+        let mut planned = plan(state, op);
+        // The place it names may be one a staged write takes under another spelling:
+        // record the group, and plan again against what is then on disk.
+        if planned
+            .as_ref()
+            .is_ok_and(|p| group.paths.contains(&p.to_rel.to_lowercase()))
+        {
+            group.flush(state);
+            planned = plan(state, op);
+        }
         group.plan_us += t.elapsed().as_micros() as u64;
         let planned = match planned {
             Ok(planned) => planned,
