@@ -333,7 +333,7 @@ async fn a_receipt_leaves_only_once_its_change_is_in_history() {
     for w in 0..8 {
         let s = s.clone();
         writers.push(tokio::spawn(async move {
-            for i in 0..6 {
+            for i in 0..3 {
                 let slug = format!("w{w}/n{i}");
                 let path = format!("{slug}.md");
                 let first = format!("# Writer {w} note {i}\n\nfirst\n");

@@ -75,7 +75,10 @@ pub(crate) fn apply_grouped(
         if let Some(answer) = job.answer.lock().take() {
             return answer;
         }
-        let Some(leading) = queue.lead.try_lock() else {
+        let Some(leading) = queue.lead.try_lock().map(|guard| StepDown {
+            queue,
+            leading: Some(guard),
+        }) else {
             // A leader is at work (maybe on this write): wait for it to finish. It
             // notifies with `jobs` held, so the wake-up cannot be missed.
             queue.changed.wait(&mut jobs);
@@ -91,12 +94,26 @@ pub(crate) fn apply_grouped(
             let _write = state.write_lock.lock();
             lead(state, &taken);
         }
-        let jobs = queue.jobs.lock();
         drop(leading);
-        queue.changed.notify_all();
-        drop(jobs);
         let answer = job.answer.lock().take();
         return answer.unwrap_or_else(|| Err(Error::internal("a queued write was not applied")));
+    }
+}
+
+/// A leader stepping down, also when it unwinds: the lead is let go and the waiting
+/// threads woken with the queue held (so none misses it); a thread whose write was taken
+/// and not answered then answers itself an error instead of waiting for ever.
+struct StepDown<'a> {
+    queue: &'a crate::state::WriteQueue,
+    leading: Option<parking_lot::MutexGuard<'a, ()>>,
+}
+
+impl Drop for StepDown<'_> {
+    fn drop(&mut self) {
+        let jobs = self.queue.jobs.lock();
+        drop(self.leading.take());
+        self.queue.changed.notify_all();
+        drop(jobs);
     }
 }
 
