@@ -40,6 +40,8 @@ pub struct State {
     pub vault_id: String,
     /// One change is recorded at a time: API writes and reconciles of disk changes.
     pub write_lock: Mutex<()>,
+    /// Writes waiting to be applied as a group (see `writes::group`).
+    pub write_queue: WriteQueue,
     /// Per-`Idempotency-Key` locks of the write pipeline.
     pub key_locks: KeyLocks,
     /// Notes that just left the folder, for move detection across batches.
@@ -53,6 +55,17 @@ pub struct State {
     /// A purge asked for: the daemon stops serving and then removes its state
     /// (`daemon::purge`), once nothing else holds it.
     pub purge: std::sync::OnceLock<PurgeRequest>,
+}
+
+/// Writes waiting to be applied (`writes::group`'s jobs, opaque here): whoever holds
+/// `lead` takes every queued job, applies them as one group under the write lock (one
+/// history commit, one transaction, one fsync per folder), answers each, and wakes the
+/// waiting threads (`changed`, notified with `jobs` held).
+#[derive(Default)]
+pub struct WriteQueue {
+    pub jobs: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
+    pub changed: parking_lot::Condvar,
+    pub lead: Mutex<()>,
 }
 
 /// What a purge was asked to do beyond removing the daemon's state.
@@ -91,6 +104,7 @@ impl State {
             token_key,
             vault_id,
             write_lock: Mutex::new(()),
+            write_queue: WriteQueue::default(),
             key_locks: KeyLocks::default(),
             recently_removed: RecentlyRemoved::default(),
             index,

@@ -367,3 +367,251 @@ async fn a_large_first_start_is_one_pack_that_git_reads() {
         "{diff}"
     );
 }
+
+/// The commit of `history.git` whose `Notevault-Seq` covers `seq`, reachable from HEAD
+/// (`None`: no such commit yet), and the seqs it covers.
+fn commit_of_seq(state: &std::path::Path, seq: i64) -> Option<(String, i64, i64)> {
+    let log = git(
+        state,
+        &[
+            "log",
+            "--format=%H %(trailers:key=Notevault-Seq,valueonly,separator=%x2C)",
+            "HEAD",
+        ],
+    );
+    log.lines().find_map(|line| {
+        let (id, range) = line.split_once(' ')?;
+        let (lo, hi) = range
+            .trim()
+            .split_once('-')
+            .unwrap_or((range.trim(), range.trim()));
+        let (lo, hi) = (lo.parse::<i64>().ok()?, hi.parse::<i64>().ok()?);
+        (lo <= seq && seq <= hi).then(|| (id.to_string(), lo, hi))
+    })
+}
+
+/// Right when a receipt arrives: the commit carrying its seq is reachable from HEAD and
+/// holds the note's bytes as written.
+async fn assert_in_history(
+    state: &std::path::Path,
+    receipt: &serde_json::Value,
+    path: &str,
+    bytes: &str,
+) {
+    let seq = receipt["committed_seq"].as_i64().expect("a seq");
+    let (state, path, bytes) = (state.to_path_buf(), path.to_string(), bytes.to_string());
+    tokio::task::spawn_blocking(move || {
+        let (commit, _, _) = commit_of_seq(&state, seq)
+            .unwrap_or_else(|| panic!("no commit reachable from HEAD carries seq {seq} ({path})"));
+        assert_eq!(
+            git(&state, &["show", &format!("{commit}:{path}")]),
+            bytes,
+            "{path} at seq {seq}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+/// A receipt never leaves before its change is in `history.git`: eight writers create
+/// and edit their own notes at once (so their writes share group commits), and the git
+/// CLI reads `history.git` as each receipt arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_receipt_leaves_only_once_its_change_is_in_history() {
+    let s =
+        std::sync::Arc::new(TestServer::start(None, |c| c.rate_limit_write_per_minute = 0).await);
+    common::wait_history(&s.svc).await;
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let s = s.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..3 {
+                let slug = format!("w{w}/n{i}");
+                let path = format!("{slug}.md");
+                let first = format!("# Writer {w} note {i}\n\nfirst\n");
+                let receipt = s
+                    .call(
+                        reqwest::Method::POST,
+                        "/v1/notes",
+                        Some(&format!("c-{w}-{i}")),
+                        Some(serde_json::json!({"slug": slug, "content": first})),
+                        201,
+                    )
+                    .await;
+                assert_in_history(&s.state, &receipt, &path, &first).await;
+                let receipt = s
+                    .call(
+                        reqwest::Method::POST,
+                        &format!("/v1/notes/w{w}%2Fn{i}:edit"),
+                        Some(&format!("e-{w}-{i}")),
+                        Some(serde_json::json!({
+                            "version_id": receipt["version_id"],
+                            "old_string": "first",
+                            "new_string": "second",
+                        })),
+                        200,
+                    )
+                    .await;
+                assert_in_history(&s.state, &receipt, &path, &first.replace("first", "second"))
+                    .await;
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+}
+
+/// Writes that arrive while the write lock is held are applied as one group: one history
+/// commit carries them all, each keeps its own seq and version, and a write of the group
+/// that fails (a name taken, a stale version) gets its own answer without failing the
+/// others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_that_arrive_together_share_one_commit_and_keep_their_own_answers() {
+    let s = std::sync::Arc::new(TestServer::start(None, |_| {}).await);
+    let taken = s
+        .call(
+            reqwest::Method::POST,
+            "/v1/notes",
+            Some("taken"),
+            Some(serde_json::json!({"slug": "taken", "content": "# Taken\n"})),
+            201,
+        )
+        .await;
+    common::wait_history(&s.svc).await;
+    let heads_before = git(&s.state, &["rev-list", "--count", "HEAD"]);
+
+    // Play a leader at work until all ten writes are queued behind it, then step down
+    // as a leader does (the waiting threads are woken with the queue held).
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let svc = s.svc.clone();
+    let holder = tokio::task::spawn_blocking(move || {
+        let queue = &svc.write_queue;
+        let leading = queue.lead.lock();
+        held_tx.send(()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while queue.jobs.lock().len() < 10 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let jobs = queue.jobs.lock();
+        let queued = jobs.len();
+        drop(leading);
+        queue.changed.notify_all();
+        drop(jobs);
+        queued
+    });
+    held_rx.recv().unwrap();
+    let mut writes = Vec::new();
+    for i in 0..8 {
+        let s = s.clone();
+        writes.push(tokio::spawn(async move {
+            let content = format!("# Grouped {i}\n");
+            let receipt = s
+                .call(
+                    reqwest::Method::POST,
+                    "/v1/notes",
+                    Some(&format!("g{i}")),
+                    Some(serde_json::json!({"slug": format!("g{i}"), "content": content})),
+                    201,
+                )
+                .await;
+            assert_in_history(&s.state, &receipt, &format!("g{i}.md"), &content).await;
+            receipt
+        }));
+    }
+    let collide = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.refused(
+                "a create of a name taken, in a group",
+                reqwest::Method::POST,
+                "/v1/notes",
+                Some("collide"),
+                Some(serde_json::json!({"slug": "taken", "content": "other\n"})),
+                409,
+                "NAME_COLLISION",
+            )
+            .await
+        })
+    };
+    let stale = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.refused(
+                "an edit of a stale version, in a group",
+                reqwest::Method::POST,
+                "/v1/notes/taken:edit",
+                Some("stale"),
+                Some(serde_json::json!({
+                    "version_id": "0190aaaa-0000-7000-8000-000000000000",
+                    "old_string": "Taken",
+                    "new_string": "Edited",
+                })),
+                409,
+                "VERSION_MOVED",
+            )
+            .await
+        })
+    };
+    assert_eq!(
+        holder.await.unwrap(),
+        10,
+        "all ten writes queued behind the lock"
+    );
+    let mut receipts = Vec::new();
+    for w in writes {
+        receipts.push(w.await.unwrap());
+    }
+    collide.await.unwrap();
+    stale.await.unwrap();
+
+    let mut seqs: Vec<i64> = receipts
+        .iter()
+        .map(|r| r["committed_seq"].as_i64().unwrap())
+        .collect();
+    seqs.sort();
+    let first = taken["committed_seq"].as_i64().unwrap() + 1;
+    assert_eq!(seqs, (first..first + 8).collect::<Vec<_>>(), "a seq each");
+    let mut versions: Vec<&str> = receipts
+        .iter()
+        .map(|r| r["version_id"].as_str().unwrap())
+        .collect();
+    versions.sort();
+    versions.dedup();
+    assert_eq!(versions.len(), 8, "a version each");
+    let (commit, lo, hi) = commit_of_seq(&s.state, first).unwrap();
+    assert_eq!((lo, hi), (first, first + 7), "one commit carries the eight");
+    assert_eq!(git(&s.state, &["rev-parse", "HEAD"]).trim(), commit);
+    let heads_after = git(&s.state, &["rev-list", "--count", "HEAD"]);
+    assert_eq!(
+        heads_after.trim().parse::<u64>().unwrap(),
+        heads_before.trim().parse::<u64>().unwrap() + 1
+    );
+    // Each keeps its own revision, and its own op in the sync log.
+    for r in &receipts {
+        let slug = r["slug"].as_str().unwrap();
+        let revisions = s
+            .get_json(&format!("/v1/notes/{slug}:listRevisions"), 200)
+            .await;
+        let listed = revisions.to_string();
+        assert!(
+            listed.contains(r["version_id"].as_str().unwrap()),
+            "{listed}"
+        );
+    }
+    let ops = s
+        .get_json(&format!("/v1/sync/ops?after_seq={}", first - 1), 200)
+        .await;
+    let listed = ops.to_string();
+    for r in &receipts {
+        assert!(
+            listed.contains(r["version_id"].as_str().unwrap()),
+            "{listed}"
+        );
+    }
+    // The stale edit and the taken name changed nothing.
+    assert_eq!(
+        std::fs::read_to_string(s.vault.join("taken.md")).unwrap(),
+        "# Taken\n"
+    );
+}

@@ -12,7 +12,9 @@
 //! Step 2 also appends each change's sync op (`sync_ops`, at the change's seq, in the
 //! same transaction as its revision or attachment change): this is the one place the op
 //! log grows. The caller holds the write lock, so seqs and history commits advance
-//! together.
+//! together. A batch may be a group of API writes (`writes::group`): one history commit
+//! carries them all (its `Notevault-Seq` a range), each entry its own seq, revision and
+//! op.
 //!
 //! `reconcile` turns what was found on disk into a batch; `refresh` is reconcile on read
 //! (find a note, read bytes that agree with its version).
@@ -112,6 +114,18 @@ pub struct Recorded {
 /// caller holds the write lock. An empty batch without a whole-vault commit records
 /// nothing.
 pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
+    record_with(state, batch, || Ok(()))
+}
+
+/// [`record`], running `meanwhile` once the history commit is sent and before anything
+/// else is recorded, while the history thread writes it: the folder fsyncs of the
+/// batch's writes. Its error is answered once the batch is recorded (the changes are on
+/// disk and in history by then, so they are recorded all the same).
+pub fn record_with(
+    state: &State,
+    batch: Batch<'_>,
+    meanwhile: impl FnOnce() -> Result<()>,
+) -> Result<Recorded> {
     let Batch {
         actor,
         subject,
@@ -202,6 +216,8 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
         allow_empty: true,
         replace: whole,
     });
+    let started = std::time::Instant::now();
+    let meanwhile = meanwhile();
     let (commit, commit_id, history_problem) = if durable {
         let (id, problem) = match commit.recv() {
             Ok(Ok(written)) if written.left_out.is_empty() => (written.id, None),
@@ -282,7 +298,9 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
             }
         }
     }
+    let history_us = started.elapsed().as_micros() as u64;
     state.meta.record(&revisions, &ops, &rows, &deleted)?;
+    let meta_us = started.elapsed().as_micros() as u64 - history_us;
 
     // 3. Catalog.
     let mut recorded = Vec::with_capacity(revisions.len());
@@ -339,6 +357,15 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
     if let Some(last) = file_seqs_out.last() {
         state.index.advance(*last);
     }
+    tracing::debug!(
+        entries = recorded.len(),
+        durable,
+        history_us,
+        meta_us,
+        total_us = started.elapsed().as_micros() as u64,
+        "recorded"
+    );
+    meanwhile?;
     Ok(Recorded {
         entries: recorded,
         commit,

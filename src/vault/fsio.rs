@@ -77,6 +77,31 @@ pub fn check(path: &Path, expect: &Expect) -> Result<()> {
     }
 }
 
+/// Folders whose fsync is owed: a write that defers it ([`atomic_write_deferred`],
+/// [`atomic_move_deferred`]) names its folders here, and the caller syncs them all once
+/// ([`DirSyncs::sync`]) before anything is answered, so writes applied together share
+/// one fsync per folder.
+#[derive(Debug, Default)]
+pub struct DirSyncs {
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl DirSyncs {
+    fn add(&mut self, dir: &Path) {
+        if !self.dirs.iter().any(|d| d == dir) {
+            self.dirs.push(dir.to_path_buf());
+        }
+    }
+
+    /// Fsync every folder named, once each (a new folder before the folder it is in).
+    pub fn sync(&mut self) -> Result<()> {
+        for dir in std::mem::take(&mut self.dirs) {
+            sync_dir(&dir)?;
+        }
+        Ok(())
+    }
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
@@ -90,6 +115,29 @@ fn parent(path: &Path) -> Result<&Path> {
 
 /// Write `bytes` to `path` atomically, if `path` still matches `expect`.
 pub fn atomic_write(path: &Path, bytes: &[u8], expect: &Expect) -> Result<()> {
+    let mut dirs = DirSyncs::default();
+    atomic_write_deferred(path, bytes, expect, &mut dirs)?;
+    dirs.sync()
+}
+
+/// [`atomic_write`] whose folder fsync is left to `dirs`: the file's bytes are synced
+/// and in place when it returns, its folder entry once the caller syncs `dirs`.
+pub fn atomic_write_deferred(
+    path: &Path,
+    bytes: &[u8],
+    expect: &Expect,
+    dirs: &mut DirSyncs,
+) -> Result<()> {
+    let temp = prepare(path, bytes, expect)?;
+    temp.sync()?;
+    temp.place(dirs)
+}
+
+/// The first half of an atomic write: `bytes` in a temp file beside `path`, not yet
+/// synced nor in place. [`Temp::sync`] then [`Temp::place`] finish it (writes applied
+/// together sync their temp files at once); a `Temp` dropped before it is placed
+/// removes its file.
+pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
     let dir = parent(path)?;
     let created_dir = !dir.exists();
     if created_dir {
@@ -97,27 +145,71 @@ pub fn atomic_write(path: &Path, bytes: &[u8], expect: &Expect) -> Result<()> {
             .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
     }
     let temp = dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
-    let result = (|| {
-        let mut file = File::create(&temp)
-            .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
-        file.write_all(bytes)
-            .and_then(|_| file.sync_all())
-            .map_err(|e| Error::internal(format!("cannot write {}: {e}", temp.display())))?;
-        drop(file);
-        check(path, expect)?;
-        swap_in(&temp, path, expect)?;
-        sync_dir(dir)?;
-        if created_dir {
+    let file = File::create(&temp)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
+    // From here on, dropping it removes the temp file.
+    let mut prepared = Temp {
+        temp,
+        path: path.to_path_buf(),
+        expect: expect.clone(),
+        created_dir,
+        file: Some(file),
+    };
+    if let Some(file) = prepared.file.as_mut() {
+        file.write_all(bytes).map_err(|e| {
+            Error::internal(format!("cannot write {}: {e}", prepared.temp.display()))
+        })?;
+    }
+    Ok(prepared)
+}
+
+/// A temp file written by [`prepare`], waiting to be synced and put in place.
+#[derive(Debug)]
+pub struct Temp {
+    temp: std::path::PathBuf,
+    path: std::path::PathBuf,
+    expect: Expect,
+    created_dir: bool,
+    /// Open until placed; `None` once placed (or never written).
+    file: Option<File>,
+}
+
+impl Temp {
+    /// Fsync the temp file's bytes.
+    pub fn sync(&self) -> Result<()> {
+        match &self.file {
+            Some(file) => file
+                .sync_all()
+                .map_err(|e| Error::internal(format!("cannot write {}: {e}", self.temp.display()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Put the synced temp file at its path, if the path still matches what was expected
+    /// (see [`atomic_write`]); its folder's fsync is left to `dirs`.
+    pub fn place(mut self, dirs: &mut DirSyncs) -> Result<()> {
+        drop(self.file.take());
+        check(&self.path, &self.expect)?;
+        swap_in(&self.temp, &self.path, &self.expect)?;
+        // In place: nothing to remove when dropped.
+        self.temp = std::path::PathBuf::new();
+        let dir = parent(&self.path)?;
+        dirs.add(dir);
+        if self.created_dir {
             if let Some(grand) = dir.parent() {
-                sync_dir(grand)?;
+                dirs.add(grand);
             }
         }
         Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
     }
-    result
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if !self.temp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -198,10 +290,23 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect) -> Result<()> {
 
 /// Move `from` to `to` (which must not exist) if `from` still matches `expect`.
 pub fn atomic_move(from: &Path, to: &Path, expect: &Expect) -> Result<()> {
+    let mut dirs = DirSyncs::default();
+    atomic_move_deferred(from, to, expect, &mut dirs)?;
+    dirs.sync()
+}
+
+/// [`atomic_move`] whose folder fsyncs are left to `dirs`.
+pub fn atomic_move_deferred(
+    from: &Path,
+    to: &Path,
+    expect: &Expect,
+    dirs: &mut DirSyncs,
+) -> Result<()> {
     check(from, expect)?;
     check(to, &Expect::Absent)?;
     let to_dir = parent(to)?;
-    if !to_dir.exists() {
+    let created_dir = !to_dir.exists();
+    if created_dir {
         fs::create_dir_all(to_dir)
             .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
     }
@@ -216,8 +321,14 @@ pub fn atomic_move(from: &Path, to: &Path, expect: &Expect) -> Result<()> {
             return Err(moved(from, "an editor saved it while it was being moved"));
         }
     }
-    sync_dir(to_dir)?;
-    sync_dir(parent(from)?)
+    dirs.add(to_dir);
+    if created_dir {
+        if let Some(grand) = to_dir.parent() {
+            dirs.add(grand);
+        }
+    }
+    dirs.add(parent(from)?);
+    Ok(())
 }
 
 /// A new temp file of ours in `dir` (created when missing), for a caller that streams

@@ -112,6 +112,29 @@ pub(crate) struct Identity {
     pub version_id: String,
 }
 
+/// A change on disk, not recorded yet: what [`record_staged`] records. Owned, so it can
+/// wait for the rest of its group (`writes::group`).
+pub(crate) struct Staged {
+    pub from: Option<Arc<Note>>,
+    pub to_rel: String,
+    /// The bytes now at `to_rel` (`None` for a delete).
+    pub bytes: Option<Arc<Vec<u8>>>,
+    pub kind: String,
+    pub renamed: bool,
+    pub identity: Identity,
+}
+
+/// What staging a change did.
+pub(crate) enum Stage {
+    /// Identical content in the same place: no new version, no commit; the receipt.
+    Unchanged(Box<Receipt>),
+    /// The file step is done (its folders' fsync is owed, in the caller's `DirSyncs`).
+    Staged(Staged),
+    /// Asked for with `defer_sync`, for a write in place: the new bytes are in a temp
+    /// file that the caller syncs and places ([`fsio::Temp`]); then it is staged.
+    Prepared(Box<(fsio::Temp, Staged)>),
+}
+
 /// Apply one change: write the file (atomically, checking that the file is still the
 /// version that was read), then [`record`] it. With `intent`, the write's intent is stored
 /// under its key before the folder changes.
@@ -120,6 +143,34 @@ pub(crate) fn commit_change(
     change: Change<'_>,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
+    let actor = change.actor;
+    let mut dirs = fsio::DirSyncs::default();
+    match stage_change(state, change, intent, &mut dirs, false)? {
+        Stage::Unchanged(receipt) => Ok(*receipt),
+        Stage::Prepared(_) => Err(Error::internal("a write was prepared, not applied")),
+        Stage::Staged(staged) => {
+            crash_point(state, "after-file");
+            let receipts = record_staged(state, actor, vec![staged], &mut dirs)?;
+            receipts
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::internal("the recorder recorded nothing"))
+        }
+    }
+}
+
+/// The file step of one change: its intent stored (with `intent`), then the file written
+/// or moved atomically, checked against the version that was read. The folders' fsync is
+/// left to `dirs`: the caller syncs them before the change is recorded. With
+/// `defer_sync`, a write in place stops once its temp file is written
+/// ([`Stage::Prepared`]).
+pub(crate) fn stage_change(
+    state: &State,
+    change: Change<'_>,
+    intent: Option<IntentKey<'_>>,
+    dirs: &mut fsio::DirSyncs,
+    defer_sync: bool,
+) -> Result<Stage> {
     let root = &state.paths.root;
     let Change {
         from,
@@ -132,10 +183,10 @@ pub(crate) fn commit_change(
     // Identical content in the same place: no new version, no commit.
     if let (Some((note, old)), Some(new)) = (from, bytes) {
         if same_place && old == new.as_slice() {
-            return Ok(Receipt {
+            return Ok(Stage::Unchanged(Box::new(Receipt {
                 unchanged: true,
                 ..receipt_of(note, state.committed_seq(), false)
-            });
+            })));
         }
     }
     // A note whose bytes are not kept (over 10 MiB) may still be waiting for a history
@@ -168,53 +219,63 @@ pub(crate) fn commit_change(
         crash_point(state, "before-file");
     }
     let expect_old = from.map(|(n, _)| Expect::Hash(n.content_hash.clone()));
+    let mut prepared = None;
     match (bytes, from) {
+        (Some(new), _) if same_place && defer_sync => {
+            let expect = expect_old.clone().unwrap_or(Expect::Absent);
+            prepared = Some(fsio::prepare(&root.join(to_rel), new, &expect)?);
+        }
         (Some(new), _) if same_place => {
             let expect = expect_old.clone().unwrap_or(Expect::Absent);
-            fsio::atomic_write(&root.join(to_rel), new, &expect)?;
+            fsio::atomic_write_deferred(&root.join(to_rel), new, &expect, dirs)?;
         }
         (Some(new), Some((note, old))) => {
             // A move (maybe with new content): rename first, then rewrite in place.
             let to = root.join(to_rel);
-            fsio::atomic_move(
+            fsio::atomic_move_deferred(
                 &root.join(&note.path),
                 &to,
                 &Expect::Hash(note.content_hash.clone()),
+                dirs,
             )?;
             if new.as_slice() != old {
-                fsio::atomic_write(&to, new, &Expect::Hash(note.content_hash.clone()))?;
+                fsio::atomic_write_deferred(
+                    &to,
+                    new,
+                    &Expect::Hash(note.content_hash.clone()),
+                    dirs,
+                )?;
             }
         }
         (None, Some((note, _))) => {
             let trash = trash_path(root, &note.path);
-            fsio::atomic_move(
+            fsio::atomic_move_deferred(
                 &root.join(&note.path),
                 &trash,
                 &Expect::Hash(note.content_hash.clone()),
+                dirs,
             )?;
         }
         (Some(_), None) | (None, None) => unreachable!("a create always has content"),
     }
-    crash_point(state, "after-file");
     let Change {
-        actor,
         kind,
         renamed,
         bytes,
         ..
     } = change;
-    record_change(
-        state,
-        Recorded {
-            from: from.map(|(n, _)| n),
-            to_rel,
-            bytes: bytes.map(Arc::new),
-            actor,
-            kind,
-            renamed,
-        },
+    let staged = Staged {
+        from: from.map(|(n, _)| n.clone()),
+        to_rel: to_rel.to_string(),
+        bytes: bytes.map(Arc::new),
+        kind: kind.to_string(),
+        renamed,
         identity,
-    )
+    };
+    Ok(match prepared {
+        Some(temp) => Stage::Prepared(Box::new((temp, staged))),
+        None => Stage::Staged(staged),
+    })
 }
 
 /// A change that is on disk, to be recorded.
@@ -236,70 +297,124 @@ pub(crate) fn record_change(
     change: Recorded<'_>,
     identity: Identity,
 ) -> Result<Receipt> {
-    let Recorded {
-        from,
-        to_rel,
-        bytes,
-        actor,
-        kind,
-        renamed,
-    } = change;
+    let staged = Staged {
+        from: change.from.cloned(),
+        to_rel: change.to_rel.to_string(),
+        bytes: change.bytes,
+        kind: change.kind.to_string(),
+        renamed: change.renamed,
+        identity,
+    };
+    let receipts = record_staged(
+        state,
+        change.actor,
+        vec![staged],
+        &mut fsio::DirSyncs::default(),
+    )?;
+    receipts
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal("the recorder recorded nothing"))
+}
+
+/// Record changes that are on disk as one batch of the one recorder, durably: one
+/// history commit carries them all, one transaction records their revisions and sync
+/// ops, each with its own seq and version. `dirs` (the folders they changed) are fsynced
+/// while history writes the commit, before anything else is recorded. Answers a receipt
+/// per change, in order. The caller holds the write lock.
+pub(crate) fn record_staged(
+    state: &State,
+    actor: &str,
+    staged: Vec<Staged>,
+    dirs: &mut fsio::DirSyncs,
+) -> Result<Vec<Receipt>> {
     let now = Utc::now();
-    let created_at = from.map_or(now, |n| n.created_at);
-    let to = bytes.as_ref().map(|new| {
-        let mtime = std::fs::metadata(state.paths.root.join(to_rel))
-            .and_then(|m| m.modified())
-            .unwrap_or_else(|_| now.into());
-        Observed {
-            rel: to_rel.to_string(),
-            size: new.len() as u64,
-            mtime,
-            created: created_at.into(),
-            content_hash: crate::vault::content_hash(new),
-            facts: crate::vault::markdown::facts(new),
-            content: scan::keep_content(new.clone()),
-            stamp: None,
+    let subject = match staged.as_slice() {
+        [one] => format!("{} {}", one.kind, slug_of(&one.to_rel)),
+        many => {
+            let named: Vec<String> = many
+                .iter()
+                .take(5)
+                .map(|s| format!("{} {}", s.kind, slug_of(&s.to_rel)))
+                .collect();
+            let more = many.len().saturating_sub(named.len());
+            let tail = if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            };
+            format!("{} writes: {}{tail}", many.len(), named.join(", "))
         }
-    });
-    let Identity {
-        note_id,
-        version_id,
-    } = identity;
-    let recorded = crate::record::record(
+    };
+    let mut shapes = Vec::with_capacity(staged.len());
+    let mut entries = Vec::with_capacity(staged.len());
+    for s in staged {
+        let Staged {
+            from,
+            to_rel,
+            bytes,
+            kind,
+            renamed,
+            identity,
+        } = s;
+        let created_at = from.as_ref().map_or(now, |n| n.created_at);
+        let to = bytes.as_ref().map(|new| {
+            let mtime = std::fs::metadata(state.paths.root.join(&to_rel))
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| now.into());
+            Observed {
+                rel: to_rel.clone(),
+                size: new.len() as u64,
+                mtime,
+                created: created_at.into(),
+                content_hash: crate::vault::content_hash(new),
+                facts: crate::vault::markdown::facts(new),
+                content: scan::keep_content(new.clone()),
+                stamp: None,
+            }
+        });
+        shapes.push((from.is_none(), renamed));
+        entries.push(crate::record::Entry {
+            from,
+            to,
+            bytes,
+            kind,
+            note_id: identity.note_id,
+            version_id: identity.version_id,
+            created_at,
+        });
+    }
+    let recorded = crate::record::record_with(
         state,
         crate::record::Batch {
             actor,
-            subject: format!("{kind} {}", slug_of(to_rel)),
-            entries: vec![crate::record::Entry {
-                from: from.cloned(),
-                to,
-                bytes,
-                kind: kind.to_string(),
-                note_id,
-                version_id,
-                created_at,
-            }],
+            subject,
+            entries,
             files: Vec::new(),
             whole_vault: None,
             durable: true,
             marks: Vec::new(),
         },
+        || dirs.sync(),
     )?;
-    let entry = recorded
+    let receipts = recorded
         .entries
         .into_iter()
-        .next()
-        .ok_or_else(|| Error::internal("the recorder recorded nothing"))?;
-    let deleted = entry.revision.content_hash.is_none();
-    let mut receipt = receipt_of(&entry.note, entry.revision.seq, from.is_none());
-    receipt.version_id = entry.revision.version_id;
-    receipt.content_hash = entry.revision.content_hash.unwrap_or_default();
-    receipt.flow_back_error = recorded.history_problem;
-    receipt.renamed = renamed;
-    if deleted {
-        receipt.note = None;
-    }
-    Ok(receipt)
+        .zip(shapes)
+        .map(|(entry, (created, renamed))| {
+            let deleted = entry.revision.content_hash.is_none();
+            let mut receipt = receipt_of(&entry.note, entry.revision.seq, created);
+            receipt.version_id = entry.revision.version_id;
+            receipt.content_hash = entry.revision.content_hash.unwrap_or_default();
+            receipt.flow_back_error = recorded.history_problem.clone();
+            receipt.renamed = renamed;
+            if deleted {
+                receipt.note = None;
+            }
+            receipt
+        })
+        .collect();
+    Ok(receipts)
 }
 
 fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {

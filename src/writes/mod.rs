@@ -4,14 +4,16 @@
 //! HTTP, MCP and device pushes (`POST /v1/sync/ops`) call the same [`submit`]. `reconcile` takes
 //! changes found on disk through the same stores.
 //!
-//! Ordering and durability: one write applies at a time (the service's write lock), so
-//! `committed_seq` and the history commits advance together. A change is on disk (atomic
-//! rename, folder fsynced) and committed to `history.git` before its revision is recorded,
-//! and its idempotency record is stored before the receipt leaves the daemon.
+//! Ordering and durability: one group of writes applies at a time (the service's write
+//! lock; writes that arrive together form a group, see `group`), so `committed_seq` and
+//! the history commits advance together. A change is on disk (temp file fsynced, atomic
+//! rename, folder fsynced) and committed to `history.git` before its revision is
+//! recorded, and its idempotency record is stored before the receipt leaves the daemon.
 
 mod apply;
 mod attachments;
 pub mod folders;
+mod group;
 pub mod links;
 mod plan;
 pub mod receipt;

@@ -9,7 +9,7 @@ use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::record::crash_point;
 use crate::state::State;
 
-use super::{apply, review, Receipt, ReceiptStatus, Request};
+use super::{review, Receipt, ReceiptStatus, Request};
 
 /// The idempotency of one request: its key and the hash of what it means (the caller
 /// decides what makes two requests the same).
@@ -98,6 +98,7 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
 
 /// Apply a request now, spending the write budget: the one door of a direct write and of
 /// an approved one. Past the budget it is `WRITE_BUDGET_EXCEEDED` and nothing changes.
+/// Writes that arrive together are applied as a group (see `writes::group`).
 pub(crate) fn apply_now(
     state: &State,
     settings: &review::WriteSettings,
@@ -106,12 +107,7 @@ pub(crate) fn apply_now(
 ) -> Result<Receipt> {
     let now = Utc::now();
     review::check_budget(state, settings, now)?;
-    let _write = state.write_lock.lock();
-    let receipt = apply(state, &request.op, &request.agent_id, intent)?;
-    if !receipt.unchanged {
-        state.meta.record_applied_write(&timestamp(now))?;
-    }
-    Ok(receipt)
+    super::group::apply_grouped(state, request, intent, now)
 }
 
 /// Keep `receipt` under its key for replays, and let go of the key's intent, in one
