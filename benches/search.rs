@@ -31,55 +31,6 @@ use common::{load, Conn};
 use hyper::StatusCode;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
-const QUERIES: &[&str] = &[
-    "git",
-    "docker",
-    "tar",
-    "ssh",
-    "curl",
-    "kubectl",
-    "postgres",
-    "vim",
-    "rails",
-    "react",
-    "schema",
-    "lookup",
-    "publish",
-    "vault",
-    "pipeline",
-    "module",
-    "cmdlet",
-    "parameter",
-    "\"pull request\"",
-    "\"regular expression\"",
-    "\"file system\"",
-    "\"hello world\"",
-    "kube*",
-    "postg*",
-    "Get-ChildItem",
-    "network interface",
-    "compress archive",
-    "list files",
-    "environment variable",
-    "title:docker",
-    "tags:javascript",
-    "python",
-    "json",
-    "http",
-    "certificate",
-    "password",
-    "branch merge",
-    "remote",
-    "registry",
-    "process",
-    "memory",
-    "timezone",
-    "unicode",
-    "markdown",
-    "wikilink",
-    "backlink",
-];
-
 /// `(label, pattern, /v1/grep flags, rg flags)`.
 const GREPS: &[(&str, &str, &str, &[&str])] = &[
     ("literal", "kubectl", "", &[]),
@@ -233,7 +184,7 @@ fn run() -> Result<()> {
         verdict(rss <= budget),
     );
 
-    let paths: Vec<String> = QUERIES
+    let paths: Vec<String> = common::SEARCH_QUERIES
         .iter()
         .map(|q| format!("/v1/search?q={}", utf8_percent_encode(q, NON_ALPHANUMERIC)))
         .collect();
