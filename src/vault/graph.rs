@@ -66,11 +66,18 @@ fn link_key(from: &Note, link: &RawLink) -> Option<String> {
     Some(name_of(&target).to_string())
 }
 
+/// File `note` under `key`. The catalog unfiles a note before it files another of the
+/// same slug (`Catalog::insert`), so no list holds a slug twice and nothing is searched
+/// here: a name shared by many notes (`readme`, a command page in forty languages) would
+/// make filing a vault quadratic in them.
 fn file(map: &mut HashMap<String, Vec<Arc<Note>>>, key: String, note: &Arc<Note>) {
     let notes = map.entry(key).or_default();
-    if !notes.iter().any(|n| n.slug == note.slug) {
-        notes.push(note.clone());
-    }
+    debug_assert!(
+        !notes.iter().any(|n| n.slug == note.slug),
+        "{} filed twice",
+        note.slug
+    );
+    notes.push(note.clone());
 }
 
 fn unfile(map: &mut HashMap<String, Vec<Arc<Note>>>, key: &str, note: &Note) {
