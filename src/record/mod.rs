@@ -37,6 +37,9 @@ use crate::vault::attachments::Attachment;
 use crate::vault::catalog::{note_from, Note};
 use crate::vault::scan::Observed;
 
+/// A commit names the version and note of each of its changes up to this many changes.
+pub const NAMED_ENTRIES: usize = 64;
+
 /// One change of one note, on disk already.
 #[derive(Debug)]
 pub struct Entry {
@@ -193,9 +196,14 @@ pub fn record_with(
         };
         trailers.push(("Notevault-Seq".to_string(), range));
     }
-    if let ([only], true) = (entries.as_slice(), files.is_empty()) {
-        trailers.push(("Notevault-Version".to_string(), only.version_id.clone()));
-        trailers.push(("Notevault-Note".to_string(), only.note_id.clone()));
+    // Each note change names its version and its note, in seq order (a group commit of
+    // API writes one pair per write), so `git log --grep` finds a version's commit; a
+    // larger batch (a rescan, the first start) is told by its seq range alone.
+    if !whole && entries.len() <= NAMED_ENTRIES {
+        for entry in &entries {
+            trailers.push(("Notevault-Version".to_string(), entry.version_id.clone()));
+            trailers.push(("Notevault-Note".to_string(), entry.note_id.clone()));
+        }
     }
     if let ([], [only]) = (entries.as_slice(), files.as_slice()) {
         trailers.push(("Notevault-Attachment".to_string(), only.path.clone()));
