@@ -444,37 +444,20 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
     // Write the blobs first, in parallel: the bootstrap of a large vault is mostly this.
     // `Err` of the outer result fails the commit (to be retried); `Err` of the inner one
     // leaves that change out.
-    type Blob = std::result::Result<Option<gix::ObjectId>, String>;
     let progress = crate::progress::Progress::start("history", "files", storable.len() as u64);
-    let blobs: Vec<(String, Blob)> = if storable.len() >= pack::AT_LEAST {
-        packed_blobs(sync, &storable)?
+    let kept = storable
+        .iter()
+        .filter(|c| matches!(c.content, Some(Content::Bytes(_))))
+        .count();
+    let blobs: Vec<(String, BlobOf)> = if kept >= pack::AT_LEAST {
+        packed_blobs(sync, &storable, &progress)?
     } else {
         storable
             .par_iter()
             .inspect(|_| progress.inc(1))
             .map_init(
                 || sync.to_thread_local(),
-                |repo, change| -> Result<_> {
-                    let id: Blob = match &change.content {
-                        None => Ok(None),
-                        Some(Content::Bytes(bytes)) => Ok(Some(
-                            repo.write_blob(bytes.as_slice())
-                                .map_err(|e| history_error("write blob", e))?
-                                .detach(),
-                        )),
-                        Some(Content::File(path)) => match std::fs::read(path) {
-                            Ok(bytes) => Ok(Some(
-                                repo.write_blob(&bytes)
-                                    .map_err(|e| history_error("write blob", e))?
-                                    .detach(),
-                            )),
-                            // Gone since it was seen: the next reconcile records the removal.
-                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                            Err(e) => Err(format!("unreadable: {e}")),
-                        },
-                    };
-                    Ok((change.path.clone(), id))
-                },
+                |repo, change| Ok((change.path.clone(), loose_blob(repo, change)?)),
             )
             .collect::<Result<_>>()?
     };
@@ -550,36 +533,61 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
 /// A change's blob: its id, `None` for a removal, `Err` when it is left out (and why).
 type BlobOf = std::result::Result<Option<gix::ObjectId>, String>;
 
-/// The blobs of a commit of many files, written as one pack (`pack.rs`) from the bytes
-/// given; a file to read is read here (a note too large to keep in memory).
+/// A change's blob written as a loose object: the bytes given, or the file read here
+/// (one file at a time per thread).
+fn loose_blob(repo: &gix::Repository, change: &Change) -> Result<BlobOf> {
+    let write = |bytes: &[u8]| -> Result<BlobOf> {
+        let id = repo
+            .write_blob(bytes)
+            .map_err(|e| history_error("write blob", e))?
+            .detach();
+        Ok(Ok(Some(id)))
+    };
+    match &change.content {
+        None => Ok(Ok(None)),
+        Some(Content::Bytes(bytes)) => write(bytes.as_slice()),
+        Some(Content::File(path)) => match std::fs::read(path) {
+            Ok(bytes) => write(&bytes),
+            // Gone since it was seen: the next reconcile records the removal.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ok(None)),
+            Err(e) => Ok(Err(format!("unreadable: {e}"))),
+        },
+    }
+}
+
+/// The blobs of a commit of many files: the bytes given (the notes the scan read) as one
+/// pack (`pack.rs`); a file to read (an attachment, a note too large to keep in memory)
+/// as a loose object, one at a time per thread, so a vault of large files is never held
+/// in memory at once.
 fn packed_blobs(
     sync: &gix::ThreadSafeRepository,
     changes: &[&Change],
+    progress: &crate::progress::Progress,
 ) -> Result<Vec<(String, BlobOf)>> {
-    let read: Vec<std::result::Result<Option<Arc<Vec<u8>>>, String>> = changes
-        .par_iter()
-        .map(|change| match &change.content {
-            None => Ok(None),
-            Some(Content::Bytes(bytes)) => Ok(Some(bytes.clone())),
-            Some(Content::File(path)) => match std::fs::read(path) {
-                Ok(bytes) => Ok(Some(Arc::new(bytes))),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!("unreadable: {e}")),
-            },
+    let data: Vec<&[u8]> = changes
+        .iter()
+        .filter_map(|c| match &c.content {
+            Some(Content::Bytes(bytes)) => Some(bytes.as_slice()),
+            _ => None,
         })
         .collect();
-    let data: Vec<&[u8]> = read
-        .iter()
-        .filter_map(|r| r.as_ref().ok().and_then(|b| b.as_deref()))
-        .map(Vec::as_slice)
-        .collect();
-    let mut ids = pack::write_blobs(sync.git_dir(), &data)?.into_iter();
+    let mut packed = pack::write_blobs(sync.git_dir(), &data)?.into_iter();
+    progress.inc(data.len() as u64);
+    let rest: Vec<BlobOf> = changes
+        .par_iter()
+        .filter(|c| !matches!(c.content, Some(Content::Bytes(_))))
+        .inspect(|_| progress.inc(1))
+        .map_init(|| sync.to_thread_local(), |repo, c| loose_blob(repo, c))
+        .collect::<Result<_>>()?;
+    let mut rest = rest.into_iter();
     Ok(changes
         .iter()
-        .zip(read)
-        .map(|(change, r)| {
-            let id = r.map(|b| b.and_then(|_| ids.next()));
-            (change.path.clone(), id)
+        .map(|c| {
+            let id = match c.content {
+                Some(Content::Bytes(_)) => Ok(packed.next()),
+                _ => rest.next().unwrap_or(Ok(None)),
+            };
+            (c.path.clone(), id)
         })
         .collect())
 }
