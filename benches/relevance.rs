@@ -115,21 +115,13 @@ fn score(questions: &[Question], answers: &Answers) -> Scores {
     s
 }
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default)
-}
-
 fn run() -> Result<()> {
     let Some(corpus) = common::corpus() else {
         println!("relevance bench skipped: ../shared/corpora/realvault.tar.gz is absent");
         return Ok(());
     };
     let questions = questions();
-    let seconds = env_num("NOTEVAULT_BENCH_SECONDS", 10);
+    let seconds = common::env_num("NOTEVAULT_BENCH_SECONDS", 10);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = root.join("target/bench-relevance");
     let _ = std::fs::remove_dir_all(&work);

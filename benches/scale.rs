@@ -94,14 +94,6 @@ impl Point {
     }
 }
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default)
-}
-
 fn run() -> Result<()> {
     let Some(corpus) = common::corpus() else {
         println!("scale bench skipped: ../shared/corpora/realvault.tar.gz is absent");
@@ -123,8 +115,8 @@ fn run() -> Result<()> {
         .iter()
         .filter(|(l, _)| wanted.is_empty() || wanted.contains(l))
         .collect();
-    let seconds = env_num("NOTEVAULT_BENCH_SECONDS", 5);
-    let creates = env_num("NOTEVAULT_BENCH_CREATES", 100) as usize;
+    let seconds = common::env_num("NOTEVAULT_BENCH_SECONDS", 5);
+    let creates = common::env_num("NOTEVAULT_BENCH_CREATES", 100) as usize;
     let keep = std::env::var("NOTEVAULT_BENCH_KEEP").is_ok_and(|v| v == "1");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = root.join("target/bench-scale");
@@ -155,7 +147,7 @@ fn run() -> Result<()> {
             let state = dir.join("state");
             let t0 = Instant::now();
             let linked = build_vault(&corpus, &vault, *shape)?;
-            let (notes, bytes) = markdown_files(&vault);
+            let (notes, bytes) = common::markdown_files(&vault);
             println!(
                 "\n[{label}] {notes} notes, {:.1} MB of markdown, built in {} ms ({linked})",
                 bytes as f64 / 1e6,
@@ -196,13 +188,13 @@ fn measure(
     // First start: fresh state dir.
     let t0 = Instant::now();
     let daemon = common::start(vault, state)?;
-    let addr = addr_of(&daemon.base)?;
+    let addr = common::addr_of(&daemon.base)?;
     rt.block_on(first_ok(&daemon, addr))?;
     let first_serving = t0.elapsed();
     let st = rt.block_on(wait_indexed(addr))?;
     let first_searchable = t0.elapsed();
     rt.block_on(common::wait_history(state))?;
-    let hwm_mib = proc_status_mib(daemon.child.id(), "VmHWM:")?;
+    let hwm_mib = common::proc_status_mib(daemon.child.id(), "VmHWM:")?;
     let first_scan = scanned(&daemon);
     println!(
         "  first start: serving {} ms, every note searchable {} ms (index of {} notes in {} ms), {}, VmHWM {hwm_mib:.0} MiB",
@@ -217,7 +209,7 @@ fn measure(
     // Warm start: the same state dir; the loads run on this daemon.
     let t0 = Instant::now();
     let daemon = common::start(vault, state)?;
-    let addr = addr_of(&daemon.base)?;
+    let addr = common::addr_of(&daemon.base)?;
     rt.block_on(first_ok(&daemon, addr))?;
     let warm = t0.elapsed();
     rt.block_on(wait_indexed(addr))?;
@@ -250,7 +242,7 @@ fn measure(
         common::ms(create_p50),
         common::ms(create_p99)
     );
-    let rss_mib = proc_status_mib(daemon.child.id(), "VmRSS:")?;
+    let rss_mib = common::proc_status_mib(daemon.child.id(), "VmRSS:")?;
     println!("  VmRSS after the loads {rss_mib:.0} MiB");
     stop(daemon)?;
 
@@ -363,21 +355,6 @@ fn link_tree(from: &Path, to: &Path, quarter: bool, tally: &mut Tally) -> Result
     Ok(())
 }
 
-fn markdown_files(root: &Path) -> (usize, u64) {
-    let mut n = 0;
-    let mut bytes = 0;
-    for e in walkdir::WalkDir::new(root)
-        .into_iter()
-        .filter_map(Result::ok)
-    {
-        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md") {
-            n += 1;
-            bytes += e.metadata().map_or(0, |m| m.len());
-        }
-    }
-    (n, bytes)
-}
-
 fn free_bytes(dir: &Path) -> Result<u64> {
     let c = std::ffi::CString::new(dir.to_str().context("path")?)?;
     // SAFETY: `c` is a valid NUL-terminated path; `s` is written by statvfs.
@@ -390,10 +367,6 @@ fn free_bytes(dir: &Path) -> Result<u64> {
 
 // ---------------------------------------------------------------------------------------
 // The daemon
-
-fn addr_of(base: &str) -> Result<SocketAddr> {
-    Ok(base.trim_start_matches("http://").parse()?)
-}
 
 /// Poll `GET /v1/notes?page_size=1` until it answers 200 (a refused connection or a
 /// not-yet-ready answer is retried every 5 ms).
@@ -457,17 +430,6 @@ fn scan_text(s: Option<(u64, u64)>) -> String {
         Some((scan, total)) => format!("`vault scanned` scan_ms={scan} total_ms={total}"),
         None => "no `vault scanned` line".into(),
     }
-}
-
-fn proc_status_mib(pid: u32, field: &str) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("no {field}"))?;
-    Ok(kb / 1024.0)
 }
 
 fn loadavg() -> String {

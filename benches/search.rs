@@ -72,22 +72,14 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default)
-}
-
 fn run() -> Result<()> {
     let Some(corpus) = common::corpus() else {
         println!("search bench skipped: ../shared/corpora/realvault.tar.gz is absent");
         return Ok(());
     };
-    let seconds = env_num("NOTEVAULT_BENCH_SECONDS", 10);
+    let seconds = common::env_num("NOTEVAULT_BENCH_SECONDS", 10);
     let bin = std::env::var("NOTEVAULT_BENCH_BIN").unwrap_or_else(|_| common::BIN.to_string());
-    let runs = env_num("NOTEVAULT_BENCH_RUNS", 3) as usize;
+    let runs = common::env_num("NOTEVAULT_BENCH_RUNS", 3) as usize;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = root.join("target/bench-search");
     let _ = std::fs::remove_dir_all(&work);
@@ -95,7 +87,7 @@ fn run() -> Result<()> {
     let vault = work.join("vault");
     let state = work.join("state");
     common::copy(&corpus, &vault)?;
-    let (notes, corpus_bytes) = markdown_files(&vault);
+    let (notes, corpus_bytes) = common::markdown_files(&vault);
     println!(
         "search bench: {notes} notes, {:.1} MB of markdown, {} cores, {seconds} s loads, {runs} runs",
         corpus_bytes as f64 / 1e6,
@@ -109,7 +101,7 @@ fn run() -> Result<()> {
     // First start: history, metadata and the index from nothing.
     {
         let daemon = common::start_bin(&bin, &vault, &state)?;
-        let addr = addr_of(&daemon.base)?;
+        let addr = common::addr_of(&daemon.base)?;
         rt.block_on(common::wait_history(&state))?;
         let st = rt.block_on(wait_indexed(addr))?;
         println!(
@@ -171,10 +163,10 @@ fn run() -> Result<()> {
 
     // Serving.
     let daemon = common::start_bin(&bin, &vault, &state)?;
-    let addr = addr_of(&daemon.base)?;
+    let addr = common::addr_of(&daemon.base)?;
     rt.block_on(wait_indexed(addr))?;
     let pid = daemon.child.id();
-    let rss = rss_mib(pid)?;
+    let rss = common::proc_status_mib(pid, "VmRSS:")?;
     let budget =
         25.0 * notes as f64 / 10_000.0 + 40.0 + 1.1 * corpus_bytes as f64 / (1024.0 * 1024.0);
     table.row(
@@ -268,7 +260,7 @@ fn run() -> Result<()> {
         "target p50 <= 25 ms".into(),
         verdict(p50 <= Duration::from_millis(25)),
     );
-    let rss_after = rss_mib(pid)?;
+    let rss_after = common::proc_status_mib(pid, "VmRSS:")?;
     table.row(
         "resident memory after the loads",
         format!("{rss_after:.0} MiB"),
@@ -278,36 +270,6 @@ fn run() -> Result<()> {
     drop(daemon);
     table.print();
     Ok(())
-}
-
-fn addr_of(base: &str) -> Result<std::net::SocketAddr> {
-    Ok(base.trim_start_matches("http://").parse()?)
-}
-
-fn markdown_files(root: &Path) -> (usize, u64) {
-    let mut n = 0;
-    let mut bytes = 0;
-    for e in walkdir::WalkDir::new(root)
-        .into_iter()
-        .filter_map(Result::ok)
-    {
-        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md") {
-            n += 1;
-            bytes += e.metadata().map_or(0, |m| m.len());
-        }
-    }
-    (n, bytes)
-}
-
-fn rss_mib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no VmRSS")?;
-    Ok(kb / 1024.0)
 }
 
 async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {

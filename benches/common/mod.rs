@@ -416,3 +416,45 @@ pub fn bench_main(name: &str, run: impl FnOnce() -> Result<()>) -> std::process:
         }
     }
 }
+
+/// A positive number from the environment, or `default`.
+pub fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+/// The `.md` files under `root`: how many, and their bytes.
+pub fn markdown_files(root: &Path) -> (usize, u64) {
+    let mut n = 0;
+    let mut bytes = 0;
+    for e in walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md") {
+            n += 1;
+            bytes += e.metadata().map_or(0, |m| m.len());
+        }
+    }
+    (n, bytes)
+}
+
+/// The socket address of a daemon's `http://` base URL.
+pub fn addr_of(base: &str) -> Result<SocketAddr> {
+    Ok(base.trim_start_matches("http://").parse()?)
+}
+
+/// A memory figure of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), in MiB.
+pub fn proc_status_mib(pid: u32, field: &str) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no {field}"))?;
+    Ok(kb / 1024.0)
+}
