@@ -66,10 +66,10 @@ pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectI
         // The same objects were packed before (a retried commit): that pack serves.
         let _ = std::fs::remove_file(&pack_temp);
     } else {
-        rename_synced(&pack_temp, &pack)?;
+        rename_into_place(&pack_temp, &pack)?;
         let idx_temp = temp_path(&dir, "idx");
         if let Err(e) =
-            write_synced(&idx_temp, &index).and_then(|()| rename_synced(&idx_temp, &idx))
+            write_synced(&idx_temp, &index).and_then(|()| rename_into_place(&idx_temp, &idx))
         {
             // A pack without its index is never read: remove it, the commit is retried.
             let _ = std::fs::remove_file(&pack);
@@ -254,7 +254,9 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn rename_synced(from: &Path, to: &Path) -> Result<()> {
+/// Rename a synced temporary file into place (the folder is synced once, after the
+/// pack and its index are both there); on failure the temporary file is removed.
+fn rename_into_place(from: &Path, to: &Path) -> Result<()> {
     std::fs::rename(from, to).map_err(|e| {
         let _ = std::fs::remove_file(from);
         history_error("move the pack into place", e)
