@@ -19,6 +19,7 @@ use crate::vault::catalog::{note_from, Note};
 use crate::vault::fsio;
 use crate::vault::path::VaultPaths;
 use crate::vault::scan::{self, Observed};
+use crate::vault::scan_cache::ScanCache;
 use crate::watch::live::{self, LiveWatcher};
 
 /// A running daemon: its state, and the live watcher once it is up. Dropping it stops
@@ -47,10 +48,12 @@ pub struct Purged {
 /// What the state directory holds that a purge removes: the history, the index, the
 /// metadata store (tokens, queue, sessions, sync log, audit). Named one by one, so a state
 /// directory pointed at a folder that holds other files loses only these.
-const STATE_FILES: [&str; 6] = [
+const STATE_FILES: [&str; 8] = [
     "history.git",
     "index",
     "index.lock",
+    crate::vault::scan_cache::FILE_NAME,
+    crate::vault::scan_cache::TEMP_NAME,
     "meta.sqlite",
     "meta.sqlite-wal",
     "meta.sqlite-shm",
@@ -171,24 +174,33 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     // Setting up the watch walks every folder (hundreds of milliseconds on a large
     // vault), so it runs beside serving; once it is up, a rescan catches whatever
     // changed between the scan and the watch.
-    if state.config.watch {
+    // Once the watch is up, a full rescan catches whatever changed between the scan and
+    // the watch; it is also the verify of the notes the start recalled from the scan
+    // cache (it reads and hashes every file, keeps the bytes, records what differs, starts
+    // the search index) and it writes the scan cache anew. Without a watch, it runs only
+    // to verify.
+    if state.config.watch || state.unread.pending() {
         let bg = state.clone();
         let slot = watcher.clone();
         std::thread::Builder::new()
             .name("watch-setup".into())
-            .spawn(move || match live::start(&bg) {
-                Ok(w) => {
-                    *slot.lock() = Some(w);
+            .spawn(move || {
+                if bg.config.watch {
+                    match live::start(&bg) {
+                        Ok(w) => *slot.lock() = Some(w),
+                        Err(e) => tracing::warn!(
+                            error = %e,
+                            "cannot watch the vault; external edits are seen when read"
+                        ),
+                    }
+                }
+                if slot.lock().is_some() || bg.unread.pending() {
                     if let Err(e) = live::full_rescan(&bg) {
-                        tracing::warn!(error = %e.message, "rescan after starting the watch failed");
+                        tracing::warn!(error = %e.message, "rescan after the start failed");
                     }
                     // The rescan read every file once more.
                     release_free_memory();
                 }
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "cannot watch the vault; external edits are seen when read"
-                ),
             })?;
     }
     // Sync ops past the retention are compacted hourly (and on demand:
@@ -206,20 +218,36 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     // The watcher is already running: it waits for this lock before reconciling.
     let _write = state.write_lock.lock();
     let started = std::time::Instant::now();
-    let found = scan::scan(&state.paths);
-    let scanned = started.elapsed();
-    for temp in &found.leftovers {
-        if fsio::remove_leftover(temp).is_ok() {
-            tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
-        }
-    }
-    let stored = state.meta.all_notes()?;
     let history_status = state.history.status();
     let first_history = history_status.head.is_none();
     // History is behind the revisions (it was stalled, or the daemon stopped before a
     // commit was written): record the whole vault as it is now, and find out which of
     // the revisions in between that commit holds.
     let behind = !first_history && history_status.head_seq < state.committed_seq();
+    // A file whose stamp is the one the last full scan saw is taken from the scan cache
+    // unread, unless the whole vault is to be recorded (its bytes go into history now)
+    // or indexed (a new or rebuilt index: `notevault reindex`).
+    let index_built = state.index.state().rebuilt.is_none();
+    let cache = if first_history || behind || !index_built {
+        None
+    } else {
+        ScanCache::load(state.state_dir())
+    };
+    let cache_loaded = started.elapsed();
+    let found = scan::scan_with(&state.paths, cache);
+    let scanned = started.elapsed();
+    for temp in &found.leftovers {
+        if fsio::remove_leftover(temp).is_ok() {
+            tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
+        }
+    }
+    let recalled = found.recalled;
+    let found_count = found.observed.len();
+    // Without a watcher no rescan follows the start: the cache is written from this scan.
+    let cache_from_scan: Option<Vec<Observed>> =
+        (!state.config.watch && recalled.is_empty()).then(|| found.observed.clone());
+    let stored = state.meta.all_notes()?;
+    let rows_loaded = started.elapsed();
     let gap = if behind {
         tracing::warn!(
             history_seq = history_status.head_seq,
@@ -284,6 +312,7 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     let mut changed = Vec::new();
     {
         let mut catalog = state.catalog.write();
+        let mut notes = Vec::with_capacity(stored.len());
         for row in stored {
             let created = parse_time(&row.created_at);
             let observed_at = parse_time(&row.observed_at);
@@ -314,7 +343,7 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
                     }
                 }
             };
-            catalog.insert(note_from(
+            notes.push(note_from(
                 obs,
                 row.note_id,
                 row.version_id,
@@ -322,10 +351,20 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
                 observed_at,
             ));
         }
+        catalog.insert_all(notes);
         catalog.excluded = found.excluded;
     }
+    let cataloged = started.elapsed();
     // Files the store has never seen.
     changed.extend(by_path.into_values());
+    // What is recorded now is read now: a file recalled from the cache whose hash is not
+    // the stored one (the cache is older than the store) is read like any other.
+    for obs in changed.iter_mut().filter(|o| recalled.contains(&o.rel)) {
+        match scan::observe(&state.paths.root, &obs.rel) {
+            Ok(read) => *obs = read,
+            Err(e) => tracing::warn!(path = %obs.rel, error = %e, "cannot read a changed note"),
+        }
+    }
     // Writes under way when the daemon stopped: what landed is recorded as those
     // writes, before the rest is taken as an editor's changes.
     crate::writes::recover::resolve_intents(state, &mut changed, &mut removed)?;
@@ -350,13 +389,29 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         settle_gap(state, gap, outcome.commit);
     }
     // The index catches up with the catalog in the background; every later change
-    // follows it in order.
-    let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
-    state.index.start(notes, state.committed_seq());
+    // follows it in order. When notes were recalled unread, the verify starts it once
+    // their bytes are in (until then, searches answer from the index as it was stored).
+    state
+        .unread
+        .begin(found_count - recalled.len(), recalled.len());
+    if recalled.is_empty() {
+        let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
+        state.index.start(notes, state.committed_seq());
+    }
+    if let Some(observed) = cache_from_scan {
+        let dir = state.state_dir().clone();
+        std::thread::Builder::new()
+            .name("scan-cache".into())
+            .spawn(move || ScanCache::write(&dir, &observed))?;
+    }
     tracing::info!(
         notes = state.catalog.read().len(),
+        recalled = recalled.len(),
         revisions = outcome.revisions,
+        cache_ms = cache_loaded.as_millis() as u64,
         scan_ms = scanned.as_millis() as u64,
+        rows_ms = rows_loaded.as_millis() as u64,
+        catalog_ms = cataloged.as_millis() as u64,
         total_ms = started.elapsed().as_millis() as u64,
         "vault scanned"
     );

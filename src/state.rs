@@ -48,6 +48,9 @@ pub struct State {
     pub recently_removed: RecentlyRemoved,
     /// The search index, fed every change after the start-up sync.
     pub index: Arc<SearchIndex>,
+    /// Notes the start recalled from the scan cache, bytes not read yet, until the
+    /// verify (the full rescan after the start) has read them.
+    pub unread: crate::vault::scan_cache::Unread,
     /// What the live watcher reports (`off` until it runs).
     pub watch_status: Arc<Mutex<WatchStatus>>,
     /// Cancelled to stop serving (a purge asks it); `http::run` ends when it is.
@@ -108,6 +111,7 @@ impl State {
             key_locks: KeyLocks::default(),
             recently_removed: RecentlyRemoved::default(),
             index,
+            unread: Default::default(),
             watch_status: Arc::new(Mutex::new(WatchStatus {
                 state: "off".into(),
                 ..Default::default()

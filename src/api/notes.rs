@@ -524,6 +524,21 @@ pub struct IndexStatus {
     pub search_index: SearchIndexState,
     pub watcher: WatcherStatus,
     pub history: HistoryState,
+    pub start_scan: StartScanState,
+}
+
+/// How the last start observed the notes: a note whose file has the size, times and
+/// inode the previous full scan saw is recalled from the scan cache (not read); its bytes
+/// are read by the verify that follows (a full rescan: every file hashed again, a change
+/// recorded), and the search index starts once it is done. Grep waits for it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct StartScanState {
+    /// Notes taken from the scan cache at the start.
+    pub notes_recalled: usize,
+    /// Notes read at the start.
+    pub notes_read: usize,
+    /// The recalled notes are still being read.
+    pub verifying: bool,
 }
 
 /// How fresh the daemon's view of the folder is: sequence numbers, the watcher (rescans,
@@ -556,7 +571,13 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
     let seq = status.committed_seq;
     let ix = status.index;
     let indexed_seq = status.indexed_seq;
+    let start_scan = StartScanState {
+        notes_recalled: status.start_scan.recalled,
+        notes_read: status.start_scan.read,
+        verifying: status.start_scan.verifying,
+    };
     Ok(Json(IndexStatus {
+        start_scan,
         committed_seq: seq,
         indexed_seq,
         notes,

@@ -254,6 +254,7 @@ Search and list answers return handles, provenance and coverage, never bodies; a
         crate::api::notes::SearchIndexState,
         crate::api::notes::WatcherStatus,
         crate::api::notes::HistoryState,
+        crate::api::notes::StartScanState,
         crate::api::notes::HistoryLeftOut,
         wire::Receipt,
         wire::LinkFailure,

@@ -137,7 +137,7 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
             for note in catalog.iter() {
                 if note.visibility == Visibility::Private {
                     c.private += 1;
-                } else if note.content.is_none() {
+                } else if note.content.is_none() && !note.unread() {
                     c.too_large += 1;
                     c.excluded_count += 1;
                     if c.excluded.len() < MAX_EXCLUDED {
@@ -260,7 +260,7 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
     let hits: Vec<SearchHit> = found
         .into_iter()
         .map(|(note, score)| SearchHit {
-            provenance: matcher.provenance(&note),
+            provenance: matcher.provenance(&with_bytes(state, &note)),
             note,
             score,
         })
@@ -277,17 +277,40 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
     })
 }
 
+/// `note` with its bytes: a note recalled unread at start (see `vault::scan_cache`) is
+/// read from its file when that still holds the note's version.
+fn with_bytes(state: &State, note: &Arc<Note>) -> Arc<Note> {
+    if !note.unread() {
+        return note.clone();
+    }
+    let read = state
+        .paths
+        .resolve(&note.path)
+        .ok()
+        .and_then(|safe| std::fs::read(safe.abs).ok());
+    match read {
+        Some(bytes) if crate::vault::content_hash(&bytes) == note.content_hash => Arc::new(Note {
+            content: Some(Arc::new(bytes)),
+            ..note.as_ref().clone()
+        }),
+        _ => note.clone(),
+    }
+}
+
 /// grep over the current bytes of every searchable note matching the filter.
 pub fn grep(state: &State, req: &GrepRequest) -> Result<GrepAnswer> {
     let started = Instant::now();
     let matcher = req.pattern.compile()?;
+    let deadline = started + req.timeout;
+    // Just after a start, the notes recalled from the scan cache are still being read:
+    // grep waits for their bytes (at most its own timeout).
+    let all_read = state.unread.wait(deadline);
     let mut coverage = scope_coverage(state, None);
     let notes: Vec<Arc<Note>> = select(state, req.filter.as_ref())
         .into_iter()
         .filter(|n| searchable(n))
         .collect();
     let in_scope = notes.len();
-    let deadline = started + req.timeout;
     // Later pages of the same grep over the same vault reuse the first pass.
     let key = format!(
         "{:?}\u{0}{:?}\u{0}{}\u{0}{}",
@@ -303,7 +326,9 @@ pub fn grep(state: &State, req: &GrepRequest) -> Result<GrepAnswer> {
     let (matched, searched, timed_out) = match cached {
         Some(hit) => (*hit).clone(),
         None => {
-            let found = crate::index::grep::matching_notes(&matcher, &notes, deadline);
+            let mut found = crate::index::grep::matching_notes(&matcher, &notes, deadline);
+            // Notes still unread were not searched: an answer that is not whole.
+            found.2 |= !all_read;
             if !found.2 {
                 let mut cache = state.index.grep_cache.lock();
                 if cache.len() == GREP_CACHE {

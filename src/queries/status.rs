@@ -19,6 +19,7 @@ pub struct Status {
     pub index: IndexState,
     pub watcher: WatchStatus,
     pub history: HistoryStatus,
+    pub start_scan: crate::vault::scan_cache::StartScan,
 }
 
 pub fn status(state: &State) -> Status {
@@ -34,6 +35,7 @@ pub fn status(state: &State) -> Status {
         index: state.index.state(),
         watcher: state.watch_status.lock().clone(),
         history: state.history.status(),
+        start_scan: state.unread.start_scan(),
     }
 }
 

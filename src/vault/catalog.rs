@@ -69,6 +69,16 @@ pub struct Excluded {
 }
 
 impl Note {
+    /// Whether the note's bytes were not read yet: its hash and facts came from the scan
+    /// cache at start (`vault::scan_cache`), and the verify that follows reads them. (A
+    /// note over [`MAX_CONTENT_BYTES`](crate::vault::scan::MAX_CONTENT_BYTES) or a private
+    /// one is never kept, and is not unread.)
+    pub fn unread(&self) -> bool {
+        self.content.is_none()
+            && self.visibility == Visibility::Standard
+            && self.size <= crate::vault::scan::MAX_CONTENT_BYTES
+    }
+
     /// A 64-bit hash of the note id: how the search index names the note.
     pub fn key(&self) -> u64 {
         key_of(&self.note_id)
@@ -150,6 +160,60 @@ impl Catalog {
         self.file(&note);
         self.by_key.insert(note.key(), note.clone());
         self.by_id.insert(note.note_id.clone(), note);
+    }
+
+    /// Insert `notes`, as [`insert`](Self::insert) would one by one; into an empty catalog
+    /// (the start) the slug table is built in one pass from the sorted notes.
+    pub fn insert_all(&mut self, notes: Vec<Note>) {
+        if !self.by_slug.is_empty() {
+            notes.into_iter().for_each(|n| self.insert(n));
+            return;
+        }
+        let mut notes: Vec<Arc<Note>> = notes.into_iter().map(Arc::new).collect();
+        notes.sort_by(|a, b| a.slug.cmp(&b.slug));
+        let unique_slugs = notes.windows(2).all(|w| w[0].slug != w[1].slug);
+        let ids: std::collections::HashSet<&str> =
+            notes.iter().map(|n| n.note_id.as_str()).collect();
+        if !unique_slugs || ids.len() != notes.len() {
+            // Two notes under one slug or one id: the later one wins, as with `insert`.
+            drop(ids);
+            notes
+                .into_iter()
+                .for_each(|n| self.insert(Arc::unwrap_or_clone(n)));
+            return;
+        }
+        drop(ids);
+        self.by_id.reserve(notes.len());
+        self.by_key.reserve(notes.len());
+        for note in &notes {
+            self.file(note);
+            self.by_key.insert(note.key(), note.clone());
+            self.by_id.insert(note.note_id.clone(), note.clone());
+        }
+        self.by_slug = notes.into_iter().map(|n| (n.slug.clone(), n)).collect();
+    }
+
+    /// Keep `content` as the bytes of the note at `slug` when it is still unread and its
+    /// version's hash is `hash` (what the verify read); `false` when it is not.
+    pub fn fill_content(
+        &mut self,
+        slug: &str,
+        hash: &str,
+        content: &Arc<Vec<u8>>,
+        stamp: Option<crate::vault::scan::FileStamp>,
+    ) -> bool {
+        match self.by_slug.get(slug) {
+            Some(n) if n.unread() && n.content_hash == hash => {
+                let note = Note {
+                    content: Some(content.clone()),
+                    stamp: stamp.or(n.stamp),
+                    ..n.as_ref().clone()
+                };
+                self.insert(note);
+                true
+            }
+            _ => false,
+        }
     }
 
     pub fn remove(&mut self, slug: &str) -> Option<Arc<Note>> {

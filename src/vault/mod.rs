@@ -11,6 +11,7 @@ pub mod markdown;
 pub mod path;
 pub mod removed;
 pub mod scan;
+pub mod scan_cache;
 pub mod select;
 pub mod settle;
 

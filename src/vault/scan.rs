@@ -1,6 +1,7 @@
 //! The startup scan: find every note file of the vault and observe it (read, hash, facts),
 //! in parallel. Reading never writes: no file, no mtime, no atime beyond the OS default.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -10,6 +11,7 @@ use rayon::prelude::*;
 use crate::vault::catalog::Excluded;
 use crate::vault::markdown::{self, NoteFacts};
 use crate::vault::path::VaultPaths;
+use crate::vault::scan_cache::ScanCache;
 
 /// A note file as read from disk.
 #[derive(Debug, Clone)]
@@ -32,7 +34,7 @@ pub struct Observed {
 /// A file whose stamp is the one taken when its bytes were read is presumed to hold
 /// those bytes (a read checks this instead of hashing); an edit that keeps all of them
 /// (same size, within one tick of the file system's clock) is the watcher's to catch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStamp {
     pub size: u64,
     pub mtime: (i64, i64),
@@ -73,6 +75,9 @@ pub struct ScanResult {
     pub excluded: Vec<Excluded>,
     /// Our own temp files left by an interrupted write (absolute paths).
     pub leftovers: Vec<std::path::PathBuf>,
+    /// The files whose hash and facts came from the scan cache, unread: their
+    /// observations carry no bytes (`content: None`) until the verify reads them.
+    pub recalled: HashSet<String>,
 }
 
 pub use super::content_hash;
@@ -173,9 +178,53 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
 /// Scan the whole vault, with a progress bar on stderr when it is a terminal and the
 /// vault is large enough for the scan to take a moment.
 pub fn scan(paths: &VaultPaths) -> ScanResult {
+    scan_with(paths, None)
+}
+
+/// [`scan`], taking from `cache` the hash and facts of every file whose stamp is the
+/// cached one (a stat instead of a read; listed in [`ScanResult::recalled`]); the other
+/// files are read.
+pub fn scan_with(paths: &VaultPaths, cache: Option<ScanCache>) -> ScanResult {
     let (files, mut excluded, leftovers) = list_note_files(paths);
-    let progress = crate::progress::Progress::start("scanning", "notes", files.len() as u64);
-    let results: Vec<Result<Observed, Excluded>> = files
+    let mut observed = Vec::with_capacity(files.len());
+    let mut recalled = HashSet::new();
+    let to_read = match cache {
+        None => files,
+        Some(mut cache) => {
+            let stats: Vec<Option<std::fs::Metadata>> = files
+                .par_iter()
+                .map(|rel| std::fs::metadata(paths.root.join(rel)).ok())
+                .collect();
+            let mut to_read = Vec::new();
+            for (rel, meta) in files.into_iter().zip(stats) {
+                let Some(meta) = meta.filter(|m| m.is_file()) else {
+                    to_read.push(rel);
+                    continue;
+                };
+                let stamp = FileStamp::of(&meta);
+                match cache.take(&rel, &stamp) {
+                    Some((content_hash, facts)) => {
+                        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                        recalled.insert(rel.clone());
+                        observed.push(Observed {
+                            rel,
+                            size: stamp.size,
+                            mtime,
+                            created: meta.created().unwrap_or(mtime).min(mtime),
+                            content_hash,
+                            facts,
+                            content: None,
+                            stamp: Some(stamp),
+                        });
+                    }
+                    None => to_read.push(rel),
+                }
+            }
+            to_read
+        }
+    };
+    let progress = crate::progress::Progress::start("scanning", "notes", to_read.len() as u64);
+    let results: Vec<Result<Observed, Excluded>> = to_read
         .par_iter()
         .map(|rel| {
             let out = observe(&paths.root, rel).map_err(|err| Excluded {
@@ -187,7 +236,6 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
         })
         .collect();
     progress.finish();
-    let mut observed = Vec::with_capacity(results.len());
     for r in results {
         match r {
             Ok(o) => observed.push(o),
@@ -198,5 +246,6 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
         observed,
         excluded,
         leftovers,
+        recalled,
     }
 }

@@ -351,11 +351,27 @@ fn attachments_under(state: &State, dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Compare the whole folder with the catalog and reconcile the difference.
+/// Compare the whole folder with the catalog and reconcile the difference. It is also
+/// the verify of the notes a start recalled from the scan cache: their bytes are kept as
+/// the files are read, a file whose hash differs is recorded like any change, and the
+/// search index starts once they are in. The scan cache is written from what it read.
 pub fn full_rescan(state: &State) -> crate::error::Result<()> {
-    let _write = state.write_lock.lock();
+    let write = state.write_lock.lock();
+    let rescanned = rescan_locked(state);
+    if state.unread.pending() {
+        finish_verify(state);
+    }
+    drop(write);
+    let observed = rescanned?;
+    crate::vault::scan_cache::ScanCache::write(state.state_dir(), &observed);
+    Ok(())
+}
+
+fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
+    let started = Instant::now();
     crate::record::files::rescan(state)?;
     let found = scan::scan(&state.paths);
+    let scanned = started.elapsed();
     let (mut changed, mut removed) = {
         let catalog = state.catalog.read();
         let on_disk: BTreeSet<&str> = found.observed.iter().map(|o| o.rel.as_str()).collect();
@@ -376,6 +392,22 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
             .collect();
         (changed, removed)
     };
+    let mut filled = 0;
+    if state.unread.pending() {
+        // The bytes of the notes recalled unread: kept where the file still has the
+        // version the catalog holds (a few thousand at a time, so reads go on between).
+        for chunk in found.observed.chunks(2048) {
+            let mut catalog = state.catalog.write();
+            for o in chunk {
+                if let Some(bytes) = &o.content {
+                    let slug = crate::vault::path::slug_of(&o.rel);
+                    filled +=
+                        usize::from(catalog.fill_content(slug, &o.content_hash, bytes, o.stamp));
+                }
+            }
+        }
+    }
+    let compared = started.elapsed();
     // A note the scan found empty may be an in-place save half done.
     changed.retain_mut(|o| {
         if o.size > 0 {
@@ -404,5 +436,52 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
         "Record external edits (rescan)",
         None,
     )?;
-    Ok(())
+    tracing::info!(
+        notes = found.observed.len(),
+        filled,
+        scan_ms = scanned.as_millis() as u64,
+        compare_ms = compared.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "vault rescanned"
+    );
+    Ok(found.observed)
+}
+
+/// End the verify of the start (under the write lock): a note still unread (the rescan
+/// failed, or did not see it) is read now, each where its file still holds the catalog's
+/// version; then the search index starts from the catalog, and whatever waited for every
+/// note's bytes (grep) goes on.
+fn finish_verify(state: &State) {
+    use rayon::prelude::*;
+    let unread: Vec<Arc<crate::vault::catalog::Note>> = state
+        .catalog
+        .read()
+        .iter()
+        .filter(|n| n.unread())
+        .cloned()
+        .collect();
+    let read: Vec<Observed> = unread
+        .par_iter()
+        .filter_map(|n| scan::observe(&state.paths.root, &n.path).ok())
+        .collect();
+    {
+        let mut catalog = state.catalog.write();
+        for o in &read {
+            if let Some(bytes) = &o.content {
+                let slug = crate::vault::path::slug_of(&o.rel);
+                catalog.fill_content(slug, &o.content_hash, bytes, o.stamp);
+            }
+        }
+    }
+    let left = unread.len().saturating_sub(read.len());
+    if left > 0 {
+        tracing::warn!(
+            notes = left,
+            "notes recalled at start could not be read again"
+        );
+    }
+    let notes: Vec<Arc<crate::vault::catalog::Note>> =
+        state.catalog.read().iter().cloned().collect();
+    state.index.start(notes, state.committed_seq());
+    state.unread.finish();
 }

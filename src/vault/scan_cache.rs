@@ -1,0 +1,418 @@
+//! What the last full scan saw of each note file, kept in `<state dir>/scan.cache`, so a
+//! warm start can stat a file instead of reading, hashing and parsing it.
+//!
+//! An entry is the file's [`FileStamp`] (size, modification and change times, device,
+//! inode), the hash of the bytes read under that stamp, and the facts parsed from them
+//! (`markdown::facts`). A start takes a file's hash and facts from here only when the file's
+//! stamp now is the entry's: any save moves the change time (and a rename the inode), so
+//! a file edited while the daemon was stopped is read as before. The bytes themselves are
+//! not kept here: they are read by the verify that follows the start (the full rescan),
+//! which also hashes every file again, so even a change the stamp cannot show is found and
+//! recorded then. The cache is derived data: a missing, torn, foreign or outdated file is
+//! ignored (every note is read), and it is rewritten after each full scan.
+//!
+//! Format: a magic line, a checksummed postcard body (a format number, the crate version
+//! that wrote it, the entries). Frontmatter is kept as a YAML value tree; an entry whose
+//! frontmatter does not come back equal is left out.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_norway::{Mapping, Number, Value};
+
+use crate::vault::links::RawLink;
+use crate::vault::markdown::NoteFacts;
+use crate::vault::scan::{FileStamp, Observed};
+
+/// The cache file in the state directory.
+pub const FILE_NAME: &str = "scan.cache";
+/// Where a new cache is written before it is renamed over the old one.
+pub const TEMP_NAME: &str = "scan.cache.tmp";
+
+const MAGIC: &[u8] = b"notevault scan cache\n";
+/// Bumped whenever the entry format changes. A new crate version also discards the cache
+/// (what `markdown::facts` derives may have changed).
+const FORMAT: u32 = 1;
+
+/// The cached view of one note file.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Entry {
+    pub stamp: FileStamp,
+    pub content_hash: String,
+    facts: Facts,
+}
+
+/// The cache as loaded: entries by vault-relative path.
+#[derive(Debug, Default)]
+pub struct ScanCache {
+    entries: HashMap<String, Entry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Body {
+    format: u32,
+    version: String,
+    entries: Vec<(String, Entry)>,
+}
+
+impl ScanCache {
+    /// The cache of the state directory `dir`; `None` when there is none, or it is torn,
+    /// from another format or version, or unreadable (then every note is read).
+    pub fn load(dir: &Path) -> Option<Self> {
+        let bytes = std::fs::read(dir.join(FILE_NAME)).ok()?;
+        let body = bytes.strip_prefix(MAGIC)?;
+        let (body, sum) = body.split_at_checked(body.len().checked_sub(32)?)?;
+        if blake3::hash(body).as_bytes() != sum {
+            tracing::warn!("the scan cache is damaged; every note is read");
+            return None;
+        }
+        let body: Body = postcard::from_bytes(body).ok()?;
+        if body.format != FORMAT || body.version != env!("CARGO_PKG_VERSION") {
+            return None;
+        }
+        Some(Self {
+            entries: body.entries.into_iter().collect(),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The hash and facts of `rel` when its stamp now is `stamp` (the entry is taken).
+    pub fn take(&mut self, rel: &str, stamp: &FileStamp) -> Option<(String, NoteFacts)> {
+        match self.entries.get(rel) {
+            Some(e) if e.stamp == *stamp => {}
+            _ => return None,
+        }
+        let e = self.entries.remove(rel)?;
+        Some((e.content_hash, e.facts.into_facts()?))
+    }
+
+    /// [`save`](Self::save), logged: a cache that cannot be written costs only the next
+    /// start's speed.
+    pub fn write(dir: &Path, observed: &[Observed]) {
+        match Self::save(dir, observed) {
+            Ok(n) => tracing::debug!(entries = n, "scan cache written"),
+            Err(e) => tracing::warn!(error = %e, "cannot write the scan cache"),
+        }
+    }
+
+    /// Write the cache of `observed` (files read with a stable stamp) into `dir`: a temp
+    /// file, then a rename over the old cache, so a reader sees one or the other.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the scan cache is a derived file of the state directory"
+    )]
+    pub fn save<'a>(
+        dir: &Path,
+        observed: impl IntoIterator<Item = &'a Observed>,
+    ) -> std::io::Result<usize> {
+        let entries: Vec<(String, Entry)> = observed
+            .into_iter()
+            .filter_map(|o| {
+                let stamp = o.stamp?;
+                // A note not kept in memory (too large) is read at every start anyway.
+                o.content.as_ref()?;
+                let facts = Facts::of(&o.facts)?;
+                Some((
+                    o.rel.clone(),
+                    Entry {
+                        stamp,
+                        content_hash: o.content_hash.clone(),
+                        facts,
+                    },
+                ))
+            })
+            .collect();
+        let count = entries.len();
+        let body = postcard::to_stdvec(&Body {
+            format: FORMAT,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            entries,
+        })
+        .map_err(std::io::Error::other)?;
+        let temp: PathBuf = dir.join(TEMP_NAME);
+        let written = (|| {
+            let mut file = std::fs::File::create(&temp)?;
+            file.write_all(MAGIC)?;
+            file.write_all(&body)?;
+            file.write_all(blake3::hash(&body).as_bytes())?;
+            file.flush()?;
+            drop(file);
+            std::fs::rename(&temp, dir.join(FILE_NAME))
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+        Ok(count)
+    }
+}
+
+/// What the start took from the scan cache, and whether the verify that reads those
+/// notes' bytes is still to come. Whatever needs every note's bytes (grep, the start of
+/// the search index) waits here until it is done.
+#[derive(Debug, Default)]
+pub struct Unread {
+    start: parking_lot::Mutex<StartScan>,
+    done: parking_lot::Condvar,
+}
+
+/// How the last start observed the notes (`GET /v1/index-status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StartScan {
+    /// Notes whose hash and facts came from the scan cache (their stamp was unchanged).
+    pub recalled: usize,
+    /// Notes read, hashed and parsed.
+    pub read: usize,
+    /// The recalled notes' bytes are still being read (the verify runs).
+    pub verifying: bool,
+}
+
+impl Unread {
+    /// The start observed `read` notes by reading them and recalled `recalled`: when it
+    /// recalled any, the verify is to come.
+    pub fn begin(&self, read: usize, recalled: usize) {
+        *self.start.lock() = StartScan {
+            recalled,
+            read,
+            verifying: recalled > 0,
+        };
+    }
+
+    pub fn start_scan(&self) -> StartScan {
+        *self.start.lock()
+    }
+
+    /// Whether the verify is still to come.
+    pub fn pending(&self) -> bool {
+        self.start.lock().verifying
+    }
+
+    pub fn finish(&self) {
+        self.start.lock().verifying = false;
+        self.done.notify_all();
+    }
+
+    /// Wait until every recalled note was read, at most until `deadline`; `false` when
+    /// some still are not.
+    pub fn wait(&self, deadline: std::time::Instant) -> bool {
+        let mut start = self.start.lock();
+        while start.verifying {
+            if self.done.wait_until(&mut start, deadline).timed_out() {
+                return !start.verifying;
+            }
+        }
+        true
+    }
+}
+
+/// [`NoteFacts`] in a form postcard can write (frontmatter as a value tree).
+#[derive(Debug, Serialize, Deserialize)]
+struct Facts {
+    title: Option<String>,
+    status: Option<String>,
+    tags: Vec<String>,
+    frontmatter: Option<Vec<(Yaml, Yaml)>>,
+    frontmatter_error: Option<String>,
+    lossy_utf8: bool,
+    aliases: Vec<String>,
+    links: Vec<(String, u64, bool, bool)>,
+}
+
+impl Facts {
+    /// `None` when the frontmatter would not come back equal.
+    fn of(f: &NoteFacts) -> Option<Self> {
+        let frontmatter = f.frontmatter.as_ref().map(map_tree);
+        if let Some(tree) = &frontmatter {
+            if tree_map(tree.clone()).as_ref() != f.frontmatter.as_ref() {
+                return None;
+            }
+        }
+        Some(Self {
+            title: f.title.clone(),
+            status: f.status.clone(),
+            tags: f.tags.clone(),
+            frontmatter,
+            frontmatter_error: f.frontmatter_error.clone(),
+            lossy_utf8: f.lossy_utf8,
+            aliases: f.aliases.clone(),
+            links: f
+                .links
+                .iter()
+                .map(|l| (l.target.clone(), l.line as u64, l.markdown, l.embed))
+                .collect(),
+        })
+    }
+
+    fn into_facts(self) -> Option<NoteFacts> {
+        let frontmatter = match self.frontmatter {
+            Some(tree) => Some(tree_map(tree)?),
+            None => None,
+        };
+        Some(NoteFacts {
+            title: self.title,
+            status: self.status,
+            tags: self.tags,
+            frontmatter,
+            frontmatter_error: self.frontmatter_error,
+            lossy_utf8: self.lossy_utf8,
+            aliases: self.aliases,
+            links: self
+                .links
+                .into_iter()
+                .map(|(target, line, markdown, embed)| RawLink {
+                    target,
+                    line: line as usize,
+                    markdown,
+                    embed,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// A YAML value as postcard can write it (it has no self-describing `any`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Yaml {
+    Null,
+    Bool(bool),
+    Uint(u64),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Yaml>),
+    Map(Vec<(Yaml, Yaml)>),
+    Tagged(String, Box<Yaml>),
+}
+
+fn map_tree(m: &Mapping) -> Vec<(Yaml, Yaml)> {
+    m.iter().map(|(k, v)| (tree(k), tree(v))).collect()
+}
+
+fn tree(v: &Value) -> Yaml {
+    match v {
+        Value::Null => Yaml::Null,
+        Value::Bool(b) => Yaml::Bool(*b),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Yaml::Uint(u)
+            } else if let Some(i) = n.as_i64() {
+                Yaml::Int(i)
+            } else {
+                Yaml::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => Yaml::Str(s.clone()),
+        Value::Sequence(items) => Yaml::Seq(items.iter().map(tree).collect()),
+        Value::Mapping(m) => Yaml::Map(map_tree(m)),
+        Value::Tagged(t) => Yaml::Tagged(t.tag.to_string(), Box::new(tree(&t.value))),
+    }
+}
+
+fn tree_map(pairs: Vec<(Yaml, Yaml)>) -> Option<Mapping> {
+    let mut m = Mapping::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        m.insert(value(k)?, value(v)?);
+    }
+    Some(m)
+}
+
+fn value(y: Yaml) -> Option<Value> {
+    Some(match y {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(b) => Value::Bool(b),
+        Yaml::Uint(u) => Value::Number(Number::from(u)),
+        Yaml::Int(i) => Value::Number(Number::from(i)),
+        Yaml::Float(f) => Value::Number(Number::from(f)),
+        Yaml::Str(s) => Value::String(s),
+        Yaml::Seq(items) => Value::Sequence(items.into_iter().map(value).collect::<Option<_>>()?),
+        Yaml::Map(pairs) => Value::Mapping(tree_map(pairs)?),
+        Yaml::Tagged(tag, v) if tag.len() > 1 => {
+            Value::Tagged(Box::new(serde_norway::value::TaggedValue {
+                tag: serde_norway::value::Tag::new(tag),
+                value: value(*v)?,
+            }))
+        }
+        Yaml::Tagged(..) => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn observed_of(dir: &Path, rel: &str, text: &str) -> Observed {
+        let path = dir.join(rel);
+        #[allow(clippy::disallowed_methods, reason = "a test file")]
+        std::fs::write(&path, text).unwrap();
+        crate::vault::scan::observe(dir, rel).unwrap()
+    }
+
+    #[test]
+    fn facts_come_back_as_parsed() {
+        let vault = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let texts = [
+            "---\ntitle: One\ntags: [a, '#b']\nn: 3\nneg: -4\nbig: 18446744073709551615\nf: 1.5\nnan: .nan\nnested: {x: [1, null, true]}\n? [k]\n: v\ntagged: !custom {a: 1}\n---\n# H\nsee [[two]] and ![](img.png)\n",
+            "no frontmatter, [a link](../x.md)\n",
+            "---\nbroken: [\n---\nbody\n",
+            "\u{feff}---\naliases: [Deux]\nstatus: done\n---\n",
+        ];
+        let observed: Vec<Observed> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| observed_of(vault.path(), &format!("n{i}.md"), t))
+            .collect();
+        assert_eq!(
+            ScanCache::save(state.path(), &observed).unwrap(),
+            texts.len()
+        );
+        let mut cache = ScanCache::load(state.path()).unwrap();
+        for o in &observed {
+            let (hash, facts) = cache.take(&o.rel, &o.stamp.unwrap()).unwrap();
+            assert_eq!(hash, o.content_hash);
+            assert_eq!(facts, o.facts, "{}", o.rel);
+        }
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_changed_stamp_or_a_damaged_file_is_not_recalled() {
+        let vault = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut o = observed_of(vault.path(), "a.md", "# A\n");
+        ScanCache::save(state.path(), [&o]).unwrap();
+        let mut moved = o.stamp.unwrap();
+        moved.ctime.1 += 1;
+        assert!(ScanCache::load(state.path())
+            .unwrap()
+            .take("a.md", &moved)
+            .is_none());
+        // A note too large to keep is not cached (it is read at every start).
+        o.content = None;
+        ScanCache::save(state.path(), [&o]).unwrap();
+        assert!(ScanCache::load(state.path()).unwrap().is_empty());
+        o.content = Some(Arc::new(b"# A\n".to_vec()));
+        ScanCache::save(state.path(), [&o]).unwrap();
+        let path = state.path().join(FILE_NAME);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() - 40;
+        bytes[at] ^= 1;
+        #[allow(clippy::disallowed_methods, reason = "a test file")]
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(ScanCache::load(state.path()).is_none());
+        bytes.truncate(10);
+        #[allow(clippy::disallowed_methods, reason = "a test file")]
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(ScanCache::load(state.path()).is_none());
+    }
+}
