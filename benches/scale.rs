@@ -194,6 +194,7 @@ fn measure(
     let st = rt.block_on(wait_indexed(addr))?;
     let first_searchable = t0.elapsed();
     rt.block_on(common::wait_history(state))?;
+    rt.block_on(common::wait_scan_cache(state, t0))?;
     let hwm_mib = common::proc_status_mib(daemon.child.id(), "VmHWM:")?;
     let first_scan = scanned(&daemon);
     println!(

@@ -9,8 +9,12 @@
 //! - `NOTEVAULT_BENCH_SECONDS`: measured duration of each load run (default 10).
 //! - `NOTEVAULT_BENCH_RUNS`: repetitions of each start and history measure (default 5).
 //! - `NOTEVAULT_BENCH_NO_DROP_CACHES=1`: never drop the page cache before a cold start.
-//! - `NOTEVAULT_BENCH_BASELINE_BIN`: another build's binary; the read load then runs on it
-//!   and on this build alternately (two rounds each, the same state dir), side by side.
+//! - `NOTEVAULT_BENCH_BASELINE_BIN`: another build's binary; the warm starts and the read
+//!   load then run on it and on this build alternately (the same state dir), side by side.
+//!
+//! Every start is left to settle (every note searchable, a warm start's verify done and
+//! its scan cache written) before the daemon is stopped, as a daemon that ran a while
+//! leaves its state dir.
 
 #![allow(
     clippy::disallowed_methods,
@@ -328,21 +332,39 @@ fn run() -> Result<()> {
         );
         fresh_warm.push(t);
     }
+    // Warm starts on the same state dir; with a baseline build, the two alternate.
+    let baseline = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN").ok();
     let mut warm = Vec::new();
+    let mut warm_settled = Vec::new();
+    let mut base_warm = Vec::new();
+    let mut base_settled = Vec::new();
     for i in 1..=settings.runs {
-        let (t, scanned) = start_run(
-            &rt,
-            &vault,
-            &state,
-            &work.join(format!("logs/warm-{i}.log")),
-        )?;
-        println!(
-            "  warm  {i}: {} (second start on {}, vault scanned at {})",
-            ms(t),
-            state.file_name().unwrap_or_default().to_string_lossy(),
-            scanned.map_or_else(|| "?".into(), ms)
-        );
-        warm.push(t);
+        for bin in baseline.iter().map(String::as_str).chain([BIN]) {
+            let this = bin == BIN;
+            let name = if this { "warm " } else { "base " };
+            let r = start_run_bin(
+                &rt,
+                bin,
+                &vault,
+                &state,
+                &work.join(format!("logs/{}-{i}.log", name.trim())),
+            )?;
+            println!(
+                "  {name} {i}: {} (second start on {}, vault scanned at {}, settled at {}, {} notes from the scan cache)",
+                ms(r.serving),
+                state.file_name().unwrap_or_default().to_string_lossy(),
+                r.scanned.map_or_else(|| "?".into(), ms),
+                ms(r.settled),
+                r.recalled.map_or_else(|| "no".into(), |n| n.to_string()),
+            );
+            if this {
+                warm.push(r.serving);
+                warm_settled.push(r.settled);
+            } else {
+                base_warm.push(r.serving);
+                base_settled.push(r.settled);
+            }
+        }
     }
     let cold_label = if cold_dropped {
         "start, cold (fresh state dir, page cache dropped)"
@@ -367,6 +389,24 @@ fn run() -> Result<()> {
         "<= 300 ms",
         median(&warm) <= TARGET_WARM,
     );
+    table.info(
+        "  warm start to settled (verify done, every note searchable)",
+        spread(&warm_settled),
+    );
+    if !base_warm.is_empty() {
+        table.info("  warm start, baseline build (alternating)", spread(&base_warm));
+        table.info(
+            "  warm start to settled, baseline build",
+            spread(&base_settled),
+        );
+        table.info(
+            "  warm start, this build / baseline (medians)",
+            format!(
+                "{:.2}x",
+                median(&warm).as_secs_f64() / median(&base_warm).as_secs_f64()
+            ),
+        );
+    }
     println!();
 
     // 3. Line-sliced reads under load.
@@ -715,11 +755,79 @@ fn start_run(
     state: &Path,
     log: &Path,
 ) -> Result<(Duration, Option<Duration>)> {
-    let mut daemon = Daemon::spawn(vault, state, log)?;
-    let took = rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
+    start_run_bin(rt, BIN, vault, state, log).map(|r| (r.serving, r.scanned))
+}
+
+/// What one start took.
+struct StartRun {
+    /// Spawn → first `GET /v1/notes` answered.
+    serving: Duration,
+    /// Spawn → the `vault scanned` line.
+    scanned: Option<Duration>,
+    /// Spawn → every note searchable and the start's verify done (the index at the
+    /// committed seq, `start_scan.verifying` false).
+    settled: Duration,
+    /// Notes the start took from the scan cache (`None`: a build without one).
+    recalled: Option<u64>,
+}
+
+/// Start `bin`, time it to serving, then wait until it has settled (the index current,
+/// the verify of a warm start done, its scan cache written) before stopping it, so the
+/// next start finds the state a running daemon leaves.
+fn start_run_bin(
+    rt: &tokio::runtime::Runtime,
+    bin: &str,
+    vault: &Path,
+    state: &Path,
+    log: &Path,
+) -> Result<StartRun> {
+    let mut daemon = Daemon::spawn_bin(bin, vault, state, log)?;
+    let serving = rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
     let scanned = daemon.logged("vault scanned");
+    let (settled, recalled) = rt.block_on(async {
+        loop {
+            daemon.ensure_running()?;
+            ensure!(
+                daemon.started.elapsed() < START_TIMEOUT,
+                "not settled within {START_TIMEOUT:?}"
+            );
+            let mut conn = Conn::open(daemon.addr).await?;
+            let (_, body) = conn.get("/v1/index-status").await?;
+            let st: serde_json::Value = serde_json::from_slice(&body)?;
+            let indexed = st["indexed_seq"].as_i64() >= st["committed_seq"].as_i64()
+                && st["search_index"]["not_yet_indexed"] == 0;
+            if indexed && st["start_scan"]["verifying"] != true {
+                return Ok::<_, anyhow::Error>((
+                    daemon.started.elapsed(),
+                    st["start_scan"]["notes_recalled"].as_u64(),
+                ));
+            }
+            tokio::time::sleep(START_POLL).await;
+        }
+    })?;
+    // A build with a scan cache writes it once its rescan is done.
+    if recalled.is_some() {
+        let cache = state.join("scan.cache");
+        let fresh = |started: Instant| {
+            std::fs::metadata(&cache)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < started.elapsed()))
+        };
+        while !fresh(daemon.started) {
+            ensure!(
+                daemon.started.elapsed() < START_TIMEOUT,
+                "no scan cache written within {START_TIMEOUT:?}"
+            );
+            std::thread::sleep(START_POLL);
+        }
+    }
     daemon.stop()?;
-    Ok((took, scanned))
+    Ok(StartRun {
+        serving,
+        scanned,
+        settled,
+        recalled,
+    })
 }
 
 /// Poll `GET /v1/notes?page_size=1` until it answers 200; time since spawn. A refused

@@ -227,14 +227,26 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     // A file whose stamp is the one the last full scan saw is taken from the scan cache
     // unread, unless the whole vault is to be recorded (its bytes go into history now)
     // or indexed (a new or rebuilt index: `notevault reindex`).
-    let index_built = state.index.state().rebuilt.is_none();
-    let cache = if first_history || behind || !index_built {
-        None
-    } else {
-        ScanCache::load(state.state_dir())
-    };
-    let cache_loaded = started.elapsed();
-    let found = scan::scan_with(&state.paths, cache);
+    let use_cache = !(first_history || behind) && state.index.state().rebuilt.is_none();
+    // Side by side: the walks that list the notes and the attachments, the load of the
+    // scan cache and of the stored notes.
+    let ((notes_listed, (listed, mut file_excluded)), (cache, stored)) = rayon::join(
+        || {
+            rayon::join(
+                || scan::list_note_files(&state.paths),
+                || crate::vault::attachments::list_files(&state.paths),
+            )
+        },
+        || {
+            rayon::join(
+                || use_cache.then(|| ScanCache::load(state.state_dir())).flatten(),
+                || state.meta.all_notes(),
+            )
+        },
+    );
+    let stored = stored?;
+    let listed_at = started.elapsed();
+    let found = scan::scan_with(&state.paths, notes_listed, cache);
     let scanned = started.elapsed();
     for temp in &found.leftovers {
         if fsio::remove_leftover(temp).is_ok() {
@@ -246,8 +258,6 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     // Without a watcher no rescan follows the start: the cache is written from this scan.
     let cache_from_scan: Option<Vec<Observed>> =
         (!state.config.watch && recalled.is_empty()).then(|| found.observed.clone());
-    let stored = state.meta.all_notes()?;
-    let rows_loaded = started.elapsed();
     let gap = if behind {
         tracing::warn!(
             history_seq = history_status.head_seq,
@@ -266,7 +276,6 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         .into_iter()
         .map(|row| (row.path.clone(), record::attachment_of(row)))
         .collect();
-    let (listed, mut file_excluded) = crate::vault::attachments::list_files(&state.paths);
     let (found_files, bad) =
         crate::vault::attachments::observe_all(&state.paths.root, &listed, &stored_files);
     file_excluded.extend(bad);
@@ -408,9 +417,8 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         notes = state.catalog.read().len(),
         recalled = recalled.len(),
         revisions = outcome.revisions,
-        cache_ms = cache_loaded.as_millis() as u64,
+        listed_ms = listed_at.as_millis() as u64,
         scan_ms = scanned.as_millis() as u64,
-        rows_ms = rows_loaded.as_millis() as u64,
         catalog_ms = cataloged.as_millis() as u64,
         total_ms = started.elapsed().as_millis() as u64,
         "vault scanned"

@@ -222,6 +222,23 @@ pub async fn wait_history(state: &Path) -> Result<()> {
     bail!("the history bootstrap did not finish")
 }
 
+/// Wait until the daemon started at `since` has written the scan cache of `state` (after
+/// the rescan that follows its start), so that the next start on `state` finds it.
+pub async fn wait_scan_cache(state: &Path, since: Instant) -> Result<()> {
+    let cache = state.join("scan.cache");
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while Instant::now() < deadline {
+        let fresh = std::fs::metadata(&cache)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < since.elapsed()));
+        if fresh {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("no scan cache was written")
+}
+
 /// One HTTP/1.1 keep-alive connection (hyper, no pool).
 pub struct Conn {
     sender: http1::SendRequest<Empty<Bytes>>,

@@ -185,8 +185,9 @@ impl Catalog {
         drop(ids);
         self.by_id.reserve(notes.len());
         self.by_key.reserve(notes.len());
+        self.links.add_all(&notes);
         for note in &notes {
-            self.file(note);
+            self.file_tags(note);
             self.by_key.insert(note.key(), note.clone());
             self.by_id.insert(note.note_id.clone(), note.clone());
         }
@@ -227,6 +228,10 @@ impl Catalog {
     /// Enter a note into the derived tables (links, tags).
     fn file(&mut self, note: &Arc<Note>) {
         self.links.add(note);
+        self.file_tags(note);
+    }
+
+    fn file_tags(&mut self, note: &Note) {
         for tag in &note.tags {
             self.by_tag
                 .entry(tag.clone())

@@ -22,14 +22,17 @@ use crate::vault::links::{resolve_relative, RawLink};
 #[derive(Debug, Default)]
 pub struct LinkTables {
     /// Lower-case slug → notes (several only when slugs differ by case alone).
-    by_lower: HashMap<String, Vec<Arc<Note>>>,
+    by_lower: Table,
     /// Lower-case file name → notes.
-    by_name: HashMap<String, Vec<Arc<Note>>>,
+    by_name: Table,
     /// Lower-case alias → notes.
-    by_alias: HashMap<String, Vec<Arc<Note>>>,
+    by_alias: Table,
     /// Link key → the notes with a link under that key.
-    linking: HashMap<String, Vec<Arc<Note>>>,
+    linking: Table,
 }
+
+/// A name → the notes filed under it (foldhash: the tables are rebuilt at every start).
+type Table = HashMap<String, Vec<Arc<Note>>, foldhash::fast::RandomState>;
 
 fn name_of(slug: &str) -> &str {
     slug.rsplit('/').next().unwrap_or(slug)
@@ -70,7 +73,7 @@ fn link_key(from: &Note, link: &RawLink) -> Option<String> {
 /// same slug (`Catalog::insert`), so no list holds a slug twice and nothing is searched
 /// here: a name shared by many notes (`readme`, a command page in forty languages) would
 /// make filing a vault quadratic in them.
-fn file(map: &mut HashMap<String, Vec<Arc<Note>>>, key: String, note: &Arc<Note>) {
+fn file(map: &mut Table, key: String, note: &Arc<Note>) {
     let notes = map.entry(key).or_default();
     debug_assert!(
         !notes.iter().any(|n| n.slug == note.slug),
@@ -80,7 +83,7 @@ fn file(map: &mut HashMap<String, Vec<Arc<Note>>>, key: String, note: &Arc<Note>
     notes.push(note.clone());
 }
 
-fn unfile(map: &mut HashMap<String, Vec<Arc<Note>>>, key: &str, note: &Note) {
+fn unfile(map: &mut Table, key: &str, note: &Note) {
     if let Some(notes) = map.get_mut(key) {
         notes.retain(|n| n.slug != note.slug);
         if notes.is_empty() {
@@ -113,6 +116,23 @@ impl LinkTables {
         }
         for key in links {
             file(&mut self.linking, key, note);
+        }
+    }
+
+    /// File many notes the catalog now holds (none of them filed yet): their keys are
+    /// worked out in parallel.
+    pub(crate) fn add_all(&mut self, notes: &[Arc<Note>]) {
+        use rayon::prelude::*;
+        let keys: Vec<_> = notes.par_iter().map(|n| Self::keys(n)).collect();
+        for (note, (lower, name, aliases, links)) in notes.iter().zip(keys) {
+            file(&mut self.by_lower, lower, note);
+            file(&mut self.by_name, name, note);
+            for alias in aliases {
+                file(&mut self.by_alias, alias, note);
+            }
+            for key in links {
+                file(&mut self.linking, key, note);
+            }
         }
     }
 

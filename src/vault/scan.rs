@@ -178,14 +178,18 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
 /// Scan the whole vault, with a progress bar on stderr when it is a terminal and the
 /// vault is large enough for the scan to take a moment.
 pub fn scan(paths: &VaultPaths) -> ScanResult {
-    scan_with(paths, None)
+    scan_with(paths, list_note_files(paths), None)
 }
 
-/// [`scan`], taking from `cache` the hash and facts of every file whose stamp is the
-/// cached one (a stat instead of a read; listed in [`ScanResult::recalled`]); the other
-/// files are read.
-pub fn scan_with(paths: &VaultPaths, cache: Option<ScanCache>) -> ScanResult {
-    let (files, mut excluded, leftovers) = list_note_files(paths);
+/// [`scan`] of the files `listed` by [`list_note_files`], taking from `cache` the hash
+/// and facts of every file whose stamp is the cached one (a stat instead of a read;
+/// listed in [`ScanResult::recalled`]); the other files are read.
+pub fn scan_with(
+    paths: &VaultPaths,
+    listed: (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>),
+    cache: Option<ScanCache>,
+) -> ScanResult {
+    let (files, mut excluded, leftovers) = listed;
     let mut observed = Vec::with_capacity(files.len());
     let mut recalled = HashSet::new();
     let to_read = match cache {
