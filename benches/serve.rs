@@ -394,7 +394,10 @@ fn run() -> Result<()> {
         spread(&warm_settled),
     );
     if !base_warm.is_empty() {
-        table.info("  warm start, baseline build (alternating)", spread(&base_warm));
+        table.info(
+            "  warm start, baseline build (alternating)",
+            spread(&base_warm),
+        );
         table.info(
             "  warm start to settled, baseline build",
             spread(&base_settled),

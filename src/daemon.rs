@@ -239,7 +239,11 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         },
         || {
             rayon::join(
-                || use_cache.then(|| ScanCache::load(state.state_dir())).flatten(),
+                || {
+                    use_cache
+                        .then(|| ScanCache::load(state.state_dir()))
+                        .flatten()
+                },
                 || state.meta.all_notes(),
             )
         },
