@@ -8,7 +8,9 @@
 //! service: the handshake era (`initialize`, `Mcp-Session-Id` sessions, GET as an SSE
 //! stream of a session) and the stateless 2026-07-28 revision (`server/discover`,
 //! per-request `_meta`, the `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers,
-//! answered as plain JSON).
+//! answered as plain JSON). A stateless `tools/call` or `tools/list` that passes every
+//! check rmcp would make skips rmcp's per-request machinery: `direct.rs` answers it, with
+//! the same bytes, from the same `NotesServer::call` and `NotesServer::tools_listed`.
 //!
 //! A tool answers the JSON `/v1` answers (the same function builds it), as
 //! `structuredContent` and as text; its `outputSchema` is the utoipa schema of that
