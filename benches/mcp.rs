@@ -1,10 +1,15 @@
 //! `cargo bench --bench mcp`: tool calls over `/mcp` at 8 connections on the real corpus
 //! (`../shared/corpora/realvault.tar.gz`): p50, p99 and req/s of the `search` tool and of
 //! `read_note` (200 lines), in both protocol eras, each beside its `GET /v1` twin for the
-//! cost of the MCP layer. Target: search p50 <= 2 ms.
+//! cost of the MCP layer. Target: search p50 <= 2 ms. Then the daemon's CPU per `search`
+//! call (utime + stime of the daemon over a load, divided by the calls answered): `GET
+//! /v1/search`, the stateless 2026-07-28 call and the 2025-11-25 session call, one load
+//! after the other with the same queries, three runs; target: an MCP call <= 1.3x the
+//! CPU of its `/v1` twin, in both eras.
 //!
 //! Environment: `NOTEVAULT_CORPUS` (the tarball; without it the bench says so and exits
-//! 0), `NOTEVAULT_BENCH_SECONDS` (measured seconds per load, default 10).
+//! 0), `NOTEVAULT_BENCH_SECONDS` (measured seconds per load, default 10),
+//! `NOTEVAULT_BENCH_CPU_SECONDS` (seconds per CPU load, default 4).
 
 #![allow(
     clippy::disallowed_methods,
@@ -30,6 +35,10 @@ const CONNECTIONS: usize = 8;
 const WARMUP: Duration = Duration::from_secs(1);
 const TARGET_P50: Duration = Duration::from_millis(2);
 const SLUGS: usize = 2000;
+/// Target of the CPU figure: an MCP `search` call costs at most this many times the CPU of
+/// its `GET /v1/search` twin.
+const TARGET_CPU_RATIO: f64 = 1.3;
+const CPU_RUNS: usize = 3;
 
 fn main() -> ExitCode {
     common::bench_main("mcp", run)
@@ -279,6 +288,128 @@ async fn load(addr: SocketAddr, era: Era, work: Work, duration: Duration) -> Res
     })
 }
 
+/// The daemon's CPU per `search` call over `duration` of `era`'s load at
+/// [`CONNECTIONS`] connections (opened, and sessions initialized, before the count
+/// starts): (microseconds per call, calls).
+async fn cpu_per_call(
+    addr: SocketAddr,
+    pid: u32,
+    era: Era,
+    queries: Arc<Vec<String>>,
+    duration: Duration,
+) -> Result<(f64, u64)> {
+    let mut conns = Vec::new();
+    for _ in 0..CONNECTIONS {
+        conns.push(Conn::open(addr, era).await?);
+    }
+    let before = common::cpu_ticks(pid)?;
+    let end = Instant::now() + duration;
+    let mut tasks = Vec::new();
+    for (c, mut conn) in conns.into_iter().enumerate() {
+        let queries = queries.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut calls, mut errors) = (0u64, 0u64);
+            let mut i = c * 997;
+            while Instant::now() < end {
+                i += 1;
+                let q = &queries[i % queries.len()];
+                let ok = if era == Era::Http {
+                    let path = format!(
+                        "/v1/search?q={}",
+                        percent_encoding::utf8_percent_encode(
+                            q,
+                            percent_encoding::NON_ALPHANUMERIC
+                        )
+                    );
+                    conn.get(&path).await?.0 == StatusCode::OK
+                } else {
+                    conn.call(era, "search", &json!({"q": q})).await?
+                };
+                if ok {
+                    calls += 1;
+                } else {
+                    errors += 1;
+                }
+            }
+            anyhow::Ok((calls, errors))
+        }));
+    }
+    let (mut calls, mut errors) = (0, 0);
+    for task in tasks {
+        let (c, e) = task.await??;
+        calls += c;
+        errors += e;
+    }
+    let ticks = common::cpu_ticks(pid)? - before;
+    ensure!(errors == 0, "{errors} search calls failed");
+    ensure!(calls > 0, "no search call was answered");
+    let hz = common::clock_ticks_per_second()?;
+    Ok((ticks as f64 * 1e6 / hz as f64 / calls as f64, calls))
+}
+
+/// The CPU figure: [`CPU_RUNS`] runs, each `GET /v1/search`, then the stateless call,
+/// then the session call, printed as a table beside the target.
+async fn cpu_figure(
+    addr: SocketAddr,
+    pid: u32,
+    queries: Arc<Vec<String>>,
+    duration: Duration,
+) -> Result<()> {
+    println!();
+    println!(
+        "daemon CPU per search call (utime+stime / calls, {CONNECTIONS} connections, {} s per load, /v1 then stateless then session in each run)",
+        duration.as_secs()
+    );
+    println!();
+    println!(
+        "| run | GET /v1/search | MCP 2026-07-28 stateless | ratio | MCP 2025-11-25 session | ratio | target <= {TARGET_CPU_RATIO}x |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let load_before = common::loadavg();
+    let mut sums = [0.0f64; 3];
+    for run in 1..=CPU_RUNS {
+        let mut us = [0.0f64; 3];
+        for (k, era) in [Era::Http, Era::Stateless, Era::Session]
+            .into_iter()
+            .enumerate()
+        {
+            us[k] = cpu_per_call(addr, pid, era, queries.clone(), duration)
+                .await?
+                .0;
+            sums[k] += us[k];
+        }
+        let (stateless, session) = (us[1] / us[0], us[2] / us[0]);
+        println!(
+            "| {run} | {:.0} us | {:.0} us | {stateless:.2}x | {:.0} us | {session:.2}x | {} |",
+            us[0],
+            us[1],
+            us[2],
+            verdict(stateless.max(session))
+        );
+    }
+    let n = CPU_RUNS as f64;
+    let (stateless, session) = (sums[1] / sums[0], sums[2] / sums[0]);
+    println!(
+        "| mean | {:.0} us | {:.0} us | {stateless:.2}x | {:.0} us | {session:.2}x | stateless {}, session {} |",
+        sums[0] / n,
+        sums[1] / n,
+        sums[2] / n,
+        verdict(stateless),
+        verdict(session)
+    );
+    println!();
+    println!("load average {load_before} -> {}", common::loadavg());
+    Ok(())
+}
+
+fn verdict(ratio: f64) -> &'static str {
+    if ratio <= TARGET_CPU_RATIO {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     Read,
@@ -356,6 +487,7 @@ fn run() -> Result<()> {
         .trim_start_matches("http://")
         .parse()
         .context("daemon address")?;
+    let pid = daemon.child.id();
     let result = rt.block_on(async {
         common::wait_history(&state).await?;
         let slugs = Arc::new(slugs(addr).await?);
@@ -441,6 +573,8 @@ fn run() -> Result<()> {
                 r.ok as u64 + r.errors
             );
         }
+        let cpu_seconds = common::env_num("NOTEVAULT_BENCH_CPU_SECONDS", 4);
+        cpu_figure(addr, pid, queries, Duration::from_secs(cpu_seconds)).await?;
         anyhow::Ok(())
     });
     drop(daemon);

@@ -134,7 +134,7 @@ fn run() -> Result<()> {
         sizes.iter().map(|(l, _)| *l).collect::<Vec<_>>().join(", "),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         free as f64 / 1e9,
-        loadavg()
+        common::loadavg()
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -183,7 +183,7 @@ fn measure(
     creates: usize,
     seconds: u64,
 ) -> Result<Point> {
-    let load_before = loadavg();
+    let load_before = common::loadavg();
 
     // First start: fresh state dir.
     let t0 = Instant::now();
@@ -269,7 +269,7 @@ fn measure(
         reindex.as_millis(),
         String::from_utf8_lossy(&out.stdout).trim()
     );
-    let load_after = loadavg();
+    let load_after = common::loadavg();
     println!("  load average {load_before} -> {load_after}");
     Ok(Point {
         label,
@@ -431,12 +431,6 @@ fn scan_text(s: Option<(u64, u64)>) -> String {
         Some((scan, total)) => format!("`vault scanned` scan_ms={scan} total_ms={total}"),
         None => "no `vault scanned` line".into(),
     }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
 }
 
 async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {

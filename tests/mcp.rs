@@ -519,6 +519,148 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
     assert_eq!(res.status(), 400);
 }
 
+/// A stateless request sent as [`modern_request`] sends it, with `extra` headers: the
+/// status, the content type and the body's bytes.
+async fn modern_raw(
+    s: &TestServer,
+    method: &str,
+    params: Value,
+    name: Option<&str>,
+    extra: &[(&str, &str)],
+) -> (u16, String, String) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "notevault-tests", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let mut req = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method);
+    if let Some(name) = name {
+        req = req.header("mcp-name", name);
+    }
+    for (header, value) in extra {
+        req = req.header(*header, *value);
+    }
+    let res = req
+        .json(&json!({"jsonrpc": "2.0", "id": "a-7", "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let content_type = res.headers()["content-type"].to_str().unwrap().to_string();
+    // A tool error names its request's id; two requests have two.
+    let request_id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    let body = res
+        .text()
+        .await
+        .unwrap()
+        .replace(&request_id, "<request id>");
+    (status, content_type, body)
+}
+
+/// A plain stateless `tools/call` or `tools/list` is answered without rmcp's per-request
+/// service (the direct path); one with a header only rmcp reads (`Mcp-Param-*`, which no
+/// tool's schema names, so rmcp ignores it) goes through rmcp. Both answer the same bytes:
+/// a result, a tool error, a tool this server does not have, the tool list.
+#[tokio::test]
+async fn a_stateless_call_answers_the_same_bytes_with_or_without_rmcp() {
+    let s = vault_example().await;
+    let seq = s.svc.committed_seq();
+    let calls = [
+        (
+            "tools/call",
+            json!({"name": "search", "arguments": {"q": "sourdough", "page_size": 3, "min_seq": seq}}),
+            Some("search"),
+        ),
+        (
+            "tools/call",
+            json!({"name": "read_note", "arguments": {"note": "Welcome", "limit": 3}}),
+            Some("read_note"),
+        ),
+        (
+            "tools/call",
+            json!({"name": "read_note", "arguments": {"note": "no/such/note"}}),
+            Some("read_note"),
+        ),
+        (
+            "tools/call",
+            json!({"name": "search", "arguments": {"q": 3}}),
+            Some("search"),
+        ),
+        (
+            "tools/call",
+            json!({"name": "delete_everything", "arguments": {}}),
+            Some("delete_everything"),
+        ),
+        ("tools/list", json!({}), None),
+    ];
+    for (method, params, name) in calls {
+        let direct = modern_raw(&s, method, params.clone(), name, &[]).await;
+        let rmcp = modern_raw(
+            &s,
+            method,
+            params.clone(),
+            name,
+            &[("mcp-param-probe", "1")],
+        )
+        .await;
+        assert_eq!(direct, rmcp, "{method} {params}");
+        assert_eq!(direct.0, 200, "{method} {params}: {}", direct.2);
+        assert_eq!(direct.1, "application/json");
+    }
+}
+
+/// Both eras answer a `search` with what `GET /v1/search` answers for the same query: the
+/// same results, and the same bytes as text.
+#[tokio::test]
+async fn search_answers_what_v1_search_answers_in_both_eras() {
+    let s = vault_example().await;
+    let seq = s.svc.committed_seq();
+    let (mut session, _) = Session::open(&s).await;
+    for q in [
+        "sourdough",
+        "\"meeting notes\"",
+        "title:roadmap",
+        "proj*",
+        "nothing-matches-this",
+    ] {
+        let arguments = json!({"q": q, "page_size": 5, "min_seq": seq});
+        let path = format!("/v1/search?q={}&page_size=5&min_seq={seq}", url_encode(q));
+        let raw = s.get(&path).await.text().await.unwrap();
+        let v1: Value = serde_json::from_str(&raw).unwrap();
+        let legacy = session.call("search", arguments.clone()).await;
+        let (status, modern_answer) = modern(
+            &s,
+            "tools/call",
+            json!({"name": "search", "arguments": arguments}),
+            Some("search"),
+        )
+        .await;
+        assert_eq!(status, 200, "{modern_answer}");
+        for result in [&legacy, &modern_answer["result"]] {
+            assert_eq!(result["isError"], false, "{q}: {result}");
+            assert_eq!(result["structuredContent"], v1, "{q}");
+            assert_eq!(result["content"][0]["text"].as_str().unwrap(), raw, "{q}");
+        }
+    }
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn get_is_a_session_stream_or_405() {
     let s = vault_example().await;

@@ -434,6 +434,14 @@ pub fn bench_main(name: &str, run: impl FnOnce() -> Result<()>) -> std::process:
     }
 }
 
+/// The load averages over 1, 5 and 15 minutes (`/proc/loadavg`), as printed beside a
+/// figure.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// A positive number from the environment, or `default`.
 pub fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -8,7 +8,9 @@
 //! service: the handshake era (`initialize`, `Mcp-Session-Id` sessions, GET as an SSE
 //! stream of a session) and the stateless 2026-07-28 revision (`server/discover`,
 //! per-request `_meta`, the `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers,
-//! answered as plain JSON).
+//! answered as plain JSON). A stateless `tools/call` or `tools/list` that passes every
+//! check rmcp would make skips rmcp's per-request machinery: `direct.rs` answers it, with
+//! the same bytes, from the same `NotesServer::call` and `NotesServer::tools_listed`.
 //!
 //! A tool answers the JSON `/v1` answers (the same function builds it), as
 //! `structuredContent` and as text; its `outputSchema` is the utoipa schema of that
@@ -17,20 +19,23 @@
 //! twin of each route it names, see `hint_for_agents`); an unknown tool is a JSON-RPC
 //! error.
 
+pub mod direct;
 pub mod logging;
 pub mod schema;
 pub mod tools;
 
 use std::sync::Arc;
 
+use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
@@ -60,19 +65,32 @@ pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken)
         .disable_allowed_origins()
         .with_json_response(true)
         .with_cancellation_token(cancel);
-    // One server per session (its log level) or per stateless request.
+    let server = NotesServer {
+        state,
+        docs_url,
+        log_level: Default::default(),
+    };
+    // One server per session (its log level) or per stateless request rmcp serves.
+    let template = server.clone();
     let factory = move || {
         Ok(NotesServer {
-            state: state.clone(),
-            docs_url: docs_url.clone(),
             log_level: Default::default(),
+            ..template.clone()
         })
     };
-    StreamableHttpService::new(factory, Default::default(), config)
+    McpService {
+        rmcp: StreamableHttpService::new(factory, Default::default(), config),
+        server,
+    }
 }
 
-/// The rmcp service as mounted.
-pub type McpService = StreamableHttpService<NotesServer, LocalSessionManager>;
+/// The service as mounted: rmcp's streamable HTTP transport, and the server that answers
+/// the stateless requests of the direct path (`direct.rs`) without it.
+#[derive(Clone)]
+pub struct McpService {
+    rmcp: StreamableHttpService<NotesServer, LocalSessionManager>,
+    server: NotesServer,
+}
 
 /// The largest JSON-RPC body `/mcp` reads (rmcp's own default cap).
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -80,9 +98,11 @@ pub const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Serve one `/mcp` request. A POST's JSON body is read here first (within
 /// `body_timeout`, at most [`MAX_BODY`]) so that a body that is not JSON, or not a
 /// JSON-RPC message, gets the JSON-RPC error a client expects (`-32700` parse error,
-/// `-32600` invalid request) rather than rmcp's plain-text 415. rmcp answers a session's
-/// DELETE with 202 once the session is closed; it is done, so the answer is 204, which
-/// clients (the Python SDK) expect.
+/// `-32600` invalid request) rather than rmcp's plain-text 415. A stateless 2026-07-28
+/// `tools/call` or `tools/list` that passes every check rmcp would make is answered by
+/// the direct path (`direct.rs`) with the bytes rmcp would send; everything else goes to
+/// rmcp. rmcp answers a session's DELETE with 202 once the session is closed; it is done,
+/// so the answer is 204, which clients (the Python SDK) expect.
 pub async fn handle(
     service: &McpService,
     request: axum::extract::Request,
@@ -96,14 +116,18 @@ pub async fn handle(
             Ok(bytes) => bytes,
             Err(err) => return crate::api::error::ApiError(err).into_response(),
         };
-        if let Err(e) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
-            return json_rpc_error(&bytes, &e);
+        let message = match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
+            Ok(message) => message,
+            Err(e) => return json_rpc_error(&bytes, &e),
+        };
+        if let Some(call) = direct::Direct::of(&service.server, &parts.headers, message) {
+            return call.answer(&service.server, &parts).await;
         }
         axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))
     } else {
         request
     };
-    let response = service.handle(request).await.into_response();
+    let response = service.rmcp.handle(request).await.into_response();
     if delete && response.status() == axum::http::StatusCode::ACCEPTED {
         return axum::http::StatusCode::NO_CONTENT.into_response();
     }
@@ -162,18 +186,16 @@ pub struct NotesServer {
 }
 
 /// The HTTP request behind an MCP request (rmcp hands its parts to the handler).
-fn http_parts(extensions: &rmcp::model::Extensions) -> Option<&axum::http::request::Parts> {
-    extensions.get::<axum::http::request::Parts>()
+fn http_parts(extensions: &rmcp::model::Extensions) -> Option<&Parts> {
+    extensions.get::<Parts>()
 }
 
 impl NotesServer {
-    /// Whether the caller of this request is offered the write tools.
-    fn write_tools(&self, context: &RequestContext<RoleServer>) -> WriteTools {
+    /// Whether the caller holding `credential` is offered the write tools.
+    fn write_tools(&self, credential: Option<&Credential>) -> WriteTools {
         // The auth layer put the request's credential into the HTTP request (`api`), the
         // one way every surface gets it; without one, no write tool is offered.
-        let Some(credential) =
-            http_parts(&context.extensions).and_then(|p| p.extensions.get::<Credential>())
-        else {
+        let Some(credential) = credential else {
             return WriteTools::Unlisted;
         };
         // Only a credential that could get them costs a read of the write settings.
@@ -185,6 +207,125 @@ impl NotesServer {
             .map(|s| s.policy != crate::writes::review::WritePolicy::ReadOnly)
             .unwrap_or(false);
         crate::auth::mcp_write_tools(credential, writes_possible)
+    }
+
+    /// Whether the caller of the HTTP request `parts` is offered the write tools.
+    fn offers_writes(&self, parts: Option<&Parts>) -> bool {
+        matches!(self.write_tools(credential(parts)), WriteTools::Offered)
+    }
+
+    /// The answer to `tools/list`, as both paths send it: the read tools, and the write
+    /// tools `with_writes`.
+    fn tools_listed(&self, with_writes: bool) -> ListToolsResult {
+        // The list depends on the caller's credential (the write tools): a cache may keep
+        // it for that caller only (2026-07-28, SEP-2549; rmcp drops the hint for older
+        // revisions).
+        ListToolsResult::with_all_items(tools::listed(with_writes))
+            .with_cache_scope(rmcp::model::CacheScope::Private)
+    }
+
+    /// One `tools/call` as both paths answer it (rmcp's handler for sessions, `direct`
+    /// for stateless requests): the tool's answer or its domain error as a [`Reply`], or
+    /// the JSON-RPC error for a tool this server does not offer to the caller. `parts` is
+    /// the HTTP request (its credential, request id and the base URL links name),
+    /// `client` the name the client gave, `form` what the caller needs of the answer.
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        parts: Option<&Parts>,
+        client: Option<String>,
+        form: tools::Form,
+    ) -> Result<Reply, McpError> {
+        // A write tool is served to a writing token while writes are possible; a token
+        // without `notes.write` hears which permission it lacks; otherwise (open local
+        // mode, a read-only vault) it is not a tool of this server.
+        let (offered, refused) = match tools::find(name) {
+            Some((tools::Access::Read, _)) => (true, None),
+            Some((tools::Access::Write, _)) => match self.write_tools(credential(parts)) {
+                WriteTools::Offered => (true, None),
+                WriteTools::Refused(err) => (true, Some(err)),
+                WriteTools::Unlisted => (false, None),
+            },
+            None => (false, None),
+        };
+        let unknown = || {
+            McpError::invalid_params(
+                format!("unknown tool `{name}`; call tools/list for the tools this server offers"),
+                None,
+            )
+        };
+        if !offered {
+            return Err(unknown());
+        }
+        let request_id = parts
+            .and_then(|p| p.extensions.get::<RequestId>())
+            .map(|r| r.0.clone())
+            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        // Links the tools hand out name this daemon as the request did.
+        let base = parts
+            .map(|p| crate::api::oauth::public_base(&self.state.config, &p.headers))
+            .unwrap_or_else(|| {
+                format!(
+                    "{}://{}",
+                    self.state.config.scheme(),
+                    self.state.config.listen
+                )
+            });
+        let state = self.state.clone();
+        let outcome = REQUEST_ID
+            .scope(
+                request_id,
+                DOCS_URL.scope(self.docs_url.clone(), async move {
+                    if let Some(err) = refused {
+                        return Ok(tool_error(&err));
+                    }
+                    match tools::call(state, name, arguments, client, base, form).await {
+                        Some(Ok(answer)) => Ok(Reply {
+                            text: answer.text,
+                            json: answer.json,
+                            is_error: false,
+                        }),
+                        Some(Err(err)) => Ok(tool_error(&err)),
+                        None => Err(()),
+                    }
+                }),
+            )
+            .await;
+        outcome.map_err(|()| unknown())
+    }
+}
+
+/// The credential the auth layer put into the HTTP request, if any.
+fn credential(parts: Option<&Parts>) -> Option<&Credential> {
+    parts.and_then(|p| p.extensions.get::<Credential>())
+}
+
+/// A tool call's result before it goes on the wire: the JSON text of the answer (the JSON
+/// its `/v1` twin answers) or of the error envelope, the same as a value when it was asked
+/// for, and whether the call failed.
+#[derive(Debug)]
+pub struct Reply {
+    pub text: String,
+    pub json: Option<Value>,
+    pub is_error: bool,
+}
+
+impl Reply {
+    /// As rmcp's result: the text as text content, the value as `structuredContent`
+    /// (parsed from the text when the reply has none).
+    pub fn into_result(self) -> CallToolResult {
+        let json = match self.json {
+            Some(json) => json,
+            None => serde_json::from_str(&self.text).unwrap_or_default(),
+        };
+        let mut result = if self.is_error {
+            CallToolResult::structured_error(json)
+        } else {
+            CallToolResult::structured(json)
+        };
+        result.content = vec![ContentBlock::text(self.text)];
+        result
     }
 }
 
@@ -222,14 +363,7 @@ impl ServerHandler for NotesServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        // The list depends on the caller's credential (the write tools): a cache may keep
-        // it for that caller only (2026-07-28, SEP-2549; rmcp drops the hint for older
-        // revisions).
-        Ok(ListToolsResult::with_all_items(tools::listed(matches!(
-            self.write_tools(&context),
-            WriteTools::Offered
-        )))
-        .with_cache_scope(rmcp::model::CacheScope::Private))
+        Ok(self.tools_listed(self.offers_writes(http_parts(&context.extensions))))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -241,73 +375,25 @@ impl ServerHandler for NotesServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
-        // A write tool is served to a writing token while writes are possible; a token
-        // without `notes.write` hears which permission it lacks; otherwise (open local
-        // mode, a read-only vault) it is not a tool of this server.
-        let (offered, refused) = match tools::find(&name) {
-            Some((tools::Access::Read, _)) => (true, None),
-            Some((tools::Access::Write, _)) => match self.write_tools(&context) {
-                WriteTools::Offered => (true, None),
-                WriteTools::Refused(err) => (true, Some(err)),
-                WriteTools::Unlisted => (false, None),
-            },
-            None => (false, None),
-        };
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .filter(|n| !n.is_empty());
-        let unknown = |name: &str| {
-            McpError::invalid_params(
-                format!("unknown tool `{name}`; call tools/list for the tools this server offers"),
-                None,
-            )
-        };
-        if !offered {
-            return Err(unknown(&name));
-        }
-        let request_id = http_parts(&context.extensions)
-            .and_then(|p| p.extensions.get::<RequestId>())
-            .map(|r| r.0.clone())
-            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
-        // Links the tools hand out name this daemon as the request did.
-        let base = http_parts(&context.extensions)
-            .map(|p| crate::api::oauth::public_base(&self.state.config, &p.headers))
-            .unwrap_or_else(|| {
-                format!(
-                    "{}://{}",
-                    self.state.config.scheme(),
-                    self.state.config.listen
-                )
-            });
-        let state = self.state.clone();
-        let arguments = request.arguments;
-        let called = name.clone();
         let started = std::time::Instant::now();
-        let outcome = REQUEST_ID
-            .scope(
-                request_id,
-                DOCS_URL.scope(self.docs_url.clone(), async move {
-                    if let Some(err) = refused {
-                        return Ok(tool_error(&err));
-                    }
-                    match tools::call(state, &called, arguments, client, base).await {
-                        Some(Ok(answer)) => {
-                            let mut result = CallToolResult::structured(answer.json);
-                            result.content = vec![ContentBlock::text(answer.text)];
-                            Ok(result)
-                        }
-                        Some(Err(err)) => Ok(tool_error(&err)),
-                        None => Err(()),
-                    }
-                }),
+        // The name the client gave: in the request's `_meta` (2026-07-28), else at the
+        // session's `initialize`.
+        let client = context
+            .client_info()
+            .map(|info| info.name)
+            .filter(|n| !n.is_empty());
+        let reply = self
+            .call(
+                &request.name,
+                request.arguments,
+                http_parts(&context.extensions),
+                client,
+                tools::Form::Value,
             )
-            .await;
-        let result = outcome.map_err(|()| unknown(&name))?;
+            .await?;
+        let result = reply.into_result();
         if let Some(min) = self.log_level.of(&context) {
-            let messages = logging::messages(&name, &result, started.elapsed());
+            let messages = logging::messages(&request.name, &result, started.elapsed());
             logging::send(&context, min, messages).await;
         }
         Ok(result.into())
@@ -316,7 +402,7 @@ impl ServerHandler for NotesServer {
 
 /// A domain error as a tool result: `isError`, the `/v1` error envelope as
 /// `structuredContent` and as text. Call inside the request's `REQUEST_ID` scope.
-pub fn tool_error(err: &Error) -> CallToolResult {
+pub fn tool_error(err: &Error) -> Reply {
     if err.reason.status() >= 500 {
         tracing::error!(
             request_id = %crate::api::error::current_request_id(),
@@ -327,7 +413,11 @@ pub fn tool_error(err: &Error) -> CallToolResult {
     }
     let mut body = serde_json::to_value(envelope(err)).unwrap_or_default();
     body["hint"] = serde_json::Value::String(hint_for_agents(err.reason));
-    CallToolResult::structured_error(body)
+    Reply {
+        text: body.to_string(),
+        json: Some(body),
+        is_error: true,
+    }
 }
 
 /// A reason's hint as an MCP caller reads it: each route it names that has a tool twin
@@ -432,7 +522,7 @@ mod tests {
     #[test]
     fn a_tool_error_carries_the_hint_for_agents() {
         let err = Error::not_found("nope");
-        let result = tool_error(&err);
+        let result = tool_error(&err).into_result();
         let body = result.structured_content.unwrap();
         assert_eq!(body["hint"], hint_for_agents(Reason::NOTE_NOT_FOUND));
         assert_eq!(body["reason"], "NOTE_NOT_FOUND");

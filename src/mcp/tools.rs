@@ -307,46 +307,60 @@ pub fn find(name: &str) -> Option<(Access, &'static Tool)> {
         .map(|(access, tool)| (*access, tool))
 }
 
-/// Run the tool `name` with `arguments`: the JSON of the same answer `/v1` gives, or the
-/// domain error (`VALIDATION_FAILED` naming the argument when they do not fit the tool's
-/// parameters). `None` for a name no tool has.
+/// Run the tool `name` with `arguments`: the JSON of the same answer `/v1` gives, in
+/// `form`, or the domain error (`VALIDATION_FAILED` naming the argument when they do not
+/// fit the tool's parameters). `None` for a name no tool has.
 pub async fn call(
     state: Arc<State>,
     name: &str,
     arguments: Option<JsonObject>,
     client: Option<String>,
     base: String,
+    form: Form,
 ) -> Option<Result<Answer, Error>> {
     let args = Value::Object(arguments.unwrap_or_default());
     Some(match name {
-        "search" => run(args, |p| search::search(state, p)).await,
-        "grep" => run(args, |p| grep::grep(state, p)).await,
-        "list_tags" => run(args, |p| tags::tags(state, p)).await,
-        "aggregate_properties" => run(args, |p| properties::aggregate(state, p)).await,
-        "vault_summary" => run(args, |_: NoParams| vault::vault(state)).await,
-        "list_notes" => run(args, |p| notes::list_notes(state, p)).await,
-        "read_note" => run(args, |p| notes::read_note(state, p)).await,
-        "list_folders" => run(args, |p| folders::list_folders(state, p)).await,
-        "list_attachments" => run(args, |p| attachments::list_attachments(state, p)).await,
-        "attachment_link" => run(args, |p| attachments::attachment_link(state, p, base)).await,
-        "list_revisions" => run(args, |p| revisions::list_note_revisions(state, p)).await,
-        "note_links" => run(args, |p| notes::note_links(state, p)).await,
-        "write_note" => run(args, |p| writes::write_note(state, p, client)).await,
-        "edit_note" => run(args, |p| writes::edit_note(state, p, client)).await,
+        "search" => run(args, form, |p| search::search(state, p)).await,
+        "grep" => run(args, form, |p| grep::grep(state, p)).await,
+        "list_tags" => run(args, form, |p| tags::tags(state, p)).await,
+        "aggregate_properties" => run(args, form, |p| properties::aggregate(state, p)).await,
+        "vault_summary" => run(args, form, |_: NoParams| vault::vault(state)).await,
+        "list_notes" => run(args, form, |p| notes::list_notes(state, p)).await,
+        "read_note" => run(args, form, |p| notes::read_note(state, p)).await,
+        "list_folders" => run(args, form, |p| folders::list_folders(state, p)).await,
+        "list_attachments" => run(args, form, |p| attachments::list_attachments(state, p)).await,
+        "attachment_link" => {
+            run(args, form, |p| attachments::attachment_link(state, p, base)).await
+        }
+        "list_revisions" => run(args, form, |p| revisions::list_note_revisions(state, p)).await,
+        "note_links" => run(args, form, |p| notes::note_links(state, p)).await,
+        "write_note" => run(args, form, |p| writes::write_note(state, p, client)).await,
+        "edit_note" => run(args, form, |p| writes::edit_note(state, p, client)).await,
         _ => return None,
     })
 }
 
+/// What a caller needs of an answer besides its JSON text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The text alone, serialized once from the answer: the direct path writes it as the
+    /// text content and splices the same bytes in as `structuredContent`.
+    Text,
+    /// Also as a value, for rmcp's `CallToolResult` (whose `structuredContent` is a
+    /// `Value`): the value is built from the answer and the text from the value.
+    Value,
+}
+
 /// A tool's answer: the JSON text `/v1` sends (byte for byte: fields keep their order,
-/// `preserve_order`, and scores their digits) and the same as a value, for
-/// `structuredContent`.
+/// `preserve_order`, and scores their digits) and, when asked for ([`Form::Value`]), the
+/// same as a value.
 #[derive(Debug)]
 pub struct Answer {
     pub text: String,
-    pub json: Value,
+    pub json: Option<Value>,
 }
 
-async fn run<P, T, F>(args: Value, f: impl FnOnce(P) -> F) -> Result<Answer, Error>
+async fn run<P, T, F>(args: Value, form: Form, f: impl FnOnce(P) -> F) -> Result<Answer, Error>
 where
     P: DeserializeOwned,
     T: Serialize,
@@ -354,9 +368,20 @@ where
 {
     let params: P = crate::api::writes::parse_as(&args)?;
     let answer = f(params).await?;
-    let json = serde_json::to_value(&answer).map_err(Error::internal)?;
-    let text = serde_json::to_string(&json).map_err(Error::internal)?;
-    Ok(Answer { text, json })
+    match form {
+        Form::Text => Ok(Answer {
+            text: serde_json::to_string(&answer).map_err(Error::internal)?,
+            json: None,
+        }),
+        Form::Value => {
+            let json = serde_json::to_value(&answer).map_err(Error::internal)?;
+            let text = serde_json::to_string(&json).map_err(Error::internal)?;
+            Ok(Answer {
+                text,
+                json: Some(json),
+            })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,324 @@
+//! The direct path: a stateless 2026-07-28 `tools/call` or `tools/list` answered in the
+//! request's own task, without rmcp's per-request machinery (a service, a one-shot
+//! transport, a spawned task and channels for every stateless request, and the
+//! standard-header checks done on a JSON value copy of the message).
+//!
+//! A request takes this path only when it passes every check rmcp would make (the same
+//! body, parsed once by `handle`; `Accept` naming JSON and SSE; `MCP-Protocol-Version`,
+//! `Mcp-Method` and `Mcp-Name` each given once and matching the body; the request's
+//! `_meta` naming 2026-07-28 with every key that revision requires) and asks for nothing
+//! rmcp alone does (log messages, `Mcp-Param-*` headers, a session id, `q` weights or
+//! quoted `Accept` parameters). Anything else goes to rmcp, which answers it, errors
+//! included, as it always did. The answer is the JSON-RPC message rmcp would send, byte
+//! for byte (`tests/mcp.rs` compares the two paths): built from the same server functions
+//! (`NotesServer::call`, `NotesServer::tools_listed`) and rmcp's own types, except that
+//! a tool's answer is serialized once and the same bytes are the text content and
+//! `structuredContent`.
+
+use std::sync::OnceLock;
+
+use axum::http::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetMeta, JsonObject, JsonRpcMessage, ProtocolVersion,
+    RequestId, ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::ServerHandler;
+
+use super::{tools, NotesServer, Reply};
+
+/// The revision the direct path serves.
+const REVISION: &str = "2026-07-28";
+
+/// A request the direct path answers.
+pub struct Direct {
+    id: RequestId,
+    kind: Kind,
+}
+
+enum Kind {
+    Call {
+        name: String,
+        arguments: Option<JsonObject>,
+        client: Option<String>,
+    },
+    List,
+}
+
+impl Direct {
+    /// `message` (with its HTTP `headers`) when the direct path answers it exactly as rmcp
+    /// would; `None` hands it to rmcp.
+    pub fn of(
+        server: &NotesServer,
+        headers: &HeaderMap,
+        message: ClientJsonRpcMessage,
+    ) -> Option<Self> {
+        let JsonRpcMessage::Request(request) = message else {
+            return None;
+        };
+        let meta = request.request.get_meta();
+        let revision = ProtocolVersion::V_2026_07_28;
+        if meta.protocol_version().as_ref() != Some(&revision)
+            || !meta.missing_required_keys(&revision).is_empty()
+            // Log messages make the answer a stream of several messages: rmcp's.
+            || meta.log_level().is_some()
+            || !server.supported_protocol_versions().contains(&revision)
+        {
+            return None;
+        }
+        let client = meta
+            .client_info()
+            .map(|info| info.name)
+            .filter(|name| !name.is_empty());
+        let (method, kind) = match request.request {
+            ClientRequest::CallToolRequest(call) => (
+                "tools/call",
+                Kind::Call {
+                    name: call.params.name.into_owned(),
+                    arguments: call.params.arguments,
+                    client,
+                },
+            ),
+            ClientRequest::ListToolsRequest(_) => ("tools/list", Kind::List),
+            _ => return None,
+        };
+        let name = match &kind {
+            Kind::Call { name, .. } => Some(name.as_str()),
+            Kind::List => None,
+        };
+        headers_fit(headers, method, name).then_some(Self {
+            id: request.id,
+            kind,
+        })
+    }
+
+    /// The answer: HTTP 200 with the JSON-RPC response (a tool this caller is not offered
+    /// gets rmcp's JSON-RPC error, also with 200, as rmcp answers it on this revision).
+    pub async fn answer(self, server: &NotesServer, parts: &Parts) -> Response {
+        let body = match self.kind {
+            Kind::List => {
+                let listed = tools_list_result(server.offers_writes(Some(parts)), server);
+                envelope(&self.id, listed)
+            }
+            Kind::Call {
+                name,
+                arguments,
+                client,
+            } => {
+                match server
+                    .call(&name, arguments, Some(parts), client, tools::Form::Text)
+                    .await
+                {
+                    Ok(reply) => call_result(&self.id, &reply),
+                    Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(
+                        error,
+                        Some(self.id.clone()),
+                    )),
+                }
+            }
+        };
+        match body {
+            Ok(body) => {
+                (StatusCode::OK, [(CONTENT_TYPE, "application/json")], body).into_response()
+            }
+            // Not reached: the id, an error and a result's parts serialize into a buffer.
+            Err(e) => {
+                tracing::error!(error = %e, "an MCP answer could not be serialized");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        }
+    }
+}
+
+/// Whether the headers are ones rmcp accepts for `method` (and the tool `name`) on this
+/// revision, written in the plain form the direct path checks without rmcp's parsers.
+fn headers_fit(headers: &HeaderMap, method: &str, name: Option<&str>) -> bool {
+    let only = |header: &str| {
+        let mut values = headers.get_all(header).iter();
+        match (values.next(), values.next()) {
+            (Some(value), None) => value.to_str().ok(),
+            _ => None,
+        }
+    };
+    let name_fits = match name {
+        Some(name) => only("mcp-name") == Some(name),
+        None => !headers.contains_key("mcp-name"),
+    };
+    only("mcp-protocol-version") == Some(REVISION)
+        && only("mcp-method") == Some(method)
+        && name_fits
+        && !headers.contains_key("mcp-session-id")
+        && !headers
+            .keys()
+            .any(|key| key.as_str().starts_with("mcp-param-"))
+        && accepts_json_and_sse(headers)
+}
+
+/// `Accept` names both `application/json` and `text/event-stream`, in the plain form
+/// (no quoted strings, no `q` weights) where rmcp's reading and this one agree.
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        if value.contains('"') {
+            return false;
+        }
+        for entry in value.split(',') {
+            let mut pieces = entry.split(';');
+            let essence = pieces.next().unwrap_or_default().trim();
+            for parameter in pieces {
+                let name = parameter
+                    .split_once('=')
+                    .map_or(parameter, |(name, _)| name);
+                if name.trim().eq_ignore_ascii_case("q") {
+                    return false;
+                }
+            }
+            json |= essence.eq_ignore_ascii_case("application/json");
+            sse |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && sse
+}
+
+/// `{"jsonrpc":"2.0","id":…,"result":…}` around a serialized `result`.
+fn envelope(id: &RequestId, result: &[u8]) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(result.len() + 48);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut out, id)?;
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result);
+    out.push(b'}');
+    Ok(out)
+}
+
+/// A tool call's JSON-RPC response as rmcp writes it on this revision
+/// (`ServerResult::CallToolResult` of `Reply::into_result`, cache hints filled), with the
+/// answer's text serialized once: escaped as the text content, and as it is for
+/// `structuredContent` (rmcp would print the value parsed from it: the same bytes).
+fn call_result(id: &RequestId, reply: &Reply) -> serde_json::Result<Vec<u8>> {
+    let text = &reply.text;
+    let mut out = Vec::with_capacity(2 * text.len() + 160);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut out, id)?;
+    out.extend_from_slice(
+        br#","result":{"resultType":"complete","content":[{"type":"text","text":"#,
+    );
+    serde_json::to_writer(&mut out, text)?;
+    out.extend_from_slice(br#"}],"structuredContent":"#);
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(if reply.is_error {
+        br#","isError":true}}"#
+    } else {
+        br#","isError":false}}"#
+    });
+    Ok(out)
+}
+
+/// The `tools/list` result as rmcp writes it on this revision (cache hints filled), for a
+/// caller offered the write tools or not: serialized once per daemon, it never changes.
+fn tools_list_result(with_writes: bool, server: &NotesServer) -> &'static [u8] {
+    static LISTS: [OnceLock<Vec<u8>>; 2] = [OnceLock::new(), OnceLock::new()];
+    LISTS[usize::from(with_writes)].get_or_init(|| {
+        let mut result = ServerResult::ListToolsResult(server.tools_listed(with_writes));
+        result.fill_missing_cache_hints();
+        serde_json::to_vec(&result).unwrap_or_default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{CallToolResponse, NumberOrString};
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    const PLAIN: &[(&str, &str)] = &[
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "search"),
+    ];
+
+    #[test]
+    fn only_plain_matching_headers_take_the_direct_path() {
+        assert!(headers_fit(&headers(PLAIN), "tools/call", Some("search")));
+        assert!(!headers_fit(&headers(PLAIN), "tools/call", Some("grep")));
+        assert!(!headers_fit(&headers(PLAIN), "tools/list", None));
+        let with = |extra: (&'static str, &'static str)| {
+            let mut pairs = PLAIN.to_vec();
+            pairs.push(extra);
+            headers_fit(&headers(&pairs), "tools/call", Some("search"))
+        };
+        assert!(!with(("mcp-name", "search")), "a header given twice");
+        assert!(!with(("mcp-session-id", "x")));
+        assert!(!with(("mcp-param-q", "x")));
+        assert!(!with(("accept", "application/json;q=0")));
+        assert!(!with(("accept", r#"text/html;a="x""#)));
+        assert!(with(("accept", "text/html; charset=utf-8")));
+        let no_sse = headers(&[
+            ("accept", "application/json"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "search"),
+        ]);
+        assert!(!headers_fit(&no_sse, "tools/call", Some("search")));
+    }
+
+    /// The bytes of a tool result are rmcp's serialization of the same result, for an
+    /// answer and for an error, with a number id and a string id.
+    #[test]
+    fn a_call_result_is_what_rmcp_writes() {
+        let answers = [
+            (
+                r#"{"results":[{"slug":"a \"b\"\n","score":7.25,"tags":[]}],"coverage":{"x":1}}"#,
+                false,
+            ),
+            (
+                r#"{"error":"Not Found","statusCode":404,"hint":"ünïcode \\ \u0001"}"#,
+                true,
+            ),
+        ];
+        for id in [
+            NumberOrString::Number(7),
+            NumberOrString::String("x\"y".into()),
+        ] {
+            for (text, is_error) in answers {
+                let reply = Reply {
+                    text: serde_json::to_string(
+                        &serde_json::from_str::<serde_json::Value>(text).unwrap(),
+                    )
+                    .unwrap(),
+                    json: None,
+                    is_error,
+                };
+                let mut result = ServerResult::from(CallToolResponse::from(
+                    Reply {
+                        text: reply.text.clone(),
+                        json: None,
+                        is_error,
+                    }
+                    .into_result(),
+                ));
+                result.fill_missing_cache_hints();
+                let rmcp = serde_json::to_vec(&ServerJsonRpcMessage::response(result, id.clone()))
+                    .unwrap();
+                let direct = call_result(&id, &reply).unwrap();
+                assert_eq!(
+                    String::from_utf8(direct).unwrap(),
+                    String::from_utf8(rmcp).unwrap()
+                );
+            }
+        }
+    }
+}
