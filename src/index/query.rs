@@ -671,23 +671,37 @@ fn alternatives(
     let in_scope = |unit: &Unit, name: &str| unit.field.as_deref().is_none_or(|f| f == name);
     for unit in units {
         let mut per_field: Vec<Box<dyn Query>> = Vec::new();
+        let word = match (unit.tokens.as_slice(), unit.prefix) {
+            ([token], false) => Some((token, stem(token))),
+            _ => None,
+        };
+        // One word alone, its own stem (`sync`): its term in a field of words scores once
+        // at the exact boost plus the stem's, the same sum as a second query of the term,
+        // for one term to look up and walk.
+        let own_stem = !dismax && word.as_ref().is_some_and(|(t, s)| t.as_str() == s);
         for (name, field, boost) in fields {
             if in_scope(unit, name) {
-                per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), *boost)));
+                let mut boost = *boost;
+                if own_stem {
+                    if let Some((_, _, b)) = stem_fields.iter().find(|(n, _, _)| n == name) {
+                        boost += b;
+                    }
+                }
+                per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), boost)));
             }
         }
         // A one-token word is also searched by its stem (which may equal the word), as a
         // token (`sync`) and as the marked form beside other forms (`~sync` beside
         // `synced`): together what a stemmed field would hold.
-        if let ([token], false) = (unit.tokens.as_slice(), unit.prefix) {
-            let stemmed = stem(token);
-            let form = stemmable(&stemmed).then(|| form_term(&stemmed));
+        if let Some((_, stemmed)) = &word {
+            let form = stemmable(stemmed).then(|| form_term(stemmed));
+            let token = (!own_stem).then_some(stemmed.as_ref());
             for (name, field, boost) in stem_fields {
                 if !in_scope(unit, name) {
                     continue;
                 }
                 let mut forms: Vec<Box<dyn Query>> = Vec::with_capacity(2);
-                for text in std::iter::once(stemmed.as_ref()).chain(form.as_deref()) {
+                for text in token.into_iter().chain(form.as_deref()) {
                     let term = Term::from_field_text(*field, text);
                     forms.push(Box::new(BoostQuery::new(
                         Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),

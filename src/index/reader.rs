@@ -134,11 +134,12 @@ impl SearchIndex {
                             .unwrap_or(0)
                     };
                     match (u.tokens.as_slice(), u.prefix) {
-                        // A word's notes are those of any of its forms: at least those
-                        // of its stem as a token or as a marked form.
+                        // A word's notes are those of any of its forms: those of its
+                        // stem as a token or as a marked form, counted as their sum (an
+                        // upper bound of the union, without walking postings).
                         ([t], false) => {
                             let stem = super::tokenizer::stem(t);
-                            df(&stem).max(df(&super::tokenizer::form_term(&stem)))
+                            df(&stem) + df(&super::tokenizer::form_term(&stem))
                         }
                         _ => df(&u.tokens[0]),
                     }
