@@ -78,7 +78,7 @@ thread_local! {
     static STEMMER: frostem::Stemmer = frostem::Stemmer::new(frostem::Algorithm::English);
     /// Stems already computed on this thread (`None`: the word is its own stem): a
     /// vault's vocabulary is far smaller than its words, and Snowball was most of the
-    /// cost of indexing the stemmed fields.
+    /// cost of indexing the forms.
     static STEMS: std::cell::RefCell<StemCache> = Default::default();
 }
 
