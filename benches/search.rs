@@ -2,7 +2,13 @@
 //! reference or target, measured in the same run:
 //!
 //! - cold index build: `notevault reindex` (a process: start, scan, index, stop) against
-//!   a bare tantivy indexer over the same files (read, index title and body, commit);
+//!   a bare tantivy indexer over the same files (read, index title and body, commit), and
+//!   `NOTEVAULT_BENCH_BASELINE_BIN`'s reindex when given, interleaved run by run, wall
+//!   time and CPU (user + system);
+//! - spawn → every note searchable on a documentation-vault shape (6.3k notes, ~32 MB,
+//!   many languages: 9 in 10 PowerShell-Docs pages plus 440 tldr pages in each of 8
+//!   languages, copied from the corpus), a fresh state dir each run, beside the baseline
+//!   binary when given;
 //! - `GET /v1/search` at 8 and 64 keep-alive connections (a query mix of words, phrases
 //!   and prefixes);
 //! - whole-vault `GET /v1/grep` against `rg -n` over the same folder, and the same lines;
@@ -11,7 +17,9 @@
 //!
 //! `cargo bench --bench search`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
 //! `NOTEVAULT_BENCH_RUNS` (index builds and greps, default 3), `NOTEVAULT_BENCH_BIN`
-//! (another daemon binary, to compare two builds on one machine).
+//! (another daemon binary, to compare two builds on one machine),
+//! `NOTEVAULT_BENCH_BASELINE_BIN` (a reference build measured beside it in the index
+//! figures), `NOTEVAULT_BENCH_INDEX_ONLY=1` (stop after the index figures).
 
 #![allow(
     clippy::disallowed_methods,
@@ -110,42 +118,53 @@ fn run() -> Result<()> {
         );
     }
 
-    // Cold index build: reindex (a whole process) against bare tantivy, alternating.
+    // Cold index build: reindex (a whole process) against bare tantivy and the baseline
+    // build, interleaved run by run.
+    let baseline = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN").ok();
+    println!("  load average before the index figures: {}", loadavg());
     let mut ours = Vec::new();
     let mut bare = Vec::new();
+    let mut base = Vec::new();
     let mut reported = String::new();
     for i in 0..runs {
-        let t0 = Instant::now();
-        let out = Command::new(&bin)
-            .args([
-                "reindex",
-                vault.to_str().unwrap(),
-                "--state-dir",
-                state.to_str().unwrap(),
-            ])
-            .env("NOTEVAULT_LOG", "warn")
-            .output()?;
-        ensure!(
-            out.status.success(),
-            "reindex failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ours.push(t0.elapsed());
-        reported = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let (wall, cpu, said) = reindex(&bin, &vault, &state)?;
+        ours.push((wall, cpu));
+        reported = said;
         let dir = work.join(format!("bare-{i}"));
+        let cpu0 = cpu_self();
         let t0 = Instant::now();
         let indexed = bare_tantivy(&vault, &dir)?;
-        bare.push(t0.elapsed());
+        bare.push((t0.elapsed(), cpu_self() - cpu0));
         ensure!(
             indexed == notes,
             "bare tantivy indexed {indexed} of {notes}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+        if let Some(b) = &baseline {
+            let (wall, cpu, _) = reindex(b, &vault, &state)?;
+            base.push((wall, cpu));
+        }
+        println!(
+            "  run {}: reindex {} ms (cpu {} ms), bare tantivy {} ms (cpu {} ms){}",
+            i + 1,
+            ours[i].0.as_millis(),
+            ours[i].1.as_millis(),
+            bare[i].0.as_millis(),
+            bare[i].1.as_millis(),
+            base.get(i).map_or(String::new(), |(w, c)| format!(
+                ", baseline reindex {} ms (cpu {} ms)",
+                w.as_millis(),
+                c.as_millis()
+            ))
+        );
     }
     println!("  reindex says: {reported}");
-    ours.sort();
-    bare.sort();
-    let (ours_med, bare_med) = (ours[runs / 2], bare[runs / 2]);
+    let med = |v: &[(Duration, Duration)], cpu: bool| {
+        let mut v: Vec<Duration> = v.iter().map(|(w, c)| if cpu { *c } else { *w }).collect();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (ours_med, bare_med) = (med(&ours, false), med(&bare, false));
     let rate = notes as f64 / ours_med.as_secs_f64();
     let ratio = ours_med.as_secs_f64() / bare_med.as_secs_f64();
     table.row(
@@ -160,6 +179,86 @@ fn run() -> Result<()> {
         "target <= 1.30x".into(),
         verdict(ratio <= 1.3),
     );
+    table.row(
+        "  CPU (user+sys, median): reindex / bare tantivy",
+        format!(
+            "{} ms / {} ms = {:.2}x",
+            med(&ours, true).as_millis(),
+            med(&bare, true).as_millis(),
+            med(&ours, true).as_secs_f64() / med(&bare, true).as_secs_f64()
+        ),
+        "".into(),
+        "",
+    );
+    if !base.is_empty() {
+        let b = med(&base, false);
+        table.row(
+            "  baseline build's reindex (wall, median; CPU)",
+            format!(
+                "{} ms = {:.2}x bare; CPU {} ms",
+                b.as_millis(),
+                b.as_secs_f64() / bare_med.as_secs_f64(),
+                med(&base, true).as_millis()
+            ),
+            format!(
+                "this build / baseline: wall {:.2}x, CPU {:.2}x",
+                ours_med.as_secs_f64() / b.as_secs_f64(),
+                med(&ours, true).as_secs_f64() / med(&base, true).as_secs_f64()
+            ),
+            "",
+        );
+    }
+
+    // Spawn -> every note searchable on the documentation-vault shape.
+    let docs = work.join("docs-vault");
+    let (docs_notes, docs_bytes) = docs_vault(&corpus, &docs)?;
+    println!(
+        "  documentation vault: {docs_notes} notes, {:.1} MB of markdown",
+        docs_bytes as f64 / 1e6
+    );
+    let mut ours_docs = Vec::new();
+    let mut base_docs = Vec::new();
+    for i in 0..runs {
+        let (t, n) = rt.block_on(spawn_to_searchable(&bin, &docs, &work.join("docs-state")))?;
+        ensure!(n == docs_notes, "{n} of {docs_notes} notes indexed");
+        ours_docs.push(t);
+        let mut line = format!(
+            "  run {}: spawn -> every note searchable {} ms",
+            i + 1,
+            t.as_millis()
+        );
+        if let Some(b) = &baseline {
+            let (t, _) = rt.block_on(spawn_to_searchable(b, &docs, &work.join("docs-state")))?;
+            base_docs.push(t);
+            line.push_str(&format!(", baseline {} ms", t.as_millis()));
+        }
+        println!("{line}");
+    }
+    ours_docs.sort();
+    base_docs.sort();
+    let d = ours_docs[runs / 2];
+    table.row(
+        &format!(
+            "spawn -> every note searchable, documentation vault ({docs_notes} notes, {:.0} MB; median)",
+            docs_bytes as f64 / 1e6
+        ),
+        format!("{} ms", d.as_millis()),
+        format!(
+            "target <= 1000 ms{}",
+            base_docs.get(runs / 2).map_or(String::new(), |b| format!(
+                "; baseline build {} ms",
+                b.as_millis()
+            ))
+        ),
+        verdict(d <= Duration::from_secs(1)),
+    );
+    let _ = std::fs::remove_dir_all(&docs);
+    let _ = std::fs::remove_dir_all(work.join("docs-state"));
+    println!("  load average after the index figures: {}", loadavg());
+    if std::env::var("NOTEVAULT_BENCH_INDEX_ONLY").is_ok_and(|v| v == "1") {
+        table.print();
+        return Ok(());
+    }
 
     // Serving.
     let daemon = common::start_bin(&bin, &vault, &state)?;
@@ -272,6 +371,119 @@ fn run() -> Result<()> {
     Ok(())
 }
 
+/// One `notevault reindex` process: wall time, CPU (user + system) and what it printed.
+fn reindex(bin: &str, vault: &Path, state: &Path) -> Result<(Duration, Duration, String)> {
+    let cpu0 = cpu_children();
+    let t0 = Instant::now();
+    let out = Command::new(bin)
+        .args([
+            "reindex",
+            vault.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .env("NOTEVAULT_LOG", "warn")
+        .output()?;
+    let wall = t0.elapsed();
+    ensure!(
+        out.status.success(),
+        "reindex failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((
+        wall,
+        cpu_children() - cpu0,
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    ))
+}
+
+fn rusage(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut r) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(r.ru_utime) + tv(r.ru_stime)
+}
+
+/// CPU time of the children waited for so far.
+fn cpu_children() -> Duration {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+/// CPU time of this process (the bare indexer's threads; the idle runtime adds little).
+fn cpu_self() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Languages of the tldr pages in the documentation vault, 440 pages each.
+const DOCS_LANGUAGES: &[&str] = &["de", "fr", "es", "ja", "zh", "ru", "ko", "pt_BR"];
+const DOCS_PAGES_PER_LANGUAGE: usize = 440;
+
+/// A documentation vault's shape (obsidian-help: ~6.3k notes, ~32 MB, translations in
+/// many languages) copied from the corpus: the PowerShell-Docs markdown files (long pages
+/// with frontmatter) but every 10th in name order, and the first 440 tldr pages (in name
+/// order) of each of [`DOCS_LANGUAGES`] (short pages, several scripts): 6,321 notes,
+/// 32 MB. Notes and bytes of markdown.
+fn docs_vault(corpus: &Path, dest: &Path) -> Result<(usize, u64)> {
+    let _ = std::fs::remove_dir_all(dest);
+    let mut files: Vec<std::path::PathBuf> = walkdir::WalkDir::new(corpus.join("PowerShell-Docs"))
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md"))
+        .map(|e| e.into_path())
+        .enumerate()
+        .filter(|(i, _)| i % 10 != 9)
+        .map(|(_, p)| p)
+        .collect();
+    for lang in DOCS_LANGUAGES {
+        let mut pages: Vec<std::path::PathBuf> =
+            walkdir::WalkDir::new(corpus.join(format!("tldr/pages.{lang}")))
+                .sort_by_file_name()
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md")
+                })
+                .map(|e| e.into_path())
+                .collect();
+        ensure!(
+            pages.len() >= DOCS_PAGES_PER_LANGUAGE,
+            "tldr/pages.{lang} has {} pages",
+            pages.len()
+        );
+        pages.truncate(DOCS_PAGES_PER_LANGUAGE);
+        files.extend(pages);
+    }
+    for from in &files {
+        let to = dest.join(from.strip_prefix(corpus)?);
+        std::fs::create_dir_all(to.parent().context("parent")?)?;
+        std::fs::copy(from, &to)?;
+    }
+    Ok(common::markdown_files(dest))
+}
+
+/// Spawn `bin` on `vault` with a fresh `state` dir; the time until every note is
+/// searchable (the index reflects every recorded change and its start-up sync is done),
+/// and the notes the sync indexed.
+async fn spawn_to_searchable(bin: &str, vault: &Path, state: &Path) -> Result<(Duration, usize)> {
+    let _ = std::fs::remove_dir_all(state);
+    let t0 = Instant::now();
+    let daemon = common::start_bin(bin, vault, state)?;
+    let addr = common::addr_of(&daemon.base)?;
+    let st = wait_indexed(addr).await?;
+    let took = t0.elapsed();
+    let n = st["search_index"]["synced_notes"].as_u64().unwrap_or(0) as usize;
+    drop(daemon);
+    Ok((took, n))
+}
+
 async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
     let (status, body) = conn.get(path).await?;
     ensure!(
@@ -297,7 +509,7 @@ async fn wait_indexed(addr: std::net::SocketAddr) -> Result<serde_json::Value> {
         if Instant::now() > deadline {
             bail!("the index never caught up: {st}");
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

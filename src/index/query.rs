@@ -23,8 +23,10 @@
 //! A word is tokenized like the indexed text (so `snake_case` or `日本語` become a phrase
 //! of their tokens); a trailing `*` makes the last token a prefix; a phrase matches its
 //! tokens in order. Without a field, a unit is searched in every field, the title counting
-//! most (BM25 per field, boosted); a one-token word is also searched in the stemmed fields
-//! (its English stem, weighted below the exact forms, so an exact match ranks first).
+//! most (BM25 per field, boosted); a one-token word is also searched by its English stem
+//! in the fields of words (the stem as a token and as the marked form the index holds
+//! beside each word, see `tokenizer.rs`; weighted below the exact forms, and an exact
+//! match scores both, so it ranks first).
 //! Every error carries the byte position of its cause; what was left out and why is in
 //! [`Reading`].
 
@@ -35,7 +37,7 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{Score, Term};
 
-use super::tokenizer::stem;
+use super::tokenizer::{form_term, stem, stemmable};
 
 /// Longest accepted query, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
@@ -54,13 +56,15 @@ pub const FIELDS: &[(&str, f32)] = &[
     ("body", 1.0),
 ];
 
-/// The stemmed fields: (name, the exact field they twin, boost). An exact match scores in
-/// both, a match by word form only in these, so exact forms rank first.
-pub const STEM_FIELDS: &[(&str, &str, f32)] = &[
-    ("title_stem", "title", 1.0),
-    ("headings_stem", "headings", 0.5),
-    ("lead_stem", "lead", 0.75),
-    ("body_stem", "body", 0.5),
+/// The fields of words, searched by a word's stem too: (name, boost of the stem). An
+/// exact match scores its exact form and its stem, a match by word form only the stem,
+/// so exact forms rank first.
+pub const STEM_FIELDS: &[(&str, f32)] = &[
+    ("title", 1.0),
+    ("aliases", 1.0),
+    ("headings", 0.5),
+    ("lead", 0.75),
+    ("body", 0.5),
 ];
 
 /// With several words, each scores its best field plus this share of its other fields.
@@ -591,8 +595,8 @@ impl Lexer<'_, '_> {
 /// A field of the index as a query sees it: (name, field, boost).
 pub type QueryField<'a> = (&'a str, Field, f32);
 
-/// The tantivy query of `parsed` over the exact `fields` and the stemmed `stem_fields`
-/// (name, field, boost; a stemmed field's name is that of the exact field it twins).
+/// The tantivy query of `parsed` over the exact `fields` and, by a word's stem, the
+/// `stem_fields` (name, field, boost of the stem).
 pub fn to_tantivy(
     parsed: &Parsed,
     fields: &[QueryField<'_>],
@@ -667,22 +671,51 @@ fn alternatives(
     let in_scope = |unit: &Unit, name: &str| unit.field.as_deref().is_none_or(|f| f == name);
     for unit in units {
         let mut per_field: Vec<Box<dyn Query>> = Vec::new();
+        let word = match (unit.tokens.as_slice(), unit.prefix) {
+            ([token], false) => Some((token, stem(token))),
+            _ => None,
+        };
+        // One word alone, its own stem (`sync`): its term in a field of words scores once
+        // at the exact boost plus the stem's, the same sum as a second query of the term,
+        // for one term to look up and walk.
+        let own_stem = !dismax && word.as_ref().is_some_and(|(t, s)| t.as_str() == s);
         for (name, field, boost) in fields {
             if in_scope(unit, name) {
-                per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), *boost)));
+                let mut boost = *boost;
+                if own_stem {
+                    if let Some((_, _, b)) = stem_fields.iter().find(|(n, _, _)| n == name) {
+                        boost += b;
+                    }
+                }
+                per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), boost)));
             }
         }
-        // A one-token word is also searched by its stem (which may equal the word: the
-        // stemmed fields hold `sync` for `synced`).
-        if let ([token], false) = (unit.tokens.as_slice(), unit.prefix) {
-            let stemmed = stem(token);
+        // A one-token word is also searched by its stem (which may equal the word), as a
+        // token (`sync`) and as the marked form beside other forms (`~sync` beside
+        // `synced`): together what a stemmed field would hold.
+        if let Some((_, stemmed)) = &word {
+            let form = stemmable(stemmed).then(|| form_term(stemmed));
+            let token = (!own_stem).then_some(stemmed.as_ref());
             for (name, field, boost) in stem_fields {
-                if in_scope(unit, name) {
-                    let term = Term::from_field_text(*field, &stemmed);
-                    per_field.push(Box::new(BoostQuery::new(
+                if !in_scope(unit, name) {
+                    continue;
+                }
+                let mut forms: Vec<Box<dyn Query>> = Vec::with_capacity(2);
+                for text in token.into_iter().chain(form.as_deref()) {
+                    let term = Term::from_field_text(*field, text);
+                    forms.push(Box::new(BoostQuery::new(
                         Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
                         *boost,
                     )));
+                }
+                // Several words score each word's best field: the two forms of a field
+                // are one entry there (their sum), as one stemmed field was.
+                if dismax && forms.len() > 1 {
+                    per_field.push(Box::new(BooleanQuery::new(
+                        forms.into_iter().map(|q| (Occur::Should, q)).collect(),
+                    )));
+                } else {
+                    per_field.extend(forms);
                 }
             }
         }

@@ -58,20 +58,15 @@ impl SearchIndex {
             "tags" => f.tags,
             "path" => f.path,
             "properties" => f.properties,
-            "title_stem" => f.title_stem,
-            "headings_stem" => f.headings_stem,
-            "lead_stem" => f.lead_stem,
-            "body_stem" => f.body_stem,
             _ => f.body,
         };
         let fields: Vec<query::QueryField<'_>> = query::FIELDS
             .iter()
             .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
-        // A stemmed field answers to the name of the exact field it twins (`title:`).
         let stem_fields: Vec<query::QueryField<'_>> = query::STEM_FIELDS
             .iter()
-            .map(|(name, twin, boost)| (*twin, field_of(name), *boost))
+            .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
         let q = query::to_tantivy(parsed, &fields, &stem_fields);
         // A question's top-k cannot be pruned (see `query::Coordinated`): rank and count
@@ -133,13 +128,21 @@ impl SearchIndex {
             units
                 .iter()
                 .map(|u| {
-                    let term = match (u.tokens.as_slice(), u.prefix) {
-                        ([t], false) => {
-                            Term::from_field_text(f.body_stem, &super::tokenizer::stem(t))
-                        }
-                        _ => Term::from_field_text(f.body, &u.tokens[0]),
+                    let df = |text: &str| {
+                        searcher
+                            .doc_freq(&Term::from_field_text(f.body, text))
+                            .unwrap_or(0)
                     };
-                    searcher.doc_freq(&term).unwrap_or(0)
+                    match (u.tokens.as_slice(), u.prefix) {
+                        // A word's notes are those of any of its forms: those of its
+                        // stem as a token or as a marked form, counted as their sum (an
+                        // upper bound of the union, without walking postings).
+                        ([t], false) => {
+                            let stem = super::tokenizer::stem(t);
+                            df(&stem) + df(&super::tokenizer::form_term(&stem))
+                        }
+                        _ => df(&u.tokens[0]),
+                    }
                 })
                 .max()
                 .unwrap_or(0)

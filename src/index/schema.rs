@@ -14,7 +14,7 @@ use super::{provenance, tokenizer};
 use crate::vault::catalog::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.
@@ -25,6 +25,9 @@ pub(super) struct Fields {
     pub(super) key: Field,
     /// `content_hash path`: tells at start whether the indexed note is current.
     pub(super) stamp: Field,
+    /// The fields of words (title, aliases, headings, lead, body) hold each token and,
+    /// where it differs, its marked English stem at the same position (see
+    /// `tokenizer.rs`): exact and stemmed matches come from one field.
     pub(super) title: Field,
     /// Frontmatter `aliases`: other names of the note, weighted like the title.
     pub(super) aliases: Field,
@@ -36,50 +39,33 @@ pub(super) struct Fields {
     pub(super) path: Field,
     pub(super) properties: Field,
     pub(super) body: Field,
-    /// The stemmed twins of title (with aliases), headings and body: word forms (see
-    /// `tokenizer.rs`); no positions, so phrases use the exact fields.
-    pub(super) title_stem: Field,
-    pub(super) headings_stem: Field,
-    pub(super) lead_stem: Field,
-    pub(super) body_stem: Field,
     pub(super) created: Field,
     pub(super) updated: Field,
 }
 
 pub(super) fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text = |positions: bool| {
+    let text = |tokenizer: &str| {
         TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer(tokenizer::NAME)
-                .set_index_option(if positions {
-                    IndexRecordOption::WithFreqsAndPositions
-                } else {
-                    IndexRecordOption::WithFreqs
-                }),
+                .set_tokenizer(tokenizer)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         )
     };
-    let stemmed = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(tokenizer::STEM_NAME)
-            .set_index_option(IndexRecordOption::WithFreqs),
-    );
+    let words = text(tokenizer::FORMS_NAME);
+    let plain = text(tokenizer::NAME);
     let date = DateOptions::from(INDEXED).set_fast();
     let fields = Fields {
         key: b.add_u64_field("key", INDEXED | FAST),
         stamp: b.add_text_field("stamp", FAST),
-        title: b.add_text_field("title", text(true)),
-        aliases: b.add_text_field("aliases", text(true)),
-        headings: b.add_text_field("headings", text(true)),
-        lead: b.add_text_field("lead", text(true)),
-        tags: b.add_text_field("tags", text(true)),
-        path: b.add_text_field("path", text(true)),
-        properties: b.add_text_field("properties", text(true)),
-        body: b.add_text_field("body", text(true)),
-        title_stem: b.add_text_field("title_stem", stemmed.clone()),
-        headings_stem: b.add_text_field("headings_stem", stemmed.clone()),
-        lead_stem: b.add_text_field("lead_stem", stemmed.clone()),
-        body_stem: b.add_text_field("body_stem", stemmed),
+        title: b.add_text_field("title", words.clone()),
+        aliases: b.add_text_field("aliases", words.clone()),
+        headings: b.add_text_field("headings", words.clone()),
+        lead: b.add_text_field("lead", words.clone()),
+        tags: b.add_text_field("tags", plain.clone()),
+        path: b.add_text_field("path", plain.clone()),
+        properties: b.add_text_field("properties", plain),
+        body: b.add_text_field("body", words),
         created: b.add_date_field("created_at", date.clone()),
         updated: b.add_date_field("updated_at", date),
     };
@@ -98,21 +84,20 @@ pub fn searchable(note: &Note) -> bool {
 pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     let english = tokenizer::stems_english(note.frontmatter.as_ref());
-    // The stemmed twin of a field: stemmed by its analyzer, or the words as they are.
-    let twin = |doc: &mut TantivyDocument, field: Field, text: &str| {
+    // A field of words: its tokens and their stems (the analyzer's), or, in a note of
+    // another language, its tokens only.
+    let words = |doc: &mut TantivyDocument, field: Field, text: &str| {
         if english {
             doc.add_text(field, text);
         } else {
-            doc.add_pre_tokenized_text(field, tokenizer::unstemmed(text));
+            doc.add_pre_tokenized_text(field, tokenizer::plain(text));
         }
     };
     doc.add_u64(f.key, note.key());
     doc.add_text(f.stamp, stamp_of(note));
-    doc.add_text(f.title, &note.title);
-    twin(&mut doc, f.title_stem, &note.title);
+    words(&mut doc, f.title, &note.title);
     for alias in &note.aliases {
-        doc.add_text(f.aliases, alias);
-        twin(&mut doc, f.title_stem, alias);
+        words(&mut doc, f.aliases, alias);
     }
     doc.add_text(f.path, &note.slug);
     for tag in &note.tags {
@@ -155,9 +140,7 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
             headings.remove(0);
         }
         if !headings.is_empty() {
-            let headings = headings.join("\n");
-            twin(&mut doc, f.headings_stem, &headings);
-            doc.add_text(f.headings, headings);
+            words(&mut doc, f.headings, &headings.join("\n"));
         }
         let described = note.frontmatter.as_ref().and_then(|map| {
             ["description", "summary"].iter().find_map(|k| {
@@ -168,11 +151,9 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         });
         let lead = described.unwrap_or_else(|| provenance::lead(body).to_string());
         if !lead.is_empty() {
-            twin(&mut doc, f.lead_stem, &lead);
-            doc.add_text(f.lead, lead);
+            words(&mut doc, f.lead, &lead);
         }
-        doc.add_text(f.body, body);
-        twin(&mut doc, f.body_stem, body);
+        words(&mut doc, f.body, body);
     }
     doc
 }

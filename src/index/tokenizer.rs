@@ -8,13 +8,19 @@
 //! After splitting: tokens longer than [`MAX_TOKEN_BYTES`] are dropped, the rest are
 //! lower-cased and folded to ASCII where a folding exists (`Café` → `cafe`).
 //!
-//! Word forms: the stemmed fields hold each token's English stem ([`stem`], Snowball's
-//! English algorithm) where stemming is safe, the token itself elsewhere. Safe means: the
-//! note does not declare another language (frontmatter `lang` or `language` absent or
-//! `en…`, see [`stems_english`]), and the token is a word of ASCII letters of 3 or more
-//! (after folding), so numbers, identifiers with digits, CJK bigrams and words of other
-//! scripts (Cyrillic, Greek, Arabic, ...) are never stemmed. A query is stemmed the same
-//! way, so `cursors` meets `cursor` and `synced` meets `sync`.
+//! Word forms: the fields of words (title, aliases, headings, lead, body) hold, beside each
+//! token, its English stem marked with [`FORM_MARK`] (`~sync` for `synced`) at the same
+//! position, where stemming is safe and the stem differs from the token ([`forms_analyzer`]);
+//! one field, one pass of the analyzer, one set of postings, instead of a stemmed twin of
+//! each field. Safe means: the note does not declare another language (frontmatter `lang`
+//! or `language` absent or `en…`, see [`stems_english`]; such a note's fields hold its
+//! tokens only, [`plain`]), and the token is a word of ASCII letters of 3 or more (after
+//! folding), so numbers, identifiers with digits, CJK bigrams and words of other scripts
+//! (Cyrillic, Greek, Arabic, ...) are never stemmed. A query is stemmed the same way and
+//! searches the stem in both forms (`sync` and `~sync`), so `cursors` meets `cursor` and
+//! `synced` meets `sync`, while an exact form also matches its own term and ranks first.
+//! A marked form never collides with a token (tokens are letters and digits only) and no
+//! prefix of letters reaches it.
 
 use std::str::CharIndices;
 
@@ -39,19 +45,32 @@ pub fn analyzer() -> TextAnalyzer {
 /// Register both analyzers with `index`.
 pub fn register(index: &tantivy::Index) {
     index.tokenizers().register(NAME, analyzer());
-    index.tokenizers().register(STEM_NAME, stem_analyzer());
+    index.tokenizers().register(FORMS_NAME, forms_analyzer());
 }
 
-/// The name the stemming analyzer is registered under (the stemmed fields).
-pub const STEM_NAME: &str = "notevault_stem";
+/// The name the analyzer of the fields of words is registered under.
+pub const FORMS_NAME: &str = "notevault_forms";
 
-/// The stemming analyzer: [`analyzer`], then [`stem`] on each token.
-pub fn stem_analyzer() -> TextAnalyzer {
+/// Marks an indexed stem (`~sync`): a token is letters and digits only, so a marked form
+/// never equals a token, and a prefix of letters never reaches one.
+pub const FORM_MARK: char = '~';
+
+/// The term a stem is indexed as beside the token it comes from.
+pub fn form_term(stem: &str) -> String {
+    let mut out = String::with_capacity(stem.len() + 1);
+    out.push(FORM_MARK);
+    out.push_str(stem);
+    out
+}
+
+/// The analyzer of the fields of words: [`analyzer`], then each token's marked stem at
+/// the token's position where it differs from the token ([`StemForms`]).
+pub fn forms_analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(NoteTokenizer::default())
         .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
-        .filter(StemLast)
+        .filter(StemForms)
         .build()
 }
 
@@ -59,15 +78,49 @@ thread_local! {
     static STEMMER: frostem::Stemmer = frostem::Stemmer::new(frostem::Algorithm::English);
     /// Stems already computed on this thread (`None`: the word is its own stem): a
     /// vault's vocabulary is far smaller than its words, and Snowball was most of the
-    /// cost of indexing the stemmed fields.
-    static STEMS: std::cell::RefCell<std::collections::HashMap<String, Option<String>>> =
-        Default::default();
+    /// cost of indexing the forms.
+    static STEMS: std::cell::RefCell<StemCache> = Default::default();
+}
+
+type StemCache =
+    std::collections::HashMap<String, Option<String>, std::hash::BuildHasherDefault<FxHasher>>;
+
+/// The multiply-rotate hash of rustc (FxHash): the stem cache is looked up once per
+/// token of every note, and short words need no DoS-resistant hash (the vault is the
+/// user's own, and a collision costs a comparison, not correctness).
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0xf135_7aea_2e62_a9c5;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(K);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.0 = (self.0.rotate_left(26) ^ u64::from_le_bytes(b)).wrapping_mul(K);
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(26) ^ u64::from(i)).wrapping_mul(0xf135_7aea_2e62_a9c5);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Entries [`STEMS`] holds before it starts again.
 const STEM_CACHE: usize = 50_000;
 
-fn stemmable(token: &str) -> bool {
+/// Whether a token is stemmed where its note is: ASCII letters only, 3 or more.
+pub fn stemmable(token: &str) -> bool {
     token.len() >= 3 && token.bytes().all(|b| b.is_ascii_lowercase())
 }
 
@@ -76,17 +129,20 @@ fn stemmable(token: &str) -> bool {
 fn with_stem<R>(token: &str, f: impl FnOnce(Option<&str>) -> R) -> R {
     STEMS.with(|cache| {
         let mut cache = cache.borrow_mut();
-        if !cache.contains_key(token) {
-            let stem = STEMMER.with(|s| match s.stem(token) {
-                std::borrow::Cow::Borrowed(b) if b == token => None,
-                other => Some(other.into_owned()),
-            });
-            if cache.len() >= STEM_CACHE {
-                cache.clear();
-            }
-            cache.insert(token.to_string(), stem);
+        // One lookup for a word seen before (most of them).
+        if let Some(stem) = cache.get(token) {
+            return f(stem.as_deref());
         }
-        f(cache.get(token).and_then(Option::as_deref))
+        let stem = STEMMER.with(|s| match s.stem(token) {
+            std::borrow::Cow::Borrowed(b) if b == token => None,
+            other => Some(other.into_owned()),
+        });
+        let out = f(stem.as_deref());
+        if cache.len() >= STEM_CACHE {
+            cache.clear();
+        }
+        cache.insert(token.to_string(), stem);
+        out
     })
 }
 
@@ -123,9 +179,9 @@ pub fn stems_english(frontmatter: Option<&serde_norway::Mapping>) -> bool {
     true
 }
 
-/// The tokens of `text` as the stemmed fields hold them for a note that is not stemmed
-/// (its words as the exact fields hold them).
-pub fn unstemmed(text: &str) -> tantivy::tokenizer::PreTokenizedString {
+/// The tokens of `text` as the fields of words hold them for a note that is not stemmed
+/// (its tokens only, no forms).
+pub fn plain(text: &str) -> tantivy::tokenizer::PreTokenizedString {
     ANALYZER.with(|a| {
         let mut analyzer = a.borrow_mut();
         let mut stream = analyzer.token_stream(text);
@@ -140,52 +196,103 @@ pub fn unstemmed(text: &str) -> tantivy::tokenizer::PreTokenizedString {
     })
 }
 
-/// The last filter of the stemming analyzer: [`stem`] on each token.
+/// The last filter of [`forms_analyzer`]: after a stemmable token whose stem differs, the
+/// marked stem at the same position and offsets.
 #[derive(Clone, Copy, Default)]
-pub struct StemLast;
+pub struct StemForms;
 
-impl tantivy::tokenizer::TokenFilter for StemLast {
-    type Tokenizer<T: Tokenizer> = StemLastTokenizer<T>;
+impl tantivy::tokenizer::TokenFilter for StemForms {
+    type Tokenizer<T: Tokenizer> = StemFormsTokenizer<T>;
 
-    fn transform<T: Tokenizer>(self, tokenizer: T) -> StemLastTokenizer<T> {
-        StemLastTokenizer(tokenizer)
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> StemFormsTokenizer<T> {
+        StemFormsTokenizer {
+            inner: tokenizer,
+            form: Token::default(),
+        }
     }
 }
 
 #[derive(Clone)]
-pub struct StemLastTokenizer<T>(T);
+pub struct StemFormsTokenizer<T> {
+    inner: T,
+    /// The marked stem, reused from token to token.
+    form: Token,
+}
 
-impl<T: Tokenizer> Tokenizer for StemLastTokenizer<T> {
-    type TokenStream<'a> = StemLastStream<T::TokenStream<'a>>;
+impl<T: Tokenizer> Tokenizer for StemFormsTokenizer<T> {
+    type TokenStream<'a> = StemFormsStream<'a, T::TokenStream<'a>>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        StemLastStream(self.0.token_stream(text))
+        StemFormsStream {
+            inner: self.inner.token_stream(text),
+            form: &mut self.form,
+            state: FormState::None,
+        }
     }
 }
 
-pub struct StemLastStream<S>(S);
+#[derive(Clone, Copy, PartialEq)]
+enum FormState {
+    /// The current token is the inner stream's; it has no form.
+    None,
+    /// The current token is the inner stream's; its form comes next.
+    Pending,
+    /// The current token is the form.
+    Form,
+}
 
-impl<S: TokenStream> TokenStream for StemLastStream<S> {
+pub struct StemFormsStream<'a, S> {
+    inner: S,
+    form: &'a mut Token,
+    state: FormState,
+}
+
+impl<S: TokenStream> TokenStream for StemFormsStream<'_, S> {
     fn advance(&mut self) -> bool {
-        if !self.0.advance() {
+        if self.state == FormState::Pending {
+            self.state = FormState::Form;
+            return true;
+        }
+        if !self.inner.advance() {
+            self.state = FormState::None;
             return false;
         }
-        let token = self.0.token_mut();
+        self.state = FormState::None;
+        let token = self.inner.token();
         if stemmable(&token.text) {
-            let text = &mut token.text;
-            if let Some(s) = with_stem(text, |s| s.map(str::to_string)) {
-                *text = s;
+            let form = &mut *self.form;
+            let found = with_stem(&token.text, |s| match s {
+                Some(s) => {
+                    form.text.clear();
+                    form.text.push(FORM_MARK);
+                    form.text.push_str(s);
+                    true
+                }
+                None => false,
+            });
+            if found {
+                form.offset_from = token.offset_from;
+                form.offset_to = token.offset_to;
+                form.position = token.position;
+                form.position_length = token.position_length;
+                self.state = FormState::Pending;
             }
         }
         true
     }
 
     fn token(&self) -> &Token {
-        self.0.token()
+        match self.state {
+            FormState::Form => self.form,
+            _ => self.inner.token(),
+        }
     }
 
     fn token_mut(&mut self) -> &mut Token {
-        self.0.token_mut()
+        match self.state {
+            FormState::Form => self.form,
+            _ => self.inner.token_mut(),
+        }
     }
 }
 
@@ -421,13 +528,28 @@ mod tests {
         ] {
             assert_eq!(stem(word), want, "{word}");
         }
-        let mut a = stem_analyzer();
-        let mut stream = a.token_stream("Synced Cursors, café 東京");
+        let mut a = forms_analyzer();
+        let mut stream = a.token_stream("Synced Cursors, café sync 東京");
         let mut got = Vec::new();
         while stream.advance() {
-            got.push(stream.token().text.clone());
+            let t = stream.token();
+            got.push((t.text.clone(), t.position));
         }
-        assert_eq!(got, ["sync", "cursor", "cafe", "東", "東京", "京"]);
+        let want: Vec<(String, usize)> = [
+            ("synced", 0),
+            ("~sync", 0),
+            ("cursors", 1),
+            ("~cursor", 1),
+            ("cafe", 2),
+            ("sync", 3),
+            ("東", 4),
+            ("東京", 4),
+            ("京", 5),
+        ]
+        .iter()
+        .map(|(t, p)| (t.to_string(), *p))
+        .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

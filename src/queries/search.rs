@@ -167,8 +167,8 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
     c
 }
 
-/// Lexical search (BM25 over title, aliases, headings, tags, path, properties and body,
-/// and the stemmed title, headings and body), read as [`query`] says.
+/// Lexical search (BM25 over title, aliases, headings, lead, tags, path, properties and
+/// body, and the English stems of the fields of words), read as [`query`] says.
 pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
     let parsed = &state.index.prepare(&req.query);
     let index_state = state.index.state();
