@@ -15,7 +15,7 @@ use crate::memory::release_free_memory;
 use crate::meta::Meta;
 use crate::record;
 use crate::state::State;
-use crate::vault::catalog::{note_from, Note};
+use crate::vault::catalog::{note_from, Excluded, Note};
 use crate::vault::fsio;
 use crate::vault::path::VaultPaths;
 use crate::vault::scan::{self, Observed};
@@ -169,7 +169,12 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
         token_key,
         vault_id,
     )?);
-    startup_scan(&state)?;
+    if let Some(observed) = startup_scan(&state)? {
+        let bg = state.clone();
+        std::thread::Builder::new()
+            .name("scan-cache".into())
+            .spawn(move || live::write_scan_cache(&bg, &observed))?;
+    }
     let watcher = Arc::new(Mutex::new(None));
     // Setting up the watch walks every folder (hundreds of milliseconds on a large
     // vault), so it runs beside serving; once it is up, a rescan catches whatever
@@ -194,13 +199,20 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                         ),
                     }
                 }
-                if slot.lock().is_some() || bg.unread.pending() {
-                    if let Err(e) = live::full_rescan(&bg) {
-                        tracing::warn!(error = %e.message, "rescan after the start failed");
+                let rescan = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    live::full_rescan(&bg)
+                }));
+                match rescan {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e.message, "rescan after the start failed")
                     }
-                    // The rescan read every file once more.
-                    release_free_memory();
+                    Err(_) => tracing::error!("rescan after the start panicked"),
                 }
+                // Whatever happened, the start's verify ends (the index starts).
+                live::settle_start(&bg);
+                // The rescan read every file once more.
+                release_free_memory();
             })?;
     }
     // Sync ops past the retention are compacted hourly (and on demand:
@@ -214,7 +226,9 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     Ok(Daemon { state, watcher })
 }
 
-fn startup_scan(state: &State) -> anyhow::Result<()> {
+/// The start-up scan; what it read, when the scan cache is to be written from it (no
+/// rescan follows).
+fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     // The watcher is already running: it waits for this lock before reconciling.
     let _write = state.write_lock.lock();
     let started = std::time::Instant::now();
@@ -257,7 +271,7 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
             tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
         }
     }
-    let recalled = found.recalled;
+    let mut recalled = found.recalled;
     let found_count = found.observed.len();
     // Without a watcher no rescan follows the start: the cache is written from this scan.
     let cache_from_scan: Option<Vec<Observed>> =
@@ -323,13 +337,24 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
     // Rebuild the catalog as stored; what differs goes through reconcile.
     let mut removed = Vec::new();
     let mut changed = Vec::new();
+    let mut excluded = found.excluded;
     {
         let mut catalog = state.catalog.write();
         let mut notes = Vec::with_capacity(stored.len());
         for row in stored {
             let created = parse_time(&row.created_at);
             let observed_at = parse_time(&row.observed_at);
-            let obs = match by_path.remove(&row.path) {
+            let mut found_now = by_path.remove(&row.path);
+            if found_now
+                .as_ref()
+                .is_some_and(|o| o.content_hash != row.content_hash && recalled.contains(&o.rel))
+            {
+                // Recalled from the cache with a hash the store does not hold: what is
+                // built or recorded from this file is read now.
+                recalled.remove(&row.path);
+                found_now = reread(state, &row.path, &mut excluded);
+            }
+            let obs = match found_now {
                 Some(obs) if obs.content_hash == row.content_hash => obs,
                 Some(obs) => {
                     // Changed while stopped: the stored version goes in, reconcile
@@ -364,20 +389,19 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
                 observed_at,
             ));
         }
+        // Files the store has never seen (one recalled from the cache is read now).
+        for (rel, obs) in by_path {
+            let obs = if recalled.remove(&rel) {
+                reread(state, &rel, &mut excluded)
+            } else {
+                Some(obs)
+            };
+            changed.extend(obs);
+        }
         catalog.insert_all(notes);
-        catalog.excluded = found.excluded;
+        catalog.excluded = excluded;
     }
     let cataloged = started.elapsed();
-    // Files the store has never seen.
-    changed.extend(by_path.into_values());
-    // What is recorded now is read now: a file recalled from the cache whose hash is not
-    // the stored one (the cache is older than the store) is read like any other.
-    for obs in changed.iter_mut().filter(|o| recalled.contains(&o.rel)) {
-        match scan::observe(&state.paths.root, &obs.rel) {
-            Ok(read) => *obs = read,
-            Err(e) => tracing::warn!(path = %obs.rel, error = %e, "cannot read a changed note"),
-        }
-    }
     // Writes under way when the daemon stopped: what landed is recorded as those
     // writes, before the rest is taken as an editor's changes.
     crate::writes::recover::resolve_intents(state, &mut changed, &mut removed)?;
@@ -411,12 +435,6 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
         state.index.start(notes, state.committed_seq());
     }
-    if let Some(observed) = cache_from_scan {
-        let dir = state.state_dir().clone();
-        std::thread::Builder::new()
-            .name("scan-cache".into())
-            .spawn(move || ScanCache::write(&dir, &observed))?;
-    }
     tracing::info!(
         notes = state.catalog.read().len(),
         recalled = recalled.len(),
@@ -427,7 +445,7 @@ fn startup_scan(state: &State) -> anyhow::Result<()> {
         total_ms = started.elapsed().as_millis() as u64,
         "vault scanned"
     );
-    Ok(())
+    Ok(cache_from_scan)
 }
 
 /// After history was found behind at start: the revisions recorded while it was
@@ -472,6 +490,22 @@ fn settle_gap(
             }
         }
         None => tracing::warn!("the commit of the vault as found failed; it is retried"),
+    }
+}
+
+/// Read the file `rel` the start had recalled from the scan cache; `None` (and the file
+/// among those left out) when it cannot be read, as the scan does.
+fn reread(state: &State, rel: &str, excluded: &mut Vec<Excluded>) -> Option<Observed> {
+    match scan::observe(&state.paths.root, rel) {
+        Ok(obs) => Some(obs),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            excluded.push(Excluded {
+                path: rel.to_string(),
+                reason: format!("unreadable: {e}"),
+            });
+            None
+        }
     }
 }
 

@@ -200,3 +200,64 @@ async fn a_damaged_cache_is_ignored_and_rewritten() {
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
     assert_eq!(status(&s).await["start_scan"]["notes_recalled"], total);
 }
+
+/// A cache entry whose stamp is the file's but whose hash is older than the store's (the
+/// file was saved twice within one tick of the clock after the cache was written): the
+/// file is read at the start, and the note is what the file holds, not what the cache
+/// remembered. Nothing is recorded: the store already has that version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_hash_the_store_does_not_hold_is_read_again() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    settled(&s).await;
+    let (dir, vault, state) = s.stop().await;
+    let path = vault.join("projects/roadmap.md");
+    let old = scan::observe(&vault, "projects/roadmap.md").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("Projects roadmap 2027", "Projects roadmap 2028", 1),
+    )
+    .unwrap();
+
+    // The store takes in the new version.
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    settled(&s).await;
+    let recorded = s.get_json("/v1/notes/projects%2Froadmap", 200).await;
+    assert_eq!(recorded["title"], "Projects roadmap 2028", "{recorded}");
+    let revisions = s
+        .get_json("/v1/notes/projects%2Froadmap:listRevisions", 200)
+        .await["versions"]
+        .as_array()
+        .unwrap()
+        .len();
+    let (dir, vault, state) = s.stop().await;
+    let stale = scan::Observed {
+        stamp: Some(FileStamp::at(&path).unwrap()),
+        ..old
+    };
+    ScanCache::save(&state, [&stale]).unwrap();
+
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let st = status(&s).await;
+    assert_eq!(st["start_scan"]["notes_recalled"], 0, "{st}");
+    let note = s.get_json("/v1/notes/projects%2Froadmap", 200).await;
+    assert_eq!(note["title"], "Projects roadmap 2028", "{note}");
+    assert_eq!(note["version_id"], recorded["version_id"]);
+    settled(&s).await;
+    let listed = s.get_json("/v1/notes?page_size=100", 200).await;
+    let roadmap = listed["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["slug"] == "projects/roadmap")
+        .unwrap()
+        .clone();
+    assert_eq!(roadmap["title"], "Projects roadmap 2028", "{roadmap}");
+    let now = s
+        .get_json("/v1/notes/projects%2Froadmap:listRevisions", 200)
+        .await["versions"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(now, revisions, "nothing new is recorded");
+}

@@ -283,11 +283,14 @@ fn with_bytes(state: &State, note: &Arc<Note>) -> Arc<Note> {
     if !note.unread() {
         return note.clone();
     }
-    let read = state
-        .paths
-        .resolve(&note.path)
-        .ok()
-        .and_then(|safe| std::fs::read(safe.abs).ok());
+    // Only a file that still has the stamp it was recalled with (so no larger than it
+    // was) is read.
+    let read = state.paths.resolve(&note.path).ok().and_then(|safe| {
+        let stamp = crate::vault::scan::FileStamp::at(&safe.abs).ok();
+        (stamp.is_some() && stamp == note.stamp)
+            .then(|| std::fs::read(&safe.abs).ok())
+            .flatten()
+    });
     match read {
         Some(bytes) if crate::vault::content_hash(&bytes) == note.content_hash => Arc::new(Note {
             content: Some(Arc::new(bytes)),
@@ -348,7 +351,13 @@ pub fn grep(state: &State, req: &GrepRequest) -> Result<GrepAnswer> {
     );
     page.notes_searched = searched;
     page.timed_out |= timed_out;
-    if page.timed_out {
+    if !all_read {
+        coverage.remarks.push(format!(
+            "notes recalled at start are still being read; {} notes were searched; retry in a moment",
+            page.notes_searched
+        ));
+        coverage.searched = coverage.searched.min(page.notes_searched);
+    } else if page.timed_out {
         coverage.remarks.push(format!(
             "grep stopped after {} ms; {} of {} notes were searched; narrow the pattern or the filter",
             req.timeout.as_millis(),

@@ -194,27 +194,29 @@ impl Catalog {
         self.by_slug = notes.into_iter().map(|n| (n.slug.clone(), n)).collect();
     }
 
-    /// Keep `content` as the bytes of the note at `slug` when it is still unread and its
-    /// version's hash is `hash` (what the verify read); `false` when it is not.
-    pub fn fill_content(
-        &mut self,
-        slug: &str,
-        hash: &str,
-        content: &Arc<Vec<u8>>,
-        stamp: Option<crate::vault::scan::FileStamp>,
-    ) -> bool {
-        match self.by_slug.get(slug) {
-            Some(n) if n.unread() && n.content_hash == hash => {
-                let note = Note {
-                    content: Some(content.clone()),
-                    stamp: stamp.or(n.stamp),
-                    ..n.as_ref().clone()
-                };
-                self.insert(note);
-                true
+    /// The note `observed` names, rebuilt from that observation (bytes, facts, stamp;
+    /// the same ids and times) when it is still unread and the file holds its version
+    /// (the same hash); `false` when it is not.
+    pub fn fill_content(&mut self, observed: &crate::vault::scan::Observed) -> bool {
+        let slug = crate::vault::path::slug_of(&observed.rel);
+        let note = match self.by_slug.get(slug) {
+            Some(n)
+                if n.unread()
+                    && n.content_hash == observed.content_hash
+                    && observed.content.is_some() =>
+            {
+                note_from(
+                    observed.clone(),
+                    n.note_id.clone(),
+                    n.version_id.clone(),
+                    n.created_at,
+                    n.observed_at,
+                )
             }
-            _ => false,
-        }
+            _ => return false,
+        };
+        self.insert(note);
+        true
     }
 
     pub fn remove(&mut self, slug: &str) -> Option<Arc<Note>> {

@@ -95,25 +95,18 @@ impl ScanCache {
         Some((e.content_hash, e.facts.into_facts()?))
     }
 
-    /// [`save`](Self::save), logged: a cache that cannot be written costs only the next
-    /// start's speed.
-    pub fn write(dir: &Path, observed: &[Observed]) {
-        match Self::save(dir, observed) {
-            Ok(n) => tracing::debug!(entries = n, "scan cache written"),
-            Err(e) => tracing::warn!(error = %e, "cannot write the scan cache"),
-        }
-    }
-
-    /// Write the cache of `observed` (files read with a stable stamp) into `dir`: a temp
-    /// file, then a rename over the old cache, so a reader sees one or the other.
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the scan cache is a derived file of the state directory"
-    )]
+    /// Write the cache of `observed` (files read with a stable stamp) into `dir`.
     pub fn save<'a>(
         dir: &Path,
         observed: impl IntoIterator<Item = &'a Observed>,
-    ) -> std::io::Result<usize> {
+    ) -> std::io::Result<()> {
+        Self::store(dir, &Self::encode(observed)?)
+    }
+
+    /// The cache file's bytes for `observed`.
+    pub fn encode<'a>(
+        observed: impl IntoIterator<Item = &'a Observed>,
+    ) -> std::io::Result<Vec<u8>> {
         let entries: Vec<(String, Entry)> = observed
             .into_iter()
             .filter_map(|o| {
@@ -131,28 +124,38 @@ impl ScanCache {
                 ))
             })
             .collect();
-        let count = entries.len();
         let body = postcard::to_stdvec(&Body {
             format: FORMAT,
             version: env!("CARGO_PKG_VERSION").to_string(),
             entries,
         })
         .map_err(std::io::Error::other)?;
+        let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 32);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&body);
+        out.extend_from_slice(blake3::hash(&body).as_bytes());
+        Ok(out)
+    }
+
+    /// Put `bytes` (from [`encode`](Self::encode)) in place as the cache of `dir`: a temp
+    /// file, then a rename over the old cache, so a reader sees one or the other. One
+    /// writer at a time (the caller's).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the scan cache is a derived file of the state directory"
+    )]
+    pub fn store(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let temp: PathBuf = dir.join(TEMP_NAME);
         let written = (|| {
             let mut file = std::fs::File::create(&temp)?;
-            file.write_all(MAGIC)?;
-            file.write_all(&body)?;
-            file.write_all(blake3::hash(&body).as_bytes())?;
-            file.flush()?;
+            file.write_all(bytes)?;
             drop(file);
             std::fs::rename(&temp, dir.join(FILE_NAME))
         })();
-        if let Err(e) = written {
+        if written.is_err() {
             let _ = std::fs::remove_file(&temp);
-            return Err(e);
         }
-        Ok(count)
+        written
     }
 }
 

@@ -363,8 +363,32 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
     }
     drop(write);
     let observed = rescanned?;
-    crate::vault::scan_cache::ScanCache::write(state.state_dir(), &observed);
+    write_scan_cache(state, &observed);
     Ok(())
+}
+
+/// End the start's verify if nothing did (the rescan panicked or never ran): whatever
+/// waits for it goes on.
+pub fn settle_start(state: &State) {
+    let _write = state.write_lock.lock();
+    if state.unread.pending() {
+        finish_verify(state);
+    }
+}
+
+/// Write the scan cache from a full scan's observations: encoded outside the write lock,
+/// put in place under it (so one writer at a time, and never into a purged state dir).
+pub fn write_scan_cache(state: &State, observed: &[Observed]) {
+    use crate::vault::scan_cache::ScanCache;
+    let encoded = ScanCache::encode(observed);
+    let _write = state.write_lock.lock();
+    if state.purge.get().is_some() {
+        return;
+    }
+    match encoded.and_then(|bytes| ScanCache::store(state.state_dir(), &bytes)) {
+        Ok(()) => tracing::debug!("scan cache written"),
+        Err(e) => tracing::warn!(error = %e, "cannot write the scan cache"),
+    }
 }
 
 fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
@@ -399,11 +423,7 @@ fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
         for chunk in found.observed.chunks(2048) {
             let mut catalog = state.catalog.write();
             for o in chunk {
-                if let Some(bytes) = &o.content {
-                    let slug = crate::vault::path::slug_of(&o.rel);
-                    filled +=
-                        usize::from(catalog.fill_content(slug, &o.content_hash, bytes, o.stamp));
-                }
+                filled += usize::from(catalog.fill_content(o));
             }
         }
     }
@@ -448,37 +468,41 @@ fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
 }
 
 /// End the verify of the start (under the write lock): a note still unread (the rescan
-/// failed, or did not see it) is read now, each where its file still holds the catalog's
-/// version; then the search index starts from the catalog, and whatever waited for every
+/// failed, or did not see it) is read now, and kept where its file still holds the
+/// catalog's version, else taken in as a change (recorded, or dropped when the file is
+/// gone); then the search index starts from the catalog, and whatever waited for every
 /// note's bytes (grep) goes on.
 fn finish_verify(state: &State) {
     use rayon::prelude::*;
-    let unread: Vec<Arc<crate::vault::catalog::Note>> = state
+    let unread: Vec<String> = state
         .catalog
         .read()
         .iter()
         .filter(|n| n.unread())
-        .cloned()
+        .map(|n| n.path.clone())
         .collect();
-    let read: Vec<Observed> = unread
-        .par_iter()
-        .filter_map(|n| scan::observe(&state.paths.root, &n.path).ok())
+    let read: Vec<(String, Option<Observed>)> = unread
+        .into_par_iter()
+        .map(|rel| {
+            let obs = scan::observe(&state.paths.root, &rel).ok();
+            (rel, obs)
+        })
         .collect();
+    let mut differ = Vec::new();
     {
         let mut catalog = state.catalog.write();
-        for o in &read {
-            if let Some(bytes) = &o.content {
-                let slug = crate::vault::path::slug_of(&o.rel);
-                catalog.fill_content(slug, &o.content_hash, bytes, o.stamp);
+        for (rel, obs) in &read {
+            if !obs.as_ref().is_some_and(|o| catalog.fill_content(o)) {
+                differ.push(rel.clone());
             }
         }
     }
-    let left = unread.len().saturating_sub(read.len());
-    if left > 0 {
-        tracing::warn!(
-            notes = left,
-            "notes recalled at start could not be read again"
-        );
+    for rel in &differ {
+        if let Err(e) =
+            crate::record::refresh::refresh_with(state, rel, crate::record::refresh::Lock::Held)
+        {
+            tracing::warn!(path = %rel, error = %e.message, "a note recalled at start could not be read again");
+        }
     }
     let notes: Vec<Arc<crate::vault::catalog::Note>> =
         state.catalog.read().iter().cloned().collect();

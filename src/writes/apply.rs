@@ -191,7 +191,8 @@ pub(crate) fn stage_change(
     }
     // A note whose bytes are not kept (over 10 MiB) may still be waiting for a history
     // commit that reads the file late: let it read the version it records first.
-    if from.is_some_and(|(n, _)| n.content.is_none()) {
+    // (A note unread since the start holds a version history already has.)
+    if from.is_some_and(|(n, _)| n.content.is_none() && !n.unread()) {
         state.history.flush(std::time::Duration::from_secs(30));
     }
     let identity = Identity {
