@@ -332,8 +332,20 @@ fn run() -> Result<()> {
         );
         fresh_warm.push(t);
     }
-    // Warm starts on the same state dir; with a baseline build, the two alternate.
+    // Warm starts on the same state dir; with a baseline build, the two alternate, the
+    // baseline on its own copy of the state dir (another index schema would otherwise
+    // rebuild the index at every switch).
     let baseline = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN").ok();
+    let base_state = work.join("state-baseline");
+    if baseline.is_some() {
+        let _ = std::fs::remove_dir_all(&base_state);
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(&state)
+            .arg(&base_state)
+            .status()?;
+        ensure!(copied.success(), "cp -a of the state dir failed");
+    }
     let mut warm = Vec::new();
     let mut warm_settled = Vec::new();
     let mut base_warm = Vec::new();
@@ -346,7 +358,7 @@ fn run() -> Result<()> {
                 &rt,
                 bin,
                 &vault,
-                &state,
+                if this { &state } else { &base_state },
                 &work.join(format!("logs/{}-{i}.log", name.trim())),
             )?;
             println!(
@@ -514,7 +526,8 @@ fn run() -> Result<()> {
         for round in 1..=2 {
             for (which, bin) in [(0, baseline.as_str()), (1, BIN)] {
                 let log = work.join(format!("logs/ab-{round}-{which}.log"));
-                let mut d = Daemon::spawn_bin(bin, &vault, &state, &log)?;
+                let own = if which == 0 { &base_state } else { &state };
+                let mut d = Daemon::spawn_bin(bin, &vault, own, &log)?;
                 rt.block_on(first_ok(&mut d, START_TIMEOUT))?;
                 let r = rt.block_on(load(
                     d.addr,
