@@ -430,6 +430,8 @@ fn run() -> Result<()> {
     );
     let mut daemon = Daemon::spawn(&vault, &state, &work.join("logs/load.log"))?;
     rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
+    // The steady state: loads start once the start has settled.
+    rt.block_on(settle(&mut daemon))?;
     let addr = daemon.addr;
     let slugs = rt.block_on(collect_slugs(addr))?;
     let mut folders: Vec<(String, Vec<String>)> = Vec::new();
@@ -529,6 +531,7 @@ fn run() -> Result<()> {
                 let own = if which == 0 { &base_state } else { &state };
                 let mut d = Daemon::spawn_bin(bin, &vault, own, &log)?;
                 rt.block_on(first_ok(&mut d, START_TIMEOUT))?;
+                rt.block_on(settle(&mut d))?;
                 let r = rt.block_on(load(
                     d.addr,
                     Arc::new(mix.clone()),
@@ -800,27 +803,7 @@ fn start_run_bin(
     let mut daemon = Daemon::spawn_bin(bin, vault, state, log)?;
     let serving = rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
     let scanned = daemon.logged("vault scanned");
-    let (settled, recalled) = rt.block_on(async {
-        loop {
-            daemon.ensure_running()?;
-            ensure!(
-                daemon.started.elapsed() < START_TIMEOUT,
-                "not settled within {START_TIMEOUT:?}"
-            );
-            let mut conn = Conn::open(daemon.addr).await?;
-            let (_, body) = conn.get("/v1/index-status").await?;
-            let st: serde_json::Value = serde_json::from_slice(&body)?;
-            let indexed = st["indexed_seq"].as_i64() >= st["committed_seq"].as_i64()
-                && st["search_index"]["not_yet_indexed"] == 0;
-            if indexed && st["start_scan"]["verifying"] != true {
-                return Ok::<_, anyhow::Error>((
-                    daemon.started.elapsed(),
-                    st["start_scan"]["notes_recalled"].as_u64(),
-                ));
-            }
-            tokio::time::sleep(START_POLL).await;
-        }
-    })?;
+    let (settled, recalled) = rt.block_on(settle(&mut daemon))?;
     // A build with a scan cache writes it once its rescan is done.
     if recalled.is_some() {
         let cache = state.join("scan.cache");
@@ -844,6 +827,31 @@ fn start_run_bin(
         settled,
         recalled,
     })
+}
+
+/// Wait until the daemon has settled: the index at the committed seq and a warm start's
+/// verify done. The time since spawn, and how many notes the start took from the scan
+/// cache (`None`: a build without one).
+async fn settle(daemon: &mut Daemon) -> Result<(Duration, Option<u64>)> {
+    loop {
+        daemon.ensure_running()?;
+        ensure!(
+            daemon.started.elapsed() < START_TIMEOUT,
+            "not settled within {START_TIMEOUT:?}"
+        );
+        let mut conn = Conn::open(daemon.addr).await?;
+        let (_, body) = conn.get("/v1/index-status").await?;
+        let st: serde_json::Value = serde_json::from_slice(&body)?;
+        let indexed = st["indexed_seq"].as_i64() >= st["committed_seq"].as_i64()
+            && st["search_index"]["not_yet_indexed"] == 0;
+        if indexed && st["start_scan"]["verifying"] != true {
+            return Ok((
+                daemon.started.elapsed(),
+                st["start_scan"]["notes_recalled"].as_u64(),
+            ));
+        }
+        tokio::time::sleep(START_POLL).await;
+    }
 }
 
 /// Poll `GET /v1/notes?page_size=1` until it answers 200; time since spawn. A refused
