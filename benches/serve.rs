@@ -431,7 +431,7 @@ fn run() -> Result<()> {
     let mut daemon = Daemon::spawn(&vault, &state, &work.join("logs/load.log"))?;
     rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
     // The steady state: loads start once the start has settled.
-    rt.block_on(settle(&mut daemon))?;
+    rt.block_on(settled(&mut daemon))?;
     let addr = daemon.addr;
     let slugs = rt.block_on(collect_slugs(addr))?;
     let mut folders: Vec<(String, Vec<String>)> = Vec::new();
@@ -531,7 +531,7 @@ fn run() -> Result<()> {
                 let own = if which == 0 { &base_state } else { &state };
                 let mut d = Daemon::spawn_bin(bin, &vault, own, &log)?;
                 rt.block_on(first_ok(&mut d, START_TIMEOUT))?;
-                rt.block_on(settle(&mut d))?;
+                rt.block_on(settled(&mut d))?;
                 let r = rt.block_on(load(
                     d.addr,
                     Arc::new(mix.clone()),
@@ -803,7 +803,7 @@ fn start_run_bin(
     let mut daemon = Daemon::spawn_bin(bin, vault, state, log)?;
     let serving = rt.block_on(first_ok(&mut daemon, START_TIMEOUT))?;
     let scanned = daemon.logged("vault scanned");
-    let (settled, recalled) = rt.block_on(settle(&mut daemon))?;
+    let (settled, recalled) = rt.block_on(settled(&mut daemon))?;
     // A build with a scan cache writes it once its rescan is done.
     if recalled.is_some() {
         let cache = state.join("scan.cache");
@@ -832,7 +832,7 @@ fn start_run_bin(
 /// Wait until the daemon has settled: the index at the committed seq and a warm start's
 /// verify done. The time since spawn, and how many notes the start took from the scan
 /// cache (`None`: a build without one).
-async fn settle(daemon: &mut Daemon) -> Result<(Duration, Option<u64>)> {
+async fn settled(daemon: &mut Daemon) -> Result<(Duration, Option<u64>)> {
     loop {
         daemon.ensure_running()?;
         ensure!(
