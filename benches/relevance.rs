@@ -29,9 +29,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use common::{load, Conn};
-use hyper::StatusCode;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 const QUESTIONS: &str = include_str!("relevance/questions.tsv");
@@ -141,7 +140,7 @@ fn run() -> Result<()> {
     let latency = {
         let daemon = common::start(&vault, &work.join("state"))?;
         let addr: std::net::SocketAddr = daemon.base.trim_start_matches("http://").parse()?;
-        rt.block_on(wait_indexed(addr))?;
+        rt.block_on(common::wait_indexed(addr, Duration::from_secs(600)))?;
         for (name, extra) in [("notevault", ""), ("notevault match=all", "&match=all")] {
             systems.push(Answers {
                 name: name.into(),
@@ -171,7 +170,7 @@ fn run() -> Result<()> {
     if let Ok(bin) = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN") {
         let daemon = common::start_bin(&bin, &vault, &work.join("state-baseline"))?;
         let addr: std::net::SocketAddr = daemon.base.trim_start_matches("http://").parse()?;
-        rt.block_on(wait_indexed(addr))?;
+        rt.block_on(common::wait_indexed(addr, Duration::from_secs(600)))?;
         systems.push(Answers {
             name: "notevault baseline (NOTEVAULT_BENCH_BASELINE_BIN)".into(),
             ranked: rt.block_on(ask(addr, &questions, ""))?,
@@ -246,16 +245,6 @@ fn search_path(q: &str, extra: &str) -> String {
     )
 }
 
-async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
-    let (status, body) = conn.get(path).await?;
-    ensure!(
-        status == StatusCode::OK,
-        "GET {path}: {status}: {}",
-        String::from_utf8_lossy(&body)
-    );
-    Ok(serde_json::from_slice(&body)?)
-}
-
 async fn ask(
     addr: std::net::SocketAddr,
     questions: &[Question],
@@ -264,7 +253,7 @@ async fn ask(
     let mut conn = Conn::open(addr).await?;
     let mut out = Vec::new();
     for q in questions {
-        let page = get_json(&mut conn, &search_path(&q.text, extra)).await?;
+        let page = common::get_json(&mut conn, &search_path(&q.text, extra)).await?;
         out.push(
             page["results"]
                 .as_array()
@@ -275,25 +264,6 @@ async fn ask(
         );
     }
     Ok(out)
-}
-
-/// Wait until the index reflects every recorded change.
-async fn wait_indexed(addr: std::net::SocketAddr) -> Result<()> {
-    let mut conn = Conn::open(addr).await?;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let st = get_json(&mut conn, "/v1/index-status").await?;
-        if st["indexed_seq"] == st["committed_seq"]
-            && st["search_index"]["not_yet_indexed"] == 0
-            && st["search_index"]["synced_notes"].is_number()
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("the index never caught up: {st}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// qmd's answers: index `corpus` as the collection `realvault` (or bring it up to date),

@@ -191,7 +191,7 @@ fn measure(
     let addr = common::addr_of(&daemon.base)?;
     rt.block_on(first_ok(&daemon, addr))?;
     let first_serving = t0.elapsed();
-    let st = rt.block_on(wait_indexed(addr))?;
+    let st = rt.block_on(common::wait_indexed(addr, START_TIMEOUT))?;
     let first_searchable = t0.elapsed();
     rt.block_on(common::wait_history(state))?;
     rt.block_on(common::wait_scan_cache(state, t0))?;
@@ -213,7 +213,7 @@ fn measure(
     let addr = common::addr_of(&daemon.base)?;
     rt.block_on(first_ok(&daemon, addr))?;
     let warm = t0.elapsed();
-    rt.block_on(wait_indexed(addr))?;
+    rt.block_on(common::wait_indexed(addr, START_TIMEOUT))?;
     let warm_scan = scanned(&daemon);
     println!(
         "  warm start: serving {} ms, {}",
@@ -433,41 +433,12 @@ fn scan_text(s: Option<(u64, u64)>) -> String {
     }
 }
 
-async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
-    let (status, body) = conn.get(path).await?;
-    ensure!(
-        status == StatusCode::OK,
-        "GET {path}: {status}: {}",
-        String::from_utf8_lossy(&body)
-    );
-    Ok(serde_json::from_slice(&body)?)
-}
-
-/// Wait until the index reflects every recorded change; the index status.
-async fn wait_indexed(addr: SocketAddr) -> Result<serde_json::Value> {
-    let mut conn = Conn::open(addr).await?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        let st = get_json(&mut conn, "/v1/index-status").await?;
-        if st["indexed_seq"] == st["committed_seq"]
-            && st["search_index"]["not_yet_indexed"] == 0
-            && st["search_index"]["synced_notes"].is_number()
-        {
-            return Ok(st);
-        }
-        if Instant::now() > deadline {
-            bail!("the index never caught up: {st}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Every query answers 200 and the mix finds something.
 async fn check_queries(addr: SocketAddr, paths: &[String]) -> Result<()> {
     let mut conn = Conn::open(addr).await?;
     let mut hits = 0;
     for p in paths {
-        hits += get_json(&mut conn, p).await?["results"]
+        hits += common::get_json(&mut conn, p).await?["results"]
             .as_array()
             .map_or(0, Vec::len);
     }

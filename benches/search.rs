@@ -34,9 +34,8 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use common::{load, Conn};
-use hyper::StatusCode;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 /// `(label, pattern, /v1/grep flags, rg flags)`.
@@ -111,7 +110,7 @@ fn run() -> Result<()> {
         let daemon = common::start_bin(&bin, &vault, &state)?;
         let addr = common::addr_of(&daemon.base)?;
         rt.block_on(common::wait_history(&state))?;
-        let st = rt.block_on(wait_indexed(addr))?;
+        let st = rt.block_on(common::wait_indexed(addr, Duration::from_secs(600)))?;
         println!(
             "  first start: index of {} notes built in {} ms inside the daemon",
             st["search_index"]["synced_notes"], st["search_index"]["sync_ms"]
@@ -263,7 +262,7 @@ fn run() -> Result<()> {
     // Serving.
     let daemon = common::start_bin(&bin, &vault, &state)?;
     let addr = common::addr_of(&daemon.base)?;
-    rt.block_on(wait_indexed(addr))?;
+    rt.block_on(common::wait_indexed(addr, Duration::from_secs(600)))?;
     let pid = daemon.child.id();
     let rss = common::proc_status_mib(pid, "VmRSS:")?;
     let budget =
@@ -477,47 +476,18 @@ async fn spawn_to_searchable(bin: &str, vault: &Path, state: &Path) -> Result<(D
     let t0 = Instant::now();
     let daemon = common::start_bin(bin, vault, state)?;
     let addr = common::addr_of(&daemon.base)?;
-    let st = wait_indexed(addr).await?;
+    let st = common::wait_indexed(addr, Duration::from_secs(600)).await?;
     let took = t0.elapsed();
     let n = st["search_index"]["synced_notes"].as_u64().unwrap_or(0) as usize;
     drop(daemon);
     Ok((took, n))
 }
 
-async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
-    let (status, body) = conn.get(path).await?;
-    ensure!(
-        status == StatusCode::OK,
-        "GET {path}: {status}: {}",
-        String::from_utf8_lossy(&body)
-    );
-    Ok(serde_json::from_slice(&body)?)
-}
-
-/// Wait until the index reflects every recorded change; the index status.
-async fn wait_indexed(addr: std::net::SocketAddr) -> Result<serde_json::Value> {
-    let mut conn = Conn::open(addr).await?;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let st = get_json(&mut conn, "/v1/index-status").await?;
-        if st["indexed_seq"] == st["committed_seq"]
-            && st["search_index"]["not_yet_indexed"] == 0
-            && st["search_index"]["synced_notes"].is_number()
-        {
-            return Ok(st);
-        }
-        if Instant::now() > deadline {
-            bail!("the index never caught up: {st}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 async fn check_queries(addr: std::net::SocketAddr, paths: &[String]) -> Result<usize> {
     let mut conn = Conn::open(addr).await?;
     let mut hits = 0;
     for p in paths {
-        hits += get_json(&mut conn, p).await?["results"]
+        hits += common::get_json(&mut conn, p).await?["results"]
             .as_array()
             .map_or(0, Vec::len);
     }
@@ -622,7 +592,7 @@ async fn grep_all(
         if let Some(t) = &token {
             path.push_str(&format!("&page_token={t}"));
         }
-        let page = get_json(&mut conn, &path).await?;
+        let page = common::get_json(&mut conn, &path).await?;
         for r in page["results"].as_array().context("results")? {
             let p = r["path"].as_str().unwrap_or_default().to_string();
             for l in r["lines"].as_array().context("lines")? {
@@ -660,7 +630,8 @@ async fn write_to_searchable(addr: std::net::SocketAddr, n: usize) -> Result<Vec
         let seq = res.json::<serde_json::Value>().await?["committed_seq"]
             .as_i64()
             .context("seq")?;
-        let page = get_json(&mut conn, &format!("/v1/search?q={word}&min_seq={seq}")).await?;
+        let page =
+            common::get_json(&mut conn, &format!("/v1/search?q={word}&min_seq={seq}")).await?;
         let found = page["results"].as_array().map_or(0, Vec::len);
         out.push(t0.elapsed());
         ensure!(found == 1, "{word} not found after min_seq {seq}: {page}");

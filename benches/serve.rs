@@ -806,19 +806,7 @@ fn start_run_bin(
     let (settled, recalled) = rt.block_on(settled(&mut daemon))?;
     // A build with a scan cache writes it once its rescan is done.
     if recalled.is_some() {
-        let cache = state.join("scan.cache");
-        let fresh = |started: Instant| {
-            std::fs::metadata(&cache)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < started.elapsed()))
-        };
-        while !fresh(daemon.started) {
-            ensure!(
-                daemon.started.elapsed() < START_TIMEOUT,
-                "no scan cache written within {START_TIMEOUT:?}"
-            );
-            std::thread::sleep(START_POLL);
-        }
+        rt.block_on(common::wait_scan_cache(state, daemon.started))?;
     }
     daemon.stop()?;
     Ok(StartRun {
@@ -833,25 +821,13 @@ fn start_run_bin(
 /// verify done. The time since spawn, and how many notes the start took from the scan
 /// cache (`None`: a build without one).
 async fn settled(daemon: &mut Daemon) -> Result<(Duration, Option<u64>)> {
-    loop {
-        daemon.ensure_running()?;
-        ensure!(
-            daemon.started.elapsed() < START_TIMEOUT,
-            "not settled within {START_TIMEOUT:?}"
-        );
-        let mut conn = Conn::open(daemon.addr).await?;
-        let (_, body) = conn.get("/v1/index-status").await?;
-        let st: serde_json::Value = serde_json::from_slice(&body)?;
-        let indexed = st["indexed_seq"].as_i64() >= st["committed_seq"].as_i64()
-            && st["search_index"]["not_yet_indexed"] == 0;
-        if indexed && st["start_scan"]["verifying"] != true {
-            return Ok((
-                daemon.started.elapsed(),
-                st["start_scan"]["notes_recalled"].as_u64(),
-            ));
-        }
-        tokio::time::sleep(START_POLL).await;
-    }
+    daemon.ensure_running()?;
+    let limit = START_TIMEOUT.saturating_sub(daemon.started.elapsed());
+    let st = common::wait_indexed(daemon.addr, limit).await?;
+    Ok((
+        daemon.started.elapsed(),
+        st["start_scan"]["notes_recalled"].as_u64(),
+    ))
 }
 
 /// Poll `GET /v1/notes?page_size=1` until it answers 200; time since spawn. A refused

@@ -222,6 +222,38 @@ pub async fn wait_history(state: &Path) -> Result<()> {
     bail!("the history bootstrap did not finish")
 }
 
+/// `GET path` answered 200 with a JSON body.
+pub async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
+    let (status, body) = conn.get(path).await?;
+    ensure!(
+        status == StatusCode::OK,
+        "GET {path}: {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Wait until the daemon at `addr` has settled: the index reflects every recorded change
+/// (its start-up sync done) and a warm start's verify is over; the index status.
+pub async fn wait_indexed(addr: SocketAddr, limit: Duration) -> Result<serde_json::Value> {
+    let mut conn = Conn::open(addr).await?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let st = get_json(&mut conn, "/v1/index-status").await?;
+        if st["indexed_seq"] == st["committed_seq"]
+            && st["search_index"]["not_yet_indexed"] == 0
+            && st["search_index"]["synced_notes"].is_number()
+            && st["start_scan"]["verifying"] != true
+        {
+            return Ok(st);
+        }
+        if Instant::now() > deadline {
+            bail!("the index never caught up: {st}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Wait until the daemon started at `since` has written the scan cache of `state` (after
 /// the rescan that follows its start), so that the next start on `state` finds it.
 pub async fn wait_scan_cache(state: &Path, since: Instant) -> Result<()> {

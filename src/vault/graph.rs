@@ -108,15 +108,7 @@ impl LinkTables {
 
     /// File a note the catalog now holds (no other note with its slug is filed).
     pub(crate) fn add(&mut self, note: &Arc<Note>) {
-        let (lower, name, aliases, links) = Self::keys(note);
-        file(&mut self.by_lower, lower, note);
-        file(&mut self.by_name, name, note);
-        for alias in aliases {
-            file(&mut self.by_alias, alias, note);
-        }
-        for key in links {
-            file(&mut self.linking, key, note);
-        }
+        self.file_under(note, Self::keys(note));
     }
 
     /// File many notes the catalog now holds (none of them filed yet): their keys are
@@ -124,15 +116,23 @@ impl LinkTables {
     pub(crate) fn add_all(&mut self, notes: &[Arc<Note>]) {
         use rayon::prelude::*;
         let keys: Vec<_> = notes.par_iter().map(|n| Self::keys(n)).collect();
-        for (note, (lower, name, aliases, links)) in notes.iter().zip(keys) {
-            file(&mut self.by_lower, lower, note);
-            file(&mut self.by_name, name, note);
-            for alias in aliases {
-                file(&mut self.by_alias, alias, note);
-            }
-            for key in links {
-                file(&mut self.linking, key, note);
-            }
+        for (note, keys) in notes.iter().zip(keys) {
+            self.file_under(note, keys);
+        }
+    }
+
+    fn file_under(
+        &mut self,
+        note: &Arc<Note>,
+        (lower, name, aliases, links): (String, String, Vec<String>, HashSet<String>),
+    ) {
+        file(&mut self.by_lower, lower, note);
+        file(&mut self.by_name, name, note);
+        for alias in aliases {
+            file(&mut self.by_alias, alias, note);
+        }
+        for key in links {
+            file(&mut self.linking, key, note);
         }
     }
 
