@@ -357,3 +357,40 @@ async fn a_same_size_save_with_its_mtime_put_back_is_read_as_a_new_version() {
         String::from_utf8(new).unwrap().trim_end()
     );
 }
+
+/// A read answers kept bytes after one `stat` of the note's path, without the path checks
+/// a file read takes: a folder swapped for a symlink to a folder outside the vault, with a
+/// file of the same name there, must not be answered from either. The stat sees another
+/// file, so the read takes the checked path and refuses it; the outside file's lines never
+/// reach the answer.
+#[tokio::test]
+async fn a_folder_swapped_for_a_symlink_outside_is_not_read_through() {
+    let s = TestServer::start(Some("vault-example"), |c| c.watch = false).await;
+    let folder = s.vault.join("people");
+    let (note, slug) = ("marcus.md", "people/marcus");
+    let before = s.get_json(&format!("/v1/notes/{slug}"), 200).await;
+    assert!(!before["lines"]["items"].as_array().unwrap().is_empty());
+
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join(note), "OUTSIDE SECRET\n").unwrap();
+    let moved = s.vault.parent().unwrap().join("people-moved-away");
+    std::fs::rename(&folder, &moved).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &folder).unwrap();
+
+    let res = s.get(&format!("/v1/notes/{slug}")).await;
+    let status = res.status().as_u16();
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        !body.to_string().contains("OUTSIDE SECRET"),
+        "the outside file was answered: {body}"
+    );
+    assert!(
+        status == 400 || status == 404,
+        "expected UNSAFE_PATH or NOTE_NOT_FOUND, got {status}: {body}"
+    );
+    let reason = body["reason"].as_str().unwrap();
+    assert!(
+        reason == "UNSAFE_PATH" || reason == "NOTE_NOT_FOUND",
+        "{body}"
+    );
+}

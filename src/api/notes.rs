@@ -241,6 +241,15 @@ pub async fn read_note(state: Arc<State>, p: ReadNoteParams) -> Result<NoteRead,
     let offset = params::in_range("offset", p.offset, 1, 1, usize::MAX)?;
     let limit = params::in_range("limit", p.limit, DEFAULT_LINES, 1, MAX_LINES)?;
     let key = p.note;
+    // A note whose kept bytes still match its file is answered here, without a hop to a
+    // blocking thread (one `stat`); anything else reads, hashes and reconciles there.
+    if let Some(read) = crate::queries::notes::read_lines_kept(&state, &key, offset, limit) {
+        let (note, page) = read?;
+        return Ok(NoteRead {
+            note: NoteHandle::from(note.as_ref()),
+            lines: page.into(),
+        });
+    }
     let read =
         blocking(
             move || match crate::queries::notes::read_lines(&state, &key, offset, limit) {

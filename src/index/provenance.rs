@@ -128,8 +128,9 @@ pub struct Matcher {
     terms: Vec<(String, bool)>,
     finders: Vec<TermFinder>,
     /// Every finder's bytes in one automaton (ASCII case-insensitive): a note's bytes are
-    /// scanned once for all the terms, whatever their number.
-    automaton: Option<AhoCorasick>,
+    /// scanned once for all the terms, whatever their number. Built on first use, once
+    /// every finder is in.
+    automaton: std::sync::OnceLock<Option<AhoCorasick>>,
     /// Stems whose word forms count as matches.
     stems: Vec<String>,
 }
@@ -212,7 +213,7 @@ impl Iterator for Matches<'_> {
     type Item = (usize, usize);
 
     fn next(&mut self) -> Option<(usize, usize)> {
-        let automaton = self.matcher.automaton.as_ref()?;
+        let automaton = self.matcher.automaton()?;
         while self.at < self.text.len() {
             let input = Input::new(self.text).span(self.at..self.text.len());
             let start = automaton.find(input)?.start();
@@ -249,14 +250,12 @@ impl Matcher {
     /// `terms`: lower-cased tokens, `true` for a prefix.
     pub fn new(terms: Vec<(String, bool)>) -> Self {
         let finders = terms.iter().map(|(t, p)| TermFinder::new(t, *p)).collect();
-        let mut matcher = Self {
+        Self {
             terms,
             finders,
-            automaton: None,
+            automaton: std::sync::OnceLock::new(),
             stems: Vec::new(),
-        };
-        matcher.build();
-        matcher
+        }
     }
 
     /// Also find the word forms of `(word, stem)` pairs (see `Parsed::stem_terms`).
@@ -267,19 +266,24 @@ impl Matcher {
             }
         }
         self.stems = stems.into_iter().map(|(_, s)| s).collect();
-        self.build();
+        self.automaton = std::sync::OnceLock::new();
         self
     }
 
     /// The automaton over the finders' bytes (pattern `i` is finder `i`; an empty term
-    /// is never one: tokens have at least one character).
-    fn build(&mut self) {
-        self.automaton = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(self.finders.iter().map(|f| &f.bytes))
-            .ok()
-            .filter(|_| self.finders.iter().all(|f| !f.bytes.is_empty()));
+    /// is never one: tokens have at least one character). Built once per search, after
+    /// [`Matcher::with_stems`] added the word forms.
+    fn automaton(&self) -> Option<&AhoCorasick> {
+        self.automaton
+            .get_or_init(|| {
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(self.finders.iter().map(|f| &f.bytes))
+                    .ok()
+                    .filter(|_| self.finders.iter().all(|f| !f.bytes.is_empty()))
+            })
+            .as_ref()
     }
 
     fn token_matches(&self, token: &str) -> bool {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filter::Expr;
-use crate::record::refresh::{find, read};
+use crate::record::refresh::{find, read, read_kept};
 use crate::state::State;
 use crate::vault::catalog::{Excluded, Note};
 use crate::vault::markdown;
@@ -104,6 +104,30 @@ pub fn read_lines(
     offset: usize,
     limit: usize,
 ) -> Result<(Arc<Note>, LinePage)> {
+    check_window(offset, limit)?;
+    let (note, bytes) = read(state, key)?;
+    let page = line_page(&bytes, offset, limit)?;
+    Ok((note, page))
+}
+
+/// [`read_lines`] without touching the file: `None` unless the catalog keeps the note's
+/// bytes and the file's stamp is still theirs ([`read_kept`]). Cheap enough for an async
+/// worker; on `None` the caller takes [`read_lines`] on a blocking thread.
+pub fn read_lines_kept(
+    state: &State,
+    key: &str,
+    offset: usize,
+    limit: usize,
+) -> Option<Result<(Arc<Note>, LinePage)>> {
+    let (note, bytes) = read_kept(state, key)?;
+    Some(
+        check_window(offset, limit)
+            .and_then(|()| line_page(&bytes, offset, limit))
+            .map(|page| (note, page)),
+    )
+}
+
+fn check_window(offset: usize, limit: usize) -> Result<()> {
     if offset < 1 {
         return Err(Error::invalid_field(
             "offset",
@@ -116,34 +140,34 @@ pub fn read_lines(
             format!("must be between 1 and {MAX_LINES}"),
         ));
     }
-    let (note, bytes) = read(state, key)?;
-    let (text, _) = markdown::decode(&bytes);
-    let all: Vec<&str> = markdown::lines(&text).collect();
-    let total = all.len();
+    Ok(())
+}
+
+/// Lines `offset..offset + limit` of a note's bytes, and how many it has.
+fn line_page(bytes: &[u8], offset: usize, limit: usize) -> Result<LinePage> {
+    let (text, _) = markdown::decode(bytes);
+    let mut total = 0;
+    let mut items: Vec<(usize, String)> = Vec::with_capacity(limit.min(256));
+    for (i, line) in markdown::lines(&text).enumerate() {
+        total = i + 1;
+        if total >= offset && items.len() < limit {
+            items.push((total, line.to_string()));
+        }
+    }
     if offset > total.max(1) {
         return Err(Error::invalid_field(
             "offset",
             format!("line {offset} is past the end of the note ({total} lines); use an offset from 1 to {}", total.max(1)),
         ));
     }
-    let items: Vec<(usize, String)> = all
-        .iter()
-        .enumerate()
-        .skip(offset - 1)
-        .take(limit)
-        .map(|(i, l)| (i + 1, (*l).to_string()))
-        .collect();
     let end = offset - 1 + items.len();
-    Ok((
-        note,
-        LinePage {
-            offset,
-            limit,
-            total,
-            next_offset: (end < total).then_some(end + 1),
-            items,
-        },
-    ))
+    Ok(LinePage {
+        offset,
+        limit,
+        total,
+        next_offset: (end < total).then_some(end + 1),
+        items,
+    })
 }
 
 /// The folders holding notes (at any depth), derived from the catalog: a folder is

@@ -13,8 +13,9 @@ use crate::vault::content_hash;
 use crate::vault::path::slug_of;
 use crate::vault::scan::FileStamp;
 
-/// A note and the bytes of the version it names.
-pub type NoteBytes = (Arc<Note>, Vec<u8>);
+/// A note and the bytes of the version it names (shared with the catalog when it keeps
+/// them).
+pub type NoteBytes = (Arc<Note>, Arc<Vec<u8>>);
 
 /// Whether the caller already holds the write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +64,7 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
                 std::io::ErrorKind::NotFound => Error::not_found(key),
                 _ => Error::internal(format!("cannot read {}: {e}", note.path)),
             })?;
-            Ok((note, bytes))
+            Ok((note, Arc::new(bytes)))
         }
     }
 }
@@ -84,13 +85,10 @@ pub(crate) fn read_agreeing(
 ) -> Result<std::result::Result<NoteBytes, Arc<Note>>> {
     let mut note = find_with(state, key, lock)?;
     for _ in 0..5 {
-        let safe = state.paths.resolve(&note.path)?;
-        if let (Some(stamp), Some(kept)) = (note.stamp, note.content.as_ref()) {
-            if FileStamp::at(&safe.abs).is_ok_and(|now| now == stamp) {
-                let bytes = kept.as_ref().clone();
-                return Ok(Ok((note, bytes)));
-            }
+        if let Some(kept) = kept_bytes(state, &note) {
+            return Ok(Ok((note, kept)));
         }
+        let safe = state.paths.resolve(&note.path)?;
         let bytes = match std::fs::read(&safe.abs) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -100,12 +98,32 @@ pub(crate) fn read_agreeing(
             Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
         };
         if content_hash(&bytes) == note.content_hash {
-            return Ok(Ok((note, bytes)));
+            return Ok(Ok((note, Arc::new(bytes))));
         }
         refresh_with(state, &note.path, lock)?;
         note = find_with(state, &note.note_id, lock)?;
     }
     Ok(Err(note))
+}
+
+/// The note `key` names and its kept bytes, when the catalog holds the note, keeps its
+/// bytes and the file's stamp is still the one they were read under: one `stat`, no
+/// read, no hash, no lock but the catalog's read lock, so it is cheap enough to answer
+/// on an async worker. `None`: take the full path ([`read`]), which finds notes the
+/// catalog has not seen, reads, hashes and reconciles.
+pub fn read_kept(state: &State, key: &str) -> Option<NoteBytes> {
+    let note = state.catalog.read().find(key)?.clone();
+    let kept = kept_bytes(state, &note)?;
+    Some((note, kept))
+}
+
+/// `note`'s kept bytes if its file's stamp is still theirs. The stat goes through
+/// [`Paths::stamp_path`](crate::vault::path::VaultPaths::stamp_path): the bytes answered are
+/// the ones the catalog read through a checked path, never the file's.
+fn kept_bytes(state: &State, note: &Note) -> Option<Arc<Vec<u8>>> {
+    let (stamp, kept) = (note.stamp?, note.content.as_ref()?);
+    let now = FileStamp::at(&state.paths.stamp_path(&note.path)).ok()?;
+    (now == stamp).then(|| kept.clone())
 }
 
 /// Reconcile one path with the disk (`filesystem` actor).

@@ -128,6 +128,15 @@ impl VaultPaths {
         })
     }
 
+    /// Where a catalog note's file is, for a `stat` whose answer is only compared with
+    /// the stamp its kept bytes were read under (a catalog path passed [`Self::resolve`]
+    /// when it was read). Nothing is read or written through this path: a symlink or
+    /// folder swapped in since shows up as another file (device, inode, times), and the
+    /// caller then takes [`Self::resolve`]'s checks before it reads.
+    pub fn stamp_path(&self, catalog_rel: &str) -> PathBuf {
+        self.root.join(catalog_rel)
+    }
+
     /// Follow symlinks through the deepest existing ancestor of `abs` and refuse the
     /// path if that lands outside the vault or inside the state directory.
     fn check_inside(&self, abs: &Path) -> Result<()> {

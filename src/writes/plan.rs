@@ -2,8 +2,6 @@
 //! (read so that the bytes agree with its version), the checks of its preconditions, and
 //! the bytes and place it ends with. Used to apply a write and to preview a queued one.
 
-use std::sync::Arc;
-
 use crate::error::{Error, Reason, Result};
 use crate::state::State;
 use crate::vault::catalog::Note;
@@ -17,7 +15,7 @@ use super::{Op, PatchChange};
 /// bytes are always the version answered (the refresh may record other bytes than were
 /// read: an in-place save caught half done is recorded once it is whole); a note that
 /// keeps changing under the reads is `VERSION_MOVED`.
-fn current(state: &State, key: &str) -> Result<(Arc<Note>, Vec<u8>)> {
+fn current(state: &State, key: &str) -> Result<crate::record::refresh::NoteBytes> {
     crate::record::refresh::read_agreeing(state, key, crate::record::refresh::Lock::Held)?.map_err(
         |note| {
             Error::new(
@@ -69,7 +67,7 @@ pub(super) fn folder_creatable(state: &State, rel: &str) -> Result<()> {
 /// What a write would do: the note it starts from (with the bytes it was read with),
 /// where the note ends up, and its new content (`None` for a delete).
 pub struct Plan {
-    pub from: Option<(Arc<Note>, Vec<u8>)>,
+    pub from: Option<crate::record::refresh::NoteBytes>,
     /// Vault-relative path after the write.
     pub to_rel: String,
     pub bytes: Option<Vec<u8>>,
@@ -162,7 +160,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                 };
             }
             let new_bytes = if lossy {
-                bytes.clone()
+                bytes.as_ref().clone()
             } else {
                 text.into_bytes()
             };
@@ -268,7 +266,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
-                bytes: Some(bytes),
+                bytes: Some(bytes.as_ref().clone()),
                 kind: "move",
                 renamed: false,
                 restore_id: None,
@@ -295,7 +293,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
-                bytes: Some(bytes),
+                bytes: Some(bytes.as_ref().clone()),
                 kind: "move",
                 renamed,
                 restore_id: None,
