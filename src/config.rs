@@ -86,6 +86,11 @@ pub struct Config {
     /// Sync ops older than this many days that every live checkpoint has passed are
     /// compacted (the latest op per note and delete tombstones stay).
     pub sync_retention_days: u32,
+    /// A local model2vec-style embedding model folder (`model.safetensors`,
+    /// `tokenizer.json`, `config.json`) for `GET /v1/search?mode=hybrid`
+    /// (`NOTEVAULT_EMBED_MODEL`, `embed_model`); `None`: search is lexical only. Nothing
+    /// is ever downloaded.
+    pub embed_model: Option<PathBuf>,
 }
 
 /// The media types an upload may have unless configured: images, PDF, audio, video,
@@ -150,6 +155,7 @@ impl Default for Config {
             max_upload_bytes: 25 * 1024 * 1024,
             upload_types: default_upload_types(),
             sync_retention_days: 30,
+            embed_model: None,
         }
     }
 }
@@ -194,6 +200,7 @@ pub struct Layer {
     pub max_upload_bytes: Option<u64>,
     pub upload_types: Option<Vec<String>>,
     pub sync_retention_days: Option<u32>,
+    pub embed_model: Option<PathBuf>,
 }
 
 impl Layer {
@@ -272,6 +279,9 @@ impl Layer {
                 "NOTEVAULT_SYNC_RETENTION_DAYS",
                 own("SYNC_RETENTION_DAYS"),
             )?,
+            embed_model: own("EMBED_MODEL")
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from),
         })
     }
 }
@@ -340,7 +350,8 @@ impl Config {
             idp_authorize_url,
             public_url,
             tls_cert,
-            tls_key
+            tls_key,
+            embed_model
         );
         if layer.test_crash_at.is_some() {
             self.test_crash_at = layer.test_crash_at;
