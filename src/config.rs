@@ -586,6 +586,33 @@ mod tests {
     }
 
     #[test]
+    fn the_embedding_model_comes_from_the_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notevault.toml");
+        std::fs::write(&file, "embed_model = \"/models/potion\"\n").unwrap();
+        let none = |_: &str| None;
+        assert_eq!(
+            Config::load(None, none, Layer::default())
+                .unwrap()
+                .embed_model,
+            None
+        );
+        let from_file = Config::load(Some(&file), none, Layer::default()).unwrap();
+        assert_eq!(from_file.embed_model, Some(PathBuf::from("/models/potion")));
+        let env = |k: &str| (k == "NOTEVAULT_EMBED_MODEL").then(|| "/elsewhere".to_string());
+        let from_env = Config::load(Some(&file), env, Layer::default()).unwrap();
+        assert_eq!(from_env.embed_model, Some(PathBuf::from("/elsewhere")));
+        // Set but empty: off.
+        let empty = |k: &str| (k == "NOTEVAULT_EMBED_MODEL").then(String::new);
+        assert_eq!(
+            Config::load(None, empty, Layer::default())
+                .unwrap()
+                .embed_model,
+            None
+        );
+    }
+
+    #[test]
     fn static_tokens_come_from_toml_or_the_environment_as_json() {
         use crate::auth::{Permission, TokenKind};
         let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! `GET /v1/search`: lexical (BM25) search. The handler turns its query string into
+//! `GET /v1/search`: lexical (BM25) search, optionally fused with the note vectors of a
+//! local embedding model (`mode=hybrid`, see `index::embed`). The handler turns its query string into
 //! [`SearchParams`] and calls [`search`], which the MCP `search` tool calls too, so both
 //! surfaces answer the same JSON.
 
@@ -53,7 +54,7 @@ pub struct SearchResult {
     #[serde(serialize_with = "f32_as_printed")]
     pub score: f32,
     /// Where the words were found: `title`, `headings`, `tags`, `path`, `properties`,
-    /// `body`.
+    /// `body`; empty for a note found by meaning only (`mode=hybrid`).
     pub matched_fields: Vec<String>,
     /// The first 20 matching line numbers (1-based, as in the line-sliced read); the
     /// field list comes from the same lines.
