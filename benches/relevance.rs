@@ -146,7 +146,8 @@ fn run() -> Result<()> {
         let mut modes = vec![("notevault", ""), ("notevault match=all", "&match=all")];
         // With a local embedding model (the daemon inherits NOTEVAULT_EMBED_MODEL), the
         // hybrid column too; the daemon embedded every note before `indexed_seq` moved.
-        if std::env::var_os("NOTEVAULT_EMBED_MODEL").is_some() {
+        let modes_hybrid = std::env::var_os("NOTEVAULT_EMBED_MODEL").is_some();
+        if modes_hybrid {
             let st = rt.block_on(async {
                 let mut conn = Conn::open(addr).await?;
                 common::get_json(&mut conn, "/v1/index-status").await
@@ -174,12 +175,39 @@ fn run() -> Result<()> {
         ))?;
         ensure!(r.errors == 0, "{} searches failed", r.errors);
         println!("  notevault questions at 8 connections: {}", r.summary());
-        format!(
+        let mut latency = format!(
             "p50 {} / p99 {}, {:.0} req/s",
             common::us(r.p50),
             common::us(r.p99),
             r.rps
-        )
+        );
+        if modes_hybrid {
+            let paths: Arc<Vec<String>> = Arc::new(
+                questions
+                    .iter()
+                    .map(|q| search_path(&q.text, "&mode=hybrid"))
+                    .collect(),
+            );
+            let h = rt.block_on(load(
+                addr,
+                paths,
+                8,
+                Duration::from_secs(1),
+                Duration::from_secs(seconds),
+            ))?;
+            ensure!(h.errors == 0, "{} hybrid searches failed", h.errors);
+            println!(
+                "  notevault mode=hybrid questions at 8 connections: {}",
+                h.summary()
+            );
+            latency.push_str(&format!(
+                "; mode=hybrid p50 {} / p99 {}, {:.0} req/s",
+                common::us(h.p50),
+                common::us(h.p99),
+                h.rps
+            ));
+        }
+        latency
     };
 
     // Another build of notevault, for a before/after in one run.

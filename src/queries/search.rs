@@ -362,20 +362,22 @@ fn hybrid(
 ) -> Result<(Scored, usize)> {
     let nearest = {
         let catalog = state.catalog.read();
-        let eligible = |key: u64, stamp: &str| {
-            allowed.as_ref().is_none_or(|a| a.contains(&key))
-                && catalog.get_by_key(key).is_some_and(|n| {
-                    searchable(n)
-                        && stamp
-                            .strip_prefix(n.content_hash.as_str())
-                            .and_then(|rest| rest.strip_prefix(' '))
-                            == Some(n.path.as_str())
-                })
+        let in_scope = |key: u64| {
+            allowed.as_ref().is_none_or(|a| a.contains(&key)) && catalog.get_by_key(key).is_some()
+        };
+        let current = |key: u64, stamp: &str| {
+            catalog.get_by_key(key).is_some_and(|n| {
+                searchable(n)
+                    && stamp
+                        .strip_prefix(n.content_hash.as_str())
+                        .and_then(|rest| rest.strip_prefix(' '))
+                        == Some(n.path.as_str())
+            })
         };
         state
             .index
             .vectors
-            .nearest(&meaning_text(&req.text), eligible, VECTOR_DEPTH)
+            .nearest(&meaning_text(&req.text), in_scope, current, VECTOR_DEPTH)
     };
     // The lexical ranking: by score, deep enough for the page and the fusion.
     let by_score = req.order.field == "score";
@@ -415,6 +417,12 @@ fn hybrid(
                 matched: keys.len(),
                 reason: None,
             });
+            if !n.query_known {
+                coverage.remarks.push(
+                    "the embedding model knows no word of `q`: the vector retriever found nothing"
+                        .to_string(),
+                );
+            }
             if n.covered < coverage.searched {
                 coverage.remarks.push(format!(
                     "{} of {} searched notes have current vectors; the others were searched by words only",
@@ -708,4 +716,27 @@ pub fn check_min_seq(min_seq: i64, committed_seq: i64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_reads_the_words_without_the_syntax() {
+        assert_eq!(
+            meaning_text("how do I +embed \"a pdf\" -video NOT audio title:note prefix* a OR b"),
+            "how do I embed a pdf note prefix a b"
+        );
+        assert_eq!(meaning_text("-only"), "");
+        assert_eq!(meaning_text("http://x.org"), "http://x.org");
+    }
+
+    #[test]
+    fn a_mode_is_lexical_or_hybrid() {
+        assert_eq!(Mode::parse(None).unwrap(), Mode::Lexical);
+        assert_eq!(Mode::parse(Some("hybrid")).unwrap(), Mode::Hybrid);
+        let e = Mode::parse(Some("dense")).unwrap_err();
+        assert!(format!("{e:?}").contains("NOTEVAULT_EMBED_MODEL"), "{e:?}");
+    }
 }

@@ -77,6 +77,8 @@ pub struct Nearest {
     pub hits: Vec<(u64, f32)>,
     /// Notes (among those allowed) whose current version has vectors.
     pub covered: usize,
+    /// Whether the model knows any word of the query (else nothing is near it).
+    pub query_known: bool,
 }
 
 /// The note vectors: the model, the store, and their status.
@@ -220,17 +222,22 @@ impl Vectors {
         progress.finish();
         let keep: std::collections::HashSet<u64> = wanted.iter().map(|(n, _)| n.key()).collect();
         let n = computed.len();
-        {
+        let changed = {
             let mut store = self.store.write();
+            let before = store.notes.len();
             store.notes.retain(|k, _| keep.contains(k));
+            let removed = before - store.notes.len();
             store.notes.extend(computed);
             let mut st = self.status.lock();
             st.reused = wanted.len() - n;
             st.computed += n;
             st.notes = store.notes.len();
             st.syncing = false;
+            n + removed > 0 || st.rebuilt.is_some()
+        };
+        if changed {
+            self.dirty.store(true, Ordering::SeqCst);
         }
-        self.dirty.store(true, Ordering::SeqCst);
         self.persist();
         tracing::info!(
             embedded = n,
@@ -296,13 +303,16 @@ impl Vectors {
         }
     }
 
-    /// The notes nearest to `query` among those `eligible` says are current (key and
-    /// stamp of the stored vectors: in the catalog at that version, searchable, allowed by
-    /// the filter), at most `depth`, best first. `Err` says why the retriever did not run.
+    /// The notes nearest to `query`, at most `depth`, best first, among those `in_scope`
+    /// allows (by key: in the catalog, allowed by the filter) and whose stored vectors
+    /// `current` says are of the catalog's version (by key and stamp; asked of the best
+    /// notes only, in order, as a stale vector is rare: the writer replaces it before
+    /// `indexed_seq` moves). `Err` says why the retriever did not run.
     pub fn nearest(
         &self,
         query: &str,
-        eligible: impl Fn(u64, &str) -> bool,
+        in_scope: impl Fn(u64) -> bool,
+        current: impl Fn(u64, &str) -> bool,
         depth: usize,
     ) -> Result<Nearest, String> {
         let Some(model) = &self.model else {
@@ -315,9 +325,9 @@ impl Vectors {
         let store = self.store.read();
         let dim = store.dim.max(1);
         let mut covered = 0;
-        let mut hits: Vec<(u64, f32)> = Vec::new();
+        let mut scored: Vec<(u64, f32)> = Vec::new();
         for (key, entry) in &store.notes {
-            if !eligible(*key, &entry.stamp) {
+            if !in_scope(*key) {
                 continue;
             }
             covered += 1;
@@ -325,16 +335,53 @@ impl Vectors {
             let best = entry
                 .vectors
                 .chunks_exact(dim)
-                .map(|v| v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>())
+                .map(|v| dot(v, q))
                 .fold(f32::MIN, f32::max);
             if best > MIN_SIMILARITY {
-                hits.push((*key, best));
+                scored.push((*key, best));
             }
         }
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        hits.truncate(depth);
-        Ok(Nearest { hits, covered })
+        let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // The best few, in order, then checked: room for some stale ones.
+        let keep = depth + 64;
+        if scored.len() > keep {
+            scored.select_nth_unstable_by(keep, order);
+            scored.truncate(keep);
+        }
+        scored.sort_unstable_by(order);
+        let mut hits = Vec::with_capacity(depth.min(scored.len()));
+        for (key, sim) in scored {
+            if hits.len() == depth {
+                break;
+            }
+            let stamp = &store.notes[&key].stamp;
+            if current(key, stamp) {
+                hits.push((key, sim));
+            } else {
+                covered -= 1;
+            }
+        }
+        Ok(Nearest {
+            hits,
+            covered,
+            query_known: q.is_some(),
+        })
     }
+}
+
+/// The dot product of two vectors of one length, in eight lanes (which the compiler
+/// turns into SIMD; a plain sum in order cannot be reordered).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a8, a_rest) = a.split_at(a.len() - a.len() % 8);
+    let (b8, b_rest) = b.split_at(a8.len().min(b.len()));
+    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    let rest: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    lanes.iter().sum::<f32>() + rest
 }
 
 /// A note's vectors: one unit-length vector per chunk with a known token (`chunks × dim`).
@@ -413,6 +460,19 @@ mod tests {
         assert!(c[2].starts_with("T\n## Two\nsecond\n#tag is no heading\n"));
         // An empty heading makes no chunk of its own.
         assert!(!c.iter().any(|s| s == "T\n# \n"));
+    }
+
+    #[test]
+    fn dot_matches_the_plain_sum() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!(
+            (dot(&a, &b) - plain).abs() < 1e-4,
+            "{} {plain}",
+            dot(&a, &b)
+        );
+        assert_eq!(dot(&[], &[]), 0.0);
     }
 
     #[test]
