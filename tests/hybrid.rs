@@ -402,6 +402,9 @@ async fn without_a_model_hybrid_answers_lexically_and_a_bad_mode_is_refused() {
     assert_eq!(st["embeddings"]["state"], "off", "{st}");
     let body = ok(&d.base, "/v1/search?q=automobile&mode=hybrid").await;
     assert_eq!(slugs(&body), vec!["garage"], "{body}");
+    // The lexical answer itself (BM25 scores, provenance).
+    let lexical = ok(&d.base, "/v1/search?q=automobile").await;
+    assert_eq!(body["results"], lexical["results"]);
     let v = retriever(&body, "vector");
     assert_eq!(v["ran"], false);
     assert!(

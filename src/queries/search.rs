@@ -270,8 +270,24 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         ..Retriever::default()
     });
     if req.mode == Mode::Hybrid {
-        let (found, matched) = hybrid(state, req, parsed, allowed, &mut coverage)?;
-        return Ok(answer(state, req, parsed, found, matched, coverage));
+        match nearest(state, req, allowed.as_ref()) {
+            Ok(near) => {
+                let (found, matched) = hybrid(state, req, parsed, allowed, near, &mut coverage)?;
+                return Ok(answer(state, req, parsed, found, matched, coverage));
+            }
+            // No usable model: the lexical answer, saying why.
+            Err(why) => {
+                coverage.remarks.push(format!(
+                    "mode=hybrid: the vector retriever did not run ({why}); results are lexical only"
+                ));
+                coverage.retrievers.push(Retriever {
+                    name: "vector",
+                    ran: false,
+                    reason: Some(why),
+                    ..Retriever::default()
+                });
+            }
+        }
     }
     let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
         let hits = state
@@ -351,34 +367,16 @@ fn answer(
 /// vector side sees the notes the lexical side may return: in the catalog at the version
 /// its vectors were computed from, searchable, allowed by the filter; with required or
 /// excluded clauses in `q` (`+word`, `"phrase"`, `field:word`, `-word`, `match=all`) it
-/// only re-ranks notes the lexical side matched, so the syntax keeps its meaning. Without
-/// a usable model the answer is the lexical one, and coverage says why.
+/// only re-ranks notes the lexical side matched, so the syntax keeps its meaning. (Without
+/// a usable model, [`search`] answers the lexical results and says why.)
 fn hybrid(
     state: &State,
     req: &SearchRequest,
     parsed: &query::Parsed,
     allowed: Option<Arc<HashSet<u64>>>,
+    near: crate::index::embed::Nearest,
     coverage: &mut CoverageFacts,
 ) -> Result<(Scored, usize)> {
-    let nearest = {
-        let catalog = state.catalog.read();
-        let in_scope = |key: u64| {
-            allowed.as_ref().is_none_or(|a| a.contains(&key)) && catalog.get_by_key(key).is_some()
-        };
-        let current = |key: u64, stamp: &str| {
-            catalog.get_by_key(key).is_some_and(|n| {
-                searchable(n)
-                    && stamp
-                        .strip_prefix(n.content_hash.as_str())
-                        .and_then(|rest| rest.strip_prefix(' '))
-                        == Some(n.path.as_str())
-            })
-        };
-        state
-            .index
-            .vectors
-            .nearest(&meaning_text(&req.text), in_scope, current, VECTOR_DEPTH)
-    };
     // The lexical ranking: by score, deep enough for the page and the fusion.
     let by_score = req.order.field == "score";
     let (lexical, lexical_matched): (Vec<(u64, f32)>, usize) = if by_score {
@@ -402,54 +400,38 @@ fn hybrid(
     let lexical_keys: Vec<u64> = lexical.iter().map(|(k, _)| *k).collect();
     let lexical_set: HashSet<u64> = lexical_keys.iter().copied().collect();
     let constrained = !parsed.required.is_empty() || !parsed.excluded.is_empty();
-    let vector_keys: Vec<u64> = match &nearest {
-        Ok(n) => {
-            let keys: Vec<u64> = n
-                .hits
-                .iter()
-                .map(|(k, _)| *k)
-                .filter(|k| !constrained || lexical_set.contains(k))
-                .collect();
-            coverage.retrievers.push(Retriever {
-                name: "vector",
-                ran: true,
-                notes: n.covered,
-                matched: keys.len(),
-                reason: None,
-            });
-            if !n.query_known {
-                coverage.remarks.push(
-                    "the embedding model knows no word of `q`: the vector retriever found nothing"
-                        .to_string(),
-                );
-            }
-            if n.covered < coverage.searched {
-                coverage.remarks.push(format!(
-                    "{} of {} searched notes have current vectors; the others were searched by words only",
-                    n.covered, coverage.searched
-                ));
-            }
-            if constrained {
-                coverage.remarks.push(
-                    "required or excluded clauses in `q`: the vector side only re-ranks notes the words matched"
-                        .to_string(),
-                );
-            }
-            keys
-        }
-        Err(why) => {
-            coverage.retrievers.push(Retriever {
-                name: "vector",
-                ran: false,
-                reason: Some(why.clone()),
-                ..Retriever::default()
-            });
-            coverage.remarks.push(format!(
-                "mode=hybrid: the vector retriever did not run ({why}); results are lexical only"
-            ));
-            Vec::new()
-        }
-    };
+    let n = &near;
+    let vector_keys: Vec<u64> = n
+        .hits
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !constrained || lexical_set.contains(k))
+        .collect();
+    coverage.retrievers.push(Retriever {
+        name: "vector",
+        ran: true,
+        notes: n.covered,
+        matched: vector_keys.len(),
+        reason: None,
+    });
+    if !n.query_known {
+        coverage.remarks.push(
+            "the embedding model knows no word of `q`: the vector retriever found nothing"
+                .to_string(),
+        );
+    }
+    if n.covered < coverage.searched {
+        coverage.remarks.push(format!(
+            "{} of {} searched notes have current vectors; the others were searched by words only",
+            n.covered, coverage.searched
+        ));
+    }
+    if constrained {
+        coverage.remarks.push(
+            "required or excluded clauses in `q`: the vector side only re-ranks notes the words matched"
+                .to_string(),
+        );
+    }
     let head = &lexical_keys[..lexical_keys.len().min(HYBRID_LEXICAL_DEPTH)];
     let fused = rrf(&[head, &vector_keys], RRF_K);
     let in_fused: HashSet<u64> = fused.iter().map(|(k, _)| *k).collect();
@@ -492,6 +474,36 @@ fn hybrid(
         })
         .collect();
     Ok((page, matched))
+}
+
+/// The vector retriever's nearest notes for `req` among those the filter allows and the
+/// catalog holds at the version their vectors were computed from; `Err`: why it cannot
+/// run.
+fn nearest(
+    state: &State,
+    req: &SearchRequest,
+    allowed: Option<&Arc<HashSet<u64>>>,
+) -> std::result::Result<crate::index::embed::Nearest, String> {
+    if let Some(why) = state.index.vectors.unavailable() {
+        return Err(why);
+    }
+    let catalog = state.catalog.read();
+    let in_scope = |key: u64| {
+        allowed.as_ref().is_none_or(|a| a.contains(&key)) && catalog.get_by_key(key).is_some()
+    };
+    let current = |key: u64, stamp: &str| {
+        catalog.get_by_key(key).is_some_and(|n| {
+            searchable(n)
+                && stamp
+                    .strip_prefix(n.content_hash.as_str())
+                    .and_then(|rest| rest.strip_prefix(' '))
+                    == Some(n.path.as_str())
+        })
+    };
+    state
+        .index
+        .vectors
+        .nearest(&meaning_text(&req.text), in_scope, current, VECTOR_DEPTH)
 }
 
 /// What the embedding model reads of `q`: its words, without the search syntax
