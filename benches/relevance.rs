@@ -12,6 +12,8 @@
 //! before questions), and with `NOTEVAULT_BENCH_BASELINE_BIN` another daemon binary (an
 //! older build) asked the same questions.
 //!
+//! With `NOTEVAULT_EMBED_MODEL` set (a local model2vec model folder), the daemon embeds
+//! the notes and a `mode=hybrid` row is added.
 //! `cargo bench --bench relevance`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
 //! `NOTEVAULT_BENCH_QMD=0` skips qmd (which `benches/relevance/qmd.sh` installs under
 //! `target/qmd/` with npm, with the Node.js 22 it needs, on first use).
@@ -141,7 +143,22 @@ fn run() -> Result<()> {
         let daemon = common::start(&vault, &work.join("state"))?;
         let addr: std::net::SocketAddr = daemon.base.trim_start_matches("http://").parse()?;
         rt.block_on(common::wait_indexed(addr, Duration::from_secs(600)))?;
-        for (name, extra) in [("notevault", ""), ("notevault match=all", "&match=all")] {
+        let mut modes = vec![("notevault", ""), ("notevault match=all", "&match=all")];
+        // With a local embedding model (the daemon inherits NOTEVAULT_EMBED_MODEL), the
+        // hybrid column too; the daemon embedded every note before `indexed_seq` moved.
+        let modes_hybrid = std::env::var_os("NOTEVAULT_EMBED_MODEL").is_some();
+        if modes_hybrid {
+            let st = rt.block_on(async {
+                let mut conn = Conn::open(addr).await?;
+                common::get_json(&mut conn, "/v1/index-status").await
+            })?;
+            println!("  embeddings: {}", st["embeddings"]);
+            modes.push((
+                "notevault mode=hybrid (NOTEVAULT_EMBED_MODEL)",
+                "&mode=hybrid",
+            ));
+        }
+        for (name, extra) in modes {
             systems.push(Answers {
                 name: name.into(),
                 ranked: rt.block_on(ask(addr, &questions, extra))?,
@@ -158,12 +175,39 @@ fn run() -> Result<()> {
         ))?;
         ensure!(r.errors == 0, "{} searches failed", r.errors);
         println!("  notevault questions at 8 connections: {}", r.summary());
-        format!(
+        let mut latency = format!(
             "p50 {} / p99 {}, {:.0} req/s",
             common::us(r.p50),
             common::us(r.p99),
             r.rps
-        )
+        );
+        if modes_hybrid {
+            let paths: Arc<Vec<String>> = Arc::new(
+                questions
+                    .iter()
+                    .map(|q| search_path(&q.text, "&mode=hybrid"))
+                    .collect(),
+            );
+            let h = rt.block_on(load(
+                addr,
+                paths,
+                8,
+                Duration::from_secs(1),
+                Duration::from_secs(seconds),
+            ))?;
+            ensure!(h.errors == 0, "{} hybrid searches failed", h.errors);
+            println!(
+                "  notevault mode=hybrid questions at 8 connections: {}",
+                h.summary()
+            );
+            latency.push_str(&format!(
+                "; mode=hybrid p50 {} / p99 {}, {:.0} req/s",
+                common::us(h.p50),
+                common::us(h.p99),
+                h.rps
+            ));
+        }
+        latency
     };
 
     // Another build of notevault, for a before/after in one run.

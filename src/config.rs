@@ -86,6 +86,11 @@ pub struct Config {
     /// Sync ops older than this many days that every live checkpoint has passed are
     /// compacted (the latest op per note and delete tombstones stay).
     pub sync_retention_days: u32,
+    /// A local model2vec-style embedding model folder (`model.safetensors`,
+    /// `tokenizer.json`, `config.json`) for `GET /v1/search?mode=hybrid`
+    /// (`NOTEVAULT_EMBED_MODEL`, `embed_model`); `None`: search is lexical only. Nothing
+    /// is ever downloaded.
+    pub embed_model: Option<PathBuf>,
 }
 
 /// The media types an upload may have unless configured: images, PDF, audio, video,
@@ -150,6 +155,7 @@ impl Default for Config {
             max_upload_bytes: 25 * 1024 * 1024,
             upload_types: default_upload_types(),
             sync_retention_days: 30,
+            embed_model: None,
         }
     }
 }
@@ -194,6 +200,7 @@ pub struct Layer {
     pub max_upload_bytes: Option<u64>,
     pub upload_types: Option<Vec<String>>,
     pub sync_retention_days: Option<u32>,
+    pub embed_model: Option<PathBuf>,
 }
 
 impl Layer {
@@ -272,6 +279,9 @@ impl Layer {
                 "NOTEVAULT_SYNC_RETENTION_DAYS",
                 own("SYNC_RETENTION_DAYS"),
             )?,
+            embed_model: own("EMBED_MODEL")
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from),
         })
     }
 }
@@ -340,7 +350,8 @@ impl Config {
             idp_authorize_url,
             public_url,
             tls_cert,
-            tls_key
+            tls_key,
+            embed_model
         );
         if layer.test_crash_at.is_some() {
             self.test_crash_at = layer.test_crash_at;
@@ -572,6 +583,33 @@ mod tests {
             Config::default().body_read_timeout
         );
         assert_eq!(config.max_connections, 16);
+    }
+
+    #[test]
+    fn the_embedding_model_comes_from_the_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notevault.toml");
+        std::fs::write(&file, "embed_model = \"/models/potion\"\n").unwrap();
+        let none = |_: &str| None;
+        assert_eq!(
+            Config::load(None, none, Layer::default())
+                .unwrap()
+                .embed_model,
+            None
+        );
+        let from_file = Config::load(Some(&file), none, Layer::default()).unwrap();
+        assert_eq!(from_file.embed_model, Some(PathBuf::from("/models/potion")));
+        let env = |k: &str| (k == "NOTEVAULT_EMBED_MODEL").then(|| "/elsewhere".to_string());
+        let from_env = Config::load(Some(&file), env, Layer::default()).unwrap();
+        assert_eq!(from_env.embed_model, Some(PathBuf::from("/elsewhere")));
+        // Set but empty: off.
+        let empty = |k: &str| (k == "NOTEVAULT_EMBED_MODEL").then(String::new);
+        assert_eq!(
+            Config::load(None, empty, Layer::default())
+                .unwrap()
+                .embed_model,
+            None
+        );
     }
 
     #[test]

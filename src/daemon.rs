@@ -159,7 +159,8 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
             id
         }
     };
-    let index = crate::index::SearchIndex::open(&state_dir)?;
+    let index =
+        crate::index::SearchIndex::open_with_model(&state_dir, config.embed_model.as_deref())?;
     let state = Arc::new(State::new(
         config,
         VaultPaths::new(root, state_dir),

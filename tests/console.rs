@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{res_json, temp_vault, TestServer};
+use common::{res_json, spawn, temp_vault, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -510,44 +510,6 @@ async fn audit_events_answer_a_session_refuse_a_pat_and_hold_no_content() {
         .await
         .unwrap();
     assert_eq!(res.status(), 400);
-}
-
-/// The daemon as a user runs it, on `vault` with its state in `state`: its address, read
-/// from a whole line of its stderr, and the rest of its stderr once it ends.
-struct Daemon {
-    child: Child,
-    base: String,
-    rest: std::thread::JoinHandle<String>,
-}
-
-fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
-    let mut command = Command::new(BIN);
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
-        .arg(state)
-        .arg(vault)
-        .env_remove("NOTEVAULT_CONFIG")
-        .env_remove("AUTH_REQUIRED")
-        .env_remove("NOTEVAULT_STATIC_TOKENS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the daemon prints its address")
-            .unwrap();
-        if let Some(rest) = line.split(" on http://").nth(1) {
-            break format!("http://{}", rest.split_whitespace().next().unwrap());
-        }
-    };
-    let rest =
-        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
-    Daemon { child, base, rest }
 }
 
 /// Every file under `dir` (but the state dir) and its bytes.

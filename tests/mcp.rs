@@ -648,6 +648,31 @@ async fn search_answers_what_v1_search_answers_in_both_eras() {
             assert_eq!(result["content"][0]["text"].as_str().unwrap(), raw, "{q}");
         }
     }
+    // `mode` is the same argument: without an embedding model, hybrid answers the lexical
+    // results and says why; a mode that does not exist is the /v1 error.
+    let arguments = json!({"q": "sourdough", "mode": "hybrid", "min_seq": seq});
+    let raw = s
+        .get(&format!("/v1/search?q=sourdough&mode=hybrid&min_seq={seq}"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let v1: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(
+        v1["coverage"]["retrievers"][1]["retriever"], "vector",
+        "{v1}"
+    );
+    assert_eq!(v1["coverage"]["retrievers"][1]["ran"], false, "{v1}");
+    let answer = session.call("search", arguments).await;
+    assert_eq!(answer["structuredContent"], v1);
+    let bad = session
+        .call("search", json!({"q": "sourdough", "mode": "semantic"}))
+        .await;
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert_eq!(
+        bad["structuredContent"]["reason"], "VALIDATION_FAILED",
+        "{bad}"
+    );
 }
 
 fn url_encode(s: &str) -> String {

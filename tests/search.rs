@@ -439,7 +439,7 @@ async fn bad_queries_and_parameters_are_clear_errors() {
         ("/v1/search?q=a&page_token=nope".to_string(), "page_token"),
         ("/v1/search?q=a&min_seq=-1".to_string(), "min_seq"),
         ("/v1/search?q=a&min_seq=999999".to_string(), "min_seq"),
-        ("/v1/search?q=a&mode=hybrid".to_string(), "mode"),
+        ("/v1/search?q=a&mode=semantic".to_string(), "mode"),
         ("/v1/search?q=a&order_by=color".to_string(), "order_by"),
         (
             "/v1/search?q=a&order_by=score%20sideways".to_string(),

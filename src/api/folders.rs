@@ -93,6 +93,7 @@ pub async fn list_folders(state: Arc<State>, p: ListFoldersParams) -> Result<Fol
             notes: vec![
                 "Folders holding notes are listed at any depth; folders without a note only at the top two levels".into(),
             ],
+            retrievers: None,
         },
         folders: page.into_iter().map(|f| Folder::from(*f)).collect(),
         next_page_token,

@@ -182,6 +182,7 @@ pub async fn list_notes(state: Arc<State>, p: ListNotesParams) -> Result<NoteLis
             indexed_seq: page.committed_seq,
             committed_seq: page.committed_seq,
             notes: Vec::new(),
+            retrievers: None,
         },
         notes: page
             .notes
@@ -443,6 +444,7 @@ pub async fn note_links(state: Arc<State>, p: NoteParam) -> Result<NoteLinks, Er
             indexed_seq: report.committed_seq,
             committed_seq: report.committed_seq,
             notes: vec!["Links to attachments (non-markdown files) are not listed".into()],
+            retrievers: None,
         },
         outgoing,
         backlinks,
@@ -534,6 +536,37 @@ pub struct IndexStatus {
     pub watcher: WatcherStatus,
     pub history: HistoryState,
     pub start_scan: StartScanState,
+    pub embeddings: EmbeddingsState,
+}
+
+/// The note vectors of hybrid search (`GET /v1/search?mode=hybrid`): the local embedding
+/// model named by `NOTEVAULT_EMBED_MODEL` (or `embed_model`), and how many notes have
+/// vectors. Derived state in `<state dir>/vectors/`, one file per model.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct EmbeddingsState {
+    /// `off` (no model configured), `ready`, or `failed` (the model could not be loaded:
+    /// `error` says why; search stays lexical).
+    pub state: String,
+    /// The model folder as configured.
+    pub model: Option<String>,
+    /// A digest of the model's files: stored vectors of another model are rebuilt.
+    pub fingerprint: Option<String>,
+    pub dimensions: Option<usize>,
+    pub error: Option<String>,
+    /// Why the stored vectors were not reused at this start (none yet, another model,
+    /// damaged); null when they were.
+    pub rebuilt: Option<String>,
+    /// Notes whose vectors were read from the state directory at this start.
+    pub loaded: usize,
+    /// Of those, the ones still current at the start-up sync (not embedded again).
+    pub reused: usize,
+    /// Notes embedded since this start.
+    pub computed: usize,
+    /// Notes with vectors now.
+    pub notes: usize,
+    /// The start-up sync is still embedding.
+    pub syncing: bool,
+    pub last_error: Option<String>,
 }
 
 /// How the last start observed the notes: a note whose file has the size, times and
@@ -585,7 +618,23 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
         notes_read: status.start_scan.read,
         verifying: status.start_scan.verifying,
     };
+    let v = status.vectors;
+    let embeddings = EmbeddingsState {
+        state: v.state.to_string(),
+        model: v.model,
+        fingerprint: v.fingerprint,
+        dimensions: v.dimensions,
+        error: v.error,
+        rebuilt: v.rebuilt,
+        loaded: v.loaded,
+        reused: v.reused,
+        computed: v.computed,
+        notes: v.notes,
+        syncing: v.syncing,
+        last_error: v.last_error,
+    };
     Ok(Json(IndexStatus {
+        embeddings,
         start_scan,
         committed_seq: seq,
         indexed_seq,

@@ -314,6 +314,7 @@ pub async fn list_writes(state: Arc<State>, parts: Parts) -> ApiResult<Json<Pend
             notes: vec![
                 "Counts are of writes in the queue (pending and decided), not of notes".into(),
             ],
+            retrievers: None,
         },
         writes: page.into_iter().map(PendingWrite::from).collect(),
         next_page_token,

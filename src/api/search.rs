@@ -1,4 +1,5 @@
-//! `GET /v1/search`: lexical (BM25) search. The handler turns its query string into
+//! `GET /v1/search`: lexical (BM25) search, optionally fused with the note vectors of a
+//! local embedding model (`mode=hybrid`, see `index::embed`). The handler turns its query string into
 //! [`SearchParams`] and calls [`search`], which the MCP `search` tool calls too, so both
 //! surfaces answer the same JSON.
 
@@ -17,7 +18,7 @@ use crate::api::wire::{Coverage, NoteHandle};
 use crate::error::Error;
 use crate::index::query::Match;
 use crate::queries::notes::{Order, NOTE_FILTER_FIELDS};
-use crate::queries::search::{check_min_seq, parse_query, SearchRequest};
+use crate::queries::search::{check_min_seq, parse_query, Mode, SearchRequest};
 use crate::state::State;
 
 /// How long `min_seq` may wait for the index.
@@ -48,11 +49,12 @@ fn f32_as_printed<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error
 pub struct SearchResult {
     #[serde(flatten)]
     pub note: NoteHandle,
-    /// BM25 relevance (higher is better).
+    /// Relevance, higher is better: BM25, or with `mode=hybrid` the fused score (the
+    /// sum of 1 / (60 + rank) over the retrievers that found the note).
     #[serde(serialize_with = "f32_as_printed")]
     pub score: f32,
     /// Where the words were found: `title`, `headings`, `tags`, `path`, `properties`,
-    /// `body`.
+    /// `body`; empty for a note found by meaning only (`mode=hybrid`).
     pub matched_fields: Vec<String>,
     /// The first 20 matching line numbers (1-based, as in the line-sliced read); the
     /// field list comes from the same lines.
@@ -180,6 +182,11 @@ pub struct SearchParams {
     /// reached.
     #[schema(minimum = 0)]
     pub min_seq: Option<i64>,
+    /// `lexical` (default: BM25) or `hybrid`: BM25 fused with the nearest notes by
+    /// meaning (a local embedding model the server names in `NOTEVAULT_EMBED_MODEL`), so
+    /// a question in other words than the note's finds it; `coverage.retrievers` says
+    /// which retrievers ran (without a model, the answer is lexical and says why).
+    pub mode: Option<String>,
 }
 
 /// Lexical search (BM25) over title and aliases (boosted most), headings, tags, path,
@@ -198,7 +205,7 @@ pub struct SearchParams {
         ("page_size" = Option<usize>, Query, description = "Results per page, 1..100 (default 10)."),
         ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
         ("min_seq" = Option<i64>, Query, description = "Wait (up to 10 s) until the index reflects this `committed_seq` (from a write receipt), to read your own writes. `coverage.indexed_seq` says what was reached."),
-        ("mode" = Option<String>, Query, description = "`lexical` (the only mode served)."),
+        ("mode" = Option<String>, Query, description = "`lexical` (default: BM25) or `hybrid`: BM25 and the nearest notes by meaning from the local embedding model the server was given (`NOTEVAULT_EMBED_MODEL`; nothing is downloaded), fused by reciprocal rank fusion (k = 60). `coverage.retrievers` says which retrievers ran and how many notes each covered; without a usable model the answer is lexical and `coverage` says why. Another value is `VALIDATION_FAILED`."),
     ),
     responses(
         (status = 200, description = "Results and coverage; zero results is a 200.", body = SearchResponse),
@@ -230,15 +237,6 @@ pub async fn search_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Sea
             return Err(Error::invalid_field("q", "is required: the words to search for").into())
         }
     };
-    if let Some(mode) = q.str("mode") {
-        if mode != "lexical" {
-            return Err(Error::invalid_field(
-                "mode",
-                "only `lexical` is served; hybrid search is not available",
-            )
-            .into());
-        }
-    }
     let min_seq = match q.str("min_seq") {
         Some(raw) => Some(
             raw.trim()
@@ -263,6 +261,7 @@ pub async fn search_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Sea
         page_token: q.non_empty("page_token")?.map(str::to_string),
         min_seq,
         match_mode: q.non_empty("match")?.map(str::to_string),
+        mode: q.non_empty("mode")?.map(str::to_string),
     };
     Ok(Json(search(state, params).await?))
 }
@@ -282,10 +281,12 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
             ))
         }
     };
+    let retrieval = Mode::parse(p.mode.as_deref())?;
     let fingerprint = [
         ("route", "search"),
         ("q", p.q.as_str()),
         ("match", mode.name()),
+        ("mode", retrieval.name()),
         ("filter", p.filter.as_deref().unwrap_or("")),
         ("order_by", p.order_by.as_deref().unwrap_or("")),
     ];
@@ -305,6 +306,8 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
     }
     let req = SearchRequest {
         query: parse_query(&p.q, mode)?,
+        text: p.q.clone(),
+        mode: retrieval,
         filter,
         order,
         offset,

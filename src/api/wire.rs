@@ -151,6 +151,27 @@ pub struct Coverage {
     pub committed_seq: i64,
     /// Plain-language remarks, e.g. "Private notes were not searched".
     pub notes: Vec<String>,
+    /// Search only: the retrievers the answer comes from (`lexical`; with `mode=hybrid`
+    /// also `vector`), whether each ran and how many notes each covered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrievers: Option<Vec<RetrieverCoverage>>,
+}
+
+/// One retriever of a search.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetrieverCoverage {
+    /// `lexical` (BM25 over the index) or `vector` (the embedding model's note vectors).
+    pub retriever: String,
+    /// Whether it ran; a `vector` retriever that did not says why in `reason`.
+    pub ran: bool,
+    /// Notes it could find: indexed notes (`lexical`), notes whose current version has
+    /// vectors (`vector`).
+    pub notes_covered: usize,
+    /// Notes it found (`lexical`: every match; `vector`: the nearest notes handed to the
+    /// fusion, at most 100).
+    pub notes_matched: usize,
+    /// Why it did not run (no model configured, the model could not be loaded).
+    pub reason: Option<String>,
 }
 
 /// Notes left out of an answer, by reason.
@@ -190,6 +211,18 @@ impl From<&crate::index::coverage::CoverageFacts> for Coverage {
             indexed_seq: c.indexed_seq,
             committed_seq: c.committed_seq,
             notes: c.remarks.clone(),
+            retrievers: (!c.retrievers.is_empty()).then(|| {
+                c.retrievers
+                    .iter()
+                    .map(|r| RetrieverCoverage {
+                        retriever: r.name.to_string(),
+                        ran: r.ran,
+                        notes_covered: r.notes,
+                        notes_matched: r.matched,
+                        reason: r.reason.clone(),
+                    })
+                    .collect()
+            }),
         }
     }
 }

@@ -32,4 +32,21 @@ pub struct CoverageFacts {
     pub indexed_seq: i64,
     pub committed_seq: i64,
     pub remarks: Vec<String>,
+    /// The retrievers of a search (lexical, and vector with `mode=hybrid`); empty for
+    /// other answers.
+    pub retrievers: Vec<Retriever>,
+}
+
+/// One retriever of a search: whether it ran, the notes it covered, what it found.
+#[derive(Debug, Clone, Default)]
+pub struct Retriever {
+    /// `lexical` (BM25) or `vector` (the embedding model).
+    pub name: &'static str,
+    pub ran: bool,
+    /// Notes it could find: indexed (lexical) or with current vectors (vector).
+    pub notes: usize,
+    /// Notes it returned to the fusion (lexical: every match).
+    pub matched: usize,
+    /// Why it did not run.
+    pub reason: Option<String>,
 }

@@ -19,6 +19,7 @@
 //! HTTP types here.
 
 pub mod coverage;
+pub mod embed;
 pub mod grep;
 pub mod provenance;
 pub mod query;
@@ -40,7 +41,7 @@ use tantivy::IndexReader;
 
 pub use self::reader::{Hit, Hits};
 use self::schema::Fields;
-pub use self::schema::{searchable, SCHEMA_VERSION};
+pub use self::schema::{searchable, stamp_of, SCHEMA_VERSION};
 use self::writer::{Msg, Overlay, Worker};
 pub use crate::vault::catalog::key_of;
 use crate::vault::catalog::Note;
@@ -97,6 +98,8 @@ pub struct SearchIndex {
     /// The first pass of recent greps (matching notes, notes searched, timed out), by
     /// pattern, filter and vault state.
     pub(crate) grep_cache: Mutex<std::collections::VecDeque<(String, Arc<GrepPass>)>>,
+    /// The note vectors of optional hybrid search (`embed`), fed by the same writer.
+    pub vectors: Arc<embed::Vectors>,
 }
 
 impl SearchIndex {
@@ -104,6 +107,15 @@ impl SearchIndex {
     /// corrupt or of another schema version. Another process holding the index is an
     /// error. Nothing is indexed until [`SearchIndex::start`].
     pub fn open(state_dir: &Path) -> anyhow::Result<Arc<Self>> {
+        Self::open_with_model(state_dir, None)
+    }
+
+    /// [`SearchIndex::open`], with the note vectors of the embedding model in
+    /// `embed_model` (a model that cannot be loaded leaves search lexical and says why).
+    pub fn open_with_model(
+        state_dir: &Path,
+        embed_model: Option<&Path>,
+    ) -> anyhow::Result<Arc<Self>> {
         let dir = state_dir.join("index");
         // Held as long as this index lives: tantivy's own writer lock is let go for a
         // moment when the start-up writer is replaced by a small one.
@@ -129,6 +141,7 @@ impl SearchIndex {
             worker: Mutex::new(None),
             coverage_cache: Mutex::new(None),
             grep_cache: Mutex::new(Default::default()),
+            vectors: Arc::new(embed::Vectors::open(state_dir, embed_model)),
         });
         idx.refresh_counts();
         idx.spawn_writer(worker, rx)?;

@@ -72,7 +72,8 @@ pub(super) fn schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
-pub(super) fn stamp_of(note: &Note) -> String {
+/// A note's stamp: its content hash and path (what says an indexed version is current).
+pub fn stamp_of(note: &Note) -> String {
     format!("{} {}", note.content_hash, note.path)
 }
 

@@ -172,6 +172,7 @@ impl SearchIndex {
             let mut st = self.state.lock();
             st.sync_remaining = notes.len();
         }
+        self.vectors.begin_sync();
         self.send(Msg::Sync { notes, seq });
         self.live.store(true, Ordering::SeqCst);
     }
@@ -222,16 +223,22 @@ impl SearchIndex {
         rx: mpsc::Receiver<Msg>,
     ) -> std::io::Result<()> {
         let weak = Arc::downgrade(self);
+        let vectors = self.vectors.clone();
         let handle = std::thread::Builder::new()
             .name("index-writer".into())
-            .spawn(move || Self::run(weak, worker, rx))?;
+            .spawn(move || Self::run(weak, worker, rx, vectors))?;
         *self.worker.lock() = Some(handle);
         Ok(())
     }
 
     /// The writer thread: apply batches to the in-memory overlay at once, and to the
     /// index on disk when writes pause (or the overlay grows large or old).
-    fn run(weak: std::sync::Weak<Self>, mut w: Worker, rx: mpsc::Receiver<Msg>) {
+    fn run(
+        weak: std::sync::Weak<Self>,
+        mut w: Worker,
+        rx: mpsc::Receiver<Msg>,
+        vectors: Arc<super::embed::Vectors>,
+    ) {
         loop {
             let next = if w.changed.is_empty() {
                 rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
@@ -261,6 +268,8 @@ impl SearchIndex {
         if let Err(e) = w.flush_to_disk() {
             tracing::error!(error = %e, "could not write the last index changes; the next start indexes them");
         }
+        // The vectors too (the service may be gone: they are held apart).
+        vectors.persist();
         let _ = w.main.wait_merging_threads();
     }
 
@@ -293,6 +302,9 @@ impl SearchIndex {
                         })
                         .and_then(|_| self.reader.reload())
                         .and_then(|_| w.shrink())
+                        // The vectors follow the same notes, before the changes queued
+                        // after the sync (see `embed`).
+                        .map(|_| self.vectors.sync(&notes))
                 }
                 Msg::Upsert { note, seq } => {
                     max_seq = max_seq.max(seq);
@@ -309,6 +321,9 @@ impl SearchIndex {
                         Ok(())
                     };
                     w.first_change.get_or_insert_with(Instant::now);
+                    // Embedded before `indexed_seq` moves: a search that waited for this
+                    // change finds its vectors current too.
+                    self.vectors.upsert(&note);
                     w.changed.insert(key, searchable(&note).then_some(note));
                     r
                 }
@@ -323,6 +338,7 @@ impl SearchIndex {
                     w.ram_writer
                         .delete_term(Term::from_field_u64(self.fields.key, key));
                     w.first_change.get_or_insert_with(Instant::now);
+                    self.vectors.remove(key);
                     w.changed.insert(key, None);
                     applied.push((note_id, seq));
                     Ok(())
@@ -395,6 +411,7 @@ impl SearchIndex {
                 st.last_commit_ms = Some(ms);
                 drop(st);
                 self.refresh_counts();
+                self.vectors.persist();
             }
             Err(e) => {
                 tracing::error!(error = %e, "index commit failed; the changes stay in memory and are retried");

@@ -67,7 +67,9 @@ takes AIP-160 like `list_notes`. Every answer carries `coverage`: notes searched
 total, what was left out and why (private, too large, not yet indexed), `indexed_seq` against \
 `committed_seq` (how fresh the index is; pass a write's `committed_seq` as `min_seq` to \
 wait for it) and `truncated` (more pages: pass `next_page_token` as `page_token`). Zero \
-results with coverage is a valid answer. For exact strings or patterns use `grep`.",
+results with coverage is a valid answer. `mode: \"hybrid\"` also ranks notes by meaning when the \
+server has a local embedding model (`coverage.retrievers` says whether it ran). For exact \
+strings or patterns use `grep`.",
         access: Access::Read,
         input: schema::of::<SearchParams>,
         output: schema::of::<SearchResponse>,

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use super::notes::{select, sort_notes, Order};
 use crate::error::{Error, Result};
 use crate::filter::Expr;
-pub use crate::index::coverage::{CoverageFacts, MAX_EXCLUDED, PRIVATE_REMARK};
+pub use crate::index::coverage::{CoverageFacts, Retriever, MAX_EXCLUDED, PRIVATE_REMARK};
+use crate::index::embed::fuse::{rrf, RRF_K};
+use crate::index::embed::VECTOR_DEPTH;
 use crate::index::grep::{GrepPage, Pattern};
 use crate::index::provenance::{Matcher, Provenance};
 use crate::index::rollup::{Aggregate, TagCount};
@@ -19,10 +21,52 @@ use crate::vault::catalog::{Excluded, Note, Visibility};
 /// Greps whose first pass is kept for their next pages.
 const GREP_CACHE: usize = 8;
 
+/// Notes and their scores, in answer order.
+type Scored = Vec<(Arc<Note>, f32)>;
+
+/// Lexical hits ranked in a hybrid search's fusion; those beyond follow in their order.
+pub const HYBRID_LEXICAL_DEPTH: usize = 1000;
+
+/// Which retrievers a search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// BM25 only.
+    #[default]
+    Lexical,
+    /// BM25 and the note vectors, fused by reciprocal rank fusion.
+    Hybrid,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Lexical => "lexical",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+
+    /// `lexical` or `hybrid`; another value is `VALIDATION_FAILED` on `mode`.
+    pub fn parse(raw: Option<&str>) -> Result<Mode> {
+        match raw.map(str::trim) {
+            None | Some("lexical") => Ok(Mode::Lexical),
+            Some("hybrid") => Ok(Mode::Hybrid),
+            Some(other) => Err(Error::invalid_field(
+                "mode",
+                format!(
+                    "must be `lexical` (BM25, the default) or `hybrid` (BM25 fused with the embedding model's vectors; needs NOTEVAULT_EMBED_MODEL), got {other:?}"
+                ),
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
     /// The query, parsed once (see [`parse_query`]).
     pub query: query::Parsed,
+    /// The query as written (what the embedding model reads in hybrid mode).
+    pub text: String,
+    pub mode: Mode,
     pub filter: Option<Expr>,
     pub order: Order,
     pub offset: usize,
@@ -35,6 +79,7 @@ impl SearchRequest {
     /// much CPU again as the search (thread wake-ups on every request).
     pub fn is_light(&self) -> bool {
         self.filter.is_none()
+            && self.mode == Mode::Lexical
             && self.order.field == "score"
             && self.offset < 1000
             && self.query.is_light()
@@ -218,6 +263,32 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         .filter
         .as_ref()
         .map(|f| Arc::new(select(state, Some(f)).iter().map(|n| n.key()).collect()));
+    coverage.retrievers.push(Retriever {
+        name: "lexical",
+        ran: true,
+        notes: coverage.searched,
+        ..Retriever::default()
+    });
+    if req.mode == Mode::Hybrid {
+        match nearest(state, req, allowed.as_ref()) {
+            Ok(near) => {
+                let (found, matched) = hybrid(state, req, parsed, allowed, near, &mut coverage)?;
+                return Ok(answer(state, req, parsed, found, matched, coverage));
+            }
+            // No usable model: the lexical answer, saying why.
+            Err(why) => {
+                coverage.remarks.push(format!(
+                    "mode=hybrid: the vector retriever did not run ({why}); results are lexical only"
+                ));
+                coverage.retrievers.push(Retriever {
+                    name: "vector",
+                    ran: false,
+                    reason: Some(why),
+                    ..Retriever::default()
+                });
+            }
+        }
+    }
     let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
         let hits = state
             .index
@@ -256,6 +327,19 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
             .collect();
         (page, matched)
     };
+    coverage.retrievers[0].matched = matched;
+    Ok(answer(state, req, parsed, found, matched, coverage))
+}
+
+/// The answer of a search: the page's notes with their provenance, and the counts.
+fn answer(
+    state: &State,
+    req: &SearchRequest,
+    parsed: &query::Parsed,
+    found: Vec<(Arc<Note>, f32)>,
+    matched: usize,
+    mut coverage: CoverageFacts,
+) -> SearchAnswer {
     let matcher = Matcher::new(parsed.highlight_terms()).with_stems(parsed.stem_terms());
     let hits: Vec<SearchHit> = found
         .into_iter()
@@ -269,12 +353,189 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
     coverage.matched = matched;
     coverage.returned = hits.len();
     coverage.truncated = end < matched;
-    Ok(SearchAnswer {
+    SearchAnswer {
         next_offset: coverage.truncated.then_some(end),
         hits,
         coverage,
         query: parsed.clone(),
-    })
+    }
+}
+
+/// A hybrid search's page and match count: BM25 hits and the nearest notes by vector,
+/// fused by reciprocal rank fusion (the first [`HYBRID_LEXICAL_DEPTH`] lexical hits and
+/// the [`VECTOR_DEPTH`] nearest notes; lexical hits beyond follow in their order). The
+/// vector side sees the notes the lexical side may return: in the catalog at the version
+/// its vectors were computed from, searchable, allowed by the filter; with required or
+/// excluded clauses in `q` (`+word`, `"phrase"`, `field:word`, `-word`, `match=all`) it
+/// only re-ranks notes the lexical side matched, so the syntax keeps its meaning. (Without
+/// a usable model, [`search`] answers the lexical results and says why.)
+fn hybrid(
+    state: &State,
+    req: &SearchRequest,
+    parsed: &query::Parsed,
+    allowed: Option<Arc<HashSet<u64>>>,
+    near: crate::index::embed::Nearest,
+    coverage: &mut CoverageFacts,
+) -> Result<(Scored, usize)> {
+    // The lexical ranking: by score, deep enough for the page and the fusion.
+    let by_score = req.order.field == "score";
+    let (lexical, lexical_matched): (Vec<(u64, f32)>, usize) = if by_score {
+        let depth = HYBRID_LEXICAL_DEPTH.max(req.offset + req.page_size + VECTOR_DEPTH);
+        let hits = state.index.search(parsed, allowed.clone(), 0, depth)?;
+        (
+            hits.hits.into_iter().map(|h| (h.key, h.score)).collect(),
+            hits.matched,
+        )
+    } else {
+        let all: Vec<(u64, f32)> = state
+            .index
+            .matching(parsed)?
+            .into_iter()
+            .filter(|(key, _)| allowed.as_ref().is_none_or(|a| a.contains(key)))
+            .collect();
+        let n = all.len();
+        (all, n)
+    };
+    coverage.retrievers[0].matched = lexical_matched;
+    let lexical_keys: Vec<u64> = lexical.iter().map(|(k, _)| *k).collect();
+    let lexical_set: HashSet<u64> = lexical_keys.iter().copied().collect();
+    let constrained = !parsed.required.is_empty() || !parsed.excluded.is_empty();
+    let n = &near;
+    let vector_keys: Vec<u64> = n
+        .hits
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !constrained || lexical_set.contains(k))
+        .collect();
+    coverage.retrievers.push(Retriever {
+        name: "vector",
+        ran: true,
+        notes: n.covered,
+        matched: vector_keys.len(),
+        reason: None,
+    });
+    if !n.query_known {
+        coverage.remarks.push(
+            "the embedding model knows no word of `q`: the vector retriever found nothing"
+                .to_string(),
+        );
+    }
+    if n.covered < coverage.searched {
+        coverage.remarks.push(format!(
+            "{} of {} searched notes have current vectors; the others were searched by words only",
+            n.covered, coverage.searched
+        ));
+    }
+    if constrained {
+        coverage.remarks.push(
+            "required or excluded clauses in `q`: the vector side only re-ranks notes the words matched"
+                .to_string(),
+        );
+    }
+    let head = &lexical_keys[..lexical_keys.len().min(HYBRID_LEXICAL_DEPTH)];
+    let fused = rrf(&[head, &vector_keys], RRF_K);
+    let in_fused: HashSet<u64> = fused.iter().map(|(k, _)| *k).collect();
+    let tail = lexical_keys
+        .iter()
+        .enumerate()
+        .skip(head.len())
+        .filter(|(_, k)| !in_fused.contains(k))
+        .map(|(rank, k)| (*k, 1.0 / (RRF_K + (rank + 1) as f32)));
+    let order: Vec<(u64, f32)> = fused.iter().copied().chain(tail).collect();
+    let matched = lexical_matched
+        + vector_keys
+            .iter()
+            .filter(|k| !lexical_set.contains(k))
+            .count();
+    let catalog = state.catalog.read();
+    let resolved = order
+        .into_iter()
+        .filter_map(|(key, s)| catalog.get_by_key(key).map(|n| (n.clone(), s)));
+    if by_score {
+        let page = resolved.skip(req.offset).take(req.page_size).collect();
+        return Ok((page, matched));
+    }
+    let mut scored: Vec<(Arc<Note>, f32)> = resolved.collect();
+    drop(catalog);
+    let scores: std::collections::HashMap<String, f32> = scored
+        .iter()
+        .map(|(n, s)| (n.note_id.clone(), *s))
+        .collect();
+    let mut notes: Vec<Arc<Note>> = scored.drain(..).map(|(n, _)| n).collect();
+    sort_notes(&mut notes, &req.order);
+    let matched = notes.len();
+    let page = notes
+        .into_iter()
+        .skip(req.offset)
+        .take(req.page_size)
+        .map(|n| {
+            let s = scores.get(&n.note_id).copied().unwrap_or(0.0);
+            (n, s)
+        })
+        .collect();
+    Ok((page, matched))
+}
+
+/// The vector retriever's nearest notes for `req` among those the filter allows and the
+/// catalog holds at the version their vectors were computed from; `Err`: why it cannot
+/// run.
+fn nearest(
+    state: &State,
+    req: &SearchRequest,
+    allowed: Option<&Arc<HashSet<u64>>>,
+) -> std::result::Result<crate::index::embed::Nearest, String> {
+    if let Some(why) = state.index.vectors.unavailable() {
+        return Err(why);
+    }
+    let catalog = state.catalog.read();
+    let in_scope = |key: u64| {
+        allowed.as_ref().is_none_or(|a| a.contains(&key)) && catalog.get_by_key(key).is_some()
+    };
+    let current = |key: u64, stamp: &str| {
+        catalog.get_by_key(key).is_some_and(|n| {
+            searchable(n)
+                && stamp
+                    .strip_prefix(n.content_hash.as_str())
+                    .and_then(|rest| rest.strip_prefix(' '))
+                    == Some(n.path.as_str())
+        })
+    };
+    state
+        .index
+        .vectors
+        .nearest(&meaning_text(&req.text), in_scope, current, VECTOR_DEPTH)
+}
+
+/// What the embedding model reads of `q`: its words, without the search syntax
+/// (operators, excluded words, field names, quotes).
+pub fn meaning_text(q: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut skip_next = false;
+    for word in q.split_whitespace() {
+        if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        match word {
+            "NOT" => {
+                skip_next = true;
+                continue;
+            }
+            "OR" | "AND" => continue,
+            _ => {}
+        }
+        if word.starts_with('-') {
+            continue;
+        }
+        let word = match word.split_once(':') {
+            Some((field, rest)) if query::FIELDS.iter().any(|(f, _)| *f == field) => rest,
+            _ => word,
+        };
+        let word = word.trim_matches(|c: char| matches!(c, '"' | '+' | '*' | '(' | ')'));
+        if !word.is_empty() {
+            out.push(word);
+        }
+    }
+    out.join(" ")
 }
 
 /// `note` with its bytes: a note recalled unread at start (see `vault::scan_cache`) is
@@ -467,4 +728,27 @@ pub fn check_min_seq(min_seq: i64, committed_seq: i64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_reads_the_words_without_the_syntax() {
+        assert_eq!(
+            meaning_text("how do I +embed \"a pdf\" -video NOT audio title:note prefix* a OR b"),
+            "how do I embed a pdf note prefix a b"
+        );
+        assert_eq!(meaning_text("-only"), "");
+        assert_eq!(meaning_text("http://x.org"), "http://x.org");
+    }
+
+    #[test]
+    fn a_mode_is_lexical_or_hybrid() {
+        assert_eq!(Mode::parse(None).unwrap(), Mode::Lexical);
+        assert_eq!(Mode::parse(Some("hybrid")).unwrap(), Mode::Hybrid);
+        let e = Mode::parse(Some("dense")).unwrap_err();
+        assert!(format!("{e:?}").contains("NOTEVAULT_EMBED_MODEL"), "{e:?}");
+    }
 }

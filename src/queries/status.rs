@@ -20,6 +20,7 @@ pub struct Status {
     pub watcher: WatchStatus,
     pub history: HistoryStatus,
     pub start_scan: crate::vault::scan_cache::StartScan,
+    pub vectors: crate::index::embed::VectorStatus,
 }
 
 pub fn status(state: &State) -> Status {
@@ -36,6 +37,7 @@ pub fn status(state: &State) -> Status {
         watcher: state.watch_status.lock().clone(),
         history: state.history.status(),
         start_scan: state.unread.start_scan(),
+        vectors: state.index.vectors.status(),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Shared test harness: a real server on 127.0.0.1:0 over a temporary copy of a vault.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,9 @@ use serde_json::Value;
 
 pub mod jwt;
 pub mod tools;
+
+/// The notevault binary of this build.
+pub const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
 pub struct TestServer {
     pub base: String,
@@ -426,4 +431,42 @@ pub fn snapshot(
         );
     }
     out
+}
+
+/// The daemon as a user runs it, on `vault` with its state in `state`: its address, read
+/// from a whole line of its stderr, and the rest of its stderr once it ends.
+pub struct Daemon {
+    pub child: Child,
+    pub base: String,
+    pub rest: std::thread::JoinHandle<String>,
+}
+
+pub fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state)
+        .arg(vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .env_remove("AUTH_REQUIRED")
+        .env_remove("NOTEVAULT_STATIC_TOKENS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("the daemon prints its address")
+            .unwrap();
+        if let Some(rest) = line.split(" on http://").nth(1) {
+            break format!("http://{}", rest.split_whitespace().next().unwrap());
+        }
+    };
+    let rest =
+        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    Daemon { child, base, rest }
 }

@@ -1,0 +1,487 @@
+//! Optional hybrid retrieval: note vectors from a local model2vec-style static embedding
+//! model (`NOTEVAULT_EMBED_MODEL`, config `embed_model`), kept in the state directory and
+//! searched by cosine similarity beside BM25; the two ranked lists are fused by
+//! reciprocal rank fusion (`fuse.rs`).
+//!
+//! The index writer thread (`writer.rs`) is the one pipeline that feeds it: the start-up
+//! sync embeds the notes whose vectors are missing or stale (by stamp: content hash and
+//! path) and drops the rest; each recorded change embeds or drops its note once the
+//! lexical index has it; vectors go to disk when the index flushes, after the sync and at
+//! shutdown (`store.rs`: one file per model fingerprint, written atomically).
+//!
+//! A note is cut into chunks at its headings (the title before each chunk); its score for
+//! a query is that of its best chunk.
+//!
+//! Invariants: off unless a model folder is configured, and nothing is ever downloaded;
+//! only notes the lexical index takes ([`super::searchable`]: never private notes, never
+//! notes above the size searched) are embedded; a vector whose stamp is not the catalog's
+//! current version of its note is never a hit; a model that cannot be loaded leaves
+//! lexical search as it is and says why (index-status, coverage); no note text is logged.
+
+pub mod fuse;
+pub mod model;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rayon::prelude::*;
+
+use self::model::Model;
+use self::store::{Entry, Store};
+use super::schema::stamp_of;
+use super::searchable;
+use crate::vault::catalog::Note;
+
+/// Nearest notes the vector retriever hands to the fusion.
+pub const VECTOR_DEPTH: usize = 100;
+/// A note whose best chunk is no more similar than this to the query is no hit.
+pub const MIN_SIMILARITY: f32 = 0.0;
+/// Chunks embedded per note at most (the rest of a long note joins the last one, cut to
+/// the model's length).
+pub const MAX_CHUNKS: usize = 64;
+
+/// What `GET /v1/index-status` shows of the vectors.
+#[derive(Debug, Clone, Default)]
+pub struct VectorStatus {
+    /// `off` (no model configured), `ready`, or `failed` (the model could not be loaded:
+    /// `error` says why; lexical search goes on).
+    pub state: &'static str,
+    /// The model folder as configured.
+    pub model: Option<String>,
+    pub fingerprint: Option<String>,
+    pub dimensions: Option<usize>,
+    pub error: Option<String>,
+    /// Why the stored vectors were not reused at this start (none yet, another model,
+    /// damaged); `None` when they were.
+    pub rebuilt: Option<String>,
+    /// Notes whose vectors were read from the state directory at this start...
+    pub loaded: usize,
+    /// ... of which still current at the start-up sync (not computed again).
+    pub reused: usize,
+    /// Notes embedded since this start.
+    pub computed: usize,
+    /// Notes with vectors now.
+    pub notes: usize,
+    /// The start-up sync has not embedded every note yet.
+    pub syncing: bool,
+    pub last_error: Option<String>,
+}
+
+/// Why the vector retriever did not run, or what it found.
+#[derive(Debug, Clone)]
+pub struct Nearest {
+    /// Note keys and their best chunk's cosine similarity, best first.
+    pub hits: Vec<(u64, f32)>,
+    /// Notes (among those allowed) whose current version has vectors.
+    pub covered: usize,
+    /// Whether the model knows any word of the query (else nothing is near it).
+    pub query_known: bool,
+}
+
+/// The note vectors: the model, the store, and their status.
+pub struct Vectors {
+    /// `<state dir>/vectors`.
+    dir: PathBuf,
+    model: Option<Model>,
+    store: RwLock<Store>,
+    status: Mutex<VectorStatus>,
+    dirty: AtomicBool,
+}
+
+impl Vectors {
+    /// Load the model in `model_dir` (when configured) and its stored vectors. A model
+    /// that cannot be used is a `failed` status, never an error: search stays lexical.
+    pub fn open(state_dir: &Path, model_dir: Option<&Path>) -> Vectors {
+        let dir = state_dir.join("vectors");
+        let mut status = VectorStatus {
+            state: "off",
+            ..VectorStatus::default()
+        };
+        let Some(model_dir) = model_dir else {
+            return Vectors {
+                dir,
+                model: None,
+                store: RwLock::new(Store::default()),
+                status: Mutex::new(status),
+                dirty: AtomicBool::new(false),
+            };
+        };
+        status.model = Some(model_dir.display().to_string());
+        let (model, store) = match Model::load(model_dir) {
+            Ok(model) => {
+                status.state = "ready";
+                status.fingerprint = Some(model.fingerprint.clone());
+                status.dimensions = Some(model.dim());
+                let store = match Store::load(&dir, &model.fingerprint, model.dim()) {
+                    Ok(store) => {
+                        status.loaded = store.notes.len();
+                        store
+                    }
+                    Err(why) => {
+                        status.rebuilt = Some(why);
+                        Store {
+                            fingerprint: model.fingerprint.clone(),
+                            dim: model.dim(),
+                            ..Store::default()
+                        }
+                    }
+                };
+                tracing::info!(
+                    model = %model.dir.display(),
+                    dimensions = model.dim(),
+                    stored = status.loaded,
+                    "embedding model loaded"
+                );
+                (Some(model), store)
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                tracing::warn!(error = %why, "the embedding model cannot be used; search stays lexical");
+                status.state = "failed";
+                status.error = Some(why);
+                (None, Store::default())
+            }
+        };
+        status.notes = store.notes.len();
+        Vectors {
+            dir,
+            model,
+            store: RwLock::new(store),
+            status: Mutex::new(status),
+            dirty: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether notes are embedded (a model is configured and loaded).
+    pub fn ready(&self) -> bool {
+        self.model.is_some()
+    }
+
+    pub fn status(&self) -> VectorStatus {
+        self.status.lock().clone()
+    }
+
+    /// Why the vector retriever cannot run, when it cannot.
+    pub fn unavailable(&self) -> Option<String> {
+        let st = self.status.lock();
+        match st.state {
+            "ready" => None,
+            "failed" => Some(format!(
+                "the embedding model cannot be used: {}",
+                st.error.as_deref().unwrap_or("unknown error")
+            )),
+            _ => Some(
+                "no embedding model is configured (set NOTEVAULT_EMBED_MODEL or `embed_model` to a local model2vec model folder)"
+                    .to_string(),
+            ),
+        }
+    }
+
+    /// The start-up sync is under way (called before the writer gets it).
+    pub(super) fn begin_sync(&self) {
+        if self.ready() {
+            self.status.lock().syncing = true;
+        }
+    }
+
+    /// Bring the vectors in line with `notes` (the whole catalog): embed what is missing
+    /// or stale, drop what is not a searchable note any more.
+    pub(super) fn sync(&self, notes: &[Arc<Note>]) {
+        let Some(model) = &self.model else {
+            return;
+        };
+        let wanted: Vec<(&Arc<Note>, String)> = notes
+            .iter()
+            .filter(|n| searchable(n))
+            .map(|n| (n, stamp_of(n)))
+            .collect();
+        let stale: Vec<&(&Arc<Note>, String)> = {
+            let store = self.store.read();
+            wanted
+                .iter()
+                .filter(|(n, stamp)| store.notes.get(&n.key()).is_none_or(|e| e.stamp != *stamp))
+                .collect()
+        };
+        let progress = crate::progress::Progress::start("embedding", "notes", stale.len() as u64);
+        let computed: Vec<(u64, Entry)> = stale
+            .par_iter()
+            .map(|(note, stamp)| {
+                progress.inc(1);
+                (
+                    note.key(),
+                    Entry {
+                        stamp: stamp.clone(),
+                        vectors: embed_note(model, note),
+                    },
+                )
+            })
+            .collect();
+        progress.finish();
+        let keep: std::collections::HashSet<u64> = wanted.iter().map(|(n, _)| n.key()).collect();
+        let n = computed.len();
+        let changed = {
+            let mut store = self.store.write();
+            let before = store.notes.len();
+            store.notes.retain(|k, _| keep.contains(k));
+            let removed = before - store.notes.len();
+            store.notes.extend(computed);
+            let mut st = self.status.lock();
+            st.reused = wanted.len() - n;
+            st.computed += n;
+            st.notes = store.notes.len();
+            st.syncing = false;
+            n + removed > 0 || st.rebuilt.is_some()
+        };
+        if changed {
+            self.dirty.store(true, Ordering::SeqCst);
+        }
+        self.persist();
+        tracing::info!(
+            embedded = n,
+            reused = wanted.len() - n,
+            "note vectors up to date"
+        );
+    }
+
+    /// A note changed: embed its current version (or drop its vectors when it is not
+    /// searchable any more).
+    pub(super) fn upsert(&self, note: &Note) {
+        let Some(model) = &self.model else {
+            return;
+        };
+        if !searchable(note) {
+            self.remove(note.key());
+            return;
+        }
+        let stamp = stamp_of(note);
+        if self
+            .store
+            .read()
+            .notes
+            .get(&note.key())
+            .is_some_and(|e| e.stamp == stamp)
+        {
+            return;
+        }
+        let entry = Entry {
+            stamp,
+            vectors: embed_note(model, note),
+        };
+        let mut store = self.store.write();
+        store.notes.insert(note.key(), entry);
+        let mut st = self.status.lock();
+        st.computed += 1;
+        st.notes = store.notes.len();
+        self.dirty.store(true, Ordering::SeqCst);
+    }
+
+    /// A note left the vault (or the searchable notes).
+    pub(super) fn remove(&self, key: u64) {
+        if self.model.is_none() {
+            return;
+        }
+        let mut store = self.store.write();
+        if store.notes.remove(&key).is_some() {
+            self.status.lock().notes = store.notes.len();
+            self.dirty.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Write the vectors to the state directory if they changed since the last write.
+    pub(super) fn persist(&self) {
+        if self.model.is_none() || !self.dirty.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let result = self.store.read().save(&self.dir);
+        if let Err(e) = result {
+            self.dirty.store(true, Ordering::SeqCst);
+            tracing::error!(error = %e, "could not write the note vectors; they are written again at the next flush");
+            self.status.lock().last_error = Some(format!("writing the note vectors: {e}"));
+        }
+    }
+
+    /// The notes nearest to `query`, at most `depth`, best first, among those `in_scope`
+    /// allows (by key: in the catalog, allowed by the filter) and whose stored vectors
+    /// `current` says are of the catalog's version (by key and stamp; asked of the best
+    /// notes only, in order, as a stale vector is rare: the writer replaces it before
+    /// `indexed_seq` moves). `Err` says why the retriever did not run.
+    pub fn nearest(
+        &self,
+        query: &str,
+        in_scope: impl Fn(u64) -> bool,
+        current: impl Fn(u64, &str) -> bool,
+        depth: usize,
+    ) -> Result<Nearest, String> {
+        let Some(model) = &self.model else {
+            return Err(self.unavailable().unwrap_or_default());
+        };
+        let q = model.embed(query).map(|mut v| {
+            model::normalize(&mut v);
+            v
+        });
+        let store = self.store.read();
+        let dim = store.dim.max(1);
+        let mut covered = 0;
+        let mut scored: Vec<(u64, f32)> = Vec::new();
+        for (key, entry) in &store.notes {
+            if !in_scope(*key) {
+                continue;
+            }
+            covered += 1;
+            let Some(q) = &q else { continue };
+            let best = entry
+                .vectors
+                .chunks_exact(dim)
+                .map(|v| dot(v, q))
+                .fold(f32::MIN, f32::max);
+            if best > MIN_SIMILARITY {
+                scored.push((*key, best));
+            }
+        }
+        let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // The best few, in order, then checked: room for some stale ones.
+        let keep = depth + 64;
+        if scored.len() > keep {
+            scored.select_nth_unstable_by(keep, order);
+            scored.truncate(keep);
+        }
+        scored.sort_unstable_by(order);
+        let mut hits = Vec::with_capacity(depth.min(scored.len()));
+        for (key, sim) in scored {
+            if hits.len() == depth {
+                break;
+            }
+            let stamp = &store.notes[&key].stamp;
+            if current(key, stamp) {
+                hits.push((key, sim));
+            } else {
+                covered -= 1;
+            }
+        }
+        Ok(Nearest {
+            hits,
+            covered,
+            query_known: q.is_some(),
+        })
+    }
+}
+
+/// The dot product of two vectors of one length, in eight lanes (which the compiler
+/// turns into SIMD; a plain sum in order cannot be reordered).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a8, a_rest) = a.split_at(a.len() - a.len() % 8);
+    let (b8, b_rest) = b.split_at(a8.len().min(b.len()));
+    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    let rest: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// A note's vectors: one unit-length vector per chunk with a known token (`chunks × dim`).
+fn embed_note(model: &Model, note: &Note) -> Vec<f32> {
+    let mut out = Vec::new();
+    for chunk in chunks(note) {
+        if let Some(mut v) = model.embed(&chunk) {
+            if model::normalize(&mut v) > 1e-12 {
+                out.extend_from_slice(&v);
+            }
+        }
+    }
+    out
+}
+
+/// A note cut at its headings (outside fenced code): each chunk is the title, then the
+/// heading and the text under it; the text before the first heading is the first chunk.
+/// Empty sections are left out; past [`MAX_CHUNKS`] the rest joins the last chunk.
+pub fn chunks(note: &Note) -> Vec<String> {
+    let Some(bytes) = &note.content else {
+        return Vec::new();
+    };
+    let (text, _) = crate::vault::markdown::decode(bytes);
+    let start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
+    chunk_text(&note.title, &text[start..])
+}
+
+/// [`chunks`] of a body.
+pub fn chunk_text(title: &str, body: &str) -> Vec<String> {
+    let mut sections: Vec<String> = vec![String::new()];
+    let mut fence: Option<&str> = None;
+    for line in body.lines() {
+        let trimmed = line.trim_start();
+        let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        match (fence, marker) {
+            (None, Some(m)) => fence = Some(m),
+            (Some(open), Some(m)) if open == m => fence = None,
+            _ => {}
+        }
+        let heading = fence.is_none() && marker.is_none() && is_heading(trimmed);
+        if heading && sections.len() < MAX_CHUNKS {
+            sections.push(String::new());
+        }
+        let last = sections.last_mut().expect("one section at least");
+        last.push_str(line);
+        last.push('\n');
+    }
+    sections
+        .into_iter()
+        .filter(|s| s.chars().any(char::is_alphanumeric))
+        .map(|s| format!("{title}\n{s}"))
+        .collect()
+}
+
+/// An ATX heading: 1 to 6 `#` then a space (or nothing).
+fn is_heading(line: &str) -> bool {
+    let hashes = line.bytes().take_while(|b| *b == b'#').count();
+    (1..=6).contains(&hashes)
+        && line[hashes..]
+            .chars()
+            .next()
+            .is_none_or(|c| c == ' ' || c == '\t')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_cut_at_headings_outside_code() {
+        let body = "intro line\n\n# One\nfirst\n```\n# not a heading\n```\n## Two\nsecond\n#tag is no heading\n# \n";
+        let c = chunk_text("T", body);
+        assert_eq!(c.len(), 3, "{c:?}");
+        assert_eq!(c[0], "T\nintro line\n\n");
+        assert!(c[1].starts_with("T\n# One\nfirst\n```\n# not a heading"));
+        assert!(c[2].starts_with("T\n## Two\nsecond\n#tag is no heading\n"));
+        // An empty heading makes no chunk of its own.
+        assert!(!c.iter().any(|s| s == "T\n# \n"));
+    }
+
+    #[test]
+    fn dot_matches_the_plain_sum() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!(
+            (dot(&a, &b) - plain).abs() < 1e-4,
+            "{} {plain}",
+            dot(&a, &b)
+        );
+        assert_eq!(dot(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn a_long_note_keeps_at_most_max_chunks() {
+        let headed: String = (0..200).map(|i| format!("# h{i}\ntext {i}\n")).collect();
+        let body = format!("intro\n{headed}");
+        let c = chunk_text("T", &body);
+        assert_eq!(c.len(), MAX_CHUNKS);
+        assert!(c.last().unwrap().contains("text 199"));
+    }
+}
