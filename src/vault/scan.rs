@@ -181,6 +181,17 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
     scan_with(paths, list_note_files(paths), None)
 }
 
+/// The bytes a caller already holds for a file, by `(rel, content hash)`: the catalog's
+/// kept bytes of that version.
+pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Arc<Vec<u8>>> + Sync);
+
+/// [`scan`] that keeps the caller's copy of bytes it already holds (`known`) instead of
+/// the one it read: a rescan of a vault whose bytes the catalog keeps then holds one copy
+/// of them, not two (each read copy is dropped as soon as its hash is known).
+pub fn scan_sharing(paths: &VaultPaths, known: Known<'_>) -> ScanResult {
+    scan_observing(paths, list_note_files(paths), None, Some(known))
+}
+
 /// [`scan`] of the files `listed` by [`list_note_files`], taking from `cache` the hash
 /// and facts of every file whose stamp is the cached one (a stat instead of a read;
 /// listed in [`ScanResult::recalled`]); the other files are read.
@@ -188,6 +199,15 @@ pub fn scan_with(
     paths: &VaultPaths,
     listed: (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>),
     cache: Option<ScanCache>,
+) -> ScanResult {
+    scan_observing(paths, listed, cache, None)
+}
+
+fn scan_observing(
+    paths: &VaultPaths,
+    listed: (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>),
+    cache: Option<ScanCache>,
+    known: Option<Known<'_>>,
 ) -> ScanResult {
     let (files, mut excluded, leftovers) = listed;
     let mut observed = Vec::with_capacity(files.len());
@@ -231,10 +251,19 @@ pub fn scan_with(
     let results: Vec<Result<Observed, Excluded>> = to_read
         .par_iter()
         .map(|rel| {
-            let out = observe(&paths.root, rel).map_err(|err| Excluded {
-                path: rel.clone(),
-                reason: format!("unreadable: {err}"),
-            });
+            let out = observe(&paths.root, rel)
+                .map(|mut o| {
+                    if o.content.is_some() {
+                        if let Some(kept) = known.and_then(|k| k(&o.rel, &o.content_hash)) {
+                            o.content = Some(kept);
+                        }
+                    }
+                    o
+                })
+                .map_err(|err| Excluded {
+                    path: rel.clone(),
+                    reason: format!("unreadable: {err}"),
+                });
             progress.inc(1);
             out
         })

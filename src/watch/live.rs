@@ -394,7 +394,16 @@ pub fn write_scan_cache(state: &State, observed: &[Observed]) {
 fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
     let started = Instant::now();
     crate::record::files::rescan(state)?;
-    let found = scan::scan(&state.paths);
+    // A file still holding the catalog's version shares the catalog's bytes: the
+    // rescan after a cold start reads the whole vault again while the index is built.
+    let known = |rel: &str, hash: &str| {
+        let catalog = state.catalog.read();
+        let note = catalog.get(crate::vault::path::slug_of(rel))?;
+        (note.content_hash == hash)
+            .then(|| note.content.clone())
+            .flatten()
+    };
+    let found = scan::scan_sharing(&state.paths, &known);
     let scanned = started.elapsed();
     let (mut changed, mut removed) = {
         let catalog = state.catalog.read();
