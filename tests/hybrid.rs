@@ -215,6 +215,16 @@ async fn hybrid_finds_synonyms_follows_edits_reuses_vectors_and_keeps_private_no
     // Filters, paging and the handle shape are the lexical ones.
     let filtered = ok(&base, "/v1/search?q=car&mode=hybrid&filter=tags%3Aauto").await;
     assert_eq!(slugs(&filtered), vec!["garage"], "{filtered}");
+    // A filter narrows what is returned, not what was searched: every note has vectors.
+    assert_eq!(
+        retriever(&filtered, "vector")["notes_covered"],
+        filtered["coverage"]["notes_searched"],
+        "{filtered}"
+    );
+    assert!(
+        !filtered.to_string().contains("have current vectors"),
+        "{filtered}"
+    );
     let first = ok(&base, "/v1/search?q=car&mode=hybrid&page_size=1").await;
     assert_eq!(first["coverage"]["notes_matched"], 2, "{first}");
     assert_eq!(first["coverage"]["truncated"], true);
@@ -282,6 +292,25 @@ async fn hybrid_finds_synonyms_follows_edits_reuses_vectors_and_keeps_private_no
     let cooking = ok(&base, "/v1/search?q=cooking&mode=hybrid").await;
     assert_eq!(slugs(&cooking), Vec::<String>::new(), "{cooking}");
 
+    // Deleted, a note is no answer by meaning either.
+    let res = reqwest::Client::new()
+        .delete(format!("{base}/v1/notes/bakery?agent_id=t"))
+        .header("Idempotency-Key", "delete-bakery")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let receipt: Value = res.json().await.unwrap();
+    let seq = receipt["committed_seq"].as_i64().unwrap();
+    let gone = ok(
+        &base,
+        &format!("/v1/search?q=budget&mode=hybrid&min_seq={seq}"),
+    )
+    .await;
+    assert_eq!(slugs(&gone), vec!["plans"], "{gone}");
+    let st = settled(&base).await;
+    assert_eq!(st["embeddings"]["notes"], 3, "{st}");
+
     // A restart reuses the stored vectors: loaded and current, none computed.
     let log = stop(d);
     assert!(
@@ -299,12 +328,12 @@ async fn hybrid_finds_synonyms_follows_edits_reuses_vectors_and_keeps_private_no
             e["reused"].as_u64(),
             e["computed"].as_u64()
         ),
-        (Some(4), Some(4), Some(0)),
+        (Some(3), Some(3), Some(0)),
         "{st}"
     );
     assert!(e["rebuilt"].is_null(), "{st}");
     let again = ok(&d.base, "/v1/search?q=budget&mode=hybrid").await;
-    assert_eq!(slugs(&again).len(), 2, "{again}");
+    assert_eq!(slugs(&again), vec!["plans"], "{again}");
     stop(d);
 
     // Another model (f16, meanings swapped): its vectors are computed, the old file goes.
@@ -332,7 +361,7 @@ async fn hybrid_finds_synonyms_follows_edits_reuses_vectors_and_keeps_private_no
     );
     assert_eq!(
         (e["loaded"].as_u64(), e["computed"].as_u64()),
-        (Some(0), Some(4)),
+        (Some(0), Some(3)),
         "{st}"
     );
     let car = ok(&d.base, "/v1/search?q=car&mode=hybrid").await;
@@ -420,11 +449,7 @@ async fn without_a_model_hybrid_answers_lexically_and_a_bad_mode_is_refused() {
     );
     for mode in ["semantic", "HYBRID", ""] {
         let (status, e) = get(&d.base, &format!("/v1/search?q=car&mode={mode}")).await;
-        if mode.is_empty() {
-            assert_eq!(status, 400, "an empty mode: {e}");
-        } else {
-            assert_eq!(status, 400, "{mode}: {e}");
-        }
+        assert_eq!(status, 400, "mode={mode:?}: {e}");
         common::assert_envelope(&e, 400, "VALIDATION_FAILED");
         assert_eq!(common::violated_field(&e), "mode", "{e}");
         if !mode.is_empty() {

@@ -282,14 +282,17 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
         }
     };
     let retrieval = Mode::parse(p.mode.as_deref())?;
-    let fingerprint = [
+    let mut fingerprint = vec![
         ("route", "search"),
         ("q", p.q.as_str()),
         ("match", mode.name()),
-        ("mode", retrieval.name()),
         ("filter", p.filter.as_deref().unwrap_or("")),
         ("order_by", p.order_by.as_deref().unwrap_or("")),
     ];
+    // Named only when not the default: a lexical search's tokens stay those it always had.
+    if retrieval != Mode::Lexical {
+        fingerprint.push(("mode", retrieval.name()));
+    }
     let tokens = PageTokens {
         key: &state.token_key,
     };

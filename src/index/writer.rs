@@ -269,7 +269,7 @@ impl SearchIndex {
             tracing::error!(error = %e, "could not write the last index changes; the next start indexes them");
         }
         // The vectors too (the service may be gone: they are held apart).
-        vectors.persist();
+        vectors.persist(true);
         let _ = w.main.wait_merging_threads();
     }
 
@@ -295,16 +295,20 @@ impl SearchIndex {
                     // The start-up sync goes straight to disk, with every core and a large
                     // memory budget; later changes come a few at a time, and a writer's
                     // memory grows with its budget, so a small writer takes over.
-                    self.sync(&w.main, &notes)
+                    let r = self
+                        .sync(&w.main, &notes)
                         .and_then(|n| {
                             synced = Some(n);
                             w.main.commit().map(|_| ())
                         })
                         .and_then(|_| self.reader.reload())
-                        .and_then(|_| w.shrink())
-                        // The vectors follow the same notes, before the changes queued
-                        // after the sync (see `embed`).
-                        .map(|_| self.vectors.sync(&notes))
+                        .and_then(|_| w.shrink());
+                    // The vectors catch up beside the writer: the lexical index is
+                    // published with this batch, and changes go on meanwhile
+                    // (`Vectors::sync` never replaces an entry a change wrote since it
+                    // looked).
+                    spawn_vector_sync(&self.vectors, notes);
+                    r
                 }
                 Msg::Upsert { note, seq } => {
                     max_seq = max_seq.max(seq);
@@ -411,7 +415,7 @@ impl SearchIndex {
                 st.last_commit_ms = Some(ms);
                 drop(st);
                 self.refresh_counts();
-                self.vectors.persist();
+                self.vectors.persist(false);
             }
             Err(e) => {
                 tracing::error!(error = %e, "index commit failed; the changes stay in memory and are retried");
@@ -522,5 +526,19 @@ pub(super) fn lock_index(state_dir: &Path, wait: bool) -> anyhow::Result<std::fs
                 anyhow::bail!("cannot lock {}: {e}", path.display())
             }
         }
+    }
+}
+
+/// Run the start-up vector sync on its own thread (nothing to do without a model).
+fn spawn_vector_sync(vectors: &Arc<super::embed::Vectors>, notes: Vec<Arc<Note>>) {
+    if !vectors.ready() {
+        return;
+    }
+    let vectors = vectors.clone();
+    let spawned = std::thread::Builder::new()
+        .name("embed-sync".into())
+        .spawn(move || vectors.sync(&notes));
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the note vectors' sync");
     }
 }

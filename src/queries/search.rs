@@ -478,7 +478,7 @@ fn hybrid(
 
 /// The vector retriever's nearest notes for `req` among those the filter allows and the
 /// catalog holds at the version their vectors were computed from; `Err`: why it cannot
-/// run.
+/// run. Store before catalog: the only order these two locks are taken in.
 fn nearest(
     state: &State,
     req: &SearchRequest,
@@ -487,12 +487,10 @@ fn nearest(
     if let Some(why) = state.index.vectors.unavailable() {
         return Err(why);
     }
-    let catalog = state.catalog.read();
-    let in_scope = |key: u64| {
-        allowed.as_ref().is_none_or(|a| a.contains(&key)) && catalog.get_by_key(key).is_some()
-    };
+    // The catalog is asked of the best few only, after the scan: no lock held over it.
+    let in_scope = |key: u64| allowed.as_ref().is_none_or(|a| a.contains(&key));
     let current = |key: u64, stamp: &str| {
-        catalog.get_by_key(key).is_some_and(|n| {
+        state.catalog.read().get_by_key(key).is_some_and(|n| {
             searchable(n)
                 && stamp
                     .strip_prefix(n.content_hash.as_str())

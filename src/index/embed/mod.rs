@@ -89,7 +89,17 @@ pub struct Vectors {
     store: RwLock<Store>,
     status: Mutex<VectorStatus>,
     dirty: AtomicBool,
+    /// While the start-up sync runs: the notes a change embedded or dropped since it
+    /// began (newer than the sync's notes; the sync leaves them alone).
+    touched: Mutex<Option<std::collections::HashSet<u64>>>,
+    /// Held while the file is written (the writer's flush, the start-up sync and the
+    /// shutdown may save at once; they share one temp file); when it was last written.
+    saved: Mutex<Option<std::time::Instant>>,
 }
+
+/// The vectors file is rewritten whole (tens of MB on a large vault): after a change, at
+/// most this often, and at shutdown.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Vectors {
     /// Load the model in `model_dir` (when configured) and its stored vectors. A model
@@ -107,6 +117,8 @@ impl Vectors {
                 store: RwLock::new(Store::default()),
                 status: Mutex::new(status),
                 dirty: AtomicBool::new(false),
+                touched: Mutex::new(None),
+                saved: Mutex::new(None),
             };
         };
         status.model = Some(model_dir.display().to_string());
@@ -152,6 +164,8 @@ impl Vectors {
             store: RwLock::new(store),
             status: Mutex::new(status),
             dirty: AtomicBool::new(false),
+            touched: Mutex::new(None),
+            saved: Mutex::new(None),
         }
     }
 
@@ -184,11 +198,22 @@ impl Vectors {
     pub(super) fn begin_sync(&self) {
         if self.ready() {
             self.status.lock().syncing = true;
+            *self.touched.lock() = Some(std::collections::HashSet::new());
         }
     }
 
-    /// Bring the vectors in line with `notes` (the whole catalog): embed what is missing
-    /// or stale, drop what is not a searchable note any more.
+    /// A change embedded or dropped `key`: a running start-up sync must not undo it.
+    fn touch(&self, key: u64) {
+        if let Some(touched) = self.touched.lock().as_mut() {
+            touched.insert(key);
+        }
+    }
+
+    /// Bring the vectors in line with `notes` (the whole catalog at the start): embed
+    /// what is missing or stale, drop what is not a searchable note any more. It runs
+    /// beside the writer (`embed-sync` thread), so changes go on being indexed and
+    /// embedded meanwhile: a note a change embedded or dropped since [`Vectors::begin_sync`]
+    /// is newer than these notes, and left as the change made it.
     pub(super) fn sync(&self, notes: &[Arc<Note>]) {
         let Some(model) = &self.model else {
             return;
@@ -198,50 +223,80 @@ impl Vectors {
             .filter(|n| searchable(n))
             .map(|n| (n, stamp_of(n)))
             .collect();
-        let stale: Vec<&(&Arc<Note>, String)> = {
+        let keep: std::collections::HashSet<u64> = wanted.iter().map(|(n, _)| n.key()).collect();
+        let (stale, unwanted): (Vec<&(&Arc<Note>, String)>, Vec<u64>) = {
             let store = self.store.read();
-            wanted
+            let stale = wanted
                 .iter()
                 .filter(|(n, stamp)| store.notes.get(&n.key()).is_none_or(|e| e.stamp != *stamp))
-                .collect()
+                .collect();
+            let unwanted = store
+                .notes
+                .keys()
+                .filter(|k| !keep.contains(k))
+                .copied()
+                .collect();
+            (stale, unwanted)
         };
         let progress = crate::progress::Progress::start("embedding", "notes", stale.len() as u64);
-        let computed: Vec<(u64, Entry)> = stale
+        let computed: Vec<(u64, Option<Entry>)> = stale
             .par_iter()
             .map(|(note, stamp)| {
                 progress.inc(1);
-                (
-                    note.key(),
-                    Entry {
-                        stamp: stamp.clone(),
-                        vectors: embed_note(model, note),
-                    },
-                )
+                let entry = embed_note(model, note).map(|vectors| Entry {
+                    stamp: stamp.clone(),
+                    vectors,
+                });
+                (note.key(), entry)
             })
             .collect();
         progress.finish();
-        let keep: std::collections::HashSet<u64> = wanted.iter().map(|(n, _)| n.key()).collect();
-        let n = computed.len();
+        let (mut n, mut removed, mut failed) = (0, 0, 0);
         let changed = {
             let mut store = self.store.write();
-            let before = store.notes.len();
-            store.notes.retain(|k, _| keep.contains(k));
-            let removed = before - store.notes.len();
-            store.notes.extend(computed);
+            // Taken under the store's lock: a change after this waits for it, and is
+            // then newer than what is put in here.
+            let touched = self.touched.lock().take().unwrap_or_default();
+            for key in unwanted {
+                if !touched.contains(&key) && store.notes.remove(&key).is_some() {
+                    removed += 1;
+                }
+            }
+            for (key, entry) in computed {
+                if touched.contains(&key) {
+                    continue;
+                }
+                match entry {
+                    Some(entry) => {
+                        store.notes.insert(key, entry);
+                        n += 1;
+                    }
+                    None => {
+                        store.notes.remove(&key);
+                        failed += 1;
+                    }
+                }
+            }
             let mut st = self.status.lock();
-            st.reused = wanted.len() - n;
+            st.reused = wanted.len() - stale.len();
             st.computed += n;
             st.notes = store.notes.len();
             st.syncing = false;
-            n + removed > 0 || st.rebuilt.is_some()
+            if failed > 0 {
+                st.last_error = Some(format!(
+                    "{failed} note(s) could not be embedded (the tokenizer failed on their text); they are searched by words only"
+                ));
+            }
+            n + removed + failed > 0 || st.rebuilt.is_some()
         };
         if changed {
             self.dirty.store(true, Ordering::SeqCst);
         }
-        self.persist();
+        self.persist(true);
         tracing::info!(
             embedded = n,
-            reused = wanted.len() - n,
+            reused = wanted.len() - stale.len(),
+            failed,
             "note vectors up to date"
         );
     }
@@ -256,6 +311,7 @@ impl Vectors {
             self.remove(note.key());
             return;
         }
+        self.touch(note.key());
         let stamp = stamp_of(note);
         if self
             .store
@@ -266,14 +322,22 @@ impl Vectors {
         {
             return;
         }
-        let entry = Entry {
-            stamp,
-            vectors: embed_note(model, note),
-        };
+        let vectors = embed_note(model, note);
         let mut store = self.store.write();
-        store.notes.insert(note.key(), entry);
         let mut st = self.status.lock();
-        st.computed += 1;
+        match vectors {
+            Some(vectors) => {
+                store.notes.insert(note.key(), Entry { stamp, vectors });
+                st.computed += 1;
+            }
+            None => {
+                store.notes.remove(&note.key());
+                st.last_error = Some(
+                    "a note could not be embedded (the tokenizer failed on its text); it is searched by words only"
+                        .to_string(),
+                );
+            }
+        }
         st.notes = store.notes.len();
         self.dirty.store(true, Ordering::SeqCst);
     }
@@ -283,6 +347,7 @@ impl Vectors {
         if self.model.is_none() {
             return;
         }
+        self.touch(key);
         let mut store = self.store.write();
         if store.notes.remove(&key).is_some() {
             self.status.lock().notes = store.notes.len();
@@ -290,12 +355,23 @@ impl Vectors {
         }
     }
 
-    /// Write the vectors to the state directory if they changed since the last write.
-    pub(super) fn persist(&self) {
-        if self.model.is_none() || !self.dirty.swap(false, Ordering::SeqCst) {
+    /// Write the vectors to the state directory if they changed since the last write:
+    /// `now` at the end of the start-up sync and at shutdown, else (an index flush) only
+    /// if the last write is [`SAVE_EVERY`] old. Vectors lost to a crash are derived
+    /// state: the next start finds their stamps stale and computes them again.
+    pub(super) fn persist(&self, now: bool) {
+        if self.model.is_none() {
+            return;
+        }
+        let mut saved = self.saved.lock();
+        if !now && saved.is_some_and(|at| at.elapsed() < SAVE_EVERY) {
+            return;
+        }
+        if !self.dirty.swap(false, Ordering::SeqCst) {
             return;
         }
         let result = self.store.read().save(&self.dir);
+        *saved = Some(std::time::Instant::now());
         if let Err(e) = result {
             self.dirty.store(true, Ordering::SeqCst);
             tracing::error!(error = %e, "could not write the note vectors; they are written again at the next flush");
@@ -303,35 +379,38 @@ impl Vectors {
         }
     }
 
-    /// The notes nearest to `query`, at most `depth`, best first, among those `in_scope`
-    /// allows (by key: in the catalog, allowed by the filter) and whose stored vectors
-    /// `current` says are of the catalog's version (by key and stamp; asked of the best
-    /// notes only, in order, as a stale vector is rare: the writer replaces it before
-    /// `indexed_seq` moves). `Err` says why the retriever did not run.
+    /// The notes nearest to `query`, at most `depth`, best first, among those `allowed`
+    /// (by key: the filter) and whose stored vectors `current` says are of the catalog's
+    /// version (by key and stamp; asked of the best notes only, in order, as a stale
+    /// vector is rare: the writer replaces it before `indexed_seq` moves). `covered`
+    /// counts every note with vectors, filter or not, as `coverage.searched` counts the
+    /// vault. `Err` says why the retriever did not run.
     pub fn nearest(
         &self,
         query: &str,
-        in_scope: impl Fn(u64) -> bool,
+        allowed: impl Fn(u64) -> bool,
         current: impl Fn(u64, &str) -> bool,
         depth: usize,
     ) -> Result<Nearest, String> {
         let Some(model) = &self.model else {
             return Err(self.unavailable().unwrap_or_default());
         };
-        let q = model.embed(query).map(|mut v| {
-            model::normalize(&mut v);
-            v
-        });
+        let q = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.embed(query)))
+            .map_err(|_| "the embedding model failed on the query's text".to_string())?
+            .map(|mut v| {
+                model::normalize(&mut v);
+                v
+            });
         let store = self.store.read();
         let dim = store.dim.max(1);
         let mut covered = 0;
         let mut scored: Vec<(u64, f32)> = Vec::new();
         for (key, entry) in &store.notes {
-            if !in_scope(*key) {
-                continue;
-            }
             covered += 1;
             let Some(q) = &q else { continue };
+            if !allowed(*key) {
+                continue;
+            }
             let best = entry
                 .vectors
                 .chunks_exact(dim)
@@ -386,16 +465,21 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// A note's vectors: one unit-length vector per chunk with a known token (`chunks × dim`).
-fn embed_note(model: &Model, note: &Note) -> Vec<f32> {
-    let mut out = Vec::new();
-    for chunk in chunks(note) {
-        if let Some(mut v) = model.embed(&chunk) {
-            if model::normalize(&mut v) > 1e-12 {
-                out.extend_from_slice(&v);
+/// `None` when the tokenizer panicked on the note's text (third-party code on any text
+/// a vault holds): the note has no vectors, and the writer thread goes on.
+fn embed_note(model: &Model, note: &Note) -> Option<Vec<f32>> {
+    let embed = || {
+        let mut out = Vec::new();
+        for chunk in chunks(note) {
+            if let Some(mut v) = model.embed(&chunk) {
+                if model::normalize(&mut v) > 1e-12 {
+                    out.extend_from_slice(&v);
+                }
             }
         }
-    }
-    out
+        out
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(embed)).ok()
 }
 
 /// A note cut at its headings (outside fenced code): each chunk is the title, then the

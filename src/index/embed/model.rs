@@ -230,7 +230,8 @@ pub fn mean_pool<'a>(rows: impl Iterator<Item = (&'a [f32], f32)>, dim: usize) -
     }
     let n = n as f32;
     sum.iter_mut().for_each(|s| *s /= n);
-    Some(sum)
+    // Rows of huge (finite) values overflow: such a vector is no direction at all.
+    sum.iter().all(|s| s.is_finite()).then_some(sum)
 }
 
 /// Scale `v` to unit length; a zero vector stays zero. Its length before.

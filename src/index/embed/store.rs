@@ -32,12 +32,22 @@ pub struct Store {
     pub notes: HashMap<u64, Entry>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Body {
     format: u32,
     fingerprint: String,
     dim: u32,
     entries: Vec<(u64, Entry)>,
+}
+
+/// [`Body`] as written: the entries by reference (the same bytes; no copy of every
+/// vector for a save).
+#[derive(Serialize)]
+struct BodyRef<'a> {
+    format: u32,
+    fingerprint: &'a str,
+    dim: u32,
+    entries: Vec<(u64, &'a Entry)>,
 }
 
 fn file_of(dir: &Path, fingerprint: &str) -> PathBuf {
@@ -104,12 +114,11 @@ impl Store {
     )]
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let mut entries: Vec<(u64, Entry)> =
-            self.notes.iter().map(|(k, e)| (*k, e.clone())).collect();
+        let mut entries: Vec<(u64, &Entry)> = self.notes.iter().map(|(k, e)| (*k, e)).collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
-        let body = postcard::to_stdvec(&Body {
+        let body = postcard::to_stdvec(&BodyRef {
             format: FORMAT,
-            fingerprint: self.fingerprint.clone(),
+            fingerprint: &self.fingerprint,
             dim: self.dim as u32,
             entries,
         })
