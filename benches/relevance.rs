@@ -145,7 +145,7 @@ fn run() -> Result<()> {
         rt.block_on(common::wait_indexed(addr, Duration::from_secs(600)))?;
         let mut modes = vec![("notevault", ""), ("notevault match=all", "&match=all")];
         // With a local embedding model (the daemon inherits NOTEVAULT_EMBED_MODEL), the
-        // hybrid column too; the daemon embedded every note before `indexed_seq` moved.
+        // hybrid column too; `wait_indexed` waited for every note's vectors.
         let modes_hybrid = std::env::var_os("NOTEVAULT_EMBED_MODEL").is_some();
         if modes_hybrid {
             let st = rt.block_on(async {

@@ -234,7 +234,8 @@ pub async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> 
 }
 
 /// Wait until the daemon at `addr` has settled: the index reflects every recorded change
-/// (its start-up sync done) and a warm start's verify is over; the index status.
+/// (its start-up sync done), a warm start's verify is over, and (with an embedding model)
+/// every note's vectors are computed; the index status.
 pub async fn wait_indexed(addr: SocketAddr, limit: Duration) -> Result<serde_json::Value> {
     let mut conn = Conn::open(addr).await?;
     let deadline = Instant::now() + limit;
@@ -244,6 +245,7 @@ pub async fn wait_indexed(addr: SocketAddr, limit: Duration) -> Result<serde_jso
             && st["search_index"]["not_yet_indexed"] == 0
             && st["search_index"]["synced_notes"].is_number()
             && st["start_scan"]["verifying"] != true
+            && st["embeddings"]["syncing"] != true
         {
             return Ok(st);
         }
