@@ -243,10 +243,8 @@ impl Vectors {
             .par_iter()
             .map(|(note, stamp)| {
                 progress.inc(1);
-                let entry = embed_note(model, note).map(|vectors| Entry {
-                    stamp: stamp.clone(),
-                    vectors,
-                });
+                let entry = embed_note(model, note)
+                    .map(|vectors| Entry::quantize(stamp.clone(), &vectors, model.dim()));
                 (note.key(), entry)
             })
             .collect();
@@ -327,7 +325,8 @@ impl Vectors {
         let mut st = self.status.lock();
         match vectors {
             Some(vectors) => {
-                store.notes.insert(note.key(), Entry { stamp, vectors });
+                let entry = Entry::quantize(stamp, &vectors, model.dim());
+                store.notes.insert(note.key(), entry);
                 st.computed += 1;
             }
             None => {
@@ -412,9 +411,8 @@ impl Vectors {
                 continue;
             }
             let best = entry
-                .vectors
-                .chunks_exact(dim)
-                .map(|v| dot(v, q))
+                .chunks(dim)
+                .map(|(v, scale)| dot_bytes(v, q) * scale)
                 .fold(f32::MIN, f32::max);
             if best > MIN_SIMILARITY {
                 scored.push((*key, best));
@@ -448,19 +446,23 @@ impl Vectors {
     }
 }
 
-/// The dot product of two vectors of one length, in eight lanes (which the compiler
-/// turns into SIMD; a plain sum in order cannot be reordered).
+/// The dot product of a quantized vector and a vector of one length, in eight lanes
+/// (which the compiler turns into SIMD; a plain sum in order cannot be reordered).
 #[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot_bytes(a: &[i8], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (a8, a_rest) = a.split_at(a.len() - a.len() % 8);
     let (b8, b_rest) = b.split_at(a8.len().min(b.len()));
     for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
         for i in 0..8 {
-            lanes[i] += x[i] * y[i];
+            lanes[i] += f32::from(x[i]) * y[i];
         }
     }
-    let rest: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    let rest: f32 = a_rest
+        .iter()
+        .zip(b_rest)
+        .map(|(x, y)| f32::from(*x) * y)
+        .sum();
     lanes.iter().sum::<f32>() + rest
 }
 
@@ -549,15 +551,45 @@ mod tests {
 
     #[test]
     fn dot_matches_the_plain_sum() {
-        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let a: Vec<i8> = (0..19).map(|i| i * 6 - 50).collect();
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
-        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| f32::from(*x) * y).sum();
         assert!(
-            (dot(&a, &b) - plain).abs() < 1e-4,
+            (dot_bytes(&a, &b) - plain).abs() < 1e-3,
             "{} {plain}",
-            dot(&a, &b)
+            dot_bytes(&a, &b)
         );
-        assert_eq!(dot(&[], &[]), 0.0);
+        assert_eq!(dot_bytes(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn quantized_cosines_stay_within_a_hundredth() {
+        // Unit vectors of 256 dimensions from a fixed sequence; two chunks per entry.
+        let mut seed = 7u64;
+        let mut unit = || {
+            let mut v: Vec<f32> = (0..256)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed >> 33) as f32 / (1u64 << 31) as f32 - 0.5
+                })
+                .collect();
+            model::normalize(&mut v);
+            v
+        };
+        for _ in 0..50 {
+            let (a, b, q) = (unit(), unit(), unit());
+            let entry = Entry::quantize(String::new(), &[a.clone(), b.clone()].concat(), 256);
+            let exact = [a, b].map(|v| v.iter().zip(&q).map(|(x, y)| x * y).sum::<f32>());
+            for ((bytes, scale), exact) in entry.chunks(256).zip(exact) {
+                let got = dot_bytes(bytes, &q) * scale;
+                assert!((got - exact).abs() < 0.01, "{got} against {exact}");
+            }
+        }
+        // A zero chunk stays zero.
+        let zero = Entry::quantize(String::new(), &[0.0; 4], 4);
+        assert_eq!((zero.vectors, zero.scales), (vec![0; 4], vec![1.0]));
     }
 
     #[test]
