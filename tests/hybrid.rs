@@ -458,3 +458,44 @@ async fn without_a_model_hybrid_answers_lexically_and_a_bad_mode_is_refused() {
     }
     stop(d);
 }
+
+/// Past the lexical hits the fusion fetches (the first 1,000), a note both retrievers
+/// found is counted once in `notes_matched`.
+#[tokio::test]
+async fn a_note_both_retrievers_match_is_counted_once_past_the_fused_depth() {
+    let (dir, vault, state) = temp_vault(None);
+    write_vault(&vault);
+    // 1,000 short notes say `car` (the best BM25), mixed with cooking by meaning; 60 long
+    // ones say it once among trucks (the last BM25 hits, past the first 1,000), and are
+    // the nearest by meaning with the garage and the fleet.
+    for (folder, count, text) in [
+        ("short", 1_000, "car bread bread\n".to_string()),
+        ("long", 60, format!("car{}\n", " truck".repeat(30))),
+    ] {
+        std::fs::create_dir_all(vault.join(folder)).unwrap();
+        for i in 0..count {
+            std::fs::write(vault.join(folder).join(format!("n{i:04}.md")), &text).unwrap();
+        }
+    }
+    let model = dir.path().join("model-a");
+    model_a(&model);
+    let d = spawn(
+        &vault,
+        &state,
+        &[("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap())],
+    );
+    settled(&d.base).await;
+    let lexical = ok(&d.base, "/v1/search?q=car&page_size=1").await;
+    assert_eq!(lexical["coverage"]["notes_matched"], 1_060, "{lexical}");
+    let first = ok(&d.base, "/v1/search?q=car&page_size=50").await;
+    assert!(
+        slugs(&first).iter().all(|s| s.starts_with("short/")),
+        "the short notes are the best lexical hits: {first}"
+    );
+    let hybrid = ok(&d.base, "/v1/search?q=car&mode=hybrid&page_size=5").await;
+    let v = retriever(&hybrid, "vector");
+    assert_eq!(v["notes_matched"], 100, "{hybrid}");
+    // Every word match, and the two notes only the meaning found.
+    assert_eq!(hybrid["coverage"]["notes_matched"], 1_062, "{hybrid}");
+    stop(d);
+}

@@ -442,11 +442,23 @@ fn hybrid(
         .filter(|(_, k)| !in_fused.contains(k))
         .map(|(rank, k)| (*k, 1.0 / (RRF_K + (rank + 1) as f32)));
     let order: Vec<(u64, f32)> = fused.iter().copied().chain(tail).collect();
-    let matched = lexical_matched
-        + vector_keys
-            .iter()
-            .filter(|k| !lexical_set.contains(k))
-            .count();
+    // The notes only the vector side found: past the lexical hits fetched, some of them
+    // are word matches too, already in `lexical_matched` (asked of the index, for them
+    // alone).
+    let vector_only: HashSet<u64> = vector_keys
+        .iter()
+        .filter(|k| !lexical_set.contains(k))
+        .copied()
+        .collect();
+    let also_lexical = if lexical_matched > lexical_keys.len() && !vector_only.is_empty() {
+        state
+            .index
+            .search(parsed, Some(Arc::new(vector_only.clone())), 0, 0)?
+            .matched
+    } else {
+        0
+    };
+    let matched = lexical_matched + vector_only.len() - also_lexical;
     let catalog = state.catalog.read();
     let resolved = order
         .into_iter()
