@@ -45,12 +45,14 @@ pub struct Purged {
     pub kept: usize,
 }
 
-/// What the state directory holds that a purge removes: the history, the index, the
-/// metadata store (tokens, queue, sessions, sync log, audit). Named one by one, so a state
-/// directory pointed at a folder that holds other files loses only these.
-const STATE_FILES: [&str; 8] = [
+/// What the state directory holds that a purge removes: the history, the index, the note
+/// vectors of hybrid search, the metadata store (tokens, queue, sessions, sync log,
+/// audit). Named one by one, so a state directory pointed at a folder that holds other
+/// files loses only these.
+const STATE_FILES: [&str; 9] = [
     "history.git",
     "index",
+    "vectors",
     "index.lock",
     crate::vault::scan_cache::FILE_NAME,
     crate::vault::scan_cache::TEMP_NAME,

@@ -499,3 +499,45 @@ async fn a_note_both_retrievers_match_is_counted_once_past_the_fused_depth() {
     assert_eq!(hybrid["coverage"]["notes_matched"], 1_062, "{hybrid}");
     stop(d);
 }
+
+/// A purge removes the note vectors with the rest of the state (they are derived from
+/// the notes' text).
+#[tokio::test]
+async fn a_purge_removes_the_note_vectors() {
+    let (dir, vault, state) = temp_vault(None);
+    write_vault(&vault);
+    let model = dir.path().join("model-a");
+    model_a(&model);
+    let session = "session-token-for-hybrid-tests";
+    let tokens = json!([{ "token": session }]).to_string();
+    let mut d = spawn(
+        &vault,
+        &state,
+        &[
+            ("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap()),
+            ("NOTEVAULT_STATIC_TOKENS", tokens.as_str()),
+        ],
+    );
+    common::eventually_within(
+        Duration::from_secs(30),
+        "the vectors are written",
+        || async { std::fs::read_dir(state.join("vectors")).is_ok_and(|mut e| e.next().is_some()) },
+    )
+    .await;
+    let res = reqwest::Client::new()
+        .post(format!("{}/v1/vault/purge", d.base))
+        .bearer_auth(session)
+        .json(&json!({"confirm": "vault"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let status = d.child.wait().unwrap();
+    let log = d.rest.join().unwrap();
+    assert!(status.success(), "{log}");
+    assert!(!state.join("index").exists());
+    assert!(
+        !state.join("vectors").exists(),
+        "the note vectors outlive a purge"
+    );
+}

@@ -200,6 +200,9 @@ impl SearchIndex {
         if let Some(handle) = self.worker.lock().take() {
             let _ = handle.join();
         }
+        // The writer saved the vectors on its way out; the start-up vector sync, if it
+        // is still embedding on its own thread, must not write after this.
+        self.vectors.close();
     }
 }
 

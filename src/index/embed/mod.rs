@@ -95,6 +95,9 @@ pub struct Vectors {
     /// Held while the file is written (the writer's flush, the start-up sync and the
     /// shutdown may save at once; they share one temp file); when it was last written.
     saved: Mutex<Option<std::time::Instant>>,
+    /// The index was shut down (a purge follows): nothing more is written, and a
+    /// start-up sync still embedding stops.
+    closed: AtomicBool,
 }
 
 /// The vectors file is rewritten whole (tens of MB on a large vault): after a change, at
@@ -119,6 +122,7 @@ impl Vectors {
                 dirty: AtomicBool::new(false),
                 touched: Mutex::new(None),
                 saved: Mutex::new(None),
+                closed: AtomicBool::new(false),
             };
         };
         status.model = Some(model_dir.display().to_string());
@@ -166,6 +170,7 @@ impl Vectors {
             dirty: AtomicBool::new(false),
             touched: Mutex::new(None),
             saved: Mutex::new(None),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -243,12 +248,18 @@ impl Vectors {
             .par_iter()
             .map(|(note, stamp)| {
                 progress.inc(1);
+                if self.closed.load(Ordering::Relaxed) {
+                    return (note.key(), None);
+                }
                 let entry = embed_note(model, note)
                     .map(|vectors| Entry::quantize(stamp.clone(), &vectors, model.dim()));
                 (note.key(), entry)
             })
             .collect();
         progress.finish();
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
         let (mut n, mut removed, mut failed) = (0, 0, 0);
         let changed = {
             let mut store = self.store.write();
@@ -354,6 +365,14 @@ impl Vectors {
         }
     }
 
+    /// No more writes to the state directory (the index was shut down; a purge may
+    /// remove it next): waits for a save under way, and a start-up sync still embedding
+    /// stops without saving.
+    pub(super) fn close(&self) {
+        let _saving = self.saved.lock();
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
     /// Write the vectors to the state directory if they changed since the last write:
     /// `now` at the end of the start-up sync and at shutdown, else (an index flush) only
     /// if the last write is [`SAVE_EVERY`] old. Vectors lost to a crash are derived
@@ -363,6 +382,9 @@ impl Vectors {
             return;
         }
         let mut saved = self.saved.lock();
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
         if !now && saved.is_some_and(|at| at.elapsed() < SAVE_EVERY) {
             return;
         }
