@@ -541,3 +541,39 @@ async fn a_purge_removes_the_note_vectors() {
         "the note vectors outlive a purge"
     );
 }
+
+/// `notevault reindex` with a model leaves every note's vectors stored: the next start
+/// reuses them all.
+#[tokio::test]
+async fn reindex_with_a_model_stores_every_notes_vectors() {
+    let (dir, vault, state) = temp_vault(None);
+    write_vault(&vault);
+    let model = dir.path().join("model-a");
+    model_a(&model);
+    let out = std::process::Command::new(common::BIN)
+        .args(["reindex", "--state-dir"])
+        .arg(&state)
+        .arg(&vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .env("NOTEVAULT_EMBED_MODEL", &model)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = spawn(
+        &vault,
+        &state,
+        &[("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap())],
+    );
+    let st = settled(&d.base).await;
+    let e = &st["embeddings"];
+    assert_eq!(
+        (e["loaded"].as_u64(), e["computed"].as_u64()),
+        (Some(4), Some(0)),
+        "{st}"
+    );
+    stop(d);
+}

@@ -529,16 +529,32 @@ pub(super) fn lock_index(state_dir: &Path, wait: bool) -> anyhow::Result<std::fs
     }
 }
 
-/// Run the start-up vector sync on its own thread (nothing to do without a model).
+/// Run the start-up vector sync on its own thread, with its own pool of all cores but one
+/// (nothing to do without a model): rayon's global pool serves grep, history commits and
+/// the verify, which must not wait behind a minute of embedding.
 fn spawn_vector_sync(vectors: &Arc<super::embed::Vectors>, notes: Vec<Arc<Note>>) {
     if !vectors.ready() {
         return;
     }
-    let vectors = vectors.clone();
-    let spawned = std::thread::Builder::new()
+    let threads =
+        std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("embed-{i}"))
+        .build();
+    let run = {
+        let vectors = vectors.clone();
+        move || match pool {
+            Ok(pool) => pool.install(|| vectors.sync(&notes)),
+            Err(_) => vectors.sync(&notes),
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
         .name("embed-sync".into())
-        .spawn(move || vectors.sync(&notes));
-    if let Err(e) = spawned {
+        .spawn(run)
+    {
+        // The closure (and its notes) is gone: nothing syncs; say so.
         tracing::error!(error = %e, "cannot start the note vectors' sync");
+        vectors.abandon_sync(&e.to_string());
     }
 }

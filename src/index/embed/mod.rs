@@ -3,11 +3,13 @@
 //! searched by cosine similarity beside BM25; the two ranked lists are fused by
 //! reciprocal rank fusion (`fuse.rs`).
 //!
-//! The index writer thread (`writer.rs`) is the one pipeline that feeds it: the start-up
-//! sync embeds the notes whose vectors are missing or stale (by stamp: content hash and
-//! path) and drops the rest; each recorded change embeds or drops its note once the
-//! lexical index has it; vectors go to disk when the index flushes, after the sync and at
-//! shutdown (`store.rs`: one file per model fingerprint, written atomically).
+//! The index writer thread (`writer.rs`) is the one pipeline that feeds it: once the
+//! lexical start-up sync is published, the vector sync embeds the notes whose vectors are
+//! missing or stale (by stamp: content hash and path) and drops the rest, on its own
+//! thread and pool while changes go on; each recorded change embeds or drops its note
+//! once the lexical index has it; vectors go to disk after the sync, at an index flush at
+//! most every 30 s, and at shutdown (`store.rs`: one file per model fingerprint, written
+//! atomically), never after the index is shut down.
 //!
 //! A note is cut into chunks at its headings (the title before each chunk); its score for
 //! a query is that of its best chunk.
@@ -207,6 +209,14 @@ impl Vectors {
         }
     }
 
+    /// The start-up sync could not run (`why`): the vectors stay as loaded.
+    pub(super) fn abandon_sync(&self, why: &str) {
+        self.touched.lock().take();
+        let mut st = self.status.lock();
+        st.syncing = false;
+        st.last_error = Some(format!("the note vectors' sync could not start: {why}"));
+    }
+
     /// A change embedded or dropped `key`: a running start-up sync must not undo it.
     fn touch(&self, key: u64) {
         if let Some(touched) = self.touched.lock().as_mut() {
@@ -220,6 +230,15 @@ impl Vectors {
     /// embedded meanwhile: a note a change embedded or dropped since [`Vectors::begin_sync`]
     /// is newer than these notes, and left as the change made it.
     pub(super) fn sync(&self, notes: &[Arc<Note>]) {
+        // However it ends (a panic too): no longer syncing, no more changes to track.
+        struct Done<'a>(&'a Vectors);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.touched.lock().take();
+                self.0.status.lock().syncing = false;
+            }
+        }
+        let _done = Done(self);
         let Some(model) = &self.model else {
             return;
         };
@@ -416,8 +435,8 @@ impl Vectors {
         let Some(model) = &self.model else {
             return Err(self.unavailable().unwrap_or_default());
         };
-        let q = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.embed(query)))
-            .map_err(|_| "the embedding model failed on the query's text".to_string())?
+        let q = quietly(|| model.embed(query))
+            .ok_or_else(|| "the embedding model failed on the query's text".to_string())?
             .map(|mut v| {
                 model::normalize(&mut v);
                 v
@@ -488,6 +507,35 @@ pub fn dot_bytes(a: &[i8], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + rest
 }
 
+thread_local! {
+    /// This thread is running the tokenizer or the model on a note's or a query's text.
+    static EMBEDDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` (the tokenizer and the model, third-party code, on any text) and catch a panic
+/// without its message reaching the log: a panic's message may quote the text (a str
+/// slice out of bounds does). The process's panic hook is wrapped once to stay quiet on
+/// a thread inside this call.
+fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if EMBEDDING.with(std::cell::Cell::get) {
+                tracing::error!(
+                    "the embedding model or its tokenizer panicked on a text (not logged)"
+                );
+            } else {
+                previous(info);
+            }
+        }));
+    });
+    EMBEDDING.with(|e| e.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    EMBEDDING.with(|e| e.set(false));
+    result
+}
+
 /// A note's vectors: one unit-length vector per chunk with a known token (`chunks × dim`).
 /// `None` when the tokenizer panicked on the note's text (third-party code on any text
 /// a vault holds): the note has no vectors, and the writer thread goes on.
@@ -503,7 +551,7 @@ fn embed_note(model: &Model, note: &Note) -> Option<Vec<f32>> {
         }
         out
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(embed)).ok()
+    quietly(embed)
 }
 
 /// A note cut at its headings (outside fenced code): each chunk is the title, then the

@@ -78,8 +78,8 @@ struct Body {
     entries: Vec<(u64, Entry)>,
 }
 
-/// [`Body`] as written: the entries by reference (the same bytes; no copy of every
-/// vector for a save).
+/// [`Body`] as written: the entries by reference (the same bytes; no clone of every
+/// entry before the encoding, which is itself one copy).
 #[derive(Serialize)]
 struct BodyRef<'a> {
     format: u32,
