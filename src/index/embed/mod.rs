@@ -410,7 +410,10 @@ impl Vectors {
         if !self.dirty.swap(false, Ordering::SeqCst) {
             return;
         }
-        let result = self.store.read().save(&self.dir);
+        // Encoded under the store's lock, written without it: changes and searches do
+        // not wait for the disk (`saved` keeps saves one at a time).
+        let encoded = self.store.read().encode();
+        let result = encoded.and_then(|e| e.write(&self.dir));
         *saved = Some(std::time::Instant::now());
         if let Err(e) = result {
             self.dirty.store(true, Ordering::SeqCst);
@@ -421,10 +424,11 @@ impl Vectors {
 
     /// The notes nearest to `query`, at most `depth`, best first, among those `allowed`
     /// (by key: the filter) and whose stored vectors `current` says are of the catalog's
-    /// version (by key and stamp; asked of the best notes only, in order, as a stale
-    /// vector is rare: the writer replaces it before `indexed_seq` moves). `covered`
-    /// counts every note with vectors, filter or not, as `coverage.searched` counts the
-    /// vault. `Err` says why the retriever did not run.
+    /// version (by key and stamp; asked of the best notes in order until `depth` are
+    /// found: a stale vector is rare outside the start-up sync, as the writer replaces it
+    /// before `indexed_seq` moves). `covered` counts every note with vectors, filter or
+    /// not, as `coverage.searched` counts the vault, less the stale ones found. `Err`
+    /// says why the retriever did not run.
     pub fn nearest(
         &self,
         query: &str,
@@ -460,18 +464,26 @@ impl Vectors {
             }
         }
         let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        // The best few, in order, then checked: room for some stale ones.
-        let keep = depth + 64;
-        if scored.len() > keep {
-            scored.select_nth_unstable_by(keep, order);
-            scored.truncate(keep);
+        // The best few in order, then checked: room for some stale ones. When more were
+        // stale (a start-up sync under way after a folder was renamed), the rest is
+        // ordered too and the check goes on.
+        let mut sorted = (depth + 64).min(scored.len());
+        if scored.len() > sorted {
+            scored.select_nth_unstable_by(sorted, order);
         }
-        scored.sort_unstable_by(order);
+        scored[..sorted].sort_unstable_by(order);
         let mut hits = Vec::with_capacity(depth.min(scored.len()));
-        for (key, sim) in scored {
-            if hits.len() == depth {
-                break;
+        let mut next = 0;
+        while hits.len() < depth {
+            if next == sorted {
+                if sorted == scored.len() {
+                    break;
+                }
+                scored[sorted..].sort_unstable_by(order);
+                sorted = scored.len();
             }
+            let (key, sim) = scored[next];
+            next += 1;
             let stamp = &store.notes[&key].stamp;
             if current(key, stamp) {
                 hits.push((key, sim));
@@ -660,6 +672,61 @@ mod tests {
         // A zero chunk stays zero.
         let zero = Entry::quantize(String::new(), &[0.0; 4], 4);
         assert_eq!((zero.vectors, zero.scales), (vec![0; 4], vec![1.0]));
+    }
+
+    /// A model of one known word, `car`, whose vector is the first axis.
+    fn car_model(dir: &Path) {
+        let tokenizer = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "car": 1}, "unk_token": "[UNK]"}
+        });
+        #[allow(clippy::disallowed_methods, reason = "a test's model folder")]
+        {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+            let rows: Vec<u8> = [0f32, 0., 0., 0., 1., 0., 0., 0.]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect();
+            let view =
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2, 4], &rows)
+                    .unwrap();
+            let file = safetensors::tensor::serialize([("embeddings", view)], None).unwrap();
+            std::fs::write(dir.join("model.safetensors"), file).unwrap();
+            std::fs::write(dir.join("config.json"), r#"{"normalize": true}"#).unwrap();
+        }
+    }
+
+    #[test]
+    fn nearest_looks_past_many_stale_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        car_model(&dir.path().join("model"));
+        let v = Vectors::open(&dir.path().join("state"), Some(&dir.path().join("model")));
+        assert!(v.ready(), "{:?}", v.status());
+        {
+            let mut store = v.store.write();
+            for key in 0..200u64 {
+                let entry =
+                    Entry::quantize(format!("blake3:{key} n{key}.md"), &[1., 0., 0., 0.], 4);
+                store.notes.insert(key, entry);
+            }
+        }
+        // The 150 best (equal, by key) are stale: the next ones are found all the same.
+        let near = v.nearest("car", |_| true, |key, _| key >= 150, 10).unwrap();
+        let keys: Vec<u64> = near.hits.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, (150..160).collect::<Vec<_>>());
+        assert_eq!(near.covered, 50);
+        // The filter narrows what is returned, not what is covered.
+        let near = v
+            .nearest("car", |key| key % 2 == 0, |_, _| true, 3)
+            .unwrap();
+        assert_eq!(
+            near.hits.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            [0, 2, 4]
+        );
+        assert_eq!(near.covered, 200);
     }
 
     #[test]

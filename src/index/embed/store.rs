@@ -146,12 +146,13 @@ impl Store {
 
     /// Write the store in `dir` atomically (temp file, fsync, rename, folder fsync), then
     /// remove the files of other models.
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the note vectors are a derived file of the state directory"
-    )]
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
+        self.encode()?.write(dir)
+    }
+
+    /// The file's bytes, to be written by [`Encoded::write`] (the caller may let go of
+    /// the store's lock in between: the disk is slow, the encoding is not).
+    pub fn encode(&self) -> std::io::Result<Encoded> {
         let mut entries: Vec<(u64, &Entry)> = self.notes.iter().map(|(k, e)| (*k, e)).collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
         let body = postcard::to_stdvec(&BodyRef {
@@ -161,13 +162,35 @@ impl Store {
             entries,
         })
         .map_err(std::io::Error::other)?;
+        Ok(Encoded {
+            fingerprint: self.fingerprint.clone(),
+            body,
+        })
+    }
+}
+
+/// A store's file, encoded.
+pub struct Encoded {
+    fingerprint: String,
+    body: Vec<u8>,
+}
+
+impl Encoded {
+    /// See [`Store::save`].
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the note vectors are a derived file of the state directory"
+    )]
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let body = &self.body;
         let path = file_of(dir, &self.fingerprint);
         let temp = dir.join(format!("{}{SUFFIX}.tmp", self.fingerprint));
         let written = (|| {
             let mut file = std::fs::File::create(&temp)?;
             file.write_all(MAGIC)?;
-            file.write_all(&body)?;
-            file.write_all(blake3::hash(&body).as_bytes())?;
+            file.write_all(body)?;
+            file.write_all(blake3::hash(body).as_bytes())?;
             file.sync_all()?;
             drop(file);
             std::fs::rename(&temp, &path)?;
