@@ -65,6 +65,15 @@ fn write_model(dir: &Path, groups: &[(&[&str], [f32; 4])], dtype: Dtype, hidden_
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
 }
 
+/// The daemon on `vault` with the model in `model` (`NOTEVAULT_EMBED_MODEL`).
+fn spawn_with_model(vault: &Path, state: &Path, model: &Path) -> Daemon {
+    spawn(
+        vault,
+        state,
+        &[("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap())],
+    )
+}
+
 fn model_a(dir: &Path) {
     write_model(
         dir,
@@ -348,11 +357,7 @@ async fn hybrid_finds_synonyms_follows_edits_reuses_vectors_and_keeps_private_no
         Dtype::F16,
         4,
     );
-    let d = spawn(
-        &vault,
-        &state,
-        &[("NOTEVAULT_EMBED_MODEL", other.to_str().unwrap())],
-    );
+    let d = spawn_with_model(&vault, &state, &other);
     let st = settled(&d.base).await;
     let e = &st["embeddings"];
     assert_eq!(
@@ -398,11 +403,7 @@ async fn a_broken_model_leaves_search_lexical_and_says_why() {
         (&dims, "hidden_dim 8"),
         (&nowhere, "not usable"),
     ] {
-        let d = spawn(
-            &vault,
-            &state,
-            &[("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap())],
-        );
+        let d = spawn_with_model(&vault, &state, model);
         let st = settled(&d.base).await;
         let e = &st["embeddings"];
         assert_eq!(e["state"], "failed", "{st}");
@@ -479,11 +480,7 @@ async fn a_note_both_retrievers_match_is_counted_once_past_the_fused_depth() {
     }
     let model = dir.path().join("model-a");
     model_a(&model);
-    let d = spawn(
-        &vault,
-        &state,
-        &[("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap())],
-    );
+    let d = spawn_with_model(&vault, &state, &model);
     settled(&d.base).await;
     let lexical = ok(&d.base, "/v1/search?q=car&page_size=1").await;
     assert_eq!(lexical["coverage"]["notes_matched"], 1_060, "{lexical}");
@@ -563,11 +560,7 @@ async fn reindex_with_a_model_stores_every_notes_vectors() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let d = spawn(
-        &vault,
-        &state,
-        &[("NOTEVAULT_EMBED_MODEL", model.to_str().unwrap())],
-    );
+    let d = spawn_with_model(&vault, &state, &model);
     let st = settled(&d.base).await;
     let e = &st["embeddings"];
     assert_eq!(

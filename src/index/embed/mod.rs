@@ -211,10 +211,15 @@ impl Vectors {
 
     /// The start-up sync could not run (`why`): the vectors stay as loaded.
     pub(super) fn abandon_sync(&self, why: &str) {
+        self.end_sync();
+        self.status.lock().last_error =
+            Some(format!("the note vectors' sync could not start: {why}"));
+    }
+
+    /// No start-up sync under way any more: nothing to track, not syncing.
+    fn end_sync(&self) {
         self.touched.lock().take();
-        let mut st = self.status.lock();
-        st.syncing = false;
-        st.last_error = Some(format!("the note vectors' sync could not start: {why}"));
+        self.status.lock().syncing = false;
     }
 
     /// A change embedded or dropped `key`: a running start-up sync must not undo it.
@@ -234,8 +239,7 @@ impl Vectors {
         struct Done<'a>(&'a Vectors);
         impl Drop for Done<'_> {
             fn drop(&mut self) {
-                self.0.touched.lock().take();
-                self.0.status.lock().syncing = false;
+                self.0.end_sync();
             }
         }
         let _done = Done(self);
