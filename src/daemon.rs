@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
+use rayon::prelude::*;
 
 use crate::config::Config;
 use crate::history::{Change, History};
@@ -332,75 +333,44 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
         );
     }
     let files = record::files::changes(state, found_files, &gone_files);
-    let mut by_path: HashMap<String, Observed> = found
-        .observed
-        .into_iter()
-        .map(|o| (o.rel.clone(), o))
+    // Rebuild the catalog as stored; what differs goes through reconcile. Each stored
+    // row meets its file's observation in one merge of the two lists in path order, and
+    // the notes are built in parallel.
+    let mut stored = stored;
+    let mut observed = found.observed;
+    rayon::join(
+        || stored.par_sort_unstable_by(|a, b| a.path.cmp(&b.path)),
+        || observed.par_sort_unstable_by(|a, b| a.rel.cmp(&b.rel)),
+    );
+    let (pairs, unknown) = pair_by_path(stored, observed);
+    let rebuilt: Vec<Rebuilt> = pairs
+        .into_par_iter()
+        .map(|(row, found_now)| rebuild(state, row, found_now, &recalled))
         .collect();
-    // Rebuild the catalog as stored; what differs goes through reconcile.
     let mut removed = Vec::new();
     let mut changed = Vec::new();
     let mut excluded = found.excluded;
+    let mut notes = Vec::with_capacity(rebuilt.len());
+    for r in rebuilt {
+        if r.reread {
+            recalled.remove(&r.note.path);
+        }
+        notes.push(r.note);
+        changed.extend(r.changed.map(|b| *b));
+        removed.extend(r.removed);
+        excluded.extend(r.excluded);
+    }
+    // Files the store has never seen (one recalled from the cache is read now).
+    for obs in unknown {
+        let obs = if recalled.remove(&obs.rel) {
+            reread(state, &obs.rel, &mut excluded)
+        } else {
+            Some(obs)
+        };
+        changed.extend(obs);
+    }
     {
         let mut catalog = state.catalog.write();
-        let mut notes = Vec::with_capacity(stored.len());
-        for row in stored {
-            let created = parse_time(&row.created_at);
-            let observed_at = parse_time(&row.observed_at);
-            let mut found_now = by_path.remove(&row.path);
-            if found_now
-                .as_ref()
-                .is_some_and(|o| o.content_hash != row.content_hash && recalled.contains(&o.rel))
-            {
-                // Recalled from the cache with a hash the store does not hold: what is
-                // built or recorded from this file is read now.
-                recalled.remove(&row.path);
-                found_now = reread(state, &row.path, &mut excluded);
-            }
-            let obs = match found_now {
-                Some(obs) if obs.content_hash == row.content_hash => obs,
-                Some(obs) => {
-                    // Changed while stopped: the stored version goes in, reconcile
-                    // records the new one.
-                    let stale = Observed {
-                        content_hash: row.content_hash.clone(),
-                        stamp: None,
-                        ..obs.clone()
-                    };
-                    changed.push(obs);
-                    stale
-                }
-                None => {
-                    removed.push(row.path.clone());
-                    Observed {
-                        rel: row.path.clone(),
-                        size: 0,
-                        mtime: std::time::SystemTime::UNIX_EPOCH,
-                        created: std::time::SystemTime::UNIX_EPOCH,
-                        content_hash: row.content_hash.clone(),
-                        facts: Default::default(),
-                        content: None,
-                        stamp: None,
-                    }
-                }
-            };
-            notes.push(note_from(
-                obs,
-                row.note_id,
-                row.version_id,
-                created,
-                observed_at,
-            ));
-        }
-        // Files the store has never seen (one recalled from the cache is read now).
-        for (rel, obs) in by_path {
-            let obs = if recalled.remove(&rel) {
-                reread(state, &rel, &mut excluded)
-            } else {
-                Some(obs)
-            };
-            changed.extend(obs);
-        }
         catalog.insert_all(notes);
         catalog.excluded = excluded;
     }
@@ -493,6 +463,106 @@ fn settle_gap(
             }
         }
         None => tracing::warn!("the commit of the vault as found failed; it is retried"),
+    }
+}
+
+/// A stored note as the start rebuilds it: its catalog entry (the stored version), and
+/// what reconcile is to record of it.
+struct Rebuilt {
+    note: Arc<Note>,
+    /// The file now holds another version.
+    changed: Option<Box<Observed>>,
+    /// The file is gone (its path).
+    removed: Option<String>,
+    /// The file could not be read again.
+    excluded: Option<Excluded>,
+    /// It was recalled from the scan cache and has now been read.
+    reread: bool,
+}
+
+/// Pair each stored row with the observation of its path (both sorted by path); the
+/// observations no row names come back apart.
+fn pair_by_path(
+    rows: Vec<crate::meta::NoteRow>,
+    observed: Vec<Observed>,
+) -> (Vec<(crate::meta::NoteRow, Option<Observed>)>, Vec<Observed>) {
+    let mut pairs = Vec::with_capacity(rows.len());
+    let mut unknown = Vec::new();
+    let mut observed = observed.into_iter().peekable();
+    for row in rows {
+        while observed
+            .peek()
+            .is_some_and(|o| o.rel.as_str() < row.path.as_str())
+        {
+            unknown.extend(observed.next());
+        }
+        let found = observed.next_if(|o| o.rel == row.path);
+        pairs.push((row, found));
+    }
+    unknown.extend(observed);
+    (pairs, unknown)
+}
+
+/// The catalog entry of a stored row, given what the scan found at its path.
+fn rebuild(
+    state: &State,
+    row: crate::meta::NoteRow,
+    mut found_now: Option<Observed>,
+    recalled: &std::collections::HashSet<String>,
+) -> Rebuilt {
+    let created = parse_time(&row.created_at);
+    let observed_at = parse_time(&row.observed_at);
+    let mut excluded = Vec::new();
+    let mut reread_now = false;
+    if found_now
+        .as_ref()
+        .is_some_and(|o| o.content_hash != row.content_hash && recalled.contains(&o.rel))
+    {
+        // Recalled from the cache with a hash the store does not hold: what is built
+        // or recorded from this file is read now.
+        reread_now = true;
+        found_now = reread(state, &row.path, &mut excluded);
+    }
+    let (mut changed, mut removed) = (None, None);
+    let obs = match found_now {
+        Some(obs) if obs.content_hash == row.content_hash => obs,
+        Some(obs) => {
+            // Changed while stopped: the stored version goes in, reconcile records the
+            // new one.
+            let stale = Observed {
+                content_hash: row.content_hash.clone(),
+                stamp: None,
+                ..obs.clone()
+            };
+            changed = Some(Box::new(obs));
+            stale
+        }
+        None => {
+            removed = Some(row.path.clone());
+            Observed {
+                rel: row.path.clone(),
+                size: 0,
+                mtime: std::time::SystemTime::UNIX_EPOCH,
+                created: std::time::SystemTime::UNIX_EPOCH,
+                content_hash: row.content_hash.clone(),
+                facts: Default::default(),
+                content: None,
+                stamp: None,
+            }
+        }
+    };
+    Rebuilt {
+        note: Arc::new(note_from(
+            obs,
+            row.note_id,
+            row.version_id,
+            created,
+            observed_at,
+        )),
+        changed,
+        removed,
+        excluded: excluded.pop(),
+        reread: reread_now,
     }
 }
 

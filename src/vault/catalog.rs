@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use rayon::prelude::*;
 use serde_norway::Mapping;
 
 use crate::vault::graph::LinkTables;
@@ -163,35 +164,58 @@ impl Catalog {
     }
 
     /// Insert `notes`, as [`insert`](Self::insert) would one by one; into an empty catalog
-    /// (the start) the slug table is built in one pass from the sorted notes.
-    pub fn insert_all(&mut self, notes: Vec<Note>) {
-        if !self.by_slug.is_empty() {
-            notes.into_iter().for_each(|n| self.insert(n));
-            return;
-        }
-        let mut notes: Vec<Arc<Note>> = notes.into_iter().map(Arc::new).collect();
-        notes.sort_by(|a, b| a.slug.cmp(&b.slug));
-        let unique_slugs = notes.windows(2).all(|w| w[0].slug != w[1].slug);
-        let ids: std::collections::HashSet<&str> =
-            notes.iter().map(|n| n.note_id.as_str()).collect();
-        if !unique_slugs || ids.len() != notes.len() {
-            // Two notes under one slug or one id: the later one wins, as with `insert`.
-            drop(ids);
+    /// (the start) the tables are built side by side from the notes sorted by slug.
+    pub fn insert_all(&mut self, mut notes: Vec<Arc<Note>>) {
+        let one_by_one = |catalog: &mut Catalog, notes: Vec<Arc<Note>>| {
             notes
                 .into_iter()
-                .for_each(|n| self.insert(Arc::unwrap_or_clone(n)));
-            return;
+                .for_each(|n| catalog.insert(Arc::unwrap_or_clone(n)))
+        };
+        if !self.by_slug.is_empty() {
+            return one_by_one(self, notes);
         }
-        drop(ids);
-        self.by_id.reserve(notes.len());
-        self.by_key.reserve(notes.len());
-        self.links.add_all(&notes);
-        for note in &notes {
-            self.file_tags(note);
-            self.by_key.insert(note.key(), note.clone());
-            self.by_id.insert(note.note_id.clone(), note.clone());
+        notes.par_sort_by(|a, b| a.slug.cmp(&b.slug));
+        if notes.windows(2).any(|w| w[0].slug == w[1].slug) {
+            // Two notes under one slug: the later one wins, as with `insert`.
+            return one_by_one(self, notes);
         }
-        self.by_slug = notes.into_iter().map(|n| (n.slug.clone(), n)).collect();
+        let Catalog {
+            by_slug,
+            by_id,
+            by_key,
+            links,
+            by_tag,
+            ..
+        } = self;
+        rayon::join(
+            || {
+                rayon::join(
+                    || links.add_all(&notes),
+                    || notes.iter().for_each(|n| file_tags(by_tag, n)),
+                )
+            },
+            || {
+                rayon::join(
+                    || {
+                        by_key.reserve(notes.len());
+                        by_key.extend(notes.iter().map(|n| (n.key(), n.clone())));
+                    },
+                    || {
+                        by_id.reserve(notes.len());
+                        by_id.extend(notes.iter().map(|n| (n.note_id.clone(), n.clone())));
+                        *by_slug = notes.iter().map(|n| (n.slug.clone(), n.clone())).collect();
+                    },
+                )
+            },
+        );
+        if self.by_id.len() != notes.len() {
+            // Two notes with one id: the later one wins, as with `insert`.
+            *self = Catalog {
+                excluded: std::mem::take(&mut self.excluded),
+                ..Catalog::default()
+            };
+            one_by_one(self, notes);
+        }
     }
 
     /// The note `observed` names, rebuilt from that observation (bytes, facts, stamp;
@@ -230,16 +254,7 @@ impl Catalog {
     /// Enter a note into the derived tables (links, tags).
     fn file(&mut self, note: &Arc<Note>) {
         self.links.add(note);
-        self.file_tags(note);
-    }
-
-    fn file_tags(&mut self, note: &Note) {
-        for tag in &note.tags {
-            self.by_tag
-                .entry(tag.clone())
-                .or_default()
-                .insert(note.slug.clone());
-        }
+        file_tags(&mut self.by_tag, note);
     }
 
     /// Take a note that left `by_slug` out of the derived tables.
@@ -305,6 +320,16 @@ impl Catalog {
     }
 }
 
+/// File `note` under each of its tags.
+fn file_tags(by_tag: &mut BTreeMap<String, BTreeSet<String>>, note: &Note) {
+    for tag in &note.tags {
+        by_tag
+            .entry(tag.clone())
+            .or_default()
+            .insert(note.slug.clone());
+    }
+}
+
 /// Build the catalog entry of an observed file.
 pub fn note_from(
     observed: crate::vault::scan::Observed,
@@ -349,5 +374,142 @@ pub fn note_from(
         stamp: observed.stamp,
         path: observed.rel,
         slug,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::links::RawLink;
+    use crate::vault::markdown::NoteFacts;
+    use crate::vault::scan::Observed;
+
+    fn note(rel: &str, id: &str, tags: &[&str], aliases: &[&str], links: &[(&str, bool)]) -> Note {
+        let observed = Observed {
+            rel: rel.into(),
+            size: 1,
+            mtime: std::time::SystemTime::UNIX_EPOCH,
+            created: std::time::SystemTime::UNIX_EPOCH,
+            content_hash: format!("hash-{id}"),
+            facts: NoteFacts {
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+                aliases: aliases.iter().map(|a| a.to_string()).collect(),
+                links: links
+                    .iter()
+                    .map(|(target, markdown)| RawLink {
+                        target: target.to_string(),
+                        line: 1,
+                        markdown: *markdown,
+                        embed: false,
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            content: None,
+            stamp: None,
+        };
+        note_from(
+            observed,
+            id.into(),
+            format!("v-{id}"),
+            Utc::now(),
+            Utc::now(),
+        )
+    }
+
+    /// What a reader of the catalog can see of it, in a comparable form.
+    fn view(c: &Catalog) -> Vec<String> {
+        let mut out: Vec<String> = c
+            .iter()
+            .map(|n| format!("slug {} {}", n.slug, n.note_id))
+            .collect();
+        for n in c.iter() {
+            out.push(format!(
+                "id {} {:?}",
+                n.note_id,
+                c.get_by_id(&n.note_id).map(|m| &m.slug)
+            ));
+            out.push(format!("key {:?}", c.get_by_key(n.key()).map(|m| &m.slug)));
+        }
+        out.extend(
+            c.tag_table()
+                .iter()
+                .map(|(t, slugs)| format!("tag {t} {slugs:?}")),
+        );
+        out.extend(
+            c.link_tables()
+                .entries()
+                .into_iter()
+                .map(|e| format!("{e:?}")),
+        );
+        out
+    }
+
+    fn same(a: Vec<String>, b: Vec<String>) {
+        let first = a.iter().zip(&b).find(|(x, y)| x != y);
+        assert!(first.is_none(), "first difference: {first:?}");
+        assert_eq!(a.len(), b.len());
+    }
+
+    fn sample() -> Vec<Note> {
+        let mut notes = Vec::new();
+        for i in 0..300 {
+            let folder = ["a", "b/c", "B/c", "d"][i % 4];
+            let name = ["readme", "Plan", "plan", "x y"][i % 4 / 2 + i % 3 % 2];
+            notes.push(note(
+                &format!("{folder}/{name} {i}.md"),
+                &format!("id{i}"),
+                &[["work", "home", "work/deep"][i % 3]],
+                if i % 5 == 0 {
+                    &["Alias One", "other"]
+                } else {
+                    &[]
+                },
+                &[
+                    ("readme 4", false),
+                    ("../c/Plan 1.md", true),
+                    ("nowhere", false),
+                ],
+            ));
+        }
+        notes.push(note(
+            "readme.md",
+            "top",
+            &[],
+            &["README"],
+            &[("a/readme 0", false)],
+        ));
+        notes.push(note("README.md", "top-upper", &[], &[], &[]));
+        notes
+    }
+
+    #[test]
+    fn insert_all_files_notes_as_insert_does() {
+        let mut one_by_one = Catalog::default();
+        sample().into_iter().for_each(|n| one_by_one.insert(n));
+        let mut all = Catalog::default();
+        let mut shuffled: Vec<Arc<Note>> = sample().into_iter().map(Arc::new).collect();
+        shuffled.reverse();
+        all.insert_all(shuffled);
+        assert_eq!(all.len(), 302);
+        same(view(&all), view(&one_by_one));
+    }
+
+    #[test]
+    fn insert_all_of_one_id_twice_keeps_the_later_note_as_insert_does() {
+        let twice = || {
+            vec![
+                note("a.md", "same", &["t"], &[], &[]),
+                note("b.md", "same", &["u"], &[], &[]),
+                note("c.md", "other", &[], &[], &[]),
+            ]
+        };
+        let mut one_by_one = Catalog::default();
+        twice().into_iter().for_each(|n| one_by_one.insert(n));
+        let mut all = Catalog::default();
+        all.insert_all(twice().into_iter().map(Arc::new).collect());
+        same(view(&all), view(&one_by_one));
+        assert_eq!(all.get_by_id("same").map(|n| n.slug.as_str()), Some("b"));
+        assert_eq!(all.len(), 2);
     }
 }

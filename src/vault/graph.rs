@@ -69,6 +69,19 @@ fn link_key(from: &Note, link: &RawLink) -> Option<String> {
     Some(name_of(&target).to_string())
 }
 
+/// The lower-case aliases a note is filed under.
+fn alias_keys(note: &Note) -> impl Iterator<Item = String> + '_ {
+    note.aliases.iter().map(|a| a.to_lowercase())
+}
+
+/// The link keys of a note's links, each once.
+fn link_keys(note: &Note) -> HashSet<String> {
+    note.links
+        .iter()
+        .filter_map(|l| link_key(note, l))
+        .collect()
+}
+
 /// File `note` under `key`. The catalog unfiles a note before it files another of the
 /// same slug (`Catalog::insert`), so no list holds a slug twice and nothing is searched
 /// here: a name shared by many notes (`readme`, a command page in forty languages) would
@@ -97,13 +110,7 @@ impl LinkTables {
     fn keys(note: &Note) -> (String, String, Vec<String>, HashSet<String>) {
         let lower = note.slug.to_lowercase();
         let name = name_of(&lower).to_string();
-        let aliases = note.aliases.iter().map(|a| a.to_lowercase()).collect();
-        let links = note
-            .links
-            .iter()
-            .filter_map(|l| link_key(note, l))
-            .collect();
-        (lower, name, aliases, links)
+        (lower, name, alias_keys(note).collect(), link_keys(note))
     }
 
     /// File a note the catalog now holds (no other note with its slug is filed).
@@ -111,14 +118,44 @@ impl LinkTables {
         self.file_under(note, Self::keys(note));
     }
 
-    /// File many notes the catalog now holds (none of them filed yet): their keys are
-    /// worked out in parallel.
+    /// File many notes the catalog now holds (none of them filed yet): the four tables
+    /// are built side by side, the link keys worked out in parallel.
     pub(crate) fn add_all(&mut self, notes: &[Arc<Note>]) {
         use rayon::prelude::*;
-        let keys: Vec<_> = notes.par_iter().map(|n| Self::keys(n)).collect();
-        for (note, keys) in notes.iter().zip(keys) {
-            self.file_under(note, keys);
-        }
+        let LinkTables {
+            by_lower,
+            by_name,
+            by_alias,
+            linking,
+        } = self;
+        rayon::join(
+            || {
+                rayon::join(
+                    || {
+                        for note in notes {
+                            let lower = note.slug.to_lowercase();
+                            file(by_name, name_of(&lower).to_string(), note);
+                            file(by_lower, lower, note);
+                        }
+                    },
+                    || {
+                        for note in notes {
+                            for alias in alias_keys(note) {
+                                file(by_alias, alias, note);
+                            }
+                        }
+                    },
+                )
+            },
+            || {
+                let keys: Vec<HashSet<String>> = notes.par_iter().map(|n| link_keys(n)).collect();
+                for (note, keys) in notes.iter().zip(keys) {
+                    for key in keys {
+                        file(linking, key, note);
+                    }
+                }
+            },
+        );
     }
 
     fn file_under(
@@ -161,6 +198,32 @@ impl LinkTables {
             .get(lower)?
             .iter()
             .max_by(|a, b| a.slug.cmp(&b.slug))
+    }
+}
+
+#[cfg(test)]
+impl LinkTables {
+    /// Every table's entries (table, key, the slugs filed under it), sorted: what a
+    /// look-up can see (resolution never depends on the order of a key's notes).
+    pub(crate) fn entries(&self) -> Vec<(&'static str, String, Vec<String>)> {
+        let tables = [
+            ("by_lower", &self.by_lower),
+            ("by_name", &self.by_name),
+            ("by_alias", &self.by_alias),
+            ("linking", &self.linking),
+        ];
+        let mut out: Vec<_> = tables
+            .into_iter()
+            .flat_map(|(name, table)| {
+                table.iter().map(move |(key, notes)| {
+                    let mut slugs: Vec<String> = notes.iter().map(|n| n.slug.clone()).collect();
+                    slugs.sort();
+                    (name, key.clone(), slugs)
+                })
+            })
+            .collect();
+        out.sort();
+        out
     }
 }
 
