@@ -21,6 +21,7 @@ use crate::vault::fsio;
 use crate::vault::path::VaultPaths;
 use crate::vault::scan::{self, Observed};
 use crate::vault::scan_cache::ScanCache;
+use crate::vault::walk::{walk, Want};
 use crate::watch::live::{self, LiveWatcher};
 
 /// A running daemon: its state, and the live watcher once it is up. Dropping it stops
@@ -246,13 +247,17 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     // unread, unless the whole vault is to be recorded (its bytes go into history now)
     // or indexed (a new or rebuilt index: `notevault reindex`).
     let use_cache = !(first_history || behind) && state.index.state().rebuilt.is_none();
-    // Side by side: the walks that list the notes and the attachments, the load of the
-    // scan cache and of the stored notes.
-    let ((notes_listed, (listed, mut file_excluded)), (cache, stored)) = rayon::join(
+    // Side by side: the walk that lists the notes (with a stat of each when the cache is
+    // to be used) and the attachments, the load of the scan cache and of the stored notes.
+    let (mut walked, (cache, stored)) = rayon::join(
         || {
-            rayon::join(
-                || scan::list_note_files(&state.paths),
-                || crate::vault::attachments::list_files(&state.paths),
+            walk(
+                &state.paths,
+                Want {
+                    notes: true,
+                    note_stats: use_cache,
+                    attachments: true,
+                },
             )
         },
         || {
@@ -268,7 +273,9 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     );
     let stored = stored?;
     let listed_at = started.elapsed();
-    let found = scan::scan_with(&state.paths, notes_listed, cache);
+    let listed = std::mem::take(&mut walked.attachments);
+    let mut file_excluded = std::mem::take(&mut walked.attachments_excluded);
+    let found = scan::scan_with(&state.paths, walked, cache);
     let scanned = started.elapsed();
     for temp in &found.leftovers {
         if fsio::remove_leftover(temp).is_ok() {

@@ -116,8 +116,20 @@ pub fn write_paths(paths: &VaultPaths, options: &Options, out: impl Write) -> io
         history: "none",
         skipped: Vec::new(),
     };
-    let (notes, excluded, _leftovers) = crate::vault::scan::list_note_files(paths);
-    let (files, excluded_files) = crate::vault::attachments::list_files(paths);
+    let crate::vault::walk::Walk {
+        notes,
+        excluded,
+        attachments: files,
+        attachments_excluded: excluded_files,
+        ..
+    } = crate::vault::walk::walk(
+        paths,
+        crate::vault::walk::Want {
+            notes: true,
+            attachments: true,
+            ..Default::default()
+        },
+    );
     manifest
         .skipped
         .extend(excluded.into_iter().chain(excluded_files).map(|e| Skipped {

@@ -168,39 +168,14 @@ pub fn observe(root: &Path, rel: &str, known: Option<&Attachment>) -> std::io::R
 /// Walk the vault for attachment files (vault-relative, sorted), without following
 /// symlinked folders; a symlinked file is kept only when it stays inside the vault.
 pub fn list_files(paths: &VaultPaths) -> (Vec<String>, Vec<Excluded>) {
-    let mut files = Vec::new();
-    let mut excluded = Vec::new();
-    let walker = walkdir::WalkDir::new(&paths.root)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| {
-            e.depth() == 0 || !(e.file_type().is_dir() && paths.is_ignored(e.path()))
-        });
-    for entry in walker.filter_map(Result::ok) {
-        if entry.file_type().is_dir() || entry.depth() == 0 {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy();
-        if !is_attachment_name(&name) || paths.is_ignored(entry.path()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(&paths.root) else {
-            continue;
-        };
-        let Some(rel) = rel.to_str().map(|s| s.replace('\\', "/")) else {
-            continue;
-        };
-        if entry.path_is_symlink() && (paths.resolve(&rel).is_err() || !entry.path().is_file()) {
-            excluded.push(Excluded {
-                path: rel,
-                reason: "symlink: it does not end at a file inside the vault".into(),
-            });
-            continue;
-        }
-        files.push(rel);
-    }
-    files.sort();
-    (files, excluded)
+    let walk = crate::vault::walk::walk(
+        paths,
+        crate::vault::walk::Want {
+            attachments: true,
+            ..Default::default()
+        },
+    );
+    (walk.attachments, walk.attachments_excluded)
 }
 
 /// Observe many files in parallel (the first scan), reusing `known` facts by stamp.

@@ -14,6 +14,7 @@ pub mod scan;
 pub mod scan_cache;
 pub mod select;
 pub mod settle;
+pub mod walk;
 
 /// The file type of a private note: `<name>.nvpriv` beside the notes, holding only what
 /// a device encrypted (see the README, "Private notes"). The daemon keeps it as a file

@@ -12,6 +12,7 @@ use crate::vault::catalog::Excluded;
 use crate::vault::markdown::{self, NoteFacts};
 use crate::vault::path::VaultPaths;
 use crate::vault::scan_cache::ScanCache;
+use crate::vault::walk::{walk, Walk, Want};
 
 /// A note file as read from disk.
 #[derive(Debug, Clone)]
@@ -82,71 +83,16 @@ pub struct ScanResult {
 
 pub use super::content_hash;
 
-/// Walk the vault and list the note files (vault-relative), what was left out, and our
-/// own leftover temp files.
-pub fn list_note_files(
-    paths: &VaultPaths,
-) -> (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>) {
-    let mut files = Vec::new();
-    let mut excluded = Vec::new();
-    let mut leftovers = Vec::new();
-    let walker = walkdir::WalkDir::new(&paths.root)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| {
-            e.depth() == 0 || !(e.file_type().is_dir() && paths.is_ignored(e.path()))
-        });
-    for entry in walker {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(err) => {
-                let path = err
-                    .path()
-                    .and_then(|p| p.strip_prefix(&paths.root).ok())
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                excluded.push(Excluded {
-                    path,
-                    reason: format!("unreadable: {err}"),
-                });
-                continue;
-            }
-        };
-        let name = entry.file_name().to_string_lossy();
-        if name.starts_with(crate::vault::fsio::TEMP_PREFIX) && entry.file_type().is_file() {
-            leftovers.push(entry.path().to_path_buf());
-            continue;
-        }
-        if !name.ends_with(".md") || entry.file_type().is_dir() || paths.is_ignored(entry.path()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(&paths.root) else {
-            continue;
-        };
-        let Some(rel) = rel.to_str().map(|s| s.replace('\\', "/")) else {
-            excluded.push(Excluded {
-                path: rel.to_string_lossy().into_owned(),
-                reason: "unreadable: the file name is not valid UTF-8".into(),
-            });
-            continue;
-        };
-        if entry.path_is_symlink() {
-            // A link is served only when it stays inside the vault and ends at a file.
-            if let Err(err) = paths.resolve(&rel) {
-                excluded.push(Excluded {
-                    path: rel,
-                    reason: format!("symlink: {}", err.message),
-                });
-                continue;
-            }
-            if !entry.path().is_file() {
-                continue;
-            }
-        }
-        files.push(rel);
-    }
-    files.sort();
-    (files, excluded, leftovers)
+/// Walk the vault and list the note files (vault-relative, sorted), what was left out,
+/// and our own leftover temp files.
+pub fn list_note_files(paths: &VaultPaths) -> Walk {
+    walk(
+        paths,
+        Want {
+            notes: true,
+            ..Want::default()
+        },
+    )
 }
 
 /// Read one note file.
@@ -195,30 +141,35 @@ pub fn scan_sharing(paths: &VaultPaths, known: Known<'_>) -> ScanResult {
 /// [`scan`] of the files `listed` by [`list_note_files`], taking from `cache` the hash
 /// and facts of every file whose stamp is the cached one (a stat instead of a read;
 /// listed in [`ScanResult::recalled`]); the other files are read.
-pub fn scan_with(
-    paths: &VaultPaths,
-    listed: (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>),
-    cache: Option<ScanCache>,
-) -> ScanResult {
+pub fn scan_with(paths: &VaultPaths, listed: Walk, cache: Option<ScanCache>) -> ScanResult {
     scan_observing(paths, listed, cache, None)
 }
 
 fn scan_observing(
     paths: &VaultPaths,
-    listed: (Vec<String>, Vec<Excluded>, Vec<std::path::PathBuf>),
+    listed: Walk,
     cache: Option<ScanCache>,
     known: Option<Known<'_>>,
 ) -> ScanResult {
-    let (files, mut excluded, leftovers) = listed;
+    let Walk {
+        notes: files,
+        note_stats,
+        mut excluded,
+        leftovers,
+        ..
+    } = listed;
     let mut observed = Vec::with_capacity(files.len());
     let mut recalled = HashSet::new();
     let to_read = match cache {
         None => files,
         Some(mut cache) => {
-            let stats: Vec<Option<std::fs::Metadata>> = files
-                .par_iter()
-                .map(|rel| std::fs::metadata(paths.root.join(rel)).ok())
-                .collect();
+            // Taken by the walk when it was asked to (relative to each folder), else now.
+            let stats: Vec<Option<std::fs::Metadata>> = note_stats.unwrap_or_else(|| {
+                files
+                    .par_iter()
+                    .map(|rel| std::fs::metadata(paths.root.join(rel)).ok())
+                    .collect()
+            });
             let mut to_read = Vec::new();
             for (rel, meta) in files.into_iter().zip(stats) {
                 let Some(meta) = meta.filter(|m| m.is_file()) else {

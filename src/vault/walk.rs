@@ -1,0 +1,316 @@
+//! One walk of the vault folder, the folders side by side: the note files, the attachment
+//! files, what was left out and why, and our own leftover temp files. Symlinked folders
+//! are not followed; a symlinked file is kept only when it stays inside the vault and
+//! ends at a file (`VaultPaths::resolve`). Ignored folders and temp files are the ones
+//! `VaultPaths::is_ignored` names. Reading a folder never writes to it.
+//!
+//! A warm start wants a stat of every note file: taken here, relative to the open folder
+//! (`fstatat`), it costs the kernel no walk of the whole path.
+
+use std::fs::{DirEntry, Metadata};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::vault::attachments::is_attachment_name;
+use crate::vault::catalog::Excluded;
+use crate::vault::path::VaultPaths;
+
+/// What a walk lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Want {
+    pub notes: bool,
+    /// A stat of each note file (following a symlink).
+    pub note_stats: bool,
+    pub attachments: bool,
+}
+
+/// What a walk found, each list sorted by path.
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// Note files (vault-relative, `/`-separated).
+    pub notes: Vec<String>,
+    /// With [`Want::note_stats`]: the stat of each of `notes`, in the same order (`None`
+    /// when it failed).
+    pub note_stats: Option<Vec<Option<Metadata>>>,
+    /// Notes and folders left out (unreadable, a symlink that leaves the vault).
+    pub excluded: Vec<Excluded>,
+    /// Our own temp files left by an interrupted write (absolute paths).
+    pub leftovers: Vec<PathBuf>,
+    /// Attachment files (vault-relative).
+    pub attachments: Vec<String>,
+    /// Attachment files left out.
+    pub attachments_excluded: Vec<Excluded>,
+}
+
+/// One folder's share of a walk, before the folders' shares are put together.
+#[derive(Default)]
+struct Found {
+    notes: Vec<(String, Option<Metadata>)>,
+    excluded: Vec<Excluded>,
+    leftovers: Vec<PathBuf>,
+    attachments: Vec<String>,
+    attachments_excluded: Vec<Excluded>,
+}
+
+impl Found {
+    fn append(&mut self, mut other: Found) {
+        self.notes.append(&mut other.notes);
+        self.excluded.append(&mut other.excluded);
+        self.leftovers.append(&mut other.leftovers);
+        self.attachments.append(&mut other.attachments);
+        self.attachments_excluded
+            .append(&mut other.attachments_excluded);
+    }
+}
+
+/// Walk the vault for what `want` names.
+pub fn walk(paths: &VaultPaths, want: Want) -> Walk {
+    let mut found = walk_folder(paths, &paths.root, want);
+    found.notes.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    found.attachments.sort_unstable();
+    found.excluded.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+        .attachments_excluded
+        .sort_by(|a, b| a.path.cmp(&b.path));
+    found.leftovers.sort();
+    let (notes, stats): (Vec<String>, Vec<Option<Metadata>>) = found.notes.into_iter().unzip();
+    Walk {
+        notes,
+        note_stats: want.note_stats.then_some(stats),
+        excluded: found.excluded,
+        leftovers: found.leftovers,
+        attachments: found.attachments,
+        attachments_excluded: found.attachments_excluded,
+    }
+}
+
+fn rel_of(paths: &VaultPaths, abs: &Path) -> String {
+    abs.strip_prefix(&paths.root)
+        .unwrap_or(abs)
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+/// One folder: its files, then its subfolders side by side.
+fn walk_folder(paths: &VaultPaths, dir: &Path, want: Want) -> Found {
+    let mut found = Found::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            unreadable(paths, dir, &err, want, &mut found);
+            return found;
+        }
+    };
+    let mut folders = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => take_entry(paths, entry, want, &mut folders, &mut found),
+            Err(err) => unreadable(paths, dir, &err, want, &mut found),
+        }
+    }
+    let below: Vec<Found> = folders
+        .par_iter()
+        .map(|folder| walk_folder(paths, folder, want))
+        .collect();
+    below.into_iter().for_each(|b| found.append(b));
+    found
+}
+
+fn unreadable(paths: &VaultPaths, at: &Path, err: &std::io::Error, want: Want, found: &mut Found) {
+    if want.notes {
+        found.excluded.push(Excluded {
+            path: rel_of(paths, at),
+            reason: format!("unreadable: {err}"),
+        });
+    }
+}
+
+/// File one folder entry: a folder to walk, a note, an attachment, a leftover, or nothing.
+fn take_entry(
+    paths: &VaultPaths,
+    entry: DirEntry,
+    want: Want,
+    folders: &mut Vec<PathBuf>,
+    found: &mut Found,
+) {
+    let abs = entry.path();
+    let Ok(file_type) = entry.file_type() else {
+        return unreadable(
+            paths,
+            &abs,
+            &std::io::Error::other("cannot tell its type"),
+            want,
+            found,
+        );
+    };
+    if file_type.is_dir() {
+        if !paths.is_ignored(&abs) {
+            folders.push(abs);
+        }
+        return;
+    }
+    let name = entry.file_name();
+    let name = name.to_string_lossy();
+    if name.starts_with(crate::vault::fsio::TEMP_PREFIX) {
+        if want.notes && file_type.is_file() {
+            found.leftovers.push(abs);
+        }
+        return;
+    }
+    let note = want.notes && name.ends_with(".md");
+    let attachment = want.attachments && is_attachment_name(&name);
+    if !(note || attachment) || paths.is_ignored(&abs) {
+        return;
+    }
+    let rel = abs
+        .strip_prefix(&paths.root)
+        .ok()
+        .map(|rel| rel.to_str().map(|s| s.replace('\\', "/")));
+    let rel = match rel {
+        Some(Some(rel)) => rel,
+        Some(None) => {
+            if note {
+                found.excluded.push(Excluded {
+                    path: rel_of(paths, &abs),
+                    reason: "unreadable: the file name is not valid UTF-8".into(),
+                });
+            }
+            return;
+        }
+        None => return,
+    };
+    let symlink = file_type.is_symlink();
+    if note {
+        if symlink {
+            // A link is served only when it stays inside the vault and ends at a file.
+            if let Err(err) = paths.resolve(&rel) {
+                found.excluded.push(Excluded {
+                    path: rel,
+                    reason: format!("symlink: {}", err.message),
+                });
+                return;
+            }
+            if !abs.is_file() {
+                return;
+            }
+        }
+        let stat = want.note_stats.then(|| {
+            if symlink {
+                std::fs::metadata(&abs).ok()
+            } else {
+                entry.metadata().ok()
+            }
+        });
+        found.notes.push((rel, stat.flatten()));
+        return;
+    }
+    if symlink && (paths.resolve(&rel).is_err() || !abs.is_file()) {
+        found.attachments_excluded.push(Excluded {
+            path: rel,
+            reason: "symlink: it does not end at a file inside the vault".into(),
+        });
+        return;
+    }
+    found.attachments.push(rel);
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write fixture files")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_walk_lists_notes_with_their_stats_and_attachments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, state) = (dir.path().join("vault"), dir.path().join("state"));
+        let outside = dir.path().join("outside");
+        for d in [&root, &state, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let write = |rel: &str| {
+            let path = root.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, rel).unwrap();
+        };
+        for rel in [
+            "b.md",
+            "a/deep/c.md",
+            "a/img.png",
+            "a/notes.txt",
+            ".obsidian/x.md",
+            ".trash/gone.md",
+            "a/.notevault-tmp-123",
+            "folder.md/inside.md",
+        ] {
+            write(rel);
+        }
+        std::fs::write(outside.join("secret.md"), "out").unwrap();
+        std::fs::write(outside.join("secret.png"), "out").unwrap();
+        let link =
+            |target: &Path, rel: &str| std::os::unix::fs::symlink(target, root.join(rel)).unwrap();
+        link(&outside.join("secret.md"), "leak.md");
+        link(&outside.join("secret.png"), "leak.png");
+        link(&root.join("b.md"), "a/alias.md");
+        link(&outside, "linked-folder");
+        let paths = VaultPaths::new(root.clone(), state);
+
+        let w = walk(
+            &paths,
+            Want {
+                notes: true,
+                note_stats: true,
+                attachments: true,
+            },
+        );
+        assert_eq!(
+            w.notes,
+            ["a/alias.md", "a/deep/c.md", "b.md", "folder.md/inside.md"]
+        );
+        let stats = w.note_stats.unwrap();
+        for (rel, stat) in w.notes.iter().zip(&stats) {
+            let want = std::fs::metadata(root.join(rel)).unwrap();
+            let got = stat.as_ref().unwrap();
+            assert_eq!(
+                (got.len(), got.modified().unwrap()),
+                (want.len(), want.modified().unwrap()),
+                "{rel}"
+            );
+            assert!(got.is_file(), "{rel}: the stat follows a link");
+        }
+        assert_eq!(w.attachments, ["a/img.png", "a/notes.txt"]);
+        let reasons: Vec<(&str, bool)> = w
+            .excluded
+            .iter()
+            .map(|e| (e.path.as_str(), e.reason.starts_with("symlink:")))
+            .collect();
+        assert_eq!(reasons, [("leak.md", true)]);
+        let files_out: Vec<&str> = w
+            .attachments_excluded
+            .iter()
+            .map(|e| e.path.as_str())
+            .collect();
+        assert_eq!(files_out, ["leak.png", "linked-folder"], "not followed");
+        assert_eq!(w.leftovers, [root.join("a/.notevault-tmp-123")]);
+
+        // Only what is asked for.
+        let notes_only = walk(
+            &paths,
+            Want {
+                notes: true,
+                ..Want::default()
+            },
+        );
+        assert_eq!(notes_only.notes, w.notes);
+        assert!(notes_only.note_stats.is_none() && notes_only.attachments.is_empty());
+        let files_only = walk(
+            &paths,
+            Want {
+                attachments: true,
+                ..Want::default()
+            },
+        );
+        assert!(files_only.notes.is_empty() && files_only.leftovers.is_empty());
+        assert_eq!(files_only.attachments, w.attachments);
+    }
+}
