@@ -173,12 +173,16 @@ impl VaultPaths {
             return true;
         };
         rel.components().any(|c| match c {
-            Component::Normal(name) => {
-                let name = name.to_string_lossy();
-                self.is_ignored_dir(&name) || is_temp_name(&name)
-            }
+            Component::Normal(name) => self.is_ignored_name(&name.to_string_lossy()),
             _ => false,
         })
+    }
+
+    /// Whether one component of a path makes the daemon ignore it: an ignored folder's
+    /// name, an editor's swap or temp file, ours. A walk that checked a folder with
+    /// [`is_ignored`](Self::is_ignored) checks the entries in it by name alone.
+    pub fn is_ignored_name(&self, name: &str) -> bool {
+        self.is_ignored_dir(name) || is_temp_name(name)
     }
 }
 

@@ -66,7 +66,7 @@ impl Found {
 
 /// Walk the vault for what `want` names.
 pub fn walk(paths: &VaultPaths, want: Want) -> Walk {
-    let mut found = walk_folder(paths, &paths.root, want);
+    let mut found = walk_folder(paths, &paths.root, Some(""), want);
     found.notes.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
     found.attachments.sort_unstable();
     found.excluded.sort_by(|a, b| a.path.cmp(&b.path));
@@ -85,15 +85,16 @@ pub fn walk(paths: &VaultPaths, want: Want) -> Walk {
     }
 }
 
-fn rel_of(paths: &VaultPaths, abs: &Path) -> String {
+fn lossy_rel(paths: &VaultPaths, abs: &Path) -> String {
     abs.strip_prefix(&paths.root)
         .unwrap_or(abs)
         .to_string_lossy()
         .replace('\\', "/")
 }
 
-/// One folder: its files, then its subfolders side by side.
-fn walk_folder(paths: &VaultPaths, dir: &Path, want: Want) -> Found {
+/// One folder (`rel`: its vault-relative path, `None` when it is not valid UTF-8): its
+/// files, then its subfolders side by side.
+fn walk_folder(paths: &VaultPaths, dir: &Path, rel: Option<&str>, want: Want) -> Found {
     let mut found = Found::default();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -105,13 +106,13 @@ fn walk_folder(paths: &VaultPaths, dir: &Path, want: Want) -> Found {
     let mut folders = Vec::new();
     for entry in entries {
         match entry {
-            Ok(entry) => take_entry(paths, entry, want, &mut folders, &mut found),
+            Ok(entry) => take_entry(paths, rel, entry, want, &mut folders, &mut found),
             Err(err) => unreadable(paths, dir, &err, want, &mut found),
         }
     }
     let below: Vec<Found> = folders
         .par_iter()
-        .map(|folder| walk_folder(paths, folder, want))
+        .map(|(abs, rel)| walk_folder(paths, abs, rel.as_deref(), want))
         .collect();
     below.into_iter().for_each(|b| found.append(b));
     found
@@ -120,65 +121,60 @@ fn walk_folder(paths: &VaultPaths, dir: &Path, want: Want) -> Found {
 fn unreadable(paths: &VaultPaths, at: &Path, err: &std::io::Error, want: Want, found: &mut Found) {
     if want.notes {
         found.excluded.push(Excluded {
-            path: rel_of(paths, at),
+            path: lossy_rel(paths, at),
             reason: format!("unreadable: {err}"),
         });
     }
 }
 
-/// File one folder entry: a folder to walk, a note, an attachment, a leftover, or nothing.
+/// File one entry of the folder `parent` (its vault-relative path): a folder to walk, a
+/// note, an attachment, a leftover, or nothing.
 fn take_entry(
     paths: &VaultPaths,
+    parent: Option<&str>,
     entry: DirEntry,
     want: Want,
-    folders: &mut Vec<PathBuf>,
+    folders: &mut Vec<(PathBuf, Option<String>)>,
     found: &mut Found,
 ) {
-    let abs = entry.path();
+    let os_name = entry.file_name();
+    let name = os_name.to_string_lossy();
+    let rel = match (parent, os_name.to_str()) {
+        (Some(""), Some(name)) => Some(name.to_string()),
+        (Some(parent), Some(name)) => Some(format!("{parent}/{name}")),
+        _ => None,
+    };
     let Ok(file_type) = entry.file_type() else {
-        return unreadable(
-            paths,
-            &abs,
-            &std::io::Error::other("cannot tell its type"),
-            want,
-            found,
-        );
+        let err = std::io::Error::other("cannot tell its type");
+        return unreadable(paths, &entry.path(), &err, want, found);
     };
     if file_type.is_dir() {
+        let abs = entry.path();
         if !paths.is_ignored(&abs) {
-            folders.push(abs);
+            folders.push((abs, rel));
         }
         return;
     }
-    let name = entry.file_name();
-    let name = name.to_string_lossy();
     if name.starts_with(crate::vault::fsio::TEMP_PREFIX) {
         if want.notes && file_type.is_file() {
-            found.leftovers.push(abs);
+            found.leftovers.push(entry.path());
         }
         return;
     }
     let note = want.notes && name.ends_with(".md");
     let attachment = want.attachments && is_attachment_name(&name);
-    if !(note || attachment) || paths.is_ignored(&abs) {
+    // The folder passed `is_ignored`: what is left to check is the name.
+    if !(note || attachment) || paths.is_ignored_name(&name) {
         return;
     }
-    let rel = abs
-        .strip_prefix(&paths.root)
-        .ok()
-        .map(|rel| rel.to_str().map(|s| s.replace('\\', "/")));
-    let rel = match rel {
-        Some(Some(rel)) => rel,
-        Some(None) => {
-            if note {
-                found.excluded.push(Excluded {
-                    path: rel_of(paths, &abs),
-                    reason: "unreadable: the file name is not valid UTF-8".into(),
-                });
-            }
-            return;
+    let Some(rel) = rel else {
+        if note {
+            found.excluded.push(Excluded {
+                path: lossy_rel(paths, &entry.path()),
+                reason: "unreadable: the file name is not valid UTF-8".into(),
+            });
         }
-        None => return,
+        return;
     };
     let symlink = file_type.is_symlink();
     if note {
@@ -191,13 +187,13 @@ fn take_entry(
                 });
                 return;
             }
-            if !abs.is_file() {
+            if !entry.path().is_file() {
                 return;
             }
         }
         let stat = want.note_stats.then(|| {
             if symlink {
-                std::fs::metadata(&abs).ok()
+                std::fs::metadata(entry.path()).ok()
             } else {
                 entry.metadata().ok()
             }
@@ -205,7 +201,7 @@ fn take_entry(
         found.notes.push((rel, stat.flatten()));
         return;
     }
-    if symlink && (paths.resolve(&rel).is_err() || !abs.is_file()) {
+    if symlink && (paths.resolve(&rel).is_err() || !entry.path().is_file()) {
         found.attachments_excluded.push(Excluded {
             path: rel,
             reason: "symlink: it does not end at a file inside the vault".into(),
