@@ -106,7 +106,7 @@ fn walk_folder(paths: &VaultPaths, dir: &Path, rel: Option<&str>, want: Want) ->
     let mut folders = Vec::new();
     for entry in entries {
         match entry {
-            Ok(entry) => take_entry(paths, rel, entry, want, &mut folders, &mut found),
+            Ok(entry) => take_entry(paths, rel, &entry, want, &mut folders, &mut found),
             Err(err) => unreadable(paths, dir, &err, want, &mut found),
         }
     }
@@ -132,7 +132,7 @@ fn unreadable(paths: &VaultPaths, at: &Path, err: &std::io::Error, want: Want, f
 fn take_entry(
     paths: &VaultPaths,
     parent: Option<&str>,
-    entry: DirEntry,
+    entry: &DirEntry,
     want: Want,
     folders: &mut Vec<(PathBuf, Option<String>)>,
     found: &mut Found,
@@ -308,5 +308,36 @@ mod tests {
         );
         assert!(files_only.notes.is_empty() && files_only.leftovers.is_empty());
         assert_eq!(files_only.attachments, w.attachments);
+    }
+
+    #[test]
+    fn a_large_folder_is_listed_whole_with_each_notes_own_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, state) = (dir.path().join("vault"), dir.path().join("state"));
+        std::fs::create_dir_all(&root).unwrap();
+        let count = 1543;
+        for i in 0..count {
+            // Each note's size names it, so a stat paired with another note shows.
+            std::fs::write(root.join(format!("n{i}.md")), "x".repeat(i)).unwrap();
+            if i % 100 == 0 {
+                std::fs::write(root.join(format!("f{i}.pdf")), b"%PDF").unwrap();
+            }
+        }
+        let paths = VaultPaths::new(root, state);
+        let w = walk(
+            &paths,
+            Want {
+                notes: true,
+                note_stats: true,
+                attachments: true,
+            },
+        );
+        assert_eq!(w.notes.len(), count);
+        assert!(w.notes.is_sorted());
+        for (rel, stat) in w.notes.iter().zip(w.note_stats.unwrap()) {
+            let i: u64 = rel[1..rel.len() - 3].parse().unwrap();
+            assert_eq!(stat.unwrap().len(), i, "{rel}");
+        }
+        assert_eq!(w.attachments.len(), count.div_ceil(100));
     }
 }
