@@ -10,6 +10,7 @@
 use std::fs::{DirEntry, Metadata};
 use std::path::{Path, PathBuf};
 
+use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use crate::vault::attachments::is_attachment_name;
@@ -66,7 +67,24 @@ impl Found {
 
 /// Walk the vault for what `want` names.
 pub fn walk(paths: &VaultPaths, want: Want) -> Walk {
-    let mut found = walk_folder(paths, &paths.root, Some(""), want);
+    let mut found = Found::default();
+    // A vault inside its own state directory lists nothing (`VaultPaths::is_ignored`).
+    if !paths.root.starts_with(&paths.state_dir) {
+        // Each folder is a job of its own, not a call inside its parent's: a deep tree
+        // never grows a thread's stack.
+        let parts = Mutex::new(Vec::new());
+        rayon::scope(|scope| {
+            walk_folder(
+                scope,
+                paths,
+                paths.root.clone(),
+                Some(String::new()),
+                want,
+                &parts,
+            )
+        });
+        parts.into_inner().into_iter().for_each(|p| found.append(p));
+    }
     found.notes.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
     found.attachments.sort_unstable();
     found.excluded.sort_by(|a, b| a.path.cmp(&b.path));
@@ -93,29 +111,39 @@ fn lossy_rel(paths: &VaultPaths, abs: &Path) -> String {
 }
 
 /// One folder (`rel`: its vault-relative path, `None` when it is not valid UTF-8): its
-/// files, then its subfolders side by side.
-fn walk_folder(paths: &VaultPaths, dir: &Path, rel: Option<&str>, want: Want) -> Found {
+/// files into `parts`, its subfolders as jobs of `scope`.
+fn walk_folder<'s>(
+    scope: &rayon::Scope<'s>,
+    paths: &'s VaultPaths,
+    dir: PathBuf,
+    rel: Option<String>,
+    want: Want,
+    parts: &'s Mutex<Vec<Found>>,
+) {
     let mut found = Found::default();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) => {
-            unreadable(paths, dir, &err, want, &mut found);
-            return found;
-        }
-    };
     let mut folders = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(entry) => take_entry(paths, rel, &entry, want, &mut folders, &mut found),
-            Err(err) => unreadable(paths, dir, &err, want, &mut found),
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            for entry in entries {
+                match entry {
+                    Ok(entry) => take_entry(
+                        paths,
+                        rel.as_deref(),
+                        &entry,
+                        want,
+                        &mut folders,
+                        &mut found,
+                    ),
+                    Err(err) => unreadable(paths, &dir, &err, want, &mut found),
+                }
+            }
         }
+        Err(err) => unreadable(paths, &dir, &err, want, &mut found),
     }
-    let below: Vec<Found> = folders
-        .par_iter()
-        .map(|(abs, rel)| walk_folder(paths, abs, rel.as_deref(), want))
-        .collect();
-    below.into_iter().for_each(|b| found.append(b));
-    found
+    parts.lock().push(found);
+    for (abs, rel) in folders {
+        scope.spawn(move |scope| walk_folder(scope, paths, abs, rel, want, parts));
+    }
 }
 
 fn unreadable(paths: &VaultPaths, at: &Path, err: &std::io::Error, want: Want, found: &mut Found) {
@@ -139,14 +167,15 @@ fn take_entry(
 ) {
     let os_name = entry.file_name();
     let name = os_name.to_string_lossy();
-    let rel = match (parent, os_name.to_str()) {
-        (Some(""), Some(name)) => Some(name.to_string()),
+    // A `\` in a name is read as a separator, as the watcher reads it.
+    let rel = match (parent, os_name.to_str().map(|n| n.replace('\\', "/"))) {
+        (Some(""), Some(name)) => Some(name),
         (Some(parent), Some(name)) => Some(format!("{parent}/{name}")),
         _ => None,
     };
-    let Ok(file_type) = entry.file_type() else {
-        let err = std::io::Error::other("cannot tell its type");
-        return unreadable(paths, &entry.path(), &err, want, found);
+    let file_type = match entry.file_type() {
+        Ok(file_type) => file_type,
+        Err(err) => return unreadable(paths, &entry.path(), &err, want, found),
     };
     if file_type.is_dir() {
         let abs = entry.path();
@@ -339,5 +368,30 @@ mod tests {
             assert_eq!(stat.unwrap().len(), i, "{rel}");
         }
         assert_eq!(w.attachments.len(), count.div_ceil(100));
+    }
+
+    #[test]
+    fn a_deep_tree_is_walked_and_a_vault_inside_its_state_dir_lists_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, state) = (dir.path().join("vault"), dir.path().join("state"));
+        // 1,500 folders deep: each is a job of its own, no thread's stack grows with it.
+        let deep: PathBuf = std::iter::repeat_n("d", 1500).collect();
+        std::fs::create_dir_all(root.join(&deep)).unwrap();
+        std::fs::write(root.join(&deep).join("bottom.md"), "# Bottom\n").unwrap();
+        std::fs::write(root.join("top.md"), "# Top\n").unwrap();
+        let want = Want {
+            notes: true,
+            note_stats: true,
+            attachments: true,
+        };
+        let w = walk(&VaultPaths::new(root.clone(), state), want);
+        let bottom = format!("{}/bottom.md", deep.display());
+        assert_eq!(w.notes, [bottom.as_str(), "top.md"]);
+        assert!(w.excluded.is_empty(), "{:?}", w.excluded);
+
+        // The state directory is the vault's parent: everything in it is the daemon's.
+        let inside = walk(&VaultPaths::new(root, dir.path().to_path_buf()), want);
+        assert!(inside.notes.is_empty() && inside.attachments.is_empty());
+        assert_eq!(inside.note_stats.map(|s| s.len()), Some(0));
     }
 }
