@@ -337,6 +337,21 @@ mod tests {
         );
         assert!(files_only.notes.is_empty() && files_only.leftovers.is_empty());
         assert_eq!(files_only.attachments, w.attachments);
+
+        // A `\` in a name is a separator, as the watcher reads it.
+        write("x\\y.md");
+        let named = walk(
+            &paths,
+            Want {
+                notes: true,
+                ..Want::default()
+            },
+        );
+        assert!(
+            named.notes.contains(&"x/y.md".to_string()),
+            "{:?}",
+            named.notes
+        );
     }
 
     #[test]
