@@ -128,6 +128,9 @@ pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Re
     Ok(Purged { trashed, kept })
 }
 
+/// How long the rescan after a first start waits for the search index's build.
+const START_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Open the state directory, scan the vault and reconcile it with what was stored. The
 /// history commit of the scan runs in the background: serving does not wait.
 pub fn open(config: Config) -> anyhow::Result<Daemon> {
@@ -203,6 +206,13 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                             "cannot watch the vault; external edits are seen when read"
                         ),
                     }
+                }
+                // A first start (or a rebuilt index) builds the whole search index now:
+                // the rescan reads the whole vault again, so it waits for that build
+                // rather than hold both in memory at once. Reads meanwhile check each
+                // note's stamp (`record::refresh`), and the watch is already up.
+                if !bg.index.wait_for_start_sync(START_SYNC_WAIT) {
+                    tracing::warn!("the search index build is slow; verifying the vault beside it");
                 }
                 let rescan = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     live::full_rescan(&bg)
@@ -411,6 +421,11 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     state
         .unread
         .begin(found_count - recalled.len(), recalled.len());
+    if first_history || behind {
+        // Recording the whole vault built rows for every note; hand that memory back
+        // before the index build takes its share.
+        release_free_memory();
+    }
     if recalled.is_empty() {
         let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
         state.index.start(notes, state.committed_seq());

@@ -3,8 +3,9 @@
 //! `.idx`, instead of one zlib-compressed loose object file each (44k file creations on
 //! a large vault, which is most of the cost of a bootstrap).
 //!
-//! The blobs come from the bytes the caller already holds; they are hashed and
-//! compressed in parallel, then written in one pass. The pack is written to a temporary
+//! The blobs come from the bytes the caller already holds; they are hashed in parallel,
+//! then compressed in parallel a group at a time and written as each group is done (the
+//! compressed pack is never held whole in memory). The pack is written to a temporary
 //! file, synced and renamed into place, then its index the same way, so a reader (git,
 //! gix) never finds an index without its whole pack. Identical blobs are stored once.
 //! **Invariant:** every id returned is in the pack (or was already in the repository's
@@ -33,13 +34,17 @@ const LEVEL: u32 = 1;
 /// The pack type number of a blob.
 const OBJ_BLOB: u8 = 3;
 
-/// One compressed entry: its id, the CRC32 of its bytes in the pack, and the bytes
-/// (the entry header, then the zlib stream).
-struct Entry {
+/// Where one blob went in the pack: its id, the CRC32 of its bytes in the pack, and
+/// the offset they start at.
+struct Placed {
     id: ObjectId,
     crc: u32,
-    bytes: Vec<u8>,
+    offset: u64,
 }
+
+/// Blobs compressed at once before they are written: the pack is written a group at a
+/// time, so a first commit holds a group's compressed bytes, never the whole pack's.
+const GROUP: usize = 1024;
 
 /// Write `blobs` into one pack (and its index) under `git_dir/objects/pack`, returning
 /// each blob's id in the order given.
@@ -47,18 +52,23 @@ pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectI
     if blobs.is_empty() {
         return Ok(Vec::new());
     }
-    let entries: Vec<Entry> = blobs
+    let ids: Vec<ObjectId> = blobs
         .par_iter()
-        .map(|data| entry(data))
+        .map(|data| blob_id(data))
         .collect::<Result<_>>()?;
-    let ids: Vec<ObjectId> = entries.iter().map(|e| e.id).collect();
     // One entry per id; the first one given is kept.
-    let mut seen = std::collections::HashSet::with_capacity(entries.len());
-    let unique: Vec<Entry> = entries.into_iter().filter(|e| seen.insert(e.id)).collect();
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    let unique: Vec<(ObjectId, &[u8])> = ids
+        .iter()
+        .zip(blobs)
+        .filter(|(id, _)| seen.insert(**id))
+        .map(|(id, data)| (*id, *data))
+        .collect();
+    drop(seen);
     let dir = git_dir.join("objects").join("pack");
     std::fs::create_dir_all(&dir).map_err(|e| history_error("create the pack folder", e))?;
-    let (pack_temp, checksum, offsets) = write_pack(&dir, &unique)?;
-    let index = index_bytes(&unique, &offsets, checksum)?;
+    let (pack_temp, checksum, placed) = write_pack(&dir, &unique)?;
+    let index = index_bytes(&placed, checksum)?;
     let name = format!("pack-{}", checksum.to_hex());
     let pack = dir.join(format!("{name}.pack"));
     let idx = dir.join(format!("{name}.idx"));
@@ -83,10 +93,14 @@ pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectI
     Ok(ids)
 }
 
-/// Hash and compress one blob into a pack entry.
-fn entry(data: &[u8]) -> Result<Entry> {
-    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, data)
-        .map_err(|e| history_error("hash a blob", e))?;
+/// The id of a blob.
+fn blob_id(data: &[u8]) -> Result<ObjectId> {
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, data)
+        .map_err(|e| history_error("hash a blob", e))
+}
+
+/// One blob as a pack entry: the entry header (type and size), then the zlib stream.
+fn entry(data: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(data.len() / 2 + 32);
     // The entry header: type and size, 4 bits of size first, then 7 bits a byte.
     let mut size = data.len() as u64;
@@ -105,16 +119,8 @@ fn entry(data: &[u8]) -> Result<Entry> {
         bytes.push(byte);
     }
     let mut z = flate2::write::ZlibEncoder::new(bytes, flate2::Compression::new(LEVEL));
-    z.write_all(data)
-        .map_err(|e| history_error("compress a blob", e))?;
-    let bytes = z
-        .finish()
-        .map_err(|e| history_error("compress a blob", e))?;
-    Ok(Entry {
-        id,
-        crc: crc32fast::hash(&bytes),
-        bytes,
-    })
+    z.write_all(data)?;
+    z.finish()
 }
 
 /// A writer that hashes what passes through it (the pack's trailing checksum).
@@ -136,11 +142,12 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// Write the pack to a temporary file in `dir` (synced): its path, its checksum, and the
-/// offset of each entry.
-fn write_pack(dir: &Path, entries: &[Entry]) -> Result<(PathBuf, ObjectId, Vec<u64>)> {
+/// Write the pack of `blobs` (each with its id) to a temporary file in `dir` (synced),
+/// compressing a [`GROUP`] of them at a time in parallel: its path, its checksum, and
+/// where each blob went.
+fn write_pack(dir: &Path, blobs: &[(ObjectId, &[u8])]) -> Result<(PathBuf, ObjectId, Vec<Placed>)> {
     let temp = temp_path(dir, "pack");
-    let written = (|| -> std::io::Result<(ObjectId, Vec<u64>)> {
+    let written = (|| -> std::io::Result<(ObjectId, Vec<Placed>)> {
         let file = std::fs::File::create_new(&temp)?;
         let mut out = Hashing {
             inner: std::io::BufWriter::with_capacity(1 << 20, file),
@@ -149,22 +156,32 @@ fn write_pack(dir: &Path, entries: &[Entry]) -> Result<(PathBuf, ObjectId, Vec<u
         };
         out.write_all(b"PACK")?;
         out.write_all(&2u32.to_be_bytes())?;
-        let count = u32::try_from(entries.len())
+        let count = u32::try_from(blobs.len())
             .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
         out.write_all(&count.to_be_bytes())?;
-        let mut offsets = Vec::with_capacity(entries.len());
-        for e in entries {
-            offsets.push(out.written);
-            out.write_all(&e.bytes)?;
+        let mut placed = Vec::with_capacity(blobs.len());
+        for group in blobs.chunks(GROUP) {
+            let entries: Vec<Vec<u8>> = group
+                .par_iter()
+                .map(|(_, data)| entry(data))
+                .collect::<std::io::Result<_>>()?;
+            for ((id, _), bytes) in group.iter().zip(entries) {
+                placed.push(Placed {
+                    id: *id,
+                    crc: crc32fast::hash(&bytes),
+                    offset: out.written,
+                });
+                out.write_all(&bytes)?;
+            }
         }
         let checksum = out.hasher.try_finalize().map_err(std::io::Error::other)?;
         let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
         file.write_all(checksum.as_slice())?;
         file.sync_all()?;
-        Ok((checksum, offsets))
+        Ok((checksum, placed))
     })();
     match written {
-        Ok((checksum, offsets)) => Ok((temp, checksum, offsets)),
+        Ok((checksum, placed)) => Ok((temp, checksum, placed)),
         Err(e) => {
             let _ = std::fs::remove_file(&temp);
             Err(history_error("write the pack", e))
@@ -174,7 +191,7 @@ fn write_pack(dir: &Path, entries: &[Entry]) -> Result<(PathBuf, ObjectId, Vec<u
 
 /// The version 2 pack index: fan-out, sorted ids, CRC32s, offsets (31 bits, or an index
 /// into the table of 64-bit offsets), the pack's checksum, then the index's own.
-fn index_bytes(entries: &[Entry], offsets: &[u64], pack: ObjectId) -> Result<Vec<u8>> {
+fn index_bytes(entries: &[Placed], pack: ObjectId) -> Result<Vec<u8>> {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_unstable_by_key(|&i| entries[i].id);
     let mut out = Vec::with_capacity(8 + 256 * 4 + entries.len() * 28 + 40);
@@ -197,7 +214,7 @@ fn index_bytes(entries: &[Entry], offsets: &[u64], pack: ObjectId) -> Result<Vec
     }
     let mut large: Vec<u64> = Vec::new();
     for &i in &order {
-        let offset = offsets[i];
+        let offset = entries[i].offset;
         if offset < 0x8000_0000 {
             out.extend_from_slice(&(offset as u32).to_be_bytes());
         } else {
@@ -308,6 +325,55 @@ mod tests {
                 dir.join("objects/pack")
                     .join(packs.iter().find(|n| n.ends_with(".idx")).unwrap()),
             )
+            .output()
+        {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn a_pack_of_many_groups_holds_each_blob_once() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("history.git");
+        gix::init_bare(&dir).unwrap();
+        // More than two groups, with blobs repeated across the groups' boundaries.
+        let texts: Vec<Vec<u8>> = (0..GROUP * 2 + 500)
+            .map(|i| {
+                format!("# Note {}\n\n{}\n", i % 2000, "body ".repeat(i % 2000 % 97)).into_bytes()
+            })
+            .collect();
+        let blobs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+        let ids = write_blobs(&dir, &blobs).unwrap();
+        assert_eq!(ids.len(), blobs.len());
+        let repo = gix::open(&dir).unwrap();
+        for (i, (id, data)) in ids.iter().zip(&blobs).enumerate() {
+            assert_eq!(
+                repo.find_object(*id).unwrap().data.as_slice(),
+                *data,
+                "blob {i}"
+            );
+            if i >= 2000 {
+                assert_eq!(*id, ids[i % 2000], "blob {i} is blob {}", i % 2000);
+            }
+        }
+        let idx = std::fs::read_dir(dir.join("objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "idx"))
+            .unwrap();
+        // The fan-out table's last entry counts the objects of the pack.
+        let index = std::fs::read(&idx).unwrap();
+        let count = u32::from_be_bytes(index[8 + 255 * 4..8 + 256 * 4].try_into().unwrap());
+        assert_eq!(count, 2000);
+        if let Ok(out) = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&dir)
+            .args(["verify-pack"])
+            .arg(&idx)
             .output()
         {
             assert!(

@@ -21,6 +21,11 @@ use crate::vault::catalog::Note;
 /// The memory budget of the writers that take small batches (tantivy's minimum).
 const SMALL_WRITER_BYTES: usize = 15_000_000;
 
+/// The memory budget of each thread of the start-up writer. Above this a thread writes
+/// its segment out. On the 44k-note corpus 32 MB built the index as fast as 64 MB did,
+/// with 30-40 MiB less at the first start's peak; 16 MB took ~1.4x as long.
+const START_WRITER_BYTES_PER_THREAD: usize = 32_000_000;
+
 /// A writer on an empty in-memory index, to hold the place of one being dropped.
 fn placeholder_writer() -> tantivy::Result<IndexWriter<TantivyDocument>> {
     Index::create_in_ram(schema().0).writer_with_num_threads(1, SMALL_WRITER_BYTES)
@@ -72,7 +77,7 @@ impl Worker {
     ) -> anyhow::Result<Self> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         let writer: IndexWriter<TantivyDocument> = index
-            .writer_with_num_threads(threads, 64_000_000 * threads)
+            .writer_with_num_threads(threads, START_WRITER_BYTES_PER_THREAD * threads)
             .map_err(|e| anyhow::anyhow!("cannot open the search index: {e}"))?;
         let reader = index
             .reader_builder()

@@ -421,8 +421,8 @@ impl Meta {
     pub fn record(
         &self,
         revisions: &[RevisionRow],
-        ops: &[OpRow],
-        notes: &[NoteRow],
+        ops: impl IntoIterator<Item = OpRow>,
+        notes: impl IntoIterator<Item = NoteRow>,
         removed: &[String],
     ) -> Result<()> {
         let mut conn = self.conn.lock();
@@ -884,13 +884,17 @@ impl Meta {
 }
 
 /// Append ops to the sync log inside the caller's transaction.
-fn insert_ops(tx: &rusqlite::Transaction<'_>, ops: &[OpRow]) -> Result<()> {
+fn insert_ops(
+    tx: &rusqlite::Transaction<'_>,
+    ops: impl IntoIterator<Item = impl std::borrow::Borrow<OpRow>>,
+) -> Result<()> {
     let mut stmt = tx.prepare_cached(
         "INSERT INTO sync_ops (seq, kind, note_id, path, from_path, version_id, prev_version_id,
            content_hash, visibility, actor, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
     for o in ops {
+        let o = o.borrow();
         stmt.execute(params![
             o.seq,
             o.kind,

@@ -249,10 +249,9 @@ pub fn record_with(
         (Some(commit), None, None)
     };
 
-    // 2. Revision rows and note rows.
+    // 2. Revision rows and note rows. The sync ops and the note rows are built one at a
+    // time as the store takes them: a whole vault's worth (the first start) is never held.
     let mut revisions = Vec::with_capacity(entries.len());
-    let mut ops = Vec::with_capacity(entries.len());
-    let mut rows = Vec::new();
     let mut deleted = Vec::new();
     let mut notes = Vec::with_capacity(entries.len());
     for (seq, e) in (first_seq..).zip(entries) {
@@ -284,30 +283,31 @@ pub fn record_with(
         match to {
             Some(observed) => {
                 let note = note_from(observed, note_id, version_id, created_at, now);
-                ops.extend(
-                    revisions
-                        .last()
-                        .map(|r| op_of(r, from.as_deref(), Some(&note))),
-                );
-                rows.push(NoteRow {
-                    note_id: note.note_id.clone(),
-                    path: note.path.clone(),
-                    version_id: note.version_id.clone(),
-                    content_hash: note.content_hash.clone(),
-                    created_at: timestamp(created_at),
-                    observed_at: now_s.clone(),
-                });
                 notes.push((from, Some(note)));
             }
             None => {
-                ops.extend(revisions.last().map(|r| op_of(r, from.as_deref(), None)));
                 deleted.push(note_id);
                 notes.push((from, None));
             }
         }
     }
     let history_us = started.elapsed().as_micros() as u64;
-    state.meta.record(&revisions, &ops, &rows, &deleted)?;
+    let ops = revisions
+        .iter()
+        .zip(&notes)
+        .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_ref()));
+    let rows = notes
+        .iter()
+        .filter_map(|(_, to)| to.as_ref())
+        .map(|note| NoteRow {
+            note_id: note.note_id.clone(),
+            path: note.path.clone(),
+            version_id: note.version_id.clone(),
+            content_hash: note.content_hash.clone(),
+            created_at: timestamp(note.created_at),
+            observed_at: now_s.clone(),
+        });
+    state.meta.record(&revisions, ops, rows, &deleted)?;
     let meta_us = started.elapsed().as_micros() as u64 - history_us;
 
     // 3. Catalog.
