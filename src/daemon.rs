@@ -194,13 +194,18 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     // to verify.
     if state.config.watch || state.unread.pending() {
         let bg = state.clone();
-        let slot = watcher.clone();
+        // Held weakly: once the `Daemon` is dropped (stopped), nothing more is set up and
+        // no rescan runs on its state.
+        let slot = Arc::downgrade(&watcher);
         std::thread::Builder::new()
             .name("watch-setup".into())
             .spawn(move || {
                 if bg.config.watch {
                     match live::start(&bg) {
-                        Ok(w) => *slot.lock() = Some(w),
+                        Ok(w) => match slot.upgrade() {
+                            Some(slot) => *slot.lock() = Some(w),
+                            None => return,
+                        },
                         Err(e) => tracing::warn!(
                             error = %e,
                             "cannot watch the vault; external edits are seen when read"
@@ -211,8 +216,21 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                 // the rescan reads the whole vault again, so it waits for that build
                 // rather than hold both in memory at once. Reads meanwhile check each
                 // note's stamp (`record::refresh`), and the watch is already up.
-                if !bg.index.wait_for_start_sync(START_SYNC_WAIT) {
-                    tracing::warn!("the search index build is slow; verifying the vault beside it");
+                let deadline = std::time::Instant::now() + START_SYNC_WAIT;
+                while !bg.index.start_sync_settled() {
+                    if slot.strong_count() == 0 {
+                        return;
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        tracing::warn!(
+                            "the search index build is slow; verifying the vault beside it"
+                        );
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                if slot.strong_count() == 0 {
+                    return;
                 }
                 let rescan = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     live::full_rescan(&bg)

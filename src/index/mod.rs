@@ -194,22 +194,11 @@ impl SearchIndex {
         false
     }
 
-    /// Wait, at most `timeout`, until the start-up sync queued by [`SearchIndex::start`]
-    /// is applied or has failed; at once when none is under way. `true` when none is.
-    pub fn wait_for_start_sync(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            {
-                let st = self.state.lock();
-                if st.sync_remaining == 0 || st.last_error.is_some() {
-                    return true;
-                }
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    /// Whether no start-up sync (queued by [`SearchIndex::start`]) is under way: none was
+    /// queued, it is applied, or it failed.
+    pub fn start_sync_settled(&self) -> bool {
+        let st = self.state.lock();
+        st.sync_remaining == 0 || st.last_error.is_some()
     }
 
     /// Stop the writer thread after it has applied what was sent.
