@@ -190,6 +190,12 @@ fn run() -> Result<()> {
     let mut git_files = 0;
     let mut kept_state = None;
     let mut peaks: Vec<u64> = Vec::new();
+    let mut searchable = Vec::new();
+    // With a baseline build, each first start of this build is followed by one of the
+    // baseline's (its peak memory and its time to every note searchable, side by side).
+    let baseline_bin = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN").ok();
+    let mut base_peaks: Vec<u64> = Vec::new();
+    let mut base_searchable = Vec::new();
     for (i, git_copy) in (1..=settings.runs).zip(&git_copies) {
         // Alternate which goes first, so neither always runs on the other's dirty pages.
         for nv_first in [i % 2 == 1, i % 2 == 0] {
@@ -198,7 +204,7 @@ fn run() -> Result<()> {
                 let state = work.join(format!("state-history-{i}"));
                 let log = work.join(format!("logs/history-{i}.log"));
                 let load = loadavg();
-                let h = history_run(&vault, &state, &log, census.md)?;
+                let h = history_run(BIN, &vault, &state, &log, census.md)?;
                 let fsck = git_fsck(&state.join("history.git"))?;
                 println!(
                     "  run {i}: notevault {} (vault scanned at {}, {} files in HEAD, fsck {}, load avg {load})",
@@ -235,8 +241,25 @@ fn run() -> Result<()> {
                 if let Some(s) = h.scanned {
                     scanned_at.push(s);
                 }
+                searchable.extend(h.searchable);
                 if kept_state.is_none() {
                     kept_state = Some(state);
+                }
+                if let Some(base) = &baseline_bin {
+                    settle(SETTLE)?;
+                    let state = work.join(format!("state-history-base-{i}"));
+                    let log = work.join(format!("logs/history-base-{i}.log"));
+                    let b = history_run(base, &vault, &state, &log, census.md)?;
+                    println!(
+                        "  run {i}: baseline  {} (every note searchable at {}, VmHWM {} MiB, load avg {})",
+                        ms(b.complete),
+                        b.searchable.map_or_else(|| "?".into(), ms),
+                        b.peak_kib.unwrap_or(0) / 1024,
+                        loadavg()
+                    );
+                    base_peaks.extend(b.peak_kib);
+                    base_searchable.extend(b.searchable);
+                    let _ = std::fs::remove_dir_all(&state);
                 }
             } else {
                 let load = loadavg();
@@ -273,10 +296,32 @@ fn run() -> Result<()> {
             mid <= 250,
         );
     }
+    if !base_peaks.is_empty() {
+        base_peaks.sort_unstable();
+        table.info(
+            "  the same, baseline build (alternating)",
+            format!(
+                "{} MiB [{}-{}]",
+                base_peaks[base_peaks.len() / 2] / 1024,
+                base_peaks[0] / 1024,
+                base_peaks[base_peaks.len() - 1] / 1024
+            ),
+        );
+    }
     table.info(
         "  of which: spawn -> \"vault scanned\" log line",
         spread(&scanned_at),
     );
+    table.info(
+        "spawn -> every note searchable (first start)",
+        spread(&searchable),
+    );
+    if !base_searchable.is_empty() {
+        table.info(
+            "  the same, baseline build (alternating)",
+            spread(&base_searchable),
+        );
+    }
     table.info(
         "history reference: git init && add -A && commit",
         spread(&git_hist),
@@ -862,16 +907,24 @@ async fn first_ok(daemon: &mut Daemon, timeout: Duration) -> Result<Duration> {
 struct HistoryRun {
     complete: Duration,
     scanned: Option<Duration>,
+    /// Spawn → "search index up to date".
+    searchable: Option<Duration>,
     files: usize,
-    /// VmHWM once the history and the index are both complete.
+    /// VmHWM once the history, the index and the catch-up rescan are all complete.
     peak_kib: Option<u64>,
 }
 
 /// Spawn on a fresh state dir and poll `git rev-parse HEAD` every 10 ms until it resolves
 /// and the commit is complete (`git log` has a commit, `ls-tree -r` lists every note).
-fn history_run(vault: &Path, state: &Path, log: &Path, notes: usize) -> Result<HistoryRun> {
+fn history_run(
+    bin: &str,
+    vault: &Path,
+    state: &Path,
+    log: &Path,
+    notes: usize,
+) -> Result<HistoryRun> {
     let git_dir = state.join("history.git");
-    let mut daemon = Daemon::spawn(vault, state, log)?;
+    let mut daemon = Daemon::spawn_bin(bin, vault, state, log)?;
     let (complete, files) = loop {
         daemon.ensure_running()?;
         ensure!(
@@ -890,17 +943,21 @@ fn history_run(vault: &Path, state: &Path, log: &Path, notes: usize) -> Result<H
         }
         std::thread::sleep(GIT_POLL);
     };
-    // Peak memory of the whole first start: scan, history bootstrap and index build.
-    while daemon.logged("search index up to date").is_none() {
+    // Peak memory of the whole first start: scan, history bootstrap, index build and the
+    // catch-up rescan after it (which ends with the scan cache written).
+    while daemon.logged("search index up to date").is_none()
+        || daemon.logged("scan cache written").is_none()
+    {
         daemon.ensure_running()?;
         ensure!(
             daemon.started.elapsed() < HISTORY_TIMEOUT,
-            "the index was not built within {HISTORY_TIMEOUT:?}"
+            "the first start (index build, catch-up rescan) did not end within {HISTORY_TIMEOUT:?}"
         );
         std::thread::sleep(GIT_POLL);
     }
     // Logged after the first commit was queued: it may come after HEAD is complete.
     let scanned = daemon.logged("vault scanned");
+    let searchable = daemon.logged("search index up to date");
     let peak_kib = std::fs::read_to_string(format!("/proc/{}/status", daemon.child.id()))
         .ok()
         .and_then(|s| {
@@ -912,6 +969,7 @@ fn history_run(vault: &Path, state: &Path, log: &Path, notes: usize) -> Result<H
     Ok(HistoryRun {
         complete,
         scanned,
+        searchable,
         files,
         peak_kib,
     })
