@@ -31,6 +31,14 @@ pub struct Daemon {
     watcher: Arc<Mutex<Option<LiveWatcher>>>,
 }
 
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.state
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl Daemon {
     /// Whether the live watcher is up.
     pub fn watching(&self) -> bool {
@@ -194,8 +202,8 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     // to verify.
     if state.config.watch || state.unread.pending() {
         let bg = state.clone();
-        // Held weakly: once the `Daemon` is dropped (stopped), nothing more is set up and
-        // no rescan runs on its state.
+        // Held weakly: a watcher set up after the `Daemon` was dropped is dropped at once;
+        // `State::stopped` keeps a rescan from starting on its state.
         let slot = Arc::downgrade(&watcher);
         std::thread::Builder::new()
             .name("watch-setup".into())
@@ -212,13 +220,15 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                         ),
                     }
                 }
-                // A first start (or a rebuilt index) builds the whole search index now:
-                // the rescan reads the whole vault again, so it waits for that build
-                // rather than hold both in memory at once. Reads meanwhile check each
-                // note's stamp (`record::refresh`), and the watch is already up.
+                // When the start did not wait for a verify (a first start, a rebuilt
+                // index), the index is being built from the catalog now; the rescan reads
+                // the whole vault again, so it waits for that build rather than hold both
+                // in memory at once. Meanwhile reads of known notes check their stamps
+                // (`record::refresh`) and the watch is up; a note created before the watch
+                // was up is listed once the rescan has run.
                 let deadline = std::time::Instant::now() + START_SYNC_WAIT;
                 while !bg.index.start_sync_settled() {
-                    if slot.strong_count() == 0 {
+                    if bg.stopped.load(std::sync::atomic::Ordering::SeqCst) {
                         return;
                     }
                     if std::time::Instant::now() >= deadline {
@@ -228,9 +238,6 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                         break;
                     }
                     std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                if slot.strong_count() == 0 {
-                    return;
                 }
                 let rescan = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     live::full_rescan(&bg)

@@ -58,6 +58,9 @@ pub struct State {
     /// A purge asked for: the daemon stops serving and then removes its state
     /// (`daemon::purge`), once nothing else holds it.
     pub purge: std::sync::OnceLock<PurgeRequest>,
+    /// The `Daemon` that opened this state was dropped: a rescan that has not started
+    /// yet does not start (`watch::live::full_rescan`).
+    pub stopped: std::sync::atomic::AtomicBool,
 }
 
 /// Writes waiting to be applied (`writes::group`'s jobs, opaque here): whoever holds
@@ -118,6 +121,7 @@ impl State {
             })),
             stop: tokio_util::sync::CancellationToken::new(),
             purge: std::sync::OnceLock::new(),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

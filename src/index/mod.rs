@@ -195,10 +195,18 @@ impl SearchIndex {
     }
 
     /// Whether no start-up sync (queued by [`SearchIndex::start`]) is under way: none was
-    /// queued, it is applied, or it failed.
+    /// queued, it is applied, it failed, or the writer thread has ended.
     pub fn start_sync_settled(&self) -> bool {
-        let st = self.state.lock();
-        st.sync_remaining == 0 || st.last_error.is_some()
+        {
+            let st = self.state.lock();
+            if st.sync_remaining == 0 || st.last_error.is_some() {
+                return true;
+            }
+        }
+        self.worker
+            .lock()
+            .as_ref()
+            .is_none_or(std::thread::JoinHandle::is_finished)
     }
 
     /// Stop the writer thread after it has applied what was sent.

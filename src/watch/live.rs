@@ -357,6 +357,11 @@ fn attachments_under(state: &State, dir: &Path) -> Vec<String> {
 /// search index starts once they are in. The scan cache is written from what it read.
 pub fn full_rescan(state: &State) -> crate::error::Result<()> {
     let write = state.write_lock.lock();
+    // The daemon was stopped meanwhile (a test server, a purge): nothing more is recorded
+    // into its state.
+    if state.stopped.load(std::sync::atomic::Ordering::SeqCst) || state.purge.get().is_some() {
+        return Ok(());
+    }
     let rescanned = rescan_locked(state);
     if state.unread.pending() {
         finish_verify(state);
