@@ -4,6 +4,7 @@
 //! which tells at start whether the indexed note is current.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tantivy::schema::{
     DateOptions, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED,
@@ -80,6 +81,38 @@ pub fn stamp_of(note: &Note) -> String {
 /// Whether a note goes into the index (and grep): not private, content kept.
 pub fn searchable(note: &Note) -> bool {
     note.visibility != Visibility::Private && note.content.is_some()
+}
+
+/// A note's document for the index on disk, built by the indexing thread that takes it
+/// rather than by the thread that queues it: tantivy queues up to 10,000 documents
+/// between the two, and a built one holds a copy of the note's text (its tokens, for a
+/// note not in English), while this holds the note.
+pub(super) struct NoteDoc {
+    fields: Fields,
+    note: Arc<Note>,
+    built: std::sync::OnceLock<TantivyDocument>,
+}
+
+impl NoteDoc {
+    pub(super) fn new(fields: Fields, note: Arc<Note>) -> Self {
+        NoteDoc {
+            fields,
+            note,
+            built: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+impl tantivy::schema::document::Document for NoteDoc {
+    type Value<'a> = <TantivyDocument as tantivy::schema::document::Document>::Value<'a>;
+    type FieldsValuesIter<'a> =
+        <TantivyDocument as tantivy::schema::document::Document>::FieldsValuesIter<'a>;
+
+    fn iter_fields_and_values(&self) -> Self::FieldsValuesIter<'_> {
+        self.built
+            .get_or_init(|| document(&self.fields, &self.note))
+            .iter_fields_and_values()
+    }
 }
 
 pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
@@ -230,4 +263,59 @@ pub(super) fn open_or_rebuild(
         tracing::info!(reason = %why, "building the search index");
     }
     Ok((index, why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(rel: &str, text: &str) -> Arc<Note> {
+        let bytes = text.as_bytes().to_vec();
+        let observed = crate::vault::scan::Observed {
+            rel: rel.into(),
+            size: bytes.len() as u64,
+            mtime: std::time::SystemTime::UNIX_EPOCH,
+            created: std::time::SystemTime::UNIX_EPOCH,
+            content_hash: "hash".into(),
+            facts: crate::vault::markdown::facts(&bytes),
+            content: Some(Arc::new(bytes)),
+            stamp: None,
+        };
+        Arc::new(crate::vault::catalog::note_from(
+            observed,
+            "id-1".into(),
+            "v-1".into(),
+            chrono::Utc::now(),
+            chrono::Utc::now(),
+        ))
+    }
+
+    /// Every field and value of a document, in a comparable form.
+    fn values(doc: &impl tantivy::schema::document::Document) -> Vec<String> {
+        doc.iter_fields_and_values()
+            .map(|(field, value)| format!("{field:?} {value:?}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_note_doc_holds_what_its_document_holds() {
+        let (_, fields) = schema();
+        for (rel, text) in [
+            (
+                "guide/tar.md",
+                "---\ntags: [archive]\naliases: [tarball]\nauthor: me\n---\n# tar\n\n## Extract\n\nExtract a `tar.gz` archive.\n",
+            ),
+            (
+                "pages.de/tar.md",
+                "---\nlang: de\n---\n# tar\n\nEin Archiv entpacken: `tar xf datei.tar`.\n",
+            ),
+            ("empty.md", ""),
+        ] {
+            let note = note(rel, text);
+            let built = document(&fields, &note);
+            let lazy = NoteDoc::new(fields, note.clone());
+            assert!(!values(&built).is_empty());
+            assert_eq!(values(&lazy), values(&built), "{rel}");
+        }
+    }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tantivy::schema::Schema;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use super::schema::{document, schema, stamp_of, Fields};
+use super::schema::{document, schema, stamp_of, Fields, NoteDoc};
 use super::{key_of, searchable, tokenizer, SearchIndex};
 use crate::vault::catalog::Note;
 
@@ -27,7 +27,7 @@ const SMALL_WRITER_BYTES: usize = 15_000_000;
 const START_WRITER_BYTES_PER_THREAD: usize = 32_000_000;
 
 /// A writer on an empty in-memory index, to hold the place of one being dropped.
-fn placeholder_writer() -> tantivy::Result<IndexWriter<TantivyDocument>> {
+fn placeholder_writer() -> tantivy::Result<IndexWriter<NoteDoc>> {
     Index::create_in_ram(schema().0).writer_with_num_threads(1, SMALL_WRITER_BYTES)
 }
 
@@ -51,7 +51,7 @@ pub(super) struct Overlay {
 /// What the writer thread owns.
 pub(super) struct Worker {
     index: Index,
-    main: IndexWriter<TantivyDocument>,
+    main: IndexWriter<NoteDoc>,
     pub(super) main_reader: IndexReader,
     fields: Fields,
     ram_writer: IndexWriter<TantivyDocument>,
@@ -76,7 +76,7 @@ impl Worker {
         lock: std::fs::File,
     ) -> anyhow::Result<Self> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let writer: IndexWriter<TantivyDocument> = index
+        let writer: IndexWriter<NoteDoc> = index
             .writer_with_num_threads(threads, START_WRITER_BYTES_PER_THREAD * threads)
             .map_err(|e| anyhow::anyhow!("cannot open the search index: {e}"))?;
         let reader = index
@@ -132,7 +132,8 @@ impl Worker {
                 self.main
                     .delete_term(Term::from_field_u64(self.fields.key, *key));
                 if let Some(note) = note {
-                    self.main.add_document(document(&self.fields, note))?;
+                    self.main
+                        .add_document(NoteDoc::new(self.fields, note.clone()))?;
                 }
             }
             self.main.commit()?;
@@ -442,11 +443,7 @@ impl SearchIndex {
     }
 
     /// Index what differs between the index and `notes`; the number of notes (re)indexed.
-    fn sync(
-        &self,
-        writer: &IndexWriter<TantivyDocument>,
-        notes: &[Arc<Note>],
-    ) -> tantivy::Result<usize> {
+    fn sync(&self, writer: &IndexWriter<NoteDoc>, notes: &[Arc<Note>]) -> tantivy::Result<usize> {
         let indexed = self.indexed_stamps()?;
         let mut keep: HashSet<u64> = HashSet::with_capacity(notes.len());
         let mut count = 0;
@@ -465,7 +462,7 @@ impl SearchIndex {
                 }
                 None => {}
             }
-            writer.add_document(document(&self.fields, note))?;
+            writer.add_document(NoteDoc::new(self.fields, note.clone()))?;
             count += 1;
         }
         for key in indexed.keys() {
