@@ -59,7 +59,7 @@ pub struct State {
     /// (`daemon::purge`), once nothing else holds it.
     pub purge: std::sync::OnceLock<PurgeRequest>,
     /// The `Daemon` that opened this state was dropped: a rescan that has not started
-    /// yet does not start (`watch::live::full_rescan`).
+    /// yet does not start (`watch::live::full_rescan`), and no scan cache is written.
     pub stopped: std::sync::atomic::AtomicBool,
 }
 

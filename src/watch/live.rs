@@ -387,7 +387,9 @@ pub fn write_scan_cache(state: &State, observed: &[Observed]) {
     use crate::vault::scan_cache::ScanCache;
     let encoded = ScanCache::encode(observed);
     let _write = state.write_lock.lock();
-    if state.purge.get().is_some() {
+    // Never into a purged state dir, nor after the daemon stopped (a test, or whatever
+    // opens the state dir next, may be writing its own cache).
+    if state.purge.get().is_some() || state.stopped.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
     match encoded.and_then(|bytes| ScanCache::store(state.state_dir(), &bytes)) {
