@@ -202,18 +202,15 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     // to verify.
     if state.config.watch || state.unread.pending() {
         let bg = state.clone();
-        // Held weakly: a watcher set up after the `Daemon` was dropped is dropped at once;
-        // `State::stopped` keeps a rescan from starting on its state.
-        let slot = Arc::downgrade(&watcher);
+        // `State::stopped` (set when the `Daemon` is dropped) keeps a rescan from starting
+        // on a stopped daemon's state.
+        let slot = watcher.clone();
         std::thread::Builder::new()
             .name("watch-setup".into())
             .spawn(move || {
                 if bg.config.watch {
                     match live::start(&bg) {
-                        Ok(w) => match slot.upgrade() {
-                            Some(slot) => *slot.lock() = Some(w),
-                            None => return,
-                        },
+                        Ok(w) => *slot.lock() = Some(w),
                         Err(e) => tracing::warn!(
                             error = %e,
                             "cannot watch the vault; external edits are seen when read"
