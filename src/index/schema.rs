@@ -83,11 +83,15 @@ pub fn searchable(note: &Note) -> bool {
     note.visibility != Visibility::Private && note.content.is_some()
 }
 
-/// A note's document for the index on disk, built by the indexing thread that takes it
-/// rather than by the thread that queues it: tantivy queues up to 10,000 documents
-/// between the two, and a built one holds a copy of the note's text (its tokens, for a
-/// note not in English), while this holds the note.
-pub(super) struct NoteDoc {
+/// A note's document for the index, built by the indexing thread that takes it rather
+/// than by the thread that queues it: tantivy queues up to 10,000 documents between the
+/// two, and a built one holds a copy of the note's text (its tokens, for a note not in
+/// English), while this holds the note. One pointer wide: each writer's queue is an array
+/// of 10,000 slots of four documents each, allocated whole when the writer is made (and
+/// again at each commit), so a wider document costs memory whether or not it is used.
+pub(super) struct NoteDoc(Box<Pending>);
+
+struct Pending {
     fields: Fields,
     note: Arc<Note>,
     built: std::sync::OnceLock<TantivyDocument>,
@@ -95,11 +99,11 @@ pub(super) struct NoteDoc {
 
 impl NoteDoc {
     pub(super) fn new(fields: Fields, note: Arc<Note>) -> Self {
-        NoteDoc {
+        NoteDoc(Box::new(Pending {
             fields,
             note,
             built: std::sync::OnceLock::new(),
-        }
+        }))
     }
 }
 
@@ -109,8 +113,13 @@ impl tantivy::schema::document::Document for NoteDoc {
         <TantivyDocument as tantivy::schema::document::Document>::FieldsValuesIter<'a>;
 
     fn iter_fields_and_values(&self) -> Self::FieldsValuesIter<'_> {
-        self.built
-            .get_or_init(|| document(&self.fields, &self.note))
+        let Pending {
+            fields,
+            note,
+            built,
+        } = &*self.0;
+        built
+            .get_or_init(|| document(fields, note))
             .iter_fields_and_values()
     }
 }
@@ -317,5 +326,7 @@ mod tests {
             assert!(!values(&built).is_empty());
             assert_eq!(values(&lazy), values(&built), "{rel}");
         }
+        // What each of a writer's 10,000 queue slots holds four of.
+        assert_eq!(std::mem::size_of::<NoteDoc>(), std::mem::size_of::<usize>());
     }
 }

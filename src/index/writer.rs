@@ -12,9 +12,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use tantivy::schema::Schema;
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
-use super::schema::{document, schema, stamp_of, Fields, NoteDoc};
+use super::schema::{schema, stamp_of, Fields, NoteDoc};
 use super::{key_of, searchable, tokenizer, SearchIndex};
 use crate::vault::catalog::Note;
 
@@ -54,7 +54,7 @@ pub(super) struct Worker {
     main: IndexWriter<NoteDoc>,
     pub(super) main_reader: IndexReader,
     fields: Fields,
-    ram_writer: IndexWriter<TantivyDocument>,
+    ram_writer: IndexWriter<NoteDoc>,
     ram_reader: IndexReader,
     /// Key → current version (`None`: deleted or not searchable) since the last commit
     /// on disk.
@@ -325,7 +325,7 @@ impl SearchIndex {
                         .delete_term(Term::from_field_u64(self.fields.key, key));
                     let r = if searchable(&note) {
                         w.ram_writer
-                            .add_document(document(&self.fields, &note))
+                            .add_document(NoteDoc::new(self.fields, note.clone()))
                             .map(|_| ())
                     } else {
                         Ok(())

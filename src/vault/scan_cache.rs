@@ -103,37 +103,42 @@ impl ScanCache {
         Self::store(dir, &Self::encode(observed)?)
     }
 
-    /// The cache file's bytes for `observed`.
+    /// The cache file's bytes for `observed`: the same bytes as postcard's encoding of the
+    /// whole [`Body`], written an entry at a time (each entry's owned form lives only while
+    /// it is written), so encoding holds no second copy of every note's facts.
     pub fn encode<'a>(
         observed: impl IntoIterator<Item = &'a Observed>,
     ) -> std::io::Result<Vec<u8>> {
-        let entries: Vec<(String, Entry)> = observed
-            .into_iter()
-            .filter_map(|o| {
-                let stamp = o.stamp?;
-                // A note not kept in memory (too large) is read at every start anyway.
-                o.content.as_ref()?;
-                let facts = Facts::of(&o.facts)?;
-                Some((
-                    o.rel.clone(),
-                    Entry {
-                        stamp,
-                        content_hash: o.content_hash.clone(),
-                        facts,
-                    },
-                ))
-            })
-            .collect();
-        let body = postcard::to_stdvec(&Body {
-            format: FORMAT,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            entries,
-        })
-        .map_err(std::io::Error::other)?;
-        let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 32);
+        let mut entries = Vec::new();
+        let mut count: usize = 0;
+        for o in observed {
+            // A note not kept in memory (too large) is read at every start anyway.
+            let (Some(stamp), Some(_)) = (o.stamp, o.content.as_ref()) else {
+                continue;
+            };
+            let Some(facts) = Facts::of(&o.facts) else {
+                continue;
+            };
+            let entry = Entry {
+                stamp,
+                content_hash: o.content_hash.clone(),
+                facts,
+            };
+            entries =
+                postcard::to_extend(&(&o.rel, &entry), entries).map_err(std::io::Error::other)?;
+            count += 1;
+        }
+        // A sequence is its length (a varint), then its elements: the body's two first
+        // fields, the entries' count, the entries.
+        let head = postcard::to_stdvec(&(FORMAT, env!("CARGO_PKG_VERSION"), count))
+            .map_err(std::io::Error::other)?;
+        let mut out = Vec::with_capacity(MAGIC.len() + head.len() + entries.len() + 32);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&body);
-        out.extend_from_slice(blake3::hash(&body).as_bytes());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&entries);
+        drop(entries);
+        let sum = blake3::hash(&out[MAGIC.len()..]);
+        out.extend_from_slice(sum.as_bytes());
         Ok(out)
     }
 
@@ -358,6 +363,54 @@ mod tests {
         #[allow(clippy::disallowed_methods, reason = "a test file")]
         std::fs::write(&path, text).unwrap();
         crate::vault::scan::observe(dir, rel).unwrap()
+    }
+
+    /// The entries written one at a time are byte for byte postcard's encoding of the
+    /// whole body (what `load` decodes), with no entries, one, and a count that takes two
+    /// varint bytes.
+    #[test]
+    fn an_encoding_written_entry_by_entry_is_the_body_s() {
+        let vault = tempfile::tempdir().unwrap();
+        for n in [0, 1, 130] {
+            let observed: Vec<Observed> = (0..n)
+                .map(|i| {
+                    let text = format!(
+                        "---\ntags: [t{i}]\nn: {i}\n---\n# Note {i}\nsee [[n{}]]\n",
+                        i + 1
+                    );
+                    observed_of(vault.path(), &format!("n{i}.md"), &text)
+                })
+                .collect();
+            let whole = postcard::to_stdvec(&Body {
+                format: FORMAT,
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                entries: observed
+                    .iter()
+                    .map(|o| {
+                        let facts = Facts::of(&o.facts).unwrap();
+                        let stamp = o.stamp.unwrap();
+                        let content_hash = o.content_hash.clone();
+                        (
+                            o.rel.clone(),
+                            Entry {
+                                stamp,
+                                content_hash,
+                                facts,
+                            },
+                        )
+                    })
+                    .collect(),
+            })
+            .unwrap();
+            let encoded = ScanCache::encode(&observed).unwrap();
+            let body = &encoded[MAGIC.len()..encoded.len() - 32];
+            assert_eq!(body, &whole[..], "{n} entries");
+            assert_eq!(&encoded[..MAGIC.len()], MAGIC);
+            assert_eq!(
+                &encoded[encoded.len() - 32..],
+                blake3::hash(body).as_bytes()
+            );
+        }
     }
 
     #[test]
