@@ -333,7 +333,7 @@ pub async fn raw(state: Arc<State>, key: String, parts: Parts) -> ApiResult<Json
         content: text.into_owned(),
         content_hash: note.content_hash.clone(),
         path: note.path.clone(),
-        slug: note.slug.clone(),
+        slug: note.slug().to_string(),
         version_id: note.version_id.clone(),
     }))
 }

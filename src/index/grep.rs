@@ -229,7 +229,7 @@ pub fn lines_page(
     };
     let mut s = searcher();
     let start = match cursor {
-        Some((slug, _)) => matched.partition_point(|n| n.slug.as_str() < slug),
+        Some((slug, _)) => matched.partition_point(|n| n.slug() < slug),
         None => 0,
     };
     for note in &matched[start..] {
@@ -238,17 +238,20 @@ pub fn lines_page(
             page.next = page
                 .files
                 .last()
-                .map(|f| (f.note.slug.clone(), f.lines.last().map_or(0, |l| l.n)));
+                .map(|f| (f.note.slug().to_string(), f.lines.last().map_or(0, |l| l.n)));
             break;
         }
         let after = match cursor {
-            Some((slug, line)) if slug == note.slug => line,
+            Some((slug, line)) if slug == note.slug() => line,
             _ => 0,
         };
         let budget = page_size - page.lines_returned;
         if budget == 0 {
             let last = page.files.last().expect("a full page has lines");
-            page.next = Some((last.note.slug.clone(), last.lines.last().map_or(0, |l| l.n)));
+            page.next = Some((
+                last.note.slug().to_string(),
+                last.lines.last().map_or(0, |l| l.n),
+            ));
             break;
         }
         let mut lines = Vec::new();
@@ -270,7 +273,7 @@ pub fn lines_page(
             });
         }
         if more {
-            page.next = Some((note.slug.clone(), last_line.unwrap_or(after)));
+            page.next = Some((note.slug().to_string(), last_line.unwrap_or(after)));
             break;
         }
     }

@@ -384,7 +384,7 @@ impl Matcher {
         if note.tags.iter().any(|t| self.text_matches(t)) {
             fields.push("tags");
         }
-        if self.text_matches(&note.slug) {
+        if self.text_matches(note.slug()) {
             fields.push("path");
         }
         if in_props {

@@ -126,7 +126,7 @@ impl tantivy::schema::document::Document for NoteDoc {
 
 pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
-    let english = tokenizer::stems_english(note.frontmatter.as_ref());
+    let english = tokenizer::stems_english(note.frontmatter.as_deref());
     // A field of words: its tokens and their stems (the analyzer's), or, in a note of
     // another language, its tokens only.
     let words = |doc: &mut TantivyDocument, field: Field, text: &str| {
@@ -142,7 +142,7 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
     for alias in &note.aliases {
         words(&mut doc, f.aliases, alias);
     }
-    doc.add_text(f.path, &note.slug);
+    doc.add_text(f.path, note.slug());
     for tag in &note.tags {
         doc.add_text(f.tags, tag);
     }
@@ -154,7 +154,7 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         f.updated,
         tantivy::DateTime::from_timestamp_millis(note.updated_at.timestamp_millis()),
     );
-    if let Some(map) = &note.frontmatter {
+    if let Some(map) = note.frontmatter.as_deref() {
         let mut props = String::new();
         for (k, v) in map {
             let key = crate::vault::markdown::scalar_string(k).unwrap_or_default();

@@ -28,7 +28,7 @@ pub fn history_with(state: &State, key: &str, load: bool) -> Result<NoteHistory>
     let (note_id, slug, current) = match find(state, key) {
         Ok(note) => (
             note.note_id.clone(),
-            note.slug.clone(),
+            note.slug().to_string(),
             Some(note.version_id.clone()),
         ),
         Err(e) if e.reason == crate::error::Reason::NOTE_NOT_FOUND => {

@@ -177,7 +177,7 @@ pub fn folders(state: &State, prefix: &str) -> FolderListing {
     let catalog = state.catalog.read();
     let mut counts: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
     for note in catalog.iter() {
-        let Some((dir, _)) = note.slug.rsplit_once('/') else {
+        let Some((dir, _)) = note.slug().rsplit_once('/') else {
             continue;
         };
         counts.entry(dir).or_default().0 += 1;
@@ -265,7 +265,7 @@ pub fn list(
     let mut iter = scope.walk(prefix, start).filter(keep);
     for note in iter.by_ref() {
         if notes.len() == page_size {
-            next_after = notes.last().map(|n: &Arc<Note>| n.slug.clone());
+            next_after = notes.last().map(|n: &Arc<Note>| n.slug().to_string());
             break;
         }
         notes.push(note.clone());
@@ -359,26 +359,22 @@ pub fn note_field(note: &Note, field: &str, links: Option<&LinkSets<'_>>) -> cra
         Value::List(v)
     };
     match field {
-        "links_to" => slugs(links.and_then(|l| l.outgoing.get(note.slug.as_str()))),
-        "linked_from" => slugs(links.and_then(|l| l.incoming.get(note.slug.as_str()))),
+        "links_to" => slugs(links.and_then(|l| l.outgoing.get(note.slug()))),
+        "linked_from" => slugs(links.and_then(|l| l.incoming.get(note.slug()))),
         "orphan" => Value::Text(
             links
-                .is_some_and(|l| {
-                    l.incoming
-                        .get(note.slug.as_str())
-                        .is_none_or(|s| s.is_empty())
-                })
+                .is_some_and(|l| l.incoming.get(note.slug()).is_none_or(|s| s.is_empty()))
                 .to_string(),
         ),
         "tags" => Value::List(note.tags.clone()),
         "folder" => Value::Text(
-            note.slug
+            note.slug()
                 .rsplit_once('/')
                 .map_or("", |(f, _)| f)
                 .to_string(),
         ),
         "path" => Value::Text(note.path.clone()),
-        "slug" => Value::Text(note.slug.clone()),
+        "slug" => Value::Text(note.slug().to_string()),
         "title" => Value::Text(note.title.clone()),
         "status" => Value::Text(note.status.clone()),
         "visibility" => Value::Text(note.visibility.as_str().to_string()),
@@ -412,7 +408,7 @@ pub fn sort_notes(notes: &mut [Arc<Note>], order: &Order) {
             _ => std::cmp::Ordering::Equal,
         };
         let o = if order.desc { o.reverse() } else { o };
-        let slug = a.slug.cmp(&b.slug);
+        let slug = a.slug().cmp(b.slug());
         o.then(if order.desc && order.field == "slug" {
             slug.reverse()
         } else {
@@ -447,7 +443,7 @@ pub fn page_sorted(
                 "updated_at" => Key::Time(n.updated_at),
                 _ => Key::Slug,
             };
-            (key, n.slug.as_str(), i)
+            (key, n.slug(), i)
         })
         .collect();
     let slug_desc = order.desc && order.field == "slug";

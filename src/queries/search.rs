@@ -698,7 +698,7 @@ pub fn summary(state: &State) -> Result<VaultSummary> {
     let mut bytes = 0;
     let mut private = 0;
     for note in catalog.iter() {
-        let mut path = note.slug.as_str();
+        let mut path = note.slug();
         while let Some((parent, _)) = path.rsplit_once('/') {
             folders.insert(parent);
             path = parent;

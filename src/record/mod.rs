@@ -152,7 +152,7 @@ pub fn record_with(
         state
             .catalog
             .read()
-            .get(&note.slug)
+            .get(note.slug())
             .is_some_and(|n| n.note_id == note.note_id)
     };
     // The old place of a note leaves history's tree when the note leaves it now (a
@@ -317,11 +317,11 @@ pub fn record_with(
         let mut catalog = state.catalog.write();
         for (((from, to), revision), vacated) in notes.into_iter().zip(revisions).zip(vacated) {
             if let (true, Some(from)) = (vacated, &from) {
-                catalog.remove(&from.slug);
+                catalog.remove(from.slug());
             }
             let note = match to {
                 Some(note) => {
-                    let slug = note.slug.clone();
+                    let slug = note.slug().to_string();
                     catalog.insert(note);
                     catalog.get(&slug).cloned()
                 }

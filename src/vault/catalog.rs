@@ -32,14 +32,15 @@ impl Visibility {
 #[derive(Debug, Clone)]
 pub struct Note {
     pub note_id: String,
-    pub slug: String,
-    /// Vault-relative path with `.md`.
+    /// Vault-relative path with `.md` (the slug is this without it: [`Note::slug`]).
     pub path: String,
     pub title: String,
     pub status: String,
     pub visibility: Visibility,
     pub tags: Vec<String>,
-    pub frontmatter: Option<Mapping>,
+    /// Boxed: most notes' frontmatter is a few keys, and a note without any then costs a
+    /// pointer, not the map's 72 bytes.
+    pub frontmatter: Option<Box<Mapping>>,
     /// Frontmatter `aliases` (other names `[[links]]` may use).
     pub aliases: Vec<String>,
     /// Outgoing links as written, with their lines.
@@ -70,6 +71,11 @@ pub struct Excluded {
 }
 
 impl Note {
+    /// The note's slug: its path without `.md` (kept once, in the path).
+    pub fn slug(&self) -> &str {
+        crate::vault::path::slug_of(&self.path)
+    }
+
     /// Whether the note's bytes were not read yet: its hash and facts came from the scan
     /// cache at start (`vault::scan_cache`), and the verify that follows reads them. (A
     /// note over [`MAX_CONTENT_BYTES`](crate::vault::scan::MAX_CONTENT_BYTES) or a private
@@ -143,15 +149,15 @@ impl Catalog {
 
     pub fn insert(&mut self, note: Note) {
         if let Some(old) = self.by_id.get(&note.note_id) {
-            if old.slug != note.slug {
-                let old_slug = old.slug.clone();
+            if old.slug() != note.slug() {
+                let old_slug = old.slug().to_string();
                 if let Some(old) = self.by_slug.remove(&old_slug) {
                     self.unfile(&old);
                 }
             }
         }
         let note = Arc::new(note);
-        if let Some(replaced) = self.by_slug.insert(note.slug.clone(), note.clone()) {
+        if let Some(replaced) = self.by_slug.insert(note.slug().to_string(), note.clone()) {
             if replaced.note_id != note.note_id {
                 self.by_id.remove(&replaced.note_id);
                 self.by_key.remove(&replaced.key());
@@ -174,8 +180,8 @@ impl Catalog {
         if !self.by_slug.is_empty() {
             return one_by_one(self, notes);
         }
-        notes.par_sort_by(|a, b| a.slug.cmp(&b.slug));
-        if notes.windows(2).any(|w| w[0].slug == w[1].slug) {
+        notes.par_sort_by(|a, b| a.slug().cmp(b.slug()));
+        if notes.windows(2).any(|w| w[0].slug() == w[1].slug()) {
             // Two notes under one slug: the later one wins, as with `insert`.
             return one_by_one(self, notes);
         }
@@ -203,7 +209,10 @@ impl Catalog {
                     || {
                         by_id.reserve(notes.len());
                         by_id.extend(notes.iter().map(|n| (n.note_id.clone(), n.clone())));
-                        *by_slug = notes.iter().map(|n| (n.slug.clone(), n.clone())).collect();
+                        *by_slug = notes
+                            .iter()
+                            .map(|n| (n.slug().to_string(), n.clone()))
+                            .collect();
                     },
                 )
             },
@@ -262,7 +271,7 @@ impl Catalog {
         self.links.remove(note);
         for tag in &note.tags {
             if let Some(slugs) = self.by_tag.get_mut(tag) {
-                slugs.remove(&note.slug);
+                slugs.remove(note.slug());
                 if slugs.is_empty() {
                     self.by_tag.remove(tag);
                 }
@@ -326,7 +335,7 @@ fn file_tags(by_tag: &mut BTreeMap<String, BTreeSet<String>>, note: &Note) {
         by_tag
             .entry(tag.clone())
             .or_default()
-            .insert(note.slug.clone());
+            .insert(note.slug().to_string());
     }
 }
 
@@ -339,8 +348,8 @@ pub fn note_from(
     observed_at: DateTime<Utc>,
 ) -> Note {
     let facts = observed.facts;
-    let slug = crate::vault::path::slug_of(&observed.rel).to_string();
-    let file_name = slug.rsplit('/').next().unwrap_or(&slug).to_string();
+    let slug = crate::vault::path::slug_of(&observed.rel);
+    let file_name = slug.rsplit('/').next().unwrap_or(slug).to_string();
     let mut warnings = Vec::new();
     if let Some(why) = &facts.frontmatter_error {
         warnings.push(format!("{why}; the frontmatter was treated as absent"));
@@ -360,7 +369,7 @@ pub fn note_from(
         status: facts.status.unwrap_or_else(|| "active".into()),
         visibility: Visibility::Standard,
         tags: facts.tags,
-        frontmatter: facts.frontmatter,
+        frontmatter: facts.frontmatter.map(Box::new),
         aliases: facts.aliases,
         links: facts.links,
         warnings,
@@ -373,7 +382,6 @@ pub fn note_from(
         content: observed.content,
         stamp: observed.stamp,
         path: observed.rel,
-        slug,
     }
 }
 
@@ -421,15 +429,15 @@ mod tests {
     fn view(c: &Catalog) -> Vec<String> {
         let mut out: Vec<String> = c
             .iter()
-            .map(|n| format!("slug {} {}", n.slug, n.note_id))
+            .map(|n| format!("slug {} {}", n.slug(), n.note_id))
             .collect();
         for n in c.iter() {
             out.push(format!(
                 "id {} {:?}",
                 n.note_id,
-                c.get_by_id(&n.note_id).map(|m| &m.slug)
+                c.get_by_id(&n.note_id).map(|m| m.slug())
             ));
-            out.push(format!("key {:?}", c.get_by_key(n.key()).map(|m| &m.slug)));
+            out.push(format!("key {:?}", c.get_by_key(n.key()).map(|m| m.slug())));
         }
         out.extend(
             c.tag_table()
@@ -509,7 +517,7 @@ mod tests {
         let mut all = Catalog::default();
         all.insert_all(twice().into_iter().map(Arc::new).collect());
         same(view(&all), view(&one_by_one));
-        assert_eq!(all.get_by_id("same").map(|n| n.slug.as_str()), Some("b"));
+        assert_eq!(all.get_by_id("same").map(|n| n.slug()), Some("b"));
         assert_eq!(all.len(), 2);
     }
 }

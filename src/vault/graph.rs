@@ -44,10 +44,10 @@ fn folder_of(slug: &str) -> &str {
 
 fn shortest<'a>(candidates: impl IntoIterator<Item = &'a Arc<Note>>) -> Option<&'a Arc<Note>> {
     candidates.into_iter().min_by(|a, b| {
-        a.slug
+        a.slug()
             .len()
-            .cmp(&b.slug.len())
-            .then_with(|| a.slug.cmp(&b.slug))
+            .cmp(&b.slug().len())
+            .then_with(|| a.slug().cmp(b.slug()))
     })
 }
 
@@ -62,7 +62,7 @@ fn wiki_target(link: &RawLink) -> String {
 /// full or partial path), or of the slug a relative markdown link points at.
 fn link_key(from: &Note, link: &RawLink) -> Option<String> {
     if link.markdown {
-        let slug = resolve_relative(folder_of(&from.slug), &link.target)?;
+        let slug = resolve_relative(folder_of(from.slug()), &link.target)?;
         return Some(name_of(&slug).to_lowercase());
     }
     let target = wiki_target(link);
@@ -89,16 +89,16 @@ fn link_keys(note: &Note) -> HashSet<String> {
 fn file(map: &mut Table, key: String, note: &Arc<Note>) {
     let notes = map.entry(key).or_default();
     debug_assert!(
-        !notes.iter().any(|n| n.slug == note.slug),
+        !notes.iter().any(|n| n.slug() == note.slug()),
         "{} filed twice",
-        note.slug
+        note.slug()
     );
     notes.push(note.clone());
 }
 
 fn unfile(map: &mut Table, key: &str, note: &Note) {
     if let Some(notes) = map.get_mut(key) {
-        notes.retain(|n| n.slug != note.slug);
+        notes.retain(|n| n.slug() != note.slug());
         if notes.is_empty() {
             map.remove(key);
         }
@@ -108,7 +108,7 @@ fn unfile(map: &mut Table, key: &str, note: &Note) {
 impl LinkTables {
     /// The keys a note is filed under: (lower-case slug, file name, aliases, link keys).
     fn keys(note: &Note) -> (String, String, Vec<String>, HashSet<String>) {
-        let lower = note.slug.to_lowercase();
+        let lower = note.slug().to_lowercase();
         let name = name_of(&lower).to_string();
         (lower, name, alias_keys(note).collect(), link_keys(note))
     }
@@ -133,7 +133,7 @@ impl LinkTables {
                 rayon::join(
                     || {
                         for note in notes {
-                            let lower = note.slug.to_lowercase();
+                            let lower = note.slug().to_lowercase();
                             file(by_name, name_of(&lower).to_string(), note);
                             file(by_lower, lower, note);
                         }
@@ -197,7 +197,7 @@ impl LinkTables {
         self.by_lower
             .get(lower)?
             .iter()
-            .max_by(|a, b| a.slug.cmp(&b.slug))
+            .max_by(|a, b| a.slug().cmp(b.slug()))
     }
 }
 
@@ -216,7 +216,8 @@ impl LinkTables {
             .into_iter()
             .flat_map(|(name, table)| {
                 table.iter().map(move |(key, notes)| {
-                    let mut slugs: Vec<String> = notes.iter().map(|n| n.slug.clone()).collect();
+                    let mut slugs: Vec<String> =
+                        notes.iter().map(|n| n.slug().to_string()).collect();
                     slugs.sort();
                     (name, key.clone(), slugs)
                 })
@@ -246,7 +247,7 @@ impl<'a> Graph<'a> {
     pub fn resolve(&self, from: &Note, link: &RawLink) -> Option<&'a Arc<Note>> {
         let tables = self.tables();
         if link.markdown {
-            let slug = resolve_relative(folder_of(&from.slug), &link.target)?;
+            let slug = resolve_relative(folder_of(from.slug()), &link.target)?;
             return tables.exact(&slug.to_lowercase());
         }
         let target = wiki_target(link);
@@ -263,7 +264,7 @@ impl<'a> Graph<'a> {
                     .get(name_of(&target))
                     .into_iter()
                     .flatten()
-                    .filter(|n| n.slug.to_lowercase().ends_with(&suffix)),
+                    .filter(|n| n.slug().to_lowercase().ends_with(&suffix)),
             );
         }
         tables
@@ -282,11 +283,11 @@ impl<'a> Graph<'a> {
     pub fn edges(&self) -> HashMap<&'a str, HashSet<&'a str>> {
         let mut out: HashMap<&str, HashSet<&str>> = HashMap::new();
         for note in self.catalog.iter() {
-            let targets = out.entry(note.slug.as_str()).or_default();
+            let targets = out.entry(note.slug()).or_default();
             for link in &note.links {
                 if let Some(t) = self.resolve(note, link) {
                     if t.note_id != note.note_id {
-                        targets.insert(t.slug.as_str());
+                        targets.insert(t.slug());
                     }
                 }
             }
@@ -298,7 +299,7 @@ impl<'a> Graph<'a> {
     /// Only the notes filed under its file name or one of its aliases are resolved.
     pub fn backlinks(&self, target: &Note) -> Vec<(&'a Arc<Note>, Vec<usize>)> {
         let tables = self.tables();
-        let mut keys = vec![name_of(&target.slug).to_lowercase()];
+        let mut keys = vec![name_of(target.slug()).to_lowercase()];
         keys.extend(target.aliases.iter().map(|a| a.to_lowercase()));
         let mut candidates: Vec<&'a Arc<Note>> = keys
             .iter()
@@ -306,8 +307,8 @@ impl<'a> Graph<'a> {
             .flatten()
             .filter(|n| n.note_id != target.note_id)
             .collect();
-        candidates.sort_by(|a, b| a.slug.cmp(&b.slug));
-        candidates.dedup_by(|a, b| a.slug == b.slug);
+        candidates.sort_by(|a, b| a.slug().cmp(b.slug()));
+        candidates.dedup_by(|a, b| a.slug() == b.slug());
         candidates
             .into_iter()
             .filter_map(|note| {

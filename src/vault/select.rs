@@ -45,7 +45,7 @@ impl<'a> Scope<'a> {
             }
         }
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let under = move |n: &&'a Arc<Note>| n.slug.starts_with(prefix);
+        let under = move |n: &&'a Arc<Note>| n.slug().starts_with(prefix);
         match &self.candidates {
             None if end.is_some() => Box::new(self.catalog.range((lower, upper))),
             None => Box::new(self.catalog.range((lower, upper)).take_while(under)),
@@ -147,7 +147,7 @@ impl Catalog {
                 Some(
                     slugs
                         .into_iter()
-                        .filter_map(|s| self.get(s).map(|n| (n.slug.as_str(), n)))
+                        .filter_map(|s| self.get(s).map(|n| (n.slug(), n)))
                         .collect(),
                 )
             }
@@ -175,7 +175,7 @@ impl Catalog {
                         };
                         Some(
                             slug.and_then(|s| self.get(s))
-                                .map(|n| (n.slug.as_str(), n))
+                                .map(|n| (n.slug(), n))
                                 .into_iter()
                                 .collect(),
                         )
@@ -191,11 +191,7 @@ impl Catalog {
         if prefix.is_empty() {
             return None;
         }
-        Some(
-            self.iter_prefix(prefix)
-                .map(|n| (n.slug.as_str(), n))
-                .collect(),
-        )
+        Some(self.iter_prefix(prefix).map(|n| (n.slug(), n)).collect())
     }
 }
 

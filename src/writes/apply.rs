@@ -68,7 +68,7 @@ pub(crate) fn linking_to(state: &State, note: &Note) -> Vec<String> {
     graph
         .backlinks(note)
         .into_iter()
-        .map(|(n, _)| n.slug.clone())
+        .map(|(n, _)| n.slug().to_string())
         .collect()
 }
 
@@ -421,7 +421,7 @@ pub(crate) fn record_staged(
 fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
     Receipt {
         status: ReceiptStatus::Applied,
-        slug: note.slug.clone(),
+        slug: note.slug().to_string(),
         note_id: note.note_id.clone(),
         version_id: note.version_id.clone(),
         content_hash: note.content_hash.clone(),

@@ -129,7 +129,7 @@ fn linking_to(state: &State, a: &Attachment) -> Vec<String> {
     catalog
         .iter()
         .filter(|note| {
-            let folder = note.slug.rsplit_once('/').map_or("", |(f, _)| f);
+            let folder = note.slug().rsplit_once('/').map_or("", |(f, _)| f);
             note.links.iter().any(|l| {
                 crate::vault::attachments::links_attachment(l)
                     && attachments
@@ -137,7 +137,7 @@ fn linking_to(state: &State, a: &Attachment) -> Vec<String> {
                         .is_some_and(|r| r.path == a.path)
             })
         })
-        .map(|n| n.slug.clone())
+        .map(|n| n.slug().to_string())
         .collect()
 }
 

@@ -242,7 +242,7 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
                     let from: Vec<String> = graph
                         .backlinks(n)
                         .into_iter()
-                        .map(|(l, _)| l.slug.clone())
+                        .map(|(l, _)| l.slug().to_string())
                         .collect();
                     (n.note_id.clone(), from)
                 })
@@ -379,7 +379,7 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
                 continue;
             };
             let from: Vec<String> = from.iter().map(|s| new_slug_of(s)).collect();
-            let new_slug = new_slug_of(&note.slug);
+            let new_slug = new_slug_of(note.slug());
             let (updated, failed) = links::rewrite_links_to(state, note, &new_slug, actor, &from);
             receipt.links_updated += updated;
             receipt.links_failed.extend(failed);

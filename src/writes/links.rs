@@ -93,22 +93,22 @@ pub fn rewrite_links_to(
         let lower = name.to_lowercase();
         notes
             .iter()
-            .filter(|n| file_name(&n.slug).to_lowercase() == lower)
+            .filter(|n| file_name(n.slug()).to_lowercase() == lower)
             .count()
     };
     // The moved note is already at its new slug in the catalog.
-    let short_ok_old = count_name(file_name(&old.slug))
-        == usize::from(file_name(&old.slug).eq_ignore_ascii_case(file_name(new_slug)));
+    let short_ok_old = count_name(file_name(old.slug()))
+        == usize::from(file_name(old.slug()).eq_ignore_ascii_case(file_name(new_slug)));
     let short_ok_new = count_name(file_name(new_slug)) == 1;
     let linking: Vec<&Arc<Note>> = notes
         .iter()
-        .filter(|n| n.note_id != old.note_id && linking.contains(&n.slug))
+        .filter(|n| n.note_id != old.note_id && linking.iter().any(|s| s == n.slug()))
         .collect();
     rewrite_each(state, actor, &linking, |text, folder| {
         rewrite(
             text,
             folder,
-            &old.slug,
+            old.slug(),
             new_slug,
             short_ok_old,
             short_ok_new,
@@ -130,19 +130,22 @@ fn rewrite_each(
     let mut failed = Vec::new();
     for note in notes {
         let Ok(bytes) = std::fs::read(state.paths.root.join(&note.path)) else {
-            failed.push((note.slug.clone(), "the file could not be read".to_string()));
+            failed.push((
+                note.slug().to_string(),
+                "the file could not be read".to_string(),
+            ));
             continue;
         };
         let Ok(text) = std::str::from_utf8(&bytes) else {
             continue;
         };
-        let new_text = rewrite(text, folder_of(&note.slug));
+        let new_text = rewrite(text, folder_of(note.slug()));
         if new_text == text {
             continue;
         }
         if crate::vault::scan::content_hash(&bytes) != note.content_hash {
             failed.push((
-                note.slug.clone(),
+                note.slug().to_string(),
                 "changed on disk since it was indexed; rewrite its links by hand".into(),
             ));
             continue;
@@ -158,7 +161,7 @@ fn rewrite_each(
         };
         match super::commit_change(state, change, None) {
             Ok(_) => updated += 1,
-            Err(e) => failed.push((note.slug.clone(), e.message)),
+            Err(e) => failed.push((note.slug().to_string(), e.message)),
         }
     }
     (updated, failed)
@@ -237,7 +240,7 @@ pub fn rewrite_attachment_links(
         .catalog
         .read()
         .iter()
-        .filter(|n| linking.contains(&n.slug))
+        .filter(|n| linking.iter().any(|s| s == n.slug()))
         .cloned()
         .collect();
     let notes: Vec<&Arc<Note>> = notes.iter().collect();

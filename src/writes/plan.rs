@@ -20,7 +20,7 @@ fn current(state: &State, key: &str) -> Result<crate::record::refresh::NoteBytes
         |note| {
             Error::new(
                 Reason::VERSION_MOVED,
-                format!("note {} keeps changing on disk; try again", note.slug),
+                format!("note {} keeps changing on disk; try again", note.slug()),
             )
             .with_meta("current_version_id", note.version_id.clone())
         },
@@ -33,7 +33,8 @@ fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
             Reason::VERSION_MOVED,
             format!(
                 "note {} is at version {}, not {v}",
-                note.slug, note.version_id
+                note.slug(),
+                note.version_id
             ),
         )
         .with_meta("current_version_id", note.version_id.clone())),
@@ -198,7 +199,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                 0 => {
                     return Err(Error::new(
                         Reason::EDIT_MATCH_NOT_FOUND,
-                        format!("old_string does not occur in {}", current_note.slug),
+                        format!("old_string does not occur in {}", current_note.slug()),
                     ))
                 }
                 1 => {}
@@ -209,7 +210,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                         .collect();
                     return Err(Error::new(
                         Reason::EDIT_AMBIGUOUS,
-                        format!("old_string occurs {n} times in {}", current_note.slug),
+                        format!("old_string occurs {n} times in {}", current_note.slug()),
                     )
                     .with_meta("candidate_lines", lines.join(",")));
                 }
@@ -284,7 +285,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         } => {
             let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
-            let target = match current_note.slug.rsplit_once('/') {
+            let target = match current_note.slug().rsplit_once('/') {
                 Some((folder, _)) => format!("{folder}/{name}"),
                 None => name.clone(),
             };
@@ -378,7 +379,7 @@ fn not_utf8(note: &Note) -> Error {
         "note",
         format!(
             "{} is not valid UTF-8; edit it in an editor that keeps its encoding",
-            note.slug
+            note.slug()
         ),
     )
 }
@@ -388,7 +389,7 @@ fn frontmatter_error(note: &Note, e: frontmatter::FmError) -> Error {
         "frontmatter",
         format!(
             "{}: {e}; fix the frontmatter in an editor, or send a `content` change only",
-            note.slug
+            note.slug()
         ),
     )
 }
@@ -396,7 +397,7 @@ fn frontmatter_error(note: &Note, e: frontmatter::FmError) -> Error {
 /// The slug of `note` moved into `folder`.
 fn folder_target(folder: &str, note: &Note) -> String {
     let folder = folder.trim_end_matches('/');
-    let name = note.slug.rsplit('/').next().unwrap_or(&note.slug);
+    let name = note.slug().rsplit('/').next().unwrap_or(note.slug());
     if folder.is_empty() {
         name.to_string()
     } else {
@@ -406,7 +407,7 @@ fn folder_target(folder: &str, note: &Note) -> String {
 
 /// Check the place a note moves to and return its vault-relative path.
 fn move_target(state: &State, note: &Note, target_slug: &str) -> Result<String> {
-    if target_slug == note.slug {
+    if target_slug == note.slug() {
         return Ok(note.path.clone());
     }
     let target = target_path(state, target_slug)?;

@@ -40,7 +40,7 @@ impl From<&Note> for NoteFacts {
     fn from(n: &Note) -> Self {
         Self {
             note_id: n.note_id.clone(),
-            slug: n.slug.clone(),
+            slug: n.slug().to_string(),
             title: n.title.clone(),
             status: n.status.clone(),
             visibility: n.visibility.as_str().to_string(),
