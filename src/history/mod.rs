@@ -26,7 +26,7 @@ pub use read::{content_at_seq, read_at, Stored};
 #[derive(Debug, Clone)]
 pub enum Content {
     /// The bytes just written by the write pipeline.
-    Bytes(Arc<Vec<u8>>),
+    Bytes(Arc<[u8]>),
     /// A file to read when the commit is written: only for notes whose bytes are not kept
     /// in memory (over 10 MiB). The write pipeline waits for pending commits before it
     /// changes such a file, so the late read still sees the recorded version.
@@ -551,7 +551,7 @@ fn loose_blob(repo: &gix::Repository, change: &Change) -> Result<BlobOf> {
     };
     match &change.content {
         None => Ok(Ok(None)),
-        Some(Content::Bytes(bytes)) => write(bytes.as_slice()),
+        Some(Content::Bytes(bytes)) => write(&bytes[..]),
         Some(Content::File(path)) => match std::fs::read(path) {
             Ok(bytes) => write(&bytes),
             // Gone since it was seen: the next reconcile records the removal.
@@ -573,7 +573,7 @@ fn packed_blobs(
     let data: Vec<&[u8]> = changes
         .iter()
         .filter_map(|c| match &c.content {
-            Some(Content::Bytes(bytes)) => Some(bytes.as_slice()),
+            Some(Content::Bytes(bytes)) => Some(&bytes[..]),
             _ => None,
         })
         .collect();
@@ -625,7 +625,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let git_dir = dir.path().join("history.git");
         let history = History::open(&git_dir).unwrap();
-        let bytes = |s: &str| Some(Content::Bytes(Arc::new(s.as_bytes().to_vec())));
+        let bytes = |s: &str| Some(Content::Bytes(Arc::from(s.as_bytes())));
         let first = commit(
             &history,
             vec![
@@ -673,7 +673,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let git_dir = dir.path().join("history.git");
         let history = History::open(&git_dir).unwrap();
-        let bytes = |s: &str| Some(Content::Bytes(Arc::new(s.as_bytes().to_vec())));
+        let bytes = |s: &str| Some(Content::Bytes(Arc::from(s.as_bytes())));
         for bad in [".GIT/x.md", "git~1/x.md", ".Git/y.md"] {
             let written = history
                 .commit(CommitRequest {

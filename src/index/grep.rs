@@ -261,7 +261,7 @@ pub fn lines_page(
             out: &mut lines,
             more: false,
         };
-        let bytes = note.content.as_deref().map_or(&[][..], |b| b.as_slice());
+        let bytes = note.content.as_deref().unwrap_or(&[][..]);
         let _ = s.search_slice(matcher, bytes, &mut sink);
         let more = sink.more;
         page.lines_returned += lines.len();

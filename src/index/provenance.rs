@@ -343,7 +343,7 @@ impl Matcher {
         let mut in_headings = false;
         let mut in_body = false;
         let mut in_props = false;
-        let bytes: &[u8] = note.content.as_deref().map_or(&[], |b| b.as_slice());
+        let bytes: &[u8] = note.content.as_deref().unwrap_or(&[]);
         let body_start = markdown::frontmatter_span_bytes(bytes).map_or(0, |(_, b)| b);
         let mut line_no = 1;
         let mut counted_to = 0;

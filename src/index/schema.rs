@@ -287,7 +287,7 @@ mod tests {
             created: std::time::SystemTime::UNIX_EPOCH,
             content_hash: "hash".into(),
             facts: crate::vault::markdown::facts(&bytes),
-            content: Some(Arc::new(bytes)),
+            content: Some(Arc::from(bytes)),
             stamp: None,
         };
         Arc::new(crate::vault::catalog::note_from(

@@ -50,7 +50,7 @@ pub struct Entry {
     /// The bytes at `to` when the caller has them all (an API write): history commits
     /// these. Otherwise history commits the observed bytes, or reads a file whose bytes
     /// are not kept (over 10 MiB) when the commit is written.
-    pub bytes: Option<Arc<Vec<u8>>>,
+    pub bytes: Option<Arc<[u8]>>,
     /// `create`, `update`, `move`, `delete`, ...
     pub kind: String,
     pub note_id: String,
@@ -574,7 +574,7 @@ pub fn file_change(state: &State, path: &str, present: bool) -> history::Change 
 pub fn history_change(
     state: &State,
     observed: &Observed,
-    bytes: Option<&Arc<Vec<u8>>>,
+    bytes: Option<&Arc<[u8]>>,
 ) -> history::Change {
     let content = match bytes.or(observed.content.as_ref()) {
         Some(bytes) => Content::Bytes(bytes.clone()),

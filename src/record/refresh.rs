@@ -15,7 +15,7 @@ use crate::vault::scan::FileStamp;
 
 /// A note and the bytes of the version it names (shared with the catalog when it keeps
 /// them).
-pub type NoteBytes = (Arc<Note>, Arc<Vec<u8>>);
+pub type NoteBytes = (Arc<Note>, Arc<[u8]>);
 
 /// Whether the caller already holds the write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
                 std::io::ErrorKind::NotFound => Error::not_found(key),
                 _ => Error::internal(format!("cannot read {}: {e}", note.path)),
             })?;
-            Ok((note, Arc::new(bytes)))
+            Ok((note, Arc::from(bytes)))
         }
     }
 }
@@ -98,7 +98,7 @@ pub(crate) fn read_agreeing(
             Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
         };
         if content_hash(&bytes) == note.content_hash {
-            return Ok(Ok((note, Arc::new(bytes))));
+            return Ok(Ok((note, Arc::from(bytes))));
         }
         refresh_with(state, &note.path, lock)?;
         note = find_with(state, &note.note_id, lock)?;
@@ -120,7 +120,7 @@ pub fn read_kept(state: &State, key: &str) -> Option<NoteBytes> {
 /// `note`'s kept bytes if its file's stamp is still theirs. The stat goes through
 /// [`Paths::stamp_path`](crate::vault::path::VaultPaths::stamp_path): the bytes answered are
 /// the ones the catalog read through a checked path, never the file's.
-fn kept_bytes(state: &State, note: &Note) -> Option<Arc<Vec<u8>>> {
+fn kept_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
     let (stamp, kept) = (note.stamp?, note.content.as_ref()?);
     let now = FileStamp::at(&state.paths.stamp_path(&note.path)).ok()?;
     (now == stamp).then(|| kept.clone())

@@ -57,7 +57,7 @@ pub struct Note {
     pub observed_at: DateTime<Utc>,
     /// The file's bytes as of `content_hash`, for search and grep; `None` when the note
     /// is too large to keep (or private).
-    pub content: Option<Arc<Vec<u8>>>,
+    pub content: Option<Arc<[u8]>>,
     /// The file's stamp when the bytes of `content_hash` were read from it (`None`: not
     /// known; a read hashes the file).
     pub stamp: Option<crate::vault::scan::FileStamp>,

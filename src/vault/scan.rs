@@ -25,7 +25,7 @@ pub struct Observed {
     pub content_hash: String,
     pub facts: NoteFacts,
     /// The bytes, kept for search and grep; `None` above [`MAX_CONTENT_BYTES`].
-    pub content: Option<Arc<Vec<u8>>>,
+    pub content: Option<Arc<[u8]>>,
     /// What a stat said of the file both before and after its bytes were read (`None`
     /// when the two differ, or when the bytes did not come from reading the file).
     pub stamp: Option<FileStamp>,
@@ -65,7 +65,7 @@ impl FileStamp {
 pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
 
 /// What a note's bytes become in the catalog: kept unless too large.
-pub fn keep_content(bytes: Arc<Vec<u8>>) -> Option<Arc<Vec<u8>>> {
+pub fn keep_content(bytes: Arc<[u8]>) -> Option<Arc<[u8]>> {
     (bytes.len() as u64 <= MAX_CONTENT_BYTES).then_some(bytes)
 }
 
@@ -97,11 +97,9 @@ pub fn list_note_files(paths: &VaultPaths) -> Walk {
 
 /// Read one note file.
 pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
-    use std::io::Read;
     let mut file = std::fs::File::open(root.join(rel))?;
     let meta = file.metadata()?;
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut bytes)?;
+    let bytes = read_whole(&mut file, meta.len())?;
     let before = FileStamp::of(&meta);
     let stamp = file
         .metadata()
@@ -116,9 +114,32 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
         created: meta.created().unwrap_or(mtime).min(mtime),
         content_hash: content_hash(&bytes),
         facts: markdown::facts(&bytes),
-        content: keep_content(Arc::new(bytes)),
+        content: keep_content(bytes),
         stamp,
     })
+}
+
+/// The bytes of `file`, read into one allocation of the `len` its stat gave (the bytes
+/// and their count side by side, as the catalog keeps them); a file that turns out
+/// shorter or longer is read again from its start.
+fn read_whole(file: &mut std::fs::File, len: u64) -> std::io::Result<Arc<[u8]>> {
+    use std::io::{Read, Seek};
+    if let Ok(len) = usize::try_from(len) {
+        let mut bytes: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
+        let buf = Arc::get_mut(&mut bytes).expect("a new Arc is not shared");
+        let whole = match file.read_exact(buf) {
+            Ok(()) => file.read(&mut [0u8; 1])? == 0,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
+            Err(e) => return Err(e),
+        };
+        if whole {
+            return Ok(bytes);
+        }
+        file.rewind()?;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes.into())
 }
 
 /// Scan the whole vault, with a progress bar on stderr when it is a terminal and the
@@ -129,7 +150,7 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
 
 /// The bytes a caller already holds for a file, by `(rel, content hash)`: the catalog's
 /// kept bytes of that version.
-pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Arc<Vec<u8>>> + Sync);
+pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Arc<[u8]>> + Sync);
 
 /// [`scan`] that keeps the caller's copy of bytes it already holds (`known`) instead of
 /// the one it read: a rescan of a vault whose bytes the catalog keeps then holds one copy
@@ -231,5 +252,25 @@ fn scan_observing(
         excluded,
         leftovers,
         recalled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file whose length is not the one its stat gave (it changed in between) is read
+    /// whole all the same.
+    #[test]
+    fn a_file_longer_or_shorter_than_its_stat_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.md");
+        #[allow(clippy::disallowed_methods, reason = "a test file")]
+        std::fs::write(&path, b"# Note\nsome words\n").unwrap();
+        for stated in [0, 5, 18, 19, 4096] {
+            let mut file = std::fs::File::open(&path).unwrap();
+            let bytes = read_whole(&mut file, stated).unwrap();
+            assert_eq!(&bytes[..], b"# Note\nsome words\n", "stat said {stated}");
+        }
     }
 }

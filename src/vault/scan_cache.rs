@@ -455,7 +455,7 @@ mod tests {
         o.content = None;
         ScanCache::save(state.path(), [&o]).unwrap();
         assert!(ScanCache::load(state.path()).unwrap().is_empty());
-        o.content = Some(Arc::new(b"# A\n".to_vec()));
+        o.content = Some(Arc::from(&b"# A\n"[..]));
         ScanCache::save(state.path(), [&o]).unwrap();
         let path = state.path().join(FILE_NAME);
         let mut bytes = std::fs::read(&path).unwrap();

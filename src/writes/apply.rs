@@ -45,7 +45,7 @@ pub(crate) fn apply(
     let mut receipt = commit_change(
         state,
         Change {
-            from: plan.from.as_ref().map(|(n, b)| (n, b.as_slice())),
+            from: plan.from.as_ref().map(|(n, b)| (n, &b[..])),
             to_rel: &plan.to_rel,
             bytes: plan.bytes.clone(),
             actor: &actor,
@@ -118,7 +118,7 @@ pub(crate) struct Staged {
     pub from: Option<Arc<Note>>,
     pub to_rel: String,
     /// The bytes now at `to_rel` (`None` for a delete).
-    pub bytes: Option<Arc<Vec<u8>>>,
+    pub bytes: Option<Arc<[u8]>>,
     pub kind: String,
     pub renamed: bool,
     pub identity: Identity,
@@ -268,7 +268,7 @@ pub(crate) fn stage_change(
     let staged = Staged {
         from: from.map(|(n, _)| n.clone()),
         to_rel: to_rel.to_string(),
-        bytes: bytes.map(Arc::new),
+        bytes: bytes.map(Arc::from),
         kind: kind.to_string(),
         renamed,
         identity,
@@ -284,7 +284,7 @@ pub(crate) struct Recorded<'a> {
     pub from: Option<&'a Arc<Note>>,
     pub to_rel: &'a str,
     /// The bytes now at `to_rel` (`None` for a delete).
-    pub bytes: Option<Arc<Vec<u8>>>,
+    pub bytes: Option<Arc<[u8]>>,
     pub actor: &'a str,
     pub kind: &'a str,
     pub renamed: bool,

@@ -335,7 +335,7 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
             restore_id,
         } = planned;
         let change = Change {
-            from: from.as_ref().map(|(n, b)| (n, b.as_slice())),
+            from: from.as_ref().map(|(n, b)| (n, &b[..])),
             to_rel: &to_rel,
             bytes,
             actor: &actor,

@@ -87,7 +87,7 @@ impl Plan {
                 .unwrap_or_default()
         };
         (
-            text(self.from.as_ref().map(|(_, b)| b.as_slice())),
+            text(self.from.as_ref().map(|(_, b)| &b[..])),
             text(self.bytes.as_deref()),
         )
     }
@@ -161,7 +161,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                 };
             }
             let new_bytes = if lossy {
-                bytes.as_ref().clone()
+                bytes.to_vec()
             } else {
                 text.into_bytes()
             };
@@ -267,7 +267,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
-                bytes: Some(bytes.as_ref().clone()),
+                bytes: Some(bytes.to_vec()),
                 kind: "move",
                 renamed: false,
                 restore_id: None,
@@ -294,7 +294,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
-                bytes: Some(bytes.as_ref().clone()),
+                bytes: Some(bytes.to_vec()),
                 kind: "move",
                 renamed,
                 restore_id: None,

@@ -93,7 +93,7 @@ fn landed(
     intent: &Intent,
     changed: &mut Vec<Observed>,
     removed: &mut Vec<String>,
-) -> Option<Option<Arc<Vec<u8>>>> {
+) -> Option<Option<Arc<[u8]>>> {
     let from_gone = |removed: &Vec<String>| {
         intent
             .from_path
@@ -118,7 +118,7 @@ fn landed(
             let bytes = match observed.content {
                 Some(bytes) => bytes,
                 // Over 10 MiB: the scan keeps no bytes.
-                None => Arc::new(std::fs::read(root.join(&intent.to_rel)).ok()?),
+                None => Arc::from(std::fs::read(root.join(&intent.to_rel)).ok()?),
             };
             Some(Some(bytes))
         }
@@ -134,7 +134,7 @@ fn landed(
 }
 
 /// Record a change that landed as the write it was.
-fn record_landed(state: &State, intent: &Intent, bytes: Option<Arc<Vec<u8>>>) -> Result<Receipt> {
+fn record_landed(state: &State, intent: &Intent, bytes: Option<Arc<[u8]>>) -> Result<Receipt> {
     let from = state
         .catalog
         .read()
