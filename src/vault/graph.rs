@@ -32,7 +32,9 @@ pub struct LinkTables {
 }
 
 /// A name → the notes filed under it (foldhash: the tables are rebuilt at every start).
-type Table = HashMap<String, Vec<Arc<Note>>, foldhash::fast::RandomState>;
+/// Most names have one note: it is held inline, not in an allocation of its own.
+type Table = HashMap<String, Notes, foldhash::fast::RandomState>;
+type Notes = smallvec::SmallVec<[Arc<Note>; 1]>;
 
 fn name_of(slug: &str) -> &str {
     slug.rsplit('/').next().unwrap_or(slug)
@@ -188,7 +190,7 @@ impl LinkTables {
 
     /// The notes whose slug is `slug` but for letter case.
     pub(crate) fn by_lower_slug(&self, lower: &str) -> &[Arc<Note>] {
-        self.by_lower.get(lower).map_or(&[], Vec::as_slice)
+        self.by_lower.get(lower).map_or(&[], Notes::as_slice)
     }
 
     /// The note a lower-case slug names; of several differing only by case, the last
