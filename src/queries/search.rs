@@ -559,12 +559,12 @@ fn with_bytes(state: &State, note: &Arc<Note>) -> Arc<Note> {
     let read = state.paths.resolve(&note.path).ok().and_then(|safe| {
         let stamp = crate::vault::scan::FileStamp::at(&safe.abs).ok();
         (stamp.is_some() && stamp == note.stamp)
-            .then(|| std::fs::read(&safe.abs).ok())
+            .then(|| crate::vault::scan::read_file(&safe.abs).ok())
             .flatten()
     });
     match read {
         Some(bytes) if crate::vault::content_hash(&bytes) == note.content_hash => Arc::new(Note {
-            content: Some(Arc::from(bytes)),
+            content: Some(bytes),
             ..note.as_ref().clone()
         }),
         _ => note.clone(),

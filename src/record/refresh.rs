@@ -60,11 +60,11 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
         // Still changing after a few tries: the latest bytes.
         Err(note) => {
             let abs = state.paths.resolve(&note.path)?.abs;
-            let bytes = std::fs::read(abs).map_err(|e| match e.kind() {
+            let bytes = crate::vault::scan::read_file(&abs).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Error::not_found(key),
                 _ => Error::internal(format!("cannot read {}: {e}", note.path)),
             })?;
-            Ok((note, Arc::from(bytes)))
+            Ok((note, bytes))
         }
     }
 }
@@ -89,7 +89,7 @@ pub(crate) fn read_agreeing(
             return Ok(Ok((note, kept)));
         }
         let safe = state.paths.resolve(&note.path)?;
-        let bytes = match std::fs::read(&safe.abs) {
+        let bytes = match crate::vault::scan::read_file(&safe.abs) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 refresh_with(state, &note.path, lock)?;
@@ -98,7 +98,7 @@ pub(crate) fn read_agreeing(
             Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
         };
         if content_hash(&bytes) == note.content_hash {
-            return Ok(Ok((note, Arc::from(bytes))));
+            return Ok(Ok((note, bytes)));
         }
         refresh_with(state, &note.path, lock)?;
         note = find_with(state, &note.note_id, lock)?;

@@ -119,16 +119,25 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
     })
 }
 
-/// The bytes of `file`, read into one allocation of the `len` its stat gave (the bytes
-/// and their count side by side, as the catalog keeps them); a file that turns out
+/// The bytes of the file at `path`, as [`read_whole`] reads them.
+pub fn read_file(path: &Path) -> std::io::Result<Arc<[u8]>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    read_whole(&mut file, len)
+}
+
+/// The bytes of `file`, read into the one allocation the catalog keeps (an `Arc<[u8]>`:
+/// its counts and the bytes), sized by the `len` its stat gave; a file that turns out
 /// shorter or longer is read again from its start.
 fn read_whole(file: &mut std::fs::File, len: u64) -> std::io::Result<Arc<[u8]>> {
     use std::io::{Read, Seek};
     if let Ok(len) = usize::try_from(len) {
+        // One allocation: `repeat_n` knows its length, so `collect` sizes the `Arc` once.
         let mut bytes: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
         let buf = Arc::get_mut(&mut bytes).expect("a new Arc is not shared");
         let whole = match file.read_exact(buf) {
-            Ok(()) => file.read(&mut [0u8; 1])? == 0,
+            // At the end when nothing follows (`read_to_end` retries an interrupted read).
+            Ok(()) => file.by_ref().take(1).read_to_end(&mut Vec::new())? == 0,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
             Err(e) => return Err(e),
         };

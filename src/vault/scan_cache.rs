@@ -105,11 +105,12 @@ impl ScanCache {
 
     /// The cache file's bytes for `observed`: the same bytes as postcard's encoding of the
     /// whole [`Body`], written an entry at a time (each entry's owned form lives only while
-    /// it is written), so encoding holds no second copy of every note's facts.
+    /// it is written) into the one buffer that is returned, so encoding holds no second
+    /// copy of every note's facts, nor of the encoded entries.
     pub fn encode<'a>(
         observed: impl IntoIterator<Item = &'a Observed>,
     ) -> std::io::Result<Vec<u8>> {
-        let mut entries = Vec::new();
+        let mut out = MAGIC.to_vec();
         let mut count: usize = 0;
         for o in observed {
             // A note not kept in memory (too large) is read at every start anyway.
@@ -124,19 +125,15 @@ impl ScanCache {
                 content_hash: o.content_hash.clone(),
                 facts,
             };
-            entries =
-                postcard::to_extend(&(&o.rel, &entry), entries).map_err(std::io::Error::other)?;
+            out = postcard::to_extend(&(&o.rel, &entry), out).map_err(std::io::Error::other)?;
             count += 1;
         }
         // A sequence is its length (a varint), then its elements: the body's two first
-        // fields, the entries' count, the entries.
+        // fields and the entries' count go before the entries (the entries shift once).
         let head = postcard::to_stdvec(&(FORMAT, env!("CARGO_PKG_VERSION"), count))
             .map_err(std::io::Error::other)?;
-        let mut out = Vec::with_capacity(MAGIC.len() + head.len() + entries.len() + 32);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&head);
-        out.extend_from_slice(&entries);
-        drop(entries);
+        out.reserve_exact(head.len() + 32);
+        out.splice(MAGIC.len()..MAGIC.len(), head);
         let sum = blake3::hash(&out[MAGIC.len()..]);
         out.extend_from_slice(sum.as_bytes());
         Ok(out)

@@ -95,7 +95,7 @@ pub(crate) struct Change<'a> {
     /// The path it ends at.
     pub to_rel: &'a str,
     /// Its new content (`None` for a delete, which moves the file to `.trash/`).
-    pub bytes: Option<Vec<u8>>,
+    pub bytes: Option<Arc<[u8]>>,
     pub actor: &'a str,
     /// `create`, `update`, `move`, `delete`.
     pub kind: &'a str,
@@ -182,7 +182,7 @@ pub(crate) fn stage_change(
     let same_place = from.is_none_or(|(n, _)| n.path == to_rel);
     // Identical content in the same place: no new version, no commit.
     if let (Some((note, old)), Some(new)) = (from, bytes) {
-        if same_place && old == new.as_slice() {
+        if same_place && old == &new[..] {
             return Ok(Stage::Unchanged(Box::new(Receipt {
                 unchanged: true,
                 ..receipt_of(note, state.committed_seq(), false)
@@ -239,7 +239,7 @@ pub(crate) fn stage_change(
                 &Expect::Hash(note.content_hash.clone()),
                 dirs,
             )?;
-            if new.as_slice() != old {
+            if &new[..] != old {
                 fsio::atomic_write_deferred(
                     &to,
                     new,
@@ -268,7 +268,7 @@ pub(crate) fn stage_change(
     let staged = Staged {
         from: from.map(|(n, _)| n.clone()),
         to_rel: to_rel.to_string(),
-        bytes: bytes.map(Arc::from),
+        bytes,
         kind: kind.to_string(),
         renamed,
         identity,

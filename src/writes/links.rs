@@ -153,7 +153,7 @@ fn rewrite_each(
         let change = super::Change {
             from: Some((note, &bytes)),
             to_rel: &note.path,
-            bytes: Some(new_text.into_bytes()),
+            bytes: Some(new_text.into_bytes().into()),
             actor,
             kind: "update",
             new_id: None,

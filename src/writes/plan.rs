@@ -2,6 +2,8 @@
 //! (read so that the bytes agree with its version), the checks of its preconditions, and
 //! the bytes and place it ends with. Used to apply a write and to preview a queued one.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Reason, Result};
 use crate::state::State;
 use crate::vault::catalog::Note;
@@ -71,7 +73,8 @@ pub struct Plan {
     pub from: Option<crate::record::refresh::NoteBytes>,
     /// Vault-relative path after the write.
     pub to_rel: String,
-    pub bytes: Option<Vec<u8>>,
+    /// Shared, so the change it becomes (and a move's unchanged bytes) are not copies.
+    pub bytes: Option<Arc<[u8]>>,
     /// `create`, `update`, `move`, `delete`.
     pub kind: &'static str,
     pub renamed: bool,
@@ -127,7 +130,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: None,
                 to_rel: safe.rel,
-                bytes: Some(text.into_bytes()),
+                bytes: Some(text.into_bytes().into()),
                 kind: "create",
                 renamed: false,
                 restore_id: None,
@@ -160,10 +163,10 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
                     }
                 };
             }
-            let new_bytes = if lossy {
-                bytes.to_vec()
+            let new_bytes: Arc<[u8]> = if lossy {
+                bytes.clone()
             } else {
-                text.into_bytes()
+                text.into_bytes().into()
             };
             let kind = if to_rel != current_note.path {
                 "move"
@@ -220,7 +223,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes)),
                 to_rel,
-                bytes: Some(new_text.into_bytes()),
+                bytes: Some(new_text.into_bytes().into()),
                 kind: "update",
                 renamed: false,
                 restore_id: None,
@@ -237,7 +240,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes)),
                 to_rel,
-                bytes: Some(content.clone().into_bytes()),
+                bytes: Some(content.clone().into_bytes().into()),
                 kind: "update",
                 renamed: false,
                 restore_id: None,
@@ -267,7 +270,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
-                bytes: Some(bytes.to_vec()),
+                bytes: Some(bytes.clone()),
                 kind: "move",
                 renamed: false,
                 restore_id: None,
@@ -294,7 +297,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             Ok(Plan {
                 from: Some((current_note, bytes.clone())),
                 to_rel,
-                bytes: Some(bytes.to_vec()),
+                bytes: Some(bytes.clone()),
                 kind: "move",
                 renamed,
                 restore_id: None,
@@ -347,7 +350,7 @@ fn plan_rollback(
             Ok(Plan {
                 from: Some((note, bytes)),
                 to_rel,
-                bytes: Some(content),
+                bytes: Some(content.into()),
                 kind: "update",
                 renamed: false,
                 restore_id: None,
@@ -365,7 +368,7 @@ fn plan_rollback(
             Ok(Plan {
                 from: None,
                 to_rel: safe.rel,
-                bytes: Some(content),
+                bytes: Some(content.into()),
                 kind: "create",
                 renamed: false,
                 restore_id: Some(note_id),

@@ -118,7 +118,7 @@ fn landed(
             let bytes = match observed.content {
                 Some(bytes) => bytes,
                 // Over 10 MiB: the scan keeps no bytes.
-                None => Arc::from(std::fs::read(root.join(&intent.to_rel)).ok()?),
+                None => crate::vault::scan::read_file(&root.join(&intent.to_rel)).ok()?,
             };
             Some(Some(bytes))
         }
