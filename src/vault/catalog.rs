@@ -3,7 +3,8 @@
 //! It is derived state, rebuilt from the folder (and the ids kept in the metadata store)
 //! at every start, and updated only by `writes::reconcile` and the write pipeline.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -98,10 +99,69 @@ pub fn key_of(note_id: &str) -> u64 {
     u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
+/// A note as the entry of [`Catalog`]'s slug table: ordered and looked up by the note's
+/// slug, which is part of the note (no copy of it as a key).
+#[derive(Debug, Clone)]
+struct BySlug(Arc<Note>);
+
+impl Borrow<str> for BySlug {
+    fn borrow(&self) -> &str {
+        self.0.slug()
+    }
+}
+
+// As the slug's `str` compares (what `Borrow` asks of them).
+impl PartialEq for BySlug {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.slug() == other.0.slug()
+    }
+}
+
+impl Eq for BySlug {}
+
+impl PartialOrd for BySlug {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for BySlug {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.slug().cmp(other.0.slug())
+    }
+}
+
+/// A note as the entry of [`Catalog`]'s id table: hashed and looked up by its note id.
+#[derive(Debug, Clone)]
+struct ById(Arc<Note>);
+
+impl Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        &self.0.note_id
+    }
+}
+
+// As the id's `str` hashes and compares (what `Borrow` asks of them).
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.note_id.as_str().hash(state)
+    }
+}
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.note_id == other.0.note_id
+    }
+}
+
+impl Eq for ById {}
+
 #[derive(Debug, Default)]
 pub struct Catalog {
-    by_slug: BTreeMap<String, Arc<Note>>,
-    by_id: HashMap<String, Arc<Note>>,
+    /// The notes by slug and by id: sets of the notes themselves, keyed by what each note
+    /// holds (`replace`, not `insert`, puts a newer note in an equal one's place).
+    by_slug: BTreeSet<BySlug>,
+    by_id: HashSet<ById>,
     by_key: HashMap<u64, Arc<Note>>,
     /// The link graph's name tables (see [`crate::vault::graph`]).
     links: LinkTables,
@@ -120,11 +180,11 @@ impl Catalog {
     }
 
     pub fn get(&self, slug: &str) -> Option<&Arc<Note>> {
-        self.by_slug.get(slug)
+        self.by_slug.get(slug).map(|e| &e.0)
     }
 
     pub fn get_by_id(&self, note_id: &str) -> Option<&Arc<Note>> {
-        self.by_id.get(note_id)
+        self.by_id.get(note_id).map(|e| &e.0)
     }
 
     /// The note whose [`Note::key`] is `key`.
@@ -148,25 +208,25 @@ impl Catalog {
     }
 
     pub fn insert(&mut self, note: Note) {
-        if let Some(old) = self.by_id.get(&note.note_id) {
+        if let Some(old) = self.get_by_id(&note.note_id) {
             if old.slug() != note.slug() {
-                let old_slug = old.slug().to_string();
-                if let Some(old) = self.by_slug.remove(&old_slug) {
+                let old = old.clone();
+                if let Some(BySlug(old)) = self.by_slug.take(old.slug()) {
                     self.unfile(&old);
                 }
             }
         }
         let note = Arc::new(note);
-        if let Some(replaced) = self.by_slug.insert(note.slug().to_string(), note.clone()) {
+        if let Some(BySlug(replaced)) = self.by_slug.replace(BySlug(note.clone())) {
             if replaced.note_id != note.note_id {
-                self.by_id.remove(&replaced.note_id);
+                self.by_id.remove(replaced.note_id.as_str());
                 self.by_key.remove(&replaced.key());
             }
             self.unfile(&replaced);
         }
         self.file(&note);
         self.by_key.insert(note.key(), note.clone());
-        self.by_id.insert(note.note_id.clone(), note);
+        self.by_id.replace(ById(note));
     }
 
     /// Insert `notes`, as [`insert`](Self::insert) would one by one; into an empty catalog
@@ -208,11 +268,8 @@ impl Catalog {
                     },
                     || {
                         by_id.reserve(notes.len());
-                        by_id.extend(notes.iter().map(|n| (n.note_id.clone(), n.clone())));
-                        *by_slug = notes
-                            .iter()
-                            .map(|n| (n.slug().to_string(), n.clone()))
-                            .collect();
+                        by_id.extend(notes.iter().map(|n| ById(n.clone())));
+                        *by_slug = notes.iter().map(|n| BySlug(n.clone())).collect();
                     },
                 )
             },
@@ -232,7 +289,7 @@ impl Catalog {
     /// (the same hash); `false` when it is not.
     pub fn fill_content(&mut self, observed: &crate::vault::scan::Observed) -> bool {
         let slug = crate::vault::path::slug_of(&observed.rel);
-        let note = match self.by_slug.get(slug) {
+        let note = match self.get(slug) {
             Some(n)
                 if n.unread()
                     && n.content_hash == observed.content_hash
@@ -253,8 +310,8 @@ impl Catalog {
     }
 
     pub fn remove(&mut self, slug: &str) -> Option<Arc<Note>> {
-        let note = self.by_slug.remove(slug)?;
-        self.by_id.remove(&note.note_id);
+        let BySlug(note) = self.by_slug.take(slug)?;
+        self.by_id.remove(note.note_id.as_str());
         self.by_key.remove(&note.key());
         self.unfile(&note);
         Some(note)
@@ -296,12 +353,12 @@ impl Catalog {
     ) -> impl Iterator<Item = &'a Arc<Note>> + 'a {
         use std::ops::Bound;
         let lower = match after {
-            Some(a) => Bound::Excluded(a.to_string()),
+            Some(a) => Bound::Excluded(a),
             None => Bound::Unbounded,
         };
         self.by_slug
-            .range((lower, Bound::Unbounded))
-            .map(|(_, n)| n)
+            .range::<str, _>((lower, Bound::Unbounded))
+            .map(|e| &e.0)
     }
 
     /// Notes in slug order within `bounds`.
@@ -309,7 +366,7 @@ impl Catalog {
         &'a self,
         bounds: (std::ops::Bound<&str>, std::ops::Bound<&str>),
     ) -> impl Iterator<Item = &'a Arc<Note>> + 'a {
-        self.by_slug.range::<str, _>(bounds).map(|(_, n)| n)
+        self.by_slug.range::<str, _>(bounds).map(|e| &e.0)
     }
 
     /// Notes whose slug starts with `prefix`, in slug order.
@@ -320,12 +377,12 @@ impl Catalog {
         use std::ops::Bound;
         self.by_slug
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(move |(slug, _)| slug.starts_with(prefix))
-            .map(|(_, n)| n)
+            .take_while(move |e| e.0.slug().starts_with(prefix))
+            .map(|e| &e.0)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Note>> {
-        self.by_slug.values()
+        self.by_slug.iter().map(|e| &e.0)
     }
 }
 
@@ -519,5 +576,48 @@ mod tests {
         same(view(&all), view(&one_by_one));
         assert_eq!(all.get_by_id("same").map(|n| n.slug()), Some("b"));
         assert_eq!(all.len(), 2);
+    }
+
+    /// A newer version of a note (the same id and slug), a move (the same id, a new slug)
+    /// and another note taking an occupied slug each leave one entry, the newer note's, in
+    /// the slug, id and key tables; order and ranges follow the slugs.
+    #[test]
+    fn a_newer_note_replaces_the_older_in_every_table() {
+        use std::ops::Bound;
+        let mut c = Catalog::default();
+        for (rel, id) in [("b.md", "one"), ("a/x.md", "two"), ("c.md", "three")] {
+            c.insert(note(rel, id, &[], &[], &[]));
+        }
+        // A new version: same id, same slug.
+        let mut edited = note("b.md", "one", &["t"], &[], &[]);
+        edited.version_id = "v-one-2".into();
+        c.insert(edited);
+        for found in [c.get("b"), c.get_by_id("one"), c.get_by_key(key_of("one"))] {
+            assert_eq!(found.map(|n| n.version_id.as_str()), Some("v-one-2"));
+        }
+        // A move: same id, a new slug.
+        c.insert(note("d/b.md", "one", &[], &[], &[]));
+        assert!(c.get("b").is_none());
+        assert_eq!(c.get_by_id("one").map(|n| n.slug()), Some("d/b"));
+        // Another note takes an occupied slug: the one it replaces leaves every table.
+        c.insert(note("c.md", "four", &[], &[], &[]));
+        assert!(c.get_by_id("three").is_none());
+        assert!(c.get_by_key(key_of("three")).is_none());
+        assert_eq!(c.get("c").map(|n| n.note_id.as_str()), Some("four"));
+        let slugs = |it: &mut dyn Iterator<Item = &Arc<Note>>| -> Vec<String> {
+            it.map(|n| n.slug().to_string()).collect()
+        };
+        assert_eq!(slugs(&mut c.iter()), ["a/x", "c", "d/b"]);
+        assert_eq!(slugs(&mut c.iter_from(Some("a/x"))), ["c", "d/b"]);
+        assert_eq!(slugs(&mut c.iter_prefix("d/")), ["d/b"]);
+        let bounds = (Bound::Included("b"), Bound::Excluded("d/b"));
+        assert_eq!(slugs(&mut c.range(bounds)), ["c"]);
+        assert_eq!(c.len(), 3);
+        assert_eq!(
+            c.remove("c").map(|n| n.note_id.clone()),
+            Some("four".into())
+        );
+        assert!(c.get_by_id("four").is_none());
+        assert_eq!(c.len(), 2);
     }
 }
