@@ -99,9 +99,11 @@ fn blob_id(data: &[u8]) -> Result<ObjectId> {
         .map_err(|e| history_error("hash a blob", e))
 }
 
-/// One blob as a pack entry: the entry header (type and size), then the zlib stream.
-fn entry(data: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(data.len() / 2 + 32);
+/// One blob as a pack entry: the entry header (type and size), then the zlib stream,
+/// made by `z` (reset here: a compressor is reused for many blobs, not made for each,
+/// since each holds a few hundred KiB of tables).
+fn entry(z: &mut flate2::Compress, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(data.len() / 2 + 64);
     // The entry header: type and size, 4 bits of size first, then 7 bits a byte.
     let mut size = data.len() as u64;
     let mut first = (OBJ_BLOB << 4) | (size & 0x0f) as u8;
@@ -118,9 +120,23 @@ fn entry(data: &[u8]) -> std::io::Result<Vec<u8>> {
         }
         bytes.push(byte);
     }
-    let mut z = flate2::write::ZlibEncoder::new(bytes, flate2::Compression::new(LEVEL));
-    z.write_all(data)?;
-    z.finish()
+    z.reset();
+    loop {
+        let read = usize::try_from(z.total_in()).map_err(std::io::Error::other)?;
+        let status = z
+            .compress_vec(&data[read..], &mut bytes, flate2::FlushCompress::Finish)
+            .map_err(std::io::Error::other)?;
+        if status == flate2::Status::StreamEnd {
+            return Ok(bytes);
+        }
+        // The output is full: room for as much again.
+        bytes.reserve(bytes.capacity().max(64));
+    }
+}
+
+/// A compressor of pack entries (a zlib stream each, at [`LEVEL`]).
+fn compressor() -> flate2::Compress {
+    flate2::Compress::new(flate2::Compression::new(LEVEL), true)
 }
 
 /// A writer that hashes what passes through it (the pack's trailing checksum).
@@ -163,7 +179,7 @@ fn write_pack(dir: &Path, blobs: &[(ObjectId, &[u8])]) -> Result<(PathBuf, Objec
         for group in blobs.chunks(GROUP) {
             let entries: Vec<Vec<u8>> = group
                 .par_iter()
-                .map(|(_, data)| entry(data))
+                .map_init(compressor, |z, (_, data)| entry(z, data))
                 .collect::<std::io::Result<_>>()?;
             for ((id, _), bytes) in group.iter().zip(entries) {
                 placed.push(Placed {
@@ -380,6 +396,48 @@ mod tests {
                 out.status.success(),
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// A compressor reused across blobs of every size (empty, small, larger than its
+    /// first output room, incompressible) writes for each an entry header and one whole
+    /// zlib stream of exactly its bytes.
+    #[test]
+    fn a_reused_compressor_writes_each_blob_whole() {
+        use std::io::Read;
+        let mut noise = Vec::new();
+        let mut x: u32 = 7;
+        for _ in 0..200_000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            noise.push((x >> 16) as u8);
+        }
+        let blobs: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            b"# A note\n".to_vec(),
+            "body ".repeat(300_000).into_bytes(),
+            noise,
+            b"# Again\n".to_vec(),
+        ];
+        let mut z = compressor();
+        for blob in &blobs {
+            let entry = entry(&mut z, blob).unwrap();
+            // The header: a size varint (4 bits, then 7 a byte) after the type.
+            let header = entry.iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+            let mut size = (entry[0] & 0x0f) as usize;
+            for (i, b) in entry[1..header].iter().enumerate() {
+                size |= ((b & 0x7f) as usize) << (4 + 7 * i);
+            }
+            assert_eq!(entry[0] >> 4 & 0x07, OBJ_BLOB);
+            assert_eq!(size, blob.len());
+            let mut stream = flate2::read::ZlibDecoder::new(&entry[header..]);
+            let mut back = Vec::new();
+            stream.read_to_end(&mut back).unwrap();
+            assert_eq!(&back, blob, "{} bytes", blob.len());
+            assert_eq!(
+                stream.total_in() as usize,
+                entry.len() - header,
+                "one whole stream"
             );
         }
     }
