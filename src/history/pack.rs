@@ -120,14 +120,25 @@ fn entry(z: &mut flate2::Compress, data: &[u8]) -> std::io::Result<Vec<u8>> {
         }
         bytes.push(byte);
     }
+    // zlib takes at most 4 GiB a call, and a `Finish` call ends the stream there: a pack
+    // holds the scan's kept bytes (10 MiB at most), so a larger blob is a caller's error.
+    if u32::try_from(data.len()).is_err() {
+        return Err(std::io::Error::other(
+            "a blob over 4 GiB cannot be a pack entry",
+        ));
+    }
     z.reset();
     loop {
-        let read = usize::try_from(z.total_in()).map_err(std::io::Error::other)?;
+        let (read, written) = (z.total_in(), z.total_out());
+        let start = usize::try_from(read).map_err(std::io::Error::other)?;
         let status = z
-            .compress_vec(&data[read..], &mut bytes, flate2::FlushCompress::Finish)
+            .compress_vec(&data[start..], &mut bytes, flate2::FlushCompress::Finish)
             .map_err(std::io::Error::other)?;
         if status == flate2::Status::StreamEnd {
             return Ok(bytes);
+        }
+        if (z.total_in(), z.total_out()) == (read, written) && bytes.len() < bytes.capacity() {
+            return Err(std::io::Error::other("zlib made no progress"));
         }
         // The output is full: room for as much again.
         bytes.reserve(bytes.capacity().max(64));

@@ -595,10 +595,11 @@ mod tests {
         for found in [c.get("b"), c.get_by_id("one"), c.get_by_key(key_of("one"))] {
             assert_eq!(found.map(|n| n.version_id.as_str()), Some("v-one-2"));
         }
-        // A move: same id, a new slug.
+        // A move: same id, a new slug; the old version leaves the tag table.
         c.insert(note("d/b.md", "one", &[], &[], &[]));
         assert!(c.get("b").is_none());
         assert_eq!(c.get_by_id("one").map(|n| n.slug()), Some("d/b"));
+        assert!(c.tag_table().get("t").is_none());
         // Another note takes an occupied slug: the one it replaces leaves every table.
         c.insert(note("c.md", "four", &[], &[], &[]));
         assert!(c.get_by_id("three").is_none());
@@ -619,5 +620,15 @@ mod tests {
         );
         assert!(c.get_by_id("four").is_none());
         assert_eq!(c.len(), 2);
+        // A move onto a slug another note holds: that note leaves every table.
+        c.insert(note("a/x.md", "one", &[], &[], &[]));
+        assert!(c.get_by_id("two").is_none());
+        assert!(c.get("d/b").is_none());
+        assert_eq!(c.get("a/x").map(|n| n.note_id.as_str()), Some("one"));
+        assert_eq!(c.len(), 1);
+        // By slug, not by path: `a` before `a-b` (their paths sort the other way).
+        c.insert(note("a-b.md", "five", &[], &[], &[]));
+        c.insert(note("a.md", "six", &[], &[], &[]));
+        assert_eq!(slugs(&mut c.iter()), ["a", "a-b", "a/x"]);
     }
 }
