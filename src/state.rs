@@ -125,6 +125,12 @@ impl State {
         })
     }
 
+    /// Whether nothing more is to be recorded into this state: its `Daemon` was dropped,
+    /// or a purge was asked for.
+    pub fn closed(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst) || self.purge.get().is_some()
+    }
+
     pub fn committed_seq(&self) -> i64 {
         self.committed_seq.load(Ordering::SeqCst)
     }

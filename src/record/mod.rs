@@ -319,16 +319,13 @@ pub fn record_with(
             if let (true, Some(from)) = (vacated, &from) {
                 catalog.remove(from.slug());
             }
-            let note = match to {
-                Some(note) => {
-                    let slug = note.slug().to_string();
-                    catalog.insert(note);
-                    catalog.get(&slug).cloned()
+            let note = match (to, from) {
+                (Some(note), _) => catalog.insert(note),
+                (None, Some(from)) => from,
+                (None, None) => {
+                    return Err(Error::internal("the catalog lost a note it just recorded"))
                 }
-                None => from,
             };
-            let note =
-                note.ok_or_else(|| Error::internal("the catalog lost a note it just recorded"))?;
             recorded.push(RecordedEntry { revision, note });
         }
         // Attachments: their rows (a second transaction), then their catalog.

@@ -207,7 +207,9 @@ impl Catalog {
         }
     }
 
-    pub fn insert(&mut self, note: Note) {
+    /// Put `note` in every table (in place of an older version, or another note at its
+    /// slug); the note as the catalog now holds it.
+    pub fn insert(&mut self, note: Note) -> Arc<Note> {
         if let Some(old) = self.get_by_id(&note.note_id) {
             if old.slug() != note.slug() {
                 let old = old.clone();
@@ -226,16 +228,17 @@ impl Catalog {
         }
         self.file(&note);
         self.by_key.insert(note.key(), note.clone());
-        self.by_id.replace(ById(note));
+        self.by_id.replace(ById(note.clone()));
+        note
     }
 
     /// Insert `notes`, as [`insert`](Self::insert) would one by one; into an empty catalog
     /// (the start) the tables are built side by side from the notes sorted by slug.
     pub fn insert_all(&mut self, mut notes: Vec<Arc<Note>>) {
         let one_by_one = |catalog: &mut Catalog, notes: Vec<Arc<Note>>| {
-            notes
-                .into_iter()
-                .for_each(|n| catalog.insert(Arc::unwrap_or_clone(n)))
+            notes.into_iter().for_each(|n| {
+                catalog.insert(Arc::unwrap_or_clone(n));
+            })
         };
         if !self.by_slug.is_empty() {
             return one_by_one(self, notes);
@@ -551,7 +554,9 @@ mod tests {
     #[test]
     fn insert_all_files_notes_as_insert_does() {
         let mut one_by_one = Catalog::default();
-        sample().into_iter().for_each(|n| one_by_one.insert(n));
+        sample().into_iter().for_each(|n| {
+            one_by_one.insert(n);
+        });
         let mut all = Catalog::default();
         let mut shuffled: Vec<Arc<Note>> = sample().into_iter().map(Arc::new).collect();
         shuffled.reverse();
@@ -570,7 +575,9 @@ mod tests {
             ]
         };
         let mut one_by_one = Catalog::default();
-        twice().into_iter().for_each(|n| one_by_one.insert(n));
+        twice().into_iter().for_each(|n| {
+            one_by_one.insert(n);
+        });
         let mut all = Catalog::default();
         all.insert_all(twice().into_iter().map(Arc::new).collect());
         same(view(&all), view(&one_by_one));

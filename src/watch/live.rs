@@ -359,7 +359,7 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
     let write = state.write_lock.lock();
     // The daemon was stopped meanwhile (a test server, a purge): nothing more is recorded
     // into its state.
-    if state.stopped.load(std::sync::atomic::Ordering::SeqCst) || state.purge.get().is_some() {
+    if state.closed() {
         return Ok(());
     }
     let rescanned = rescan_locked(state);
@@ -389,7 +389,7 @@ pub fn write_scan_cache(state: &State, observed: &[Observed]) {
     let _write = state.write_lock.lock();
     // Never into a purged state dir, nor after the daemon stopped (a test, or whatever
     // opens the state dir next, may be writing its own cache).
-    if state.purge.get().is_some() || state.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+    if state.closed() {
         return;
     }
     match encoded.and_then(|bytes| ScanCache::store(state.state_dir(), &bytes)) {
