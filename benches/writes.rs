@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use common::{copy, corpus, git, ms, start_bin, stats, wait_history, BIN};
+use common::{copy, corpus, git, ms, start_bin, stats, wait_history, wait_idle, BIN};
 use serde_json::{json, Value};
 
 async fn post(
@@ -53,6 +53,18 @@ fn history_commits(state: &Path) -> u64 {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// A word of letters only, different for each `i` (a search term of its own).
+fn word_of(mut i: usize) -> String {
+    let mut w = String::from("zq");
+    loop {
+        w.push((b'a' + (i % 26) as u8) as char);
+        i /= 26;
+        if i == 0 {
+            break w;
+        }
+    }
 }
 
 fn row(what: &str, got: &str, reference: &str) {
@@ -94,7 +106,8 @@ async fn run() -> Result<()> {
     let bin = std::env::var("NOTEVAULT_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
     let daemon = start_bin(&bin, &vault, &state)?;
     wait_history(&state).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The start's tail (index merges, the catch-up rescan) is not in the figures.
+    wait_idle(daemon.child.id(), Duration::from_secs(120)).await?;
     let client = reqwest::Client::new();
     let n = 200;
 
@@ -137,6 +150,37 @@ async fn run() -> Result<()> {
         edits.push(t.elapsed());
         if status != 200 {
             bail!("edit {i}: {status} {receipt}");
+        }
+    }
+    // Read your writes: each create, then a search for its one word with `min_seq` (the
+    // index publishes changes in a row together, at most every 20 ms, unless a search
+    // waits for one).
+    let mut fresh = Vec::new();
+    for i in 0..n {
+        let word = word_of(i);
+        let body = json!({"slug": format!("bench/r{i}"), "content": format!("# Read back {i}\n\n{word}\n"), "agent_id": "bench"});
+        let (status, receipt) = post(
+            &client,
+            &format!("{}/v1/notes", daemon.base),
+            &format!("r{i}"),
+            &body,
+        )
+        .await?;
+        if status != 201 {
+            bail!("create {i}: {status} {receipt}");
+        }
+        let seq = receipt["committed_seq"].as_i64().unwrap_or_default();
+        let t = Instant::now();
+        let found: Value = client
+            .get(format!("{}/v1/search?q={word}&min_seq={seq}", daemon.base))
+            .send()
+            .await?
+            .json()
+            .await?;
+        fresh.push(t.elapsed());
+        // (Another note may share the word's stem: `zqy` and `zqi`.)
+        if found["results"][0]["slug"] != format!("bench/r{i}") {
+            bail!("search for {word} at seq {seq} does not find bench/r{i} first: {found}");
         }
     }
     // The git CLI committing the same changes.
@@ -293,6 +337,7 @@ async fn run() -> Result<()> {
     let (gc50, gc99) = stats(git_creates);
     let (ge50, ge99) = stats(git_edits);
     let (l50, l99) = stats(lists);
+    let (f50, f99) = stats(fresh);
     let (rr50, rr99) = stats(rollbacks_recent);
     let (ro50, ro99) = stats(rollbacks_old);
     println!(
@@ -328,6 +373,11 @@ async fn run() -> Result<()> {
         ":edit speed-up over git (p50)",
         &format!("{:.1}×", ge50.as_secs_f64() / e50.as_secs_f64()),
         "target ≥ 10×",
+    );
+    row(
+        "search with `min_seq` right after each create, p50 / p99",
+        &format!("{} / {}", ms(f50), ms(f99)),
+        "(no target: read-your-writes waits for the index)",
     );
     row(
         "applied creates/s, 16 clients",

@@ -268,6 +268,32 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
             "{path}"
         );
     }
+    // Writes in a row are made searchable together (at most every 20 ms): a search
+    // with the last receipt's seq finds every one of them, and so, once the index has
+    // caught up, does one without.
+    for burst in ["min_seq", "caught up"] {
+        let mut seq = 0;
+        for i in 0..25 {
+            let key = format!("{}-{i}", burst.replace(' ', "-"));
+            let body = json!({"slug": format!("burst/{key}"), "content": "snollygoster\n", "agent_id": "t"});
+            let receipt = s
+                .call(Method::POST, "/v1/notes", Some(&key), Some(body), 201)
+                .await;
+            seq = receipt["committed_seq"].as_i64().unwrap();
+        }
+        let found = if burst == "min_seq" {
+            search(&s, "snollygoster", &format!("&min_seq={seq}&page_size=100")).await
+        } else {
+            common::eventually("the burst reaches the index", || async {
+                let st = s.get_json("/v1/index-status", 200).await;
+                st["indexed_seq"].as_i64().unwrap() >= seq
+            })
+            .await;
+            search(&s, "snollygoster", "&page_size=100").await
+        };
+        let want = if burst == "min_seq" { 25 } else { 50 };
+        assert_eq!(slugs(&found).len(), want, "{burst}: {found}");
+    }
     // An editor's change on disk reaches the index through the watcher.
     write(
         &s.vault,

@@ -222,6 +222,24 @@ pub async fn wait_history(state: &Path) -> Result<()> {
     bail!("the history bootstrap did not finish")
 }
 
+/// Wait until the daemon `pid` is idle: under 2 % of a core over half a second (its
+/// start-up work, the index's merges and the catch-up rescan, done), at most `limit`.
+pub async fn wait_idle(pid: u32, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    // 2 % of half a second, in clock ticks (at least one).
+    let quiet = (clock_ticks_per_second()? / 100).max(1);
+    let mut before = cpu_ticks(pid)?;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cpu_ticks(pid)?;
+        if now - before <= quiet {
+            return Ok(());
+        }
+        before = now;
+    }
+    bail!("the daemon was still busy after {limit:?}")
+}
+
 /// `GET path` answered 200 with a JSON body.
 pub async fn get_json(conn: &mut Conn, path: &str) -> Result<serde_json::Value> {
     let (status, body) = conn.get(path).await?;

@@ -32,7 +32,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -90,6 +90,8 @@ pub struct SearchIndex {
     live: AtomicBool,
     state: Mutex<IndexState>,
     seq_tx: tokio::sync::watch::Sender<i64>,
+    /// The highest seq a search has waited for ([`SearchIndex::want`]).
+    wanted: AtomicI64,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Read before `reader` by every search (see [`SearchIndex::flush`]).
     overlay: parking_lot::RwLock<Arc<Overlay>>,
@@ -138,6 +140,7 @@ impl SearchIndex {
                 ..IndexState::default()
             }),
             seq_tx,
+            wanted: AtomicI64::new(i64::MIN),
             worker: Mutex::new(None),
             coverage_cache: Mutex::new(None),
             grep_cache: Mutex::new(Default::default()),
@@ -174,8 +177,19 @@ impl SearchIndex {
         *self.seq_tx.borrow()
     }
 
+    /// A search waits for `seq`: the writer publishes changes at once (not at its
+    /// usual pace) until the index reflects it.
+    fn want(&self, seq: i64) {
+        if self.indexed_seq() >= seq {
+            return;
+        }
+        self.wanted.fetch_max(seq, Ordering::SeqCst);
+        self.send(Msg::Publish);
+    }
+
     /// Wait until the index reflects `seq`, at most `timeout`; `true` when it does.
     pub async fn wait_for(&self, seq: i64, timeout: Duration) -> bool {
+        self.want(seq);
         let mut rx = self.seq_tx.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|s| *s >= seq))
             .await
@@ -185,6 +199,7 @@ impl SearchIndex {
     /// Blocking form of [`SearchIndex::wait_for`], for the CLI.
     pub fn wait_for_blocking(&self, seq: i64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
+        self.want(seq);
         while Instant::now() < deadline {
             if self.indexed_seq() >= seq && self.state.lock().sync_remaining == 0 {
                 return true;

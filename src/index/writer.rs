@@ -31,6 +31,14 @@ fn placeholder_writer() -> tantivy::Result<IndexWriter<NoteDoc>> {
     Index::create_in_ram(schema().0).writer_with_num_threads(1, SMALL_WRITER_BYTES)
 }
 
+/// Changes that follow one another closely are made searchable together, at most this
+/// often. Each commit of the overlay is a new in-memory segment whatever its size
+/// (tantivy fills a 4 MiB term table, starts an indexing thread, reloads and merges
+/// segments): committing every change took ~2.8 ms of CPU a create in a row of
+/// sequential creates, more than the create itself. A change after a quiet moment, and
+/// one that a search waits for (`min_seq`, [`SearchIndex::want`]), is published at once.
+const PUBLISH_EVERY: Duration = Duration::from_millis(20);
+
 /// Writes pause this long before the overlay goes to disk.
 const FLUSH_IDLE: Duration = Duration::from_secs(1);
 /// The overlay goes to disk once it holds this many notes...
@@ -60,6 +68,15 @@ pub(super) struct Worker {
     /// on disk.
     changed: HashMap<u64, Option<Arc<Note>>>,
     first_change: Option<Instant>,
+    /// Changes applied (to the overlay's writer) but not yet published: the notes with
+    /// their seqs, and the highest seq applied (`i64::MIN`: none), which `indexed_seq`
+    /// reaches when they are.
+    held: Vec<(String, i64)>,
+    held_seq: i64,
+    /// Whether the overlay's writer has changes it has not committed.
+    overlay_dirty: bool,
+    /// When the overlay was last committed.
+    last_publish: Option<Instant>,
     /// `<state dir>/index.lock`, held while the index is open. Last, so that it is let go
     /// after the writers (fields drop in order) when the thread ends.
     _lock: std::fs::File,
@@ -97,8 +114,17 @@ impl Worker {
                 .try_into()?,
             changed: HashMap::new(),
             first_change: None,
+            held: Vec::new(),
+            held_seq: i64::MIN,
+            overlay_dirty: false,
+            last_publish: None,
             _lock: lock,
         })
+    }
+
+    /// Whether changes were applied that searches do not see yet.
+    fn unpublished(&self) -> bool {
+        self.overlay_dirty || self.held_seq != i64::MIN
     }
 
     /// Replace the start-up writer by a one-thread writer with the smallest budget.
@@ -168,6 +194,8 @@ pub(super) enum Msg {
     Advance {
         seq: i64,
     },
+    /// A search waits for a change ([`SearchIndex::want`]): publish what is held now.
+    Publish,
 }
 
 impl SearchIndex {
@@ -213,7 +241,7 @@ impl SearchIndex {
         self.send(Msg::Advance { seq });
     }
 
-    fn send(&self, msg: Msg) {
+    pub(super) fn send(&self, msg: Msg) {
         if let Some(tx) = self.tx.lock().as_ref() {
             if tx.send(msg).is_err() {
                 self.state.lock().last_error = Some("the index writer stopped".into());
@@ -246,7 +274,10 @@ impl SearchIndex {
         vectors: Arc<super::embed::Vectors>,
     ) {
         loop {
-            let next = if w.changed.is_empty() {
+            let next = if w.unpublished() {
+                let since = w.last_publish.map_or(PUBLISH_EVERY, |t| t.elapsed());
+                rx.recv_timeout(PUBLISH_EVERY.saturating_sub(since))
+            } else if w.changed.is_empty() {
                 rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
             } else {
                 rx.recv_timeout(FLUSH_IDLE)
@@ -264,6 +295,7 @@ impl SearchIndex {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => match weak.upgrade() {
+                    Some(this) if w.unpublished() => this.publish(&mut w, None),
                     Some(this) => this.flush(&mut w),
                     None => break,
                 },
@@ -279,7 +311,9 @@ impl SearchIndex {
         let _ = w.main.wait_merging_threads();
     }
 
-    /// Apply `first` and whatever else is queued, and make it searchable.
+    /// Apply `first` and whatever else is queued; publish it (make it searchable) now
+    /// when the last publish is [`PUBLISH_EVERY`] old, a search waits for a change, or
+    /// this is the start-up sync, else hold it for the writer thread's next timeout.
     fn apply(&self, w: &mut Worker, first: Msg, rx: &mpsc::Receiver<Msg>) {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -289,15 +323,13 @@ impl SearchIndex {
             }
         }
         let started = Instant::now();
-        let mut max_seq = i64::MIN;
         let mut synced = None;
-        let mut applied: Vec<(String, i64)> = Vec::new();
         let mut result: tantivy::Result<()> = Ok(());
-        let mut overlay_changed = false;
+        let mut asked = false;
         for msg in batch {
             let r = match msg {
                 Msg::Sync { notes, seq } => {
-                    max_seq = max_seq.max(seq);
+                    w.held_seq = w.held_seq.max(seq);
                     // The start-up sync goes straight to disk, with every core and a large
                     // memory budget; later changes come a few at a time, and a writer's
                     // memory grows with its budget, so a small writer takes over.
@@ -317,9 +349,9 @@ impl SearchIndex {
                     r
                 }
                 Msg::Upsert { note, seq } => {
-                    max_seq = max_seq.max(seq);
-                    applied.push((note.note_id.clone(), seq));
-                    overlay_changed = true;
+                    w.held_seq = w.held_seq.max(seq);
+                    w.held.push((note.note_id.clone(), seq));
+                    w.overlay_dirty = true;
                     let key = note.key();
                     w.ram_writer
                         .delete_term(Term::from_field_u64(self.fields.key, key));
@@ -338,19 +370,23 @@ impl SearchIndex {
                     r
                 }
                 Msg::Advance { seq } => {
-                    max_seq = max_seq.max(seq);
+                    w.held_seq = w.held_seq.max(seq);
                     Ok(())
                 }
                 Msg::Remove { note_id, seq } => {
-                    max_seq = max_seq.max(seq);
+                    w.held_seq = w.held_seq.max(seq);
                     let key = key_of(&note_id);
-                    overlay_changed = true;
+                    w.overlay_dirty = true;
                     w.ram_writer
                         .delete_term(Term::from_field_u64(self.fields.key, key));
                     w.first_change.get_or_insert_with(Instant::now);
                     self.vectors.remove(key);
                     w.changed.insert(key, None);
-                    applied.push((note_id, seq));
+                    w.held.push((note_id, seq));
+                    Ok(())
+                }
+                Msg::Publish => {
+                    asked = true;
                     Ok(())
                 }
             };
@@ -358,56 +394,86 @@ impl SearchIndex {
                 result = Err(e);
             }
         }
-        if overlay_changed {
-            result = result
-                .and_then(|_| w.ram_writer.commit().map(|_| ()))
-                .and_then(|_| w.ram_reader.reload());
-            if result.is_ok() {
-                self.publish_overlay(w);
-            }
+        if let Err(e) = result {
+            // Held: the next publish makes what did apply searchable.
+            tracing::error!(error = %e, "index update failed");
+            self.state.lock().last_error = Some(e.to_string());
+            return;
         }
-        let elapsed = started.elapsed().as_millis() as u64;
-        tracing::debug!(us = started.elapsed().as_micros() as u64, "index batch");
+        if let Some(n) = synced {
+            let ms = started.elapsed().as_millis() as u64;
+            {
+                let mut st = self.state.lock();
+                st.sync_remaining = 0;
+                st.synced_notes = Some(n);
+                st.sync_ms = Some(ms);
+                st.commits += 1;
+                st.last_commit_ms = Some(ms);
+            }
+            tracing::info!(notes = n, ms, "search index up to date");
+            crate::memory::release_free_memory();
+        }
+        let due = synced.is_some()
+            || asked
+            || !w.overlay_dirty
+            || self.wanted.load(Ordering::SeqCst) > self.indexed_seq()
+            || w.last_publish.is_none_or(|t| t.elapsed() >= PUBLISH_EVERY);
+        if due {
+            self.publish(w, Some(started));
+        }
+    }
+
+    /// Make the held changes searchable: commit the overlay's writer (when it has
+    /// changes), publish its searcher, and move `indexed_seq`. `started`: when the batch
+    /// being published began (for the debug log).
+    fn publish(&self, w: &mut Worker, started: Option<Instant>) {
+        let started = started.unwrap_or_else(Instant::now);
+        if w.overlay_dirty {
+            w.last_publish = Some(Instant::now());
+            let committed = w
+                .ram_writer
+                .commit()
+                .map(|_| ())
+                .and_then(|_| w.ram_reader.reload());
+            if let Err(e) = committed {
+                // Held, and tried again at the next timeout.
+                tracing::error!(error = %e, "index update failed");
+                self.state.lock().last_error = Some(e.to_string());
+                return;
+            }
+            w.overlay_dirty = false;
+            self.publish_overlay(w);
+        }
+        let held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
+        let held = std::mem::take(&mut w.held);
+        tracing::debug!(
+            us = started.elapsed().as_micros() as u64,
+            changes = held.len(),
+            "index batch"
+        );
         {
             let mut st = self.state.lock();
-            match &result {
-                Ok(()) => {
-                    for (id, seq) in &applied {
-                        if st.pending.get(id).is_some_and(|s| s <= seq) {
-                            st.pending.remove(id);
-                        }
-                    }
-                    if let Some(n) = synced {
-                        st.sync_remaining = 0;
-                        st.synced_notes = Some(n);
-                        st.sync_ms = Some(elapsed);
-                        st.commits += 1;
-                        st.last_commit_ms = Some(elapsed);
-                    }
-                    st.indexed_seq = st.indexed_seq.max(max_seq);
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "index update failed");
-                    st.last_error = Some(e.to_string());
+            for (id, seq) in &held {
+                if st.pending.get(id).is_some_and(|s| s <= seq) {
+                    st.pending.remove(id);
                 }
             }
+            st.indexed_seq = st.indexed_seq.max(held_seq);
         }
-        if result.is_ok() {
-            if let Some(n) = synced {
-                tracing::info!(notes = n, ms = elapsed, "search index up to date");
-                crate::memory::release_free_memory();
-            }
-            self.refresh_counts();
-            self.seq_tx.send_if_modified(|s| {
-                let changed = max_seq > *s;
-                *s = (*s).max(max_seq);
-                changed
-            });
-        }
+        self.refresh_counts();
+        self.seq_tx.send_if_modified(|s| {
+            let changed = held_seq > *s;
+            *s = (*s).max(held_seq);
+            changed
+        });
     }
 
     /// Write the overlay to the index on disk and empty it.
     fn flush(&self, w: &mut Worker) {
+        // What is held is published first: once on disk, it moves `indexed_seq` too.
+        if w.unpublished() {
+            self.publish(w, None);
+        }
         let started = Instant::now();
         match w.flush_to_disk() {
             Ok(()) => {
