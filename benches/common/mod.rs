@@ -222,7 +222,7 @@ pub async fn wait_history(state: &Path) -> Result<()> {
     bail!("the history bootstrap did not finish")
 }
 
-/// Wait until the daemon `pid` is idle: under 2 % of a core over half a second (its
+/// Wait until the daemon `pid` is idle: at most 2 % of a core over half a second (its
 /// start-up work, the index's merges and the catch-up rescan, done), at most `limit`.
 pub async fn wait_idle(pid: u32, limit: Duration) -> Result<()> {
     let deadline = Instant::now() + limit;

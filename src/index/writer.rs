@@ -1,6 +1,8 @@
 //! The writer thread. Changes arrive with their `committed_seq` ([`SearchIndex::upsert`],
 //! [`SearchIndex::remove`]) and are applied at once to an in-memory overlay index, which
-//! searches read before the disk index; the overlay goes to disk when writes pause, or
+//! searches read before the disk index, and published (committed, made searchable) at
+//! most every [`PUBLISH_EVERY`], at once when a search waits for one; the overlay goes
+//! to disk when writes pause, or
 //! it grows large or old ([`SearchIndex::flush`]), and at shutdown. At start, the sync
 //! (re)indexes only the notes whose stamp differs from the catalog's, with a large writer
 //! that a small one then replaces. The thread owns `<state dir>/index.lock`.
@@ -34,10 +36,20 @@ fn placeholder_writer() -> tantivy::Result<IndexWriter<NoteDoc>> {
 /// Changes that follow one another closely are made searchable together, at most this
 /// often. Each commit of the overlay is a new in-memory segment whatever its size
 /// (tantivy fills a 4 MiB term table, starts an indexing thread, reloads and merges
-/// segments): committing every change took ~2.8 ms of CPU a create in a row of
-/// sequential creates, more than the create itself. A change after a quiet moment, and
-/// one that a search waits for (`min_seq`, [`SearchIndex::want`]), is published at once.
+/// segments): committing after every change cost ~2.8 ms of the daemon's CPU per create
+/// in a run of sequential creates on the 44k-note corpus, more than the rest of the
+/// create. A change after a quiet moment, a batch that changes no note, and a change that
+/// a search waits for (`min_seq`, [`SearchIndex::want`]) are published at once.
 const PUBLISH_EVERY: Duration = Duration::from_millis(20);
+
+/// Whether a batch just applied is published at once: the overlay has nothing
+/// uncommitted (`dirty` false: the batch changed no note, say an attachment's seq), or
+/// it last committed [`PUBLISH_EVERY`] ago or more (`since`; `None`: never), or `urgent`
+/// (a search waits for a change, or it is the start-up sync). Else it is held until the
+/// pace allows.
+fn publish_now(dirty: bool, since: Option<Duration>, urgent: bool) -> bool {
+    urgent || !dirty || since.is_none_or(|d| d >= PUBLISH_EVERY)
+}
 
 /// Writes pause this long before the overlay goes to disk.
 const FLUSH_IDLE: Duration = Duration::from_secs(1);
@@ -75,8 +87,10 @@ pub(super) struct Worker {
     held_seq: i64,
     /// Whether the overlay's writer has changes it has not committed.
     overlay_dirty: bool,
-    /// When the overlay was last committed.
+    /// When the overlay's writer last committed, or last tried to.
     last_publish: Option<Instant>,
+    /// The last try failed (logged once; tried again at [`FLUSH_IDLE`]'s pace).
+    publish_failing: bool,
     /// `<state dir>/index.lock`, held while the index is open. Last, so that it is let go
     /// after the writers (fields drop in order) when the thread ends.
     _lock: std::fs::File,
@@ -118,6 +132,7 @@ impl Worker {
             held_seq: i64::MIN,
             overlay_dirty: false,
             last_publish: None,
+            publish_failing: false,
             _lock: lock,
         })
     }
@@ -125,6 +140,14 @@ impl Worker {
     /// Whether changes were applied that searches do not see yet.
     fn unpublished(&self) -> bool {
         self.overlay_dirty || self.held_seq != i64::MIN
+    }
+
+    /// A change applied at `seq` (of the note `id`, when it is one), to be published.
+    fn hold(&mut self, id: Option<String>, seq: i64) {
+        self.held_seq = self.held_seq.max(seq);
+        if let Some(id) = id {
+            self.held.push((id, seq));
+        }
     }
 
     /// Replace the start-up writer by a one-thread writer with the smallest budget.
@@ -274,7 +297,7 @@ impl SearchIndex {
         vectors: Arc<super::embed::Vectors>,
     ) {
         loop {
-            let next = if w.unpublished() {
+            let next = if w.unpublished() && !w.publish_failing {
                 let since = w.last_publish.map_or(PUBLISH_EVERY, |t| t.elapsed());
                 rx.recv_timeout(PUBLISH_EVERY.saturating_sub(since))
             } else if w.changed.is_empty() {
@@ -295,11 +318,22 @@ impl SearchIndex {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => match weak.upgrade() {
-                    Some(this) if w.unpublished() => this.publish(&mut w, None),
+                    Some(this) if w.unpublished() && !w.publish_failing => {
+                        this.publish(&mut w, None)
+                    }
+                    // Writes paused (or publishing fails): to disk.
                     Some(this) => this.flush(&mut w),
                     None => break,
                 },
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // Shut down: what is held is published before it goes to disk below.
+                    if let Some(this) = weak.upgrade() {
+                        if w.unpublished() {
+                            this.publish(&mut w, None);
+                        }
+                    }
+                    break;
+                }
             }
         }
         // Shutting down: what is only in memory goes to disk.
@@ -312,8 +346,7 @@ impl SearchIndex {
     }
 
     /// Apply `first` and whatever else is queued; publish it (make it searchable) now
-    /// when the last publish is [`PUBLISH_EVERY`] old, a search waits for a change, or
-    /// this is the start-up sync, else hold it for the writer thread's next timeout.
+    /// when [`publish_now`] says so, else hold it for the writer thread's next timeout.
     fn apply(&self, w: &mut Worker, first: Msg, rx: &mpsc::Receiver<Msg>) {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -327,9 +360,10 @@ impl SearchIndex {
         let mut result: tantivy::Result<()> = Ok(());
         let mut asked = false;
         for msg in batch {
+            // A change that failed is neither held nor published: it stays pending, and
+            // `indexed_seq` only passes it with a later change (as it always did).
             let r = match msg {
                 Msg::Sync { notes, seq } => {
-                    w.held_seq = w.held_seq.max(seq);
                     // The start-up sync goes straight to disk, with every core and a large
                     // memory budget; later changes come a few at a time, and a writer's
                     // memory grows with its budget, so a small writer takes over.
@@ -346,13 +380,11 @@ impl SearchIndex {
                     // (`Vectors::sync` never replaces an entry a change wrote since it
                     // looked).
                     spawn_vector_sync(&self.vectors, notes);
-                    r
+                    r.map(|()| w.hold(None, seq))
                 }
                 Msg::Upsert { note, seq } => {
-                    w.held_seq = w.held_seq.max(seq);
-                    w.held.push((note.note_id.clone(), seq));
-                    w.overlay_dirty = true;
                     let key = note.key();
+                    w.overlay_dirty = true;
                     w.ram_writer
                         .delete_term(Term::from_field_u64(self.fields.key, key));
                     let r = if searchable(&note) {
@@ -366,15 +398,15 @@ impl SearchIndex {
                     // Embedded before `indexed_seq` moves: a search that waited for this
                     // change finds its vectors current too.
                     self.vectors.upsert(&note);
+                    let id = note.note_id.clone();
                     w.changed.insert(key, searchable(&note).then_some(note));
-                    r
+                    r.map(|()| w.hold(Some(id), seq))
                 }
                 Msg::Advance { seq } => {
-                    w.held_seq = w.held_seq.max(seq);
+                    w.hold(None, seq);
                     Ok(())
                 }
                 Msg::Remove { note_id, seq } => {
-                    w.held_seq = w.held_seq.max(seq);
                     let key = key_of(&note_id);
                     w.overlay_dirty = true;
                     w.ram_writer
@@ -382,7 +414,7 @@ impl SearchIndex {
                     w.first_change.get_or_insert_with(Instant::now);
                     self.vectors.remove(key);
                     w.changed.insert(key, None);
-                    w.held.push((note_id, seq));
+                    w.hold(Some(note_id), seq);
                     Ok(())
                 }
                 Msg::Publish => {
@@ -395,10 +427,8 @@ impl SearchIndex {
             }
         }
         if let Err(e) = result {
-            // Held: the next publish makes what did apply searchable.
             tracing::error!(error = %e, "index update failed");
             self.state.lock().last_error = Some(e.to_string());
-            return;
         }
         if let Some(n) = synced {
             let ms = started.elapsed().as_millis() as u64;
@@ -413,19 +443,19 @@ impl SearchIndex {
             tracing::info!(notes = n, ms, "search index up to date");
             crate::memory::release_free_memory();
         }
-        let due = synced.is_some()
-            || asked
-            || !w.overlay_dirty
-            || self.wanted.load(Ordering::SeqCst) > self.indexed_seq()
-            || w.last_publish.is_none_or(|t| t.elapsed() >= PUBLISH_EVERY);
-        if due {
+        let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
+        if publish_now(
+            w.overlay_dirty,
+            w.last_publish.map(|t| t.elapsed()),
+            asked || waited_for || synced.is_some(),
+        ) {
             self.publish(w, Some(started));
         }
     }
 
     /// Make the held changes searchable: commit the overlay's writer (when it has
-    /// changes), publish its searcher, and move `indexed_seq`. `started`: when the batch
-    /// being published began (for the debug log).
+    /// changes), publish its searcher, then [`SearchIndex::settle`]. `started`: when the
+    /// batch being published began (for the debug log).
     fn publish(&self, w: &mut Worker, started: Option<Instant>) {
         let started = started.unwrap_or_else(Instant::now);
         if w.overlay_dirty {
@@ -436,21 +466,34 @@ impl SearchIndex {
                 .map(|_| ())
                 .and_then(|_| w.ram_reader.reload());
             if let Err(e) = committed {
-                // Held, and tried again at the next timeout.
-                tracing::error!(error = %e, "index update failed");
+                // Held, and tried again when writes pause (`flush`).
+                if !w.publish_failing {
+                    tracing::error!(error = %e, "index update failed; the changes are tried again");
+                }
+                w.publish_failing = true;
                 self.state.lock().last_error = Some(e.to_string());
                 return;
             }
+            w.publish_failing = false;
             w.overlay_dirty = false;
             self.publish_overlay(w);
         }
-        let held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
-        let held = std::mem::take(&mut w.held);
         tracing::debug!(
             us = started.elapsed().as_micros() as u64,
-            changes = held.len(),
+            changes = w.held.len(),
             "index batch"
         );
+        self.settle(w);
+    }
+
+    /// The held changes are searchable (from the overlay or the disk index): they leave
+    /// `pending`, and `indexed_seq` reaches the highest held seq.
+    fn settle(&self, w: &mut Worker) {
+        let held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
+        let held = std::mem::take(&mut w.held);
+        if held.is_empty() && held_seq == i64::MIN {
+            return;
+        }
         {
             let mut st = self.state.lock();
             for (id, seq) in &held {
@@ -467,7 +510,6 @@ impl SearchIndex {
             changed
         });
     }
-
     /// Write the overlay to the index on disk and empty it.
     fn flush(&self, w: &mut Worker) {
         // What is held is published first: once on disk, it moves `indexed_seq` too.
@@ -481,6 +523,11 @@ impl SearchIndex {
                 // took the old overlay excludes its keys from the disk index, one that
                 // takes the empty overlay finds them on disk.
                 self.publish_overlay(w);
+                // The overlay's writer committed as it emptied; what a failed publish
+                // held is searchable on disk now.
+                w.overlay_dirty = false;
+                w.publish_failing = false;
+                self.settle(w);
                 let ms = started.elapsed().as_millis() as u64;
                 let mut st = self.state.lock();
                 st.commits += 1;
@@ -624,5 +671,31 @@ fn spawn_vector_sync(vectors: &Arc<super::embed::Vectors>, notes: Vec<Arc<Note>>
         // The closure (and its notes) is gone: nothing syncs; say so.
         tracing::error!(error = %e, "cannot start the note vectors' sync");
         vectors.abandon_sync(&e.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_in_a_row_are_held_until_the_pace_or_a_waiting_search() {
+        let ms = Duration::from_millis;
+        // (changes a note, since the last publish, urgent) → published now
+        let table = [
+            (true, None, false, true),          // the first change ever
+            (true, Some(ms(500)), false, true), // after a quiet moment
+            (true, Some(PUBLISH_EVERY), false, true),
+            (true, Some(ms(3)), false, false), // in a row: held
+            (true, Some(ms(3)), true, true),   // a search waits, or the start-up sync
+            (false, Some(ms(3)), false, true), // no note changed (an attachment's seq)
+        ];
+        for (dirty, since, urgent, want) in table {
+            assert_eq!(
+                publish_now(dirty, since, urgent),
+                want,
+                "dirty {dirty}, since {since:?}, urgent {urgent}"
+            );
+        }
     }
 }
