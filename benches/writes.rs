@@ -153,7 +153,7 @@ async fn run() -> Result<()> {
         }
     }
     // Read your writes: each create, then a search for its one word with `min_seq` (the
-    // index publishes changes in a row together, at most every 20 ms, unless a search
+    // index publishes changes in a row together, at most every 50 ms, unless a search
     // waits for one).
     let mut fresh = Vec::new();
     for i in 0..n {

@@ -268,7 +268,7 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
             "{path}"
         );
     }
-    // Writes in a row are made searchable together (at most every 20 ms): a search
+    // Writes in a row are made searchable together (at most every 50 ms): a search
     // with the last receipt's seq finds every one of them, and so, once the index has
     // caught up, does one without.
     for burst in ["min_seq", "caught up"] {

@@ -7,7 +7,7 @@
 //! change the write pipeline or `reconcile` records is sent here with its `committed_seq`
 //! ([`SearchIndex::upsert`], [`SearchIndex::remove`]); one writer thread applies them in
 //! batches and publishes them (commits, reloads the reader, advances `indexed_seq`, which
-//! `GET /v1/search?min_seq=` waits on) at most every 20 ms, at once when a search waits.
+//! `GET /v1/search?min_seq=` waits on) at most every 50 ms, at once when a search waits.
 //!
 //! This file is [`SearchIndex`]'s face: opening, the state it shows, waiting for a seq,
 //! shutdown. `schema.rs` is what the index holds (fields, schema version, a note's
