@@ -75,13 +75,14 @@ impl SearchIndex {
         let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
         let want = (offset + limit).max(1);
         // On disk: every note but those the overlay holds newer (or no) versions of.
-        let stale = (!overlay.keys.is_empty()).then(|| overlay.keys.clone());
+        // (The overlay itself, shared: not a copy of its keys per search.)
+        let stale = (!overlay.keys.is_empty()).then(|| overlay.clone());
         let keep_disk: Option<KeyFilter> = match (&allowed, stale) {
             (None, None) => None,
             (allowed, stale) => {
                 let allowed = allowed.clone();
                 Some(Arc::new(move |k: u64| {
-                    stale.as_ref().is_none_or(|s| !s.contains(&k))
+                    stale.as_ref().is_none_or(|s| !s.keys.contains(&k))
                         && allowed.as_ref().is_none_or(|a| a.contains(&k))
                 }))
             }
