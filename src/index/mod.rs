@@ -173,6 +173,11 @@ impl SearchIndex {
         self.state.lock().clone()
     }
 
+    /// [`IndexState::not_yet_indexed`], without a copy of the state (every search asks).
+    pub fn not_yet_indexed(&self) -> usize {
+        self.state.lock().not_yet_indexed()
+    }
+
     pub fn indexed_seq(&self) -> i64 {
         *self.seq_tx.borrow()
     }

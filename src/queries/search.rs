@@ -216,9 +216,8 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
 /// body, and the English stems of the fields of words), read as [`query`] says.
 pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
     let parsed = &state.index.prepare(&req.query);
-    let index_state = state.index.state();
     let mut coverage = scope_coverage(state, Some(state.index.indexed_seq()));
-    coverage.not_yet_indexed = index_state.not_yet_indexed().min(coverage.searched);
+    coverage.not_yet_indexed = state.index.not_yet_indexed().min(coverage.searched);
     coverage.searched -= coverage.not_yet_indexed;
     if coverage.not_yet_indexed > 0 {
         coverage.remarks.push(format!(
