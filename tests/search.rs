@@ -326,6 +326,36 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
 }
 
 #[tokio::test]
+async fn a_first_start_leaves_one_segment_and_every_note_searchable() {
+    let (dir, vault, state) = common::temp_vault(None);
+    // Enough notes that both start-up indexing threads write a segment.
+    for i in 0..600 {
+        write(
+            &vault,
+            &format!("many/n{i}.md"),
+            &format!("# Note {i}\nplentiful words number{i}\n"),
+        );
+    }
+    let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
+    // (Before any write: the overlay's flush to disk adds a segment again.)
+    common::eventually("the index's segments are merged into one", || async {
+        let st = s.get_json("/v1/index-status", 200).await;
+        st["search_index"]["segments"] == 1
+    })
+    .await;
+    let body = json!({"slug": "many/late", "content": "plentiful latecomer\n", "agent_id": "t"});
+    let receipt = s
+        .call(Method::POST, "/v1/notes", Some("late"), Some(body), 201)
+        .await;
+    let seq = receipt["committed_seq"].as_i64().unwrap();
+    let found = search(&s, "latecomer", &format!("&min_seq={seq}")).await;
+    assert_eq!(slugs(&found), ["many/late"]);
+    assert_eq!(slugs(&search(&s, "number599", "").await), ["many/n599"]);
+    let all = search(&s, "plentiful", "&page_size=1").await;
+    assert_eq!(all["coverage"]["notes_matched"], 601, "{all}");
+}
+
+#[tokio::test]
 async fn coverage_counts_match_the_folder() {
     let (dir, vault, state) = common::temp_vault(Some("fixtures/edge"));
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;

@@ -221,6 +221,9 @@ pub(super) enum Msg {
     },
     /// A search waits for a change ([`SearchIndex::want`]): publish what is held now.
     Publish,
+    /// The segments of the index on disk were merged ([`SearchIndex::merge_segments`]):
+    /// searches read the merged one from now on.
+    Merged,
 }
 
 impl SearchIndex {
@@ -382,7 +385,10 @@ impl SearchIndex {
                     // (`Vectors::sync` never replaces an entry a change wrote since it
                     // looked).
                     spawn_vector_sync(&self.vectors, notes);
-                    r.map(|()| w.hold(None, seq))
+                    r.map(|()| {
+                        self.merge_segments(w);
+                        w.hold(None, seq)
+                    })
                 }
                 Msg::Upsert { note, seq } => {
                     let key = note.key();
@@ -423,6 +429,11 @@ impl SearchIndex {
                     asked = true;
                     Ok(())
                 }
+                Msg::Merged => {
+                    let r = self.reader.reload();
+                    self.refresh_counts();
+                    r
+                }
             };
             if let Err(e) = r {
                 result = Err(e);
@@ -452,6 +463,45 @@ impl SearchIndex {
             asked || waited_for || synced.is_some(),
         ) {
             self.publish(w, Some(started));
+        }
+    }
+
+    /// After the start-up sync, merge the index's segments into one, in the background
+    /// (tantivy's merge threads; a thread of ours waits and tells the writer). A first
+    /// start leaves the 44k-note corpus in 4 segments, and a search looks up and scores
+    /// every term once per segment: one segment answered the search bench's keyword mix
+    /// 1.25-1.30x faster. Changes go on meanwhile (tantivy applies their deletes to the
+    /// merged segment).
+    fn merge_segments(&self, w: &mut Worker) {
+        let ids = match w.index.searchable_segment_ids() {
+            Ok(ids) if ids.len() > 1 => ids,
+            _ => return,
+        };
+        let Some(tx) = self.tx.lock().clone() else {
+            return;
+        };
+        let merge = w.main.merge(&ids);
+        let segments = ids.len();
+        let wait = move || {
+            let started = Instant::now();
+            match merge.wait() {
+                Ok(_) => {
+                    tracing::info!(
+                        segments,
+                        ms = started.elapsed().as_millis() as u64,
+                        "index segments merged into one"
+                    );
+                    let _ = tx.send(Msg::Merged);
+                }
+                // Stopped (a shutdown) or failed: the segments stay as they were.
+                Err(e) => tracing::debug!(error = %e, "index segments not merged"),
+            }
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("index-merge".into())
+            .spawn(wait)
+        {
+            tracing::warn!(error = %e, "cannot wait for the index merge");
         }
     }
 
