@@ -188,9 +188,13 @@ impl Temp {
     /// Put the synced temp file at its path, if the path still matches what was expected
     /// (see [`atomic_write`]); its folder's fsync is left to `dirs`.
     pub fn place(mut self, dirs: &mut DirSyncs) -> Result<()> {
-        drop(self.file.take());
+        let ours = self
+            .file
+            .take()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| inode(&m));
         check(&self.path, &self.expect)?;
-        swap_in(&self.temp, &self.path, &self.expect)?;
+        swap_in(&self.temp, &self.path, &self.expect, ours)?;
         // In place: nothing to remove when dropped.
         self.temp = std::path::PathBuf::new();
         let dir = parent(&self.path)?;
@@ -238,9 +242,31 @@ fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()>
     }
 }
 
+/// A file's inode number (0 where there is none).
+fn inode(meta: &fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::ino(meta)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        0
+    }
+}
+
+/// A test's editor, called with `(temp, path)` right after the exchange.
+#[cfg(test)]
+type Editor = Box<dyn FnMut(&Path, &Path)>;
+
+#[cfg(test)]
+thread_local! {
+    static AFTER_EXCHANGE: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
+}
+
 /// Put `temp` at `path`, atomically with the `expect` check where the OS allows it.
-/// On success `temp` no longer exists.
-fn swap_in(temp: &Path, path: &Path, expect: &Expect) -> Result<()> {
+/// On success `temp` no longer exists. `ours`: the temp file's inode number.
+fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<u64>) -> Result<()> {
     #[cfg(target_os = "linux")]
     {
         let flags = match expect {
@@ -249,11 +275,26 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect) -> Result<()> {
         };
         match renameat2(temp, path, flags) {
             Ok(()) => {
+                #[cfg(test)]
+                AFTER_EXCHANGE.with(|hook| {
+                    if let Some(hook) = hook.borrow_mut().as_mut() {
+                        hook(temp, path);
+                    }
+                });
                 if let Expect::Hash(want) = expect {
                     // `temp` now holds what was at `path`: it must be what the caller read.
                     let swapped_out = fs::read(temp).unwrap_or_default();
                     if content_hash(&swapped_out) != *want {
                         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+                        // An editor may have saved by rename while our file was at `path`:
+                        // the swap back then brought its file here, not ours. Its newest
+                        // save goes back to `path`; the older one it replaced is what
+                        // this temp file, removed by the caller, then holds.
+                        if ours.is_some_and(|ours| {
+                            fs::symlink_metadata(temp).is_ok_and(|m| inode(&m) != ours)
+                        }) {
+                            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+                        }
                         return Err(moved(
                             path,
                             "an editor saved it while it was being replaced",
@@ -284,6 +325,8 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect) -> Result<()> {
             }
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = ours;
     fs::rename(temp, path)
         .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))
 }
@@ -533,6 +576,57 @@ fn move_no_replace(from: &Path, to: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Run `write` with `editor` playing an editor right after the exchange.
+    fn with_editor<T>(editor: impl FnMut(&Path, &Path) + 'static, write: impl FnOnce() -> T) -> T {
+        AFTER_EXCHANGE.with(|h| *h.borrow_mut() = Some(Box::new(editor)));
+        let out = write();
+        AFTER_EXCHANGE.with(|h| *h.borrow_mut() = None);
+        out
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_editor_save_during_the_exchange_is_never_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let expect = Expect::Hash(content_hash(b"v1"));
+        // The editor, writing in place through a file it opened before the exchange (the
+        // check then fails), and saving again by rename while our file is at the path.
+        let err = with_editor(
+            |temp, path| {
+                fs::write(temp, b"editor 1").unwrap();
+                let swp = path.with_file_name(".a.md.swp");
+                fs::write(&swp, b"editor 1\neditor 2").unwrap();
+                fs::rename(&swp, path).unwrap();
+            },
+            || atomic_write(&path, b"ours", &expect),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1\neditor 2");
+        // Only the editor's file is left: no temp file of ours.
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["a.md"]);
+        // The in-place save alone: swapped back, the editor's bytes stay.
+        let err = with_editor(
+            |temp, _| fs::write(temp, b"editor 3").unwrap(),
+            || {
+                atomic_write(
+                    &path,
+                    b"ours",
+                    &Expect::Hash(content_hash(b"editor 1\neditor 2")),
+                )
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 3");
+    }
 
     #[test]
     fn writes_replace_only_the_version_that_was_read() {
