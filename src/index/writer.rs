@@ -53,6 +53,12 @@ fn publish_now(dirty: bool, since: Option<Duration>, urgent: bool) -> bool {
     urgent || !dirty || since.is_none_or(|d| d >= PUBLISH_EVERY)
 }
 
+/// The index's segments are merged this long after the start-up sync
+/// ([`SearchIndex::merge_segments`]): after the first start's busiest seconds, and not at
+/// all in a one-shot rebuild (`notevault reindex`), which ends first; a merge took ~1 s
+/// more there.
+const MERGE_AFTER: Duration = Duration::from_secs(3);
+
 /// Writes pause this long before the overlay goes to disk.
 const FLUSH_IDLE: Duration = Duration::from_secs(1);
 /// The overlay goes to disk once it holds this many notes...
@@ -89,6 +95,8 @@ pub(super) struct Worker {
     held_seq: i64,
     /// Whether the overlay's writer has changes it has not committed.
     overlay_dirty: bool,
+    /// When to merge the index's segments ([`MERGE_AFTER`] after the start-up sync).
+    merge_at: Option<Instant>,
     /// When the overlay's writer last committed, or last tried to.
     last_publish: Option<Instant>,
     /// The last try failed (logged once; tried again at [`FLUSH_IDLE`]'s pace).
@@ -134,6 +142,7 @@ impl Worker {
             held_seq: i64::MIN,
             overlay_dirty: false,
             last_publish: None,
+            merge_at: None,
             publish_failing: false,
             _lock: lock,
         })
@@ -302,13 +311,32 @@ impl SearchIndex {
         vectors: Arc<super::embed::Vectors>,
     ) {
         loop {
-            let next = if w.unpublished() && !w.publish_failing {
+            if w.merge_at.is_some_and(|t| Instant::now() >= t) {
+                w.merge_at = None;
+                match weak.upgrade() {
+                    Some(this) => this.merge_segments(&mut w),
+                    None => break,
+                }
+            }
+            let wait = if w.unpublished() && !w.publish_failing {
                 let since = w.last_publish.map_or(PUBLISH_EVERY, |t| t.elapsed());
-                rx.recv_timeout(PUBLISH_EVERY.saturating_sub(since))
+                Some(PUBLISH_EVERY.saturating_sub(since))
             } else if w.changed.is_empty() {
-                rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+                None
             } else {
-                rx.recv_timeout(FLUSH_IDLE)
+                Some(FLUSH_IDLE)
+            };
+            // The merge's time comes first: it is what wakes the thread then.
+            let until_merge = w
+                .merge_at
+                .map(|t| t.saturating_duration_since(Instant::now()));
+            let next = match (wait, until_merge) {
+                (_, Some(m)) if wait.is_none_or(|d| m < d) => match rx.recv_timeout(m) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    other => other,
+                },
+                (Some(w), _) => rx.recv_timeout(w),
+                (None, _) => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
             match next {
                 Ok(first) => {
@@ -386,7 +414,7 @@ impl SearchIndex {
                     // looked).
                     spawn_vector_sync(&self.vectors, notes);
                     r.map(|()| {
-                        self.merge_segments(w);
+                        w.merge_at = Some(Instant::now() + MERGE_AFTER);
                         w.hold(None, seq)
                     })
                 }
@@ -466,7 +494,7 @@ impl SearchIndex {
         }
     }
 
-    /// After the start-up sync, merge the index's segments into one, in the background
+    /// [`MERGE_AFTER`] the start-up sync, merge the index's segments into one, in the background
     /// (tantivy's merge threads; a thread of ours waits and tells the writer). A first
     /// start leaves the 44k-note corpus in 4 segments, and a search looks up and scores
     /// every term once per segment: one segment answered the search bench's keyword mix
