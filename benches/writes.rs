@@ -42,6 +42,25 @@ async fn post(
     Ok((status, res.json().await?))
 }
 
+/// [`post`] that must answer `want` (else the error names `what`): the body, and how
+/// long the request took.
+async fn post_timed(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: &Value,
+    want: u16,
+    what: &str,
+) -> Result<(Value, Duration)> {
+    let t = Instant::now();
+    let (status, answer) = post(client, url, key, body).await?;
+    let took = t.elapsed();
+    if status != want {
+        bail!("{what}: {status} {answer}");
+    }
+    Ok((answer, took))
+}
+
 /// How many commits `history.git` has (0 when it cannot be read).
 fn history_commits(state: &Path) -> u64 {
     std::process::Command::new("git")
@@ -116,18 +135,16 @@ async fn run() -> Result<()> {
     let mut versions = Vec::new();
     for i in 0..n {
         let body = json!({"slug": format!("bench/c{i}"), "content": format!("# Bench note {i}\n\nfirst version\n"), "agent_id": "bench"});
-        let t = Instant::now();
-        let (status, receipt) = post(
+        let (receipt, took) = post_timed(
             &client,
             &format!("{}/v1/notes", daemon.base),
             &format!("c{i}"),
             &body,
+            201,
+            &format!("create {i}"),
         )
         .await?;
-        creates.push(t.elapsed());
-        if status != 201 {
-            bail!("create {i}: {status} {receipt}");
-        }
+        creates.push(took);
         versions.push(
             receipt["version_id"]
                 .as_str()
@@ -139,18 +156,16 @@ async fn run() -> Result<()> {
     let mut edits = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let body = json!({"version_id": v, "old_string": "first version", "new_string": "second version", "agent_id": "bench"});
-        let t = Instant::now();
-        let (status, receipt) = post(
+        let (_, took) = post_timed(
             &client,
             &format!("{}/v1/notes/bench%2Fc{i}:edit", daemon.base),
             &format!("e{i}"),
             &body,
+            200,
+            &format!("edit {i}"),
         )
         .await?;
-        edits.push(t.elapsed());
-        if status != 200 {
-            bail!("edit {i}: {status} {receipt}");
-        }
+        edits.push(took);
     }
     // Read your writes: each create, then a search for its one word with `min_seq` (the
     // index publishes changes in a row together, at most every 50 ms, unless a search
@@ -159,16 +174,15 @@ async fn run() -> Result<()> {
     for i in 0..n {
         let word = word_of(i);
         let body = json!({"slug": format!("bench/r{i}"), "content": format!("# Read back {i}\n\n{word}\n"), "agent_id": "bench"});
-        let (status, receipt) = post(
+        let (receipt, _) = post_timed(
             &client,
             &format!("{}/v1/notes", daemon.base),
             &format!("r{i}"),
             &body,
+            201,
+            &format!("create {i}"),
         )
         .await?;
-        if status != 201 {
-            bail!("create {i}: {status} {receipt}");
-        }
         let seq = receipt["committed_seq"].as_i64().unwrap_or_default();
         let t = Instant::now();
         let found: Value = client
@@ -271,16 +285,15 @@ async fn run() -> Result<()> {
     let mut listed_versions = vec![version.clone()];
     for i in 1..revisions {
         let body = json!({"version_id": version, "old_string": format!("counter {}", i - 1), "new_string": format!("counter {i}")});
-        let (status, r) = post(
+        let (r, _) = post_timed(
             &client,
             &format!("{}/v1/notes/bench%2Fmany:edit", daemon.base),
             &format!("rev-{i}"),
             &body,
+            200,
+            &format!("revision {i}"),
         )
         .await?;
-        if status != 200 {
-            bail!("revision {i}: {status} {r}");
-        }
         version = r["version_id"].as_str().unwrap_or_default().to_string();
         listed_versions.push(version.clone());
     }
@@ -316,18 +329,16 @@ async fn run() -> Result<()> {
             } else {
                 &listed_versions[listed_versions.len() - 2 - i]
             };
-            let t = Instant::now();
-            let (status, r) = post(
+            let (_, took) = post_timed(
                 &client,
                 &format!("{}/v1/notes/bench%2Fmany:rollback", daemon.base),
                 &format!("rb-{old}-{i}"),
                 &json!({"revision_id": target}),
+                200,
+                "rollback",
             )
             .await?;
-            out.push(t.elapsed());
-            if status != 200 {
-                bail!("rollback: {status} {r}");
-            }
+            out.push(took);
         }
     }
     drop(daemon);

@@ -36,12 +36,12 @@ fn placeholder_writer() -> tantivy::Result<IndexWriter<NoteDoc>> {
 /// Changes that follow one another closely are made searchable together, at most this
 /// often. Each commit of the overlay is a new in-memory segment whatever its size
 /// (tantivy fills a 4 MiB term table, starts an indexing thread, reloads and merges
-/// segments): committing after every change cost ~2.8 ms of the daemon's CPU per create
-/// in a run of sequential creates on the 44k-note corpus, more than the rest of the
-/// create. A change after a quiet moment, a batch that changes no note, and a change that
-/// a search waits for (`min_seq`, [`SearchIndex::want`]) are published at once. At 20 ms
-/// a create in such a run cost 2.2-2.65 ms of CPU, at 50 ms 1.9-2.1 ms (1.6 ms with no
-/// overlay at all); a search without `min_seq` may miss the last 50 ms of changes.
+/// segments): committing after every change cost 2.7-3.1 ms of the daemon's CPU per
+/// create in a run of sequential creates on the 44k-note corpus, more than the rest of
+/// the create. A change after a quiet moment, a batch that changes no note, and a change
+/// that a search waits for (`min_seq`, [`SearchIndex::want`]) are published at once. At
+/// 20 ms a create in such a run cost 2.2-2.7 ms of CPU, at 50 ms 1.9-2.1 ms (1.6-1.9 ms
+/// with no overlay at all); a search without `min_seq` may miss the last 50 ms of changes.
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
 
 /// Whether a batch just applied is published at once: the overlay has nothing
@@ -494,11 +494,11 @@ impl SearchIndex {
         }
     }
 
-    /// [`MERGE_AFTER`] the start-up sync, merge the index's segments into one, in the background
-    /// (tantivy's merge threads; a thread of ours waits and tells the writer). A first
-    /// start leaves the 44k-note corpus in 4 segments, and a search looks up and scores
-    /// every term once per segment: one segment answered the search bench's keyword mix
-    /// 1.25-1.30x faster. Changes go on meanwhile (tantivy applies their deletes to the
+    /// [`MERGE_AFTER`] the start-up sync, merge the index's segments into one, in the
+    /// background (tantivy's merge threads; a thread of ours waits and tells the writer).
+    /// A first start leaves the 44k-note corpus in 4-5 segments, and a search looks up and
+    /// scores every term once per segment: one segment answered the search bench's keyword
+    /// mix 1.26-1.35x faster. Changes go on meanwhile (tantivy applies their deletes to the
     /// merged segment).
     fn merge_segments(&self, w: &mut Worker) {
         let ids = match w.index.searchable_segment_ids() {
