@@ -136,12 +136,6 @@ impl TestServer {
         if let Some(task) = task {
             task.await.unwrap();
         }
-        // The index's writer thread stops too (with what it was doing: an overlay going
-        // to disk, a merge of segments), so nothing writes the state dir after this.
-        let index = svc.clone();
-        tokio::task::spawn_blocking(move || index.index.shutdown())
-            .await
-            .unwrap();
         wait_history(&svc).await;
         (_dir, vault, state)
     }
