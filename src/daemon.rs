@@ -44,6 +44,31 @@ impl Daemon {
     pub fn watching(&self) -> bool {
         self.watcher.lock().is_some()
     }
+
+    /// Stop recording into the state, for a stop on a signal or before the state dir is
+    /// opened again: the watcher stops, whatever records under the write lock (a watcher
+    /// batch, the start's rescan) finishes and nothing records after it, the index
+    /// writes what it holds to disk, and the history writes what is queued (a commit that
+    /// keeps failing gets one last try, and is found missing at the next start, as after
+    /// a crash). Nothing of this daemon's writes the state dir after it returns.
+    pub fn stop(self) {
+        let _recording = self.quiesce();
+    }
+
+    /// [`Self::stop`]'s steps; the write lock it returns keeps anything from recording
+    /// while the caller goes on (a purge removes the state's files under it).
+    fn quiesce(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.watcher.lock().take();
+        self.state
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // A recording under way holds the write lock: it ends first; one that takes the
+        // lock after this finds the state closed.
+        let recording = self.state.write_lock.lock();
+        self.state.index.shutdown();
+        self.state.history.stop();
+        recording
+    }
 }
 
 /// What a purge did (see [`purge`]).
@@ -81,14 +106,9 @@ const STATE_FILES: [&str; 9] = [
     reason = "removes the daemon's own files in the state directory"
 )]
 pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Result<Purged> {
-    daemon.watcher.lock().take();
     let state = daemon.state.clone();
-    // Nothing records from here on: a watcher batch or a rescan still under way waits
-    // for the lock, and finds the index and the history stopped.
-    let recording = state.write_lock.lock();
-    state.index.shutdown();
-    state.history.flush(std::time::Duration::from_secs(30));
-    state.history.stop();
+    // Nothing records from here on.
+    let recording = daemon.quiesce();
     let (mut trashed, mut kept) = (0, 0);
     if request.trash_notes {
         let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();

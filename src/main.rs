@@ -352,7 +352,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     purged.trashed, purged.kept
                 );
             }
-            None => drop(daemon),
+            // What the index and the history hold goes to disk before the process ends.
+            None => tokio::task::spawn_blocking(move || daemon.stop()).await?,
         }
         Ok(())
     })

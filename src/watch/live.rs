@@ -261,6 +261,10 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
     // Observe under the write lock: a file read before an API write and reconciled after
     // it would record stale content over the newer version.
     let _write = state.write_lock.lock();
+    // The daemon stopped meanwhile: nothing more is recorded into its state.
+    if state.closed() {
+        return Ok(());
+    }
     crate::record::files::sync_paths(state, &files)?;
     if observe.is_empty() && gone.is_empty() {
         return Ok(());

@@ -119,13 +119,17 @@ impl TestServer {
         }
     }
 
-    /// Stop serving and hand back the folders, for a restart on the same state.
+    /// Stop serving and hand back the folders, for a restart on the same state: once it
+    /// returns, nothing of this daemon writes the vault or the state dir (the watcher, a
+    /// rescan, the index writer and the history writer have stopped, having written
+    /// what they held).
     pub async fn stop(self) -> (tempfile::TempDir, PathBuf, PathBuf) {
         let TestServer {
             _dir,
             vault,
             state,
             svc,
+            daemon,
             shutdown,
             task,
             ..
@@ -136,7 +140,16 @@ impl TestServer {
         if let Some(task) = task {
             task.await.unwrap();
         }
-        wait_history(&svc).await;
+        if let Some(daemon) = daemon {
+            tokio::task::spawn_blocking(move || daemon.stop())
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            svc.history.status().pending,
+            0,
+            "history wrote what was queued before the stop"
+        );
         (_dir, vault, state)
     }
 
