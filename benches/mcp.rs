@@ -9,7 +9,8 @@
 //!
 //! Environment: `NOTEVAULT_CORPUS` (the tarball; without it the bench says so and exits
 //! 0), `NOTEVAULT_BENCH_SECONDS` (measured seconds per load, default 10),
-//! `NOTEVAULT_BENCH_CPU_SECONDS` (seconds per CPU load, default 4).
+//! `NOTEVAULT_BENCH_CPU_SECONDS` (seconds per CPU load, default 4), `NOTEVAULT_BENCH_BIN`
+//! (the daemon binary to measure, default this build's: to compare two builds).
 
 #![allow(
     clippy::disallowed_methods,
@@ -481,7 +482,8 @@ fn run() -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let daemon = common::start(&vault, &state)?;
+    let bin = std::env::var("NOTEVAULT_BENCH_BIN").unwrap_or_else(|_| common::BIN.to_string());
+    let daemon = common::start_bin(&bin, &vault, &state)?;
     let addr: SocketAddr = daemon
         .base
         .trim_start_matches("http://")
@@ -502,6 +504,7 @@ fn run() -> Result<()> {
             "  machine   {} cores; client and daemon share them",
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
+        println!("  daemon    {bin}");
         println!(
             "  corpus    {} ({} slugs sampled for reads)",
             corpus.display(),

@@ -615,6 +615,120 @@ async fn a_stateless_call_answers_the_same_bytes_with_or_without_rmcp() {
     }
 }
 
+/// A request of the handshake-era `session` with `extra` headers: the status, the content
+/// type and the JSON-RPC message answered (an SSE stream's message with an `id`), with the
+/// request id as `<request id>`.
+async fn session_raw(
+    s: &TestServer,
+    session: &str,
+    body: &Value,
+    extra: &[(&str, &str)],
+) -> (u16, String, String) {
+    let mut req = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", LEGACY);
+    for (header, value) in extra {
+        req = req.header(*header, *value);
+    }
+    let res = req.json(body).send().await.unwrap();
+    let status = res.status().as_u16();
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let request_id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    let text = res.text().await.unwrap();
+    let message = if content_type.starts_with("text/event-stream") {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|d| d.starts_with('{') && d.contains(r#""id":"#))
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"))
+            .to_string()
+    } else {
+        text
+    };
+    (
+        status,
+        content_type,
+        message.replace(&request_id, "<request id>"),
+    )
+}
+
+/// A session's read tool call is answered without rmcp's session worker (the direct path:
+/// plain JSON) with the message rmcp sends as the event of its SSE stream; a call with a
+/// header only rmcp reads, a write tool, a tool that does not exist, and every call of a
+/// session that asked for log messages go through rmcp. A session rmcp does not hold is
+/// 404 either way.
+#[tokio::test]
+async fn a_session_call_answers_the_same_message_with_or_without_rmcp() {
+    let s = vault_example().await;
+    let seq = s.svc.committed_seq();
+    let (session, _) = Session::open(&s).await;
+    let calls = [
+        json!({"name": "search", "arguments": {"q": "sourdough", "page_size": 3, "min_seq": seq}}),
+        json!({"name": "read_note", "arguments": {"note": "Welcome", "limit": 3}}),
+        json!({"name": "read_note", "arguments": {"note": "no/such/note"}}),
+        json!({"name": "search", "arguments": {"q": 3}}),
+        json!({"name": "list_notes", "arguments": {"page_size": 2}}),
+    ];
+    for (i, params) in calls.iter().enumerate() {
+        let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params});
+        let direct = session_raw(&s, &session.id, &body, &[]).await;
+        let rmcp = session_raw(&s, &session.id, &body, &[("mcp-param-probe", "1")]).await;
+        assert_eq!(direct.0, 200, "{params}: {}", direct.2);
+        assert_eq!(direct.1, "application/json", "{params}");
+        assert!(
+            rmcp.1.starts_with("text/event-stream"),
+            "{params}: {rmcp:?}"
+        );
+        assert_eq!(direct.2, rmcp.2, "{params}");
+    }
+    for name in ["write_note", "delete_everything"] {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": name, "arguments": {}}});
+        let answer = session_raw(&s, &session.id, &body, &[]).await;
+        assert!(
+            answer.1.starts_with("text/event-stream"),
+            "{name}: {answer:?}"
+        );
+        assert!(answer.2.contains(r#""error""#), "{name}: {answer:?}");
+    }
+    let search = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "search", "arguments": {"q": "sourdough"}}});
+    let unknown = session_raw(&s, "no-such-session", &search, &[]).await;
+    assert_eq!(unknown.0, 404, "{unknown:?}");
+    // Once a session asks for log messages, rmcp's worker answers its calls (and sends
+    // them).
+    let (mut logging, _) = Session::open(&s).await;
+    let before = session_raw(&s, &logging.id, &search, &[]).await;
+    assert_eq!(before.1, "application/json");
+    logging
+        .request("logging/setLevel", json!({"level": "error"}))
+        .await;
+    let after = session_raw(&s, &logging.id, &search, &[]).await;
+    assert!(after.1.starts_with("text/event-stream"), "{after:?}");
+    assert_eq!(after.2, before.2);
+    // The first session is unchanged, and after a DELETE it is unknown.
+    let again = session_raw(&s, &session.id, &search, &[]).await;
+    assert_eq!(again.1, "application/json");
+    let res = s
+        .client
+        .delete(s.url("/mcp"))
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let gone = session_raw(&s, &session.id, &search, &[]).await;
+    assert_eq!(gone.0, 404, "{gone:?}");
+}
+
 /// Both eras answer a `search` with what `GET /v1/search` answers for the same query: the
 /// same results, and the same bytes as text.
 #[tokio::test]

@@ -1,19 +1,26 @@
-//! The direct path: a stateless 2026-07-28 `tools/call` or `tools/list` answered in the
-//! request's own task, without rmcp's per-request machinery (a service, a one-shot
-//! transport, a spawned task and channels for every stateless request, and the
-//! standard-header checks done on a JSON value copy of the message).
+//! The direct path: a stateless 2026-07-28 `tools/call` or `tools/list`, or a read tool's
+//! `tools/call` in a handshake-era session, answered in the request's own task, without
+//! rmcp's per-request machinery (for a stateless request: a service, a one-shot transport,
+//! a spawned task and channels, and the standard-header checks done on a JSON value copy
+//! of the message; for a session's: the session worker's task and channels, and an SSE
+//! stream with its priming event around the one answer).
 //!
 //! A request takes this path only when it passes every check rmcp would make (the same
-//! body, parsed once by `handle`; `Accept` naming JSON and SSE; `MCP-Protocol-Version`,
-//! `Mcp-Method` and `Mcp-Name` each given once and matching the body; the request's
-//! `_meta` naming 2026-07-28 with every key that revision requires) and asks for nothing
-//! rmcp alone does (log messages, `Mcp-Param-*` headers, a session id, `q` weights or
-//! quoted `Accept` parameters). Anything else goes to rmcp, which answers it, errors
-//! included, as it always did. The answer is the JSON-RPC message rmcp would send, byte
-//! for byte (`tests/mcp.rs` compares the two paths): built from the same server functions
-//! (`NotesServer::call`, `NotesServer::tools_listed`) and rmcp's own types, except that
-//! a tool's answer is serialized once and the same bytes are the text content and
-//! `structuredContent`.
+//! body, parsed once by `handle`; `Accept` naming JSON and SSE; for a stateless request
+//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` each given once and matching the
+//! body, and the request's `_meta` naming 2026-07-28 with every key that revision
+//! requires; for a session's, one `Mcp-Session-Id` of a session rmcp holds and saw lately
+//! (`sessions.rs`), a handshake-era `MCP-Protocol-Version` or none, and no per-request
+//! revision) and asks for nothing rmcp alone does (log messages, `Mcp-Param-*` headers,
+//! `q` weights or quoted `Accept` parameters; in a session, a write tool, whose author is
+//! the client named at `initialize`). Anything else goes to rmcp, which answers it,
+//! errors included, as it always did. The answer is the JSON-RPC message rmcp would send,
+//! byte for byte (`tests/mcp.rs` compares the two paths): built from the same server
+//! functions (`NotesServer::call`, `NotesServer::tools_listed`) and rmcp's own types,
+//! except that a tool's answer is serialized once and the same bytes are the text content
+//! and `structuredContent`. A session's answer is that message as `application/json`
+//! (which the protocol lets a server choose for any POST), where rmcp sends it as the one
+//! event of an SSE stream.
 
 use std::sync::OnceLock;
 
@@ -36,6 +43,8 @@ const REVISION: &str = "2026-07-28";
 pub struct Direct {
     id: RequestId,
     kind: Kind,
+    /// The handshake-era session the request belongs to; `None`: a stateless request.
+    session: Option<String>,
 }
 
 enum Kind {
@@ -59,6 +68,28 @@ impl Direct {
             return None;
         };
         let meta = request.request.get_meta();
+        if let Some(session) = session_fits(headers) {
+            // A session's read tool call, without a revision or a log level of its own.
+            if meta.protocol_version().is_some() || meta.log_level().is_some() {
+                return None;
+            }
+            let ClientRequest::CallToolRequest(call) = request.request else {
+                return None;
+            };
+            let name = call.params.name.into_owned();
+            if !matches!(tools::find(&name), Some((tools::Access::Read, _))) {
+                return None;
+            }
+            return Some(Self {
+                id: request.id,
+                kind: Kind::Call {
+                    name,
+                    arguments: call.params.arguments,
+                    client: None,
+                },
+                session: Some(session),
+            });
+        }
         let revision = ProtocolVersion::V_2026_07_28;
         if meta.protocol_version().as_ref() != Some(&revision)
             || !meta.missing_required_keys(&revision).is_empty()
@@ -91,7 +122,14 @@ impl Direct {
         headers_fit(headers, method, name).then_some(Self {
             id: request.id,
             kind,
+            session: None,
         })
+    }
+
+    /// The handshake-era session of the request, if it has one: the direct path answers
+    /// it only while [`super::sessions::Sessions::direct`] says so.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
     }
 
     /// The answer: HTTP 200 with the JSON-RPC response (a tool this caller is not offered
@@ -111,7 +149,7 @@ impl Direct {
                     .call(&name, arguments, Some(parts), client, tools::Form::Text)
                     .await
                 {
-                    Ok(reply) => call_result(&self.id, &reply),
+                    Ok(reply) => call_result(&self.id, &reply, self.session.is_none()),
                     Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(
                         error,
                         Some(self.id.clone()),
@@ -156,6 +194,32 @@ fn headers_fit(headers: &HeaderMap, method: &str, name: Option<&str>) -> bool {
         && accepts_json_and_sse(headers)
 }
 
+/// The session id of a handshake-era request whose headers are ones rmcp accepts on
+/// every revision before 2026-07-28: one `Mcp-Session-Id`, at most one
+/// `MCP-Protocol-Version` naming such a revision, none of the 2026-07-28 standard headers,
+/// and the plain `Accept` of [`accepts_json_and_sse`].
+fn session_fits(headers: &HeaderMap) -> Option<String> {
+    let mut ids = headers.get_all("mcp-session-id").iter();
+    let (Some(id), None) = (ids.next(), ids.next()) else {
+        return None;
+    };
+    let mut versions = headers.get_all("mcp-protocol-version").iter();
+    let version_fits = match (versions.next(), versions.next()) {
+        (None, _) => true,
+        (Some(version), None) => ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .any(|known| known.has_initialize() && version.as_bytes() == known.as_str().as_bytes()),
+        (Some(_), Some(_)) => false,
+    };
+    let standard = headers.keys().any(|key| {
+        let key = key.as_str();
+        key == "mcp-method" || key == "mcp-name" || key.starts_with("mcp-param-")
+    });
+    (version_fits && !standard && accepts_json_and_sse(headers))
+        .then(|| id.to_str().ok().map(str::to_owned))
+        .flatten()
+}
+
 /// `Accept` names both `application/json` and `text/event-stream`, in the plain form
 /// (no quoted strings, no `q` weights) where rmcp's reading and this one agree.
 fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
@@ -196,18 +260,21 @@ fn envelope(id: &RequestId, result: &[u8]) -> serde_json::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// A tool call's JSON-RPC response as rmcp writes it on this revision
-/// (`ServerResult::CallToolResult` of `Reply::into_result`, cache hints filled), with the
-/// answer's text serialized once: escaped as the text content, and as it is for
-/// `structuredContent` (rmcp would print the value parsed from it: the same bytes).
-fn call_result(id: &RequestId, reply: &Reply) -> serde_json::Result<Vec<u8>> {
+/// A tool call's JSON-RPC response as rmcp writes it (`ServerResult::CallToolResult` of
+/// `Reply::into_result`; on 2026-07-28, `modern`, cache hints filled; before it, in a
+/// session, without `resultType`), with the answer's text serialized once: escaped as
+/// the text content, and as it is for `structuredContent` (rmcp would print the value
+/// parsed from it: the same bytes; it is always an object, so no revision drops it).
+fn call_result(id: &RequestId, reply: &Reply, modern: bool) -> serde_json::Result<Vec<u8>> {
     let text = &reply.text;
     let mut out = Vec::with_capacity(2 * text.len() + 160);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut out, id)?;
-    out.extend_from_slice(
-        br#","result":{"resultType":"complete","content":[{"type":"text","text":"#,
-    );
+    out.extend_from_slice(if modern {
+        br#","result":{"resultType":"complete","content":[{"type":"text","text":"#
+    } else {
+        br#","result":{"content":[{"type":"text","text":"#
+    });
     serde_json::to_writer(&mut out, text)?;
     out.extend_from_slice(br#"}],"structuredContent":"#);
     out.extend_from_slice(text.as_bytes());
@@ -275,6 +342,53 @@ mod tests {
         assert!(!headers_fit(&no_sse, "tools/call", Some("search")));
     }
 
+    #[test]
+    fn a_session_takes_the_direct_path_only_with_handshake_era_headers() {
+        const SESSION: &[(&str, &str)] = &[
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-session-id", "s-1"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        let with = |changes: &[(&'static str, &'static str)]| {
+            let mut pairs = SESSION.to_vec();
+            for change in changes {
+                if change.1.is_empty() {
+                    pairs.retain(|(name, _)| *name != change.0);
+                } else {
+                    pairs.push(*change);
+                }
+            }
+            session_fits(&headers(&pairs))
+        };
+        assert_eq!(with(&[]).as_deref(), Some("s-1"));
+        assert_eq!(
+            with(&[("mcp-protocol-version", "")]).as_deref(),
+            Some("s-1")
+        );
+        for older in ["2024-11-05", "2025-03-26", "2025-06-18"] {
+            let mut pairs = vec![SESSION[0], SESSION[1]];
+            pairs.push(("mcp-protocol-version", older));
+            assert_eq!(session_fits(&headers(&pairs)).as_deref(), Some("s-1"));
+        }
+        let mut modern = vec![SESSION[0], SESSION[1]];
+        modern.push(("mcp-protocol-version", "2026-07-28"));
+        assert_eq!(session_fits(&headers(&modern)), None);
+        let mut unknown = vec![SESSION[0], SESSION[1]];
+        unknown.push(("mcp-protocol-version", "1999-01-01"));
+        assert_eq!(session_fits(&headers(&unknown)), None);
+        assert_eq!(with(&[("mcp-session-id", "")]), None);
+        assert_eq!(with(&[("mcp-session-id", "s-2")]), None, "two ids");
+        assert_eq!(
+            with(&[("mcp-protocol-version", "2025-11-25")]),
+            None,
+            "two versions"
+        );
+        assert_eq!(with(&[("mcp-method", "tools/call")]), None);
+        assert_eq!(with(&[("mcp-name", "search")]), None);
+        assert_eq!(with(&[("mcp-param-q", "x")]), None);
+        assert_eq!(with(&[("accept", "application/json;q=0")]), None);
+    }
+
     /// The bytes of a tool result are rmcp's serialization of the same result, for an
     /// answer and for an error, with a number id and a string id.
     #[test]
@@ -310,14 +424,22 @@ mod tests {
                     }
                     .into_result(),
                 ));
+                // As rmcp's handler shapes it for each era.
+                let mut legacy = result.clone();
+                legacy.strip_result_type_for_legacy_peer();
+                legacy.strip_non_object_output_for_legacy_peer();
                 result.fill_missing_cache_hints();
-                let rmcp = serde_json::to_vec(&ServerJsonRpcMessage::response(result, id.clone()))
-                    .unwrap();
-                let direct = call_result(&id, &reply).unwrap();
-                assert_eq!(
-                    String::from_utf8(direct).unwrap(),
-                    String::from_utf8(rmcp).unwrap()
-                );
+                for (modern, result) in [(true, result), (false, legacy)] {
+                    let rmcp =
+                        serde_json::to_vec(&ServerJsonRpcMessage::response(result, id.clone()))
+                            .unwrap();
+                    let direct = call_result(&id, &reply, modern).unwrap();
+                    assert_eq!(
+                        String::from_utf8(direct).unwrap(),
+                        String::from_utf8(rmcp).unwrap(),
+                        "modern: {modern}"
+                    );
+                }
             }
         }
     }

@@ -22,6 +22,7 @@
 pub mod direct;
 pub mod logging;
 pub mod schema;
+pub mod sessions;
 pub mod tools;
 
 use std::sync::Arc;
@@ -78,18 +79,22 @@ pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken)
             ..template.clone()
         })
     };
+    let (sessions, manager) = sessions::Sessions::new();
     McpService {
-        rmcp: StreamableHttpService::new(factory, Default::default(), config),
+        rmcp: StreamableHttpService::new(factory, manager, config),
         server,
+        sessions: Arc::new(sessions),
     }
 }
 
-/// The service as mounted: rmcp's streamable HTTP transport, and the server that answers
-/// the stateless requests of the direct path (`direct.rs`) without it.
+/// The service as mounted: rmcp's streamable HTTP transport, the server that answers the
+/// requests of the direct path (`direct.rs`) without it, and what the direct path knows
+/// of rmcp's sessions.
 #[derive(Clone)]
 pub struct McpService {
     rmcp: StreamableHttpService<NotesServer, LocalSessionManager>,
     server: NotesServer,
+    sessions: Arc<sessions::Sessions>,
 }
 
 /// The largest JSON-RPC body `/mcp` reads (rmcp's own default cap).
@@ -110,7 +115,14 @@ pub async fn handle(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let delete = request.method() == axum::http::Method::DELETE;
-    let request = if request.method() == axum::http::Method::POST && is_json(request.headers()) {
+    let post = request.method() == axum::http::Method::POST;
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut sets_level = false;
+    let request = if post && is_json(request.headers()) {
         let (parts, body) = request.into_parts();
         let bytes = match crate::api::read_body(body, MAX_BODY, body_timeout).await {
             Ok(bytes) => bytes,
@@ -120,14 +132,50 @@ pub async fn handle(
             Ok(message) => message,
             Err(e) => return json_rpc_error(&bytes, &e),
         };
+        sets_level = matches!(
+            &message,
+            rmcp::model::JsonRpcMessage::Request(request)
+                if matches!(request.request, rmcp::model::ClientRequest::SetLevelRequest(_))
+        );
         if let Some(call) = direct::Direct::of(&service.server, &parts.headers, message) {
-            return call.answer(&service.server, &parts).await;
+            let answer = match call.session() {
+                Some(id) => service.sessions.direct(id).await,
+                None => true,
+            };
+            if answer {
+                return call.answer(&service.server, &parts).await;
+            }
         }
         axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))
     } else {
         request
     };
     let response = service.rmcp.handle(request).await.into_response();
+    if delete && response.status().is_success() {
+        if let Some(id) = &session {
+            service.sessions.ended(id);
+        }
+    }
+    // rmcp's session worker took the message: a notification's 202, or a request's SSE
+    // stream (its refusals are JSON or plain text); an `initialize` names the session it
+    // opened.
+    let streamed = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let status = response.status();
+    if post
+        && (status == axum::http::StatusCode::ACCEPTED
+            || (status == axum::http::StatusCode::OK && streamed))
+    {
+        let opened = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok());
+        if let Some(id) = session.as_deref().or(opened) {
+            service.sessions.passed(id, sets_level);
+        }
+    }
     if delete && response.status() == axum::http::StatusCode::ACCEPTED {
         return axum::http::StatusCode::NO_CONTENT.into_response();
     }
