@@ -333,10 +333,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let base = format!("{scheme}://{shown}");
         let url = state.config.public_url.clone().unwrap_or(base);
         console_link(&state.meta, &url);
-        notevault::http::run(listener, state.clone(), async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+        notevault::http::run(listener, state.clone(), stop_signal()).await?;
         let purge = state.purge.get().cloned();
         drop(state);
         match purge {
@@ -357,6 +354,29 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Ctrl-C (SIGINT), or SIGTERM (`systemctl stop`, `kill`): either ends serving the same
+/// way, requests under way answered and what the index and the history hold written.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            // Without the handler SIGTERM keeps its default: the process ends at once,
+            // which loses no acknowledged write.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGTERM; Ctrl-C stops gracefully");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
 }
 
 /// Keep the URL served (for `notevault login-link`) and, on a terminal, print a one-time

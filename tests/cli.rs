@@ -76,8 +76,10 @@ fn startup_failures_are_one_line_and_non_zero() {
     );
 }
 
+/// `serve` answers on the address it prints, and SIGTERM (what `systemctl stop` sends)
+/// stops it as Ctrl-C does: exit status 0, and a state a `check` finds whole.
 #[test]
-fn serve_answers_on_the_address_it_prints() {
+fn serve_answers_on_the_address_it_prints_and_stops_on_sigterm() {
     let vault = tempfile::tempdir().unwrap();
     std::fs::write(vault.path().join("hello.md"), "# Hello\n").unwrap();
     let mut child = Command::new(BIN)
@@ -92,21 +94,29 @@ fn serve_answers_on_the_address_it_prints() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
     let mut addr = None;
-    for line in BufReader::new(stderr).lines() {
+    for line in lines.by_ref() {
         let line = line.unwrap();
         if let Some(rest) = line.split("on http://").nth(1) {
             addr = Some(rest.trim().to_string());
             break;
         }
     }
+    // Keep reading its stderr so it never blocks on a full pipe.
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
     let addr = addr.expect("the daemon prints its address");
     let body: serde_json::Value =
         reqwest::blocking_get(&format!("http://{addr}/v1/notes/hello?limit=1"));
-    child.kill().unwrap();
-    let _ = child.wait();
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let log = rest.join().unwrap().join("\n");
+    assert!(status.success(), "{status}: {log}");
     assert_eq!(body["title"], "Hello");
     assert!(vault.path().join(".notevault/history.git").is_dir());
+    let (ok, out, err) = run(&["check", vault.path().to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
 }
 
 mod reqwest {
