@@ -264,12 +264,20 @@ fn collect(
         }
     };
     let mut hits = Vec::with_capacity(docs.len());
+    // Each segment's `key` column is opened once, not once per hit.
+    let mut keys: Vec<Option<tantivy::columnar::Column<u64>>> =
+        vec![None; searcher.segment_readers().len()];
     for (score, addr) in docs {
-        let keys = searcher
-            .segment_reader(addr.segment_ord)
-            .fast_fields()
-            .u64("key")?;
-        if let Some(key) = keys.first(addr.doc_id) {
+        let column = match &mut keys[addr.segment_ord as usize] {
+            Some(column) => column,
+            slot => slot.insert(
+                searcher
+                    .segment_reader(addr.segment_ord)
+                    .fast_fields()
+                    .u64("key")?,
+            ),
+        };
+        if let Some(key) = column.first(addr.doc_id) {
             hits.push(Hit { key, score });
         }
     }
