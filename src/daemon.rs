@@ -50,7 +50,9 @@ impl Daemon {
     /// batch, the start's rescan) finishes and nothing records after it, the index
     /// writes what it holds to disk, and the history writes what is queued (a commit that
     /// keeps failing gets one last try, and is found missing at the next start, as after
-    /// a crash). Nothing of this daemon's writes the state dir after it returns.
+    /// a crash). Nothing of this daemon records into the state dir after it returns (the
+    /// writers of `meta.sqlite` outside the recorder and the write pipeline, e.g. the
+    /// review queue, do not check `State::closed` yet: serving stops before this).
     pub fn stop(self) {
         let _recording = self.quiesce();
     }
@@ -58,10 +60,10 @@ impl Daemon {
     /// [`Self::stop`]'s steps; the write lock it returns keeps anything from recording
     /// while the caller goes on (a purge removes the state's files under it).
     fn quiesce(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.watcher.lock().take();
         self.state
             .stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.watcher.lock().take();
         // A recording under way holds the write lock: it ends first; one that takes the
         // lock after this finds the state closed.
         let recording = self.state.write_lock.lock();
@@ -230,7 +232,14 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
             .spawn(move || {
                 if bg.config.watch {
                     match live::start(&bg) {
-                        Ok(w) => *slot.lock() = Some(w),
+                        Ok(w) => {
+                            // A daemon stopped meanwhile keeps no watcher (`quiesce` sets
+                            // `stopped`, then empties the slot).
+                            let mut slot = slot.lock();
+                            if !bg.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                                *slot = Some(w);
+                            }
+                        }
                         Err(e) => tracing::warn!(
                             error = %e,
                             "cannot watch the vault; external edits are seen when read"

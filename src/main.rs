@@ -349,8 +349,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     purged.trashed, purged.kept
                 );
             }
-            // What the index and the history hold goes to disk before the process ends.
-            None => tokio::task::spawn_blocking(move || daemon.stop()).await?,
+            // What the index and the history hold goes to disk before the process ends;
+            // a second Ctrl-C or SIGTERM ends it at once (writes are crash-safe).
+            None => {
+                tokio::spawn(async {
+                    stop_signal().await;
+                    std::process::exit(130);
+                });
+                tokio::task::spawn_blocking(move || daemon.stop()).await?
+            }
         }
         Ok(())
     })

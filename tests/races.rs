@@ -208,3 +208,32 @@ async fn replays_survive_a_restart() {
         "the write's version survives the restart"
     );
 }
+
+/// A write that reaches the pipeline once the daemon is stopping (`Daemon::stop` set
+/// `State::stopped`) answers 503 `SERVER_BUSY` and writes nothing: no file, no revision,
+/// nothing for history to record after the stop.
+#[tokio::test]
+async fn a_write_after_the_stop_began_writes_nothing() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    common::wait_history(&s.svc).await;
+    let seq = s.svc.committed_seq();
+    s.svc.stopped.store(true, Ordering::SeqCst);
+    let body = s
+        .refused(
+            "a create while stopping",
+            reqwest::Method::POST,
+            "/v1/notes",
+            Some("late-1"),
+            Some(json!({"title": "Late", "content": "# Late\n"})),
+            503,
+            "SERVER_BUSY",
+        )
+        .await;
+    assert!(
+        body["message"].as_str().unwrap().contains("stopping"),
+        "{body}"
+    );
+    assert!(!s.vault.join("Late.md").exists());
+    assert_eq!(s.svc.committed_seq(), seq);
+    assert_eq!(s.svc.history.status().pending, 0);
+}

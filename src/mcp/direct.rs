@@ -203,14 +203,7 @@ fn session_fits(headers: &HeaderMap) -> Option<String> {
     let (Some(id), None) = (ids.next(), ids.next()) else {
         return None;
     };
-    let mut versions = headers.get_all("mcp-protocol-version").iter();
-    let version_fits = match (versions.next(), versions.next()) {
-        (None, _) => true,
-        (Some(version), None) => ProtocolVersion::KNOWN_VERSIONS
-            .iter()
-            .any(|known| known.has_initialize() && version.as_bytes() == known.as_str().as_bytes()),
-        (Some(_), Some(_)) => false,
-    };
+    let version_fits = handshake_era(headers);
     let standard = headers.keys().any(|key| {
         let key = key.as_str();
         key == "mcp-method" || key == "mcp-name" || key.starts_with("mcp-param-")
@@ -218,6 +211,19 @@ fn session_fits(headers: &HeaderMap) -> Option<String> {
     (version_fits && !standard && accepts_json_and_sse(headers))
         .then(|| id.to_str().ok().map(str::to_owned))
         .flatten()
+}
+
+/// The request's `MCP-Protocol-Version` is a revision of the handshake era, given once,
+/// or there is none (rmcp then serves it as such a request).
+pub fn handshake_era(headers: &HeaderMap) -> bool {
+    let mut versions = headers.get_all("mcp-protocol-version").iter();
+    match (versions.next(), versions.next()) {
+        (None, _) => true,
+        (Some(version), None) => ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .any(|known| known.has_initialize() && version.as_bytes() == known.as_str().as_bytes()),
+        (Some(_), Some(_)) => false,
+    }
 }
 
 /// `Accept` names both `application/json` and `text/event-stream`, in the plain form

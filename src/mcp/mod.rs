@@ -116,6 +116,8 @@ pub async fn handle(
     use axum::response::IntoResponse;
     let delete = request.method() == axum::http::Method::DELETE;
     let post = request.method() == axum::http::Method::POST;
+    let get = request.method() == axum::http::Method::GET;
+    let handshake_era = direct::handshake_era(request.headers());
     let session = request
         .headers()
         .get("mcp-session-id")
@@ -156,15 +158,17 @@ pub async fn handle(
             service.sessions.ended(id);
         }
     }
-    // rmcp's session worker took the message: a notification's 202, or a request's SSE
-    // stream (its refusals are JSON or plain text); an `initialize` names the session it
-    // opened.
+    // rmcp's session worker took the message: a notification's 202, a request's SSE
+    // stream or a GET's (its refusals are JSON or plain text), of a handshake-era request
+    // (a 2026-07-28 one is served without a session); an `initialize` names the session
+    // it opened.
     let streamed = response
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     let status = response.status();
-    if post
+    if (post || get)
+        && handshake_era
         && (status == axum::http::StatusCode::ACCEPTED
             || (status == axum::http::StatusCode::OK && streamed))
     {

@@ -380,6 +380,10 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
 /// waits for it goes on.
 pub fn settle_start(state: &State) {
     let _write = state.write_lock.lock();
+    // Nothing is recorded into a stopped daemon's state (and nothing waits for it).
+    if state.closed() {
+        return;
+    }
     if state.unread.pending() {
         finish_verify(state);
     }

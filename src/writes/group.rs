@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 
 use crate::clock::timestamp;
-use crate::error::{Error, Result};
+use crate::error::{Error, Reason, Result};
 use crate::record::crash_point;
 use crate::state::State;
 use crate::vault::fsio::{self, DirSyncs};
@@ -280,6 +280,18 @@ fn groupable(op: &Op) -> bool {
 
 /// Apply the queued `jobs` in order, as few groups as their conflicts allow.
 fn lead(state: &State, jobs: &[Arc<Job>]) {
+    // The daemon is stopping (`Daemon::stop` holds or held the write lock): nothing more
+    // is written; the caller may retry against the next start.
+    if state.closed() {
+        for job in jobs {
+            *job.answer.lock() = Some(Err(Error::new(
+                Reason::SERVER_BUSY,
+                "the daemon is stopping; nothing was written",
+            )
+            .with_retry_after(1)));
+        }
+        return;
+    }
     let mut group = Group::default();
     for job in jobs {
         let Request { op, agent_id } = &job.request;
