@@ -114,7 +114,7 @@ mod tests {
         sessions.passed(&logs, true);
         sessions.passed("gone", false);
         assert!(sessions.direct(&held).await);
-        // Asked for log messages; rmcp does not hold it.
+        // `logs` asked for log messages; rmcp does not hold `gone`.
         assert!(!sessions.direct(&logs).await);
         assert!(!sessions.direct("gone").await);
         // Seen too long ago: the next request goes to rmcp, which resets its idle timer.
