@@ -50,9 +50,8 @@ impl Daemon {
     /// batch, the start's rescan) finishes and nothing records after it, the index
     /// writes what it holds to disk, and the history writes what is queued (a commit that
     /// keeps failing gets one last try, and is found missing at the next start, as after
-    /// a crash). Nothing of this daemon records into the state dir after it returns (the
-    /// writers of `meta.sqlite` outside the recorder and the write pipeline, e.g. the
-    /// review queue, do not check `State::closed` yet: serving stops before this).
+    /// a crash). Nothing of this daemon records into the state dir after it returns: what
+    /// would takes the write lock and finds the state closed (`State::lock_to_record`).
     pub fn stop(self) {
         let _recording = self.quiesce();
     }

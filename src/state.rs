@@ -131,6 +131,17 @@ impl State {
         self.stopped.load(std::sync::atomic::Ordering::SeqCst) || self.purge.get().is_some()
     }
 
+    /// The write lock, for a change to be recorded; 503 `SERVER_BUSY` once the state is
+    /// [`closed`](Self::closed) (the daemon is stopping: nothing more is written, and the
+    /// caller may retry against the next start).
+    pub fn lock_to_record(&self) -> crate::error::Result<parking_lot::MutexGuard<'_, ()>> {
+        let write = self.write_lock.lock();
+        if self.closed() {
+            return Err(stopping());
+        }
+        Ok(write)
+    }
+
     pub fn committed_seq(&self) -> i64 {
         self.committed_seq.load(Ordering::SeqCst)
     }
@@ -174,4 +185,13 @@ impl KeyLocks {
         }
         locks.entry(key.to_string()).or_default().clone()
     }
+}
+
+/// The answer to a change asked for once the daemon is stopping.
+pub fn stopping() -> crate::error::Error {
+    crate::error::Error::new(
+        crate::error::Reason::SERVER_BUSY,
+        "the daemon is stopping; nothing was written",
+    )
+    .with_retry_after(1)
 }

@@ -135,6 +135,10 @@ pub fn refresh(state: &State, rel: &str) -> Result<()> {
 /// changing (an in-place save half done) is not recorded (`vault::settle`).
 pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock) -> Result<()> {
     let _write = (lock == Lock::Take).then(|| state.write_lock.lock());
+    // A stopping daemon records nothing more (a read answers from what is recorded).
+    if state.closed() {
+        return Ok(());
+    }
     let (observed, removed) =
         match crate::vault::settle::observe(&state.paths.root, &state.catalog, rel) {
             Ok(Some(o)) => (vec![o], vec![]),

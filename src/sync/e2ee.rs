@@ -85,7 +85,7 @@ fn stored(h: &Hierarchy) -> Result<String> {
 /// Turn private notes on with the first wrap; `ALREADY_ENABLED` the second time. The
 /// change is recorded (an `e2ee_key` op) under the write lock.
 pub fn enable(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeyState> {
-    let _write = state.write_lock.lock();
+    let _write = state.lock_to_record()?;
     if state.meta.e2ee_hierarchy()?.is_some() {
         return Err(Error::new(
             Reason::ALREADY_ENABLED,
@@ -114,7 +114,7 @@ fn audit(state: &State, hierarchy: &Hierarchy, actor: &str) {
 /// `None`). Before private notes are enabled, the first wrap enables them. Recorded as
 /// an `e2ee_key` op, so devices see the key change in the log.
 pub fn replace(state: &State, hierarchy: Hierarchy, actor: &str) -> Result<KeyState> {
-    let _write = state.write_lock.lock();
+    let _write = state.lock_to_record()?;
     crate::record::record_key(state, actor, hierarchy.key_version, &stored(&hierarchy)?)?;
     audit(state, &hierarchy, actor);
     key_state(state)

@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 
 use crate::clock::timestamp;
-use crate::error::{Error, Reason, Result};
+use crate::error::{Error, Result};
 use crate::record::crash_point;
 use crate::state::State;
 use crate::vault::fsio::{self, DirSyncs};
@@ -284,11 +284,7 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
     // is written; the caller may retry against the next start.
     if state.closed() {
         for job in jobs {
-            *job.answer.lock() = Some(Err(Error::new(
-                Reason::SERVER_BUSY,
-                "the daemon is stopping; nothing was written",
-            )
-            .with_retry_after(1)));
+            *job.answer.lock() = Some(Err(crate::state::stopping()));
         }
         return;
     }

@@ -61,8 +61,9 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
         op_hash: &idem.op_hash,
     };
     let applied = if review::must_queue(&settings, &request.op)? {
-        let _write = state.write_lock.lock();
-        review::queue(state, &request)
+        state
+            .lock_to_record()
+            .and_then(|_write| review::queue(state, &request))
     } else {
         apply_now(state, &settings, &request, Some(intent))
     };
