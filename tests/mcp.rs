@@ -95,6 +95,18 @@ impl<'a> Session<'a> {
             .unwrap()
     }
 
+    /// End the session (DELETE).
+    async fn delete(&self) -> reqwest::Response {
+        self.s
+            .client
+            .delete(self.s.url("/mcp"))
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", LEGACY)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// The session's standalone SSE stream (GET).
     async fn stream(&self) -> reqwest::Response {
         self.s
@@ -519,8 +531,8 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
     assert_eq!(res.status(), 400);
 }
 
-/// A stateless request sent as [`modern_request`] sends it, with `extra` headers: the
-/// status, the content type and the body's bytes.
+/// A stateless request sent as [`modern_request`] sends it, with `extra` headers,
+/// answered as [`raw_answer`] reads it.
 async fn modern_raw(
     s: &TestServer,
     method: &str,
@@ -551,16 +563,36 @@ async fn modern_raw(
         .send()
         .await
         .unwrap();
+    raw_answer(res).await
+}
+
+/// An `/mcp` answer as two requests can compare it: the status, the content type and the
+/// JSON-RPC message (an SSE stream's message with an `id`), with the request id as
+/// `<request id>` (a tool error names its request's id; two requests have two).
+async fn raw_answer(res: reqwest::Response) -> (u16, String, String) {
     let status = res.status().as_u16();
-    let content_type = res.headers()["content-type"].to_str().unwrap().to_string();
-    // A tool error names its request's id; two requests have two.
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
     let request_id = res.headers()["x-request-id"].to_str().unwrap().to_string();
-    let body = res
-        .text()
-        .await
-        .unwrap()
-        .replace(&request_id, "<request id>");
-    (status, content_type, body)
+    let text = res.text().await.unwrap();
+    let message = if content_type.starts_with("text/event-stream") {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|d| d.starts_with('{') && d.contains(r#""id":"#))
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"))
+            .to_string()
+    } else {
+        text
+    };
+    (
+        status,
+        content_type,
+        message.replace(&request_id, "<request id>"),
+    )
 }
 
 /// A plain stateless `tools/call` or `tools/list` is answered without rmcp's per-request
@@ -615,9 +647,8 @@ async fn a_stateless_call_answers_the_same_bytes_with_or_without_rmcp() {
     }
 }
 
-/// A request of the handshake-era `session` with `extra` headers: the status, the content
-/// type and the JSON-RPC message answered (an SSE stream's message with an `id`), with the
-/// request id as `<request id>`.
+/// A request of the handshake-era `session` with `extra` headers, answered as
+/// [`raw_answer`] reads it.
 async fn session_raw(
     s: &TestServer,
     session: &str,
@@ -633,30 +664,7 @@ async fn session_raw(
     for (header, value) in extra {
         req = req.header(*header, *value);
     }
-    let res = req.json(body).send().await.unwrap();
-    let status = res.status().as_u16();
-    let content_type = res
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let request_id = res.headers()["x-request-id"].to_str().unwrap().to_string();
-    let text = res.text().await.unwrap();
-    let message = if content_type.starts_with("text/event-stream") {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .find(|d| d.starts_with('{') && d.contains(r#""id":"#))
-            .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"))
-            .to_string()
-    } else {
-        text
-    };
-    (
-        status,
-        content_type,
-        message.replace(&request_id, "<request id>"),
-    )
+    raw_answer(req.json(body).send().await.unwrap()).await
 }
 
 /// A session's read tool call is answered without rmcp's session worker (the direct path:
@@ -716,15 +724,7 @@ async fn a_session_call_answers_the_same_message_with_or_without_rmcp() {
     // The first session is unchanged, and after a DELETE it is unknown.
     let again = session_raw(&s, &session.id, &search, &[]).await;
     assert_eq!(again.1, "application/json");
-    let res = s
-        .client
-        .delete(s.url("/mcp"))
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", LEGACY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 204);
+    assert_eq!(session.delete().await.status(), 204);
     let gone = session_raw(&s, &session.id, &search, &[]).await;
     assert_eq!(gone.0, 404, "{gone:?}");
 }
@@ -824,15 +824,7 @@ async fn get_is_a_session_stream_or_405() {
     assert_eq!(res.status(), 405);
 
     // A session ends with DELETE; it is then unknown.
-    let res = s
-        .client
-        .delete(s.url("/mcp"))
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", LEGACY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 204);
+    assert_eq!(session.delete().await.status(), 204);
     let res = session
         .post(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
         .await;

@@ -173,13 +173,7 @@ impl Direct {
 /// Whether the headers are ones rmcp accepts for `method` (and the tool `name`) on this
 /// revision, written in the plain form the direct path checks without rmcp's parsers.
 fn headers_fit(headers: &HeaderMap, method: &str, name: Option<&str>) -> bool {
-    let only = |header: &str| {
-        let mut values = headers.get_all(header).iter();
-        match (values.next(), values.next()) {
-            (Some(value), None) => value.to_str().ok(),
-            _ => None,
-        }
-    };
+    let only = |header: &str| only(headers, header);
     let name_fits = match name {
         Some(name) => only("mcp-name") == Some(name),
         None => !headers.contains_key("mcp-name"),
@@ -199,18 +193,22 @@ fn headers_fit(headers: &HeaderMap, method: &str, name: Option<&str>) -> bool {
 /// `MCP-Protocol-Version` naming such a revision, none of the 2026-07-28 standard headers,
 /// and the plain `Accept` of [`accepts_json_and_sse`].
 fn session_fits(headers: &HeaderMap) -> Option<String> {
-    let mut ids = headers.get_all("mcp-session-id").iter();
-    let (Some(id), None) = (ids.next(), ids.next()) else {
-        return None;
-    };
+    let id = only(headers, "mcp-session-id")?;
     let version_fits = handshake_era(headers);
     let standard = headers.keys().any(|key| {
         let key = key.as_str();
         key == "mcp-method" || key == "mcp-name" || key.starts_with("mcp-param-")
     });
-    (version_fits && !standard && accepts_json_and_sse(headers))
-        .then(|| id.to_str().ok().map(str::to_owned))
-        .flatten()
+    (version_fits && !standard && accepts_json_and_sse(headers)).then(|| id.to_owned())
+}
+
+/// The value of `header` when it is given once, as text.
+fn only<'a>(headers: &'a HeaderMap, header: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(header).iter();
+    match (values.next(), values.next()) {
+        (Some(value), None) => value.to_str().ok(),
+        _ => None,
+    }
 }
 
 /// The request's `MCP-Protocol-Version` is a revision of the handshake era, given once,
