@@ -9,6 +9,14 @@
 //! swapped atomically (`renameat2(RENAME_EXCHANGE)`), the bytes that were swapped out are
 //! checked, and if an editor saved in the meantime the swap is undone and its bytes stay.
 //! A create uses `RENAME_NOREPLACE`, so a file that appears meanwhile is never replaced.
+//!
+//! While our file sits at the path for that check, nobody may read it: an editor that did
+//! would build its next save on bytes that are about to be taken back, and lose the save
+//! it made just before ours. So our file holds a write lease (`F_SETLEASE`) through the
+//! swap, and an open of it waits until the lease is let go. If the swap is undone, our
+//! file is first given the editor's bytes, so a reader that waited reads them, and an
+//! opener that waits to write finds our file put back at the path with those bytes, so
+//! its save lands there. Where leases are not available the swap runs without one.
 
 #![allow(
     clippy::disallowed_methods,
@@ -188,13 +196,11 @@ impl Temp {
     /// Put the synced temp file at its path, if the path still matches what was expected
     /// (see [`atomic_write`]); its folder's fsync is left to `dirs`.
     pub fn place(mut self, dirs: &mut DirSyncs) -> Result<()> {
-        let ours = self
-            .file
-            .take()
-            .and_then(|f| f.metadata().ok())
-            .map(|m| inode(&m));
+        // Kept open through the swap: the lease is held on it, and closing it lets go.
+        let file = self.file.take();
         check(&self.path, &self.expect)?;
-        swap_in(&self.temp, &self.path, &self.expect, ours)?;
+        swap_in(&self.temp, &self.path, &self.expect, file.as_ref())?;
+        drop(file);
         // In place: nothing to remove when dropped.
         self.temp = std::path::PathBuf::new();
         let dir = parent(&self.path)?;
@@ -265,13 +271,19 @@ thread_local! {
 }
 
 /// Put `temp` at `path`, atomically with the `expect` check where the OS allows it.
-/// On success `temp` no longer exists. `ours`: the temp file's inode number.
-fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<u64>) -> Result<()> {
+/// On success `temp` no longer exists. `ours`: the temp file, open (for its inode and
+/// its lease).
+fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Result<()> {
     #[cfg(target_os = "linux")]
     {
         let flags = match expect {
             Expect::Absent => libc::RENAME_NOREPLACE,
             Expect::Hash(_) => libc::RENAME_EXCHANGE,
+        };
+        // A create puts nothing of ours at the path before it is final: no lease needed.
+        let lease = match expect {
+            Expect::Hash(_) => ours.and_then(lease::Lease::take),
+            Expect::Absent => None,
         };
         match renameat2(temp, path, flags) {
             Ok(()) => {
@@ -285,16 +297,7 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<u64>) -> Resu
                     // `temp` now holds what was at `path`: it must be what the caller read.
                     let swapped_out = fs::read(temp).unwrap_or_default();
                     if content_hash(&swapped_out) != *want {
-                        let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-                        // An editor may have saved by rename while our file was at `path`:
-                        // the swap back then brought its file here, not ours. Its newest
-                        // save goes back to `path`; the older one it replaced is what
-                        // this temp file, removed by the caller, then holds.
-                        if ours.is_some_and(|ours| {
-                            fs::symlink_metadata(temp).is_ok_and(|m| inode(&m) != ours)
-                        }) {
-                            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-                        }
+                        undo_swap(temp, path, &swapped_out, ours, lease);
                         return Err(moved(
                             path,
                             "an editor saved it while it was being replaced",
@@ -302,6 +305,7 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<u64>) -> Resu
                     }
                     let _ = fs::remove_file(temp);
                 }
+                drop(lease);
                 return Ok(());
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -329,6 +333,115 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<u64>) -> Resu
     let _ = ours;
     fs::rename(temp, path)
         .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))
+}
+
+/// Take back a swap whose check failed: the editor's file goes back to `path`, and `temp`
+/// is left to the caller to remove. `swapped_out`: the bytes the editor's file held.
+#[cfg(target_os = "linux")]
+fn undo_swap(
+    temp: &Path,
+    path: &Path,
+    swapped_out: &[u8],
+    ours: Option<&File>,
+    lease: Option<lease::Lease<'_>>,
+) {
+    let ours_inode = ours.and_then(|f| f.metadata().ok()).map(|m| inode(&m));
+    let at_path = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| Some(inode(&m)) == ours_inode);
+    if ours_inode.is_some() && !at_path(path) {
+        // An editor already saved by rename over our file: its newest save is at `path`,
+        // and swapping back would show the older one there for a moment. (Another opener
+        // that waits on our file, gone from the folder now, reads our bytes: a second
+        // writer racing the editor is beyond what this can guard.)
+        return;
+    }
+    let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+    if !at_path(temp) {
+        // An editor saved by rename while our file was at `path`: the swap back then
+        // brought its file here, not ours. Its newest save goes back to `path`; the older
+        // one it replaced is what this temp file then holds.
+        if ours_inode.is_some() {
+            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        }
+        return;
+    }
+    let (Some(file), Some(lease)) = (ours, lease) else {
+        return;
+    };
+    // Anyone who opened our file while it was at `path` waits on the lease. Give our file
+    // the editor's bytes (whether or not one waits yet: an open that found our file may
+    // still be on its way to the lease), so a reader reads what is at `path` again.
+    if !rewrite(file, swapped_out) {
+        return;
+    }
+    if lease.writer_waits() {
+        // One that waits to write would save into our file: put it back at `path`, with
+        // the same bytes as the editor's, synced first, so that its save lands there.
+        if file.sync_all().is_ok() {
+            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        }
+    }
+    drop(lease);
+}
+
+/// Replace an open file's bytes with `bytes` through `file`; false if that failed.
+#[cfg(target_os = "linux")]
+fn rewrite(file: &File, bytes: &[u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, 0).is_ok() && file.set_len(bytes.len() as u64).is_ok()
+}
+
+/// A write lease on one of our temp files while it sits at a note's path: an open of it
+/// by anyone (our own threads too) waits until the lease is let go, which happens when
+/// this is dropped (or the file closed).
+#[cfg(target_os = "linux")]
+mod lease {
+    use std::fs::File;
+    use std::os::fd::AsRawFd;
+
+    pub struct Lease<'a>(&'a File);
+
+    impl<'a> Lease<'a> {
+        /// The lease on `file`, or none where it cannot be had (another open of the file,
+        /// a filesystem without leases, `fs.leases-enable` off).
+        pub fn take(file: &'a File) -> Option<Lease<'a>> {
+            quiet_lease_breaks();
+            // SAFETY: `file` is an open descriptor for the duration of the call.
+            let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
+            (rc == 0).then_some(Lease(file))
+        }
+
+        /// Whether an open for writing (or a truncate) waits on the lease: a lease being
+        /// broken reads back as the type it is to become, none for a writer.
+        pub fn writer_waits(&self) -> bool {
+            // SAFETY: the descriptor is open while `self` borrows it.
+            unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_GETLEASE) == libc::F_UNLCK }
+        }
+    }
+
+    impl Drop for Lease<'_> {
+        fn drop(&mut self) {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+        }
+    }
+
+    /// A lease break notifies its holder with SIGIO, whose default action ends the
+    /// process. Nothing here needs the notice (a lease is let go within the swap), so a
+    /// SIGIO left at its default is ignored, once per process.
+    fn quiet_lease_breaks() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: reads the current action, then sets SIG_IGN only over SIG_DFL.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGIO, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction == libc::SIG_DFL
+                {
+                    libc::signal(libc::SIGIO, libc::SIG_IGN);
+                }
+            }
+        });
+    }
 }
 
 /// Move `from` to `to` (which must not exist) if `from` still matches `expect`.
@@ -626,6 +739,108 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.reason, Reason::VERSION_MOVED);
         assert_eq!(fs::read(&path).unwrap(), b"editor 3");
+    }
+
+    /// Wait until an open of the file at `path` waits on our lease (`/proc/locks` shows
+    /// the lease as being broken).
+    #[cfg(target_os = "linux")]
+    fn wait_for_a_waiting_open(path: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let ino = fs::symlink_metadata(path).unwrap().ino();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let locks = fs::read_to_string("/proc/locks").unwrap();
+            if locks
+                .lines()
+                .any(|l| l.contains("BREAKING") && l.contains(&format!(":{ino} ")))
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no open waited on the lease:\n{locks}"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    /// Someone opens the path while our file is there and the check then fails: they
+    /// wait, and find the editor's bytes, never ours; one that writes saves at the path.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_open_during_the_exchange_never_sees_our_bytes_when_the_check_fails() {
+        use std::sync::{Arc, Mutex};
+        type Opener = Arc<Mutex<Option<std::thread::JoinHandle<Vec<u8>>>>>;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let expect = Expect::Hash(content_hash(b"v1"));
+        // The editor saved in place before the exchange (so the check fails), then reads
+        // the note again while our file is at the path.
+        let reader: Opener = Arc::default();
+        let slot = reader.clone();
+        let err = with_editor(
+            move |temp, path| {
+                fs::write(temp, b"editor 1").unwrap();
+                let at = path.to_path_buf();
+                *slot.lock().unwrap() = Some(std::thread::spawn(move || fs::read(&at).unwrap()));
+                wait_for_a_waiting_open(path);
+            },
+            || atomic_write(&path, b"ours", &expect),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        let read = reader.lock().unwrap().take().unwrap().join().unwrap();
+        assert_eq!(
+            read,
+            b"editor 1",
+            "the reader saw {:?}",
+            String::from_utf8_lossy(&read)
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1");
+
+        // Now it saves in place while our file is at the path: the save is at the path.
+        let writer: Opener = Arc::default();
+        let slot = writer.clone();
+        let err = with_editor(
+            move |temp, path| {
+                fs::write(temp, b"editor 2").unwrap();
+                let at = path.to_path_buf();
+                *slot.lock().unwrap() = Some(std::thread::spawn(move || {
+                    fs::write(&at, b"editor 2\neditor 3").unwrap();
+                    Vec::new()
+                }));
+                wait_for_a_waiting_open(path);
+            },
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"editor 1"))),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        writer.lock().unwrap().take().unwrap().join().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"editor 2\neditor 3");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["a.md"], "no temp file is left behind");
+
+        // And when the check passes, a reader that waited reads our write.
+        let reader: Opener = Arc::default();
+        let slot = reader.clone();
+        let expect = Expect::Hash(content_hash(b"editor 2\neditor 3"));
+        with_editor(
+            move |_, path| {
+                let at = path.to_path_buf();
+                *slot.lock().unwrap() = Some(std::thread::spawn(move || fs::read(&at).unwrap()));
+                wait_for_a_waiting_open(path);
+            },
+            || atomic_write(&path, b"ours", &expect),
+        )
+        .unwrap();
+        assert_eq!(
+            reader.lock().unwrap().take().unwrap().join().unwrap(),
+            b"ours"
+        );
     }
 
     #[test]
