@@ -16,6 +16,7 @@ use notevault::meta::audit::{AuditEvent, AuditKind};
 use notevault::meta::Meta;
 
 fn main() -> ExitCode {
+    notevault::memory::configure();
     let cli = Cli::parse();
     match cli.command {
         Command::Openapi => {
