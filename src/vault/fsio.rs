@@ -10,13 +10,17 @@
 //! checked, and if an editor saved in the meantime the swap is undone and its bytes stay.
 //! A create uses `RENAME_NOREPLACE`, so a file that appears meanwhile is never replaced.
 //!
-//! While our file sits at the path for that check, nobody may read it: an editor that did
-//! would build its next save on bytes that are about to be taken back, and lose the save
-//! it made just before ours. So our file holds a write lease (`F_SETLEASE`) through the
-//! swap, and an open of it waits until the lease is let go. If the swap is undone, our
-//! file is first given the editor's bytes, so a reader that waited reads them, and an
-//! opener that waits to write finds our file put back at the path with those bytes, so
-//! its save lands there. Where leases are not available the swap runs without one.
+//! While our file sits at the path for that check, nobody should read it: an editor that
+//! did would build its next save on bytes that are about to be taken back, and lose the
+//! save it made just before ours. So our file holds a write lease (`F_SETLEASE`) through
+//! the swap: an open of it waits until the lease is let go (at most the kernel's
+//! `lease-break-time`, 45 s; the swap takes microseconds), and a non-blocking open fails
+//! with `EWOULDBLOCK` meanwhile. If the swap is undone, our file is first given the
+//! editor's bytes, so a reader that waited reads them, and when an opener waits to write,
+//! our file, synced, is put back at the path with those bytes, so its save lands there.
+//! What is left: an open that looked our file up during the swap but reaches the lease
+//! only after it was let go (within one `open` call), and a second program that saves by
+//! rename while another waits. Where leases are not available the swap runs without one.
 
 #![allow(
     clippy::disallowed_methods,
@@ -268,6 +272,8 @@ type Editor = Box<dyn FnMut(&Path, &Path)>;
 #[cfg(test)]
 thread_local! {
     static AFTER_EXCHANGE: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
+    /// Called right before our file is put back at the path for a waiting writer.
+    static BEFORE_PUT_BACK: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
 }
 
 /// Put `temp` at `path`, atomically with the `expect` check where the OS allows it.
@@ -295,9 +301,9 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                 });
                 if let Expect::Hash(want) = expect {
                     // `temp` now holds what was at `path`: it must be what the caller read.
-                    let swapped_out = fs::read(temp).unwrap_or_default();
-                    if content_hash(&swapped_out) != *want {
-                        undo_swap(temp, path, &swapped_out, ours, lease);
+                    let swapped_out = fs::read(temp);
+                    if !swapped_out.as_ref().is_ok_and(|b| content_hash(b) == *want) {
+                        undo_swap(temp, path, swapped_out.ok().as_deref(), ours, lease);
                         return Err(moved(
                             path,
                             "an editor saved it while it was being replaced",
@@ -336,18 +342,19 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
 }
 
 /// Take back a swap whose check failed: the editor's file goes back to `path`, and `temp`
-/// is left to the caller to remove. `swapped_out`: the bytes the editor's file held.
+/// is left to the caller to remove. `swapped_out`: the bytes the editor's file held
+/// (`None` when they could not be read: then the files are only swapped back).
 #[cfg(target_os = "linux")]
 fn undo_swap(
     temp: &Path,
     path: &Path,
-    swapped_out: &[u8],
+    swapped_out: Option<&[u8]>,
     ours: Option<&File>,
     lease: Option<lease::Lease<'_>>,
 ) {
     let ours_inode = ours.and_then(|f| f.metadata().ok()).map(|m| inode(&m));
-    let at_path = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| Some(inode(&m)) == ours_inode);
-    if ours_inode.is_some() && !at_path(path) {
+    let at = |p: &Path| fs::symlink_metadata(p).ok().map(|m| inode(&m));
+    if ours_inode.is_some() && at(path) != ours_inode {
         // An editor already saved by rename over our file: its newest save is at `path`,
         // and swapping back would show the older one there for a moment. (Another opener
         // that waits on our file, gone from the folder now, reads our bytes: a second
@@ -355,7 +362,7 @@ fn undo_swap(
         return;
     }
     let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-    if !at_path(temp) {
+    if at(temp) != ours_inode {
         // An editor saved by rename while our file was at `path`: the swap back then
         // brought its file here, not ours. Its newest save goes back to `path`; the older
         // one it replaced is what this temp file then holds.
@@ -364,29 +371,57 @@ fn undo_swap(
         }
         return;
     }
-    let (Some(file), Some(lease)) = (ours, lease) else {
+    let (Some(file), Some(lease), Some(bytes)) = (ours, lease, swapped_out) else {
         return;
     };
     // Anyone who opened our file while it was at `path` waits on the lease. Give our file
     // the editor's bytes (whether or not one waits yet: an open that found our file may
     // still be on its way to the lease), so a reader reads what is at `path` again.
-    if !rewrite(file, swapped_out) {
+    if !rewrite(file, bytes) {
         return;
     }
     if lease.writer_waits() {
         // One that waits to write would save into our file: put it back at `path`, with
         // the same bytes as the editor's, synced first, so that its save lands there.
-        if file.sync_all().is_ok() {
-            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        let editors = at(path);
+        if file.sync_all().is_err() {
+            return;
+        }
+        #[cfg(test)]
+        BEFORE_PUT_BACK.with(|hook| {
+            if let Some(hook) = hook.borrow_mut().as_mut() {
+                hook(temp, path);
+            }
+        });
+        if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok() {
+            if at(temp) != editors {
+                // The editor saved by rename meanwhile: that save stays at `path`.
+                let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+            }
+            if let Ok(dir) = parent(path) {
+                let _ = sync_dir(dir);
+            }
         }
     }
     drop(lease);
 }
 
-/// Replace an open file's bytes with `bytes` through `file`; false if that failed.
+/// Replace an open file's bytes with `bytes` through `file`; false if that failed. The
+/// space is allocated first, so a full disk leaves the file as it was, never half
+/// rewritten.
 #[cfg(target_os = "linux")]
 fn rewrite(file: &File, bytes: &[u8]) -> bool {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
+    if !bytes.is_empty() {
+        let len = libc::off_t::try_from(bytes.len()).unwrap_or(libc::off_t::MAX);
+        // SAFETY: `file` is an open descriptor for the duration of the call.
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } != 0
+            && std::io::Error::last_os_error().raw_os_error() != Some(libc::EOPNOTSUPP)
+        {
+            return false;
+        }
+    }
     file.write_all_at(bytes, 0).is_ok() && file.set_len(bytes.len() as u64).is_ok()
 }
 
@@ -764,6 +799,20 @@ mod tests {
         }
     }
 
+    /// Whether the folder of `dir` gives leases (ext4, xfs, btrfs, tmpfs do; some FUSE
+    /// and network filesystems, or `fs.leases-enable = 0`, do not).
+    #[cfg(target_os = "linux")]
+    fn leases_here(dir: &Path) -> bool {
+        let probe = File::create(dir.join("probe")).unwrap();
+        let lease = lease::Lease::take(&probe).is_some();
+        drop(probe);
+        fs::remove_file(dir.join("probe")).unwrap();
+        if !lease {
+            eprintln!("SKIPPED: no file leases on {}", dir.display());
+        }
+        lease
+    }
+
     /// Someone opens the path while our file is there and the check then fails: they
     /// wait, and find the editor's bytes, never ours; one that writes saves at the path.
     #[cfg(target_os = "linux")]
@@ -772,6 +821,9 @@ mod tests {
         use std::sync::{Arc, Mutex};
         type Opener = Arc<Mutex<Option<std::thread::JoinHandle<Vec<u8>>>>>;
         let dir = tempfile::tempdir().unwrap();
+        if !leases_here(dir.path()) {
+            return;
+        }
         let path = dir.path().join("a.md");
         atomic_write(&path, b"v1", &Expect::Absent).unwrap();
         let expect = Expect::Hash(content_hash(b"v1"));
@@ -841,6 +893,52 @@ mod tests {
             reader.lock().unwrap().take().unwrap().join().unwrap(),
             b"ours"
         );
+    }
+
+    /// A writer waits on our file, and the editor saves by rename right before our file
+    /// is put back for it: the editor's save stays at the path.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_rename_save_before_the_put_back_stays() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        if !leases_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        BEFORE_PUT_BACK.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(|_, path: &Path| {
+                let swp = path.with_file_name(".a.md.swp");
+                fs::write(&swp, b"editor 2").unwrap();
+                fs::rename(&swp, path).unwrap();
+            }))
+        });
+        let writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
+        let slot = writer.clone();
+        let err = with_editor(
+            move |temp, path| {
+                fs::write(temp, b"editor 1").unwrap();
+                let at = path.to_path_buf();
+                *slot.lock().unwrap() = Some(std::thread::spawn(move || {
+                    use std::io::Write as _;
+                    let mut f = fs::OpenOptions::new().append(true).open(&at).unwrap();
+                    f.write_all(b" + appended").unwrap();
+                }));
+                wait_for_a_waiting_open(path);
+            },
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap_err();
+        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        writer.lock().unwrap().take().unwrap().join().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"editor 2");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["a.md"], "no temp file is left behind");
     }
 
     #[test]
