@@ -4,23 +4,31 @@
 //! The allocator is mimalloc: searches and requests allocate and free many small buffers
 //! on every core, where glibc's malloc took ~18 % of a search's CPU (benches/README,
 //! "search — mimalloc"). It is set up to keep a daemon's resident size low: freed pages go
-//! back to the system at once ([`configure`]), and no transparent huge pages (the
-//! `no_thp` feature), which would round small heaps up to 2 MiB.
+//! back to the system at once, and no transparent huge pages, which would round small
+//! heaps up to 2 MiB (mimalloc does not ask for them: the `no_thp` feature; the process
+//! refuses them where the host gives them unasked: [`configure`]).
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `mi_option_purge_delay` in mimalloc.h (the same number in its v2 and v3; the crate's
-/// bindings name only v2's options, and `libmimalloc-sys` is pinned in Cargo.toml).
+/// bindings do not name it, and `libmimalloc-sys` is pinned in Cargo.toml).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Set the allocator up for a long-running daemon; call first thing in `main`. Freed pages
 /// are purged (handed back to the system) at once instead of after mimalloc's default
-/// second, so a burst (the first start's scan, index build and history pack together)
-/// does not hold the pages of one step while the next allocates its own.
+/// second (this overrides `MIMALLOC_PURGE_DELAY`), so a burst (the first start's scan,
+/// index build and history pack together) does not hold the pages of one step while the
+/// next allocates its own. And the process takes no transparent huge pages, also on a
+/// host whose setting is `always` rather than `madvise`.
 pub fn configure() {
     // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+    #[cfg(target_os = "linux")]
+    // SAFETY: a flag of this process (inherited by its children), no memory is touched.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
 }
 
 /// Hand memory freed after a burst (the start-up scan, a rescan, the index build) back to
