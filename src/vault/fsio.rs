@@ -13,14 +13,17 @@
 //! While our file sits at the path for that check, nobody should read it: an editor that
 //! did would build its next save on bytes that are about to be taken back, and lose the
 //! save it made just before ours. So our file holds a write lease (`F_SETLEASE`) through
-//! the swap: an open of it waits until the lease is let go (at most the kernel's
-//! `lease-break-time`, 45 s; the swap takes microseconds), and a non-blocking open fails
-//! with `EWOULDBLOCK` meanwhile. If the swap is undone, our file is first given the
-//! editor's bytes, so a reader that waited reads them, and when an opener waits to write,
-//! our file, synced, is put back at the path with those bytes, so its save lands there.
-//! What is left: an open that looked our file up during the swap but reaches the lease
-//! only after it was let go (within one `open` call), and a second program that saves by
-//! rename while another waits. Where leases are not available the swap runs without one.
+//! the swap and its check (reading and hashing what was swapped out, and when the swap is
+//! undone for a waiting writer, two fsyncs): an open of it waits until the lease is let
+//! go (at most the kernel's `lease-break-time`, 45 s), and a non-blocking open fails with
+//! `EWOULDBLOCK` meanwhile. If the swap is undone, our file is first given the editor's
+//! bytes, so a reader that waited reads them, and when an opener waits to write, our
+//! file, synced, is put back at the path with those bytes (if the editor's file is still
+//! there as it was read), so its save lands there. What is left: an open that looked our
+//! file up during the swap but reaches the lease only after it was checked (within one
+//! `open` call); a second program saving while another waits; and an editor's file that
+//! cannot be read back, or a rewrite that fails (a full disk): then a waiting reader reads
+//! our bytes. Where leases are not available the swap runs without one.
 
 #![allow(
     clippy::disallowed_methods,
@@ -301,9 +304,12 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                 });
                 if let Expect::Hash(want) = expect {
                     // `temp` now holds what was at `path`: it must be what the caller read.
-                    let swapped_out = fs::read(temp);
-                    if !swapped_out.as_ref().is_ok_and(|b| content_hash(b) == *want) {
-                        undo_swap(temp, path, swapped_out.ok().as_deref(), ours, lease);
+                    let swapped_out = SwappedOut::read(temp);
+                    if !swapped_out
+                        .as_ref()
+                        .is_ok_and(|s| content_hash(&s.bytes) == *want)
+                    {
+                        undo_swap(temp, path, swapped_out.ok(), ours, lease);
                         return Err(moved(
                             path,
                             "an editor saved it while it was being replaced",
@@ -341,19 +347,59 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
         .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))
 }
 
+/// The file an exchange swapped out (the editor's), held open while the swap is undone,
+/// so that its inode number cannot be reused meanwhile, with the bytes read through it.
+#[cfg(target_os = "linux")]
+struct SwappedOut {
+    file: File,
+    bytes: Vec<u8>,
+}
+
+#[cfg(target_os = "linux")]
+impl SwappedOut {
+    fn read(path: &Path) -> std::io::Result<Self> {
+        use std::io::Read;
+        let mut file = File::open(path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(Self { file, bytes })
+    }
+
+    fn inode(&self) -> Option<u64> {
+        self.file.metadata().ok().map(|m| inode(&m))
+    }
+
+    /// Whether the file still holds the bytes read (an editor may write it in place).
+    fn unchanged(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let mut now = vec![0; self.bytes.len()];
+        self.file
+            .metadata()
+            .is_ok_and(|m| m.len() == self.bytes.len() as u64)
+            && self.file.read_exact_at(&mut now, 0).is_ok()
+            && now == self.bytes
+    }
+}
+
 /// Take back a swap whose check failed: the editor's file goes back to `path`, and `temp`
-/// is left to the caller to remove. `swapped_out`: the bytes the editor's file held
-/// (`None` when they could not be read: then the files are only swapped back).
+/// is left to the caller to remove. `editors`: the file swapped out (`None` when it could
+/// not be read: then the files are only swapped back).
 #[cfg(target_os = "linux")]
 fn undo_swap(
     temp: &Path,
     path: &Path,
-    swapped_out: Option<&[u8]>,
+    editors: Option<SwappedOut>,
     ours: Option<&File>,
     lease: Option<lease::Lease<'_>>,
 ) {
     let ours_inode = ours.and_then(|f| f.metadata().ok()).map(|m| inode(&m));
     let at = |p: &Path| fs::symlink_metadata(p).ok().map(|m| inode(&m));
+    // The swaps below answer VERSION_MOVED, so no caller syncs the folder: each syncs it.
+    let sync_folder = || {
+        if let Ok(dir) = parent(path) {
+            let _ = sync_dir(dir);
+        }
+    };
     if ours_inode.is_some() && at(path) != ours_inode {
         // An editor already saved by rename over our file: its newest save is at `path`,
         // and swapping back would show the older one there for a moment. (Another opener
@@ -369,46 +415,49 @@ fn undo_swap(
         if ours_inode.is_some() {
             let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
         }
+        sync_folder();
         return;
     }
-    let (Some(file), Some(lease), Some(bytes)) = (ours, lease, swapped_out) else {
+    sync_folder();
+    let (Some(file), Some(lease), Some(editors)) = (ours, lease, editors) else {
         return;
     };
     // Anyone who opened our file while it was at `path` waits on the lease. Give our file
     // the editor's bytes (whether or not one waits yet: an open that found our file may
     // still be on its way to the lease), so a reader reads what is at `path` again.
-    if !rewrite(file, bytes) {
+    if !rewrite(file, &editors.bytes) || !lease.writer_waits() {
         return;
     }
-    if lease.writer_waits() {
-        // One that waits to write would save into our file: put it back at `path`, with
-        // the same bytes as the editor's, synced first, so that its save lands there.
-        let editors = at(path);
-        if file.sync_all().is_err() {
-            return;
+    // One that waits to write would save into our file: put it back at `path`, with the
+    // same bytes as the editor's, synced first, so that its save lands there. Only while
+    // the editor's file is at `path` as it was read: a newer save stays.
+    if file.sync_all().is_err() {
+        return;
+    }
+    #[cfg(test)]
+    BEFORE_PUT_BACK.with(|hook| {
+        if let Some(hook) = hook.borrow_mut().as_mut() {
+            hook(temp, path);
         }
-        #[cfg(test)]
-        BEFORE_PUT_BACK.with(|hook| {
-            if let Some(hook) = hook.borrow_mut().as_mut() {
-                hook(temp, path);
-            }
-        });
-        if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok() {
-            if at(temp) != editors {
-                // The editor saved by rename meanwhile: that save stays at `path`.
-                let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-            }
-            if let Ok(dir) = parent(path) {
-                let _ = sync_dir(dir);
-            }
+    });
+    let theirs = editors.inode();
+    if at(path) != theirs || !editors.unchanged() {
+        return;
+    }
+    if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok() {
+        if at(temp) != theirs {
+            // The editor saved by rename in the instant since: that save stays at `path`.
+            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
         }
+        sync_folder();
     }
     drop(lease);
 }
 
 /// Replace an open file's bytes with `bytes` through `file`; false if that failed. The
-/// space is allocated first, so a full disk leaves the file as it was, never half
-/// rewritten.
+/// space is reserved first, so a full disk stops it before anything is written where
+/// blocks are overwritten in place (ext4, xfs, tmpfs; a copy-on-write filesystem may
+/// still run out halfway).
 #[cfg(target_os = "linux")]
 fn rewrite(file: &File, bytes: &[u8]) -> bool {
     use std::os::fd::AsRawFd;
@@ -416,9 +465,10 @@ fn rewrite(file: &File, bytes: &[u8]) -> bool {
     if !bytes.is_empty() {
         let len = libc::off_t::try_from(bytes.len()).unwrap_or(libc::off_t::MAX);
         // SAFETY: `file` is an open descriptor for the duration of the call.
-        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } != 0
-            && std::io::Error::last_os_error().raw_os_error() != Some(libc::EOPNOTSUPP)
-        {
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+        // Only a lack of space stops it; a filesystem or sandbox without the call does not.
+        let errno = (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error());
+        if matches!(errno, Some(Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG))) {
             return false;
         }
     }
@@ -939,6 +989,44 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["a.md"], "no temp file is left behind");
+    }
+
+    /// As above, with the editor writing its file in place instead: that write stays.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_in_place_save_before_the_put_back_stays() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        if !leases_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        BEFORE_PUT_BACK.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(|_, path: &Path| {
+                fs::write(path, b"editor 1, then 2").unwrap();
+            }))
+        });
+        let writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
+        let slot = writer.clone();
+        let err = with_editor(
+            move |temp, path| {
+                fs::write(temp, b"editor 1").unwrap();
+                let at = path.to_path_buf();
+                *slot.lock().unwrap() = Some(std::thread::spawn(move || {
+                    use std::io::Write as _;
+                    let mut f = fs::OpenOptions::new().append(true).open(&at).unwrap();
+                    f.write_all(b" + appended").unwrap();
+                }));
+                wait_for_a_waiting_open(path);
+            },
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap_err();
+        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        writer.lock().unwrap().take().unwrap().join().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1, then 2");
     }
 
     #[test]
