@@ -13,17 +13,24 @@
 //! While our file sits at the path for that check, nobody should read it: an editor that
 //! did would build its next save on bytes that are about to be taken back, and lose the
 //! save it made just before ours. So our file holds a write lease (`F_SETLEASE`) through
-//! the swap and its check (reading and hashing what was swapped out, and when the swap is
-//! undone for a waiting writer, two fsyncs): an open of it waits until the lease is let
-//! go (at most the kernel's `lease-break-time`, 45 s), and a non-blocking open fails with
-//! `EWOULDBLOCK` meanwhile. If the swap is undone, our file is first given the editor's
-//! bytes, so a reader that waited reads them, and when an opener waits to write, our
-//! file, synced, is put back at the path with those bytes (if the editor's file is still
-//! there as it was read), so its save lands there. What is left: an open that looked our
-//! file up during the swap but reaches the lease only after it was checked (within one
-//! `open` call); a second program saving while another waits; and an editor's file that
-//! cannot be read back, or a rewrite that fails (a full disk): then a waiting reader reads
-//! our bytes. Where leases are not available the swap runs without one.
+//! the swap and its check (reading and hashing what was swapped out; when the swap is
+//! undone, also the work below and, for a waiting writer, an fsync): an open of it waits
+//! until the lease is let go, and a non-blocking open fails with `EWOULDBLOCK` meanwhile.
+//! The kernel revokes a lease after `lease-break-time` (45 s by default); past it minus a
+//! margin nothing below is done. If the swap is undone, our file is first given the
+//! editor's bytes (followed a few times while the editor is still writing its file in
+//! place), so a reader that waited reads them; and when an opener waits to write, our
+//! file, synced, with the editor's mode, is put back at the path with those bytes (only
+//! while the editor's file is still there unchanged), so its save lands there. If our
+//! file left the path meanwhile but is still in the folder (the note renamed away), it
+//! is the note now and gets the editor's bytes. The folder is synced after any undo.
+//! What is left: an open that looked our file up during the swap but reaches the lease
+//! only after it was checked (within one `open` call); a second program saving while
+//! another waits; and an editor's file that cannot be read back, or a rewrite that fails
+//! (a full disk): a waiting reader may then read our bytes or a mix, and a waiting
+//! writer's save goes into our file, which is removed. Where leases are not available the
+//! swap runs without one. SIGIO, the lease-break notice, is ignored by the process (and
+//! so by the `git` it runs) where it was left at its default.
 
 #![allow(
     clippy::disallowed_methods,
@@ -369,6 +376,22 @@ impl SwappedOut {
         self.file.metadata().ok().map(|m| inode(&m))
     }
 
+    /// Read the file again (an editor may still be writing it in place); true if its
+    /// bytes changed since they were read.
+    fn refresh(&mut self) -> bool {
+        use std::io::{Read, Seek};
+        let mut now = Vec::with_capacity(self.bytes.len());
+        let read = self
+            .file
+            .rewind()
+            .and_then(|()| self.file.read_to_end(&mut now));
+        if read.is_err() || now == self.bytes {
+            return false;
+        }
+        self.bytes = now;
+        true
+    }
+
     /// Whether the file still holds the bytes read (an editor may write it in place).
     fn unchanged(&self) -> bool {
         use std::os::unix::fs::FileExt;
@@ -392,45 +415,87 @@ fn undo_swap(
     ours: Option<&File>,
     lease: Option<lease::Lease<'_>>,
 ) {
-    let ours_inode = ours.and_then(|f| f.metadata().ok()).map(|m| inode(&m));
     let at = |p: &Path| fs::symlink_metadata(p).ok().map(|m| inode(&m));
-    // The swaps below answer VERSION_MOVED, so no caller syncs the folder: each syncs it.
+    // The caller answers VERSION_MOVED and syncs no folder: what is swapped here is synced
+    // here, once the lease is let go (openers wait no longer than the swap).
     let sync_folder = || {
         if let Ok(dir) = parent(path) {
             let _ = sync_dir(dir);
         }
     };
-    if ours_inode.is_some() && at(path) != ours_inode {
-        // An editor already saved by rename over our file: its newest save is at `path`,
-        // and swapping back would show the older one there for a moment. (Another opener
-        // that waits on our file, gone from the folder now, reads our bytes: a second
-        // writer racing the editor is beyond what this can guard.)
+    let ours_inode = ours.and_then(|f| f.metadata().ok()).map(|m| inode(&m));
+    let (Some(file), Some(ours_inode)) = (ours, ours_inode) else {
+        // Without our file's identity, only the plain swap back.
+        let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        sync_folder();
         return;
-    }
-    let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-    if at(temp) != ours_inode {
-        // An editor saved by rename while our file was at `path`: the swap back then
-        // brought its file here, not ours. Its newest save goes back to `path`; the older
-        // one it replaced is what this temp file then holds.
-        if ours_inode.is_some() {
-            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+    };
+    let swapped_back =
+        at(path) == Some(ours_inode) && renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok();
+    if !swapped_back {
+        // Our file left the path before the swap back, or the swap back failed. An editor
+        // that saved by rename over it has its newest save at `path` (our file is then
+        // unlinked); but if our file is still in the folder (the note renamed away
+        // meanwhile, or still at `path`), it is the note now: it gets the editor's bytes,
+        // which the caller then removes from `temp`.
+        use std::os::unix::fs::MetadataExt;
+        if let Some(editors) = &editors {
+            if file.metadata().is_ok_and(|m| m.nlink() > 0) && rewrite(file, &editors.bytes) {
+                let _ = file.sync_all();
+            }
         }
+        drop(lease);
         sync_folder();
         return;
     }
-    sync_folder();
-    let (Some(file), Some(lease), Some(editors)) = (ours, lease, editors) else {
-        return;
-    };
-    // Anyone who opened our file while it was at `path` waits on the lease. Give our file
-    // the editor's bytes (whether or not one waits yet: an open that found our file may
-    // still be on its way to the lease), so a reader reads what is at `path` again.
-    if !rewrite(file, &editors.bytes) || !lease.writer_waits() {
+    if at(temp) != Some(ours_inode) {
+        // An editor saved by rename in the instant before the swap back: the swap brought
+        // its file here, not ours. Its newest save goes back to `path`; the older one it
+        // replaced is what this temp file then holds.
+        let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        drop(lease);
+        sync_folder();
         return;
     }
-    // One that waits to write would save into our file: put it back at `path`, with the
-    // same bytes as the editor's, synced first, so that its save lands there. Only while
-    // the editor's file is at `path` as it was read: a newer save stays.
+    if let (Some(lease), Some(editors)) = (lease, editors) {
+        give_back(temp, path, file, editors, &lease);
+    }
+    sync_folder();
+}
+
+/// After a swap back, for those who opened our file while it was at `path` and wait on
+/// its lease: give our file the editor's bytes (whether or not one waits yet: an open that
+/// found our file may still be on its way to the lease), so a reader reads what is at
+/// `path` again; and when one waits to write, put our file back at `path`, synced, with
+/// the same bytes and mode, so its save lands there; only while the editor's file is there
+/// as it was read (a newer save stays), and only while the lease surely holds (the kernel
+/// revokes it after `lease-break-time`).
+#[cfg(target_os = "linux")]
+fn give_back(
+    temp: &Path,
+    path: &Path,
+    file: &File,
+    mut editors: SwappedOut,
+    lease: &lease::Lease<'_>,
+) {
+    let at = |p: &Path| fs::symlink_metadata(p).ok().map(|m| inode(&m));
+    if !lease.holds() || !rewrite(file, &editors.bytes) {
+        return;
+    }
+    // The editor may have been writing its file in place when it was read (the likeliest
+    // reason the check failed): follow it a few times, so no one reads a partial copy.
+    for _ in 0..3 {
+        if !editors.refresh() || !rewrite(file, &editors.bytes) {
+            break;
+        }
+    }
+    if !lease.writer_waits() {
+        return;
+    }
+    let theirs = editors.inode();
+    if let Ok(meta) = editors.file.metadata() {
+        let _ = file.set_permissions(meta.permissions());
+    }
     if file.sync_all().is_err() {
         return;
     }
@@ -440,18 +505,15 @@ fn undo_swap(
             hook(temp, path);
         }
     });
-    let theirs = editors.inode();
-    if at(path) != theirs || !editors.unchanged() {
+    if !lease.holds() || at(path) != theirs || !editors.unchanged() {
         return;
     }
-    if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok() {
-        if at(temp) != theirs {
-            // The editor saved by rename in the instant since: that save stays at `path`.
-            let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-        }
-        sync_folder();
+    if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok()
+        && (at(temp) != theirs || !editors.unchanged())
+    {
+        // The editor saved in the instant since: that save goes back to `path`.
+        let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
     }
-    drop(lease);
 }
 
 /// Replace an open file's bytes with `bytes` through `file`; false if that failed. The
@@ -482,8 +544,28 @@ fn rewrite(file: &File, bytes: &[u8]) -> bool {
 mod lease {
     use std::fs::File;
     use std::os::fd::AsRawFd;
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
 
-    pub struct Lease<'a>(&'a File);
+    pub struct Lease<'a> {
+        file: &'a File,
+        taken: Instant,
+    }
+
+    /// Kept between the lease's age and the kernel's `lease-break-time`.
+    const MARGIN: Duration = Duration::from_secs(2);
+
+    /// How long the kernel lets an opener wait before it revokes a lease
+    /// (`/proc/sys/fs/lease-break-time`, 45 s unless changed).
+    fn break_time() -> Duration {
+        static TIME: OnceLock<Duration> = OnceLock::new();
+        *TIME.get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/fs/lease-break-time")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .map_or(Duration::from_secs(45), Duration::from_secs)
+        })
+    }
 
     impl<'a> Lease<'a> {
         /// The lease on `file`, or none where it cannot be had (another open of the file,
@@ -492,21 +574,30 @@ mod lease {
             quiet_lease_breaks();
             // SAFETY: `file` is an open descriptor for the duration of the call.
             let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
-            (rc == 0).then_some(Lease(file))
+            (rc == 0).then(|| Lease {
+                file,
+                taken: Instant::now(),
+            })
+        }
+
+        /// Whether the lease surely still holds: an opener waits at most the kernel's
+        /// break time, counted from its open, which came after the lease was taken.
+        pub fn holds(&self) -> bool {
+            self.taken.elapsed() + MARGIN < break_time()
         }
 
         /// Whether an open for writing (or a truncate) waits on the lease: a lease being
         /// broken reads back as the type it is to become, none for a writer.
         pub fn writer_waits(&self) -> bool {
             // SAFETY: the descriptor is open while `self` borrows it.
-            unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_GETLEASE) == libc::F_UNLCK }
+            unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GETLEASE) == libc::F_UNLCK }
         }
     }
 
     impl Drop for Lease<'_> {
         fn drop(&mut self) {
             // SAFETY: as above.
-            unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+            unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
         }
     }
 
@@ -989,6 +1080,33 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["a.md"], "no temp file is left behind");
+    }
+
+    /// The note is renamed while our file is at its path and the check then fails: the
+    /// note, under its new name, holds the editor's bytes, not ours.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_note_renamed_during_the_exchange_keeps_the_editors_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.md");
+        let moved_to = dir.path().join("b.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let to = moved_to.clone();
+        let err = with_editor(
+            move |temp, path| {
+                fs::write(temp, b"editor 1").unwrap();
+                fs::rename(path, &to).unwrap();
+            },
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        assert_eq!(fs::read(&moved_to).unwrap(), b"editor 1");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["b.md"], "no temp file is left behind");
     }
 
     /// As above, with the editor writing its file in place instead: that write stays.
