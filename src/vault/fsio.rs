@@ -365,11 +365,18 @@ struct SwappedOut {
 #[cfg(target_os = "linux")]
 impl SwappedOut {
     fn read(path: &Path) -> std::io::Result<Self> {
-        use std::io::Read;
-        let mut file = File::open(path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        let file = File::open(path)?;
+        let bytes = Self::bytes_of(&file)?;
         Ok(Self { file, bytes })
+    }
+
+    /// All of `file`'s bytes, read from its start.
+    fn bytes_of(mut file: &File) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        let mut bytes = Vec::new();
+        file.rewind()?;
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
     }
 
     fn inode(&self) -> Option<u64> {
@@ -379,29 +386,25 @@ impl SwappedOut {
     /// Read the file again (an editor may still be writing it in place); true if its
     /// bytes changed since they were read.
     fn refresh(&mut self) -> bool {
-        use std::io::{Read, Seek};
-        let mut now = Vec::with_capacity(self.bytes.len());
-        let read = self
-            .file
-            .rewind()
-            .and_then(|()| self.file.read_to_end(&mut now));
-        if read.is_err() || now == self.bytes {
-            return false;
+        match Self::bytes_of(&self.file) {
+            Ok(now) if now != self.bytes => {
+                self.bytes = now;
+                true
+            }
+            _ => false,
         }
-        self.bytes = now;
-        true
     }
 
     /// Whether the file still holds the bytes read (an editor may write it in place).
     fn unchanged(&self) -> bool {
-        use std::os::unix::fs::FileExt;
-        let mut now = vec![0; self.bytes.len()];
-        self.file
-            .metadata()
-            .is_ok_and(|m| m.len() == self.bytes.len() as u64)
-            && self.file.read_exact_at(&mut now, 0).is_ok()
-            && now == self.bytes
+        Self::bytes_of(&self.file).is_ok_and(|now| now == self.bytes)
     }
+}
+
+/// The inode number of what is at `path` now (not following a symlink), if anything.
+#[cfg(target_os = "linux")]
+fn inode_at(path: &Path) -> Option<u64> {
+    fs::symlink_metadata(path).ok().map(|m| inode(&m))
 }
 
 /// Take back a swap whose check failed: the editor's file goes back to `path`, and `temp`
@@ -415,7 +418,6 @@ fn undo_swap(
     ours: Option<&File>,
     lease: Option<lease::Lease<'_>>,
 ) {
-    let at = |p: &Path| fs::symlink_metadata(p).ok().map(|m| inode(&m));
     // The caller answers VERSION_MOVED and syncs no folder: what is swapped here is synced
     // here, once the lease is let go (openers wait no longer than the swap).
     let sync_folder = || {
@@ -431,7 +433,7 @@ fn undo_swap(
         return;
     };
     let swapped_back =
-        at(path) == Some(ours_inode) && renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok();
+        inode_at(path) == Some(ours_inode) && renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok();
     if !swapped_back {
         // Our file left the path before the swap back, or the swap back failed. An editor
         // that saved by rename over it has its newest save at `path` (our file is then
@@ -448,7 +450,7 @@ fn undo_swap(
         sync_folder();
         return;
     }
-    if at(temp) != Some(ours_inode) {
+    if inode_at(temp) != Some(ours_inode) {
         // An editor saved by rename in the instant before the swap back: the swap brought
         // its file here, not ours. Its newest save goes back to `path`; the older one it
         // replaced is what this temp file then holds.
@@ -478,7 +480,6 @@ fn give_back(
     mut editors: SwappedOut,
     lease: &lease::Lease<'_>,
 ) {
-    let at = |p: &Path| fs::symlink_metadata(p).ok().map(|m| inode(&m));
     if !lease.holds() || !rewrite(file, &editors.bytes) {
         return;
     }
@@ -505,11 +506,11 @@ fn give_back(
             hook(temp, path);
         }
     });
-    if !lease.holds() || at(path) != theirs || !editors.unchanged() {
+    if !lease.holds() || inode_at(path) != theirs || !editors.unchanged() {
         return;
     }
     if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok()
-        && (at(temp) != theirs || !editors.unchanged())
+        && (inode_at(temp) != theirs || !editors.unchanged())
     {
         // The editor saved in the instant since: that save goes back to `path`.
         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
@@ -874,6 +875,70 @@ mod tests {
         out
     }
 
+    /// The names of the files in `dir`.
+    fn names(dir: &Path) -> Vec<std::ffi::OsString> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect()
+    }
+
+    /// An opener of the note on another thread, started by an editor hook; what it read.
+    #[cfg(target_os = "linux")]
+    type Opener = std::sync::Arc<std::sync::Mutex<Option<std::thread::JoinHandle<Vec<u8>>>>>;
+
+    /// Start `open` of `path` on another thread, kept in `slot`, and return once it waits
+    /// on our lease.
+    #[cfg(target_os = "linux")]
+    fn open_waiting(
+        slot: &Opener,
+        path: &Path,
+        open: impl FnOnce(&Path) -> Vec<u8> + Send + 'static,
+    ) {
+        let at = path.to_path_buf();
+        *slot.lock().unwrap() = Some(std::thread::spawn(move || open(&at)));
+        wait_for_a_waiting_open(path);
+    }
+
+    /// What the opener in `slot` read, once it is done.
+    #[cfg(target_os = "linux")]
+    fn opened(slot: &Opener) -> Vec<u8> {
+        slot.lock().unwrap().take().unwrap().join().unwrap()
+    }
+
+    /// An appender that waits on our file (so it is put back for it).
+    #[cfg(target_os = "linux")]
+    fn append(path: &Path) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut f = fs::OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(b" + appended").unwrap();
+        Vec::new()
+    }
+
+    /// A write to `a.md` read at `v1`, refused (the editor saved `editor 1` in place before
+    /// the exchange) while an appender waits on our file; `editor` plays the editor again
+    /// right before our file is put back for the appender. The bytes at the path after.
+    #[cfg(target_os = "linux")]
+    fn put_back_raced_by(dir: &Path, editor: impl FnMut(&Path, &Path) + 'static) -> Vec<u8> {
+        let path = dir.join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = Some(Box::new(editor)));
+        let writer = Opener::default();
+        let slot = writer.clone();
+        let err = with_editor(
+            move |temp, path| {
+                fs::write(temp, b"editor 1").unwrap();
+                open_waiting(&slot, path, append);
+            },
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap_err();
+        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        opened(&writer);
+        fs::read(&path).unwrap()
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn an_editor_save_during_the_exchange_is_never_removed() {
@@ -896,11 +961,7 @@ mod tests {
         assert_eq!(err.reason, Reason::VERSION_MOVED);
         assert_eq!(fs::read(&path).unwrap(), b"editor 1\neditor 2");
         // Only the editor's file is left: no temp file of ours.
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["a.md"]);
+        assert_eq!(names(dir.path()), ["a.md"]);
         // The in-place save alone: swapped back, the editor's bytes stay.
         let err = with_editor(
             |temp, _| fs::write(temp, b"editor 3").unwrap(),
@@ -959,8 +1020,6 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn an_open_during_the_exchange_never_sees_our_bytes_when_the_check_fails() {
-        use std::sync::{Arc, Mutex};
-        type Opener = Arc<Mutex<Option<std::thread::JoinHandle<Vec<u8>>>>>;
         let dir = tempfile::tempdir().unwrap();
         if !leases_here(dir.path()) {
             return;
@@ -970,20 +1029,18 @@ mod tests {
         let expect = Expect::Hash(content_hash(b"v1"));
         // The editor saved in place before the exchange (so the check fails), then reads
         // the note again while our file is at the path.
-        let reader: Opener = Arc::default();
+        let reader = Opener::default();
         let slot = reader.clone();
         let err = with_editor(
             move |temp, path| {
                 fs::write(temp, b"editor 1").unwrap();
-                let at = path.to_path_buf();
-                *slot.lock().unwrap() = Some(std::thread::spawn(move || fs::read(&at).unwrap()));
-                wait_for_a_waiting_open(path);
+                open_waiting(&slot, path, |at| fs::read(at).unwrap());
             },
             || atomic_write(&path, b"ours", &expect),
         )
         .unwrap_err();
         assert_eq!(err.reason, Reason::VERSION_MOVED);
-        let read = reader.lock().unwrap().take().unwrap().join().unwrap();
+        let read = opened(&reader);
         assert_eq!(
             read,
             b"editor 1",
@@ -993,47 +1050,34 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"editor 1");
 
         // Now it saves in place while our file is at the path: the save is at the path.
-        let writer: Opener = Arc::default();
+        let writer = Opener::default();
         let slot = writer.clone();
         let err = with_editor(
             move |temp, path| {
                 fs::write(temp, b"editor 2").unwrap();
-                let at = path.to_path_buf();
-                *slot.lock().unwrap() = Some(std::thread::spawn(move || {
-                    fs::write(&at, b"editor 2\neditor 3").unwrap();
+                open_waiting(&slot, path, |at| {
+                    fs::write(at, b"editor 2\neditor 3").unwrap();
                     Vec::new()
-                }));
-                wait_for_a_waiting_open(path);
+                });
             },
             || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"editor 1"))),
         )
         .unwrap_err();
         assert_eq!(err.reason, Reason::VERSION_MOVED);
-        writer.lock().unwrap().take().unwrap().join().unwrap();
+        opened(&writer);
         assert_eq!(fs::read(&path).unwrap(), b"editor 2\neditor 3");
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["a.md"], "no temp file is left behind");
+        assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
 
         // And when the check passes, a reader that waited reads our write.
-        let reader: Opener = Arc::default();
+        let reader = Opener::default();
         let slot = reader.clone();
         let expect = Expect::Hash(content_hash(b"editor 2\neditor 3"));
         with_editor(
-            move |_, path| {
-                let at = path.to_path_buf();
-                *slot.lock().unwrap() = Some(std::thread::spawn(move || fs::read(&at).unwrap()));
-                wait_for_a_waiting_open(path);
-            },
+            move |_, path| open_waiting(&slot, path, |at| fs::read(at).unwrap()),
             || atomic_write(&path, b"ours", &expect),
         )
         .unwrap();
-        assert_eq!(
-            reader.lock().unwrap().take().unwrap().join().unwrap(),
-            b"ours"
-        );
+        assert_eq!(opened(&reader), b"ours");
     }
 
     /// A writer waits on our file, and the editor saves by rename right before our file
@@ -1041,45 +1085,17 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_rename_save_before_the_put_back_stays() {
-        use std::sync::{Arc, Mutex};
         let dir = tempfile::tempdir().unwrap();
         if !leases_here(dir.path()) {
             return;
         }
-        let path = dir.path().join("a.md");
-        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
-        BEFORE_PUT_BACK.with(|hook| {
-            *hook.borrow_mut() = Some(Box::new(|_, path: &Path| {
-                let swp = path.with_file_name(".a.md.swp");
-                fs::write(&swp, b"editor 2").unwrap();
-                fs::rename(&swp, path).unwrap();
-            }))
+        let at_path = put_back_raced_by(dir.path(), |_, path| {
+            let swp = path.with_file_name(".a.md.swp");
+            fs::write(&swp, b"editor 2").unwrap();
+            fs::rename(&swp, path).unwrap();
         });
-        let writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
-        let slot = writer.clone();
-        let err = with_editor(
-            move |temp, path| {
-                fs::write(temp, b"editor 1").unwrap();
-                let at = path.to_path_buf();
-                *slot.lock().unwrap() = Some(std::thread::spawn(move || {
-                    use std::io::Write as _;
-                    let mut f = fs::OpenOptions::new().append(true).open(&at).unwrap();
-                    f.write_all(b" + appended").unwrap();
-                }));
-                wait_for_a_waiting_open(path);
-            },
-            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
-        )
-        .unwrap_err();
-        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
-        assert_eq!(err.reason, Reason::VERSION_MOVED);
-        writer.lock().unwrap().take().unwrap().join().unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"editor 2");
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["a.md"], "no temp file is left behind");
+        assert_eq!(at_path, b"editor 2");
+        assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
     }
 
     /// The note is renamed while our file is at its path and the check then fails: the
@@ -1102,49 +1118,21 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.reason, Reason::VERSION_MOVED);
         assert_eq!(fs::read(&moved_to).unwrap(), b"editor 1");
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["b.md"], "no temp file is left behind");
+        assert_eq!(names(dir.path()), ["b.md"], "no temp file is left behind");
     }
 
     /// As above, with the editor writing its file in place instead: that write stays.
     #[cfg(target_os = "linux")]
     #[test]
     fn an_in_place_save_before_the_put_back_stays() {
-        use std::sync::{Arc, Mutex};
         let dir = tempfile::tempdir().unwrap();
         if !leases_here(dir.path()) {
             return;
         }
-        let path = dir.path().join("a.md");
-        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
-        BEFORE_PUT_BACK.with(|hook| {
-            *hook.borrow_mut() = Some(Box::new(|_, path: &Path| {
-                fs::write(path, b"editor 1, then 2").unwrap();
-            }))
+        let at_path = put_back_raced_by(dir.path(), |_, path| {
+            fs::write(path, b"editor 1, then 2").unwrap();
         });
-        let writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
-        let slot = writer.clone();
-        let err = with_editor(
-            move |temp, path| {
-                fs::write(temp, b"editor 1").unwrap();
-                let at = path.to_path_buf();
-                *slot.lock().unwrap() = Some(std::thread::spawn(move || {
-                    use std::io::Write as _;
-                    let mut f = fs::OpenOptions::new().append(true).open(&at).unwrap();
-                    f.write_all(b" + appended").unwrap();
-                }));
-                wait_for_a_waiting_open(path);
-            },
-            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
-        )
-        .unwrap_err();
-        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
-        assert_eq!(err.reason, Reason::VERSION_MOVED);
-        writer.lock().unwrap().take().unwrap().join().unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"editor 1, then 2");
+        assert_eq!(at_path, b"editor 1, then 2");
     }
 
     #[test]
