@@ -103,7 +103,8 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
         );
     }
 
-    // Temp files of an interrupted write: the next start removes them too.
+    // Temp files of an interrupted write: the next start clears them too (one that holds
+    // a note swapped out by the write goes back to the note's path).
     report.leftovers = scan.leftovers.clone();
     if report.leftovers.is_empty() {
         report.fact("temp files", "none left");
@@ -111,7 +112,7 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
         report.problem(
             "temp files",
             format!(
-                "{} leftover temp files of interrupted writes (first: {}); `--repair` removes them",
+                "{} leftover temp files of interrupted writes (first: {}); `--repair` clears them",
                 report.leftovers.len(),
                 report.leftovers[0].display()
             ),

@@ -291,6 +291,30 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     Ok(Daemon { state, watcher })
 }
 
+/// Put right the temp files left by interrupted writes (`fsio::resolve_leftover`); how
+/// many notes were put back.
+fn resolve_leftovers(leftovers: &[std::path::PathBuf]) -> usize {
+    let mut put_back = 0;
+    for temp in leftovers {
+        match fsio::resolve_leftover(temp) {
+            Ok(fsio::Leftover::Removed) => {
+                tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
+            }
+            Ok(fsio::Leftover::PutBack(note)) => {
+                put_back += 1;
+                tracing::warn!(
+                    path = %note.display(),
+                    "a write was interrupted while it replaced this note; the note as it was before the write is back"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(path = %temp.display(), error = %e, "cannot clear a temp file left by an interrupted write");
+            }
+        }
+    }
+    put_back
+}
+
 /// The start-up scan; what it read, when the scan cache is to be written from it (no
 /// rescan follows).
 fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
@@ -309,17 +333,13 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     let use_cache = !(first_history || behind) && state.index.state().rebuilt.is_none();
     // Side by side: the walk that lists the notes (with a stat of each when the cache is
     // to be used) and the attachments, the load of the scan cache and of the stored notes.
+    let want = Want {
+        notes: true,
+        note_stats: use_cache,
+        attachments: true,
+    };
     let (mut walked, (cache, stored)) = rayon::join(
-        || {
-            walk(
-                &state.paths,
-                Want {
-                    notes: true,
-                    note_stats: use_cache,
-                    attachments: true,
-                },
-            )
-        },
+        || walk(&state.paths, want),
         || {
             rayon::join(
                 || {
@@ -332,16 +352,17 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
         },
     );
     let stored = stored?;
+    // Temp files of interrupted writes, before anything is read: a note swapped out by a
+    // write that a crash cut short goes back to its path (`fsio::Leftover`), and then the
+    // walk is taken again, so its stats are of the files as they are now.
+    if resolve_leftovers(&walked.leftovers) > 0 {
+        walked = walk(&state.paths, want);
+    }
     let listed_at = started.elapsed();
     let listed = std::mem::take(&mut walked.attachments);
     let mut file_excluded = std::mem::take(&mut walked.attachments_excluded);
     let found = scan::scan_with(&state.paths, walked, cache);
     let scanned = started.elapsed();
-    for temp in &found.leftovers {
-        if fsio::remove_leftover(temp).is_ok() {
-            tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
-        }
-    }
     let mut recalled = found.recalled;
     let found_count = found.observed.len();
     // Without a watcher no rescan follows the start: the cache is written from this scan.

@@ -548,8 +548,14 @@ fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
     if args.repair && (report.problems() > 0 || report.reopen) {
         logs();
         for leftover in &report.leftovers {
-            notevault::vault::fsio::remove_leftover(leftover)
+            let done = notevault::vault::fsio::resolve_leftover(leftover)
                 .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", leftover.display()))?;
+            if let notevault::vault::fsio::Leftover::PutBack(note) = done {
+                println!(
+                    "repair: {} is back as it was before a write that was interrupted while it replaced it",
+                    note.display()
+                );
+            }
         }
         if report.reopen || report.reindex {
             let summary = rebuild(config.clone(), report.reindex)?;

@@ -261,3 +261,68 @@ async fn a_cached_hash_the_store_does_not_hold_is_read_again() {
         .len();
     assert_eq!(now, revisions, "nothing new is recorded");
 }
+
+/// A crash right after an API write swapped its file in for the note's (before it checked
+/// what it swapped out) leaves our bytes at the note's path, marked, and the note as it
+/// was under our temp file's name; here an editor's save made just before. The start puts
+/// the note back and records the editor's save; nothing of the refused write stays.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
+    let (dir, vault, state) = common::temp_vault(None);
+    let path = vault.join("a.md");
+    std::fs::write(&path, "# A\nversion one\n").unwrap();
+    let s = TestServer::start_in(dir, vault.clone(), state, |c| c.watch = false).await;
+    settled(&s).await;
+    let (dir, vault, state) = s.stop().await;
+
+    // The state the crash leaves (as `fsio` makes it: the exchange keeps inodes and their
+    // attributes, so the mark is on our file, at the path).
+    let temp = vault.join(".notevault-tmp-0194d3a5c0de7000a000000000000001");
+    std::fs::rename(&path, &temp).unwrap();
+    std::fs::write(&temp, "# A\nthe editor's save\n").unwrap();
+    std::fs::write(&path, "# A\nthe API write, never acknowledged\n").unwrap();
+    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let value = temp.file_name().unwrap().to_str().unwrap();
+    // SAFETY: NUL-terminated path and attribute name, a value that lives across the call.
+    let rc = unsafe {
+        libc::setxattr(
+            name.as_ptr(),
+            c"user.notevault.temp".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        eprintln!(
+            "SKIPPED: {} keeps no user extended attributes",
+            vault.display()
+        );
+        return;
+    }
+
+    let s = TestServer::start_in(dir, vault.clone(), state, |c| c.watch = false).await;
+    settled(&s).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "# A\nthe editor's save\n"
+    );
+    let names: Vec<String> = std::fs::read_dir(&vault)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".notevault")
+        .collect();
+    assert_eq!(names, ["a.md"], "no temp file is left");
+    let note = s.get_json("/v1/notes/a", 200).await;
+    let served = note.to_string();
+    assert!(
+        served.contains("the editor's save") && !served.contains("never acknowledged"),
+        "{note}"
+    );
+    assert_eq!(search_slugs(&s, "editor").await, ["a"]);
+    assert_eq!(search_slugs(&s, "acknowledged").await, Vec::<String>::new());
+    common::wait_history(&s.svc).await;
+    let blob = common::git(&s.state, &["show", "HEAD:a.md"]);
+    assert_eq!(blob, "# A\nthe editor's save\n");
+}

@@ -30,7 +30,8 @@
 //! (a full disk): a waiting reader may then read our bytes or a mix, and a waiting
 //! writer's save goes into our file, which is removed. Where leases are not available the
 //! swap runs without one. SIGIO, the lease-break notice, is ignored by the process (and
-//! so by the `git` it runs) where it was left at its default.
+//! so by the `git` it runs) where it was left at its default. A crash inside the window
+//! is put right at the next start: see [`mark`].
 
 #![allow(
     clippy::disallowed_methods,
@@ -66,18 +67,9 @@ fn moved(path: &Path, why: &str) -> Error {
     )
 }
 
-/// Remove one of our own temp files left by an interrupted write (the scan lists them).
-/// Anything that is not named as our temp files is left alone.
-pub fn remove_leftover(path: &Path) -> std::io::Result<()> {
-    let ours = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(TEMP_PREFIX));
-    if !ours {
-        return Err(std::io::Error::other("not a notevault temp file"));
-    }
-    std::fs::remove_file(path)
-}
+mod mark;
+
+pub use mark::{resolve as resolve_leftover, Leftover};
 
 /// Check `path` against `expect` now.
 pub fn check(path: &Path, expect: &Expect) -> Result<()> {
@@ -169,6 +161,10 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
     let temp = dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
     let file = File::create(&temp)
         .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
+    if let (Expect::Hash(_), Some(name)) = (expect, temp.file_name()) {
+        // It will be exchanged with the note: marked for a start after a crash (`mark`).
+        mark::set(&file, name);
+    }
     // From here on, dropping it removes the temp file.
     let mut prepared = Temp {
         temp,
@@ -322,6 +318,10 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                             "an editor saved it while it was being replaced",
                         ));
                     }
+                    // Decided: unmarked before the note as it was is removed.
+                    if let Some(file) = ours {
+                        mark::clear(file);
+                    }
                     let _ = fs::remove_file(temp);
                 }
                 drop(lease);
@@ -348,8 +348,9 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
             }
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = ours;
+    if let Some(file) = ours {
+        mark::clear(file);
+    }
     fs::rename(temp, path)
         .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))
 }
@@ -429,6 +430,10 @@ fn undo_swap(
     let (Some(file), Some(ours_inode)) = (ours, ours_inode) else {
         // Without our file's identity, only the plain swap back.
         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        if let Some(file) = ours {
+            mark::clear(file);
+        }
+        drop(lease);
         sync_folder();
         return;
     };
@@ -446,6 +451,7 @@ fn undo_swap(
                 let _ = file.sync_all();
             }
         }
+        mark::clear(file);
         drop(lease);
         sync_folder();
         return;
@@ -455,13 +461,18 @@ fn undo_swap(
         // its file here, not ours. Its newest save goes back to `path`; the older one it
         // replaced is what this temp file then holds.
         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
+        mark::clear(file);
         drop(lease);
         sync_folder();
         return;
     }
-    if let (Some(lease), Some(editors)) = (lease, editors) {
-        give_back(temp, path, file, editors, &lease);
+    if let (Some(lease), Some(editors)) = (&lease, editors) {
+        give_back(temp, path, file, editors, lease);
     }
+    // Decided, and unmarked while the lease holds: a waiting writer's save may go into
+    // our file, put back at `path`, once it is let go.
+    mark::clear(file);
+    drop(lease);
     sync_folder();
 }
 
@@ -679,9 +690,16 @@ pub fn create_temp(dir: &Path) -> std::io::Result<(File, std::path::PathBuf)> {
     Ok((file, temp))
 }
 
-/// Drop one of our temp files (an upload refused or abandoned).
+/// Drop one of our temp files (an upload refused or abandoned). Anything that is not
+/// named as our temp files is left alone.
 pub fn discard_temp(temp: &Path) {
-    let _ = remove_leftover(temp);
+    let ours = temp
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(TEMP_PREFIX));
+    if ours {
+        let _ = fs::remove_file(temp);
+    }
 }
 
 /// Put a filled temp file (synced by the caller) at `path`, which must not exist
@@ -1067,6 +1085,7 @@ mod tests {
         opened(&writer);
         assert_eq!(fs::read(&path).unwrap(), b"editor 2\neditor 3");
         assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
+        assert_eq!(mark::of(&path), None, "our file, put back, is unmarked");
 
         // And when the check passes, a reader that waited reads our write.
         let reader = Opener::default();
@@ -1133,6 +1152,135 @@ mod tests {
             fs::write(path, b"editor 1, then 2").unwrap();
         });
         assert_eq!(at_path, b"editor 1, then 2");
+    }
+
+    /// Whether files in `dir` keep our mark (user extended attributes); else a line
+    /// says the test is skipped.
+    #[cfg(target_os = "linux")]
+    fn marks_here(dir: &Path) -> bool {
+        let probe = dir.join("probe");
+        let file = File::create(&probe).unwrap();
+        mark::set(&file, std::ffi::OsStr::new("probe"));
+        let kept = mark::of(&probe).is_some();
+        fs::remove_file(&probe).unwrap();
+        if !kept {
+            eprintln!(
+                "SKIPPED: {} keeps no user extended attributes",
+                dir.display()
+            );
+        }
+        kept
+    }
+
+    /// A write of `ours` to `path` (holding `v1`) cut short right after the exchange, as
+    /// a crash would leave it: `editor` (if any) saved in place just before, so its bytes
+    /// are what was swapped out. The temp file's path.
+    #[cfg(target_os = "linux")]
+    fn cut_short_after_the_exchange(path: &Path, editor: Option<&[u8]>) -> std::path::PathBuf {
+        let temp = prepare(path, b"ours", &Expect::Hash(content_hash(b"v1"))).unwrap();
+        temp.sync().unwrap();
+        renameat2(&temp.temp, path, libc::RENAME_EXCHANGE).unwrap();
+        if let Some(bytes) = editor {
+            fs::write(&temp.temp, bytes).unwrap();
+        }
+        let left = temp.temp.clone();
+        // The crash: nothing of the write's own clean-up runs.
+        std::mem::forget(temp);
+        assert_eq!(fs::read(path).unwrap(), b"ours");
+        left
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_the_exchange_window_carries_the_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        if !marks_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        assert_eq!(mark::of(&path), None, "a create is never marked");
+        // In the window: our file, at the path, names the temp file that holds the note.
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let saw = seen.clone();
+        with_editor(
+            move |temp, path| {
+                saw.borrow_mut().push((
+                    mark::of(path),
+                    temp.file_name().unwrap().as_encoded_bytes().to_vec(),
+                    mark::of(temp),
+                ))
+            },
+            || atomic_write(&path, b"v2", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap();
+        let (at_path, temp_name, at_temp) = seen.borrow_mut().pop().unwrap();
+        assert_eq!(at_path, Some(temp_name));
+        assert_eq!(at_temp, None);
+        // Decided either way: nothing is left marked.
+        assert_eq!(mark::of(&path), None, "a write that landed");
+        let err = with_editor(
+            |temp, _| fs::write(temp, b"editor").unwrap(),
+            || atomic_write(&path, b"v3", &Expect::Hash(content_hash(b"v2"))),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        assert_eq!(fs::read(&path).unwrap(), b"editor");
+        assert_eq!(mark::of(&path), None, "a write refused");
+        assert_eq!(names(dir.path()), ["a.md"]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_note_swapped_out_by_a_write_cut_short_goes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        if !marks_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        // The editor's save, which the check would have refused to replace, is back.
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor"));
+        assert_eq!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::PutBack(path.clone())
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"editor");
+        assert_eq!(names(dir.path()), ["a.md"]);
+        assert_eq!(mark::of(&path), None);
+        // A write whose check would have passed is taken back too: it was never
+        // acknowledged, and its retry applies it.
+        atomic_write(&path, b"v1", &Expect::Hash(content_hash(b"editor"))).unwrap();
+        let temp = cut_short_after_the_exchange(&path, None);
+        assert_eq!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::PutBack(path.clone())
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"v1");
+        assert_eq!(names(dir.path()), ["a.md"]);
+    }
+
+    #[test]
+    fn a_leftover_that_never_replaced_a_note_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        // Cut short before the exchange: the temp file carries its own mark.
+        let temp = prepare(&path, b"ours", &Expect::Hash(content_hash(b"v1"))).unwrap();
+        let left = temp.temp.clone();
+        std::mem::forget(temp);
+        assert_eq!(resolve_leftover(&left).unwrap(), Leftover::Removed);
+        // A create's temp file carries none, and no note names it.
+        let temp = prepare(&dir.path().join("b.md"), b"new", &Expect::Absent).unwrap();
+        let left = temp.temp.clone();
+        std::mem::forget(temp);
+        assert_eq!(resolve_leftover(&left).unwrap(), Leftover::Removed);
+        assert_eq!(fs::read(&path).unwrap(), b"v1");
+        assert_eq!(names(dir.path()), ["a.md"]);
+        // Only our temp files are touched.
+        let err = resolve_leftover(&path).unwrap_err();
+        assert!(err.to_string().contains("not a notevault temp file"));
+        assert_eq!(fs::read(&path).unwrap(), b"v1");
     }
 
     #[test]
