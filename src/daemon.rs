@@ -292,7 +292,7 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
 }
 
 /// Put right the temp files left by interrupted writes (`fsio::resolve_leftover`); how
-/// many notes were put back.
+/// many were moved into the vault's notes (put back, or kept as a recovered copy).
 fn resolve_leftovers(leftovers: &[std::path::PathBuf]) -> usize {
     let mut put_back = 0;
     for temp in leftovers {
@@ -305,6 +305,14 @@ fn resolve_leftovers(leftovers: &[std::path::PathBuf]) -> usize {
                 tracing::warn!(
                     path = %note.display(),
                     "a write was interrupted while it replaced this note; the note as it was before the write is back"
+                );
+            }
+            Ok(fsio::Leftover::Recovered { note, copy }) => {
+                put_back += 1;
+                tracing::warn!(
+                    path = %note.display(),
+                    copy = %copy.display(),
+                    "a write was interrupted while it replaced this note, and the note was saved again since; the save the write had swapped out is kept beside it"
                 );
             }
             Err(e) => {
@@ -353,8 +361,8 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     );
     let stored = stored?;
     // Temp files of interrupted writes, before anything is read: a note swapped out by a
-    // write that a crash cut short goes back to its path (`fsio::Leftover`), and then the
-    // walk is taken again, so its stats are of the files as they are now.
+    // write that a crash cut short goes back to its path, or beside it (`fsio::Leftover`),
+    // and then the walk is taken again, so it lists the files as they are now.
     if resolve_leftovers(&walked.leftovers) > 0 {
         walked = walk(&state.paths, want);
     }

@@ -550,11 +550,17 @@ fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
         for leftover in &report.leftovers {
             let done = notevault::vault::fsio::resolve_leftover(leftover)
                 .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", leftover.display()))?;
-            if let notevault::vault::fsio::Leftover::PutBack(note) = done {
-                println!(
+            match done {
+                notevault::vault::fsio::Leftover::PutBack(note) => println!(
                     "repair: {} is back as it was before a write that was interrupted while it replaced it",
                     note.display()
-                );
+                ),
+                notevault::vault::fsio::Leftover::Recovered { note, copy } => println!(
+                    "repair: {} was saved again after a write that replaced it was interrupted; the save that write swapped out is kept as {}",
+                    note.display(),
+                    copy.display()
+                ),
+                notevault::vault::fsio::Leftover::Removed => {}
             }
         }
         if report.reopen || report.reindex {

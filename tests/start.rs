@@ -262,10 +262,56 @@ async fn a_cached_hash_the_store_does_not_hold_is_read_again() {
     assert_eq!(now, revisions, "nothing new is recorded");
 }
 
+fn blake3_of(bytes: &str) -> String {
+    format!("blake3:{}", blake3::hash(bytes.as_bytes()).to_hex())
+}
+
+/// Leave the state a crash right after an API write's exchange leaves (as `fsio` makes
+/// it: the exchange keeps inodes and their attributes, so the mark is on our file, at the
+/// note's path): `ours` at `path`, marked, and the note as it was, `swapped_out`, under the
+/// temp file's name; the write expected `expected`. False where the vault keeps no user
+/// extended attributes.
+fn crash_after_the_exchange(path: &Path, swapped_out: &str, ours: &str, expected: &str) -> bool {
+    let temp = path.with_file_name(".notevault-tmp-0194d3a5c0de7000a000000000000001");
+    std::fs::rename(path, &temp).unwrap();
+    std::fs::write(&temp, swapped_out).unwrap();
+    std::fs::write(path, ours).unwrap();
+    let value = format!(
+        "{}\n{}\n{}",
+        temp.file_name().unwrap().to_str().unwrap(),
+        blake3_of(expected),
+        blake3_of(ours)
+    );
+    let at = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: NUL-terminated path and attribute name, a value that lives across the call.
+    let rc = unsafe {
+        libc::setxattr(
+            at.as_ptr(),
+            c"user.notevault.temp".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    rc == 0
+}
+
+/// The names in `vault` beside the state dir.
+fn names(vault: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(vault)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".notevault")
+        .collect();
+    names.sort();
+    names
+}
+
 /// A crash right after an API write swapped its file in for the note's (before it checked
-/// what it swapped out) leaves our bytes at the note's path, marked, and the note as it
-/// was under our temp file's name; here an editor's save made just before. The start puts
-/// the note back and records the editor's save; nothing of the refused write stays.
+/// what it swapped out), here over an editor's save made just before: the start puts the
+/// note back and records the editor's save; nothing of the refused write stays. Crashed
+/// so again, and the note saved after the crash: that save stays, and the one the write
+/// swapped out is kept beside it as a note of its own.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
@@ -276,53 +322,56 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
     settled(&s).await;
     let (dir, vault, state) = s.stop().await;
 
-    // The state the crash leaves (as `fsio` makes it: the exchange keeps inodes and their
-    // attributes, so the mark is on our file, at the path).
-    let temp = vault.join(".notevault-tmp-0194d3a5c0de7000a000000000000001");
-    std::fs::rename(&path, &temp).unwrap();
-    std::fs::write(&temp, "# A\nthe editor's save\n").unwrap();
-    std::fs::write(&path, "# A\nthe API write, never acknowledged\n").unwrap();
-    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    let value = temp.file_name().unwrap().to_str().unwrap();
-    // SAFETY: NUL-terminated path and attribute name, a value that lives across the call.
-    let rc = unsafe {
-        libc::setxattr(
-            name.as_ptr(),
-            c"user.notevault.temp".as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc != 0 {
+    let refused = "# A\nthe API write, never acknowledged\n";
+    if !crash_after_the_exchange(
+        &path,
+        "# A\nthe editor's save\n",
+        refused,
+        "# A\nversion one\n",
+    ) {
         eprintln!(
             "SKIPPED: {} keeps no user extended attributes",
             vault.display()
         );
         return;
     }
-
     let s = TestServer::start_in(dir, vault.clone(), state, |c| c.watch = false).await;
     settled(&s).await;
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         "# A\nthe editor's save\n"
     );
-    let names: Vec<String> = std::fs::read_dir(&vault)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != ".notevault")
-        .collect();
-    assert_eq!(names, ["a.md"], "no temp file is left");
-    let note = s.get_json("/v1/notes/a", 200).await;
-    let served = note.to_string();
+    assert_eq!(names(&vault), ["a.md"], "no temp file is left");
+    let served = s.get_json("/v1/notes/a", 200).await.to_string();
     assert!(
         served.contains("the editor's save") && !served.contains("never acknowledged"),
-        "{note}"
+        "{served}"
     );
     assert_eq!(search_slugs(&s, "editor").await, ["a"]);
     assert_eq!(search_slugs(&s, "acknowledged").await, Vec::<String>::new());
     common::wait_history(&s.svc).await;
     let blob = common::git(&s.state, &["show", "HEAD:a.md"]);
     assert_eq!(blob, "# A\nthe editor's save\n");
+    let (dir, vault, state) = s.stop().await;
+
+    assert!(crash_after_the_exchange(
+        &path,
+        "# A\nthe second editor save\n",
+        refused,
+        "# A\nthe editor's save\n"
+    ));
+    std::fs::write(&path, "# A\nsaved again after the crash\n").unwrap();
+    let s = TestServer::start_in(dir, vault.clone(), state, |c| c.watch = false).await;
+    settled(&s).await;
+    assert_eq!(names(&vault), ["a (recovered).md", "a.md"]);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "# A\nsaved again after the crash\n"
+    );
+    let served = s
+        .get_json("/v1/notes/a%20(recovered)", 200)
+        .await
+        .to_string();
+    assert!(served.contains("the second editor save"), "{served}");
+    assert_eq!(search_slugs(&s, "second").await, ["a (recovered)"]);
 }

@@ -161,9 +161,9 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
     let temp = dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
     let file = File::create(&temp)
         .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
-    if let (Expect::Hash(_), Some(name)) = (expect, temp.file_name()) {
+    if let (Expect::Hash(want), Some(name)) = (expect, temp.file_name()) {
         // It will be exchanged with the note: marked for a start after a crash (`mark`).
-        mark::set(&file, name);
+        mark::set(&file, name, want, &content_hash(bytes));
     }
     // From here on, dropping it removes the temp file.
     let mut prepared = Temp {
@@ -452,6 +452,9 @@ fn undo_swap(
             }
         }
         mark::clear(file);
+        if let Some(name) = temp.file_name() {
+            mark::clear_if_named(path, name);
+        }
         drop(lease);
         sync_folder();
         return;
@@ -462,6 +465,9 @@ fn undo_swap(
         // replaced is what this temp file then holds.
         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
         mark::clear(file);
+        if let Some(name) = temp.file_name() {
+            mark::clear_if_named(path, name);
+        }
         drop(lease);
         sync_folder();
         return;
@@ -508,6 +514,9 @@ fn give_back(
     if let Ok(meta) = editors.file.metadata() {
         let _ = file.set_permissions(meta.permissions());
     }
+    // Put back, it holds the editor's bytes: a crash before it is unmarked then removes
+    // the swapped-out copy instead of putting it over a save made into our file.
+    mark::set_held(file, temp, &content_hash(&editors.bytes));
     if file.sync_all().is_err() {
         return;
     }
@@ -1075,6 +1084,8 @@ mod tests {
                 fs::write(temp, b"editor 2").unwrap();
                 open_waiting(&slot, path, |at| {
                     fs::write(at, b"editor 2\neditor 3").unwrap();
+                    // Unmarked before the lease was let go.
+                    assert_eq!(mark::of(at), None);
                     Vec::new()
                 });
             },
@@ -1092,7 +1103,13 @@ mod tests {
         let slot = reader.clone();
         let expect = Expect::Hash(content_hash(b"editor 2\neditor 3"));
         with_editor(
-            move |_, path| open_waiting(&slot, path, |at| fs::read(at).unwrap()),
+            move |_, path| {
+                open_waiting(&slot, path, |at| {
+                    let read = fs::read(at).unwrap();
+                    assert_eq!(mark::of(at), None, "unmarked before the lease was let go");
+                    read
+                })
+            },
             || atomic_write(&path, b"ours", &expect),
         )
         .unwrap();
@@ -1160,7 +1177,7 @@ mod tests {
     fn marks_here(dir: &Path) -> bool {
         let probe = dir.join("probe");
         let file = File::create(&probe).unwrap();
-        mark::set(&file, std::ffi::OsStr::new("probe"));
+        mark::set(&file, std::ffi::OsStr::new("probe"), "x", "y");
         let kept = mark::of(&probe).is_some();
         fs::remove_file(&probe).unwrap();
         if !kept {
@@ -1215,7 +1232,14 @@ mod tests {
         )
         .unwrap();
         let (at_path, temp_name, at_temp) = seen.borrow_mut().pop().unwrap();
-        assert_eq!(at_path, Some(temp_name));
+        assert_eq!(
+            at_path,
+            Some(mark::Mark {
+                name: temp_name,
+                expect: content_hash(b"v1"),
+                held: content_hash(b"v2"),
+            })
+        );
         assert_eq!(at_temp, None);
         // Decided either way: nothing is left marked.
         assert_eq!(mark::of(&path), None, "a write that landed");
@@ -1248,16 +1272,82 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"editor");
         assert_eq!(names(dir.path()), ["a.md"]);
         assert_eq!(mark::of(&path), None);
-        // A write whose check would have passed is taken back too: it was never
-        // acknowledged, and its retry applies it.
+        // A write whose check would have passed landed: it stays (the start records it as
+        // the write, and the retry gets its receipt).
         atomic_write(&path, b"v1", &Expect::Hash(content_hash(b"editor"))).unwrap();
         let temp = cut_short_after_the_exchange(&path, None);
+        assert_eq!(resolve_leftover(&temp).unwrap(), Leftover::Removed);
+        assert_eq!(fs::read(&path).unwrap(), b"ours");
+        assert_eq!(names(dir.path()), ["a.md"]);
+        assert_eq!(mark::of(&path), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_save_made_after_the_crash_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        if !marks_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        let v1 = |path: &Path| {
+            let _ = fs::remove_file(path);
+            atomic_write(path, b"v1", &Expect::Absent).unwrap();
+        };
+        // Saved in place after the crash: both saves stay, the one swapped out beside it.
+        v1(&path);
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::write(&path, b"ours, edited after the crash").unwrap();
+        let copy = dir.path().join("a (recovered).md");
         assert_eq!(
             resolve_leftover(&temp).unwrap(),
-            Leftover::PutBack(path.clone())
+            Leftover::Recovered {
+                note: path.clone(),
+                copy: copy.clone()
+            }
         );
-        assert_eq!(fs::read(&path).unwrap(), b"v1");
+        assert_eq!(fs::read(&path).unwrap(), b"ours, edited after the crash");
+        assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+        assert_eq!(mark::of(&path), None);
+        fs::remove_file(&copy).unwrap();
+        // When what was swapped out is the version the write read, it is in history: removed.
+        v1(&path);
+        let temp = cut_short_after_the_exchange(&path, None);
+        fs::write(&path, b"edited after the crash").unwrap();
+        assert_eq!(resolve_leftover(&temp).unwrap(), Leftover::Removed);
+        assert_eq!(fs::read(&path).unwrap(), b"edited after the crash");
         assert_eq!(names(dir.path()), ["a.md"]);
+        // An editor that copies attributes saved by rename: its file carries the mark.
+        v1(&path);
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        let copied = mark::of(&path).unwrap();
+        let swp = dir.path().join(".a.md.swp");
+        let file = File::create(&swp).unwrap();
+        fs::write(&swp, b"editor 2").unwrap();
+        let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&copied.name);
+        mark::set(&file, name, &copied.expect, &copied.held);
+        assert_eq!(mark::of(&swp), Some(copied));
+        fs::rename(&swp, &path).unwrap();
+        assert!(matches!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::Recovered { .. }
+        ));
+        assert_eq!(fs::read(&path).unwrap(), b"editor 2");
+        assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+        assert_eq!(mark::of(&path), None);
+        fs::remove_file(&copy).unwrap();
+        // Cut short after our file, given the editor's bytes, was put back for a writer,
+        // which then saved into it: its save stays, and the copy is removed.
+        v1(&path);
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        let ours = File::options().write(true).open(&path).unwrap();
+        assert!(rewrite(&ours, b"editor 1"));
+        mark::set_held(&ours, &path, &content_hash(b"editor 1"));
+        fs::write(&path, b"editor 1 + the writer's save").unwrap();
+        assert_eq!(resolve_leftover(&temp).unwrap(), Leftover::Removed);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1 + the writer's save");
+        assert_eq!(names(dir.path()), ["a.md"]);
+        assert_eq!(mark::of(&path), None);
     }
 
     #[test]
