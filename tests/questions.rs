@@ -109,6 +109,9 @@ async fn questions_word_forms_stop_words_and_syntax_in_the_fixture_vault() {
         ("lead:estimate", "misc/du", Some("misc/backup-log")),
         ("lead:removing", "misc/cleanup", Some("misc/backup-log")),
         ("estimate", "misc/du", None),
+        // A letter key in brackets stays in its word: `E[x]tract` is found as `extract`.
+        ("how do I extract files verbosely", "misc/tar", None),
+        ("gzipped", "misc/tar", None),
     ];
     check_table(&s, table).await;
 

@@ -15,7 +15,7 @@ use super::{provenance, tokenizer};
 use crate::vault::catalog::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.

@@ -377,6 +377,36 @@ impl NoteTokenStream<'_> {
         true
     }
 
+    /// Whether the `[` at byte `at` opens a letter key of a word: one to three ASCII
+    /// letters in brackets followed by a letter, as command summaries mark the letter an
+    /// option is named after (`E[x]tract`, `[v]erbosely`, `g[z]ipped`). The brackets are
+    /// then left out of the word (`extract`); `[x] done`, `[[link]]` and `a[i]` keep
+    /// theirs.
+    fn letter_key_at(&self, at: usize) -> bool {
+        let rest = &self.text.as_bytes()[at + 1..];
+        let letters = rest
+            .iter()
+            .take(4)
+            .take_while(|b| b.is_ascii_alphabetic())
+            .count();
+        (1..=3).contains(&letters)
+            && rest.get(letters) == Some(&b']')
+            && self.text[at + letters + 2..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() && !is_unspaced(c))
+    }
+
+    /// Step over the letters and the `]` of the letter key just found (ASCII: one
+    /// character a byte).
+    fn skip_letter_key(&mut self) {
+        for (_, c) in self.chars.by_ref() {
+            if c == ']' {
+                break;
+            }
+        }
+    }
+
     /// The next unigram or bigram of the current run, if any is left.
     fn advance_run(&mut self) -> bool {
         while self.run_at < self.run.len() {
@@ -417,11 +447,18 @@ impl TokenStream for NoteTokenStream<'_> {
                 }
                 return self.advance_run();
             }
-            if c.is_alphanumeric() {
+            let mut joined = c == '[' && self.letter_key_at(start);
+            if c.is_alphanumeric() || joined {
+                if joined {
+                    self.skip_letter_key();
+                }
                 let mut end = start + c.len_utf8();
-                for (i, d) in self.chars.by_ref() {
+                while let Some((i, d)) = self.chars.next() {
                     if d.is_alphanumeric() && !is_unspaced(d) {
                         end = i + d.len_utf8();
+                    } else if d == '[' && self.letter_key_at(i) {
+                        joined = true;
+                        self.skip_letter_key();
                     } else {
                         self.pending = Some((i, d));
                         break;
@@ -429,7 +466,11 @@ impl TokenStream for NoteTokenStream<'_> {
                 }
                 let position = self.next_position;
                 self.next_position += 1;
-                return self.emit(start, end, position);
+                self.emit(start, end, position);
+                if joined {
+                    self.token.text.retain(|c| c != '[' && c != ']');
+                }
+                return true;
             }
         }
         false
@@ -468,6 +509,41 @@ mod tests {
 
     fn texts(text: &str) -> Vec<String> {
         tokens(text).into_iter().map(|(t, _)| t).collect()
+    }
+
+    #[test]
+    fn a_letter_key_in_brackets_stays_in_its_word() {
+        assert_eq!(
+            texts("- E[x]tract a g[z]ipped archive [v]erbosely, [c]reate and [dr]y-run"),
+            [
+                "extract",
+                "a",
+                "gzipped",
+                "archive",
+                "verbosely",
+                "create",
+                "and",
+                "dry",
+                "run"
+            ]
+        );
+        // Not a letter key: a checkbox, links, an index, four letters, a digit, the end.
+        assert_eq!(
+            texts("[x] done [[Note]] [a](b) arr[i] list[abcd]ef v[2]x ends[s]"),
+            [
+                "x", "done", "note", "a", "b", "arr", "i", "list", "abcd", "ef", "v", "2", "x",
+                "ends", "s"
+            ]
+        );
+        // The word's offsets span the brackets.
+        let mut a = analyzer();
+        let mut stream = a.token_stream("to E[x]tract");
+        assert!(stream.advance() && stream.advance());
+        let t = stream.token();
+        assert_eq!(
+            (t.text.as_str(), t.offset_from, t.offset_to),
+            ("extract", 3, 12)
+        );
     }
 
     #[test]
