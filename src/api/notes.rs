@@ -305,7 +305,7 @@ fn private_read(a: &crate::vault::attachments::Attachment, offset: usize) -> Not
             limit: 0,
             total: 0,
             next_offset: None,
-            items: Vec::new(),
+            items: Default::default(),
         },
     }
 }

@@ -56,11 +56,11 @@ impl From<&crate::writes::NoteFacts> for NoteHandle {
 
 /// One numbered line.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Line {
+pub struct Line<'a> {
     /// 1-based line number.
     pub n: usize,
     /// The line without its line ending.
-    pub text: String,
+    pub text: &'a str,
 }
 
 /// A slice of a note's lines.
@@ -72,7 +72,27 @@ pub struct Lines {
     pub total: usize,
     /// The `offset` of the next slice; `null` at the end.
     pub next_offset: Option<usize>,
-    pub items: Vec<Line>,
+    #[schema(value_type = Vec<Line>)]
+    pub items: LineItems,
+}
+
+/// The lines of a page, written out as `[{n, text}]` straight from the note's bytes.
+#[derive(Debug, Default)]
+pub struct LineItems(Option<LinePage>);
+
+impl Serialize for LineItems {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let Some(page) = &self.0 else {
+            return s.serialize_seq(Some(0))?.end();
+        };
+        let lines = page.lines();
+        let mut seq = s.serialize_seq(Some(lines.len()))?;
+        for (n, text) in lines {
+            seq.serialize_element(&Line { n, text: &text })?;
+        }
+        seq.end()
+    }
 }
 
 impl From<LinePage> for Lines {
@@ -82,11 +102,7 @@ impl From<LinePage> for Lines {
             limit: p.limit,
             total: p.total,
             next_offset: p.next_offset,
-            items: p
-                .items
-                .into_iter()
-                .map(|(n, text)| Line { n, text })
-                .collect(),
+            items: LineItems(Some(p)),
         }
     }
 }

@@ -39,14 +39,30 @@ impl Order {
     }
 }
 
-/// One page of a line-sliced read.
-#[derive(Debug, Clone, PartialEq)]
+/// One page of a line-sliced read: the note's bytes and where each line of the page lies
+/// in them. A line's text is taken from the bytes when the page is written out, not
+/// copied line by line.
+#[derive(Debug, Clone)]
 pub struct LinePage {
     pub offset: usize,
     pub limit: usize,
     pub total: usize,
     pub next_offset: Option<usize>,
-    pub items: Vec<(usize, String)>,
+    /// The note's bytes.
+    pub bytes: Arc<[u8]>,
+    /// Each line of the page: its number and its byte range in `bytes`, without the line
+    /// ending.
+    pub items: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+impl LinePage {
+    /// The page's lines, numbered. Bytes that are not UTF-8 read as U+FFFD, as the whole
+    /// note decoded lossily would (line endings are ASCII, so lines decode alike alone).
+    pub fn lines(&self) -> impl ExactSizeIterator<Item = (usize, std::borrow::Cow<'_, str>)> {
+        self.items
+            .iter()
+            .map(|(n, range)| (*n, String::from_utf8_lossy(&self.bytes[range.clone()])))
+    }
 }
 
 /// The links of one note.
@@ -106,7 +122,7 @@ pub fn read_lines(
 ) -> Result<(Arc<Note>, LinePage)> {
     check_window(offset, limit)?;
     let (note, bytes) = read(state, key)?;
-    let page = line_page(&bytes, offset, limit)?;
+    let page = line_page(bytes, offset, limit)?;
     Ok((note, page))
 }
 
@@ -122,7 +138,7 @@ pub fn read_lines_kept(
     let (note, bytes) = read_kept(state, key)?;
     Some(
         check_window(offset, limit)
-            .and_then(|()| line_page(&bytes, offset, limit))
+            .and_then(|()| line_page(bytes, offset, limit))
             .map(|page| (note, page)),
     )
 }
@@ -143,22 +159,38 @@ fn check_window(offset: usize, limit: usize) -> Result<()> {
     Ok(())
 }
 
-/// Lines `offset..offset + limit` of a note's bytes, and how many it has.
-fn line_page(bytes: &[u8], offset: usize, limit: usize) -> Result<LinePage> {
-    let (text, _) = markdown::decode(bytes);
-    let mut total = 0;
-    let mut items: Vec<(usize, String)> = Vec::with_capacity(limit.min(256));
-    for (i, line) in markdown::lines(&text).enumerate() {
-        total = i + 1;
-        if total >= offset && items.len() < limit {
-            items.push((total, line.to_string()));
-        }
-    }
+/// Lines `offset..offset + limit` of a note's bytes, and how many it has: the lines of
+/// [`markdown::lines`] (split at `\n`, a last `\n` ends the last line, a `\r` before it
+/// is not part of the line, an empty note has none), found with `memchr`.
+fn line_page(bytes: Arc<[u8]>, offset: usize, limit: usize) -> Result<LinePage> {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let total = if bytes.is_empty() {
+        0
+    } else {
+        memchr::memchr_iter(b'\n', body).count() + 1
+    };
     if offset > total.max(1) {
         return Err(Error::invalid_field(
             "offset",
             format!("line {offset} is past the end of the note ({total} lines); use an offset from 1 to {}", total.max(1)),
         ));
+    }
+    let mut items = Vec::with_capacity(limit.min(total.saturating_sub(offset - 1)));
+    if total > 0 {
+        let ends = memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len()));
+        let mut start = 0;
+        for (i, end) in ends.enumerate() {
+            let n = i + 1;
+            if n >= offset {
+                let line = &body[start..end];
+                let len = line.strip_suffix(b"\r").unwrap_or(line).len();
+                items.push((n, start..start + len));
+                if items.len() == limit {
+                    break;
+                }
+            }
+            start = end + 1;
+        }
     }
     let end = offset - 1 + items.len();
     Ok(LinePage {
@@ -166,6 +198,7 @@ fn line_page(bytes: &[u8], offset: usize, limit: usize) -> Result<LinePage> {
         limit,
         total,
         next_offset: (end < total).then_some(end + 1),
+        bytes,
         items,
     })
 }
@@ -543,4 +576,68 @@ pub fn private_note(
     };
     let rel = state.paths.resolve(&path).ok()?.rel;
     state.attachments.read().get(&rel).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The page as [`markdown::lines`] of the lossily decoded note gives it.
+    fn by_lines(bytes: &[u8], offset: usize, limit: usize) -> (usize, Vec<(usize, String)>) {
+        let text = String::from_utf8_lossy(bytes);
+        let all: Vec<&str> = markdown::lines(&text).collect();
+        let page = all
+            .iter()
+            .enumerate()
+            .skip(offset - 1)
+            .take(limit)
+            .map(|(i, l)| (i + 1, l.to_string()))
+            .collect();
+        (all.len(), page)
+    }
+
+    fn paged(bytes: &[u8], offset: usize, limit: usize) -> Option<(usize, Vec<(usize, String)>)> {
+        let page = line_page(Arc::from(bytes), offset, limit).ok()?;
+        let lines = page.lines().map(|(n, t)| (n, t.into_owned())).collect();
+        Some((page.total, lines))
+    }
+
+    #[test]
+    fn pages_of_edge_shaped_notes() {
+        for (bytes, offset, limit) in [
+            (&b""[..], 1, 5),
+            (b"\n", 1, 5),
+            (b"a", 1, 1),
+            (b"a\r\nb\r\n", 2, 5),
+            (b"a\n\n", 1, 5),
+            (b"a\nb\nc", 2, 1),
+            (b"\xe2\x82\r\nok\n\xff", 1, 5),
+        ] {
+            assert_eq!(
+                paged(bytes, offset, limit),
+                Some(by_lines(bytes, offset, limit)),
+                "{bytes:?}"
+            );
+        }
+        assert!(paged(b"a\nb", 3, 1).is_none(), "past the end");
+    }
+
+    proptest! {
+        #[test]
+        fn a_page_is_the_window_of_the_notes_lines(
+            bytes in proptest::collection::vec(
+                prop_oneof![Just(b'\n'), Just(b'\r'), Just(b'a'), Just(0xe2u8), Just(0x82u8), any::<u8>()],
+                0..64,
+            ),
+            offset in 1usize..12,
+            limit in 1usize..6,
+        ) {
+            let (total, want) = by_lines(&bytes, offset, limit);
+            match paged(&bytes, offset, limit) {
+                Some(got) => prop_assert_eq!(got, (total, want)),
+                None => prop_assert!(offset > total.max(1)),
+            }
+        }
+    }
 }
