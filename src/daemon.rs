@@ -312,7 +312,7 @@ fn resolve_leftovers(leftovers: &[std::path::PathBuf]) -> usize {
                 tracing::warn!(
                     path = %note.display(),
                     copy = %copy.display(),
-                    "a write was interrupted while it replaced this note, and the note was saved again since; the save the write had swapped out is kept beside it"
+                    "a write was interrupted while it replaced this note, and the note changed since; the save the write had swapped out is kept beside it"
                 );
             }
             Err(e) => {

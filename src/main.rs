@@ -547,20 +547,22 @@ fn notevault_check(args: notevault::cli::CheckArgs) -> anyhow::Result<u8> {
     print_report(&report);
     if args.repair && (report.problems() > 0 || report.reopen) {
         logs();
+        // Each leftover on its own: one that cannot be cleared is reported (the check
+        // after the repair lists it again) and the others are still cleared.
         for leftover in &report.leftovers {
-            let done = notevault::vault::fsio::resolve_leftover(leftover)
-                .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", leftover.display()))?;
-            match done {
-                notevault::vault::fsio::Leftover::PutBack(note) => println!(
+            use notevault::vault::fsio::Leftover;
+            match notevault::vault::fsio::resolve_leftover(leftover) {
+                Ok(Leftover::Removed) => {}
+                Ok(Leftover::PutBack(note)) => println!(
                     "repair: {} is back as it was before a write that was interrupted while it replaced it",
                     note.display()
                 ),
-                notevault::vault::fsio::Leftover::Recovered { note, copy } => println!(
-                    "repair: {} was saved again after a write that replaced it was interrupted; the save that write swapped out is kept as {}",
+                Ok(Leftover::Recovered { note, copy }) => println!(
+                    "repair: {} changed after a write that replaced it was interrupted; the save that write swapped out is kept as {}",
                     note.display(),
                     copy.display()
                 ),
-                notevault::vault::fsio::Leftover::Removed => {}
+                Err(e) => println!("repair: cannot clear {}: {e}", leftover.display()),
             }
         }
         if report.reopen || report.reindex {

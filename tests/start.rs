@@ -262,40 +262,6 @@ async fn a_cached_hash_the_store_does_not_hold_is_read_again() {
     assert_eq!(now, revisions, "nothing new is recorded");
 }
 
-fn blake3_of(bytes: &str) -> String {
-    format!("blake3:{}", blake3::hash(bytes.as_bytes()).to_hex())
-}
-
-/// Leave the state a crash right after an API write's exchange leaves (as `fsio` makes
-/// it: the exchange keeps inodes and their attributes, so the mark is on our file, at the
-/// note's path): `ours` at `path`, marked, and the note as it was, `swapped_out`, under the
-/// temp file's name; the write expected `expected`. False where the vault keeps no user
-/// extended attributes.
-fn crash_after_the_exchange(path: &Path, swapped_out: &str, ours: &str, expected: &str) -> bool {
-    let temp = path.with_file_name(".notevault-tmp-0194d3a5c0de7000a000000000000001");
-    std::fs::rename(path, &temp).unwrap();
-    std::fs::write(&temp, swapped_out).unwrap();
-    std::fs::write(path, ours).unwrap();
-    let value = format!(
-        "{}\n{}\n{}",
-        temp.file_name().unwrap().to_str().unwrap(),
-        blake3_of(expected),
-        blake3_of(ours)
-    );
-    let at = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: NUL-terminated path and attribute name, a value that lives across the call.
-    let rc = unsafe {
-        libc::setxattr(
-            at.as_ptr(),
-            c"user.notevault.temp".as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    rc == 0
-}
-
 /// The names in `vault` beside the state dir.
 fn names(vault: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(vault)
@@ -323,7 +289,7 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
     let (dir, vault, state) = s.stop().await;
 
     let refused = "# A\nthe API write, never acknowledged\n";
-    if !crash_after_the_exchange(
+    if !common::crash_after_the_exchange(
         &path,
         "# A\nthe editor's save\n",
         refused,
@@ -354,7 +320,7 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
     assert_eq!(blob, "# A\nthe editor's save\n");
     let (dir, vault, state) = s.stop().await;
 
-    assert!(crash_after_the_exchange(
+    assert!(common::crash_after_the_exchange(
         &path,
         "# A\nthe second editor save\n",
         refused,
@@ -374,4 +340,7 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
         .to_string();
     assert!(served.contains("the second editor save"), "{served}");
     assert_eq!(search_slugs(&s, "second").await, ["a (recovered)"]);
+    common::wait_history(&s.svc).await;
+    let blob = common::git(&s.state, &["show", "HEAD:a (recovered).md"]);
+    assert_eq!(blob, "# A\nthe second editor save\n");
 }

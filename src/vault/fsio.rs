@@ -158,12 +158,17 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
         fs::create_dir_all(dir)
             .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
     }
-    let temp = dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
+    let note = path.file_name().unwrap_or_default();
+    let temp = match expect {
+        // It will be exchanged with the note: named and marked for a start after a crash
+        // (`mark`).
+        Expect::Hash(_) => dir.join(mark::temp_name(note)),
+        Expect::Absent => dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple())),
+    };
     let file = File::create(&temp)
         .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
     if let (Expect::Hash(want), Some(name)) = (expect, temp.file_name()) {
-        // It will be exchanged with the note: marked for a start after a crash (`mark`).
-        mark::set(&file, name, want, &content_hash(bytes));
+        mark::set(&file, name, note, want, &content_hash(bytes));
     }
     // From here on, dropping it removes the temp file.
     let mut prepared = Temp {
@@ -258,6 +263,24 @@ fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()>
     }
 }
 
+/// Swap the files at `a` and `b` atomically (`RENAME_EXCHANGE`); `Unsupported` where the
+/// system or filesystem has no such rename.
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    return renameat2(a, b, libc::RENAME_EXCHANGE).map_err(|e| {
+        if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+            std::io::Error::from(std::io::ErrorKind::Unsupported)
+        } else {
+            e
+        }
+    });
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (a, b);
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+}
+
 /// A file's inode number (0 where there is none).
 fn inode(meta: &fs::Metadata) -> u64 {
     #[cfg(unix)]
@@ -318,11 +341,13 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                             "an editor saved it while it was being replaced",
                         ));
                     }
-                    // Decided: unmarked before the note as it was is removed.
+                    // Decided: the note as it was is removed, then our file unmarked (a
+                    // crash in between leaves a mark naming nothing, never a leftover
+                    // without its partner).
+                    let _ = fs::remove_file(temp);
                     if let Some(file) = ours {
                         mark::clear(file);
                     }
-                    let _ = fs::remove_file(temp);
                 }
                 drop(lease);
                 return Ok(());
@@ -1077,6 +1102,14 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"editor 1");
 
         // Now it saves in place while our file is at the path: the save is at the path.
+        // Our file, put back for it, is marked as holding the editor's bytes by then.
+        let held = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let seen = held.clone();
+        BEFORE_PUT_BACK.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(move |temp: &Path, _: &Path| {
+                *seen.borrow_mut() = mark::of(temp).map(|m| m.held);
+            }))
+        });
         let writer = Opener::default();
         let slot = writer.clone();
         let err = with_editor(
@@ -1093,7 +1126,11 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.reason, Reason::VERSION_MOVED);
+        BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
         opened(&writer);
+        if marks_here(dir.path()) {
+            assert_eq!(*held.borrow(), Some(content_hash(b"editor 2")));
+        }
         assert_eq!(fs::read(&path).unwrap(), b"editor 2\neditor 3");
         assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
         assert_eq!(mark::of(&path), None, "our file, put back, is unmarked");
@@ -1177,7 +1214,7 @@ mod tests {
     fn marks_here(dir: &Path) -> bool {
         let probe = dir.join("probe");
         let file = File::create(&probe).unwrap();
-        mark::set(&file, std::ffi::OsStr::new("probe"), "x", "y");
+        mark::set(&file, OsStr::new("probe"), OsStr::new("p"), "x", "y");
         let kept = mark::of(&probe).is_some();
         fs::remove_file(&probe).unwrap();
         if !kept {
@@ -1188,6 +1225,8 @@ mod tests {
         }
         kept
     }
+
+    use std::ffi::OsStr;
 
     /// A write of `ours` to `path` (holding `v1`) cut short right after the exchange, as
     /// a crash would leave it: `editor` (if any) saved in place just before, so its bytes
@@ -1207,6 +1246,14 @@ mod tests {
         left
     }
 
+    /// A fresh `a.md` holding `v1` in `dir` (whatever was there before removed).
+    fn v1(dir: &Path) -> std::path::PathBuf {
+        let path = dir.join("a.md");
+        let _ = fs::remove_file(&path);
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        path
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn only_the_exchange_window_carries_the_mark() {
@@ -1214,8 +1261,7 @@ mod tests {
         if !marks_here(dir.path()) {
             return;
         }
-        let path = dir.path().join("a.md");
-        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let path = v1(dir.path());
         assert_eq!(mark::of(&path), None, "a create is never marked");
         // In the window: our file, at the path, names the temp file that holds the note.
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
@@ -1232,12 +1278,14 @@ mod tests {
         )
         .unwrap();
         let (at_path, temp_name, at_temp) = seen.borrow_mut().pop().unwrap();
+        assert!(temp_name.starts_with(b".notevault-tmp-m") && temp_name.ends_with(b"-a"));
         assert_eq!(
             at_path,
             Some(mark::Mark {
                 name: temp_name,
                 expect: content_hash(b"v1"),
                 held: content_hash(b"v2"),
+                note: b"a.md".to_vec(),
             })
         );
         assert_eq!(at_temp, None);
@@ -1261,8 +1309,7 @@ mod tests {
         if !marks_here(dir.path()) {
             return;
         }
-        let path = dir.path().join("a.md");
-        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let path = v1(dir.path());
         // The editor's save, which the check would have refused to replace, is back.
         let temp = cut_short_after_the_exchange(&path, Some(b"editor"));
         assert_eq!(
@@ -1274,7 +1321,7 @@ mod tests {
         assert_eq!(mark::of(&path), None);
         // A write whose check would have passed landed: it stays (the start records it as
         // the write, and the retry gets its receipt).
-        atomic_write(&path, b"v1", &Expect::Hash(content_hash(b"editor"))).unwrap();
+        let path = v1(dir.path());
         let temp = cut_short_after_the_exchange(&path, None);
         assert_eq!(resolve_leftover(&temp).unwrap(), Leftover::Removed);
         assert_eq!(fs::read(&path).unwrap(), b"ours");
@@ -1289,16 +1336,11 @@ mod tests {
         if !marks_here(dir.path()) {
             return;
         }
-        let path = dir.path().join("a.md");
-        let v1 = |path: &Path| {
-            let _ = fs::remove_file(path);
-            atomic_write(path, b"v1", &Expect::Absent).unwrap();
-        };
+        let copy = dir.path().join("a (recovered).md");
         // Saved in place after the crash: both saves stay, the one swapped out beside it.
-        v1(&path);
+        let path = v1(dir.path());
         let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
         fs::write(&path, b"ours, edited after the crash").unwrap();
-        let copy = dir.path().join("a (recovered).md");
         assert_eq!(
             resolve_leftover(&temp).unwrap(),
             Leftover::Recovered {
@@ -1311,21 +1353,27 @@ mod tests {
         assert_eq!(mark::of(&path), None);
         fs::remove_file(&copy).unwrap();
         // When what was swapped out is the version the write read, it is in history: removed.
-        v1(&path);
+        let path = v1(dir.path());
         let temp = cut_short_after_the_exchange(&path, None);
         fs::write(&path, b"edited after the crash").unwrap();
         assert_eq!(resolve_leftover(&temp).unwrap(), Leftover::Removed);
         assert_eq!(fs::read(&path).unwrap(), b"edited after the crash");
         assert_eq!(names(dir.path()), ["a.md"]);
         // An editor that copies attributes saved by rename: its file carries the mark.
-        v1(&path);
+        let path = v1(dir.path());
         let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
         let copied = mark::of(&path).unwrap();
         let swp = dir.path().join(".a.md.swp");
         let file = File::create(&swp).unwrap();
         fs::write(&swp, b"editor 2").unwrap();
-        let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&copied.name);
-        mark::set(&file, name, &copied.expect, &copied.held);
+        let os = |b: &[u8]| <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b).to_owned();
+        mark::set(
+            &file,
+            &os(&copied.name),
+            &os(&copied.note),
+            &copied.expect,
+            &copied.held,
+        );
         assert_eq!(mark::of(&swp), Some(copied));
         fs::rename(&swp, &path).unwrap();
         assert!(matches!(
@@ -1338,7 +1386,7 @@ mod tests {
         fs::remove_file(&copy).unwrap();
         // Cut short after our file, given the editor's bytes, was put back for a writer,
         // which then saved into it: its save stays, and the copy is removed.
-        v1(&path);
+        let path = v1(dir.path());
         let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
         let ours = File::options().write(true).open(&path).unwrap();
         assert!(rewrite(&ours, b"editor 1"));
@@ -1350,21 +1398,117 @@ mod tests {
         assert_eq!(mark::of(&path), None);
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_note_gone_or_renamed_after_the_crash_keeps_the_save_swapped_out() {
+        let dir = tempfile::tempdir().unwrap();
+        if !marks_here(dir.path()) {
+            return;
+        }
+        let copy = dir.path().join("a (recovered).md");
+        let recovered = |temp: &Path, path: &Path| {
+            assert_eq!(
+                resolve_leftover(temp).unwrap(),
+                Leftover::Recovered {
+                    note: path.to_path_buf(),
+                    copy: copy.clone()
+                }
+            );
+            assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+            fs::remove_file(&copy).unwrap();
+        };
+        // The note removed.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::remove_file(&path).unwrap();
+        recovered(&temp, &path);
+        assert!(names(dir.path()).is_empty());
+        // Saved by a rename that keeps no attributes.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::write(dir.path().join("new"), b"editor 2").unwrap();
+        fs::rename(dir.path().join("new"), &path).unwrap();
+        recovered(&temp, &path);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 2");
+        // Emacs's first save: the note renamed to a backup, a new file written. The save
+        // swapped out goes beside the note, not over the backup, which is unmarked.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        let backup = dir.path().join("a.md~");
+        fs::rename(&path, &backup).unwrap();
+        fs::write(&path, b"editor 2").unwrap();
+        recovered(&temp, &path);
+        assert_eq!(fs::read(&backup).unwrap(), b"ours");
+        assert_eq!(mark::of(&backup), None);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 2");
+        fs::remove_file(&backup).unwrap();
+        // Removed, and the folder holds the same bytes anyway: nothing to keep.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::remove_file(&path).unwrap();
+        fs::write(&path, b"editor 1").unwrap();
+        assert_eq!(resolve_leftover(&temp).unwrap(), Leftover::Removed);
+        assert_eq!(names(dir.path()), ["a.md"]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_recovered_copy_never_replaces_a_file_and_fits_a_name() {
+        let dir = tempfile::tempdir().unwrap();
+        if !marks_here(dir.path()) {
+            return;
+        }
+        let path = v1(dir.path());
+        fs::write(dir.path().join("a (recovered).md"), b"taken").unwrap();
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::write(&path, b"editor 2").unwrap();
+        let done = resolve_leftover(&temp).unwrap();
+        let copy = dir.path().join("a (recovered 2).md");
+        assert!(
+            matches!(&done, Leftover::Recovered { copy: c, .. } if *c == copy),
+            "{done:?}"
+        );
+        assert_eq!(
+            fs::read(dir.path().join("a (recovered).md")).unwrap(),
+            b"taken"
+        );
+        assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+        // A name as long as a file name can be: the copy's is cut to fit.
+        let long = dir.path().join(format!("{}.md", "é".repeat(126)));
+        atomic_write(&long, b"v1", &Expect::Absent).unwrap();
+        let temp = cut_short_after_the_exchange(&long, Some(b"editor 1"));
+        fs::write(&long, b"editor 2").unwrap();
+        let Leftover::Recovered { copy, .. } = resolve_leftover(&temp).unwrap() else {
+            panic!("kept");
+        };
+        let name = copy.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.len() <= 255 && name.ends_with("é (recovered).md"),
+            "{name}"
+        );
+        assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+    }
+
     #[test]
     fn a_leftover_that_never_replaced_a_note_is_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.md");
-        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let path = v1(dir.path());
         // Cut short before the exchange: the temp file carries its own mark.
         let temp = prepare(&path, b"ours", &Expect::Hash(content_hash(b"v1"))).unwrap();
         let left = temp.temp.clone();
         std::mem::forget(temp);
         assert_eq!(resolve_leftover(&left).unwrap(), Leftover::Removed);
-        // A create's temp file carries none, and no note names it.
+        // A create's temp file carries none, and is named as before the mark.
         let temp = prepare(&dir.path().join("b.md"), b"new", &Expect::Absent).unwrap();
         let left = temp.temp.clone();
         std::mem::forget(temp);
         assert_eq!(resolve_leftover(&left).unwrap(), Leftover::Removed);
+        // So is one from a version before the mark.
+        fs::write(dir.path().join(".notevault-tmp-0194d3a5c0de70"), b"half").unwrap();
+        assert_eq!(
+            resolve_leftover(&dir.path().join(".notevault-tmp-0194d3a5c0de70")).unwrap(),
+            Leftover::Removed
+        );
         assert_eq!(fs::read(&path).unwrap(), b"v1");
         assert_eq!(names(dir.path()), ["a.md"]);
         // Only our temp files are touched.

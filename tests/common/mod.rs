@@ -483,3 +483,43 @@ pub fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
         std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
     Daemon { child, base, rest }
 }
+
+pub fn blake3_of(bytes: &str) -> String {
+    format!("blake3:{}", blake3::hash(bytes.as_bytes()).to_hex())
+}
+
+/// Leave the state a crash right after an API write's exchange leaves (as `fsio` makes
+/// it: the exchange keeps inodes and their attributes, so the mark is on our file, at the
+/// note's path): `ours` at `path`, marked, and the note as it was, `swapped_out`, under the
+/// temp file's name; the write expected `expected`. False where the vault keeps no user
+/// extended attributes.
+pub fn crash_after_the_exchange(
+    path: &Path,
+    swapped_out: &str,
+    ours: &str,
+    expected: &str,
+) -> bool {
+    let temp = path.with_file_name(".notevault-tmp-m0194d3a5c0de7000a000000000000001-a");
+    std::fs::rename(path, &temp).unwrap();
+    std::fs::write(&temp, swapped_out).unwrap();
+    std::fs::write(path, ours).unwrap();
+    let value = format!(
+        "{}\n{}\n{}\n{}",
+        temp.file_name().unwrap().to_str().unwrap(),
+        blake3_of(expected),
+        blake3_of(ours),
+        path.file_name().unwrap().to_str().unwrap()
+    );
+    let at = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: NUL-terminated path and attribute name, a value that lives across the call.
+    let rc = unsafe {
+        libc::setxattr(
+            at.as_ptr(),
+            c"user.notevault.temp".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    rc == 0
+}

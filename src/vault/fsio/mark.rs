@@ -7,34 +7,38 @@
 //! crash there used to leave it so, and the next start removed the temp file as a
 //! leftover: the editor's save was gone and our refused (and unacknowledged) bytes stayed.
 //!
-//! So our temp file carries a [`Mark`], the extended attribute `user.notevault.temp`:
-//! its own file name, the hash the write expects to swap out, and the hash of the bytes
-//! the marked file holds. It is set before the file is synced and taken off once the write
-//! is decided: before the swapped-out file is removed (the check passed) and before the
-//! lease is let go (the swap was undone; our file is marked again with the editor's bytes
-//! before it is put back for a waiting writer). An inode keeps its attributes across
-//! renames, so after a crash in the window the mark is on the file at the note's path and
-//! names the temp file beside it. [`resolve`], run on each leftover at start (and by
-//! `check --repair`), then decides by what the two files hold now:
+//! So a replacing write's temp file is named for it ([`temp_name`]: our prefix, `m`, a
+//! UUID, and the start of the note's name) and carries a [`Mark`], the extended attribute
+//! `user.notevault.temp`: its own name, the hash the write expects to swap out, the hash of
+//! the bytes the marked file holds, and the note's file name. It is set before the file is
+//! synced and taken off once the write is decided: after the swapped-out file is removed
+//! (the check passed) and before the lease is let go (the swap was undone; our file is
+//! marked again with the editor's bytes before it is put back for a waiting writer). An
+//! inode keeps its attributes across renames, so after a crash in the window the mark is
+//! on the file at the note's path and names the temp file beside it. [`resolve`], run on
+//! each leftover at start (and by `check --repair`), decides by what the files hold now:
 //!
 //! | the marked file | the temp file | done |
 //! |---|---|---|
-//! | as marked | what the write expected | the write landed: the temp file is removed |
-//! | as marked | the marked file's bytes | a copy (the put-back): removed |
-//! | as marked | anything else (an editor's save) | put back over the marked file |
-//! | changed since (a save after the crash) | expected, or the marked bytes | removed |
-//! | changed since | anything else | kept beside the note as `<name> (recovered).md` |
+//! | at the note's name, as marked | what the write expected | the write landed: the temp file is removed |
+//! | at the note's name, as marked | the marked file's bytes | a copy (the put-back): removed |
+//! | at the note's name, as marked | anything else (an editor's save) | put back over the marked file |
+//! | changed since, or under another name (a save after the crash; an editor's backup) | expected, or the marked bytes | removed |
+//! | changed since, or under another name | anything else | kept beside the note as `<name> (recovered).md` |
+//! | gone (the note deleted, or saved by rename since) | the note's bytes now | removed |
+//! | gone | anything else | kept beside the note as `<name> (recovered).md` |
 //!
 //! The marked file is unmarked in every case. A save made after the crash is never
-//! replaced, and an editor's save the write swapped out is never removed. A leftover that
-//! carries its own mark, or whose mark is on no file beside it, was never (or is no
-//! longer) at the note's path and is removed, as before.
+//! replaced, and an editor's save the write swapped out is never removed while it may be
+//! the only copy. The put-back itself is an exchange whose swapped-out bytes are checked,
+//! so a save made while the start runs stays too. A temp file that carries its own mark
+//! (never at the note's path, or taken back), and one not named for a replacing write (a
+//! create's, an upload's, or one from a version before the mark), is removed, as before.
 //!
-//! Left: a note renamed into another folder inside the window (its swapped-out file is
-//! removed, the renamed note keeps our bytes), and a start where the put-back itself fails
-//! (a read-only vault: the note with our bytes is then recorded as the write; a later start
-//! that can put it back does). Where a filesystem keeps no user attributes the mark is not
-//! set, and a leftover is removed as before.
+//! Left: a start where resolving fails (a read-only vault: the note with our bytes is then
+//! recorded as the write; a later start that can resolve it puts the editor's save back
+//! over that write). Where a filesystem keeps no user attributes nothing is marked, and a
+//! leftover is removed as before.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -45,7 +49,7 @@ use super::TEMP_PREFIX;
 use crate::vault::content_hash;
 
 #[cfg(target_os = "linux")]
-use attr::{clear_at, read, write};
+use attr::{clear_at, probe, read, write};
 
 /// Without user attributes (other systems) nothing is marked, as on a filesystem that
 /// keeps none.
@@ -54,6 +58,9 @@ mod attr_none {
     pub fn write(_: &std::fs::File, _: &[u8]) {}
     pub fn clear(_: &std::fs::File) {}
     pub fn clear_at(_: &std::path::Path) {}
+    pub fn probe(_: &std::path::Path) -> bool {
+        false
+    }
     pub fn read(_: &std::path::Path) -> Option<Vec<u8>> {
         None
     }
@@ -63,10 +70,43 @@ pub(super) use attr::clear;
 #[cfg(not(target_os = "linux"))]
 pub(super) use attr_none::clear;
 #[cfg(not(target_os = "linux"))]
-use attr_none::{clear_at, read, write};
+use attr_none::{clear_at, probe, read, write};
 
-/// The mark of a temp file of a replacing write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What follows our prefix in the name of a replacing write's temp file.
+const REPLACING: &str = "m";
+/// Bytes of the note's name kept in a temp file's name.
+const NOTE_IN_NAME: usize = 100;
+
+/// The name of a replacing write's temp file beside the note named `note`: our prefix,
+/// `m`, a UUID (hex digits only, so `m` never starts an older name), `-`, and up to 100
+/// bytes of the note's name without its extension (cut at a character boundary).
+pub(super) fn temp_name(note: &OsStr) -> String {
+    let stem = Path::new(note)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut cut = stem.len().min(NOTE_IN_NAME);
+    while !stem.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{TEMP_PREFIX}{REPLACING}{}-{}",
+        uuid::Uuid::now_v7().simple(),
+        &stem[..cut]
+    )
+}
+
+/// The start of the note's name that a replacing write's temp file name carries, `None`
+/// for any other temp file.
+fn note_in_name(temp: &[u8]) -> Option<&[u8]> {
+    let rest = temp.strip_prefix(TEMP_PREFIX.as_bytes())?;
+    let rest = rest.strip_prefix(REPLACING.as_bytes())?;
+    let dash = rest.iter().position(|b| *b == b'-')?;
+    Some(&rest[dash + 1..])
+}
+
+/// The mark of a replacing write's temp file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(super) struct Mark {
     /// The temp file's name.
     pub name: Vec<u8>,
@@ -74,35 +114,51 @@ pub(super) struct Mark {
     pub expect: String,
     /// The hash of the bytes the marked file holds.
     pub held: String,
+    /// The note's file name (empty in a mark that does not say it).
+    pub note: Vec<u8>,
 }
 
 impl Mark {
     fn encode(&self) -> Vec<u8> {
         let mut out = self.name.clone();
-        for part in [&self.expect, &self.held] {
+        for part in [self.expect.as_bytes(), self.held.as_bytes(), &self.note] {
             out.push(b'\n');
-            out.extend_from_slice(part.as_bytes());
+            out.extend_from_slice(part);
         }
         out
     }
 
+    /// A mark as written: the four parts (the note's name last: it may hold a `\n`), or
+    /// the temp file's name alone, or with the two hashes (older forms: what they do not
+    /// say is empty).
     fn decode(bytes: &[u8]) -> Option<Mark> {
-        let mut parts = bytes.split(|b| *b == b'\n');
+        let mut parts = bytes.splitn(4, |b| *b == b'\n');
         let name = parts.next()?.to_vec();
-        let expect = String::from_utf8(parts.next()?.to_vec()).ok()?;
-        let held = String::from_utf8(parts.next()?.to_vec()).ok()?;
-        Some(Mark { name, expect, held })
+        let mut text = || String::from_utf8(parts.next().unwrap_or_default().to_vec()).ok();
+        let (expect, held) = (text()?, text()?);
+        let note = parts.next().unwrap_or_default().to_vec();
+        Some(Mark {
+            name,
+            expect,
+            held,
+            note,
+        })
+    }
+
+    fn names(&self, temp: &OsStr) -> bool {
+        self.name == temp.as_bytes()
     }
 }
 
 /// Mark `file`, our temp file named `name`, holding bytes that hash to `held`, to be
-/// exchanged with a note expected to hash to `expect` (nothing where attributes are not
-/// kept). Marking again replaces the mark.
-pub(super) fn set(file: &File, name: &OsStr, expect: &str, held: &str) {
+/// exchanged with the note named `note` that is expected to hash to `expect` (nothing
+/// where attributes are not kept). Marking again replaces the mark.
+pub(super) fn set(file: &File, name: &OsStr, note: &OsStr, expect: &str, held: &str) {
     let mark = Mark {
         name: name.as_bytes().to_vec(),
         expect: expect.to_string(),
         held: held.to_string(),
+        note: note.as_bytes().to_vec(),
     };
     write(file, &mark.encode());
 }
@@ -125,7 +181,7 @@ pub(super) fn of(path: &Path) -> Option<Mark> {
 /// Take the mark off the file at `path` if it names our temp file `name` (an editor that
 /// copies attributes when it saves by rename carries the mark over to its file).
 pub(super) fn clear_if_named(path: &Path, name: &OsStr) {
-    if of(path).is_some_and(|m| m.name == name.as_bytes()) {
+    if of(path).is_some_and(|m| m.names(name)) {
         clear_at(path);
     }
 }
@@ -139,8 +195,10 @@ mod attr {
     use std::path::Path;
 
     const NAME: &std::ffi::CStr = c"user.notevault.temp";
-    /// Longer than any mark (a name of 47 bytes and two hashes of 71).
-    const MAX: usize = 512;
+    const PROBE: &std::ffi::CStr = c"user.notevault.probe";
+    /// Longer than any mark (a name of up to 150 bytes, two hashes of 71, a note's name
+    /// of up to 255).
+    const MAX: usize = 1024;
 
     pub fn write(file: &File, value: &[u8]) {
         // SAFETY: the descriptor is open for the call; name and value outlive it.
@@ -171,6 +229,18 @@ mod attr {
         }
     }
 
+    /// Whether the file at `path` keeps user attributes (one is set and taken off again).
+    pub fn probe(path: &Path) -> bool {
+        let Some(path) = c_path(path) else {
+            return false;
+        };
+        // SAFETY: NUL-terminated path and name, an empty value; both calls as above.
+        unsafe {
+            libc::lsetxattr(path.as_ptr(), PROBE.as_ptr(), std::ptr::null(), 0, 0) == 0
+                && libc::lremovexattr(path.as_ptr(), PROBE.as_ptr()) == 0
+        }
+    }
+
     pub fn read(path: &Path) -> Option<Vec<u8>> {
         let path = c_path(path)?;
         let mut value = [0u8; MAX];
@@ -196,7 +266,7 @@ pub enum Leftover {
     /// back to the note's path (the file named here).
     PutBack(PathBuf),
     /// It held an editor's save swapped out by an interrupted write, and the note was
-    /// saved again after the crash: the save is kept beside the note as `copy`.
+    /// saved again, renamed or removed since: the save is kept beside the note as `copy`.
     Recovered { note: PathBuf, copy: PathBuf },
 }
 
@@ -209,77 +279,152 @@ pub fn resolve(temp: &Path) -> std::io::Result<Leftover> {
     else {
         return Err(std::io::Error::other("not a notevault temp file"));
     };
-    let ours = of(temp).is_some_and(|m| m.name == name.as_bytes());
-    let marked = if ours { None } else { marked_for(temp, name)? };
-    let Some((note, mark)) = marked else {
+    let dir = temp.parent().unwrap_or(Path::new("."));
+    if of(temp).is_some_and(|m| m.names(name)) {
+        // Our own file: never at the note's path, or taken back from it.
         std::fs::remove_file(temp)?;
         return Ok(Leftover::Removed);
+    }
+    let done = match marked_for(temp, name)? {
+        Some((marked, mark)) => with_marked(temp, &marked, &mark)?,
+        None => without_marked(temp, name)?,
     };
-    let held_now = content_hash(&std::fs::read(&note)?);
-    let swapped_out = content_hash(&std::fs::read(temp)?);
-    let done = if held_now == mark.held {
-        if swapped_out == mark.expect || swapped_out == mark.held {
-            std::fs::remove_file(temp)?;
-            Leftover::Removed
-        } else {
-            std::fs::rename(temp, &note)?;
-            Leftover::PutBack(note.clone())
-        }
-    } else if swapped_out == mark.expect || swapped_out == mark.held {
-        std::fs::remove_file(temp)?;
-        Leftover::Removed
-    } else {
-        let copy = keep_beside(temp, &note)?;
-        Leftover::Recovered {
-            note: note.clone(),
-            copy,
-        }
-    };
-    // A put-back replaced the marked file; otherwise it stays, unmarked.
-    clear_if_named(&note, name);
-    if let Some(dir) = note.parent() {
-        if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
-            tracing::warn!(folder = %dir.display(), error = %e, "cannot sync a folder after clearing a temp file");
-        }
+    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(folder = %dir.display(), error = %e, "cannot sync a folder after clearing a temp file");
     }
     Ok(done)
 }
 
-/// Move `temp` beside `note` under the first free name of `<stem> (recovered).<ext>`,
-/// `<stem> (recovered 2).<ext>`, ...
+/// The swapped-out file `temp`, and `marked`, our file that the write put at the note's
+/// path, marked `mark`.
+fn with_marked(temp: &Path, marked: &Path, mark: &Mark) -> std::io::Result<Leftover> {
+    let name = temp.file_name().unwrap_or_default();
+    // The note's path: where the mark says the write put it (an older mark does not say:
+    // where the marked file is).
+    let note = if mark.note.is_empty() {
+        marked.to_path_buf()
+    } else {
+        marked.with_file_name(OsStr::from_bytes(&mark.note))
+    };
+    let swapped_out = content_hash(&std::fs::read(temp)?);
+    let held_now = content_hash(&std::fs::read(marked)?);
+    let old = !mark.expect.is_empty() && swapped_out == mark.expect;
+    let copy = swapped_out == mark.held || swapped_out == held_now;
+    let in_place = marked == note && !mark.held.is_empty() && held_now == mark.held;
+    let done = if old || copy {
+        // The version the write read (in history), or what the folder holds anyway.
+        std::fs::remove_file(temp)?;
+        Leftover::Removed
+    } else if in_place {
+        put_back(temp, &note, &mark.held)?
+    } else {
+        Leftover::Recovered {
+            copy: keep_beside(temp, &note)?,
+            note,
+        }
+    };
+    clear_if_named(marked, name);
+    Ok(done)
+}
+
+/// The swapped-out file `temp` whose marked partner is gone: the note was removed, or
+/// saved by a rename that did not keep the mark, since the crash.
+fn without_marked(temp: &Path, name: &OsStr) -> std::io::Result<Leftover> {
+    let Some(stem) = note_in_name(name.as_bytes()).filter(|_| probe(temp)) else {
+        // Not a replacing write's (a create's, an upload's, an older version's), or a
+        // filesystem that keeps no marks: nothing tells what it holds.
+        std::fs::remove_file(temp)?;
+        return Ok(Leftover::Removed);
+    };
+    let mut note_name = stem.to_vec();
+    note_name.extend_from_slice(b".md");
+    let note = temp.with_file_name(OsStr::from_bytes(&note_name));
+    let same = std::fs::read(&note).is_ok_and(|now| {
+        content_hash(&now) == content_hash(&std::fs::read(temp).unwrap_or_default())
+    });
+    if same {
+        std::fs::remove_file(temp)?;
+        return Ok(Leftover::Removed);
+    }
+    Ok(Leftover::Recovered {
+        copy: keep_beside(temp, &note)?,
+        note,
+    })
+}
+
+/// Put the editor's save `temp` back at `note` by an exchange, then check that what came
+/// out is still our refused bytes (`ours`): an editor that saved while the start ran
+/// keeps its save, and the older one is kept beside it.
+fn put_back(temp: &Path, note: &Path, ours: &str) -> std::io::Result<Leftover> {
+    match super::exchange(temp, note) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            std::fs::rename(temp, note)?;
+            return Ok(Leftover::PutBack(note.to_path_buf()));
+        }
+        Err(e) => return Err(e),
+    }
+    let out = content_hash(&std::fs::read(temp)?);
+    if out == ours {
+        std::fs::remove_file(temp)?;
+        return Ok(Leftover::PutBack(note.to_path_buf()));
+    }
+    super::exchange(temp, note)?;
+    Ok(Leftover::Recovered {
+        copy: keep_beside(temp, note)?,
+        note: note.to_path_buf(),
+    })
+}
+
+/// Move `temp` beside `note` under the first free name of `<stem> (recovered).md`,
+/// `<stem> (recovered 2).md`, ..., the stem cut so that the name fits a file name (255
+/// bytes). A hard link, then the temp file removed: never over an existing file.
 fn keep_beside(temp: &Path, note: &Path) -> std::io::Result<PathBuf> {
     let stem = note.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = note
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
+    let stem = if stem.is_empty() || stem.starts_with('.') {
+        format!("recovered note{stem}")
+    } else {
+        stem.into_owned()
+    };
     for n in 1..1000 {
         let suffix = if n == 1 {
-            String::new()
+            " (recovered).md".to_string()
         } else {
-            format!(" {n}")
+            format!(" (recovered {n}).md")
         };
-        let copy = note.with_file_name(format!("{stem} (recovered{suffix}){ext}"));
-        match super::move_no_replace(temp, &copy) {
-            Ok(()) => return Ok(copy),
-            Err(e) if e.reason == crate::error::Reason::NAME_COLLISION => continue,
-            Err(e) => return Err(std::io::Error::other(e.message)),
+        let mut cut = stem.len().min(255 - suffix.len());
+        while !stem.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let copy = note.with_file_name(format!("{}{suffix}", &stem[..cut]));
+        match std::fs::hard_link(temp, &copy) {
+            Ok(()) => {
+                std::fs::remove_file(temp)?;
+                return Ok(copy);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
         }
     }
     Err(std::io::Error::other("no free name for a recovered copy"))
 }
 
-/// The file beside `temp` whose mark names it, with its mark, if any.
+/// The file beside `temp` whose mark names it, with its mark, if any: a regular file, not
+/// one of our temp files.
 fn marked_for(temp: &Path, name: &OsStr) -> std::io::Result<Option<(PathBuf, Mark)>> {
     let Some(dir) = temp.parent() else {
         return Ok(None);
     };
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_name() == name || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        let ours = entry
+            .file_name()
+            .as_bytes()
+            .starts_with(TEMP_PREFIX.as_bytes());
+        if ours || !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
-        if let Some(mark) = of(&entry.path()).filter(|m| m.name == name.as_bytes()) {
+        if let Some(mark) = of(&entry.path()).filter(|m| m.names(name)) {
             return Ok(Some((entry.path(), mark)));
         }
     }
