@@ -9,7 +9,7 @@
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 
-use super::tokenizer::{is_unspaced, stem, tokens};
+use super::tokenizer::{is_unspaced, stem, tokens, without_letter_keys};
 use crate::vault::catalog::Note;
 use crate::vault::markdown;
 
@@ -203,9 +203,12 @@ impl TermFinder {
 /// The matches of a [`Matcher`] in a text, leftmost first: the automaton finds where some
 /// term's bytes start, then the longest accepted match there is taken (or the search goes
 /// on one byte further: `sync` in `resync` is not a word).
+/// The ranges are of the text searched; with `map`, that text is a note's text without
+/// the brackets of its letter keys ([`Searched`]), and the ranges are mapped back to it.
 struct Matches<'a> {
     matcher: &'a Matcher,
     text: &'a [u8],
+    map: Option<&'a [usize]>,
     at: usize,
 }
 
@@ -220,12 +223,51 @@ impl Iterator for Matches<'_> {
             match self.matcher.accepted_at(self.text, start) {
                 Some(end) => {
                     self.at = end;
-                    return Some((start, end));
+                    return Some(match self.map {
+                        Some(map) => {
+                            // A word that opens with a key (`[v]erbosely`) starts at its
+                            // `[`: the only byte left out right before a word's start.
+                            let from = map[start];
+                            let gap = start.checked_sub(1).map_or(from > 0, |p| map[p] + 1 < from);
+                            (from - usize::from(gap), map[end - 1] + 1)
+                        }
+                        None => (start, end),
+                    });
                 }
                 None => self.at = start + 1,
             }
         }
         None
+    }
+}
+
+/// A text as matches are looked for in it: as it is, or, when it has letter keys
+/// (`E[x]tract`), without their brackets, as the tokenizer reads it, so that `extract`
+/// is found there and `x` is not.
+struct Searched<'a> {
+    text: &'a [u8],
+    keyless: Option<(Vec<u8>, Vec<usize>)>,
+}
+
+impl<'a> Searched<'a> {
+    fn new(text: &'a [u8]) -> Self {
+        Self {
+            text,
+            keyless: without_letter_keys(text),
+        }
+    }
+
+    fn matches<'m>(&'m self, matcher: &'m Matcher) -> Matches<'m> {
+        let (text, map) = match &self.keyless {
+            Some((text, map)) => (&text[..], Some(&map[..])),
+            None => (self.text, None),
+        };
+        Matches {
+            matcher,
+            text,
+            map,
+            at: 0,
+        }
     }
 }
 
@@ -303,19 +345,11 @@ impl Matcher {
     /// Whether a term is a word of `text`. The byte finder answers first; the tokenizer
     /// (which also folds accents, `cafe` for `Café`) only for non-ASCII text it missed.
     fn text_matches(&self, text: &str) -> bool {
-        self.matches(text.as_bytes()).next().is_some()
+        Searched::new(text.as_bytes())
+            .matches(self)
+            .next()
+            .is_some()
             || (!text.is_ascii() && tokens(text).iter().any(|(t, _)| self.token_matches(t)))
-    }
-
-    /// Byte ranges of the terms in `text` at word boundaries, leftmost first, the longest
-    /// where matches overlap. Bytes, not text: a note's bytes are searched as they are.
-    /// Lazy, so a caller that has seen enough stops scanning the note.
-    fn matches<'a>(&'a self, text: &'a [u8]) -> Matches<'a> {
-        Matches {
-            matcher: self,
-            text,
-            at: 0,
-        }
     }
 
     /// The longest accepted match of any finder starting at `start`.
@@ -330,9 +364,11 @@ impl Matcher {
             .max()
     }
 
+    /// Byte ranges of the terms in `text` at word boundaries, leftmost first, the longest
+    /// where matches overlap (letter keys read as the tokenizer reads them).
     #[cfg(test)]
     fn find(&self, text: &[u8]) -> Vec<(usize, usize)> {
-        self.matches(text).collect()
+        Searched::new(text).matches(self).collect()
     }
 
     /// The provenance of `note`.
@@ -352,7 +388,10 @@ impl Matcher {
         let mut line_no = 1;
         let mut counted_to = 0;
         let mut last_line = 0;
-        for (start, _) in self.matches(bytes) {
+        // Bytes, not text: a note's bytes are searched as they are (but for the brackets
+        // of letter keys), lazily, so that once enough is seen the rest is not scanned.
+        let searched = Searched::new(bytes);
+        for (start, _) in searched.matches(self) {
             line_no += memchr::memchr_iter(b'\n', &bytes[counted_to..start]).count();
             counted_to = start;
             if line_no == last_line {
@@ -416,8 +455,8 @@ impl Matcher {
 
     /// `line` cut to [`SNIPPET_CHARS`] around its first match, matches marked.
     pub fn snippet(&self, line: &str) -> String {
-        let matches: Vec<(usize, usize)> = self
-            .matches(line.as_bytes())
+        let matches: Vec<(usize, usize)> = Searched::new(line.as_bytes())
+            .matches(self)
             .filter(|(s, e)| line.is_char_boundary(*s) && line.is_char_boundary(*e))
             .collect();
         let total = line.chars().count();
@@ -564,6 +603,21 @@ mod tests {
         assert!(!m.text_matches("Cafeteria notes"));
         let m = matcher(&[("東京", false)]);
         assert!(m.text_matches("私は東京に"));
+    }
+
+    #[test]
+    fn letter_keys_are_read_as_the_tokenizer_reads_them() {
+        let text = "- E[x]tract a g[z]ipped archive [v]erbosely: `tar xzvf a[i]`";
+        let m = matcher(&[("extract", false), ("verbosely", false)]);
+        assert_eq!(m.find(text.as_bytes()), [(2, 11), (32, 43)]);
+        assert_eq!(
+            m.snippet(text),
+            "- <mark>E[x]tract</mark> a g[z]ipped archive <mark>[v]erbosely</mark>: `tar xzvf a[i]`"
+        );
+        // A key's letter is no word of its own; an index in brackets is.
+        assert!(matcher(&[("x", false)]).find(text.as_bytes()).is_empty());
+        assert_eq!(matcher(&[("i", false)]).find(text.as_bytes()), [(57, 58)]);
+        assert_eq!(matcher(&[("gzipped", false)]).find(b"g[z]ipped"), [(0, 9)]);
     }
 
     #[test]

@@ -324,6 +324,55 @@ fn is_unspaced_slow(c: char) -> bool {
     )
 }
 
+/// The length of the letter key of a word that the `[` at byte `at` of `text` opens, if
+/// it opens one: one to three ASCII letters in brackets followed by a letter, as command
+/// summaries mark the letter an option is named after (`E[x]tract`, `[v]erbosely`,
+/// `g[z]ipped`). The tokenizer leaves its brackets out of the word (`extract`), and search
+/// provenance finds words as if they were not there ([`without_letter_keys`]);
+/// `[x] done`, `[[link]]` and `a[i]` keep theirs.
+pub fn letter_key_len(text: &[u8], at: usize) -> Option<usize> {
+    let rest = text.get(at + 1..)?;
+    let letters = rest
+        .iter()
+        .take(4)
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    let after = at + letters + 2;
+    let next = text.get(after..after + 4.min(text.len() - after.min(text.len())))?;
+    let next = (1..=next.len())
+        .find_map(|n| std::str::from_utf8(&next[..n]).ok())
+        .and_then(|s| s.chars().next());
+    ((1..=3).contains(&letters)
+        && rest.get(letters) == Some(&b']')
+        && next.is_some_and(|c| c.is_alphabetic() && !is_unspaced(c)))
+    .then_some(letters + 2)
+}
+
+/// `text` with the brackets of its letter keys left out ([`letter_key_len`]), and for
+/// each of its bytes the index of the same byte in `text`; `None` when it has no letter
+/// key (most text: a scan for `[`).
+pub fn without_letter_keys(text: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
+    let mut keys = memchr::memchr_iter(b'[', text)
+        .filter_map(|at| letter_key_len(text, at).map(|len| (at, len)))
+        .peekable();
+    keys.peek()?;
+    let mut out = Vec::with_capacity(text.len());
+    let mut map = Vec::with_capacity(text.len());
+    let mut from = 0;
+    let mut keep = |range: std::ops::Range<usize>| {
+        out.extend_from_slice(&text[range.clone()]);
+        map.extend(range);
+    };
+    for (at, len) in keys {
+        keep(from..at);
+        // The letters, without their brackets.
+        keep(at + 1..at + len - 1);
+        from = at + len;
+    }
+    keep(from..text.len());
+    Some((out, map))
+}
+
 #[derive(Clone, Default)]
 pub struct NoteTokenizer {
     token: Token,
@@ -377,24 +426,9 @@ impl NoteTokenStream<'_> {
         true
     }
 
-    /// Whether the `[` at byte `at` opens a letter key of a word: one to three ASCII
-    /// letters in brackets followed by a letter, as command summaries mark the letter an
-    /// option is named after (`E[x]tract`, `[v]erbosely`, `g[z]ipped`). The brackets are
-    /// then left out of the word (`extract`); `[x] done`, `[[link]]` and `a[i]` keep
-    /// theirs.
+    /// Whether the `[` at byte `at` opens a letter key ([`letter_key_len`]).
     fn letter_key_at(&self, at: usize) -> bool {
-        let rest = &self.text.as_bytes()[at + 1..];
-        let letters = rest
-            .iter()
-            .take(4)
-            .take_while(|b| b.is_ascii_alphabetic())
-            .count();
-        (1..=3).contains(&letters)
-            && rest.get(letters) == Some(&b']')
-            && self.text[at + letters + 2..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_alphabetic() && !is_unspaced(c))
+        letter_key_len(self.text.as_bytes(), at).is_some()
     }
 
     /// Step over the letters and the `]` of the letter key just found (ASCII: one
@@ -544,6 +578,24 @@ mod tests {
             (t.text.as_str(), t.offset_from, t.offset_to),
             ("extract", 3, 12)
         );
+    }
+
+    proptest::proptest! {
+        /// Provenance reads a text without its keys' brackets: the same words.
+        #[test]
+        fn a_text_without_its_keys_brackets_has_the_same_words(
+            chars in proptest::collection::vec(
+                proptest::sample::select(vec!['[', ']', 'a', 'B', 'z', '1', ' ', '-', 'é', '日', '\n']),
+                0..40,
+            ),
+        ) {
+            let text: String = chars.into_iter().collect();
+            let words = texts(&text);
+            let keyless = without_letter_keys(text.as_bytes())
+                .map(|(t, _)| String::from_utf8(t).unwrap())
+                .unwrap_or_else(|| text.clone());
+            proptest::prop_assert_eq!(texts(&keyless), words, "{:?} / {:?}", text, keyless);
+        }
     }
 
     #[test]

@@ -159,16 +159,24 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
             .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
     }
     let note = path.file_name().unwrap_or_default();
-    let temp = match expect {
+    let plain = || dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
+    let mut temp = match expect {
         // It will be exchanged with the note: named and marked for a start after a crash
         // (`mark`).
         Expect::Hash(_) => dir.join(mark::temp_name(note)),
-        Expect::Absent => dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple())),
+        Expect::Absent => plain(),
     };
     let file = File::create(&temp)
         .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
     if let (Expect::Hash(want), Some(name)) = (expect, temp.file_name()) {
-        mark::set(&file, name, note, want, &content_hash(bytes));
+        if !mark::set(&file, name, note, want, &content_hash(bytes)) {
+            // Unmarked, it must not be named as a marked one (a leftover so named and
+            // unmarked is taken for a note swapped out): named as any other.
+            let renamed = plain();
+            if fs::rename(&temp, &renamed).is_ok() {
+                temp = renamed;
+            }
+        }
     }
     // From here on, dropping it removes the temp file.
     let mut prepared = Temp {

@@ -55,7 +55,9 @@ use attr::{clear_at, probe, read, write};
 /// keeps none.
 #[cfg(not(target_os = "linux"))]
 mod attr_none {
-    pub fn write(_: &std::fs::File, _: &[u8]) {}
+    pub fn write(_: &std::fs::File, _: &[u8]) -> bool {
+        false
+    }
     pub fn clear(_: &std::fs::File) {}
     pub fn clear_at(_: &std::path::Path) {}
     pub fn probe(_: &std::path::Path) -> bool {
@@ -151,16 +153,17 @@ impl Mark {
 }
 
 /// Mark `file`, our temp file named `name`, holding bytes that hash to `held`, to be
-/// exchanged with the note named `note` that is expected to hash to `expect` (nothing
-/// where attributes are not kept). Marking again replaces the mark.
-pub(super) fn set(file: &File, name: &OsStr, note: &OsStr, expect: &str, held: &str) {
+/// exchanged with the note named `note` that is expected to hash to `expect`; false where
+/// it could not be (a filesystem that keeps no user attributes). Marking again replaces
+/// the mark.
+pub(super) fn set(file: &File, name: &OsStr, note: &OsStr, expect: &str, held: &str) -> bool {
     let mark = Mark {
         name: name.as_bytes().to_vec(),
         expect: expect.to_string(),
         held: held.to_string(),
         note: note.as_bytes().to_vec(),
     };
-    write(file, &mark.encode());
+    write(file, &mark.encode())
 }
 
 /// Mark `file` again (its mark read at `at`, where it is now) as holding bytes that
@@ -168,7 +171,7 @@ pub(super) fn set(file: &File, name: &OsStr, note: &OsStr, expect: &str, held: &
 pub(super) fn set_held(file: &File, at: &Path, held: &str) {
     if let Some(mut mark) = of(at) {
         mark.held = held.to_string();
-        write(file, &mark.encode());
+        let _ = write(file, &mark.encode());
     }
 }
 
@@ -200,7 +203,7 @@ mod attr {
     /// of up to 255).
     const MAX: usize = 1024;
 
-    pub fn write(file: &File, value: &[u8]) {
+    pub fn write(file: &File, value: &[u8]) -> bool {
         // SAFETY: the descriptor is open for the call; name and value outlive it.
         unsafe {
             libc::fsetxattr(
@@ -209,8 +212,8 @@ mod attr {
                 value.as_ptr().cast(),
                 value.len(),
                 0,
-            )
-        };
+            ) == 0
+        }
     }
 
     pub fn clear(file: &File) {
