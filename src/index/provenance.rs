@@ -203,13 +203,32 @@ impl TermFinder {
 /// The matches of a [`Matcher`] in a text, leftmost first: the automaton finds where some
 /// term's bytes start, then the longest accepted match there is taken (or the search goes
 /// on one byte further: `sync` in `resync` is not a word).
-/// The ranges are of the text searched; with `map`, that text is a note's text without
-/// the brackets of its letter keys ([`Searched`]), and the ranges are mapped back to it.
+/// The ranges are of the text searched; with `left_out`, that text is a note's text
+/// without the brackets of its letter keys ([`Searched`]), and the ranges are mapped back
+/// to it.
 struct Matches<'a> {
     matcher: &'a Matcher,
     text: &'a [u8],
-    map: Option<&'a [usize]>,
+    left_out: Option<&'a [usize]>,
     at: usize,
+}
+
+/// The index in the original text of byte `i` of the text without the bytes at
+/// `left_out` (sorted original indexes), and whether a byte was left out right before it.
+fn original(left_out: &[usize], i: usize) -> (usize, bool) {
+    // The `j`th byte left out sat right before byte `left_out[j] - j` of the shorter text
+    // (a sequence that never falls): count those at or before `i`.
+    let before = |j: usize| left_out[j] - j;
+    let (mut lo, mut hi) = (0, left_out.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if before(mid) <= i {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (i + lo, lo > 0 && before(lo - 1) == i)
 }
 
 impl Iterator for Matches<'_> {
@@ -223,13 +242,12 @@ impl Iterator for Matches<'_> {
             match self.matcher.accepted_at(self.text, start) {
                 Some(end) => {
                     self.at = end;
-                    return Some(match self.map {
-                        Some(map) => {
+                    return Some(match self.left_out {
+                        Some(left_out) => {
                             // A word that opens with a key (`[v]erbosely`) starts at its
                             // `[`: the only byte left out right before a word's start.
-                            let from = map[start];
-                            let gap = start.checked_sub(1).map_or(from > 0, |p| map[p] + 1 < from);
-                            (from - usize::from(gap), map[end - 1] + 1)
+                            let (from, opens) = original(left_out, start);
+                            (from - usize::from(opens), original(left_out, end - 1).0 + 1)
                         }
                         None => (start, end),
                     });
@@ -258,14 +276,14 @@ impl<'a> Searched<'a> {
     }
 
     fn matches<'m>(&'m self, matcher: &'m Matcher) -> Matches<'m> {
-        let (text, map) = match &self.keyless {
-            Some((text, map)) => (&text[..], Some(&map[..])),
+        let (text, left_out) = match &self.keyless {
+            Some((text, left_out)) => (&text[..], Some(&left_out[..])),
             None => (self.text, None),
         };
         Matches {
             matcher,
             text,
-            map,
+            left_out,
             at: 0,
         }
     }
@@ -618,6 +636,25 @@ mod tests {
         assert!(matcher(&[("x", false)]).find(text.as_bytes()).is_empty());
         assert_eq!(matcher(&[("i", false)]).find(text.as_bytes()), [(57, 58)]);
         assert_eq!(matcher(&[("gzipped", false)]).find(b"g[z]ipped"), [(0, 9)]);
+    }
+
+    proptest::proptest! {
+        /// Each match found in a text with letter keys is the term there, brackets aside
+        /// (a word opening with a key starts at its `[`).
+        #[test]
+        fn matches_map_back_to_the_term_in_the_text(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec!["E[x]tract", "[e]xtract", "extr[a]ct", "extract", " ", "[x]", "a[i]", "x", "-", "é"]),
+                0..12,
+            ),
+        ) {
+            let text = parts.concat();
+            for (s, e) in matcher(&[("extract", false)]).find(text.as_bytes()) {
+                let found: String = text[s..e].chars().filter(|c| !"[]".contains(*c)).collect();
+                proptest::prop_assert_eq!(found.to_lowercase(), "extract", "{:?} at {}..{}", text, s, e);
+                proptest::prop_assert!(text[s..].starts_with(['e', 'E', '[']), "{:?} at {}", text, s);
+            }
+        }
     }
 
     #[test]

@@ -348,29 +348,26 @@ pub fn letter_key_len(text: &[u8], at: usize) -> Option<usize> {
     .then_some(letters + 2)
 }
 
-/// `text` with the brackets of its letter keys left out ([`letter_key_len`]), and for
-/// each of its bytes the index of the same byte in `text`; `None` when it has no letter
-/// key (most text: a scan for `[`).
+/// `text` with the brackets of its letter keys left out ([`letter_key_len`]), and where
+/// they were: the index in `text` of each bracket left out, in order; `None` when it has
+/// no letter key (most text: a scan for `[`).
 pub fn without_letter_keys(text: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
     let mut keys = memchr::memchr_iter(b'[', text)
         .filter_map(|at| letter_key_len(text, at).map(|len| (at, len)))
         .peekable();
     keys.peek()?;
     let mut out = Vec::with_capacity(text.len());
-    let mut map = Vec::with_capacity(text.len());
+    let mut left_out = Vec::new();
     let mut from = 0;
-    let mut keep = |range: std::ops::Range<usize>| {
-        out.extend_from_slice(&text[range.clone()]);
-        map.extend(range);
-    };
     for (at, len) in keys {
-        keep(from..at);
+        out.extend_from_slice(&text[from..at]);
         // The letters, without their brackets.
-        keep(at + 1..at + len - 1);
+        out.extend_from_slice(&text[at + 1..at + len - 1]);
+        left_out.extend([at, at + len - 1]);
         from = at + len;
     }
-    keep(from..text.len());
-    Some((out, map))
+    out.extend_from_slice(&text[from..]);
+    Some((out, left_out))
 }
 
 #[derive(Clone, Default)]
