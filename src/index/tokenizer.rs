@@ -581,7 +581,7 @@ mod tests {
     /// no rule for brackets: how provenance's byte matcher sees a text.
     fn plain_words(text: &str) -> Vec<String> {
         text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
+            .filter(|w| !w.is_empty() && w.len() <= MAX_TOKEN_BYTES)
             .map(|w| w.to_lowercase().replace('é', "e"))
             .collect()
     }
@@ -614,6 +614,11 @@ mod tests {
             plain_words(std::str::from_utf8(&keyless).unwrap()),
             ["a", "aa"]
         );
+        // A word longer than a token may be is no word either way.
+        let long = format!("[a]{}", "é".repeat(20));
+        let (keyless, _) = without_letter_keys(long.as_bytes()).unwrap();
+        assert!(texts(&long).is_empty());
+        assert!(plain_words(std::str::from_utf8(&keyless).unwrap()).is_empty());
     }
 
     #[test]
