@@ -267,11 +267,18 @@ struct Searched<'a> {
     keyless: Option<(Vec<u8>, Vec<usize>)>,
 }
 
+/// Texts up to this size are read without their keys' brackets: finding the keys scans
+/// the whole text, where a scan for matches may stop after the first lines. Command
+/// summaries, the pages that use keys, are far smaller.
+const KEYS_UP_TO: usize = 256 * 1024;
+
 impl<'a> Searched<'a> {
     fn new(text: &'a [u8]) -> Self {
         Self {
             text,
-            keyless: without_letter_keys(text),
+            keyless: (text.len() <= KEYS_UP_TO)
+                .then(|| without_letter_keys(text))
+                .flatten(),
         }
     }
 

@@ -352,9 +352,10 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                     // Decided: the note as it was is removed, then our file unmarked (a
                     // crash in between leaves a mark naming nothing, never a leftover
                     // without its partner).
-                    let _ = fs::remove_file(temp);
-                    if let Some(file) = ours {
-                        mark::clear(file);
+                    if fs::remove_file(temp).is_ok() {
+                        if let Some(file) = ours {
+                            mark::clear(file);
+                        }
                     }
                 }
                 drop(lease);
@@ -381,11 +382,13 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
             }
         }
     }
+    fs::rename(temp, path)
+        .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))?;
+    // In place (a crash before this leaves a mark naming a file that no longer exists).
     if let Some(file) = ours {
         mark::clear(file);
     }
-    fs::rename(temp, path)
-        .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))
+    Ok(())
 }
 
 /// The file an exchange swapped out (the editor's), held open while the swap is undone,
@@ -461,11 +464,9 @@ fn undo_swap(
     };
     let ours_inode = ours.and_then(|f| f.metadata().ok()).map(|m| inode(&m));
     let (Some(file), Some(ours_inode)) = (ours, ours_inode) else {
-        // Without our file's identity, only the plain swap back.
+        // Without our file's identity, only the plain swap back (our file, back under
+        // the temp name, keeps its own mark until it is removed).
         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
-        if let Some(file) = ours {
-            mark::clear(file);
-        }
         drop(lease);
         sync_folder();
         return;
@@ -508,9 +509,12 @@ fn undo_swap(
     if let (Some(lease), Some(editors)) = (&lease, editors) {
         give_back(temp, path, file, editors, lease);
     }
-    // Decided, and unmarked while the lease holds: a waiting writer's save may go into
-    // our file, put back at `path`, once it is let go.
-    mark::clear(file);
+    // Decided. Our file, if put back at `path`, is unmarked while the lease holds (a
+    // waiting writer's save may go into it once it is let go); back under the temp name,
+    // it keeps its own mark until it is removed, so a crash before that removes it too.
+    if inode_at(path) == Some(ours_inode) {
+        mark::clear(file);
+    }
     drop(lease);
     sync_folder();
 }
@@ -1286,7 +1290,7 @@ mod tests {
         )
         .unwrap();
         let (at_path, temp_name, at_temp) = seen.borrow_mut().pop().unwrap();
-        assert!(temp_name.starts_with(b".notevault-tmp-m") && temp_name.ends_with(b"-a"));
+        assert!(temp_name.starts_with(b".notevault-tmp-m") && temp_name.ends_with(b"-a.md"));
         assert_eq!(
             at_path,
             Some(mark::Mark {
@@ -1495,6 +1499,134 @@ mod tests {
             "{name}"
         );
         assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+    }
+
+    /// Set our mark's attribute on the file at `path` to `value` as written (an older
+    /// form, or one a test makes up).
+    #[cfg(target_os = "linux")]
+    fn set_raw_mark(path: &Path, value: &[u8]) {
+        let at = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: NUL-terminated path and name, a value that lives across the call.
+        let rc = unsafe {
+            libc::lsetxattr(
+                at.as_ptr(),
+                c"user.notevault.temp".as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        assert_eq!(rc, 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn what_a_mark_or_a_leftover_says_is_checked() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        if !marks_here(dir.path()) {
+            return;
+        }
+        // A note name that leaves the folder is not followed: the marked file's own path.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        let mut mark = mark::of(&path).unwrap();
+        mark.note = b"../outside.md".to_vec();
+        let value = [
+            &mark.name[..],
+            mark.expect.as_bytes(),
+            mark.held.as_bytes(),
+            &mark.note,
+        ]
+        .join(&b'\n');
+        set_raw_mark(&path, &value);
+        assert_eq!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::PutBack(path.clone())
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1");
+        assert!(!dir
+            .path()
+            .parent()
+            .unwrap()
+            .join("outside (recovered).md")
+            .exists());
+        assert_eq!(names(dir.path()), ["a.md"]);
+        // An older mark (the temp file's name and the hashes, a plain temp name) still puts
+        // the save back where the marked file is.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        let old = temp.with_file_name(".notevault-tmp-0194d3a5c0de7000a000000000000002");
+        fs::rename(&temp, &old).unwrap();
+        let mark = mark::of(&path).unwrap();
+        let value = [
+            old.file_name().unwrap().as_encoded_bytes(),
+            mark.expect.as_bytes(),
+            mark.held.as_bytes(),
+        ]
+        .join(&b'\n');
+        set_raw_mark(&path, &value);
+        assert_eq!(
+            resolve_leftover(&old).unwrap(),
+            Leftover::PutBack(path.clone())
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1");
+        // A read-only save whose partner is gone is kept all the same.
+        let path = v1(dir.path());
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::remove_file(&path).unwrap();
+        fs::set_permissions(&temp, fs::Permissions::from_mode(0o444)).unwrap();
+        let copy = dir.path().join("a (recovered).md");
+        assert_eq!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::Recovered {
+                note: path.clone(),
+                copy: copy.clone()
+            }
+        );
+        assert_eq!(fs::read(&copy).unwrap(), b"editor 1");
+        // A start cut short between the copy's link and the temp file's removal: the
+        // copy is found again, not made twice.
+        let path = v1(dir.path());
+        fs::remove_file(&copy).unwrap();
+        let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
+        fs::remove_file(&path).unwrap();
+        fs::hard_link(&temp, &copy).unwrap();
+        assert_eq!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::Recovered {
+                note: path.clone(),
+                copy: copy.clone()
+            }
+        );
+        assert_eq!(names(dir.path()), ["a (recovered).md"]);
+        fs::remove_file(&copy).unwrap();
+        // A private note's copy stays private (its extension is kept).
+        let private = dir.path().join("j.nvpriv");
+        atomic_write(&private, b"v1", &Expect::Absent).unwrap();
+        let temp = cut_short_after_the_exchange(&private, Some(b"sealed 1"));
+        fs::remove_file(&private).unwrap();
+        assert_eq!(
+            resolve_leftover(&temp).unwrap(),
+            Leftover::Recovered {
+                note: private.clone(),
+                copy: dir.path().join("j (recovered).nvpriv")
+            }
+        );
+        fs::remove_file(dir.path().join("j (recovered).nvpriv")).unwrap();
+        // Empty, unmarked (cut short between its creation and its mark): nothing to keep.
+        let empty = dir
+            .path()
+            .join(".notevault-tmp-m0194d3a5c0de7000a000000000000003-b.md");
+        fs::write(&empty, b"").unwrap();
+        assert_eq!(resolve_leftover(&empty).unwrap(), Leftover::Removed);
+        // A symlink named as ours is removed, its target untouched.
+        let link = dir
+            .path()
+            .join(".notevault-tmp-m0194d3a5c0de7000a000000000000004-c.md");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert_eq!(resolve_leftover(&link).unwrap(), Leftover::Removed);
+        assert!(names(dir.path()).is_empty());
     }
 
     #[test]

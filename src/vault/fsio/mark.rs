@@ -8,7 +8,7 @@
 //! leftover: the editor's save was gone and our refused (and unacknowledged) bytes stayed.
 //!
 //! So a replacing write's temp file is named for it ([`temp_name`]: our prefix, `m`, a
-//! UUID, and the start of the note's name) and carries a [`Mark`], the extended attribute
+//! UUID, and the note's name, its stem cut to 100 bytes) and carries a [`Mark`], the extended attribute
 //! `user.notevault.temp`: its own name, the hash the write expects to swap out, the hash of
 //! the bytes the marked file holds, and the note's file name. It is set before the file is
 //! synced and taken off once the write is decided: after the swapped-out file is removed
@@ -24,21 +24,29 @@
 //! | at the note's name, as marked | the marked file's bytes | a copy (the put-back): removed |
 //! | at the note's name, as marked | anything else (an editor's save) | put back over the marked file |
 //! | changed since, or under another name (a save after the crash; an editor's backup) | expected, or the marked bytes | removed |
-//! | changed since, or under another name | anything else | kept beside the note as `<name> (recovered).md` |
+//! | changed since, or under another name | anything else | kept beside the note as `<stem> (recovered).<ext>` |
 //! | gone (the note deleted, or saved by rename since) | the note's bytes now | removed |
-//! | gone | anything else | kept beside the note as `<name> (recovered).md` |
+//! | gone | empty | removed |
+//! | gone | anything else | kept beside the note as `<stem> (recovered).<ext>` |
 //!
 //! The marked file is unmarked in every case. A save made after the crash is never
 //! replaced, and an editor's save the write swapped out is never removed while it may be
 //! the only copy. The put-back itself is an exchange whose swapped-out bytes are checked,
 //! so a save made while the start runs stays too. A temp file that carries its own mark
-//! (never at the note's path, or taken back), and one not named for a replacing write (a
-//! create's, an upload's, or one from a version before the mark), is removed, as before.
+//! (never at the note's path, or taken back: an undone write's file keeps its mark until
+//! it is removed), one not named for a replacing write (a create's, an upload's, or one
+//! from a version before the mark), and a symlink, are removed, as before. A name the
+//! mark or the temp name carries is used only as a plain file name in the temp file's
+//! folder; a recovered copy is a hard link (never over a file; found again after a start
+//! cut short), keeps the note's extension (a private note stays one), and is cut to fit
+//! 255 bytes.
 //!
 //! Left: a start where resolving fails (a read-only vault: the note with our bytes is then
 //! recorded as the write; a later start that can resolve it puts the editor's save back
-//! over that write). Where a filesystem keeps no user attributes nothing is marked, and a
-//! leftover is removed as before.
+//! over that write); a note whose stem is over 100 bytes, gone after the crash, is looked
+//! for under its cut name, so a copy may be kept that the folder holds anyway. Where a
+//! filesystem keeps no user attributes nothing is marked, and a leftover is removed as
+//! before.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -80,31 +88,49 @@ const REPLACING: &str = "m";
 const NOTE_IN_NAME: usize = 100;
 
 /// The name of a replacing write's temp file beside the note named `note`: our prefix,
-/// `m`, a UUID (hex digits only, so `m` never starts an older name), `-`, and up to 100
-/// bytes of the note's name without its extension (cut at a character boundary).
+/// `m`, a UUID (hex digits only, so `m` never starts an older name), `-`, and the note's
+/// name, its stem cut to 100 bytes (at a character boundary) and its extension kept, so
+/// that a swapped-out note found without its partner is kept under the note's name.
 pub(super) fn temp_name(note: &OsStr) -> String {
-    let stem = Path::new(note)
+    let note = Path::new(note);
+    let stem = note
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = note
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .filter(|e| e.len() <= 20)
         .unwrap_or_default();
     let mut cut = stem.len().min(NOTE_IN_NAME);
     while !stem.is_char_boundary(cut) {
         cut -= 1;
     }
     format!(
-        "{TEMP_PREFIX}{REPLACING}{}-{}",
+        "{TEMP_PREFIX}{REPLACING}{}-{}{ext}",
         uuid::Uuid::now_v7().simple(),
         &stem[..cut]
     )
 }
 
-/// The start of the note's name that a replacing write's temp file name carries, `None`
-/// for any other temp file.
+/// The note's name (its stem perhaps cut) that a replacing write's temp file name
+/// carries, `None` for any other temp file.
 fn note_in_name(temp: &[u8]) -> Option<&[u8]> {
     let rest = temp.strip_prefix(TEMP_PREFIX.as_bytes())?;
     let rest = rest.strip_prefix(REPLACING.as_bytes())?;
     let dash = rest.iter().position(|b| *b == b'-')?;
-    Some(&rest[dash + 1..])
+    Some(&rest[dash + 1..]).filter(|n| !n.is_empty())
+}
+
+/// `name` if it is a plain file name (no `/`, not `.` or `..`, not empty, not one of our
+/// temp files): a name a mark or a temp name carries is used only so.
+fn plain_name(name: &[u8]) -> Option<&OsStr> {
+    let ok = !name.is_empty()
+        && !name.contains(&b'/')
+        && name != b"."
+        && name != b".."
+        && !name.starts_with(TEMP_PREFIX.as_bytes());
+    ok.then(|| OsStr::from_bytes(name))
 }
 
 /// The mark of a replacing write's temp file.
@@ -198,7 +224,6 @@ mod attr {
     use std::path::Path;
 
     const NAME: &std::ffi::CStr = c"user.notevault.temp";
-    const PROBE: &std::ffi::CStr = c"user.notevault.probe";
     /// Longer than any mark (a name of up to 150 bytes, two hashes of 71, a note's name
     /// of up to 255).
     const MAX: usize = 1024;
@@ -232,16 +257,28 @@ mod attr {
         }
     }
 
-    /// Whether the file at `path` keeps user attributes (one is set and taken off again).
+    /// Whether the file at `path` keeps user attributes: asking for our mark answers that
+    /// it has none (`ENODATA`) rather than that there are none to have (`ENOTSUP`). No
+    /// write, so a read-only file answers too.
     pub fn probe(path: &Path) -> bool {
         let Some(path) = c_path(path) else {
             return false;
         };
-        // SAFETY: NUL-terminated path and name, an empty value; both calls as above.
-        unsafe {
-            libc::lsetxattr(path.as_ptr(), PROBE.as_ptr(), std::ptr::null(), 0, 0) == 0
-                && libc::lremovexattr(path.as_ptr(), PROBE.as_ptr()) == 0
-        }
+        let mut value = [0u8; 1];
+        // SAFETY: `path` is NUL-terminated, `value` is writable for its length.
+        let len = unsafe {
+            libc::lgetxattr(
+                path.as_ptr(),
+                NAME.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        len >= 0
+            || matches!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::ENODATA | libc::ERANGE)
+            )
     }
 
     pub fn read(path: &Path) -> Option<Vec<u8>> {
@@ -283,8 +320,10 @@ pub fn resolve(temp: &Path) -> std::io::Result<Leftover> {
         return Err(std::io::Error::other("not a notevault temp file"));
     };
     let dir = temp.parent().unwrap_or(Path::new("."));
-    if of(temp).is_some_and(|m| m.names(name)) {
-        // Our own file: never at the note's path, or taken back from it.
+    let regular = std::fs::symlink_metadata(temp)?.file_type().is_file();
+    if !regular || of(temp).is_some_and(|m| m.names(name)) {
+        // Our own file (never at the note's path, or taken back from it), or not a file
+        // a write of ours leaves (a symlink is removed, never followed).
         std::fs::remove_file(temp)?;
         return Ok(Leftover::Removed);
     }
@@ -304,10 +343,9 @@ fn with_marked(temp: &Path, marked: &Path, mark: &Mark) -> std::io::Result<Lefto
     let name = temp.file_name().unwrap_or_default();
     // The note's path: where the mark says the write put it (an older mark does not say:
     // where the marked file is).
-    let note = if mark.note.is_empty() {
-        marked.to_path_buf()
-    } else {
-        marked.with_file_name(OsStr::from_bytes(&mark.note))
+    let note = match plain_name(&mark.note) {
+        Some(note) => marked.with_file_name(note),
+        None => marked.to_path_buf(),
     };
     let swapped_out = content_hash(&std::fs::read(temp)?);
     let held_now = content_hash(&std::fs::read(marked)?);
@@ -333,19 +371,19 @@ fn with_marked(temp: &Path, marked: &Path, mark: &Mark) -> std::io::Result<Lefto
 /// The swapped-out file `temp` whose marked partner is gone: the note was removed, or
 /// saved by a rename that did not keep the mark, since the crash.
 fn without_marked(temp: &Path, name: &OsStr) -> std::io::Result<Leftover> {
-    let Some(stem) = note_in_name(name.as_bytes()).filter(|_| probe(temp)) else {
-        // Not a replacing write's (a create's, an upload's, an older version's), or a
-        // filesystem that keeps no marks: nothing tells what it holds.
+    let note = note_in_name(name.as_bytes())
+        .and_then(plain_name)
+        .filter(|_| probe(temp));
+    let bytes = std::fs::read(temp)?;
+    let Some(note) = note.filter(|_| !bytes.is_empty()) else {
+        // Not a replacing write's (a create's, an upload's, an older version's), a
+        // filesystem that keeps no marks (nothing tells what it holds), or empty (cut
+        // short before it was marked, or a save of nothing: nothing to keep).
         std::fs::remove_file(temp)?;
         return Ok(Leftover::Removed);
     };
-    let mut note_name = stem.to_vec();
-    note_name.extend_from_slice(b".md");
-    let note = temp.with_file_name(OsStr::from_bytes(&note_name));
-    let same = std::fs::read(&note).is_ok_and(|now| {
-        content_hash(&now) == content_hash(&std::fs::read(temp).unwrap_or_default())
-    });
-    if same {
+    let note = temp.with_file_name(note);
+    if std::fs::read(&note).is_ok_and(|now| now == bytes) {
         std::fs::remove_file(temp)?;
         return Ok(Leftover::Removed);
     }
@@ -379,35 +417,48 @@ fn put_back(temp: &Path, note: &Path, ours: &str) -> std::io::Result<Leftover> {
     })
 }
 
-/// Move `temp` beside `note` under the first free name of `<stem> (recovered).md`,
-/// `<stem> (recovered 2).md`, ..., the stem cut so that the name fits a file name (255
-/// bytes). A hard link, then the temp file removed: never over an existing file.
+/// Move `temp` beside `note` under the first free name of `<stem> (recovered)<.ext>`,
+/// `<stem> (recovered 2)<.ext>`, ... (the note's extension kept: a private note stays
+/// one), the stem cut so that the name fits a file name (255 bytes). A hard link, then the
+/// temp file removed: never over an existing file; a copy left by a start cut short
+/// between the two is found again, not made twice.
 fn keep_beside(temp: &Path, note: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     let stem = note.file_stem().unwrap_or_default().to_string_lossy();
     let stem = if stem.is_empty() || stem.starts_with('.') {
         format!("recovered note{stem}")
     } else {
         stem.into_owned()
     };
+    let ext = note
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_else(|| ".md".to_string());
+    let ours = std::fs::symlink_metadata(temp)?;
     for n in 1..1000 {
         let suffix = if n == 1 {
-            " (recovered).md".to_string()
+            format!(" (recovered){ext}")
         } else {
-            format!(" (recovered {n}).md")
+            format!(" (recovered {n}){ext}")
         };
-        let mut cut = stem.len().min(255 - suffix.len());
+        let mut cut = stem.len().min(255usize.saturating_sub(suffix.len()));
         while !stem.is_char_boundary(cut) {
             cut -= 1;
         }
         let copy = note.with_file_name(format!("{}{suffix}", &stem[..cut]));
         match std::fs::hard_link(temp, &copy) {
-            Ok(()) => {
-                std::fs::remove_file(temp)?;
-                return Ok(copy);
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let same = std::fs::symlink_metadata(&copy)
+                    .is_ok_and(|m| m.ino() == ours.ino() && m.dev() == ours.dev());
+                if !same {
+                    continue;
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
+        std::fs::remove_file(temp)?;
+        return Ok(copy);
     }
     Err(std::io::Error::other("no free name for a recovered copy"))
 }
