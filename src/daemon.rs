@@ -291,24 +291,34 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     Ok(Daemon { state, watcher })
 }
 
-/// Put right the temp files left by interrupted writes (`fsio::resolve_leftover`); how
-/// many were moved into the vault's notes (put back, or kept as a recovered copy).
-fn resolve_leftovers(leftovers: &[std::path::PathBuf]) -> usize {
-    let mut put_back = 0;
+/// What [`resolve_leftovers`] did.
+#[derive(Default)]
+struct Leftovers {
+    /// Temp files moved into the vault's notes (put back, or kept as a recovered copy).
+    moved: usize,
+    /// Notes (vault-relative) whose replacing write's leftover could not be cleared (a
+    /// read-only vault): what is at their path may be a write's refused bytes, so no
+    /// intent is taken as landed there.
+    unresolved: std::collections::HashSet<String>,
+}
+
+/// Put right the temp files left by interrupted writes (`fsio::resolve_leftover`).
+fn resolve_leftovers(state: &State, leftovers: &[std::path::PathBuf]) -> Leftovers {
+    let mut done = Leftovers::default();
     for temp in leftovers {
         match fsio::resolve_leftover(temp) {
             Ok(fsio::Leftover::Removed) => {
                 tracing::info!(path = %temp.display(), "removed a temp file left by an interrupted write");
             }
             Ok(fsio::Leftover::PutBack(note)) => {
-                put_back += 1;
+                done.moved += 1;
                 tracing::warn!(
                     path = %note.display(),
                     "a write was interrupted while it replaced this note; the note as it was before the write is back"
                 );
             }
             Ok(fsio::Leftover::Recovered { note, copy }) => {
-                put_back += 1;
+                done.moved += 1;
                 tracing::warn!(
                     path = %note.display(),
                     copy = %copy.display(),
@@ -317,10 +327,16 @@ fn resolve_leftovers(leftovers: &[std::path::PathBuf]) -> usize {
             }
             Err(e) => {
                 tracing::warn!(path = %temp.display(), error = %e, "cannot clear a temp file left by an interrupted write");
+                let rel = fsio::leftover_note(temp).and_then(|note| {
+                    note.strip_prefix(&state.paths.root)
+                        .ok()
+                        .map(|r| r.to_string_lossy().replace('\\', "/"))
+                });
+                done.unresolved.extend(rel);
             }
         }
     }
-    put_back
+    done
 }
 
 /// The start-up scan; what it read, when the scan cache is to be written from it (no
@@ -363,7 +379,8 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     // Temp files of interrupted writes, before anything is read: a note swapped out by a
     // write that a crash cut short goes back to its path, or beside it (`fsio::Leftover`),
     // and then the walk is taken again, so it lists the files as they are now.
-    if resolve_leftovers(&walked.leftovers) > 0 {
+    let leftovers = resolve_leftovers(state, &walked.leftovers);
+    if leftovers.moved > 0 {
         walked = walk(&state.paths, want);
     }
     let listed_at = started.elapsed();
@@ -473,7 +490,12 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     let cataloged = started.elapsed();
     // Writes under way when the daemon stopped: what landed is recorded as those
     // writes, before the rest is taken as an editor's changes.
-    crate::writes::recover::resolve_intents(state, &mut changed, &mut removed)?;
+    crate::writes::recover::resolve_intents(
+        state,
+        &mut changed,
+        &mut removed,
+        &leftovers.unresolved,
+    )?;
     let subject = if first_history {
         "Record the vault as found"
     } else if behind {

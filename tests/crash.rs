@@ -368,3 +368,95 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
         }
     }
 }
+
+/// Set or clear the immutable flag of the file at `path` (`FS_IOC_SETFLAGS`); false where
+/// that cannot be done (no privilege, a filesystem without it).
+#[cfg(target_os = "linux")]
+fn immutable(path: &Path, on: bool) -> bool {
+    use std::os::fd::AsRawFd;
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut flags: libc::c_long = 0;
+    // SAFETY: the descriptor is open; `flags` is a valid out/in pointer for the calls.
+    unsafe {
+        if libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) != 0 {
+            return false;
+        }
+        flags = if on {
+            flags | FS_IMMUTABLE_FL
+        } else {
+            flags & !FS_IMMUTABLE_FL
+        };
+        libc::ioctl(file.as_raw_fd(), libc::FS_IOC_SETFLAGS, &flags) == 0
+    }
+}
+
+/// A write's leftover the start cannot clear (here an immutable file; a read-only vault
+/// alike): the note's path may hold the write's refused bytes, so the write is not taken
+/// as landed and its retry gets no receipt for it.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_leftover_cannot_be_cleared_is_never_answered_as_landed() {
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (vault, state) = (dir.path().join("vault"), dir.path().join("state"));
+    std::fs::create_dir_all(&vault).unwrap();
+    let path = vault.join("a.md");
+    std::fs::write(&path, "# A\n\nalpha\n").unwrap();
+    let (mut child, base) = start_with(&vault, &state, Some("after-file"));
+    let note: Value = get_json(&client, format!("{base}/v1/notes/a?limit=1")).await;
+    let version = note["version_id"].as_str().unwrap().to_string();
+    let body = json!({"version_id": version, "old_string": "alpha", "new_string": "beta", "agent_id": "t"});
+    let send = |base: &str| {
+        client
+            .post(format!("{base}/v1/notes/a:edit"))
+            .header("Idempotency-Key", "the-write")
+            .json(&body)
+            .send()
+    };
+    assert!(send(&base).await.is_err(), "the daemon aborted");
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# A\n\nbeta\n");
+
+    // As if the crash had come inside the exchange, over an editor's save: its file under
+    // the temp name, the write's file at the path, marked.
+    if !common::crash_after_the_exchange(
+        &path,
+        "# A\n\nthe editor's save\n",
+        "# A\n\nbeta\n",
+        "# A\n\nalpha\n",
+    ) {
+        eprintln!(
+            "SKIPPED: {} keeps no user extended attributes",
+            vault.display()
+        );
+        return;
+    }
+    let temp = path.with_file_name(".notevault-tmp-m0194d3a5c0de7000a000000000000001-a.md");
+    if !immutable(&temp, true) {
+        eprintln!("SKIPPED: cannot make a file immutable here");
+        return;
+    }
+    let (mut child, base) = start(&vault, &state);
+    let res = send(&base).await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    immutable(&temp, false);
+    assert_eq!(
+        status, 409,
+        "no receipt for a write that may not have landed: {text}"
+    );
+    assert!(text.contains("VERSION_MOVED"), "{text}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Once it can be cleared, the editor's save is put back.
+    let (mut child, _) = start(&vault, &state);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "# A\n\nthe editor's save\n"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

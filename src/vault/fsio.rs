@@ -69,7 +69,7 @@ fn moved(path: &Path, why: &str) -> Error {
 
 mod mark;
 
-pub use mark::{resolve as resolve_leftover, Leftover};
+pub use mark::{leftover_note, resolve as resolve_leftover, Leftover};
 
 /// Check `path` against `expect` now.
 pub fn check(path: &Path, expect: &Expect) -> Result<()> {

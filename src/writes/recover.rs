@@ -35,12 +35,15 @@ pub struct Resolved {
 
 /// Resolve every intent left by writes that did not finish. `changed` and `removed` are
 /// what the start-up scan found different from the store; what a landed write explains is
-/// taken out of them. The caller holds the write lock, and the catalog holds the notes as
-/// stored.
+/// taken out of them. `unsure`: notes whose path may hold a write's refused bytes (a
+/// leftover of its exchange that could not be cleared): no write is taken as landed
+/// there, so none is answered with a receipt. The caller holds the write lock, and the
+/// catalog holds the notes as stored.
 pub fn resolve_intents(
     state: &State,
     changed: &mut Vec<Observed>,
     removed: &mut Vec<String>,
+    unsure: &std::collections::HashSet<String>,
 ) -> Result<Resolved> {
     let mut resolved = Resolved::default();
     for row in state.meta.intents()? {
@@ -62,7 +65,12 @@ pub fn resolve_intents(
             resolved.already_recorded += 1;
             continue;
         }
-        match landed(&state.paths.root, &intent, changed, removed) {
+        // (Asked only where sure: `landed` takes what it explains out of `changed`.)
+        let sure = !unsure.contains(&intent.to_rel);
+        let found = sure
+            .then(|| landed(&state.paths.root, &intent, changed, removed))
+            .flatten();
+        match found {
             Some(bytes) => {
                 let receipt = record_landed(state, &intent, bytes)?;
                 store_receipt(state, key, &receipt)?;

@@ -499,7 +499,7 @@ pub fn crash_after_the_exchange(
     ours: &str,
     expected: &str,
 ) -> bool {
-    let temp = path.with_file_name(".notevault-tmp-m0194d3a5c0de7000a000000000000001-a");
+    let temp = path.with_file_name(".notevault-tmp-m0194d3a5c0de7000a000000000000001-a.md");
     std::fs::rename(path, &temp).unwrap();
     std::fs::write(&temp, swapped_out).unwrap();
     std::fs::write(path, ours).unwrap();

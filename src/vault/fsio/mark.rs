@@ -41,9 +41,11 @@
 //! cut short), keeps the note's extension (a private note stays one), and is cut to fit
 //! 255 bytes.
 //!
-//! Left: a start where resolving fails (a read-only vault: the note with our bytes is then
-//! recorded as the write; a later start that can resolve it puts the editor's save back
-//! over that write); a note whose stem is over 100 bytes, gone after the crash, is looked
+//! A start where resolving fails (a read-only vault, an immutable file) leaves the
+//! leftover, and takes no write to that note as landed ([`leftover_note`]): what is at its
+//! path is recorded as an editor's change, and the write's retry is answered
+//! `VERSION_MOVED`, never with a receipt a later start could undo by putting the editor's
+//! save back. Left: a note whose stem is over 100 bytes, gone after the crash, is looked
 //! for under its cut name, so a copy may be kept that the folder holds anyway. Where a
 //! filesystem keeps no user attributes nothing is marked, and a leftover is removed as
 //! before.
@@ -295,6 +297,20 @@ mod attr {
         };
         usize::try_from(len).ok().map(|len| value[..len].to_vec())
     }
+}
+
+/// The note a replacing write's leftover temp file was for: as the mark of its partner
+/// says, else as its own name says (the stem perhaps cut); `None` for any other temp file.
+pub fn leftover_note(temp: &Path) -> Option<PathBuf> {
+    let name = temp.file_name()?;
+    if let Ok(Some((marked, mark))) = marked_for(temp, name) {
+        return Some(match plain_name(&mark.note) {
+            Some(note) => marked.with_file_name(note),
+            None => marked,
+        });
+    }
+    let note = note_in_name(name.as_bytes()).and_then(plain_name)?;
+    Some(temp.with_file_name(note))
 }
 
 /// What [`resolve`] did with a leftover temp file.
