@@ -327,11 +327,7 @@ fn resolve_leftovers(state: &State, leftovers: &[std::path::PathBuf]) -> Leftove
             }
             Err(e) => {
                 tracing::warn!(path = %temp.display(), error = %e, "cannot clear a temp file left by an interrupted write");
-                let rel = fsio::leftover_note(temp).and_then(|note| {
-                    note.strip_prefix(&state.paths.root)
-                        .ok()
-                        .map(|r| r.to_string_lossy().replace('\\', "/"))
-                });
+                let rel = fsio::leftover_note(temp).map(|note| state.paths.rel_lossy(&note));
                 done.unresolved.extend(rel);
             }
         }

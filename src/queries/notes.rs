@@ -164,33 +164,27 @@ fn check_window(offset: usize, limit: usize) -> Result<()> {
 /// is not part of the line, an empty note has none), found with `memchr`.
 fn line_page(bytes: Arc<[u8]>, offset: usize, limit: usize) -> Result<LinePage> {
     let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-    let total = if bytes.is_empty() {
-        0
-    } else {
-        memchr::memchr_iter(b'\n', body).count() + 1
-    };
+    // One pass over the line ends: the page's lines, and how many there are.
+    let mut items = Vec::with_capacity(limit.min(256));
+    let mut total = 0;
+    if !bytes.is_empty() {
+        let ends = memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len()));
+        let mut start = 0;
+        for end in ends {
+            total += 1;
+            if total >= offset && items.len() < limit {
+                let line = &body[start..end];
+                let len = line.strip_suffix(b"\r").unwrap_or(line).len();
+                items.push((total, start..start + len));
+            }
+            start = end + 1;
+        }
+    }
     if offset > total.max(1) {
         return Err(Error::invalid_field(
             "offset",
             format!("line {offset} is past the end of the note ({total} lines); use an offset from 1 to {}", total.max(1)),
         ));
-    }
-    let mut items = Vec::with_capacity(limit.min(total.saturating_sub(offset - 1)));
-    if total > 0 {
-        let ends = memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len()));
-        let mut start = 0;
-        for (i, end) in ends.enumerate() {
-            let n = i + 1;
-            if n >= offset {
-                let line = &body[start..end];
-                let len = line.strip_suffix(b"\r").unwrap_or(line).len();
-                items.push((n, start..start + len));
-                if items.len() == limit {
-                    break;
-                }
-            }
-            start = end + 1;
-        }
     }
     let end = offset - 1 + items.len();
     Ok(LinePage {

@@ -159,7 +159,7 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
             .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
     }
     let note = path.file_name().unwrap_or_default();
-    let plain = || dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
+    let plain = || plain_temp(dir);
     let mut temp = match expect {
         // It will be exchanged with the note: named and marked for a start after a crash
         // (`mark`).
@@ -728,7 +728,7 @@ pub fn create_temp(dir: &Path) -> std::io::Result<(File, std::path::PathBuf)> {
     if !dir.exists() {
         fs::create_dir_all(dir)?;
     }
-    let temp = dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()));
+    let temp = plain_temp(dir);
     let file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -739,13 +739,22 @@ pub fn create_temp(dir: &Path) -> std::io::Result<(File, std::path::PathBuf)> {
 /// Drop one of our temp files (an upload refused or abandoned). Anything that is not
 /// named as our temp files is left alone.
 pub fn discard_temp(temp: &Path) {
-    let ours = temp
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(TEMP_PREFIX));
-    if ours {
+    if temp_file_name(temp).is_some() {
         let _ = fs::remove_file(temp);
     }
+}
+
+/// A new name for a temp file of ours in `dir` (any but a replacing write's, which
+/// `mark::temp_name` names).
+fn plain_temp(dir: &Path) -> std::path::PathBuf {
+    dir.join(format!("{TEMP_PREFIX}{}", uuid::Uuid::now_v7().simple()))
+}
+
+/// The file name of `path` if it is named as our temp files.
+fn temp_file_name(path: &Path) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    path.file_name()
+        .filter(|n| n.as_bytes().starts_with(TEMP_PREFIX.as_bytes()))
 }
 
 /// Put a filled temp file (synced by the caller) at `path`, which must not exist
@@ -1505,18 +1514,7 @@ mod tests {
     /// form, or one a test makes up).
     #[cfg(target_os = "linux")]
     fn set_raw_mark(path: &Path, value: &[u8]) {
-        let at = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: NUL-terminated path and name, a value that lives across the call.
-        let rc = unsafe {
-            libc::lsetxattr(
-                at.as_ptr(),
-                c"user.notevault.temp".as_ptr(),
-                value.as_ptr().cast(),
-                value.len(),
-                0,
-            )
-        };
-        assert_eq!(rc, 0);
+        assert!(mark::set_raw(path, value));
     }
 
     #[cfg(target_os = "linux")]

@@ -163,6 +163,15 @@ impl VaultPaths {
         Ok(())
     }
 
+    /// The vault-relative, `/`-separated form of `abs` (lossily as text); `abs` itself when
+    /// it is not in the vault.
+    pub fn rel_lossy(&self, abs: &Path) -> String {
+        abs.strip_prefix(&self.root)
+            .unwrap_or(abs)
+            .to_string_lossy()
+            .replace('\\', "/")
+    }
+
     /// Whether a path found while walking the vault is one the daemon ignores
     /// (state dir, ignored folders, editor swap and temp files).
     pub fn is_ignored(&self, abs: &Path) -> bool {

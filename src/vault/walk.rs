@@ -103,13 +103,6 @@ pub fn walk(paths: &VaultPaths, want: Want) -> Walk {
     }
 }
 
-fn lossy_rel(paths: &VaultPaths, abs: &Path) -> String {
-    abs.strip_prefix(&paths.root)
-        .unwrap_or(abs)
-        .to_string_lossy()
-        .replace('\\', "/")
-}
-
 /// One folder (`rel`: its vault-relative path, `None` when it is not valid UTF-8): its
 /// files into `parts`, its subfolders as jobs of `scope`.
 fn walk_folder<'s>(
@@ -149,7 +142,7 @@ fn walk_folder<'s>(
 fn unreadable(paths: &VaultPaths, at: &Path, err: &std::io::Error, want: Want, found: &mut Found) {
     if want.notes {
         found.excluded.push(Excluded {
-            path: lossy_rel(paths, at),
+            path: paths.rel_lossy(at),
             reason: format!("unreadable: {err}"),
         });
     }
@@ -199,7 +192,7 @@ fn take_entry(
     let Some(rel) = rel else {
         if note {
             found.excluded.push(Excluded {
-                path: lossy_rel(paths, &entry.path()),
+                path: paths.rel_lossy(&entry.path()),
                 reason: "unreadable: the file name is not valid UTF-8".into(),
             });
         }

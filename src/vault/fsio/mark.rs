@@ -94,25 +94,31 @@ const NOTE_IN_NAME: usize = 100;
 /// name, its stem cut to 100 bytes (at a character boundary) and its extension kept, so
 /// that a swapped-out note found without its partner is kept under the note's name.
 pub(super) fn temp_name(note: &OsStr) -> String {
-    let note = Path::new(note);
-    let stem = note
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ext = note
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .filter(|e| e.len() <= 20)
-        .unwrap_or_default();
-    let mut cut = stem.len().min(NOTE_IN_NAME);
-    while !stem.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let (stem, ext) = stem_and_ext(Path::new(note));
+    let ext = ext.filter(|e| e.len() <= 20).unwrap_or_default();
     format!(
         "{TEMP_PREFIX}{REPLACING}{}-{}{ext}",
         uuid::Uuid::now_v7().simple(),
-        &stem[..cut]
+        cut(&stem, NOTE_IN_NAME)
     )
+}
+
+/// A file name's stem and its extension with the dot (lossily as text).
+fn stem_and_ext(name: &Path) -> (String, Option<String>) {
+    let stem = name.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = name
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()));
+    (stem.into_owned(), ext)
+}
+
+/// `text` cut to at most `bytes` bytes, at a character boundary.
+fn cut(text: &str, bytes: usize) -> &str {
+    let mut end = text.len().min(bytes);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The note's name (its stem perhaps cut) that a replacing write's temp file name
@@ -203,6 +209,13 @@ pub(super) fn set_held(file: &File, at: &Path, held: &str) {
     }
 }
 
+/// Write `value` as the mark of the file at `path`, as given (a test's older or made-up
+/// form).
+#[cfg(test)]
+pub(super) fn set_raw(path: &Path, value: &[u8]) -> bool {
+    File::open(path).is_ok_and(|f| write(&f, value))
+}
+
 /// The mark of the file at `path`, read without opening it (an open would wait on a
 /// lease) and without following a symlink.
 pub(super) fn of(path: &Path) -> Option<Mark> {
@@ -263,28 +276,19 @@ mod attr {
     /// it has none (`ENODATA`) rather than that there are none to have (`ENOTSUP`). No
     /// write, so a read-only file answers too.
     pub fn probe(path: &Path) -> bool {
-        let Some(path) = c_path(path) else {
-            return false;
-        };
-        let mut value = [0u8; 1];
-        // SAFETY: `path` is NUL-terminated, `value` is writable for its length.
-        let len = unsafe {
-            libc::lgetxattr(
-                path.as_ptr(),
-                NAME.as_ptr(),
-                value.as_mut_ptr().cast(),
-                value.len(),
-            )
-        };
-        len >= 0
-            || matches!(
-                std::io::Error::last_os_error().raw_os_error(),
-                Some(libc::ENODATA | libc::ERANGE)
-            )
+        match get(path) {
+            Ok(_) => true,
+            Err(e) => matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)),
+        }
     }
 
     pub fn read(path: &Path) -> Option<Vec<u8>> {
-        let path = c_path(path)?;
+        get(path).ok()
+    }
+
+    /// Our mark of the file at `path`, or why there is none.
+    fn get(path: &Path) -> std::io::Result<Vec<u8>> {
+        let path = c_path(path).ok_or(std::io::ErrorKind::InvalidInput)?;
         let mut value = [0u8; MAX];
         // SAFETY: `path` is NUL-terminated, `value` is writable for its length.
         let len = unsafe {
@@ -295,7 +299,10 @@ mod attr {
                 value.len(),
             )
         };
-        usize::try_from(len).ok().map(|len| value[..len].to_vec())
+        match usize::try_from(len) {
+            Ok(len) => Ok(value[..len].to_vec()),
+            Err(_) => Err(std::io::Error::last_os_error()),
+        }
     }
 }
 
@@ -329,10 +336,7 @@ pub enum Leftover {
 /// Put right one of our temp files left by an interrupted write (see the module doc).
 /// Anything not named as our temp files is left alone (an error).
 pub fn resolve(temp: &Path) -> std::io::Result<Leftover> {
-    let Some(name) = temp
-        .file_name()
-        .filter(|n| n.as_bytes().starts_with(TEMP_PREFIX.as_bytes()))
-    else {
+    let Some(name) = super::temp_file_name(temp) else {
         return Err(std::io::Error::other("not a notevault temp file"));
     };
     let dir = temp.parent().unwrap_or(Path::new("."));
@@ -440,16 +444,13 @@ fn put_back(temp: &Path, note: &Path, ours: &str) -> std::io::Result<Leftover> {
 /// between the two is found again, not made twice.
 fn keep_beside(temp: &Path, note: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let stem = note.file_stem().unwrap_or_default().to_string_lossy();
+    let (stem, ext) = stem_and_ext(note);
     let stem = if stem.is_empty() || stem.starts_with('.') {
         format!("recovered note{stem}")
     } else {
-        stem.into_owned()
+        stem
     };
-    let ext = note
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_else(|| ".md".to_string());
+    let ext = ext.unwrap_or_else(|| ".md".to_string());
     let ours = std::fs::symlink_metadata(temp)?;
     for n in 1..1000 {
         let suffix = if n == 1 {
@@ -457,11 +458,8 @@ fn keep_beside(temp: &Path, note: &Path) -> std::io::Result<PathBuf> {
         } else {
             format!(" (recovered {n}){ext}")
         };
-        let mut cut = stem.len().min(255usize.saturating_sub(suffix.len()));
-        while !stem.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let copy = note.with_file_name(format!("{}{suffix}", &stem[..cut]));
+        let stem = cut(&stem, 255usize.saturating_sub(suffix.len()));
+        let copy = note.with_file_name(format!("{stem}{suffix}"));
         match std::fs::hard_link(temp, &copy) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
