@@ -22,24 +22,18 @@
 //! A marked form never collides with a token (tokens are letters and digits only) and no
 //! prefix of letters reaches it.
 
-use std::str::CharIndices;
-
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, LowerCaser, RemoveLongFilter, TextAnalyzer, Token, TokenStream, Tokenizer,
+    AsciiFoldingFilter, LowerCaser, RawTokenizer, TextAnalyzer, Token, TokenStream, Tokenizer,
 };
 
 /// The name the analyzer is registered under in the index.
 pub const NAME: &str = "notevault";
-/// Longer tokens (base64 blobs, hashes in URLs) are not indexed.
+/// Tokens of this many bytes or more (base64 blobs, hashes in URLs) are not indexed.
 pub const MAX_TOKEN_BYTES: usize = 40;
 
 /// The analyzer: split, drop long tokens, lower-case, fold to ASCII.
 pub fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(NoteTokenizer::default())
-        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
-        .filter(LowerCaser)
-        .filter(AsciiFoldingFilter)
-        .build()
+    TextAnalyzer::from(NoteTokenizer::default())
 }
 
 /// Register both analyzers with `index`.
@@ -67,9 +61,6 @@ pub fn form_term(stem: &str) -> String {
 /// the token's position where it differs from the token ([`StemForms`]).
 pub fn forms_analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(NoteTokenizer::default())
-        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
-        .filter(LowerCaser)
-        .filter(AsciiFoldingFilter)
         .filter(StemForms)
         .build()
 }
@@ -370,10 +361,31 @@ pub fn without_letter_keys(text: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
     Some((out, left_out))
 }
 
-#[derive(Clone, Default)]
+/// Splits a text into tokens ([module doc](self)) and normalizes each word as tantivy's
+/// `RemoveLongFilter` ([`MAX_TOKEN_BYTES`]), `LowerCaser` and `AsciiFoldingFilter` would,
+/// in one pass: a word of ASCII characters (most) is lower-cased as it is copied; a word
+/// with another character goes through those two filters; a unigram or bigram of an
+/// unspaced script is its own lower case and folding (a test checks every such
+/// character), so it is taken as it is.
+#[derive(Clone)]
 pub struct NoteTokenizer {
     token: Token,
     run: Vec<(usize, char)>,
+    /// tantivy's lower-casing and folding of one word with a character outside ASCII.
+    fold: TextAnalyzer,
+}
+
+impl Default for NoteTokenizer {
+    fn default() -> Self {
+        NoteTokenizer {
+            token: Token::default(),
+            run: Vec::new(),
+            fold: TextAnalyzer::builder(RawTokenizer::default())
+                .filter(LowerCaser)
+                .filter(AsciiFoldingFilter)
+                .build(),
+        }
+    }
 }
 
 impl Tokenizer for NoteTokenizer {
@@ -384,36 +396,44 @@ impl Tokenizer for NoteTokenizer {
         self.run.clear();
         NoteTokenStream {
             text,
-            chars: text.char_indices(),
+            at: 0,
             token: &mut self.token,
             run: &mut self.run,
             run_at: 0,
             bigram_next: false,
             next_position: 0,
-            pending: None,
+            fold: &mut self.fold,
         }
     }
 }
 
 pub struct NoteTokenStream<'a> {
     text: &'a str,
-    chars: CharIndices<'a>,
+    /// The byte where the next token is looked for (a character boundary).
+    at: usize,
     token: &'a mut Token,
     /// The current run of unspaced characters, emitted as unigrams and bigrams.
     run: &'a mut Vec<(usize, char)>,
     run_at: usize,
     bigram_next: bool,
     next_position: usize,
-    /// A character read past the end of a token, to start the next one with.
-    pending: Option<(usize, char)>,
+    fold: &'a mut TextAnalyzer,
 }
 
 impl NoteTokenStream<'_> {
-    fn next_char(&mut self) -> Option<(usize, char)> {
-        self.pending.take().or_else(|| self.chars.next())
+    /// The character at byte `at` (a character boundary), if the text goes on.
+    #[inline]
+    fn char_at(&self, at: usize) -> Option<char> {
+        let b = *self.text.as_bytes().get(at)?;
+        if b < 0x80 {
+            Some(char::from(b))
+        } else {
+            self.text[at..].chars().next()
+        }
     }
 
-    fn emit(&mut self, from: usize, to: usize, position: usize) -> bool {
+    /// A unigram or bigram of a run, as it is.
+    fn emit_run(&mut self, from: usize, to: usize, position: usize) -> bool {
         self.token.text.clear();
         self.token.text.push_str(&self.text[from..to]);
         self.token.offset_from = from;
@@ -423,19 +443,39 @@ impl NoteTokenStream<'_> {
         true
     }
 
-    /// Whether the `[` at byte `at` opens a letter key ([`letter_key_len`]).
-    fn letter_key_at(&self, at: usize) -> bool {
-        letter_key_len(self.text.as_bytes(), at).is_some()
-    }
-
-    /// Step over the letters and the `]` of the letter key just found (ASCII: one
-    /// character a byte).
-    fn skip_letter_key(&mut self) {
-        for (_, c) in self.chars.by_ref() {
-            if c == ']' {
-                break;
-            }
+    /// The word at `from..to` (its letter keys' brackets left out when `keys`), lower-cased
+    /// and folded; false for a word of [`MAX_TOKEN_BYTES`] or more, which is dropped (its
+    /// position stays taken).
+    fn emit_word(&mut self, from: usize, to: usize, keys: bool, ascii: bool) -> bool {
+        let position = self.next_position;
+        self.next_position += 1;
+        let word = &self.text[from..to];
+        let text = &mut self.token.text;
+        text.clear();
+        if keys {
+            text.extend(word.chars().filter(|&c| c != '[' && c != ']'));
+        } else {
+            text.push_str(word);
         }
+        if text.len() >= MAX_TOKEN_BYTES {
+            return false;
+        }
+        if ascii {
+            text.make_ascii_lowercase();
+        } else {
+            let word = std::mem::take(text);
+            let mut folded = self.fold.token_stream(&word);
+            *text = if folded.advance() {
+                std::mem::take(&mut folded.token_mut().text)
+            } else {
+                word.clone()
+            };
+        }
+        self.token.offset_from = from;
+        self.token.offset_to = to;
+        self.token.position = position;
+        self.token.position_length = 1;
+        true
     }
 
     /// The next unigram or bigram of the current run, if any is left.
@@ -445,13 +485,13 @@ impl NoteTokenStream<'_> {
             let position = self.next_position;
             if !self.bigram_next {
                 self.bigram_next = true;
-                return self.emit(start, start + c.len_utf8(), position);
+                return self.emit_run(start, start + c.len_utf8(), position);
             }
             self.bigram_next = false;
             self.run_at += 1;
             self.next_position += 1;
             if let Some(&(next, d)) = self.run.get(self.run_at) {
-                return self.emit(start, next + d.len_utf8(), position);
+                return self.emit_run(start, next + d.len_utf8(), position);
             }
         }
         false
@@ -465,42 +505,59 @@ impl TokenStream for NoteTokenStream<'_> {
         }
         self.run.clear();
         self.run_at = 0;
-        while let Some((start, c)) = self.next_char() {
+        let bytes = self.text.as_bytes();
+        while let Some(c) = self.char_at(self.at) {
+            let start = self.at;
+            self.at += c.len_utf8();
             if is_unspaced(c) {
                 self.run.push((start, c));
-                for (i, d) in self.chars.by_ref() {
-                    if is_unspaced(d) {
-                        self.run.push((i, d));
-                    } else {
-                        self.pending = Some((i, d));
-                        break;
-                    }
+                while let Some(d) = self.char_at(self.at).filter(|&d| is_unspaced(d)) {
+                    self.run.push((self.at, d));
+                    self.at += d.len_utf8();
                 }
                 return self.advance_run();
             }
-            let mut joined = c == '[' && self.letter_key_at(start);
-            if c.is_alphanumeric() || joined {
-                if joined {
-                    self.skip_letter_key();
+            let mut keys = false;
+            if c == '[' {
+                match letter_key_len(bytes, start) {
+                    Some(len) => {
+                        keys = true;
+                        self.at = start + len;
+                    }
+                    None => continue,
                 }
-                let mut end = start + c.len_utf8();
-                while let Some((i, d)) = self.chars.next() {
-                    if d.is_alphanumeric() && !is_unspaced(d) {
-                        end = i + d.len_utf8();
-                    } else if d == '[' && self.letter_key_at(i) {
-                        joined = true;
-                        self.skip_letter_key();
-                    } else {
-                        self.pending = Some((i, d));
-                        break;
+            } else if !c.is_alphanumeric() {
+                continue;
+            }
+            // A word: letters and digits (ASCII ones a byte at a time), and letter keys.
+            let mut ascii = c.is_ascii();
+            let mut end = self.at;
+            while let Some(&b) = bytes.get(self.at) {
+                if b.is_ascii_alphanumeric() {
+                    self.at += 1;
+                    end = self.at;
+                } else if b == b'[' {
+                    match letter_key_len(bytes, self.at) {
+                        Some(len) => {
+                            keys = true;
+                            self.at += len;
+                        }
+                        None => break,
+                    }
+                } else if b < 0x80 {
+                    break;
+                } else {
+                    match self.char_at(self.at) {
+                        Some(d) if d.is_alphanumeric() && !is_unspaced(d) => {
+                            ascii = false;
+                            self.at += d.len_utf8();
+                            end = self.at;
+                        }
+                        _ => break,
                     }
                 }
-                let position = self.next_position;
-                self.next_position += 1;
-                self.emit(start, end, position);
-                if joined {
-                    self.token.text.retain(|c| c != '[' && c != ']');
-                }
+            }
+            if self.emit_word(start, end, keys, ascii) {
                 return true;
             }
         }
@@ -581,7 +638,7 @@ mod tests {
     /// no rule for brackets: how provenance's byte matcher sees a text.
     fn plain_words(text: &str) -> Vec<String> {
         text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty() && w.len() <= MAX_TOKEN_BYTES)
+            .filter(|w| !w.is_empty() && w.len() < MAX_TOKEN_BYTES)
             .map(|w| w.to_lowercase().replace('é', "e"))
             .collect()
     }
@@ -602,6 +659,68 @@ mod tests {
                 .unwrap_or_else(|| text.clone());
             proptest::prop_assert_eq!(plain_words(&keyless), texts(&text), "{:?} / {:?}", text, keyless);
         }
+    }
+
+    /// Every `(text, offsets, position)` the analyzer gives for `text`.
+    fn all_tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(String, usize, usize, usize)> {
+        let mut stream = analyzer.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            let t = stream.token();
+            out.push((t.text.clone(), t.offset_from, t.offset_to, t.position));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// In a text of spaced scripts without letter keys, the one-pass tokenizer gives
+        /// exactly what tantivy's split at every character that is not a letter or digit,
+        /// followed by its filters (drop long words, lower-case, fold to ASCII), gives:
+        /// words, offsets and positions.
+        #[test]
+        fn words_are_what_tantivys_filters_make_of_them(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", "Z", "7", " ", "-", "[", "]", "\n", "é", "É", "İ", "ß", "Ω", "ﬁ", "Ａ",
+                    "٣", "\u{301}", "Ⅻ", "ǅ", "aaaaaaaaaaaaaaaaaaa", "ééééééééé", "_",
+                ]),
+                0..30,
+            ),
+        ) {
+            let text: String = pieces.concat();
+            proptest::prop_assume!(without_letter_keys(text.as_bytes()).is_none());
+            let mut reference = TextAnalyzer::builder(tantivy::tokenizer::SimpleTokenizer::default())
+                .filter(tantivy::tokenizer::RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+                .filter(LowerCaser)
+                .filter(AsciiFoldingFilter)
+                .build();
+            proptest::prop_assert_eq!(
+                all_tokens(&mut analyzer(), &text),
+                all_tokens(&mut reference, &text),
+                "{:?}", text
+            );
+        }
+    }
+
+    #[test]
+    fn unspaced_characters_are_their_own_lower_case_and_folding() {
+        // The tokenizer takes unigrams and bigrams of unspaced scripts as they are.
+        let mut fold = TextAnalyzer::builder(RawTokenizer::default())
+            .filter(LowerCaser)
+            .filter(AsciiFoldingFilter)
+            .build();
+        let mut checked = 0;
+        for c in (0x0E00..=0x3134F)
+            .filter_map(char::from_u32)
+            .filter(|&c| is_unspaced(c))
+        {
+            let text = c.to_string();
+            let mut stream = fold.token_stream(&text);
+            assert!(stream.advance());
+            assert_eq!(stream.token().text, text, "U+{:04X}", c as u32);
+            checked += 1;
+        }
+        assert!(checked > 100_000, "{checked}");
     }
 
     #[test]
