@@ -91,7 +91,7 @@ pub struct QueryReading {
     /// Words also searched by their word forms (English stem): `cursors` → `cursor`
     /// also finds `cursor`; exact forms rank first.
     pub stems: Vec<WordStem>,
-    /// Parts of `q` not searched, and why (stop words, words in more than 10% of a large
+    /// Parts of `q` not searched, and why (stop words, words in more than 20% of a large
     /// vault's notes when rarer words are asked, punctuation, a lone `-`, words beyond
     /// the first 24).
     pub ignored: Vec<IgnoredPart>,

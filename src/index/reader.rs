@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// A ranked word in more than this share of the notes is left out of a question with
 /// rarer words (see [`SearchIndex::prepare`]) ...
-pub const COMMON_SHARE: f64 = 0.10;
+pub const COMMON_SHARE: f64 = 0.20;
 /// ... and in more than this many notes (a small vault keeps every word).
 pub const COMMON_MIN: u64 = 2_000;
 
