@@ -5,7 +5,7 @@
 //! such characters becomes a phrase of bigrams (`日本語` → `日本` `本語` at consecutive
 //! positions), which matches exactly that run.
 //!
-//! After splitting: tokens longer than [`MAX_TOKEN_BYTES`] are dropped, the rest are
+//! After splitting: tokens of [`MAX_TOKEN_BYTES`] or more are dropped, the rest are
 //! lower-cased and folded to ASCII where a folding exists (`Café` → `cafe`).
 //!
 //! Word forms: the fields of words (title, aliases, headings, lead, body) hold, beside each
