@@ -163,8 +163,18 @@ pub fn corpus() -> Option<PathBuf> {
     ok.then_some(unpacked)
 }
 
+/// A fresh copy of `from` at `to` (`cp -a`). Whatever was at `to` is removed first; if
+/// anything is left there, this fails rather than let `cp` copy `from` into it (a copy
+/// nested one level down, which a bench would then read as a vault without its notes).
 pub fn copy(from: &Path, to: &Path) -> Result<()> {
-    let _ = std::fs::remove_dir_all(to);
+    match std::fs::remove_dir_all(to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => bail!("cannot remove {} before copying: {e}", to.display()),
+    }
+    if to.exists() {
+        bail!("{} is still there after its removal", to.display());
+    }
     let status = Command::new("cp").arg("-a").arg(from).arg(to).status()?;
     if !status.success() {
         bail!("cp -a failed");
