@@ -364,7 +364,7 @@ pub fn without_letter_keys(text: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
 /// Splits a text into tokens ([module doc](self)) and normalizes each word as tantivy's
 /// `RemoveLongFilter` ([`MAX_TOKEN_BYTES`]), `LowerCaser` and `AsciiFoldingFilter` would,
 /// in one pass: a word of ASCII characters (most) is lower-cased as it is copied; a word
-/// with another character goes through those two filters; a unigram or bigram of an
+/// with another character goes through the last two of those filters; a unigram or bigram of an
 /// unspaced script is its own lower case and folding (a test checks every such
 /// character), so it is taken as it is.
 #[derive(Clone)]
@@ -445,7 +445,7 @@ impl NoteTokenStream<'_> {
 
     /// The word at `from..to` (its letter keys' brackets left out when `keys`), lower-cased
     /// and folded; false for a word of [`MAX_TOKEN_BYTES`] or more, which is dropped (its
-    /// position stays taken).
+    /// position stays taken; the token's text holds it until the next token is made).
     fn emit_word(&mut self, from: usize, to: usize, keys: bool, ascii: bool) -> bool {
         let position = self.next_position;
         self.next_position += 1;
@@ -463,13 +463,15 @@ impl NoteTokenStream<'_> {
         if ascii {
             text.make_ascii_lowercase();
         } else {
+            // `RawTokenizer` gives the whole word as its one token.
             let word = std::mem::take(text);
-            let mut folded = self.fold.token_stream(&word);
-            *text = if folded.advance() {
-                std::mem::take(&mut folded.token_mut().text)
-            } else {
-                word.clone()
+            let folded = {
+                let mut stream = self.fold.token_stream(&word);
+                stream
+                    .advance()
+                    .then(|| std::mem::take(&mut stream.token_mut().text))
             };
+            *text = folded.unwrap_or(word);
         }
         self.token.offset_from = from;
         self.token.offset_to = to;
