@@ -20,6 +20,20 @@ ROUNDS = 300
 
 
 # ---------------------------------------------------------------- editor process
+def write_file(path, data):
+    """Write `data` to `path` as std::fs::write does (O_TRUNC); (time opened, inode)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    opened = time.monotonic()
+    inode = os.fstat(fd).st_ino
+    try:
+        mv = memoryview(data)
+        while mv:
+            mv = mv[os.write(fd, mv):]
+    finally:
+        os.close(fd)
+    return opened, inode
+
+
 def editor_main(note, log_path, stop_file):
     d = os.path.dirname(note)
     tmp = os.path.join(d, ".soak-race.md.swp")
@@ -48,22 +62,10 @@ def editor_main(note, log_path, stop_file):
         t1 = time.monotonic()
         nxt = cur + b"editor %d\n" % n
         if n % 2 == 0:
-            fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            t_opened = time.monotonic()
-            winode = os.fstat(fd).st_ino
-            mv = memoryview(nxt)
-            while mv:
-                mv = mv[os.write(fd, mv):]
-            os.close(fd)
+            t_opened, winode = write_file(note, nxt)
             mode = "inplace"
         else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            t_opened = time.monotonic()
-            winode = os.fstat(fd).st_ino
-            mv = memoryview(nxt)
-            while mv:
-                mv = mv[os.write(fd, mv):]
-            os.close(fd)
+            t_opened, winode = write_file(tmp, nxt)
             os.rename(tmp, note)
             mode = "rename"
         t2 = time.monotonic()

@@ -380,12 +380,17 @@ impl Default for NoteTokenizer {
         NoteTokenizer {
             token: Token::default(),
             run: Vec::new(),
-            fold: TextAnalyzer::builder(RawTokenizer::default())
-                .filter(LowerCaser)
-                .filter(AsciiFoldingFilter)
-                .build(),
+            fold: fold_analyzer(),
         }
     }
+}
+
+/// tantivy's lower-casing and folding of a whole text as one token.
+fn fold_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(RawTokenizer::default())
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .build()
 }
 
 impl Tokenizer for NoteTokenizer {
@@ -707,10 +712,7 @@ mod tests {
     #[test]
     fn unspaced_characters_are_their_own_lower_case_and_folding() {
         // The tokenizer takes unigrams and bigrams of unspaced scripts as they are.
-        let mut fold = TextAnalyzer::builder(RawTokenizer::default())
-            .filter(LowerCaser)
-            .filter(AsciiFoldingFilter)
-            .build();
+        let mut fold = fold_analyzer();
         let mut checked = 0;
         for c in (0x0E00..=0x3134F)
             .filter_map(char::from_u32)

@@ -1229,6 +1229,14 @@ mod tests {
         assert_eq!(at_path, b"editor 1, then 2");
     }
 
+    /// A temp dir whose files keep user extended attributes (the marks), or `None` (the
+    /// test is skipped, and says so) where they do not.
+    #[cfg(target_os = "linux")]
+    fn marked_dir() -> Option<tempfile::TempDir> {
+        let dir = tempfile::tempdir().unwrap();
+        marks_here(dir.path()).then_some(dir)
+    }
+
     /// Whether files in `dir` keep our mark (user extended attributes); else a line
     /// says the test is skipped.
     #[cfg(target_os = "linux")]
@@ -1278,10 +1286,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn only_the_exchange_window_carries_the_mark() {
-        let dir = tempfile::tempdir().unwrap();
-        if !marks_here(dir.path()) {
+        let Some(dir) = marked_dir() else {
             return;
-        }
+        };
         let path = v1(dir.path());
         assert_eq!(mark::of(&path), None, "a create is never marked");
         // In the window: our file, at the path, names the temp file that holds the note.
@@ -1326,10 +1333,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_note_swapped_out_by_a_write_cut_short_goes_back() {
-        let dir = tempfile::tempdir().unwrap();
-        if !marks_here(dir.path()) {
+        let Some(dir) = marked_dir() else {
             return;
-        }
+        };
         let path = v1(dir.path());
         // The editor's save, which the check would have refused to replace, is back.
         let temp = cut_short_after_the_exchange(&path, Some(b"editor"));
@@ -1353,10 +1359,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_save_made_after_the_crash_is_never_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        if !marks_here(dir.path()) {
+        let Some(dir) = marked_dir() else {
             return;
-        }
+        };
         let copy = dir.path().join("a (recovered).md");
         // Saved in place after the crash: both saves stay, the one swapped out beside it.
         let path = v1(dir.path());
@@ -1422,10 +1427,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_note_gone_or_renamed_after_the_crash_keeps_the_save_swapped_out() {
-        let dir = tempfile::tempdir().unwrap();
-        if !marks_here(dir.path()) {
+        let Some(dir) = marked_dir() else {
             return;
-        }
+        };
         let copy = dir.path().join("a (recovered).md");
         let recovered = |temp: &Path, path: &Path| {
             assert_eq!(
@@ -1475,10 +1479,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_recovered_copy_never_replaces_a_file_and_fits_a_name() {
-        let dir = tempfile::tempdir().unwrap();
-        if !marks_here(dir.path()) {
+        let Some(dir) = marked_dir() else {
             return;
-        }
+        };
         let path = v1(dir.path());
         fs::write(dir.path().join("a (recovered).md"), b"taken").unwrap();
         let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
@@ -1521,10 +1524,9 @@ mod tests {
     #[test]
     fn what_a_mark_or_a_leftover_says_is_checked() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        if !marks_here(dir.path()) {
+        let Some(dir) = marked_dir() else {
             return;
-        }
+        };
         // A note name that leaves the folder is not followed: the marked file's own path.
         let path = v1(dir.path());
         let temp = cut_short_after_the_exchange(&path, Some(b"editor 1"));
