@@ -10,6 +10,14 @@
 //! checked, and if an editor saved in the meantime the swap is undone and its bytes stay.
 //! A create uses `RENAME_NOREPLACE`, so a file that appears meanwhile is never replaced.
 //!
+//! The note's own file is what a success removes: an editor writing it in place, through
+//! an `open` that found it before the exchange, would write into a removed file and lose
+//! the save. So the note's file holds a read lease through the same span: it cannot be
+//! had while another program has the file open for writing (the write is then refused
+//! with `VERSION_MOVED` before anything is swapped), and an open for writing (or a
+//! truncate) made meanwhile waits on it, so the check sees the waiter and undoes the swap:
+//! the writer's save lands in the note, back at its path.
+//!
 //! While our file sits at the path for that check, nobody should read it: an editor that
 //! did would build its next save on bytes that are about to be taken back, and lose the
 //! save it made just before ours. So our file holds a write lease (`F_SETLEASE`) through
@@ -21,16 +29,21 @@
 //! editor's bytes (followed a few times while the editor is still writing its file in
 //! place), so a reader that waited reads them; and when an opener waits to write, our
 //! file, synced, with the editor's mode, is put back at the path with those bytes (only
-//! while the editor's file is still there unchanged), so its save lands there. If our
-//! file left the path meanwhile but is still in the folder (the note renamed away), it
-//! is the note now and gets the editor's bytes. The folder is synced after any undo.
-//! What is left: an open that looked our file up during the swap but reaches the lease
-//! only after it was checked (within one `open` call); a second program saving while
-//! another waits; and an editor's file that cannot be read back, or a rewrite that fails
-//! (a full disk): a waiting reader may then read our bytes or a mix, and a waiting
-//! writer's save goes into our file, which is removed. Where leases are not available the
-//! swap runs without one. SIGIO, the lease-break notice, is ignored by the process (and
-//! so by the `git` it runs) where it was left at its default. A crash inside the window
+//! while the editor's file is still there unchanged and no one waits to write it), so its
+//! save lands there. If our file left the path meanwhile but is still in the folder (the
+//! note renamed away), it is the note now and gets the editor's bytes. The folder is
+//! synced after any undo.
+//!
+//! What is left, each within one `open` call: an open that looked our file up during the
+//! swap but reaches the lease only after it was checked, and an open for writing that
+//! looked the note's file up before the exchange but reaches the lease only after the
+//! check (its save goes into the removed file); a second program saving while another
+//! waits; and an editor's file that cannot be read back, or a rewrite that fails (a full
+//! disk): a waiting reader may then read our bytes or a mix, and a waiting writer's save
+//! goes into our file, which is removed. Where leases are not available (a note file owned
+//! by another user, a filesystem without them) the swap runs without one. SIGIO, the
+//! lease-break notice, is ignored by the process (and so by the `git` it runs) where it
+//! was left at its default. A crash inside the window
 //! is put right at the next start: see [`mark`].
 
 #![allow(
@@ -308,6 +321,8 @@ type Editor = Box<dyn FnMut(&Path, &Path)>;
 
 #[cfg(test)]
 thread_local! {
+    /// Called before anything of the swap (an editor saving after the caller's check).
+    static BEFORE_SWAP: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
     static AFTER_EXCHANGE: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
     /// Called right before our file is put back at the path for a waiting writer.
     static BEFORE_PUT_BACK: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
@@ -317,6 +332,12 @@ thread_local! {
 /// On success `temp` no longer exists. `ours`: the temp file, open (for its inode and
 /// its lease).
 fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Result<()> {
+    #[cfg(test)]
+    BEFORE_SWAP.with(|hook| {
+        if let Some(hook) = hook.borrow_mut().as_mut() {
+            hook(temp, path);
+        }
+    });
     #[cfg(target_os = "linux")]
     {
         let flags = match expect {
@@ -328,6 +349,20 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
             Expect::Hash(_) => ours.and_then(lease::Lease::take),
             Expect::Absent => None,
         };
+        // The note's own file, which the exchange swaps out and a success removes: an
+        // editor writing it in place through an `open` that found it before the exchange
+        // would write into a removed file. A read lease cannot be had while it is open for
+        // writing (the write is refused), and makes an open for writing wait while it
+        // holds (the swap is undone).
+        let note_lease = match expect {
+            Expect::Hash(_) => match lease::NoteLease::take(path) {
+                Ok(held) => held,
+                Err(lease::OpenForWriting) => {
+                    return Err(moved(path, "another program has it open for writing"))
+                }
+            },
+            Expect::Absent => None,
+        };
         match renameat2(temp, path, flags) {
             Ok(()) => {
                 #[cfg(test)]
@@ -337,17 +372,32 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                     }
                 });
                 if let Expect::Hash(want) = expect {
-                    // `temp` now holds what was at `path`: it must be what the caller read.
+                    // `temp` now holds what was at `path`: it must be what the caller read,
+                    // and the file the read lease is on, with no writer waiting on it (else
+                    // that writer's save would go into the file removed below).
                     let swapped_out = SwappedOut::read(temp);
-                    if !swapped_out
+                    let why = if !swapped_out
                         .as_ref()
                         .is_ok_and(|s| content_hash(&s.bytes) == *want)
                     {
-                        undo_swap(temp, path, swapped_out.ok(), ours, lease);
-                        return Err(moved(
+                        Some("an editor saved it while it was being replaced")
+                    } else if note_lease.as_ref().is_some_and(|note| {
+                        !note.guards(swapped_out.as_ref().ok().and_then(SwappedOut::inode))
+                    }) {
+                        Some("an editor was writing it while it was being replaced")
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        undo_swap(
+                            temp,
                             path,
-                            "an editor saved it while it was being replaced",
-                        ));
+                            swapped_out.ok(),
+                            ours,
+                            lease,
+                            note_lease.as_ref(),
+                        );
+                        return Err(moved(path, why));
                     }
                     // Decided: the note as it was is removed, then our file unmarked (a
                     // crash in between leaves a mark naming nothing, never a leftover
@@ -359,6 +409,7 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                     }
                 }
                 drop(lease);
+                drop(note_lease);
                 return Ok(());
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -454,6 +505,7 @@ fn undo_swap(
     editors: Option<SwappedOut>,
     ours: Option<&File>,
     lease: Option<lease::Lease<'_>>,
+    note: Option<&lease::NoteLease>,
 ) {
     // The caller answers VERSION_MOVED and syncs no folder: what is swapped here is synced
     // here, once the lease is let go (openers wait no longer than the swap).
@@ -507,7 +559,7 @@ fn undo_swap(
         return;
     }
     if let (Some(lease), Some(editors)) = (&lease, editors) {
-        give_back(temp, path, file, editors, lease);
+        give_back(temp, path, file, editors, lease, note);
     }
     // Decided. Our file, if put back at `path`, is unmarked while the lease holds (a
     // waiting writer's save may go into it once it is let go); back under the temp name,
@@ -524,8 +576,8 @@ fn undo_swap(
 /// found our file may still be on its way to the lease), so a reader reads what is at
 /// `path` again; and when one waits to write, put our file back at `path`, synced, with
 /// the same bytes and mode, so its save lands there; only while the editor's file is there
-/// as it was read (a newer save stays), and only while the lease surely holds (the kernel
-/// revokes it after `lease-break-time`).
+/// as it was read and no one waits to write it (a newer save stays), and only while the
+/// lease surely holds (the kernel revokes it after `lease-break-time`).
 #[cfg(target_os = "linux")]
 fn give_back(
     temp: &Path,
@@ -533,6 +585,7 @@ fn give_back(
     file: &File,
     mut editors: SwappedOut,
     lease: &lease::Lease<'_>,
+    note: Option<&lease::NoteLease>,
 ) {
     if !lease.holds() || !rewrite(file, &editors.bytes) {
         return;
@@ -563,11 +616,14 @@ fn give_back(
             hook(temp, path);
         }
     });
-    if !lease.holds() || inode_at(path) != theirs || !editors.unchanged() {
+    // A writer waiting on the editor's own file comes first: it is at the path, and
+    // would save into a removed file if ours took its place.
+    let note_writer = || note.is_some_and(lease::NoteLease::writer_waits);
+    if !lease.holds() || inode_at(path) != theirs || !editors.unchanged() || note_writer() {
         return;
     }
     if renameat2(temp, path, libc::RENAME_EXCHANGE).is_ok()
-        && (inode_at(temp) != theirs || !editors.unchanged())
+        && (inode_at(temp) != theirs || !editors.unchanged() || note_writer())
     {
         // The editor saved in the instant since: that save goes back to `path`.
         let _ = renameat2(temp, path, libc::RENAME_EXCHANGE);
@@ -595,9 +651,10 @@ fn rewrite(file: &File, bytes: &[u8]) -> bool {
     file.write_all_at(bytes, 0).is_ok() && file.set_len(bytes.len() as u64).is_ok()
 }
 
-/// A write lease on one of our temp files while it sits at a note's path: an open of it
-/// by anyone (our own threads too) waits until the lease is let go, which happens when
-/// this is dropped (or the file closed).
+/// Leases held through a swap: a write lease on our temp file while it sits at a note's
+/// path (an open of it by anyone, our own threads too, waits until the lease is let go,
+/// when it is dropped or the file closed), and a read lease on the note's own file (an
+/// open of it for writing waits likewise).
 #[cfg(target_os = "linux")]
 mod lease {
     use std::fs::File;
@@ -625,6 +682,12 @@ mod lease {
         })
     }
 
+    /// Whether a lease taken at `taken` surely still holds: an opener waits at most the
+    /// kernel's break time, counted from its open, which came after the lease was taken.
+    fn fresh(taken: Instant) -> bool {
+        taken.elapsed() + MARGIN < break_time()
+    }
+
     impl<'a> Lease<'a> {
         /// The lease on `file`, or none where it cannot be had (another open of the file,
         /// a filesystem without leases, `fs.leases-enable` off).
@@ -638,10 +701,9 @@ mod lease {
             })
         }
 
-        /// Whether the lease surely still holds: an opener waits at most the kernel's
-        /// break time, counted from its open, which came after the lease was taken.
+        /// Whether the lease surely still holds.
         pub fn holds(&self) -> bool {
-            self.taken.elapsed() + MARGIN < break_time()
+            fresh(self.taken)
         }
 
         /// Whether an open for writing (or a truncate) waits on the lease: a lease being
@@ -649,6 +711,72 @@ mod lease {
         pub fn writer_waits(&self) -> bool {
             // SAFETY: the descriptor is open while `self` borrows it.
             unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GETLEASE) == libc::F_UNLCK }
+        }
+    }
+
+    /// A read lease on a note's own file, through a read-only open of it: none can be had
+    /// while another open of the file writes, and an open for writing (or a truncate) made
+    /// while it holds waits until it is let go (on drop).
+    pub struct NoteLease {
+        file: File,
+        inode: u64,
+        taken: Instant,
+    }
+
+    /// The note is open for writing (by an editor, or any other program).
+    pub struct OpenForWriting;
+
+    impl NoteLease {
+        /// The lease on the file at `path`; `Ok(None)` where none can be had for another
+        /// reason (a file not ours, a filesystem without leases, `fs.leases-enable` off, a
+        /// symlink or nothing at `path`): the swap then goes on without it.
+        pub fn take(path: &std::path::Path) -> Result<Option<NoteLease>, OpenForWriting> {
+            use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+            quiet_lease_breaks();
+            // Non-blocking: a FIFO is not waited on, nor another holder's write lease.
+            let Ok(file) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(path)
+            else {
+                return Ok(None);
+            };
+            let Ok(meta) = file.metadata() else {
+                return Ok(None);
+            };
+            // SAFETY: `file` is an open descriptor for the duration of the call.
+            let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+            if rc == 0 {
+                return Ok(Some(NoteLease {
+                    file,
+                    inode: meta.ino(),
+                    taken: Instant::now(),
+                }));
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) => Err(OpenForWriting),
+                _ => Ok(None),
+            }
+        }
+
+        /// Whether the lease still guards the file numbered `inode` (the one swapped out):
+        /// it is that file's, surely still held, and no open for writing waits on it (a
+        /// read lease being broken reads back as none).
+        pub fn guards(&self, inode: Option<u64>) -> bool {
+            inode == Some(self.inode) && fresh(self.taken) && !self.writer_waits()
+        }
+
+        /// Whether an open for writing (or a truncate) waits on the lease.
+        pub fn writer_waits(&self) -> bool {
+            // SAFETY: the descriptor is open while `self` holds it.
+            unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GETLEASE) != libc::F_RDLCK }
+        }
+    }
+
+    impl Drop for NoteLease {
+        fn drop(&mut self) {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
         }
     }
 
@@ -948,6 +1076,23 @@ mod tests {
         out
     }
 
+    /// [`with_editor`], the editor having saved `saved` in place before the swap (after
+    /// the caller's read: the check then fails).
+    fn saved_first<T>(
+        saved: &'static [u8],
+        editor: impl FnMut(&Path, &Path) + 'static,
+        write: impl FnOnce() -> T,
+    ) -> T {
+        BEFORE_SWAP.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |_: &Path, path: &Path| {
+                fs::write(path, saved).unwrap()
+            }))
+        });
+        let out = with_editor(editor, write);
+        BEFORE_SWAP.with(|h| *h.borrow_mut() = None);
+        out
+    }
+
     /// The names of the files in `dir`.
     fn names(dir: &Path) -> Vec<std::ffi::OsString> {
         fs::read_dir(dir)
@@ -990,26 +1135,27 @@ mod tests {
 
     /// A write to `a.md` read at `v1`, refused (the editor saved `editor 1` in place before
     /// the exchange) while an appender waits on our file; `editor` plays the editor again
-    /// right before our file is put back for the appender. The bytes at the path after.
+    /// right before our file is put back for the appender. The note's path.
     #[cfg(target_os = "linux")]
-    fn put_back_raced_by(dir: &Path, editor: impl FnMut(&Path, &Path) + 'static) -> Vec<u8> {
+    fn put_back_raced_by(
+        dir: &Path,
+        editor: impl FnMut(&Path, &Path) + 'static,
+    ) -> std::path::PathBuf {
         let path = dir.join("a.md");
         atomic_write(&path, b"v1", &Expect::Absent).unwrap();
         BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = Some(Box::new(editor)));
         let writer = Opener::default();
         let slot = writer.clone();
-        let err = with_editor(
-            move |temp, path| {
-                fs::write(temp, b"editor 1").unwrap();
-                open_waiting(&slot, path, append);
-            },
+        let err = saved_first(
+            b"editor 1",
+            move |_, path| open_waiting(&slot, path, append),
             || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
         )
         .unwrap_err();
         BEFORE_PUT_BACK.with(|hook| *hook.borrow_mut() = None);
         assert_eq!(err.reason, Reason::VERSION_MOVED);
         opened(&writer);
-        fs::read(&path).unwrap()
+        path
     }
 
     #[cfg(target_os = "linux")]
@@ -1019,11 +1165,11 @@ mod tests {
         let path = dir.path().join("a.md");
         atomic_write(&path, b"v1", &Expect::Absent).unwrap();
         let expect = Expect::Hash(content_hash(b"v1"));
-        // The editor, writing in place through a file it opened before the exchange (the
-        // check then fails), and saving again by rename while our file is at the path.
-        let err = with_editor(
-            |temp, path| {
-                fs::write(temp, b"editor 1").unwrap();
+        // The editor, having saved in place before the exchange (the check then fails),
+        // saves again by rename while our file is at the path.
+        let err = saved_first(
+            b"editor 1",
+            |_, path| {
                 let swp = path.with_file_name(".a.md.swp");
                 fs::write(&swp, b"editor 1\neditor 2").unwrap();
                 fs::rename(&swp, path).unwrap();
@@ -1036,8 +1182,9 @@ mod tests {
         // Only the editor's file is left: no temp file of ours.
         assert_eq!(names(dir.path()), ["a.md"]);
         // The in-place save alone: swapped back, the editor's bytes stay.
-        let err = with_editor(
-            |temp, _| fs::write(temp, b"editor 3").unwrap(),
+        let err = saved_first(
+            b"editor 3",
+            |_, _| {},
             || {
                 atomic_write(
                     &path,
@@ -1104,11 +1251,9 @@ mod tests {
         // the note again while our file is at the path.
         let reader = Opener::default();
         let slot = reader.clone();
-        let err = with_editor(
-            move |temp, path| {
-                fs::write(temp, b"editor 1").unwrap();
-                open_waiting(&slot, path, |at| fs::read(at).unwrap());
-            },
+        let err = saved_first(
+            b"editor 1",
+            move |_, path| open_waiting(&slot, path, |at| fs::read(at).unwrap()),
             || atomic_write(&path, b"ours", &expect),
         )
         .unwrap_err();
@@ -1133,9 +1278,9 @@ mod tests {
         });
         let writer = Opener::default();
         let slot = writer.clone();
-        let err = with_editor(
-            move |temp, path| {
-                fs::write(temp, b"editor 2").unwrap();
+        let err = saved_first(
+            b"editor 2",
+            move |_, path| {
                 open_waiting(&slot, path, |at| {
                     fs::write(at, b"editor 2\neditor 3").unwrap();
                     // Unmarked before the lease was let go.
@@ -1183,12 +1328,12 @@ mod tests {
         if !leases_here(dir.path()) {
             return;
         }
-        let at_path = put_back_raced_by(dir.path(), |_, path| {
+        let path = put_back_raced_by(dir.path(), |_, path| {
             let swp = path.with_file_name(".a.md.swp");
             fs::write(&swp, b"editor 2").unwrap();
             fs::rename(&swp, path).unwrap();
         });
-        assert_eq!(at_path, b"editor 2");
+        assert_eq!(fs::read(path).unwrap(), b"editor 2");
         assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
     }
 
@@ -1202,11 +1347,9 @@ mod tests {
         let moved_to = dir.path().join("b.md");
         atomic_write(&path, b"v1", &Expect::Absent).unwrap();
         let to = moved_to.clone();
-        let err = with_editor(
-            move |temp, path| {
-                fs::write(temp, b"editor 1").unwrap();
-                fs::rename(path, &to).unwrap();
-            },
+        let err = saved_first(
+            b"editor 1",
+            move |_, path| fs::rename(path, &to).unwrap(),
             || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
         )
         .unwrap_err();
@@ -1223,10 +1366,81 @@ mod tests {
         if !leases_here(dir.path()) {
             return;
         }
-        let at_path = put_back_raced_by(dir.path(), |_, path| {
-            fs::write(path, b"editor 1, then 2").unwrap();
+        // It writes the file at the path, the editor's own (back there), which waits on
+        // the note's lease: our file is not put back for the appender, whose append goes
+        // into it and is lost (a second program saving while another waits).
+        let editor = Opener::default();
+        let slot = editor.clone();
+        let path = put_back_raced_by(dir.path(), move |_, path| {
+            open_waiting(&slot, path, |at| {
+                fs::write(at, b"editor 1, then 2").unwrap();
+                Vec::new()
+            })
         });
-        assert_eq!(at_path, b"editor 1, then 2");
+        opened(&editor);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1, then 2");
+        assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
+    }
+
+    /// A program holds the note open for writing (an editor about to save in place through
+    /// it): the write is refused before anything is swapped, and that save is the note's.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_note_open_for_writing_is_not_replaced_under_its_writer() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        if !leases_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let held = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let err = atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))).unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        assert!(err.message.contains("open for writing"), "{}", err.message);
+        assert_eq!(fs::read(&path).unwrap(), b"v1");
+        assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
+        held.set_len(0).unwrap();
+        held.write_all_at(b"editor", 0).unwrap();
+        drop(held);
+        assert_eq!(fs::read(&path).unwrap(), b"editor");
+        // Once it is closed the note is written; a program reading it never stops that.
+        let reader = File::open(&path).unwrap();
+        atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"editor"))).unwrap();
+        drop(reader);
+        assert_eq!(fs::read(&path).unwrap(), b"ours");
+    }
+
+    /// An editor's open for writing found the note's file before the exchange and reaches
+    /// it during the check (the file is unchanged so far): the swap is undone, and the
+    /// editor's save lands in the note at its path, not in a removed file.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_in_place_save_reaching_the_note_during_the_check_is_never_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        if !leases_here(dir.path()) {
+            return;
+        }
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        let writer = Opener::default();
+        let slot = writer.clone();
+        // After the exchange the note's file is under the temp name: an open of that name
+        // finds the file the editor's open found.
+        let err = with_editor(
+            move |temp, _| {
+                open_waiting(&slot, temp, |at| {
+                    fs::write(at, b"editor").unwrap();
+                    Vec::new()
+                })
+            },
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        opened(&writer);
+        assert_eq!(fs::read(&path).unwrap(), b"editor");
+        assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
     }
 
     /// A temp dir whose files keep user extended attributes (the marks), or `None` (the
@@ -1319,8 +1533,9 @@ mod tests {
         assert_eq!(at_temp, None);
         // Decided either way: nothing is left marked.
         assert_eq!(mark::of(&path), None, "a write that landed");
-        let err = with_editor(
-            |temp, _| fs::write(temp, b"editor").unwrap(),
+        let err = saved_first(
+            b"editor",
+            |_, _| {},
             || atomic_write(&path, b"v3", &Expect::Hash(content_hash(b"v2"))),
         )
         .unwrap_err();
