@@ -12,11 +12,12 @@
 //!
 //! The note's own file is what a success removes: an editor writing it in place, through
 //! an `open` that found it before the exchange, would write into a removed file and lose
-//! the save. So the note's file holds a read lease through the same span: it cannot be
-//! had while another program has the file open for writing (the write is then refused
-//! with `VERSION_MOVED` before anything is swapped), and an open for writing (or a
-//! truncate) made meanwhile waits on it, so the check sees the waiter and undoes the swap:
-//! the writer's save lands in the note, back at its path.
+//! the save. So the note's file (or an attachment's) holds a read lease through the same
+//! span: it cannot be had while another open of the file writes (another program's: the
+//! daemon never writes a note in place), and the write is then refused with
+//! `VERSION_MOVED` before anything is swapped; and an open for writing (or a truncate)
+//! made meanwhile waits on it, so the check sees the waiter and undoes the swap: the
+//! writer's save lands in the note, back at its path.
 //!
 //! While our file sits at the path for that check, nobody should read it: an editor that
 //! did would build its next save on bytes that are about to be taken back, and lose the
@@ -36,14 +37,18 @@
 //!
 //! What is left, each within one `open` call: an open that looked our file up during the
 //! swap but reaches the lease only after it was checked, and an open for writing that
-//! looked the note's file up before the exchange but reaches the lease only after the
-//! check (its save goes into the removed file); a second program saving while another
-//! waits; and an editor's file that cannot be read back, or a rewrite that fails (a full
-//! disk): a waiting reader may then read our bytes or a mix, and a waiting writer's save
-//! goes into our file, which is removed. Where leases are not available (a note file owned
-//! by another user, a filesystem without them) the swap runs without one. SIGIO, the
-//! lease-break notice, is ignored by the process (and so by the `git` it runs) where it
-//! was left at its default. A crash inside the window
+//! looked the note's file up before the exchange (or before our file was put back for a
+//! waiting writer) but reaches the note's lease only after the last check (its save goes
+//! into the note's file, which is removed). Beyond that: a second program saving while
+//! another waits (a writer waiting on the note's file keeps it at the path, and a writer
+//! waiting on ours then saves into ours, which is removed); a writer waiting on the note's
+//! file while the note is renamed away during the check; and an editor's file that cannot
+//! be read back, or a rewrite that fails (a full disk): a waiting reader may then read our
+//! bytes or a mix, and a waiting writer's save goes into our file, which is removed. Where
+//! leases are not available (a note file owned by another user, a filesystem without them)
+//! the swap runs without them, and only the content check stands. SIGIO, the lease-break
+//! notice, is ignored by the process (and so by the `git` it runs) where it was left at its
+//! default. A crash inside the window
 //! is put right at the next start: see [`mark`].
 
 #![allow(
@@ -324,6 +329,8 @@ thread_local! {
     /// Called before anything of the swap (an editor saving after the caller's check).
     static BEFORE_SWAP: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
     static AFTER_EXCHANGE: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
+    /// Set: no lease is taken on the note's file (as where none can be had).
+    static NO_NOTE_LEASE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Called right before our file is put back at the path for a waiting writer.
     static BEFORE_PUT_BACK: std::cell::RefCell<Option<Editor>> = std::cell::RefCell::new(None);
 }
@@ -354,14 +361,25 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
         // would write into a removed file. A read lease cannot be had while it is open for
         // writing (the write is refused), and makes an open for writing wait while it
         // holds (the swap is undone).
+        #[cfg(test)]
+        let leased = !NO_NOTE_LEASE.get();
+        #[cfg(not(test))]
+        let leased = true;
         let note_lease = match expect {
-            Expect::Hash(_) => match lease::NoteLease::take(path) {
+            Expect::Hash(_) if leased => match lease::NoteLease::take(path) {
                 Ok(held) => held,
                 Err(lease::OpenForWriting) => {
-                    return Err(moved(path, "another program has it open for writing"))
+                    return Err(Error::new(
+                        Reason::VERSION_MOVED,
+                        format!(
+                            "{} is open for writing in another program (an editor saving \
+                             it); retry once it is closed",
+                            path.display()
+                        ),
+                    ))
                 }
             },
-            Expect::Absent => None,
+            _ => None,
         };
         match renameat2(temp, path, flags) {
             Ok(()) => {
@@ -618,7 +636,7 @@ fn give_back(
     });
     // A writer waiting on the editor's own file comes first: it is at the path, and
     // would save into a removed file if ours took its place.
-    let note_writer = || note.is_some_and(lease::NoteLease::writer_waits);
+    let note_writer = || note.is_some_and(|n| n.writer_waits_on(theirs));
     if !lease.holds() || inode_at(path) != theirs || !editors.unchanged() || note_writer() {
         return;
     }
@@ -682,12 +700,6 @@ mod lease {
         })
     }
 
-    /// Whether a lease taken at `taken` surely still holds: an opener waits at most the
-    /// kernel's break time, counted from its open, which came after the lease was taken.
-    fn fresh(taken: Instant) -> bool {
-        taken.elapsed() + MARGIN < break_time()
-    }
-
     impl<'a> Lease<'a> {
         /// The lease on `file`, or none where it cannot be had (another open of the file,
         /// a filesystem without leases, `fs.leases-enable` off).
@@ -701,9 +713,10 @@ mod lease {
             })
         }
 
-        /// Whether the lease surely still holds.
+        /// Whether the lease surely still holds: an opener waits at most the kernel's
+        /// break time, counted from its open, which came after the lease was taken.
         pub fn holds(&self) -> bool {
-            fresh(self.taken)
+            self.taken.elapsed() + MARGIN < break_time()
         }
 
         /// Whether an open for writing (or a truncate) waits on the lease: a lease being
@@ -720,7 +733,6 @@ mod lease {
     pub struct NoteLease {
         file: File,
         inode: u64,
-        taken: Instant,
     }
 
     /// The note is open for writing (by an editor, or any other program).
@@ -750,7 +762,6 @@ mod lease {
                 return Ok(Some(NoteLease {
                     file,
                     inode: meta.ino(),
-                    taken: Instant::now(),
                 }));
             }
             match std::io::Error::last_os_error().raw_os_error() {
@@ -760,14 +771,21 @@ mod lease {
         }
 
         /// Whether the lease still guards the file numbered `inode` (the one swapped out):
-        /// it is that file's, surely still held, and no open for writing waits on it (a
-        /// read lease being broken reads back as none).
+        /// it is that file's, and no open for writing waits on it. (The kernel times a
+        /// lease out only once an opener waits on it, so one that none waits on holds.)
         pub fn guards(&self, inode: Option<u64>) -> bool {
-            inode == Some(self.inode) && fresh(self.taken) && !self.writer_waits()
+            inode == Some(self.inode) && !self.writer_waits()
         }
 
-        /// Whether an open for writing (or a truncate) waits on the lease.
-        pub fn writer_waits(&self) -> bool {
+        /// Whether an open for writing (or a truncate) waits on the lease of the file
+        /// numbered `inode`: false for another file.
+        pub fn writer_waits_on(&self, inode: Option<u64>) -> bool {
+            inode == Some(self.inode) && self.writer_waits()
+        }
+
+        /// Whether an open for writing (or a truncate) waits on the lease (a read lease
+        /// being broken, or revoked, reads back as none).
+        fn writer_waits(&self) -> bool {
             // SAFETY: the descriptor is open while `self` holds it.
             unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GETLEASE) != libc::F_RDLCK }
         }
@@ -1379,6 +1397,27 @@ mod tests {
         });
         opened(&editor);
         assert_eq!(fs::read(&path).unwrap(), b"editor 1, then 2");
+        assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
+    }
+
+    /// Where no lease can be had on the note's file (a file not ours), the content check
+    /// alone stands: an editor writing the swapped-out file in place during the check (as
+    /// through an `open` made before the exchange) has its bytes back at the path.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn without_the_notes_lease_an_in_place_save_during_the_check_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.md");
+        atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        NO_NOTE_LEASE.set(true);
+        let err = with_editor(
+            |temp, _| fs::write(temp, b"editor 1").unwrap(),
+            || atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))),
+        )
+        .unwrap_err();
+        NO_NOTE_LEASE.set(false);
+        assert_eq!(err.reason, Reason::VERSION_MOVED);
+        assert_eq!(fs::read(&path).unwrap(), b"editor 1");
         assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
     }
 
