@@ -45,8 +45,10 @@
 //! file while the note is renamed away during the check; and an editor's file that cannot
 //! be read back, or a rewrite that fails (a full disk): a waiting reader may then read our
 //! bytes or a mix, and a waiting writer's save goes into our file, which is removed. Where
-//! leases are not available (a note file owned by another user, a filesystem without them)
-//! the swap runs without them, and only the content check stands. SIGIO, the lease-break
+//! leases are not available (a note file owned by another user, a filesystem without them;
+//! on a network filesystem a refused lease is not taken to mean a writer, since its server
+//! may refuse one for its own reasons) the swap runs without them, and only the content
+//! check stands. SIGIO, the lease-break
 //! notice, is ignored by the process (and so by the `git` it runs) where it was left at its
 //! default. A crash inside the window
 //! is put right at the next start: see [`mark`].
@@ -765,7 +767,7 @@ mod lease {
                 }));
             }
             match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EAGAIN) => Err(OpenForWriting),
+                Some(libc::EAGAIN) if refused_only_for_writers(&file) => Err(OpenForWriting),
                 _ => Ok(None),
             }
         }
@@ -789,6 +791,48 @@ mod lease {
             // SAFETY: the descriptor is open while `self` holds it.
             unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GETLEASE) != libc::F_RDLCK }
         }
+    }
+
+    /// Whether a read lease refused with `EAGAIN` on `file`'s filesystem means another
+    /// open of the file writes. True on the local filesystems, whose leases are the
+    /// kernel's own (`generic_setlease`); not on a network filesystem, where `EAGAIN` also
+    /// means the server gave no delegation (NFS) or oplock (SMB): every write of every
+    /// note would then be refused. Unknown filesystems go without the lease.
+    pub fn refused_only_for_writers(file: &File) -> bool {
+        // From <linux/magic.h>: ext2/3/4, xfs, btrfs, tmpfs, f2fs, overlayfs, bcachefs,
+        // zfs, reiserfs, jfs, nilfs2, vfat, exfat, ntfs3, hfsplus, ecryptfs, fuse.
+        const LOCAL: [u32; 17] = [
+            0xEF53,
+            0x5846_5342,
+            0x9123_683E,
+            0x0102_1994,
+            0xF2F5_2010,
+            0x794C_7630,
+            0xCA45_1A4E,
+            0x2FC1_2FC1,
+            0x5265_4973,
+            0x3153_464A,
+            0x3434,
+            0x4D44,
+            0x2011_BAB0,
+            0x7366_746E,
+            0x482B,
+            0xF15F,
+            0x6573_5546,
+        ];
+        // SAFETY: `statfs` is plain data, for which all zero bytes are a valid value.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `file` is an open descriptor and `st` a valid buffer during the call.
+        if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+            return false;
+        }
+        // The type is a C long on some targets, an int on others: its low 32 bits.
+        #[allow(
+            clippy::unnecessary_cast,
+            reason = "the field's type differs by target"
+        )]
+        let magic = (st.f_type as i64 & 0xFFFF_FFFF) as u32;
+        LOCAL.contains(&magic)
     }
 
     impl Drop for NoteLease {
@@ -1421,6 +1465,41 @@ mod tests {
         assert_eq!(names(dir.path()), ["a.md"], "no temp file is left behind");
     }
 
+    /// The filesystem test of a refused lease agrees with the mount table: the local
+    /// filesystems tests run on are known as local (else a note open for writing would go
+    /// unnoticed there), and `/proc` (not a filesystem notes live on) is not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn local_filesystems_are_known_as_local() {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = dir.path().join("probe");
+        fs::write(&probe, b"x").unwrap();
+        let at = fs::canonicalize(&probe).unwrap();
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        // The mount the probe is under: the longest mount point that is a prefix.
+        let fstype = mountinfo
+            .lines()
+            .filter_map(|l| {
+                let (left, right) = l.split_once(" - ")?;
+                let point = left.split(' ').nth(4)?;
+                let fstype = right.split(' ').next()?;
+                at.starts_with(point)
+                    .then(|| (point.len(), fstype.to_string()))
+            })
+            .max()
+            .map(|(_, t)| t)
+            .unwrap();
+        let local = lease::refused_only_for_writers(&File::open(&probe).unwrap());
+        if ["ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay"].contains(&&*fstype) {
+            assert!(local, "{fstype} is not known as local");
+        } else {
+            eprintln!("{fstype}: local = {local}");
+        }
+        assert!(!lease::refused_only_for_writers(
+            &File::open("/proc/self/status").unwrap()
+        ));
+    }
+
     /// A program holds the note open for writing (an editor about to save in place through
     /// it): the write is refused before anything is swapped, and that save is the note's.
     #[cfg(target_os = "linux")]
@@ -1433,6 +1512,10 @@ mod tests {
         }
         let path = dir.path().join("a.md");
         atomic_write(&path, b"v1", &Expect::Absent).unwrap();
+        if !lease::refused_only_for_writers(&File::open(&path).unwrap()) {
+            eprintln!("SKIPPED: not a filesystem known to be local");
+            return;
+        }
         let held = fs::OpenOptions::new().write(true).open(&path).unwrap();
         let err = atomic_write(&path, b"ours", &Expect::Hash(content_hash(b"v1"))).unwrap_err();
         assert_eq!(err.reason, Reason::VERSION_MOVED);
