@@ -237,3 +237,80 @@ async fn a_write_after_the_stop_began_writes_nothing() {
     assert_eq!(s.svc.committed_seq(), seq);
     assert_eq!(s.svc.history.status().pending, 0);
 }
+
+/// Whether a read lease on `path` is refused because it is open for writing (as the
+/// daemon's own check is), or leases cannot be had here at all (the test is skipped).
+fn refused_for_a_writer(path: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let probe = std::fs::File::open(path).unwrap();
+    // SAFETY: `probe` is an open descriptor for the duration of the calls.
+    let rc = unsafe { libc::fcntl(probe.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    if rc == 0 {
+        // SAFETY: as above.
+        unsafe { libc::fcntl(probe.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+    }
+    rc != 0 && errno == Some(libc::EAGAIN)
+}
+
+/// A note another program has open for writing (an editor about to save it in place) is
+/// not written under it: an edit, and a move with new content, answer `VERSION_MOVED` and
+/// leave the note where and as it was; once the file is closed the same write applies.
+#[tokio::test]
+async fn a_note_open_for_writing_is_left_where_and_as_it_is() {
+    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 0).await;
+    let path = s.vault.join("scratchpad.md");
+    let moved_to = s.vault.join("projects/scratchpad.md");
+    let before = std::fs::read(&path).unwrap();
+    let version = s.get_json("/v1/notes/scratchpad", 200).await["version_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let held = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    if !refused_for_a_writer(&path) {
+        eprintln!("SKIPPED: no file leases here");
+        return;
+    }
+    let notes = common::temp_list(&s.vault);
+    let edit = json!({"version_id": version, "content": "# Scratchpad\n\nours\n"});
+    let mv = json!({"version_id": version, "folder": "projects", "content": "# Moved\n"});
+    for (what, mask, body, key) in [
+        ("an edit", "content", &edit, "held-1"),
+        ("a move with new content", "folder,content", &mv, "held-2"),
+    ] {
+        let err = s
+            .refused(
+                what,
+                reqwest::Method::PATCH,
+                &format!("/v1/notes/scratchpad?update_mask={mask}"),
+                Some(key),
+                Some(body.clone()),
+                409,
+                "VERSION_MOVED",
+            )
+            .await;
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("open for writing"),
+            "{what}: {err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{what}");
+        assert!(!moved_to.exists(), "{what}: the note stays where it was");
+        assert_eq!(common::temp_list(&s.vault), notes, "{what}: no file added");
+    }
+    drop(held);
+    let receipt = s
+        .call(
+            reqwest::Method::PATCH,
+            "/v1/notes/scratchpad?update_mask=folder,content",
+            Some("held-3"),
+            Some(mv),
+            200,
+        )
+        .await;
+    assert_eq!(receipt["status"], "applied", "{receipt}");
+    assert_eq!(std::fs::read(&moved_to).unwrap(), b"# Moved\n");
+    assert!(!path.exists());
+}

@@ -240,12 +240,14 @@ pub(crate) fn stage_change(
                 dirs,
             )?;
             if &new[..] != old {
-                fsio::atomic_write_deferred(
-                    &to,
-                    new,
-                    &Expect::Hash(note.content_hash.clone()),
-                    dirs,
-                )?;
+                let expect = Expect::Hash(note.content_hash.clone());
+                if let Err(e) = fsio::atomic_write_deferred(&to, new, &expect, dirs) {
+                    // Refused (an editor saved it, or has it open for writing): the note
+                    // goes back where it was, unless it changed meanwhile, so the write
+                    // answered with an error has changed nothing.
+                    let _ = fsio::atomic_move_deferred(&to, &root.join(&note.path), &expect, dirs);
+                    return Err(e);
+                }
             }
         }
         (None, Some((note, _))) => {
