@@ -461,6 +461,16 @@ async fn run() -> Result<()> {
         .filter(|s| s.starts_with("dendron-site/"))
         .cloned()
         .collect();
+    // Either list empty would leave a kind of request nothing to ask for (a corpus laid
+    // out otherwise, e.g. copied one folder too deep).
+    if slugs.is_empty() || linked.is_empty() {
+        bail!(
+            "{}: {} notes, {} under dendron-site/: not the corpus's layout",
+            vault.display(),
+            slugs.len(),
+            linked.len()
+        );
+    }
     let tags: Value = client
         .get(format!(
             "{}/v1/tags?order_by=count%20desc&page_size=8",
