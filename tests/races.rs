@@ -289,11 +289,12 @@ async fn a_note_open_for_writing_is_left_where_and_as_it_is() {
                 "VERSION_MOVED",
             )
             .await;
+        let message = err["message"].as_str().unwrap();
+        assert!(message.contains("open for writing"), "{what}: {err}");
+        // The note is named by its path in the vault, not where the vault is.
+        assert!(message.contains("scratchpad.md"), "{what}: {err}");
         assert!(
-            err["message"]
-                .as_str()
-                .unwrap()
-                .contains("open for writing"),
+            !message.contains(&*s.vault.to_string_lossy()),
             "{what}: {err}"
         );
         assert_eq!(std::fs::read(&path).unwrap(), before, "{what}");

@@ -14,6 +14,22 @@ tokio::task_local! {
     pub static REQUEST_ID: String;
     /// `docs_url` of the serving daemon, for `help` links.
     pub static DOCS_URL: std::sync::Arc<str>;
+    /// The vault's folder on the server, with a trailing `/` ([`vault_prefix`]).
+    pub static VAULT_PREFIX: std::sync::Arc<str>;
+}
+
+/// What [`VAULT_PREFIX`] holds for a vault at `root`.
+pub fn vault_prefix(root: &std::path::Path) -> std::sync::Arc<str> {
+    format!("{}/", root.display()).into()
+}
+
+/// `message` with the vault's folder left out of the paths it names: a client reads a
+/// note's path in the vault, not where the vault lives on the server (the log keeps the
+/// whole message).
+fn in_vault_terms(message: &str) -> String {
+    VAULT_PREFIX
+        .try_with(|prefix| message.replace(&**prefix, ""))
+        .unwrap_or_else(|_| message.to_string())
 }
 
 /// The request id, also kept in the request's extensions (for handlers that run outside
@@ -103,7 +119,7 @@ pub fn envelope(err: &Error) -> ErrorEnvelope {
     }));
     ErrorEnvelope {
         error: status.canonical_reason().unwrap_or("Error").to_string(),
-        message: err.message.clone(),
+        message: in_vault_terms(&err.message),
         status_code: status.as_u16(),
         request_id: current_request_id(),
         reason: reason.as_str().to_string(),

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::api::error::{self, ApiError, RequestId, DOCS_URL, REQUEST_ID};
+use crate::api::error::{self, ApiError, RequestId, DOCS_URL, REQUEST_ID, VAULT_PREFIX};
 use crate::api::guard::{Guards, HostGuard, RateLimits};
 use crate::api::{credential, dispatch, routes, writes};
 use crate::auth::{self, jwt, pat, Credential, Permission, Presented, StaticTokens};
@@ -36,6 +36,8 @@ pub struct AppState {
     pub state: Arc<State>,
     pub guards: Arc<Guards>,
     pub docs_url: Arc<str>,
+    /// The vault's folder, as error messages leave it out ([`error::vault_prefix`]).
+    pub vault_prefix: Arc<str>,
     /// Ends the MCP sessions and streams when the server shuts down.
     pub mcp_cancel: tokio_util::sync::CancellationToken,
     /// The `/mcp` service (rmcp's streamable HTTP transport and its sessions).
@@ -63,6 +65,7 @@ impl AppState {
             jwt: state.config.jwt_verifier().map(Arc::new),
             mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
             docs_url,
+            vault_prefix: error::vault_prefix(&state.paths.root),
             state,
             guards,
             mcp_cancel,
@@ -185,7 +188,10 @@ async fn request_id(Shared(app): Shared<AppState>, mut req: Request, next: Next)
     let mut response = REQUEST_ID
         .scope(
             id.clone(),
-            DOCS_URL.scope(app.docs_url.clone(), next.run(req)),
+            DOCS_URL.scope(
+                app.docs_url.clone(),
+                VAULT_PREFIX.scope(app.vault_prefix.clone(), next.run(req)),
+            ),
         )
         .await;
     if let Ok(v) = HeaderValue::from_str(&id) {

@@ -39,7 +39,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID};
+use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID, VAULT_PREFIX};
 use crate::auth::{Credential, WriteTools};
 use crate::error::{render_hint, Error, Reason};
 use crate::state::State;
@@ -67,6 +67,7 @@ pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken)
         .with_json_response(true)
         .with_cancellation_token(cancel);
     let server = NotesServer {
+        vault_prefix: crate::api::error::vault_prefix(&state.paths.root),
         state,
         docs_url,
         log_level: Default::default(),
@@ -234,6 +235,8 @@ fn json_rpc_error(body: &[u8], err: &serde_json::Error) -> axum::response::Respo
 pub struct NotesServer {
     state: Arc<State>,
     docs_url: Arc<str>,
+    /// The vault's folder, as error messages leave it out.
+    vault_prefix: Arc<str>,
     log_level: logging::SessionLevel,
 }
 
@@ -328,20 +331,23 @@ impl NotesServer {
         let outcome = REQUEST_ID
             .scope(
                 request_id,
-                DOCS_URL.scope(self.docs_url.clone(), async move {
-                    if let Some(err) = refused {
-                        return Ok(tool_error(&err));
-                    }
-                    match tools::call(state, name, arguments, client, base, form).await {
-                        Some(Ok(answer)) => Ok(Reply {
-                            text: answer.text,
-                            json: answer.json,
-                            is_error: false,
-                        }),
-                        Some(Err(err)) => Ok(tool_error(&err)),
-                        None => Err(()),
-                    }
-                }),
+                DOCS_URL.scope(
+                    self.docs_url.clone(),
+                    VAULT_PREFIX.scope(self.vault_prefix.clone(), async move {
+                        if let Some(err) = refused {
+                            return Ok(tool_error(&err));
+                        }
+                        match tools::call(state, name, arguments, client, base, form).await {
+                            Some(Ok(answer)) => Ok(Reply {
+                                text: answer.text,
+                                json: answer.json,
+                                is_error: false,
+                            }),
+                            Some(Err(err)) => Ok(tool_error(&err)),
+                            None => Err(()),
+                        }
+                    }),
+                ),
             )
             .await;
         outcome.map_err(|()| unknown())
