@@ -239,10 +239,25 @@ async fn a_write_after_the_stop_began_writes_nothing() {
 }
 
 /// Whether a read lease on `path` is refused because it is open for writing (as the
-/// daemon's own check is), or leases cannot be had here at all (the test is skipped).
+/// daemon's own check is), on a filesystem the daemon knows as local (ext4, xfs, btrfs,
+/// tmpfs, overlayfs); else the test is skipped.
 fn refused_for_a_writer(path: &std::path::Path) -> bool {
     use std::os::fd::AsRawFd;
     let probe = std::fs::File::open(path).unwrap();
+    // SAFETY: `statfs` is plain data; `probe` is open during the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(probe.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "the field's type differs by target"
+    )]
+    let magic = (st.f_type as i64 & 0xFFFF_FFFF) as u32;
+    if ![0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630].contains(&magic) {
+        return false;
+    }
     // SAFETY: `probe` is an open descriptor for the duration of the calls.
     let rc = unsafe { libc::fcntl(probe.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
     let errno = std::io::Error::last_os_error().raw_os_error();
@@ -254,13 +269,14 @@ fn refused_for_a_writer(path: &std::path::Path) -> bool {
 }
 
 /// A note another program has open for writing (an editor about to save it in place) is
-/// not written under it: an edit, and a move with new content, answer `VERSION_MOVED` and
-/// leave the note where and as it was; once the file is closed the same write applies.
+/// not written under it: an edit, and a move with new content into a new folder, answer
+/// `VERSION_MOVED` and leave the note where and as it was, and no folder made; once the
+/// file is closed the same write applies.
 #[tokio::test]
 async fn a_note_open_for_writing_is_left_where_and_as_it_is() {
     let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 0).await;
     let path = s.vault.join("scratchpad.md");
-    let moved_to = s.vault.join("projects/scratchpad.md");
+    let moved_to = s.vault.join("brand-new/scratchpad.md");
     let before = std::fs::read(&path).unwrap();
     let version = s.get_json("/v1/notes/scratchpad", 200).await["version_id"]
         .as_str()
@@ -273,7 +289,7 @@ async fn a_note_open_for_writing_is_left_where_and_as_it_is() {
     }
     let notes = common::temp_list(&s.vault);
     let edit = json!({"version_id": version, "content": "# Scratchpad\n\nours\n"});
-    let mv = json!({"version_id": version, "folder": "projects", "content": "# Moved\n"});
+    let mv = json!({"version_id": version, "folder": "brand-new", "content": "# Moved\n"});
     for (what, mask, body, key) in [
         ("an edit", "content", &edit, "held-1"),
         ("a move with new content", "folder,content", &mv, "held-2"),
@@ -299,6 +315,10 @@ async fn a_note_open_for_writing_is_left_where_and_as_it_is() {
         );
         assert_eq!(std::fs::read(&path).unwrap(), before, "{what}");
         assert!(!moved_to.exists(), "{what}: the note stays where it was");
+        assert!(
+            !s.vault.join("brand-new").exists(),
+            "{what}: no folder is left made"
+        );
         assert_eq!(common::temp_list(&s.vault), notes, "{what}: no file added");
     }
     drop(held);

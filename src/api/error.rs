@@ -23,13 +23,32 @@ pub fn vault_prefix(root: &std::path::Path) -> std::sync::Arc<str> {
     format!("{}/", root.display()).into()
 }
 
-/// `message` with the vault's folder left out of the paths it names: a client reads a
-/// note's path in the vault, not where the vault lives on the server (the log keeps the
-/// whole message).
-fn in_vault_terms(message: &str) -> String {
+/// `message` with the vault's folder left out of the paths it names, for readability: a
+/// client reads a note's path in the vault (the log keeps the whole message). Only a
+/// path's start is cut, where the message or a word, quote or parenthesis starts, so a
+/// path that merely contains the folder's name (`/srv/vault/work/srv/vault/x`, or one
+/// outside the vault) is left whole.
+pub fn in_vault_terms(message: &str) -> String {
     VAULT_PREFIX
-        .try_with(|prefix| message.replace(&**prefix, ""))
+        .try_with(|prefix| cut_prefix(message, prefix))
         .unwrap_or_else(|_| message.to_string())
+}
+
+fn cut_prefix(message: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut copied = 0;
+    for (at, _) in message.match_indices(prefix) {
+        let starts = message[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || "'\"`(".contains(c));
+        if starts {
+            out.push_str(&message[copied..at]);
+            copied = at + prefix.len();
+        }
+    }
+    out.push_str(&message[copied..]);
+    out
 }
 
 /// The request id, also kept in the request's extensions (for handlers that run outside
@@ -154,3 +173,26 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::cut_prefix;
+
+    #[test]
+    fn only_a_paths_start_is_cut() {
+        let cut = |m: &str| cut_prefix(m, "/srv/vault/");
+        assert_eq!(cut("/srv/vault/a.md is open"), "a.md is open");
+        assert_eq!(
+            cut("cannot read `/srv/vault/b/c.md`: gone"),
+            "cannot read `b/c.md`: gone"
+        );
+        assert_eq!(
+            cut("(/srv/vault/x.md) and '/srv/vault/y.md'"),
+            "(x.md) and 'y.md'"
+        );
+        // Inside another path, or a path outside the vault: left whole.
+        assert_eq!(cut("/srv/vault/work/srv/vault/x.md"), "work/srv/vault/x.md");
+        assert_eq!(cut("/backup/srv/vault/x.md"), "/backup/srv/vault/x.md");
+        assert_eq!(cut("no path here"), "no path here");
+    }
+}

@@ -178,7 +178,7 @@ impl From<PendingRow> for PendingWrite {
             agent_id: r.agent_id,
             created_at: r.created_at,
             decided_at: r.decided_at,
-            error: r.error,
+            error: r.error.as_deref().map(crate::api::error::in_vault_terms),
             slug: r.slug,
             diff: r.preview,
         }

@@ -1471,24 +1471,50 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn local_filesystems_are_known_as_local() {
+        use std::os::unix::ffi::OsStringExt;
         let dir = tempfile::tempdir().unwrap();
         let probe = dir.path().join("probe");
         fs::write(&probe, b"x").unwrap();
         let at = fs::canonicalize(&probe).unwrap();
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
-        // The mount the probe is under: the longest mount point that is a prefix.
-        let fstype = mountinfo
-            .lines()
-            .filter_map(|l| {
-                let (left, right) = l.split_once(" - ")?;
-                let point = left.split(' ').nth(4)?;
-                let fstype = right.split(' ').next()?;
-                at.starts_with(point)
-                    .then(|| (point.len(), fstype.to_string()))
-            })
-            .max()
-            .map(|(_, t)| t)
-            .unwrap();
+        // The mount the probe is under: the longest mount point that is a prefix (its
+        // spaces and the like written as octal escapes), the last such (the top one).
+        let unescape = |p: &str| {
+            let (b, mut out, mut i) = (p.as_bytes(), Vec::new(), 0);
+            while i < b.len() {
+                let octal = (b[i] == b'\\')
+                    .then(|| p.get(i + 1..i + 4))
+                    .flatten()
+                    .and_then(|o| u8::from_str_radix(o, 8).ok());
+                match octal {
+                    Some(c) => {
+                        out.push(c);
+                        i += 4;
+                    }
+                    None => {
+                        out.push(b[i]);
+                        i += 1;
+                    }
+                }
+            }
+            std::path::PathBuf::from(std::ffi::OsString::from_vec(out))
+        };
+        let mut under: Option<(usize, String)> = None;
+        for l in mountinfo.lines() {
+            let Some((left, right)) = l.split_once(" - ") else {
+                continue;
+            };
+            let (Some(point), Some(fstype)) = (left.split(' ').nth(4), right.split(' ').next())
+            else {
+                continue;
+            };
+            let point = unescape(point);
+            let len = point.as_os_str().len();
+            if at.starts_with(&point) && under.as_ref().is_none_or(|(n, _)| len >= *n) {
+                under = Some((len, fstype.to_string()));
+            }
+        }
+        let fstype = under.unwrap().1;
         let local = lease::refused_only_for_writers(&File::open(&probe).unwrap());
         if ["ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay"].contains(&&*fstype) {
             assert!(local, "{fstype} is not known as local");

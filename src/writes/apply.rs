@@ -233,8 +233,16 @@ pub(crate) fn stage_change(
         (Some(new), Some((note, old))) => {
             // A move (maybe with new content): rename first, then rewrite in place.
             let to = root.join(to_rel);
+            let from_abs = root.join(&note.path);
+            // The folders the move creates (deepest first), to take away if it is undone.
+            let created: Vec<std::path::PathBuf> = to
+                .ancestors()
+                .skip(1)
+                .take_while(|d| *d != root.as_path() && !d.exists())
+                .map(std::path::Path::to_path_buf)
+                .collect();
             fsio::atomic_move_deferred(
-                &root.join(&note.path),
+                &from_abs,
                 &to,
                 &Expect::Hash(note.content_hash.clone()),
                 dirs,
@@ -243,9 +251,23 @@ pub(crate) fn stage_change(
                 let expect = Expect::Hash(note.content_hash.clone());
                 if let Err(e) = fsio::atomic_write_deferred(&to, new, &expect, dirs) {
                     // Refused (an editor saved it, or has it open for writing): the note
-                    // goes back where it was, unless it changed meanwhile, so the write
-                    // answered with an error has changed nothing.
-                    let _ = fsio::atomic_move_deferred(&to, &root.join(&note.path), &expect, dirs);
+                    // goes back where it was, whatever it holds now (a rename loses no
+                    // bytes), with the folders the move made, so the write answered with
+                    // an error has changed nothing.
+                    match fsio::move_unchanged(&to, &from_abs, &|_| true) {
+                        Ok(()) => {
+                            for dir in &created {
+                                if fsio::remove_empty_folder(dir).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        Err(back) => tracing::warn!(
+                            note = %note.path, error = %back.message,
+                            "a refused move with new content could not be undone"
+                        ),
+                    }
+                    let _ = dirs.sync();
                     return Err(e);
                 }
             }

@@ -219,7 +219,7 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
             .iter()
             .map(|(slug, reason)| crate::api::wire::LinkFailure {
                 slug: slug.clone(),
-                reason: reason.clone(),
+                reason: crate::api::error::in_vault_terms(reason),
             })
             .collect()
     };
