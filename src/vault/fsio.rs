@@ -768,6 +768,17 @@ mod lease {
             }
             match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EAGAIN) if refused_only_for_writers(&file) => Err(OpenForWriting),
+                Some(libc::EAGAIN) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        tracing::info!(
+                            "the vault's filesystem refused a lease on a note and is not one \
+                             known as local: writes go on without checking for a program \
+                             that has the note open for writing"
+                        )
+                    });
+                    Ok(None)
+                }
                 _ => Ok(None),
             }
         }
