@@ -418,7 +418,10 @@ fn render(state: &State, receipt: &writes::Receipt) -> Result<Response, Error> {
                 reason: reason.clone(),
             })
             .collect(),
-        flow_back_error: receipt.flow_back_error.clone(),
+        flow_back_error: receipt
+            .flow_back_error
+            .as_deref()
+            .map(crate::api::error::in_vault_terms),
     };
     let status = if receipt.created {
         StatusCode::CREATED

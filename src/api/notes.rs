@@ -604,7 +604,10 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
             state: s.state,
             batches: s.batches,
             rescans: s.rescans,
-            last_error: s.last_error,
+            last_error: s
+                .last_error
+                .as_deref()
+                .map(crate::api::error::in_vault_terms),
             last_batch_at: s.last_batch_at.map(crate::clock::timestamp),
         }
     };
@@ -631,7 +634,10 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
         computed: v.computed,
         notes: v.notes,
         syncing: v.syncing,
-        last_error: v.last_error,
+        last_error: v
+            .last_error
+            .as_deref()
+            .map(crate::api::error::in_vault_terms),
     };
     Ok(Json(IndexStatus {
         embeddings,
@@ -651,7 +657,10 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
             sync_ms: ix.sync_ms,
             commits: ix.commits,
             last_commit_ms: ix.last_commit_ms,
-            last_error: ix.last_error,
+            last_error: ix
+                .last_error
+                .as_deref()
+                .map(crate::api::error::in_vault_terms),
         },
         watcher,
         history: HistoryState {
@@ -660,7 +669,10 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
             pending: h.pending,
             backlog: h.backlog,
             head_seq: h.head_seq,
-            last_error: h.last_error,
+            last_error: h
+                .last_error
+                .as_deref()
+                .map(crate::api::error::in_vault_terms),
             last_error_at: h.last_error_at,
             left_out_total: h.left_out_total,
             left_out: h

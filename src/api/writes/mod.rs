@@ -234,7 +234,10 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
             trashed_to: folder.trashed_to.clone(),
             links_updated: receipt.links_updated,
             links_failed: links_failed(),
-            flow_back_error: receipt.flow_back_error.clone(),
+            flow_back_error: receipt
+                .flow_back_error
+                .as_deref()
+                .map(crate::api::error::in_vault_terms),
         };
         return (
             status,
@@ -258,7 +261,10 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
         unchanged: receipt.unchanged,
         links_updated: receipt.links_updated,
         links_failed: links_failed(),
-        flow_back_error: receipt.flow_back_error.clone(),
+        flow_back_error: receipt
+            .flow_back_error
+            .as_deref()
+            .map(crate::api::error::in_vault_terms),
     };
     (
         status,
