@@ -48,10 +48,9 @@
 //! leases are not available (a note file owned by another user, a filesystem without them;
 //! on a network filesystem a refused lease is not taken to mean a writer, since its server
 //! may refuse one for its own reasons) the swap runs without them, and only the content
-//! check stands. SIGIO, the lease-break
-//! notice, is ignored by the process (and so by the `git` it runs) where it was left at its
-//! default. A crash inside the window
-//! is put right at the next start: see [`mark`].
+//! check stands. SIGIO, the lease-break notice, is ignored by the process (and so by the
+//! `git` it runs) where it was left at its default. A crash inside the window is put right
+//! at the next start: see [`mark`].
 
 #![allow(
     clippy::disallowed_methods,
