@@ -238,26 +238,14 @@ async fn a_write_after_the_stop_began_writes_nothing() {
     assert_eq!(s.svc.history.status().pending, 0);
 }
 
-/// Whether a read lease on `path` is refused because it is open for writing (as the
-/// daemon's own check is), on a filesystem the daemon knows as local (ext4, xfs, btrfs,
-/// tmpfs, overlayfs); else the test is skipped.
+/// Whether a read lease on `path` is refused because it is open for writing, on a
+/// filesystem where the daemon takes that to mean a writer; else the test is skipped.
 fn refused_for_a_writer(path: &std::path::Path) -> bool {
     use std::os::fd::AsRawFd;
+    if !notevault::vault::fsio::watches_open_writers(path) {
+        return false;
+    }
     let probe = std::fs::File::open(path).unwrap();
-    // SAFETY: `statfs` is plain data; `probe` is open during the call.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstatfs(probe.as_raw_fd(), &mut st) } != 0 {
-        return false;
-    }
-    #[allow(
-        clippy::unnecessary_cast,
-        reason = "the field's type differs by target"
-    )]
-    let magic = (st.f_type as i64 & 0xFFFF_FFFF) as u32;
-    if ![0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630].contains(&magic) {
-        return false;
-    }
     // SAFETY: `probe` is an open descriptor for the duration of the calls.
     let rc = unsafe { libc::fcntl(probe.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
     let errno = std::io::Error::last_os_error().raw_os_error();

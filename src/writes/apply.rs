@@ -234,20 +234,25 @@ pub(crate) fn stage_change(
             // A move (maybe with new content): rename first, then rewrite in place.
             let to = root.join(to_rel);
             let from_abs = root.join(&note.path);
-            // The folders the move creates (deepest first), to take away if it is undone.
-            let created: Vec<std::path::PathBuf> = to
-                .ancestors()
-                .skip(1)
-                .take_while(|d| *d != root.as_path() && !d.exists())
-                .map(std::path::Path::to_path_buf)
-                .collect();
+            let rewrite = &new[..] != old;
+            // The folders the move creates (deepest first), to take away if the rewrite is
+            // refused and the move undone.
+            let created: Vec<std::path::PathBuf> = if rewrite {
+                to.ancestors()
+                    .skip(1)
+                    .take_while(|d| *d != root.as_path() && !d.exists())
+                    .map(std::path::Path::to_path_buf)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             fsio::atomic_move_deferred(
                 &from_abs,
                 &to,
                 &Expect::Hash(note.content_hash.clone()),
                 dirs,
             )?;
-            if &new[..] != old {
+            if rewrite {
                 let expect = Expect::Hash(note.content_hash.clone());
                 if let Err(e) = fsio::atomic_write_deferred(&to, new, &expect, dirs) {
                     // Refused (an editor saved it, or has it open for writing): the note
