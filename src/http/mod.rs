@@ -30,9 +30,22 @@ use crate::auth::{self, jwt, pat, Credential, Permission, Presented, StaticToken
 use crate::error::{Error, Reason};
 use crate::state::State;
 
-/// What the middleware and the handlers reach.
+/// What the middleware and the handlers reach: shared, so that the clone each middleware
+/// and extractor takes per request is one reference count, not a copy of every field
+/// (the MCP service's cancellation token takes a lock to be cloned).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`].
+pub struct AppParts {
     pub state: Arc<State>,
     pub guards: Arc<Guards>,
     pub docs_url: Arc<str>,
@@ -59,7 +72,7 @@ impl AppState {
         let docs_url: Arc<str> = state.config.docs_url.clone().into();
         let mcp_cancel = tokio_util::sync::CancellationToken::new();
         let static_tokens = Arc::new(StaticTokens::new(&state.config.static_tokens));
-        Self {
+        Self(Arc::new(AppParts {
             static_tokens,
             pat_key: Arc::default(),
             jwt: state.config.jwt_verifier().map(Arc::new),
@@ -69,7 +82,7 @@ impl AppState {
             state,
             guards,
             mcp_cancel,
-        }
+        }))
     }
 }
 
