@@ -58,10 +58,22 @@ pub struct LinePage {
 impl LinePage {
     /// The page's lines, numbered. Bytes that are not UTF-8 read as U+FFFD, as the whole
     /// note decoded lossily would (line endings are ASCII, so lines decode alike alone).
+    /// The page is checked as UTF-8 once, not line by line.
     pub fn lines(&self) -> impl ExactSizeIterator<Item = (usize, std::borrow::Cow<'_, str>)> {
-        self.items
-            .iter()
-            .map(|(n, range)| (*n, String::from_utf8_lossy(&self.bytes[range.clone()])))
+        let span = match (self.items.first(), self.items.last()) {
+            (Some((_, first)), Some((_, last))) => first.start..last.end,
+            _ => 0..0,
+        };
+        let page = std::str::from_utf8(&self.bytes[span.clone()]).ok();
+        self.items.iter().map(move |(n, range)| {
+            // A line starts after a line end and ends before one: on char boundaries.
+            let text =
+                match page.and_then(|p| p.get(range.start - span.start..range.end - span.start)) {
+                    Some(line) => std::borrow::Cow::Borrowed(line),
+                    None => String::from_utf8_lossy(&self.bytes[range.clone()]),
+                };
+            (*n, text)
+        })
     }
 }
 
