@@ -66,12 +66,17 @@ impl LinePage {
         };
         let page = std::str::from_utf8(&self.bytes[span.clone()]).ok();
         self.items.iter().map(move |(n, range)| {
-            // A line starts after a line end and ends before one: on char boundaries.
-            let text =
-                match page.and_then(|p| p.get(range.start - span.start..range.end - span.start)) {
-                    Some(line) => std::borrow::Cow::Borrowed(line),
-                    None => String::from_utf8_lossy(&self.bytes[range.clone()]),
-                };
+            // A line starts at the note's start or after a line end, and ends before a line
+            // end or at the note's end: on char boundaries of a page that is UTF-8.
+            let line = page.map(|p| p.get(range.start - span.start..range.end - span.start));
+            debug_assert!(
+                line.is_none_or(|l| l.is_some()),
+                "a line off a char boundary"
+            );
+            let text = match line.flatten() {
+                Some(line) => std::borrow::Cow::Borrowed(line),
+                None => String::from_utf8_lossy(&self.bytes[range.clone()]),
+            };
             (*n, text)
         })
     }
@@ -619,6 +624,7 @@ mod tests {
             (b"a\n\n", 1, 5),
             (b"a\nb\nc", 2, 1),
             (b"\xe2\x82\r\nok\n\xff", 1, 5),
+            ("é\r\n€x\n😀\r\nz".as_bytes(), 2, 2),
         ] {
             assert_eq!(
                 paged(bytes, offset, limit),
@@ -627,6 +633,18 @@ mod tests {
             );
         }
         assert!(paged(b"a\nb", 3, 1).is_none(), "past the end");
+    }
+
+    #[test]
+    fn lines_that_start_and_end_in_multibyte_characters_read_whole_without_a_copy() {
+        let page = line_page(Arc::from("é\r\n€x\n😀".as_bytes()), 1, 5).unwrap();
+        let lines: Vec<_> = page.lines().collect();
+        assert_eq!(lines.len(), 3);
+        for (_, text) in &lines {
+            assert!(matches!(text, std::borrow::Cow::Borrowed(_)), "{text:?}");
+        }
+        assert_eq!(lines[1].1, "€x");
+        assert_eq!(lines[2].1, "😀");
     }
 
     proptest! {
