@@ -9,7 +9,7 @@
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 
-use super::tokenizer::{is_unspaced, stem, tokens, without_letter_keys};
+use super::tokenizer::{is_unspaced, stem, stem_is, tokens, without_letter_keys};
 use crate::vault::catalog::Note;
 use crate::vault::markdown;
 
@@ -127,10 +127,10 @@ fn heading_text(line: &str) -> Option<&str> {
 pub struct Matcher {
     terms: Vec<(String, bool)>,
     finders: Vec<TermFinder>,
-    /// Every finder's bytes in one automaton (ASCII case-insensitive): a note's bytes are
-    /// scanned once for all the terms, whatever their number. Built on first use, once
+    /// How the finders' bytes are found (ASCII case-insensitive): a note's bytes are
+    /// scanned once for all the terms, whatever their number. Chosen on first use, once
     /// every finder is in.
-    automaton: std::sync::OnceLock<Option<AhoCorasick>>,
+    starts: std::sync::OnceLock<Option<Starts>>,
     /// Stems whose word forms count as matches.
     stems: Vec<String>,
 }
@@ -191,16 +191,63 @@ impl TermFinder {
             if !boundary(char_after(text, word_end)) || word_end - start > 40 {
                 return None;
             }
-            let word = std::str::from_utf8(&text[start..word_end])
-                .ok()?
-                .to_ascii_lowercase();
-            return (stem(&word) == want.as_str()).then_some(word_end);
+            // The word is ASCII letters (the finder's and the ones after), at most 40:
+            // lower-cased on the stack, its stem looked up without a copy.
+            let mut buf = [0u8; 40];
+            let word = &mut buf[..word_end - start];
+            word.copy_from_slice(&text[start..word_end]);
+            word.make_ascii_lowercase();
+            let word = std::str::from_utf8(word).ok()?;
+            return stem_is(word, want).then_some(word_end);
         }
         (self.prefix || self.open_end || boundary(char_after(text, end))).then_some(end)
     }
 }
 
-/// The matches of a [`Matcher`] in a text, leftmost first: the automaton finds where some
+/// Up to this many finders are looked for one by one ([`Starts::Few`]).
+const FEW: usize = 4;
+
+/// How the next place where some finder's bytes start is found.
+enum Starts {
+    /// Each finder by `memchr` on its first byte (in both cases), the leftmost taken:
+    /// nothing to build, where an automaton costs more to build for a request (most ask
+    /// one or two words) than the scans it serves.
+    Few,
+    /// Every finder's bytes in one Aho-Corasick automaton (pattern `i` is finder `i`).
+    Automaton(AhoCorasick),
+}
+
+/// Where `pattern` (not empty) next starts in `text` at or after `from`, ASCII letters in
+/// either case, other bytes as they are; `usize::MAX` when nowhere.
+fn find_from(text: &[u8], pattern: &[u8], from: usize) -> usize {
+    let (lower, upper) = (
+        pattern[0].to_ascii_lowercase(),
+        pattern[0].to_ascii_uppercase(),
+    );
+    let Some(last) = text.len().checked_sub(pattern.len()) else {
+        return usize::MAX;
+    };
+    let mut at = from;
+    while at <= last {
+        let window = &text[at..=last];
+        let found = if lower == upper {
+            memchr::memchr(lower, window)
+        } else {
+            memchr::memchr2(lower, upper, window)
+        };
+        let Some(i) = found else {
+            return usize::MAX;
+        };
+        let start = at + i;
+        if text[start..start + pattern.len()].eq_ignore_ascii_case(pattern) {
+            return start;
+        }
+        at = start + 1;
+    }
+    usize::MAX
+}
+
+/// The matches of a [`Matcher`] in a text, leftmost first: [`Starts`] finds where some
 /// term's bytes start, then the longest accepted match there is taken (or the search goes
 /// on one byte further: `sync` in `resync` is not a word).
 /// The ranges are of the text searched; with `left_out`, that text is a note's text
@@ -211,6 +258,33 @@ struct Matches<'a> {
     text: &'a [u8],
     left_out: Option<&'a [usize]>,
     at: usize,
+    /// With [`Starts::Few`]: where each finder's bytes next start, once looked up (the
+    /// first place at or after the `at` of then, so still the next while not before
+    /// `at`; `usize::MAX`: nowhere).
+    next: [Option<usize>; FEW],
+}
+
+impl Matches<'_> {
+    /// Where some finder's bytes start next, at or after `at`.
+    fn next_start(&mut self, starts: &Starts) -> Option<usize> {
+        match starts {
+            Starts::Automaton(automaton) => {
+                let input = Input::new(self.text).span(self.at..self.text.len());
+                Some(automaton.find(input)?.start())
+            }
+            Starts::Few => {
+                let mut first = usize::MAX;
+                for (finder, next) in self.matcher.finders.iter().zip(&mut self.next) {
+                    let start = match *next {
+                        Some(start) if start >= self.at => start,
+                        _ => *next.insert(find_from(self.text, &finder.bytes, self.at)),
+                    };
+                    first = first.min(start);
+                }
+                (first != usize::MAX).then_some(first)
+            }
+        }
+    }
 }
 
 /// The index in the original text of byte `i` of the text without the bytes at
@@ -235,10 +309,9 @@ impl Iterator for Matches<'_> {
     type Item = (usize, usize);
 
     fn next(&mut self) -> Option<(usize, usize)> {
-        let automaton = self.matcher.automaton()?;
+        let starts = self.matcher.starts()?;
         while self.at < self.text.len() {
-            let input = Input::new(self.text).span(self.at..self.text.len());
-            let start = automaton.find(input)?.start();
+            let start = self.next_start(starts)?;
             match self.matcher.accepted_at(self.text, start) {
                 Some(end) => {
                     self.at = end;
@@ -292,6 +365,7 @@ impl<'a> Searched<'a> {
             text,
             left_out,
             at: 0,
+            next: [None; FEW],
         }
     }
 }
@@ -320,7 +394,7 @@ impl Matcher {
         Self {
             terms,
             finders,
-            automaton: std::sync::OnceLock::new(),
+            starts: std::sync::OnceLock::new(),
             stems: Vec::new(),
         }
     }
@@ -333,28 +407,47 @@ impl Matcher {
             }
         }
         self.stems = stems.into_iter().map(|(_, s)| s).collect();
-        self.automaton = std::sync::OnceLock::new();
+        self.starts = std::sync::OnceLock::new();
         self
     }
 
-    /// The automaton over the finders' bytes (pattern `i` is finder `i`; an empty term
-    /// is never one: tokens have at least one character). Built once per search, after
-    /// [`Matcher::with_stems`] added the word forms.
-    fn automaton(&self) -> Option<&AhoCorasick> {
-        self.automaton
+    /// How the finders' bytes are found: one by one when there are few, else by an
+    /// automaton; `None` when a finder is empty (never: tokens have at least one
+    /// character). Chosen once per search, after [`Matcher::with_stems`] added the word
+    /// forms.
+    fn starts(&self) -> Option<&Starts> {
+        self.starts
             .get_or_init(|| {
-                AhoCorasick::builder()
-                    // Built for every search and used on a page of notes: a contiguous
-                    // NFA builds far quicker than the DFA chosen by default for a few
-                    // patterns, and the prefilter does most of the scanning either way.
-                    .kind(Some(AhoCorasickKind::ContiguousNFA))
-                    .ascii_case_insensitive(true)
-                    .match_kind(MatchKind::LeftmostFirst)
-                    .build(self.finders.iter().map(|f| &f.bytes))
-                    .ok()
-                    .filter(|_| self.finders.iter().all(|f| !f.bytes.is_empty()))
+                if self.finders.iter().any(|f| f.bytes.is_empty()) {
+                    None
+                } else if self.finders.len() <= FEW {
+                    Some(Starts::Few)
+                } else {
+                    self.automaton().map(Starts::Automaton)
+                }
             })
             .as_ref()
+    }
+
+    /// The automaton over the finders' bytes (pattern `i` is finder `i`).
+    fn automaton(&self) -> Option<AhoCorasick> {
+        AhoCorasick::builder()
+            // Built for every search and used on a page of notes: a contiguous NFA builds
+            // far quicker than the DFA chosen by default for a few patterns, and the
+            // prefilter does most of the scanning either way.
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(self.finders.iter().map(|f| &f.bytes))
+            .ok()
+    }
+
+    /// This matcher with its finders' bytes found by the automaton, however few.
+    #[cfg(test)]
+    fn by_automaton(mut self) -> Self {
+        let automaton = self.automaton().map(Starts::Automaton);
+        self.starts = std::sync::OnceLock::from(automaton);
+        self
     }
 
     fn token_matches(&self, token: &str) -> bool {
@@ -527,7 +620,12 @@ impl Matcher {
 
 /// The character ending just before byte `i`, if the bytes there are UTF-8.
 fn char_before(bytes: &[u8], i: usize) -> Option<char> {
-    (1..=4.min(i)).find_map(|n| {
+    match i.checked_sub(1).map(|j| bytes[j]) {
+        None => return None,
+        Some(b) if b.is_ascii() => return Some(b as char),
+        Some(_) => {}
+    }
+    (2..=4.min(i)).find_map(|n| {
         std::str::from_utf8(&bytes[i - n..i])
             .ok()
             .and_then(|s| s.chars().next_back())
@@ -536,6 +634,9 @@ fn char_before(bytes: &[u8], i: usize) -> Option<char> {
 
 /// The character starting at byte `i`, if the bytes there are UTF-8.
 fn char_after(bytes: &[u8], i: usize) -> Option<char> {
+    if let Some(b) = bytes.get(i).filter(|b| b.is_ascii()) {
+        return Some(*b as char);
+    }
     let end = (i + 4).min(bytes.len());
     (i + 1..=end).find_map(|e| {
         std::str::from_utf8(&bytes[i..e])
@@ -661,6 +762,45 @@ mod tests {
                 proptest::prop_assert_eq!(found.to_lowercase(), "extract", "{:?} at {}..{}", text, s, e);
                 proptest::prop_assert!(text[s..].starts_with(['e', 'E', '[']), "{:?} at {}", text, s);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// A few terms found one by one ([`Starts::Few`]) are found where the automaton
+        /// finds them: the same matches, word forms and letter keys included.
+        #[test]
+        fn a_few_terms_are_found_where_the_automaton_finds_them(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "sync", "Synced", "SYNC", "ing", "re", "ab", "AB", "aB", "a", "b", " ", "-",
+                    "\n", ".", "[x]", "E[x]", "é", "É", "東京", "cursor", "s", "y",
+                ]),
+                0..16,
+            ),
+            terms in proptest::collection::vec(
+                (proptest::sample::select(vec!["sync", "ab", "a", "b", "é", "東", "abab", "cursors", "re"]), proptest::bool::ANY),
+                1..=3,
+            ),
+            forms in proptest::bool::ANY,
+        ) {
+            let text = parts.concat();
+            let terms: Vec<(&str, bool)> = terms;
+            let build = || {
+                let m = matcher(&terms);
+                if forms {
+                    m.with_stems(vec![("synced".into(), "sync".into())])
+                } else {
+                    m
+                }
+            };
+            let few = build();
+            proptest::prop_assert!(matches!(few.starts(), Some(Starts::Few)));
+            proptest::prop_assert_eq!(
+                few.find(text.as_bytes()),
+                build().by_automaton().find(text.as_bytes()),
+                "{:?}",
+                text
+            );
         }
     }
 

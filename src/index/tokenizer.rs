@@ -149,6 +149,14 @@ pub fn stem(token: &str) -> std::borrow::Cow<'_, str> {
     })
 }
 
+/// Whether `token`'s English stem is `want` ([`stem`] without a copy of the stem).
+pub fn stem_is(token: &str, want: &str) -> bool {
+    if !stemmable(token) {
+        return token == want;
+    }
+    with_stem(token, |s| s.unwrap_or(token) == want)
+}
+
 /// Whether a note's words are stemmed as English: its frontmatter declares no other
 /// language (`lang` or `language` absent, or starting with `en`).
 pub fn stems_english(frontmatter: Option<&serde_norway::Mapping>) -> bool {
