@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::body::Bytes;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;

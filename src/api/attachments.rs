@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::http::request::Parts;
-use axum::Json;
 use serde::Deserialize;
 use utoipa::ToSchema;
 

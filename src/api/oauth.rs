@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::body::Bytes;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

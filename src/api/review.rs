@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::body::Bytes;
 use axum::http::request::Parts;
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;

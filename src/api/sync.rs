@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::body::Bytes;
 use axum::http::request::Parts;
-use axum::Json;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::Serialize;

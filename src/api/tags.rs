@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::api::wire::Json;
 use axum::http::request::Parts;
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
