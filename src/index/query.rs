@@ -602,9 +602,9 @@ pub fn to_tantivy(
     fields: &[QueryField<'_>],
     stem_fields: &[QueryField<'_>],
 ) -> Box<dyn Query> {
-    // One word alone: BM25 summed over its fields, which tantivy ranks with block-max
-    // WAND (a few postings blocks instead of every match); several: each word scores its
-    // best field (plus a tenth of the others), coordinated.
+    // One word alone: BM25 summed over its fields; several: each word scores its best
+    // field (plus a tenth of the others), coordinated. Either is ranked and counted in
+    // one pass (see `reader::collect`).
     let single = parsed.ranked.len() + parsed.required.len() == 1;
     let alt = |units: &[Unit]| alternatives(units, fields, stem_fields, !single);
     let ranked: Option<Box<dyn Query>> = match parsed.ranked.as_slice() {
