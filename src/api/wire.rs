@@ -12,7 +12,8 @@ use crate::vault::catalog::{Excluded, Note};
 /// [`JSON_CAPACITY`]: axum's `Json` starts a `BytesMut` at 128 bytes and writes each of
 /// serde_json's small pieces through its `BufMut` (5 % of a search's instructions, most of
 /// a line-sliced read's serialization). A value that cannot be serialized answers the
-/// envelope (`INTERNAL`), not a bare text body.
+/// envelope (`INTERNAL`, under the status a handler puts around it, as axum's answered its
+/// text), never a bare text body.
 pub struct Json<T>(pub T);
 
 /// Where a JSON answer's buffer starts: a page of search results or of lines (~4-16 KiB)

@@ -128,8 +128,8 @@ pub struct Matcher {
     terms: Vec<(String, bool)>,
     finders: Vec<TermFinder>,
     /// How the finders' bytes are found (ASCII case-insensitive): a note's bytes are
-    /// scanned once for all the terms, whatever their number. Chosen on first use, once
-    /// every finder is in.
+    /// scanned as far as the matches wanted, for all the terms at once. Chosen on first
+    /// use, once every finder is in.
     starts: std::sync::OnceLock<Option<Starts>>,
     /// Stems whose word forms count as matches.
     stems: Vec<String>,
@@ -217,34 +217,47 @@ enum Starts {
     Automaton(AhoCorasick),
 }
 
-/// Where `pattern` (not empty) next starts in `text` at or after `from`, ASCII letters in
-/// either case, other bytes as they are; `usize::MAX` when nowhere.
-fn find_from(text: &[u8], pattern: &[u8], from: usize) -> usize {
+/// What a scan knows of where one finder's bytes start next ([`Starts::Few`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Not looked for yet.
+    Unknown,
+    /// They start here: the first place at or after where the look began.
+    At(usize),
+    /// They do not start from where the look began up to here (looked no further: the
+    /// scan only needs to know whether they come before the leftmost start found);
+    /// `usize::MAX`: nowhere.
+    NotBefore(usize),
+}
+
+/// Where `pattern` (not empty) starts in `text` at or after `from` and before `before`,
+/// ASCII letters in either case, other bytes as they are.
+fn find_from(text: &[u8], pattern: &[u8], from: usize, before: usize) -> Next {
     let (lower, upper) = (
         pattern[0].to_ascii_lowercase(),
         pattern[0].to_ascii_uppercase(),
     );
-    let Some(last) = text.len().checked_sub(pattern.len()) else {
-        return usize::MAX;
-    };
+    // Past the last place the pattern fits, it starts nowhere.
+    let fits = (text.len() + 1).saturating_sub(pattern.len());
+    let end = fits.min(before);
     let mut at = from;
-    while at <= last {
-        let window = &text[at..=last];
+    while at < end {
+        let window = &text[at..end];
         let found = if lower == upper {
             memchr::memchr(lower, window)
         } else {
             memchr::memchr2(lower, upper, window)
         };
         let Some(i) = found else {
-            return usize::MAX;
+            break;
         };
         let start = at + i;
         if text[start..start + pattern.len()].eq_ignore_ascii_case(pattern) {
-            return start;
+            return Next::At(start);
         }
         at = start + 1;
     }
-    usize::MAX
+    Next::NotBefore(if end == fits { usize::MAX } else { end })
 }
 
 /// The matches of a [`Matcher`] in a text, leftmost first: [`Starts`] finds where some
@@ -258,10 +271,10 @@ struct Matches<'a> {
     text: &'a [u8],
     left_out: Option<&'a [usize]>,
     at: usize,
-    /// With [`Starts::Few`]: where each finder's bytes next start, once looked up (the
-    /// first place at or after the `at` of then, so still the next while not before
-    /// `at`; `usize::MAX`: nowhere).
-    next: [Option<usize>; FEW],
+    /// With [`Starts::Few`]: what is known of where each finder's bytes start next (from
+    /// a look that began at or before `at`: `At` is still the next while not before
+    /// `at`; `NotBefore` still says they are not in what is left of the span looked at).
+    next: [Next; FEW],
 }
 
 impl Matches<'_> {
@@ -273,13 +286,25 @@ impl Matches<'_> {
                 Some(automaton.find(input)?.start())
             }
             Starts::Few => {
+                debug_assert!(self.matcher.finders.len() <= FEW);
+                // The leftmost start found so far: a finder is looked for only before it,
+                // so a term a note lacks costs a scan only as far as the others' matches
+                // (and the scan of a note stops after its first lines with a match).
                 let mut first = usize::MAX;
                 for (finder, next) in self.matcher.finders.iter().zip(&mut self.next) {
-                    let start = match *next {
-                        Some(start) if start >= self.at => start,
-                        _ => *next.insert(find_from(self.text, &finder.bytes, self.at)),
-                    };
-                    first = first.min(start);
+                    match *next {
+                        Next::At(start) if start >= self.at => {
+                            first = first.min(start);
+                            continue;
+                        }
+                        // Not before the leftmost found: it cannot come first.
+                        Next::NotBefore(end) if end >= first => continue,
+                        _ => {}
+                    }
+                    *next = find_from(self.text, &finder.bytes, self.at, first);
+                    if let Next::At(start) = *next {
+                        first = first.min(start);
+                    }
                 }
                 (first != usize::MAX).then_some(first)
             }
@@ -365,7 +390,7 @@ impl<'a> Searched<'a> {
             text,
             left_out,
             at: 0,
-            next: [None; FEW],
+            next: [Next::Unknown; FEW],
         }
     }
 }
@@ -775,7 +800,7 @@ mod tests {
                     "sync", "Synced", "SYNC", "ing", "re", "ab", "AB", "aB", "a", "b", " ", "-",
                     "\n", ".", "[x]", "E[x]", "é", "É", "東京", "cursor", "s", "y",
                 ]),
-                0..16,
+                0..40,
             ),
             terms in proptest::collection::vec(
                 (proptest::sample::select(vec!["sync", "ab", "a", "b", "é", "東", "abab", "cursors", "re"]), proptest::bool::ANY),

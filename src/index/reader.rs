@@ -70,7 +70,7 @@ impl SearchIndex {
             .collect();
         let q = query::to_tantivy(parsed, &fields, &stem_fields);
         let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
-        let want = (offset + limit).max(1);
+        let want = offset + limit;
         // On disk: every note but those the overlay holds newer (or no) versions of.
         // (The overlay itself, shared: not a copy of its keys per search.)
         let stale = (!overlay.keys.is_empty()).then(|| overlay.clone());
@@ -95,9 +95,8 @@ impl SearchIndex {
             let scoring =
                 tantivy::query::EnableScoring::enabled_from_statistics_provider(&searcher, ram);
             let (more, n) = collect(ram, q.as_ref(), scoring, keep_ram, want).map_err(internal)?;
-            hits.extend(more);
+            hits = merged(hits, more);
             matched += n;
-            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
         }
         let hits = hits.into_iter().skip(offset).take(limit).collect();
         Ok(Hits { hits, matched })
@@ -196,8 +195,24 @@ impl SearchIndex {
     }
 }
 
+/// The hits of the disk index and of the overlay as one ranking: by score, and on a tie
+/// the disk's first, each side in its own order (tantivy's: the lower document address
+/// first). Each side's first `k` hits are then the first `k` of that side in the whole
+/// ranking, so the first `k` of the merge of each side's first `k` are the first `k` of
+/// the merge of all: a page does not depend on how many hits were asked for. (Ties broken
+/// by the note's key, as before, reordered what each side had cut at `k` by another rule:
+/// a page of 3 and a page of 6 could each keep another of two tied notes, and paging
+/// showed one twice and the other never.)
+fn merged(mut disk: Vec<Hit>, overlay: Vec<Hit>) -> Vec<Hit> {
+    disk.extend(overlay);
+    // Stable: equal scores keep the disk's hits first and each side's order.
+    disk.sort_by(|a, b| b.score.total_cmp(&a.score));
+    disk
+}
+
 /// The best `want` hits of `query` in `searcher` (by key) and how many matched, among the
-/// notes `keep` allows (all when `None`), in one pass that scores and counts every match.
+/// notes `keep` allows (all when `None`), in one pass that scores and counts every match
+/// (with `want` 0, a count that scores nothing).
 ///
 /// Not a pruned top-k (block-max WAND) and a count beside it: the count walks every
 /// match's postings anyway, so scoring them on the way costs less than a second, pruned
@@ -215,6 +230,20 @@ fn collect(
 ) -> tantivy::Result<(Vec<Hit>, usize)> {
     let weight = query.weight(scoring)?;
     let segments = searcher.segment_readers().iter().enumerate();
+    if want == 0 {
+        let mut matched = 0;
+        for (ord, segment) in segments {
+            matched += match &keep {
+                Some(keep) => {
+                    let keep = keep.clone();
+                    FilterCollector::new("key".to_string(), move |k: u64| keep(k), Count)
+                        .collect_segment(weight.as_ref(), ord as u32, segment)?
+                }
+                None => weight.count(segment)? as usize,
+            };
+        }
+        return Ok((Vec::new(), matched));
+    }
     let top_and_count = (TopDocs::with_limit(want).order_by_score(), Count);
     let (docs, matched): (Vec<(f32, DocAddress)>, usize) = match keep {
         Some(keep) => {
@@ -253,4 +282,44 @@ fn collect(
         }
     }
     Ok((hits, matched))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One side's hits as tantivy answers them: by score, ties in document order (here the
+    /// order generated); keys in no particular order.
+    fn side(scored: &[(u8, u64)]) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = scored
+            .iter()
+            .map(|&(score, key)| Hit {
+                key,
+                score: f32::from(score),
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits
+    }
+
+    fn keys(hits: &[Hit]) -> Vec<u64> {
+        hits.iter().map(|h| h.key).collect()
+    }
+
+    proptest::proptest! {
+        /// The first `k` of the merge of each side's first `k` hits are the first `k` of
+        /// the merge of all: a page is the same whatever number of hits was asked for.
+        #[test]
+        fn a_merged_page_does_not_depend_on_how_many_hits_were_asked(
+            disk in proptest::collection::vec((0u8..3, proptest::num::u64::ANY), 0..10),
+            overlay in proptest::collection::vec((0u8..3, proptest::num::u64::ANY), 0..10),
+        ) {
+            let all = merged(side(&disk), side(&overlay));
+            for k in 0..=all.len() {
+                let first = |hits: Vec<Hit>| hits.into_iter().take(k).collect::<Vec<_>>();
+                let page = merged(first(side(&disk)), first(side(&overlay)));
+                proptest::prop_assert_eq!(keys(&page[..k]), keys(&all[..k]), "k = {}", k);
+            }
+        }
+    }
 }
