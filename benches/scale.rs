@@ -22,7 +22,8 @@
 //!
 //! `cargo bench --bench scale`; `NOTEVAULT_BENCH_SIZES` (e.g. `11k,44k`),
 //! `NOTEVAULT_BENCH_SECONDS` (search load, default 5), `NOTEVAULT_BENCH_CREATES`
-//! (default 100), `NOTEVAULT_BENCH_KEEP=1` keeps the vaults and state dirs.
+//! (default 100), `NOTEVAULT_BENCH_KEEP=1` keeps the vaults and state dirs,
+//! `NOTEVAULT_BENCH_BIN` measures another build of the daemon (another profile, say).
 
 #![allow(
     clippy::disallowed_methods,
@@ -117,6 +118,7 @@ fn run() -> Result<()> {
         .collect();
     let seconds = common::env_num("NOTEVAULT_BENCH_SECONDS", 5);
     let creates = common::env_num("NOTEVAULT_BENCH_CREATES", 100) as usize;
+    let bin = std::env::var("NOTEVAULT_BENCH_BIN").unwrap_or_else(|_| common::BIN.to_string());
     let keep = std::env::var("NOTEVAULT_BENCH_KEEP").is_ok_and(|v| v == "1");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = root.join("target/bench-scale");
@@ -136,6 +138,7 @@ fn run() -> Result<()> {
         free as f64 / 1e9,
         common::loadavg()
     );
+    println!("daemon: {bin}");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -154,7 +157,7 @@ fn run() -> Result<()> {
                 t0.elapsed().as_millis()
             );
             points.push(measure(
-                &rt, label, &vault, &state, notes, bytes, creates, seconds,
+                &rt, &bin, label, &vault, &state, notes, bytes, creates, seconds,
             )?);
             if !keep {
                 std::fs::remove_dir_all(&dir)?;
@@ -175,6 +178,7 @@ fn run() -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 fn measure(
     rt: &tokio::runtime::Runtime,
+    bin: &str,
     label: &'static str,
     vault: &Path,
     state: &Path,
@@ -187,7 +191,7 @@ fn measure(
 
     // First start: fresh state dir.
     let t0 = Instant::now();
-    let daemon = common::start(vault, state)?;
+    let daemon = common::start_bin(bin, vault, state)?;
     let addr = common::addr_of(&daemon.base)?;
     rt.block_on(first_ok(&daemon, addr))?;
     let first_serving = t0.elapsed();
@@ -209,7 +213,7 @@ fn measure(
 
     // Warm start: the same state dir; the loads run on this daemon.
     let t0 = Instant::now();
-    let daemon = common::start(vault, state)?;
+    let daemon = common::start_bin(bin, vault, state)?;
     let addr = common::addr_of(&daemon.base)?;
     rt.block_on(first_ok(&daemon, addr))?;
     let warm = t0.elapsed();
@@ -249,7 +253,7 @@ fn measure(
 
     // Cold index build: a whole `notevault reindex` process.
     let t0 = Instant::now();
-    let out = Command::new(common::BIN)
+    let out = Command::new(bin)
         .args([
             "reindex",
             vault.to_str().context("vault path")?,
