@@ -187,32 +187,12 @@ async fn grep_equals_rg_line_for_line_on_the_fixtures() {
 async fn grep_equals_rg_on_a_slice_of_the_real_corpus() {
     // The corpus is data beside the repository, not a tool: where it is absent the test
     // skips, as shared/corpora/README.md says.
-    let tarball = common::repo_path("../shared/corpora/realvault.tar.gz");
-    if !tarball.exists() {
-        eprintln!(
-            "skipped: {} is absent (the shared corpora live beside the repository)",
-            tarball.display()
-        );
+    let Some((dir, vault, state)) = common::corpus_vault(&["til", "dendron-site"]) else {
         return;
-    }
+    };
     let Some(bin) = common::tools::rg() else {
         return;
     };
-    let (dir, vault, state) = common::temp_vault(None);
-    let ok = Command::new("tar")
-        .args(["xzf"])
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&vault)
-        .args([
-            "--strip-components=1",
-            "realvault/til",
-            "realvault/dendron-site",
-        ])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "tar extracts the slice");
     let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
     let total = s.get_json("/v1/notes?page_size=1", 200).await["coverage"]["notes_total"]
         .as_u64()

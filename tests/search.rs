@@ -733,25 +733,9 @@ async fn a_note_too_large_to_search_is_listed_readable_and_reported() {
 /// corpus is absent, as `tests/grep.rs` does.
 #[tokio::test]
 async fn paging_through_near_equal_scores_repeats_and_skips_nothing() {
-    let tarball = common::repo_path("../shared/corpora/realvault.tar.gz");
-    if !tarball.exists() {
-        eprintln!(
-            "skipped: {} is absent (the shared corpora live beside the repository)",
-            tarball.display()
-        );
+    let Some((dir, vault, state)) = common::corpus_vault(&["PowerShell-Docs"]) else {
         return;
-    }
-    let (dir, vault, state) = common::temp_vault(None);
-    let ok = std::process::Command::new("tar")
-        .arg("xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&vault)
-        .args(["--strip-components=1", "realvault/PowerShell-Docs"])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "tar extracts the slice");
+    };
     let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
     // 3,112 notes, 39 MB, indexed by a debug build beside the other tests: ~4 s alone.
     settled_within(&s, Duration::from_secs(180)).await;

@@ -229,39 +229,32 @@ fn collect(
     want: usize,
 ) -> tantivy::Result<(Vec<Hit>, usize)> {
     let weight = query.weight(scoring)?;
-    let segments = searcher.segment_readers().iter().enumerate();
+    let weight = weight.as_ref();
     if want == 0 {
-        let mut matched = 0;
-        for (ord, segment) in segments {
-            matched += match &keep {
-                Some(keep) => {
-                    let keep = keep.clone();
-                    FilterCollector::new("key".to_string(), move |k: u64| keep(k), Count)
-                        .collect_segment(weight.as_ref(), ord as u32, segment)?
+        let matched = match keep {
+            Some(keep) => over_segments(
+                searcher,
+                weight,
+                &FilterCollector::new("key".to_string(), move |k: u64| keep(k), Count),
+            )?,
+            None => {
+                let mut matched = 0;
+                for segment in searcher.segment_readers() {
+                    matched += weight.count(segment)? as usize;
                 }
-                None => weight.count(segment)? as usize,
-            };
-        }
+                matched
+            }
+        };
         return Ok((Vec::new(), matched));
     }
     let top_and_count = (TopDocs::with_limit(want).order_by_score(), Count);
     let (docs, matched): (Vec<(f32, DocAddress)>, usize) = match keep {
-        Some(keep) => {
-            let both =
-                FilterCollector::new("key".to_string(), move |k: u64| keep(k), top_and_count);
-            let mut fruits = Vec::new();
-            for (ord, segment) in segments {
-                fruits.push(both.collect_segment(weight.as_ref(), ord as u32, segment)?);
-            }
-            both.merge_fruits(fruits)?
-        }
-        None => {
-            let mut fruits = Vec::new();
-            for (ord, segment) in segments {
-                fruits.push(top_and_count.collect_segment(weight.as_ref(), ord as u32, segment)?);
-            }
-            top_and_count.merge_fruits(fruits)?
-        }
+        Some(keep) => over_segments(
+            searcher,
+            weight,
+            &FilterCollector::new("key".to_string(), move |k: u64| keep(k), top_and_count),
+        )?,
+        None => over_segments(searcher, weight, &top_and_count)?,
     };
     let mut hits = Vec::with_capacity(docs.len());
     // Each segment's `key` column is opened once, not once per hit.
@@ -282,6 +275,19 @@ fn collect(
         }
     }
     Ok((hits, matched))
+}
+
+/// `collector`'s answer over every segment of `searcher`, with one `weight`.
+fn over_segments<C: Collector>(
+    searcher: &tantivy::Searcher,
+    weight: &dyn tantivy::query::Weight,
+    collector: &C,
+) -> tantivy::Result<C::Fruit> {
+    let mut fruits = Vec::with_capacity(searcher.segment_readers().len());
+    for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+        fruits.push(collector.collect_segment(weight, ord as u32, segment)?);
+    }
+    collector.merge_fruits(fruits)
 }
 
 #[cfg(test)]

@@ -54,6 +54,34 @@ pub fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// A temp dir as [`temp_vault`] makes, its vault holding `folders` of the shared corpus
+/// (`realvault/<folder>` of `../shared/corpora/realvault.tar.gz`, unpacked by `tar`).
+/// `None` where the corpus is absent: it is data beside the repository, not a tool, so a
+/// test on it skips there (shared/corpora/README.md), saying so.
+pub fn corpus_vault(folders: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let tarball = repo_path("../shared/corpora/realvault.tar.gz");
+    if !tarball.exists() {
+        eprintln!(
+            "skipped: {} is absent (the shared corpora live beside the repository)",
+            tarball.display()
+        );
+        return None;
+    }
+    let (dir, vault, state) = temp_vault(None);
+    let ok = Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&vault)
+        .arg("--strip-components=1")
+        .args(folders.iter().map(|f| format!("realvault/{f}")))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tar extracts {folders:?} of the corpus");
+    Some((dir, vault, state))
+}
+
 /// A temp dir holding `vault/` (a copy of `source`, or empty) and `state/`.
 pub fn temp_vault(source: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
