@@ -911,3 +911,75 @@ async fn an_attachment_move_waits_for_review_when_the_policy_says_so() {
     assert_eq!(decided["status"], "applied", "{decided}");
     assert!(s.vault.join("attachments/chart.png").is_file());
 }
+
+/// No attachment runs in the daemon's origin: every answer (a bearer's and a presigned
+/// link's) carries a sandboxing CSP and `nosniff`, and only plain media is `inline`: an
+/// SVG, HTML, XML or PDF file is a download, never a document of this origin.
+#[tokio::test]
+async fn attachments_are_sandboxed_and_only_plain_media_is_inline() {
+    let s = fixture(|c| {
+        c.auth_required = true;
+        c.static_tokens = vec![token("reader-token-0123456789", &[])];
+    })
+    .await;
+    let svg = b"<svg xmlns=\"http://www.w3.org/2000/svg\"><script>alert(1)</script></svg>";
+    let cases: [(&str, &[u8], &str); 6] = [
+        ("projects/alpha/diagram.png", &png(2), "inline"),
+        ("x/evil.svg", svg, "attachment"),
+        ("x/page.html", b"<script>alert(1)</script>", "attachment"),
+        ("x/data.xml", b"<?xml version=\"1.0\"?><a/>", "attachment"),
+        ("docs/a.pdf", PDF, "attachment"),
+        ("x/readme.txt", b"plain words\n", "inline"),
+    ];
+    for (path, bytes, _) in &cases {
+        if path.starts_with("x/") {
+            put_file(&s.vault, path, bytes);
+        }
+    }
+    for (path, bytes, disposition) in cases {
+        let presign = || async {
+            s.client
+                .post(s.url("/v1/attachments:presign"))
+                .bearer_auth("reader-token-0123456789")
+                .json(&json!({ "path": path }))
+                .send()
+                .await
+                .unwrap()
+        };
+        eventually(&format!("{path} is served"), || async {
+            presign().await.status() == 200
+        })
+        .await;
+        let link: Value = presign().await.json().await.unwrap();
+        let url = link["url"].as_str().unwrap().to_string();
+        let direct = s
+            .client
+            .get(s.url(&format!("/v1/attachments/{path}")))
+            .bearer_auth("reader-token-0123456789")
+            .send()
+            .await
+            .unwrap();
+        let presigned = reqwest::get(&url).await.unwrap();
+        for (how, res) in [("bearer", direct), ("presigned", presigned)] {
+            assert_eq!(res.status(), 200, "{path} {how}");
+            let h = |name: &str| {
+                res.headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default()
+            };
+            let csp = h("content-security-policy");
+            assert!(
+                csp.starts_with("sandbox") && csp.contains("default-src 'none'"),
+                "{path} {how}: {csp}"
+            );
+            assert_eq!(h("x-content-type-options"), "nosniff", "{path} {how}");
+            assert!(
+                h("content-disposition").starts_with(&format!("{disposition};")),
+                "{path} {how}: {}",
+                h("content-disposition")
+            );
+            assert_eq!(res.bytes().await.unwrap().as_ref(), bytes, "{path} {how}");
+        }
+    }
+}

@@ -103,7 +103,7 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
     let config = dir.path().join("notevault.toml");
     std::fs::write(
         &config,
-        format!("[[static_tokens]]\ntoken = \"{TOKEN}\"\npermissions = [\"notes.write\"]\n"),
+        format!("[[static_tokens]]\ntoken = \"{TOKEN}\"\npermissions = [\"notes.write\", \"notes.review\"]\n"),
     )
     .unwrap();
     let mut child = Command::new(BIN)

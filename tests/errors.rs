@@ -217,3 +217,173 @@ async fn help_links_follow_the_configured_docs_url() {
         "http://docs.test/nv/api/errors#note_not_found"
     );
 }
+
+/// The small holes of the shield issue, each answered with its envelope: a repeated JSON
+/// key, a `../` listing prefix, a query value that is not UTF-8, a second Unicode form of
+/// an existing name, a declared body over the cap (at once, not after the body timeout),
+/// an upload two new folders deep, and `GET /mcp` without a session (JSON-RPC, not text).
+#[tokio::test]
+async fn small_holes_get_their_envelopes() {
+    let s = TestServer::start(Some("vault-example"), |c| {
+        c.rate_limit_write_per_minute = 0;
+        c.rate_limit_read_per_minute = 0;
+        // Far from the bound below: a 413 that waited for the body would take this long.
+        c.body_read_timeout = std::time::Duration::from_secs(300);
+    })
+    .await;
+    let raw = |method: Method, path: &str, body: &'static str| {
+        s.client
+            .request(method, s.url(path))
+            .header("content-type", "application/json")
+            .header("Idempotency-Key", format!("raw-{path}-{}", body.len()))
+            .body(body)
+            .send()
+    };
+    // A key named twice: refused naming it, nothing written.
+    let res = raw(
+        Method::POST,
+        "/v1/notes",
+        r#"{"slug": "dup", "content": "a\n", "content": "b\n"}"#,
+    )
+    .await
+    .unwrap();
+    let body = res_json(res, 400, "duplicate key").await;
+    assert_envelope_for("duplicate key", &body, 400, "VALIDATION_FAILED");
+    assert_eq!(violated_field(&body), "content", "{body}");
+    assert!(!s.vault.join("dup.md").exists());
+
+    // A listing prefix that climbs out is UNSAFE_PATH, not an empty list.
+    for path in [
+        "/v1/notes?prefix=../../",
+        "/v1/notes?prefix=%2Fetc",
+        "/v1/folders?prefix=../",
+    ] {
+        s.refused(path, Method::GET, path, None, None, 400, "UNSAFE_PATH")
+            .await;
+    }
+    s.get_json("/v1/notes?prefix=daily/", 200).await;
+
+    // A grep pattern (or any query value) that is not UTF-8 is refused, not decoded lossily.
+    let body = s
+        .refused(
+            "grep not utf-8",
+            Method::GET,
+            "/v1/grep?pattern=%FF%FE",
+            None,
+            None,
+            400,
+            "VALIDATION_FAILED",
+        )
+        .await;
+    assert_eq!(violated_field(&body), "pattern", "{body}");
+
+    // One note per name under Unicode normalization: Café in NFC, then in NFD.
+    let nfc = "Caf\u{e9}";
+    let nfd = "Cafe\u{301}";
+    s.call(
+        Method::POST,
+        "/v1/notes",
+        Some("nfc"),
+        Some(serde_json::json!({"slug": nfc, "content": "x\n"})),
+        201,
+    )
+    .await;
+    let body = s
+        .refused(
+            "nfd twin",
+            Method::POST,
+            "/v1/notes",
+            Some("nfd"),
+            Some(serde_json::json!({"slug": nfd, "content": "y\n"})),
+            409,
+            "NAME_COLLISION",
+        )
+        .await;
+    assert!(body["message"].as_str().unwrap().contains(nfc), "{body}");
+    assert!(!s.vault.join(format!("{nfd}.md")).exists());
+    // ... and a move onto the other form of another note's name.
+    let body = s
+        .refused(
+            "move onto nfd twin",
+            Method::POST,
+            "/v1/notes/Welcome:rename",
+            Some("nfd-rename"),
+            Some(serde_json::json!({"name": nfd})),
+            409,
+            "NAME_COLLISION",
+        )
+        .await;
+    assert_envelope(&body, 409, "NAME_COLLISION");
+
+    // A body declared over the cap is 413 at once: the client sends 12 bytes of 100 MB
+    // and keeps the connection open; the answer comes without the body timeout.
+    let started = std::time::Instant::now();
+    let answer = tokio::task::spawn_blocking({
+        let addr = s.base.trim_start_matches("http://").to_string();
+        move || {
+            use std::io::{Read, Write};
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+                .unwrap();
+            write!(
+                c,
+                "POST /v1/notes HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nIdempotency-Key: big\r\nContent-Length: 104857600\r\n\r\n{{\"slug\": \"x"
+            )
+            .unwrap();
+            let mut buf = [0u8; 4096];
+            let n = c.read(&mut buf).unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("PAYLOAD_TOO_LARGE"), "{answer}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(100),
+        "413 came only after {:?}",
+        started.elapsed()
+    );
+
+    // An upload into two new folders: the API makes folders one level deep.
+    let boundary = "XnvBoundaryX";
+    let form = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"folder\"\r\n\r\nnew/deeper\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\r\nhello\r\n--{boundary}--\r\n"
+    );
+    let res = s
+        .client
+        .post(s.url("/v1/attachments"))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .header("Idempotency-Key", "deep-upload")
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    let body = res_json(res, 400, "deep upload").await;
+    assert_envelope_for("deep upload", &body, 400, "VALIDATION_FAILED");
+    assert!(!s.vault.join("new").exists());
+
+    // `GET /mcp` without a session: a JSON-RPC error a client can parse.
+    let res = s
+        .client
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_client_error(), "{}", res.status());
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"),
+        "{:?}",
+        res.headers()
+    );
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert!(body["error"]["message"].is_string(), "{body}");
+}

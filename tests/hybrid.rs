@@ -506,7 +506,8 @@ async fn a_purge_removes_the_note_vectors() {
     let model = dir.path().join("model-a");
     model_a(&model);
     let session = "session-token-for-hybrid-tests";
-    let tokens = json!([{ "token": session }]).to_string();
+    let tokens =
+        json!([{ "token": session, "permissions": ["notes.write", "notes.review"] }]).to_string();
     let mut d = spawn(
         &vault,
         &state,

@@ -303,6 +303,13 @@ async fn jwts_are_verified_and_every_bad_one_is_refused() {
             401,
             "AUTH_INVALID",
         ),
+        // An audience is configured: a token minted for none is not for this daemon.
+        (
+            "no audience",
+            sign(&ec, &with(good.clone(), json!({"aud": null}))),
+            401,
+            "AUTH_INVALID",
+        ),
         (
             "an unpublished kid",
             sign(&es256("ec-unknown"), &good),
@@ -334,6 +341,19 @@ async fn jwts_are_verified_and_every_bad_one_is_refused() {
                 &with(
                     good.clone(),
                     json!({"vault_id": null, "org_id": "org_other"}),
+                ),
+            ),
+            403,
+            "VAULT_FORBIDDEN",
+        ),
+        // A token that names a vault is for that vault alone, whatever its org_id.
+        (
+            "another vault of this organization",
+            sign(
+                &ec,
+                &with(
+                    good.clone(),
+                    json!({"vault_id": "another-vault", "org_id": ORG}),
                 ),
             ),
             403,

@@ -3,7 +3,7 @@
 //! `GET /v1/audit-events` (the audit log, newest first: ids and counters only),
 //! `POST /v1/export` (the archive of `crate::export`, streamed) and
 //! `POST /v1/vault/purge` (everything the daemon holds about the vault, behind the
-//! vault's name typed as confirmation).
+//! vault's name typed as confirmation; it also needs `notes.write` and `notes.review`).
 
 use std::sync::Arc;
 
@@ -168,7 +168,7 @@ pub struct PurgeAccepted {
         (status = 202, description = "Accepted: the daemon stops and purges.", body = PurgeAccepted),
         (status = 400, description = "`VALIDATION_FAILED`: `confirm` is not the vault's name.", body = ErrorEnvelope),
         (status = 401, description = "No credential.", body = ErrorEnvelope),
-        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token.", body = ErrorEnvelope),
+        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token; `PERMISSION_MISSING` for a session without `notes.write` and `notes.review`.", body = ErrorEnvelope),
         (status = 413, description = "Body too large.", body = ErrorEnvelope),
         (status = 415, description = "Not JSON.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),

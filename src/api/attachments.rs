@@ -240,21 +240,14 @@ pub async fn get(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Res
     let a = blocking(move || crate::queries::attachments::find(&state2, &name, sha256.as_deref()))
         .await?;
     let etag = format!("\"{}\"", a.sha256);
-    let mut base = Response::builder()
-        .header("etag", &etag)
-        .header("accept-ranges", "bytes")
-        .header("cache-control", "private, no-cache")
-        .header("x-content-type-options", "nosniff")
-        .header(
-            "content-disposition",
-            format!(
-                "inline; filename*=UTF-8''{}",
-                percent_encoding::utf8_percent_encode(
-                    a.file_name(),
-                    percent_encoding::NON_ALPHANUMERIC
-                )
-            ),
-        );
+    let mut base = crate::api::attachment_headers::apply(
+        Response::builder()
+            .header("etag", &etag)
+            .header("accept-ranges", "bytes")
+            .header("cache-control", "private, no-cache"),
+        &a.content_type,
+        a.file_name(),
+    );
     if let Some(inm) = parts
         .headers
         .get("if-none-match")
@@ -570,7 +563,10 @@ fn target_path(state: &State, folder: &str, name: &str) -> Result<String, Error>
     } else {
         format!("{folder}/{name}")
     };
-    Ok(state.paths.resolve_new(&path)?.rel)
+    let rel = state.paths.resolve_new(&path)?.rel;
+    // The API makes folders one level deep, for attachments as for notes.
+    crate::writes::folder_creatable(state, &rel)?;
+    Ok(rel)
 }
 
 fn essence(t: &str) -> String {

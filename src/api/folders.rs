@@ -38,6 +38,7 @@ pub async fn list_folders(state: Arc<State>, p: ListFoldersParams) -> Result<Fol
         MAX_PAGE_SIZE,
     )?;
     let prefix = p.prefix.unwrap_or_default();
+    state.paths.check_prefix(&prefix)?;
     let fingerprint = [("route", "folders"), ("prefix", prefix.as_str())];
     let tokens = PageTokens {
         key: &state.token_key,

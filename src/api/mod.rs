@@ -4,6 +4,7 @@
 //! `http`; the domain (`queries`, `writes`, `vault`, ...) knows nothing of either.
 
 pub mod account;
+pub mod attachment_headers;
 pub mod attachments;
 pub mod error;
 pub mod folders;
@@ -18,6 +19,7 @@ pub mod review;
 pub mod revisions;
 pub mod routes;
 pub mod search;
+pub mod strict_json;
 pub mod sync;
 pub mod tags;
 pub mod vault;
@@ -44,6 +46,15 @@ pub async fn read_body(
     limit: usize,
     timeout: std::time::Duration,
 ) -> Result<axum::body::Bytes, Error> {
+    // A declared length over the cap is refused before a byte is read, not after the
+    // client has sent (or stalled on) what it declared.
+    if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
+        return Err(Error::new(
+            Reason::PAYLOAD_TOO_LARGE,
+            format!("the request body is over {limit} bytes"),
+        )
+        .with_meta("limit", limit.to_string()));
+    }
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) if is_length_limit(&e) => Err(Error::new(

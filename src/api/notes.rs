@@ -112,6 +112,7 @@ pub async fn list_notes(state: Arc<State>, p: ListNotesParams) -> Result<NoteLis
         MAX_PAGE_SIZE,
     )?;
     let prefix = p.prefix.clone().unwrap_or_default();
+    state.paths.check_prefix(&prefix)?;
     let filter_text = p.filter.clone().unwrap_or_default();
     let order_text = p.order_by.clone().unwrap_or_default();
     let fingerprint = [

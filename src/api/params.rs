@@ -21,20 +21,22 @@ impl Query {
     /// Parse `uri`'s query, accepting only `allowed` names.
     pub fn parse(query: Option<&str>, allowed: &[&str]) -> Result<Self> {
         let mut values = HashMap::new();
-        for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-            if !allowed.contains(&key.as_ref()) {
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let (key, value) = (form_decode(key, key)?, form_decode(key, value)?);
+            if !allowed.contains(&key.as_str()) {
                 let known = if allowed.is_empty() {
                     "this route takes no query parameters".to_string()
                 } else {
                     format!("known parameters: {}", allowed.join(", "))
                 };
                 return Err(Error::invalid_field(
-                    key.as_ref(),
+                    key.as_str(),
                     format!("unknown query parameter; {known}"),
                 ));
             }
-            if values.insert(key.to_string(), value.to_string()).is_some() {
-                return Err(Error::invalid_field(key.as_ref(), "given more than once"));
+            if values.insert(key.clone(), value).is_some() {
+                return Err(Error::invalid_field(key.as_str(), "given more than once"));
             }
         }
         Ok(Self { values })
@@ -149,6 +151,23 @@ pub fn order_by(q: &Query, allowed: &[&str], default: Order) -> Result<Order> {
 
 /// An AIP-132 order (`field`, `field asc` or `field desc`; one field; `score` alone means
 /// best first) among `allowed`, or `default` when absent.
+/// One `application/x-www-form-urlencoded` part (`+` is a space), decoded; bytes that
+/// are not UTF-8 once decoded are refused (a lossy decoding would search for, or filter
+/// by, something the client never sent).
+fn form_decode(key: &str, raw: &str) -> Result<String> {
+    let spaced = raw.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .map(|v| v.into_owned())
+        .map_err(|_| {
+            let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
+            Error::invalid_field(
+                key.as_ref(),
+                "is not UTF-8 once percent-decoded; send UTF-8 text, percent-encoded",
+            )
+        })
+}
+
 pub fn parse_order(raw: Option<&str>, allowed: &[&str], default: Order) -> Result<Order> {
     let Some(raw) = raw else {
         return Ok(default);

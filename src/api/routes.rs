@@ -14,7 +14,7 @@ use axum::http::Method;
 use percent_encoding::percent_decode_str;
 
 use crate::api::guard::Class;
-use crate::auth::{Need, Permission};
+use crate::auth::{self, Need, Permission};
 use crate::error::{Error, Reason};
 
 /// What a request asks for.
@@ -123,22 +123,31 @@ pub const PRESIGN: Access = Access {
     need: Need::Read,
 };
 
-/// The key routes (`POST /v1/sync/e2ee:enable`, `PUT /v1/sync/e2ee/keys`): a signed-in
-/// session with `notes.write`, never a personal access token; limited as a write.
+/// The key routes (`POST /v1/sync/e2ee:enable`, `PUT /v1/sync/e2ee/keys`): a session
+/// (never a personal access token) with `notes.write` and `notes.review`
+/// ([`auth::OWNER`]: a key change can lock every device out of the private notes, so an
+/// agent's write token may not make one); limited as a write.
 pub const KEYS: Access = Access {
     class: Some(Class::Write),
-    need: Need::Session(Some(Permission::NotesWrite)),
+    need: Need::Session(auth::OWNER),
 };
 /// A session-only read (`GET /v1/audit-events`): a signed-in session, never a personal
 /// access token.
 pub const SESSION_READ: Access = Access {
     class: Some(Class::Read),
-    need: Need::SignedIn,
+    need: Need::SignedIn(&[]),
 };
-/// A session-only action (export, purge): a signed-in session, limited as a write.
-pub const SESSION_WRITE: Access = Access {
+/// Export: a signed-in session (what it reads, any credential may read), limited as a
+/// write.
+pub const EXPORT: Access = Access {
     class: Some(Class::Write),
-    need: Need::SignedIn,
+    need: Need::SignedIn(&[]),
+};
+/// Purge: a signed-in session with `notes.write` and `notes.review` ([`auth::OWNER`]),
+/// limited as a write.
+pub const PURGE: Access = Access {
+    class: Some(Class::Write),
+    need: Need::SignedIn(auth::OWNER),
 };
 
 /// The token proxy: open, limited as a write.
@@ -165,6 +174,13 @@ pub fn routes() -> Vec<Route> {
 
 /// The route table, built once. Session-only routes (audit events, export, purge) need
 /// `Need::SignedIn`; the key routes are [`KEYS`].
+///
+/// | route | credential | permissions |
+/// |---|---|---|
+/// | `GET /v1/audit-events` | signed-in session | any |
+/// | `POST /v1/export` | signed-in session | any (read) |
+/// | `POST /v1/vault/purge` | signed-in session | `notes.write` + `notes.review` |
+/// | `POST /v1/sync/e2ee:enable`, `PUT /v1/sync/e2ee/keys` | session (open mode passes) | `notes.write` + `notes.review` |
 pub fn table() -> &'static [Route] {
     static TABLE: std::sync::OnceLock<Vec<Route>> = std::sync::OnceLock::new();
     TABLE.get_or_init(build)
@@ -289,8 +305,8 @@ fn build() -> Vec<Route> {
             WRITE,
         ),
         r(M::GET, "/v1/audit-events", Op::AuditEvents, SESSION_READ),
-        r(M::POST, "/v1/export", Op::Export, SESSION_WRITE),
-        r(M::POST, "/v1/vault/purge", Op::PurgeVault, SESSION_WRITE),
+        r(M::POST, "/v1/export", Op::Export, EXPORT),
+        r(M::POST, "/v1/vault/purge", Op::PurgeVault, PURGE),
         r(M::GET, "/v1/sync/ops", Op::SyncOps, READ),
         r(M::POST, "/v1/sync/ops", Op::SyncPush, WRITE),
         r(M::GET, "/v1/sync/snapshot", Op::SyncSnapshot, READ),
@@ -556,16 +572,17 @@ mod tests {
                 ("GET", t) if t.starts_with(METADATA_PATH) => Need::Nothing,
                 ("POST", "/v1/auth/token") => Need::Nothing,
                 // Session-only (interface, "Authentication" item 5).
-                ("GET", "/v1/audit-events") | ("POST", "/v1/vault/purge" | "/v1/export") => {
-                    Need::SignedIn
-                }
+                ("GET", "/v1/audit-events") | ("POST", "/v1/export") => Need::SignedIn(&[]),
+                // Wipes the vault: an owner (a writer who is also a reviewer).
+                ("POST", "/v1/vault/purge") => Need::SignedIn(crate::auth::OWNER),
                 ("GET", "/v1/writes/{id}") => Need::Permission(NotesReview),
                 ("PATCH", "/v1/vault/write-settings") => Need::Permission(NotesReview),
                 ("POST", t) if t.starts_with("/v1/writes/") => Need::Permission(NotesReview),
                 ("POST", "/v1/properties:aggregate") => Need::Read,
-                // The key routes: a session with write permission (interface, PUT keys).
+                // The key routes: a session with write permission (interface, PUT keys),
+                // and review too: a key change can lock every device out.
                 ("POST", "/v1/sync/e2ee:enable") | ("PUT", "/v1/sync/e2ee/keys") => {
-                    Need::Session(Some(NotesWrite))
+                    Need::Session(crate::auth::OWNER)
                 }
                 ("POST", "/v1/sync/checkpoint" | "/v1/sync/ops") => Need::Permission(NotesWrite),
                 ("POST", "/v1/sync:compact") => Need::Permission(NotesReview),

@@ -589,7 +589,7 @@ pub async fn e2ee_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Wrapp
         (status = 200, description = "Enabled: the wrapped-key state.", body = WrappedKeyState),
         (status = 400, description = "`VALIDATION_FAILED` naming the field.", body = ErrorEnvelope),
         (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
-        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token, or `notes.write` missing.", body = ErrorEnvelope),
+        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token, or `PERMISSION_MISSING`: `notes.write` or `notes.review` missing.", body = ErrorEnvelope),
         (status = 409, description = "`ALREADY_ENABLED`.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
         (status = 503, description = "Storage unavailable.", body = ErrorEnvelope),
@@ -618,7 +618,7 @@ pub async fn enable_route(
         (status = 200, description = "The wrapped-key state.", body = WrappedKeyState),
         (status = 400, description = "`VALIDATION_FAILED` naming the field.", body = ErrorEnvelope),
         (status = 401, description = "No or an invalid credential.", body = ErrorEnvelope),
-        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token, or `notes.write` missing.", body = ErrorEnvelope),
+        (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token, or `PERMISSION_MISSING`: `notes.write` or `notes.review` missing.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited (`Retry-After`).", body = ErrorEnvelope),
         (status = 503, description = "Storage unavailable.", body = ErrorEnvelope),
     )

@@ -197,17 +197,28 @@ impl Verifier {
         validation.leeway = LEEWAY;
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.issuer]);
-        validation.set_required_spec_claims(&["exp", "iss"]);
+        // jsonwebtoken checks `aud` only when the token has one: a configured audience
+        // makes the claim required too, so a token minted for no audience is refused.
         match &self.audience {
-            Some(aud) => validation.set_audience(&[aud]),
-            None => validation.validate_aud = false,
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+            }
+            None => {
+                validation.validate_aud = false;
+                validation.set_required_spec_claims(&["exp", "iss"]);
+            }
         }
         let data = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)
             .map_err(|e| invalid(refusal(&e)))?;
         drop(keys);
         let claims = data.claims;
-        let for_this_vault = claims.vault_id.as_deref() == Some(vault_id)
-            || (claims.org_id.is_some() && claims.org_id == self.org_id);
+        // A token that names a vault is for that vault alone; `org_id` selects a vault only
+        // for a token that names none.
+        let for_this_vault = match &claims.vault_id {
+            Some(named) => named == vault_id,
+            None => claims.org_id.is_some() && claims.org_id == self.org_id,
+        };
         if !for_this_vault {
             return Err(Error::new(
                 Reason::VAULT_FORBIDDEN,

@@ -279,16 +279,20 @@ pub enum Need {
     Read,
     /// A credential holding this permission.
     Permission(Permission),
-    /// A session, never a personal access token (with `notes.write`: the key route),
-    /// holding the permission if one is named. Open local mode passes.
-    Session(Option<Permission>),
-    /// A signed-in session: a session credential, never a personal access token, and not
-    /// the open credential either (the session-only account routes: audit events, export,
-    /// purge). In open local mode nobody is signed in, so these routes answer
-    /// `AUTH_MISSING` there: they are the console's (which signs a person in) or a
-    /// session token's, never any local program's.
-    SignedIn,
+    /// A session, never a personal access token, holding every permission named (the key
+    /// routes: `notes.write` and `notes.review`). Open local mode passes.
+    Session(&'static [Permission]),
+    /// A signed-in session holding every permission named: a session credential, never a
+    /// personal access token, and not the open credential either (the session-only account
+    /// routes: audit events, export, purge). In open local mode nobody is signed in, so
+    /// these routes answer `AUTH_MISSING` there: they are the console's (which signs a
+    /// person in) or a session token's, never any local program's.
+    SignedIn(&'static [Permission]),
 }
+
+/// What changes the vault's keys or wipes it (the key routes, purge) asks for: a writer who
+/// is also a reviewer, so a token made for an agent (`notes.write` alone) cannot.
+pub const OWNER: &[Permission] = &[Permission::NotesWrite, Permission::NotesReview];
 
 impl From<Permission> for Need {
     fn from(permission: Permission) -> Self {
@@ -297,11 +301,12 @@ impl From<Permission> for Need {
 }
 
 impl Need {
-    /// The permission this need names, if any.
-    pub fn permission(self) -> Option<Permission> {
+    /// The permissions this need names (none for a read).
+    pub fn permissions(&self) -> &[Permission] {
         match self {
-            Need::Permission(p) | Need::Session(Some(p)) => Some(p),
-            Need::Nothing | Need::Read | Need::Session(None) | Need::SignedIn => None,
+            Need::Permission(p) => std::slice::from_ref(p),
+            Need::Session(ps) | Need::SignedIn(ps) => ps,
+            Need::Nothing | Need::Read => &[],
         }
     }
 }
@@ -313,7 +318,7 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
     let need = need.into();
     match (credential, need) {
         (_, Need::Nothing) => return Ok(()),
-        (Credential::Open, Need::SignedIn) => {
+        (Credential::Open, Need::SignedIn(_)) => {
             return Err(Error::new(
                 Reason::AUTH_MISSING,
                 "this route needs a signed-in session: open local mode signs nobody in; use the web console (`notevault login-link`) or a session token",
@@ -340,7 +345,7 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
                 "this route needs a credential and the request sent none",
             ))
         }
-        (Credential::Pat { .. }, Need::Session(_) | Need::SignedIn) => {
+        (Credential::Pat { .. }, Need::Session(_) | Need::SignedIn(_)) => {
             return Err(Error::new(
                 Reason::CREDENTIAL_FORBIDDEN,
                 "a personal access token may not call this route; it needs a signed-in session",
@@ -348,13 +353,10 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
         }
         _ => {}
     }
-    let Some(permission) = need.permission() else {
+    let granted = credential.permissions().unwrap_or_default();
+    let Some(&permission) = need.permissions().iter().find(|p| !granted.contains(p)) else {
         return Ok(());
     };
-    let granted = credential.permissions().unwrap_or_default();
-    if granted.contains(&permission) {
-        return Ok(());
-    }
     Err(Error::new(
         Reason::PERMISSION_MISSING,
         format!("this token lacks {}", permission.as_str()),
@@ -477,7 +479,7 @@ mod tests {
             permissions: p.to_vec(),
         };
         let cases: Vec<(Credential, Need, Option<Reason>)> = vec![
-            (Credential::Open, Need::Session(Some(Write)), None),
+            (Credential::Open, Need::Session(&[Write]), None),
             (Credential::Open, Need::Read, None),
             (Credential::Anonymous, Need::Nothing, None),
             (
@@ -504,11 +506,11 @@ mod tests {
                 Some(Reason::PERMISSION_MISSING),
             ),
             (session(&[Review]), Need::Permission(Review), None),
-            (session(&[]), Need::Session(None), None),
-            (session(&[Write]), Need::Session(Some(Write)), None),
+            (session(&[]), Need::Session(&[]), None),
+            (session(&[Write]), Need::Session(&[Write]), None),
             (
                 session(&[]),
-                Need::Session(Some(Write)),
+                Need::Session(&[Write]),
                 Some(Reason::PERMISSION_MISSING),
             ),
             (pat(&[]), Need::Read, None),
@@ -520,16 +522,37 @@ mod tests {
             ),
             (
                 pat(&[Write, Review]),
-                Need::Session(None),
+                Need::Session(&[]),
                 Some(Reason::CREDENTIAL_FORBIDDEN),
             ),
             (
                 pat(&[Write]),
-                Need::Session(Some(Write)),
+                Need::Session(&[Write]),
                 Some(Reason::CREDENTIAL_FORBIDDEN),
             ),
         ];
-        for (credential, need, refused) in cases {
+        // Keys and purge (`OWNER`): a writer alone, or a session with nothing, is refused.
+        let owner_cases = [
+            (session(&[Write, Review]), Need::SignedIn(OWNER), None),
+            (
+                session(&[]),
+                Need::SignedIn(OWNER),
+                Some(Reason::PERMISSION_MISSING),
+            ),
+            (
+                session(&[Write]),
+                Need::Session(OWNER),
+                Some(Reason::PERMISSION_MISSING),
+            ),
+            (session(&[Write, Review]), Need::Session(OWNER), None),
+            (Credential::Open, Need::Session(OWNER), None),
+            (
+                Credential::Open,
+                Need::SignedIn(OWNER),
+                Some(Reason::AUTH_MISSING),
+            ),
+        ];
+        for (credential, need, refused) in cases.into_iter().chain(owner_cases) {
             let got = require(&credential, need).err().map(|e| e.reason);
             assert_eq!(got, refused, "{credential:?} on {need:?}");
         }
@@ -546,7 +569,7 @@ mod tests {
         for need in [
             Need::Read,
             Need::Permission(Permission::NotesWrite),
-            Need::Session(None),
+            Need::Session(&[]),
         ] {
             let err = require(&refused, need).unwrap_err();
             assert_eq!(err.reason, Reason::VAULT_FORBIDDEN, "{need:?}");
@@ -672,7 +695,7 @@ mod tests {
             challenge(&missing).unwrap(),
             r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.review""#
         );
-        let forbidden = require(&pat, Need::Session(None)).unwrap_err();
+        let forbidden = require(&pat, Need::Session(&[])).unwrap_err();
         assert_eq!(
             challenge(&forbidden).unwrap(),
             r#"Bearer realm="notevault", error="insufficient_scope""#
@@ -694,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_signed_in_need_refuses_the_open_credential_and_a_pat() {
-        let reason = |c: &Credential| require(c, Need::SignedIn).err().map(|e| e.reason);
+        let reason = |c: &Credential| require(c, Need::SignedIn(&[])).err().map(|e| e.reason);
         assert_eq!(reason(&Credential::Open), Some(Reason::AUTH_MISSING));
         assert_eq!(reason(&Credential::Anonymous), Some(Reason::AUTH_MISSING));
         assert_eq!(
@@ -711,11 +734,7 @@ mod tests {
         );
         // The key route's need keeps open local mode open.
         assert_eq!(
-            require(
-                &Credential::Open,
-                Need::Session(Some(Permission::NotesWrite))
-            )
-            .ok(),
+            require(&Credential::Open, Need::Session(&[Permission::NotesWrite])).ok(),
             Some(())
         );
     }

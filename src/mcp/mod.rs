@@ -184,7 +184,46 @@ pub async fn handle(
     if delete && response.status() == axum::http::StatusCode::ACCEPTED {
         return axum::http::StatusCode::NO_CONTENT.into_response();
     }
-    response
+    as_json_rpc(response).await
+}
+
+/// rmcp refuses some requests in plain text (a GET or DELETE without a session, say): the
+/// same status with a JSON-RPC error carrying that text, which a client can parse.
+async fn as_json_rpc(response: axum::response::Response) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let plain = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_none_or(|v| v.as_bytes().starts_with(b"text/plain"));
+    if !(response.status().is_client_error() || response.status().is_server_error()) || !plain {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("refused")
+            .to_string()
+    } else {
+        text
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": rmcp::model::ErrorCode::INVALID_REQUEST.0, "message": message },
+    });
+    let mut answer = (parts.status, axum::Json(body)).into_response();
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            answer.headers_mut().append(name, value.clone());
+        }
+    }
+    answer
 }
 
 fn is_json(headers: &axum::http::HeaderMap) -> bool {

@@ -9,7 +9,8 @@
 //!
 //! Refused too when the API would create the name ([`name_problem`]): the ignored folder
 //! names and `git~1` in any letter case, control characters (C0, DEL, C1), bidirectional
-//! overrides and isolates, components made only of dots or spaces in any Unicode form,
+//! controls and marks, invisible characters (a zero-width joiner or non-joiner only
+//! between visible ones), components made only of dots or spaces in any Unicode form,
 //! a trailing dot or space, components over 255 bytes, and any name `history.git` could
 //! not store. The user's folder may still hold such names: they are read and served.
 
@@ -72,6 +73,16 @@ impl VaultPaths {
             return Err(Error::unsafe_path(why));
         }
         self.resolve(rel)
+    }
+
+    /// Check a listing's path prefix (`projects/`, `proj`, or empty for the whole vault)
+    /// by the same rules as a path: `../` or an absolute prefix is `UNSAFE_PATH`, never an
+    /// empty list.
+    pub fn check_prefix(&self, prefix: &str) -> Result<()> {
+        match prefix.strip_suffix('/').unwrap_or(prefix) {
+            "" if prefix.is_empty() => Ok(()),
+            trimmed => self.resolve(trimmed).map(drop),
+        }
     }
 
     /// Check a vault-relative path and return where it lives on disk.
@@ -256,12 +267,15 @@ fn component_problem(name: &str) -> Option<String> {
             c as u32
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| matches!(*c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
-    {
+    if let Some(c) = name.chars().find(|c| is_bidi_control(*c)) {
         return Some(format!(
             "a name contains the bidirectional control U+{:04X}, which makes it display as something else",
+            c as u32
+        ));
+    }
+    if let Some(c) = invisible_char(name) {
+        return Some(format!(
+            "a name contains the invisible character U+{:04X}, which makes it look like another name",
             c as u32
         ));
     }
@@ -283,6 +297,55 @@ fn component_problem(name: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// The bidirectional controls: embeddings, overrides, isolates and the marks (LRM, RLM,
+/// ALM), each of which can make a name display as another.
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// The first character of `name` that shows as nothing where it stands: zero-width
+/// spaces, joiners, the BOM, invisible operators, fillers, tags. A zero-width non-joiner
+/// or joiner between two visible characters is kept: Persian words and emoji sequences
+/// need them, and there they change how the name looks, never what it is.
+fn invisible_char(name: &str) -> Option<char> {
+    let chars: Vec<char> = name.chars().collect();
+    let visible = |c: Option<&char>| {
+        c.is_some_and(|c| !c.is_whitespace() && !c.is_ascii_punctuation() && !is_ignorable(*c))
+    };
+    chars.iter().enumerate().find_map(|(i, &c)| {
+        let joiner = matches!(c, '\u{200C}' | '\u{200D}');
+        let kept = joiner && i > 0 && visible(chars.get(i - 1)) && visible(chars.get(i + 1));
+        (is_ignorable(c) && !kept).then_some(c)
+    })
+}
+
+/// Characters a renderer shows as nothing (Unicode's default-ignorable code points, but
+/// the variation selectors, which emoji need and which only pick a glyph's form).
+fn is_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200D}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{206A}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
 }
 
 /// Whether the vault's file system ignores letter case: the state directory (ours, and
@@ -406,6 +469,18 @@ mod tests {
             "c1\u{85}.md",
             "evil\u{202E}dm.txt.md",
             "iso\u{2066}late.md",
+            "lrm\u{200E}.md",
+            "rlm\u{200F}x.md",
+            "alm\u{061C}x.md",
+            "..\u{200B}/x.md",
+            "\u{200B}.md",
+            "zw\u{200B}sp.md",
+            "bom\u{FEFF}.md",
+            "wj\u{2060}x.md",
+            "\u{200D}lead.md",
+            "trail\u{200C}.md",
+            "dot.\u{200D}x.md",
+            "tag\u{E0041}.md",
             "\u{FF0E}\u{FF0E}/x.md",
             "\u{2025}/x.md",
             "\u{2024}.md",
@@ -424,6 +499,9 @@ mod tests {
         for good in [
             "notes/a.md",
             "Zoë/Café.md",
+            "می\u{200C}خواهم.md",
+            "\u{1F468}\u{200D}\u{1F469}.md",
+            "\u{2764}\u{FE0F}.md",
             "a.b/c.md",
             ".hidden/x.md",
             "git/x.md",

@@ -25,7 +25,7 @@ pub(crate) use apply::trash_path;
 pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };
-pub use plan::{plan, Plan};
+pub use plan::{folder_creatable, plan, Plan};
 pub use receipt::{AttachmentFacts, FolderFacts, Intent, NoteFacts, Receipt, ReceiptStatus};
 pub(crate) use submit::{apply_now, store_receipt};
 pub use submit::{submit, Idempotency, IntentKey, Submitted};

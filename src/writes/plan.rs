@@ -55,7 +55,7 @@ fn target_path(state: &State, slug: &str) -> Result<crate::vault::path::SafePath
 
 /// The folder of the vault path `rel` exists, or is one the API may make on the way
 /// (one level deep at most).
-pub(super) fn folder_creatable(state: &State, rel: &str) -> Result<()> {
+pub fn folder_creatable(state: &State, rel: &str) -> Result<()> {
     if let Some((folder, _)) = rel.rsplit_once('/') {
         if folder.contains('/') && !state.paths.root.join(folder).is_dir() {
             return Err(Error::invalid_field(
@@ -115,12 +115,12 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         )),
         Op::Create { slug, body, keys } => {
             let safe = target_path(state, slug)?;
-            if state.catalog.read().get(slug).is_some() || safe.abs.exists() {
+            if let Some(existing) = taken(state, slug) {
                 return Err(Error::new(
                     Reason::NAME_COLLISION,
-                    format!("a note {slug} already exists"),
+                    format!("a note {existing} already exists"),
                 )
-                .with_meta("slug", slug.clone()));
+                .with_meta("slug", existing));
             }
             let mut text = body.clone();
             for (key, value) in keys {
@@ -414,12 +414,31 @@ fn move_target(state: &State, note: &Note, target_slug: &str) -> Result<String> 
         return Ok(note.path.clone());
     }
     let target = target_path(state, target_slug)?;
-    if state.catalog.read().get(target_slug).is_some() || target.abs.exists() {
+    if let Some(existing) = taken(state, target_slug).filter(|s| s != note.slug()) {
         return Err(Error::new(
             Reason::NAME_COLLISION,
-            format!("a note {target_slug} already exists"),
+            format!("a note {existing} already exists"),
         )
-        .with_meta("slug", target_slug));
+        .with_meta("slug", existing));
     }
     Ok(target.rel)
+}
+
+/// The slug of a note that already holds the name `slug`: the same slug, or the same name
+/// in the other Unicode normalization form (NFC or NFD: macOS writes one, most editors
+/// the other, and both would show as one name), in the catalog or on disk.
+fn taken(state: &State, slug: &str) -> Option<String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut forms = vec![slug.to_string()];
+    if !slug.is_ascii() {
+        for form in [slug.nfc().collect::<String>(), slug.nfd().collect()] {
+            if !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+    }
+    let catalog = state.catalog.read();
+    forms.into_iter().find(|form| {
+        catalog.get(form).is_some() || state.paths.root.join(format!("{form}.md")).exists()
+    })
 }

@@ -127,8 +127,15 @@ pub(crate) fn json_value(headers: &HeaderMap, body: &Bytes) -> Result<Value, Err
             format!("must be application/json, got {content_type:?}"),
         ));
     }
-    let raw: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid_field("body", format!("is not valid JSON: {e}")))?;
+    let raw = crate::api::strict_json::parse(body).map_err(|refusal| match refusal {
+        crate::api::strict_json::Refusal::Syntax(e) => {
+            Error::invalid_field("body", format!("is not valid JSON: {e}"))
+        }
+        crate::api::strict_json::Refusal::Duplicate(key) => Error::invalid_field(
+            key,
+            "appears more than once in its object; send each key once",
+        ),
+    })?;
     if !raw.is_object() {
         return Err(Error::invalid_field("body", "must be a JSON object"));
     }
