@@ -46,6 +46,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)')
             [CompletionResult]::new('--insecure-open', '--insecure-open', [CompletionResultType]::ParameterName, 'Serve a non-loopback address without authentication and TLS (accept the risk)')
             [CompletionResult]::new('--no-watch', '--no-watch', [CompletionResultType]::ParameterName, 'Do not watch the folder (external edits are then seen when a note is read)')
+            [CompletionResult]::new('--review', '--review', [CompletionResultType]::ParameterName, 'Queue every agent write for review, and take review decisions only from a person signed in to the console or a notes.review token (kept in the vault''s settings)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break

@@ -770,7 +770,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__serve)
-            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --help"
+            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -44,6 +44,7 @@ complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-cert -
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-key -d 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l insecure-open -d 'Serve a non-loopback address without authentication and TLS (accept the risk)'
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l no-watch -d 'Do not watch the folder (external edits are then seen when a note is read)'
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l review -d 'Queue every agent write for review, and take review decisions only from a person signed in to the console or a notes.review token (kept in the vault\'s settings)'
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -s h -l help -d 'Print help'
 complete -c notevault -n "__fish_notevault_using_subcommand reindex" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand reindex" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F

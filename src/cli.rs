@@ -287,6 +287,10 @@ pub struct ServeArgs {
     /// Do not watch the folder (external edits are then seen when a note is read)
     #[arg(long)]
     pub no_watch: bool,
+    /// Queue every agent write for review, and take review decisions only from a person
+    /// signed in to the console or a notes.review token (kept in the vault's settings)
+    #[arg(long)]
+    pub review: bool,
 }
 
 /// The clap command, for man pages and completions.

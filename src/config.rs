@@ -91,6 +91,35 @@ pub struct Config {
     /// (`NOTEVAULT_EMBED_MODEL`, `embed_model`); `None`: search is lexical only. Nothing
     /// is ever downloaded.
     pub embed_model: Option<PathBuf>,
+    /// Who may approve or reject a pending write and change the write settings in open
+    /// local mode (`review_decisions`, `NOTEVAULT_REVIEW_DECISIONS`): `anyone` (the spec's
+    /// open-mode rule) or `signed_in` (a person signed in to the console, or a token with
+    /// `notes.review`). With auth on, a decision needs `notes.review` either way.
+    pub review_decisions: ReviewDecisions,
+}
+
+/// Who takes review decisions in open local mode (see [`Config::review_decisions`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewDecisions {
+    #[default]
+    Anyone,
+    SignedIn,
+}
+
+impl ReviewDecisions {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewDecisions::Anyone => "anyone",
+            ReviewDecisions::SignedIn => "signed_in",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [ReviewDecisions::Anyone, ReviewDecisions::SignedIn]
+            .into_iter()
+            .find(|d| d.as_str() == s)
+    }
 }
 
 /// The media types an upload may have unless configured: images, PDF, audio, video,
@@ -156,6 +185,7 @@ impl Default for Config {
             upload_types: default_upload_types(),
             sync_retention_days: 30,
             embed_model: None,
+            review_decisions: ReviewDecisions::Anyone,
         }
     }
 }
@@ -201,6 +231,7 @@ pub struct Layer {
     pub upload_types: Option<Vec<String>>,
     pub sync_retention_days: Option<u32>,
     pub embed_model: Option<PathBuf>,
+    pub review_decisions: Option<ReviewDecisions>,
 }
 
 impl Layer {
@@ -282,6 +313,13 @@ impl Layer {
             embed_model: own("EMBED_MODEL")
                 .filter(|v| !v.trim().is_empty())
                 .map(PathBuf::from),
+            review_decisions: own("REVIEW_DECISIONS")
+                .map(|v| {
+                    ReviewDecisions::parse(v.trim()).ok_or_else(|| {
+                        format!("invalid value for NOTEVAULT_REVIEW_DECISIONS: {v:?} (`anyone` or `signed_in`)")
+                    })
+                })
+                .transpose()?,
         })
     }
 }
@@ -319,7 +357,8 @@ impl Config {
             max_connections,
             max_upload_bytes,
             upload_types,
-            sync_retention_days
+            sync_retention_days,
+            review_decisions
         );
         for (field, seconds) in [
             (&mut self.header_read_timeout, layer.header_read_timeout),

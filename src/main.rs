@@ -275,6 +275,7 @@ fn rebuild(config: Config, drop_index: bool) -> anyhow::Result<String> {
 )]
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     logs();
+    let review = args.review;
     let file = config_file(args.config.clone());
     let flags = Layer {
         vault: args.vault,
@@ -309,6 +310,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let daemon = tokio::task::spawn_blocking(move || notevault::daemon::open(config)).await??;
         let state = daemon.state.clone();
+        if review {
+            use notevault::writes::review::{self, ReviewDecisions, WritePolicy};
+            review::set_settings(&state, Some(WritePolicy::Review), None, "cli")?;
+            review::set_review_decisions(&state, ReviewDecisions::SignedIn, "cli")?;
+        }
         let addr = listener.local_addr()?;
         tracing::info!(%addr, vault = %state.root().display(), tls = scheme == "https", "serving");
         {

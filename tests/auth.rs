@@ -129,14 +129,25 @@ fn note(slug: &str) -> Value {
 }
 
 #[tokio::test]
-async fn open_local_mode_needs_no_credential_and_ignores_one() {
+async fn open_local_mode_needs_no_credential_and_checks_one_that_is_sent() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    for auth in [
-        Auth::None,
-        Auth::Bearer("anything"),
-        Auth::Header(b"Basic x"),
-    ] {
+    for auth in [Auth::None, Auth::Header(b"Basic x")] {
         answer(&s, "open read", auth, Method::GET, "/v1/notes", None, 200).await;
+    }
+    // A bearer is authenticated as in auth mode: an unknown one is refused, not ignored.
+    for auth in [Auth::Bearer("anything"), Auth::Header(b"Bearer ")] {
+        refused(
+            &s,
+            "open, bad bearer",
+            auth,
+            Method::GET,
+            "/v1/notes",
+            None,
+            401,
+            "AUTH_INVALID",
+            r#"Bearer realm="notevault", error="invalid_token""#,
+        )
+        .await;
     }
     let (_, challenge) = answer(
         &s,

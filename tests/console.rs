@@ -22,6 +22,8 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 const SESSION: &str = "session-token-for-console-tests";
 const PAT: &str = "pat-kind-token-for-console-tests";
+/// A session token that holds no permission (a JWT without a permissions claim is the same).
+const BARE_SESSION: &str = "bare-session-token-for-console-tests";
 
 fn with_tokens(c: &mut notevault::config::Config) {
     let tokens: Vec<notevault::auth::StaticToken> = serde_json::from_value(json!([
@@ -553,8 +555,10 @@ async fn purge_needs_a_session_and_the_name_then_removes_the_state_and_leaves_th
     let (_dir, vault, state) = temp_vault(Some("vault-example"));
     let before = tree(&vault);
     let tokens = json!([
-        {"token": SESSION},
+        {"token": SESSION, "permissions": ["notes.write", "notes.review"]},
         {"token": PAT, "kind": "pat", "permissions": ["notes.write", "notes.review"]},
+        {"token": BARE_SESSION},
+        {"token": "writer-session", "permissions": ["notes.write"]},
     ])
     .to_string();
     let mut daemon = spawn(
@@ -570,6 +574,23 @@ async fn purge_needs_a_session_and_the_name_then_removes_the_state_and_leaves_th
     );
     let (status, body) = purge(&base, None, json!({"confirm": "vault"})).await;
     assert_eq!((status, &body["reason"]), (401, &json!("AUTH_MISSING")));
+    // A session is not enough: purging needs an owner's permissions (it could not create
+    // a note, so it may not wipe the vault either).
+    for (token, missing) in [
+        (BARE_SESSION, "notes.write"),
+        ("writer-session", "notes.review"),
+    ] {
+        let (status, body) = purge(&base, Some(token), json!({"confirm": "vault"})).await;
+        assert_eq!(
+            (status, &body["reason"]),
+            (403, &json!("PERMISSION_MISSING")),
+            "{body}"
+        );
+        assert!(
+            body["message"].as_str().unwrap().contains(missing),
+            "{body}"
+        );
+    }
     let (status, body) = purge(&base, Some(SESSION), json!({"confirm": "Vault"})).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["reason"], "VALIDATION_FAILED");
@@ -628,7 +649,8 @@ async fn purge_with_trash_notes_moves_the_notes_to_the_trash() {
     );
     let _ = daemon.child.kill();
     let _ = daemon.child.wait();
-    let tokens = json!([{"token": SESSION}]).to_string();
+    let tokens =
+        json!([{"token": SESSION, "permissions": ["notes.write", "notes.review"]}]).to_string();
     let mut daemon = spawn(
         &vault,
         &state,
@@ -1381,4 +1403,227 @@ async fn console_requests_are_rate_limited() {
         res_json(res, 429, "limited").await["reason"],
         "RATE_LIMITED"
     );
+}
+
+/// Every decision records who made it; with `signed_in` decisions (the console's switch)
+/// an unauthenticated local request can neither decide nor loosen the settings, while a
+/// person in the console and a `notes.review` token can.
+#[tokio::test]
+async fn decisions_record_their_decider_and_signed_in_decisions_refuse_a_local_request() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    s.call(
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "review"})),
+        200,
+    )
+    .await;
+    let mut queued = Vec::new();
+    for i in 0..3 {
+        let r = s
+            .call(
+                Method::POST,
+                "/v1/notes",
+                Some(&format!("decider-{i}")),
+                Some(
+                    json!({"slug": format!("decided/{i}"), "content": "x\n", "agent_id": "agent"}),
+                ),
+                202,
+            )
+            .await;
+        queued.push(r["pending_id"].as_str().unwrap().to_string());
+    }
+    // Open local mode, the spec's rule: anyone local decides, and the row says so.
+    let row = s
+        .call(
+            Method::POST,
+            &format!("/v1/writes/{}:approve", queued[0]),
+            None,
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(
+        row["decided_by"], "an unauthenticated local request",
+        "{row}"
+    );
+
+    // The owner turns on signed-in decisions in the console.
+    let (cookie, csrf) = sign_in(&s).await;
+    let res = post_form(
+        &s,
+        "/settings",
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("write_policy", "review"),
+            ("write_budget", "0"),
+            ("signed_in_decisions", "on"),
+        ],
+    )
+    .await;
+    assert_eq!(res.status(), 303);
+    for (method, path, body) in [
+        (
+            Method::POST,
+            format!("/v1/writes/{}:approve", queued[1]),
+            None,
+        ),
+        (
+            Method::POST,
+            format!("/v1/writes/{}:reject", queued[1]),
+            None,
+        ),
+        (
+            Method::PATCH,
+            "/v1/vault/write-settings?update_mask=write_policy".to_string(),
+            Some(json!({"write_policy": "auto_apply"})),
+        ),
+    ] {
+        let body = s
+            .refused(
+                "unsigned decision",
+                method,
+                &path,
+                None,
+                body,
+                403,
+                "PERMISSION_MISSING",
+            )
+            .await;
+        assert_eq!(
+            common::detail(&body, "ErrorInfo")["metadata"]["scope"],
+            "notes.review"
+        );
+    }
+    let settings = s.get_json("/v1/vault/write-settings", 200).await;
+    assert_eq!(settings["write_policy"], "review", "nothing loosened");
+    let row = s.get_json(&format!("/v1/writes/{}", queued[1]), 200).await;
+    assert_eq!(row["status"], "pending");
+    assert!(!s.vault.join("decided/1.md").exists());
+
+    // A person in the console decides.
+    let res = plain_client()
+        .post(s.url(&format!("/writes/{}/approve", queued[1])))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    let row = s.get_json(&format!("/v1/writes/{}", queued[1]), 200).await;
+    assert_eq!(row["status"], "applied");
+    assert_eq!(
+        row["decided_by"], "a person signed in to the console",
+        "{row}"
+    );
+    assert!(s.vault.join("decided/1.md").exists());
+
+    // So does a token with notes.review, named in the row.
+    let out = std::process::Command::new(BIN)
+        .args([
+            "token",
+            "create",
+            "--name",
+            "reviewer",
+            "--scope",
+            "notes.review",
+        ])
+        .arg("--state-dir")
+        .arg(&s.state)
+        .arg(&s.vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let res = s
+        .client
+        .post(s.url(&format!("/v1/writes/{}:reject", queued[2])))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let row = res_json(res, 200, "token reject").await;
+    assert_eq!(
+        row["decided_by"],
+        format!("token reviewer ({})", &token[..12]),
+        "{row}"
+    );
+    // The console's queue shows who decided each.
+    let page = plain_client()
+        .get(s.url("/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for who in [
+        "an unauthenticated local request",
+        "a person signed in to the console",
+        "token reviewer",
+    ] {
+        assert!(page.contains(who), "{who} not on the review page");
+    }
+}
+
+/// The chain an uploaded SVG opened: an agent with `notes.write` alone queues a delete,
+/// uploads an SVG whose script approves every pending write and makes a reviewer's token,
+/// and hands a signed-in person a presigned link. In Chromium the link is a download, and
+/// nothing is approved or made (`tests/console/svg_chain.py`).
+#[test]
+fn an_uploaded_svg_cannot_approve_writes_in_a_browser() {
+    let Some(python) = common::tools::python(&["playwright"]) else {
+        return;
+    };
+    let Some(chromium) = common::tools::chromium() else {
+        return;
+    };
+    let (_dir, vault, state) = temp_vault(Some("vault-example"));
+    let agent = "agent-token-for-the-svg-chain";
+    let owner = "owner-token-for-the-svg-chain";
+    let tokens = json!([
+        {"token": agent, "kind": "pat", "permissions": ["notes.write"]},
+        {"token": owner, "permissions": ["notes.write", "notes.review"]},
+    ])
+    .to_string();
+    let mut daemon = spawn(
+        &vault,
+        &state,
+        &[
+            ("AUTH_REQUIRED", "true"),
+            ("NOTEVAULT_STATIC_TOKENS", tokens.as_str()),
+        ],
+    );
+    let link = Command::new(BIN)
+        .args(["login-link", "--state-dir"])
+        .arg(&state)
+        .arg(&vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    assert!(link.status.success(), "{link:?}");
+    let link = String::from_utf8(link.stdout).unwrap().trim().to_string();
+    let out = Command::new(python)
+        .arg(common::repo_path("tests/console/svg_chain.py"))
+        .env("NV_URL", &daemon.base)
+        .env("NV_LINK", &link)
+        .env("NV_VAULT", &vault)
+        .env("NV_AGENT_TOKEN", agent)
+        .env("NV_OWNER_TOKEN", owner)
+        .env("NV_CHROMIUM", chromium)
+        .output()
+        .unwrap();
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    assert!(
+        out.status.success(),
+        "the svg chain test failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(vault.join("Inbox.md").exists());
 }

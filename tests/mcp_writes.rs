@@ -134,6 +134,67 @@ async fn write_tools_are_offered_to_a_writing_token_only() {
     assert!(!open.vault.join("open/x.md").exists());
 }
 
+/// Open local mode with a personal access token made for an agent: the token counts (its
+/// write tools are offered and work), and a bad bearer is refused, never ignored.
+#[tokio::test]
+async fn in_open_mode_a_token_counts_and_a_bad_one_is_refused() {
+    let open = TestServer::start(Some("vault-example"), |_| {}).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notevault"))
+        .args([
+            "token",
+            "create",
+            "--name",
+            "agent",
+            "--scope",
+            "notes.write",
+        ])
+        .arg("--state-dir")
+        .arg(&open.state)
+        .arg(&open.vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let agent = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let names = tool_names(&open, Some(&agent)).await;
+    assert!(names.iter().any(|n| n == "write_note"), "{names:?}");
+    let answer = call(
+        &open,
+        Some(&agent),
+        "write_note",
+        json!({"note": "open/by-token", "content": "by a token\n", "agent_id": "agent"}),
+    )
+    .await;
+    assert!(answer["error"].is_null(), "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(open.vault.join("open/by-token.md")).unwrap(),
+        "by a token\n"
+    );
+    // A token with a wrong checksum, and one this daemon never made: 401, not ignored.
+    let mut mistyped = agent.clone();
+    mistyped.pop();
+    mistyped.push(if agent.ends_with('A') { 'B' } else { 'A' });
+    for bad in [mistyped.as_str(), "not-a-token-of-this-daemon"] {
+        for path in ["/v1/notes", "/mcp"] {
+            let res = open
+                .client
+                .get(open.url(path))
+                .bearer_auth(bad)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 401, "{path} {bad}");
+            let body: Value = res.json().await.unwrap();
+            if path == "/v1/notes" {
+                assert_eq!(body["reason"], "AUTH_INVALID", "{body}");
+            }
+        }
+    }
+    // Without a bearer, open local mode is unchanged.
+    let res = open.client.get(open.url("/v1/notes")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+}
+
 #[tokio::test]
 async fn write_note_creates_replaces_and_replays_through_the_pipeline() {
     let s = with_tokens().await;

@@ -685,10 +685,11 @@ fn keys(version: u64) -> Value {
     })
 }
 
+/// A token with what the key routes need: `notes.write` and `notes.review`.
 fn token(token: &str, kind: TokenKind) -> StaticToken {
     StaticToken {
         token: token.into(),
-        permissions: vec![Permission::NotesWrite],
+        permissions: vec![Permission::NotesWrite, Permission::NotesReview],
         kind,
         vault_id: None,
     }
@@ -702,6 +703,10 @@ async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
         c.static_tokens = vec![
             token("session-token", TokenKind::Session),
             token("pat-token", TokenKind::Pat),
+            StaticToken {
+                permissions: vec![Permission::NotesWrite],
+                ..token("writer-token", TokenKind::Session)
+            },
         ];
     })
     .await;
@@ -738,6 +743,17 @@ async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
             .unwrap();
         let body = res_json(res, 403, path).await;
         assert_envelope_for(path, &body, 403, "CREDENTIAL_FORBIDDEN");
+        // Nor a session that may write but not review (an agent's token): a key change
+        // can lock every device out of the private notes.
+        let res = send(method.clone(), path, "writer-token", keys(1))
+            .await
+            .unwrap();
+        let body = res_json(res, 403, path).await;
+        assert_envelope_for(path, &body, 403, "PERMISSION_MISSING");
+        assert_eq!(
+            detail(&body, "ErrorInfo")["metadata"]["scope"],
+            "notes.review"
+        );
     }
     assert_eq!(get().await, off);
 
@@ -751,6 +767,15 @@ async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
     .unwrap();
     let on = res_json(res, 200, "enable").await;
     assert_eq!(on["enabled"], true);
+    // The vault summary tells the truth about it.
+    let res = s
+        .client
+        .get(s.url("/v1/vault"))
+        .bearer_auth("pat-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res_json(res, 200, "vault").await["e2ee"]["enabled"], true);
     assert_eq!(on["salt"], "c2FsdHNhbHRzYWx0c2FsdA==");
     assert_eq!(on["hierarchy"], keys(1));
     assert_eq!(get().await, on);

@@ -76,6 +76,22 @@ pub async fn read_body(
     }
 }
 
+/// Open local mode lets any local request decide a pending write or change the write
+/// settings (the spec's rule), unless the owner asked for signed-in decisions
+/// (`review_decisions = "signed_in"`, `serve --review`): then only a person signed in to
+/// the console or a `notes.review` token may.
+fn review_by_anyone(state: &State) -> Result<(), Error> {
+    use crate::queries::settings::{review_decisions, ReviewDecisions};
+    if review_decisions(state)? == ReviewDecisions::Anyone {
+        return Ok(());
+    }
+    Err(Error::new(
+        Reason::PERMISSION_MISSING,
+        "this daemon takes review decisions only from a person signed in to the console or a token with notes.review (review_decisions = \"signed_in\")",
+    )
+    .with_meta("scope", auth::Permission::NotesReview.as_str()))
+}
+
 fn is_length_limit(e: &axum::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
@@ -122,7 +138,11 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         _ => None,
     };
     if presigned.is_none() {
-        auth::require(credential(req.extensions())?, matched.access.need)?;
+        let credential = credential(req.extensions())?;
+        auth::require(credential, matched.access.need)?;
+        if matched.access == routes::REVIEW && *credential == auth::Credential::Open {
+            review_by_anyone(&state)?;
+        }
     }
     let (parts, body) = req.into_parts();
     // Uploads read their own body, streamed, with their own byte cap.

@@ -128,7 +128,8 @@ pub async fn patch_settings(
     } else {
         None
     };
-    let settings = blocking(move || review::set_settings(&state, policy, budget, "api")).await?;
+    let who = decider(&parts);
+    let settings = blocking(move || review::set_settings(&state, policy, budget, &who)).await?;
     Ok(Json(settings.into()))
 }
 
@@ -143,6 +144,10 @@ pub struct PendingWrite {
     pub agent_id: String,
     pub created_at: String,
     pub decided_at: Option<String>,
+    /// Who decided it: `token <name> (<prefix>)`, `static token #<n>`,
+    /// `identity-provider user <sub>`, `a person signed in to the console`, or `an
+    /// unauthenticated local request` (open local mode); null while pending.
+    pub decided_by: Option<String>,
     /// Why an approved write could not apply (it is then `rejected`).
     pub error: Option<String>,
     /// The write as the pipeline keeps it: `op` (the operation and its fields) and
@@ -178,6 +183,7 @@ impl From<PendingRow> for PendingWrite {
             agent_id: r.agent_id,
             created_at: r.created_at,
             decided_at: r.decided_at,
+            decided_by: r.decided_by,
             error: r.error.as_deref().map(crate::api::error::in_vault_terms),
             slug: r.slug,
             diff: r.preview,
@@ -360,6 +366,15 @@ pub async fn get_write(
     Ok(Json(row.into()))
 }
 
+/// Who the request's credential is (`http::authenticate` put it there), for the row and
+/// the audit log.
+fn decider(parts: &Parts) -> String {
+    parts
+        .extensions
+        .get::<crate::auth::Who>()
+        .map_or_else(|| "api".to_string(), |w| w.0.clone())
+}
+
 async fn decide(
     state: Arc<State>,
     id: String,
@@ -369,7 +384,8 @@ async fn decide(
     Query::parse(parts.uri.query(), &[])?;
     check_id(&id)?;
     let id = id.to_lowercase();
-    let row = blocking(move || review::decide(&state, &id, approve, "api")).await?;
+    let who = decider(&parts);
+    let row = blocking(move || review::decide(&state, &id, approve, &who)).await?;
     Ok(Json(row.into()))
 }
 

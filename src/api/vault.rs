@@ -72,7 +72,12 @@ pub async fn vault_route(state: Arc<State>, parts: Parts) -> ApiResult<Json<Vaul
 /// The summary every surface calls.
 pub async fn vault(state: Arc<State>) -> Result<VaultSummary, Error> {
     let vault_id = state.vault_id.clone();
-    let s = blocking(move || crate::queries::search::summary(&state)).await?;
+    let (s, e2ee) = blocking(move || {
+        // Private notes are on once a key hierarchy is stored (`POST /v1/sync/e2ee:enable`).
+        let e2ee = state.meta.e2ee_hierarchy()?.is_some();
+        Ok((crate::queries::search::summary(&state)?, e2ee))
+    })
+    .await?;
     Ok(VaultSummary {
         vault_id,
         root: s.root,
@@ -89,7 +94,7 @@ pub async fn vault(state: Arc<State>) -> Result<VaultSummary, Error> {
             .collect(),
         write_policy: s.settings.policy.as_str().to_string(),
         write_budget: s.settings.budget,
-        e2ee: E2eeState { enabled: false },
+        e2ee: E2eeState { enabled: e2ee },
         committed_seq: s.committed_seq,
         indexed_seq: s.indexed_seq,
     })

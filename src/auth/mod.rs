@@ -112,6 +112,19 @@ impl Credential {
     }
 }
 
+/// Who a request's credential is, as a review decision records it: a token's name and
+/// public prefix, a static token's place in the configuration, an identity provider's
+/// subject, or [`Who::OPEN`]. Never a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Who(pub String);
+
+impl Who {
+    /// The open credential of open local mode: any process on this machine.
+    pub const OPEN: &'static str = "an unauthenticated local request";
+    /// A person signed in to the web console.
+    pub const CONSOLE: &'static str = "a person signed in to the console";
+}
+
 /// What a static token stands for: a session (the default) or a personal access token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

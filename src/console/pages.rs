@@ -117,6 +117,8 @@ pub struct DecidedView {
     pub status: String,
     pub error: Option<String>,
     pub decided_at: String,
+    /// Who decided (`auth::Who`); "unrecorded" for a row decided before that was kept.
+    pub decided_by: String,
 }
 
 /// The title of the note a write is about (the catalog's; for a note that does not exist
@@ -203,6 +205,7 @@ fn queue(state: &State, with_decided: bool) -> Result<Queue> {
                 status: r.status,
                 error: r.error,
                 decided_at: r.decided_at.unwrap_or_default(),
+                decided_by: r.decided_by.unwrap_or_else(|| "unrecorded".into()),
             }
         })
         .collect();
@@ -378,7 +381,7 @@ pub async fn decide(
     let htmx = is_htmx(&headers);
     page(&console.state, move |state| {
         let (done, class, message) =
-            match crate::writes::review::decide(state, &id, approve, "console") {
+            match crate::writes::review::decide(state, &id, approve, crate::auth::Who::CONSOLE) {
                 Ok(row) if row.status == "applied" => (
                     "approved",
                     "ok",
@@ -442,6 +445,8 @@ struct TokensPage {
     chrome: Chrome,
     tokens: Vec<TokenView>,
     created: Option<Created>,
+    /// Open local mode: a request without a bearer is served; one with a bearer is checked.
+    open_mode: bool,
 }
 
 fn tokens_page(
@@ -479,6 +484,7 @@ fn tokens_page(
             chrome,
             tokens,
             created,
+            open_mode: !state.config.auth_configured(),
         }
         .render(),
     )
@@ -614,6 +620,10 @@ struct SettingsPage {
     /// Each policy, what it does, and whether it is the vault's.
     policies: Vec<(&'static str, &'static str, bool)>,
     budget: u32,
+    /// Review decisions only from a signed-in person or a `notes.review` token.
+    signed_in_decisions: bool,
+    /// The configuration says so: the switch cannot turn it off.
+    decisions_configured: bool,
 }
 
 fn policy_help(p: WritePolicy) -> &'static str {
@@ -649,6 +659,10 @@ fn settings_page(
                 .map(|p| (p.as_str(), policy_help(p), p == current.policy))
                 .collect(),
             budget: current.budget,
+            signed_in_decisions: crate::writes::review::review_decisions(state)?
+                == crate::writes::review::ReviewDecisions::SignedIn,
+            decisions_configured: state.config.review_decisions
+                == crate::writes::review::ReviewDecisions::SignedIn,
         }
         .render(),
     )
@@ -699,6 +713,14 @@ pub async fn save_settings(
             );
         };
         crate::writes::review::set_settings(state, Some(policy), Some(budget), "console")?;
+        let decisions = if field(&fields, "signed_in_decisions").is_some() {
+            crate::writes::review::ReviewDecisions::SignedIn
+        } else {
+            crate::writes::review::ReviewDecisions::Anyone
+        };
+        if crate::writes::review::review_decisions(state)? != decisions {
+            crate::writes::review::set_review_decisions(state, decisions, "console")?;
+        }
         Ok(Redirect::to("/settings?done=saved").into_response())
     })
     .await

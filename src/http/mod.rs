@@ -229,7 +229,15 @@ async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
 /// request without one is anonymous (see [`resolve`]). A credential also keys the rate limits ([`RateKey`]).
 async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
     let (credential, key) = resolve(&app, req.headers()).await;
+    let who = match (&credential, &key) {
+        (_, Some(key)) => Some(auth::Who(key.who.clone())),
+        (Credential::Open, None) => Some(auth::Who(auth::Who::OPEN.into())),
+        _ => None,
+    };
     req.extensions_mut().insert(credential);
+    if let Some(who) = who {
+        req.extensions_mut().insert(who);
+    }
     if let Some(key) = key {
         req.extensions_mut().insert(key);
     }
@@ -261,7 +269,11 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
 /// What the rate limits count a request against when it carries a credential (else its
 /// client address): `static:<n>` for the n-th static token. Never the token itself.
 #[derive(Debug, Clone)]
-struct RateKey(String);
+struct RateKey {
+    key: String,
+    /// Who the credential is, as a decision records it (a token's name, never the token).
+    who: String,
+}
 
 /// The credential of a request with these headers. Auth on: no `Authorization` header is
 /// [`Credential::Anonymous`] (`AUTH_MISSING` where a route needs anything); a configured
@@ -270,17 +282,22 @@ struct RateKey(String);
 /// one bearer token, is `AUTH_INVALID`. A refused token is logged with the request id and
 /// at most its public prefix.
 async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Option<RateKey>) {
-    // Open local mode (DESIGN.md, "Credentials"): no `AUTH_REQUIRED`, no static tokens.
-    // Every request is the open credential, without a look at the token store.
-    if !app.state.config.auth_configured() {
-        return (Credential::Open, None);
-    }
     let values: Vec<&[u8]> = headers
         .get_all(axum::http::header::AUTHORIZATION)
         .iter()
         .map(HeaderValue::as_bytes)
         .collect();
-    let token = match auth::presented(&values) {
+    let presented = auth::presented(&values);
+    // Open local mode (DESIGN.md, "Credentials"): no `AUTH_REQUIRED`, no static tokens. A
+    // request without a bearer is the open credential, without a look at the token
+    // store; one that presents a bearer is authenticated as in auth mode (a token made
+    // in the console counts, and a bad one is refused, never silently ignored).
+    if !app.state.config.auth_configured()
+        && matches!(presented, Presented::Nothing | Presented::OtherScheme)
+    {
+        return (Credential::Open, None);
+    }
+    let token = match presented {
         Presented::Nothing => return (Credential::Anonymous, None),
         Presented::OtherScheme => {
             return refused(
@@ -299,7 +316,10 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
         if let (Some(verifier), true) = (&app.jwt, jwt::looks_like(token)) {
             return match verifier.verify(token, &app.state.vault_id).await {
                 Ok(verified) => {
-                    let key = RateKey(format!("jwt:{}", verified.subject));
+                    let key = RateKey {
+                        key: format!("jwt:{}", verified.subject),
+                        who: format!("identity-provider user {}", verified.subject),
+                    };
                     (verified.credential, Some(key))
                 }
                 Err(e) => refused_error(&e, ""),
@@ -320,7 +340,13 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
             );
         }
     }
-    (entry.credential(), Some(RateKey(format!("static:{index}"))))
+    (
+        entry.credential(),
+        Some(RateKey {
+            key: format!("static:{index}"),
+            who: format!("static token #{}", index + 1),
+        }),
+    )
 }
 
 /// A refused credential, logged with the request id and at most the token's public prefix.
@@ -413,7 +439,10 @@ fn pat_credential(app: &AppState, token: &str) -> (Credential, Option<RateKey>) 
         .collect();
     (
         Credential::Pat { permissions },
-        Some(RateKey(format!("pat:{prefix}"))),
+        Some(RateKey {
+            key: format!("pat:{prefix}"),
+            who: format!("token {} ({prefix})", row.name),
+        }),
     )
 }
 
@@ -425,7 +454,7 @@ async fn rate_limit(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
     };
     // The credential when there is one, else the client address.
     let client = match req.extensions().get::<RateKey>() {
-        Some(key) => key.0.clone(),
+        Some(key) => key.key.clone(),
         None => req
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()

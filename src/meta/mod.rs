@@ -204,6 +204,9 @@ const MIGRATIONS: &[&str] = &[
     // pending writes (and its poll) read the index, not every row's payload and diff
     "CREATE INDEX IF NOT EXISTS pending_writes_by_status
         ON pending_writes (status, created_at, id);",
+    // 12: who decided a pending write (a token's name, a console person, or an
+    // unauthenticated local request)
+    "ALTER TABLE pending_writes ADD COLUMN decided_by TEXT;",
 ];
 
 /// An attachment's facts as the store keeps them.
@@ -243,6 +246,9 @@ pub struct PendingRow {
     pub agent_id: String,
     pub created_at: String,
     pub decided_at: Option<String>,
+    /// Who decided it (`auth::Who`); `None` while pending, and for rows decided before
+    /// migration 12.
+    pub decided_by: Option<String>,
     pub error: Option<String>,
     /// The write's `writes::Request` as JSON, applied on approval (a row stored before
     /// migration 6, `domain == false`: the HTTP request as received).
@@ -549,8 +555,8 @@ impl Meta {
     pub fn insert_pending(&self, row: &PendingRow) -> Result<()> {
         self.conn.lock().execute(
             "INSERT INTO pending_writes (id, kind, status, agent_id, created_at, decided_at, error,
-               payload, result, preview, slug, domain)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+               payload, result, preview, slug, domain, decided_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 row.id,
                 row.kind,
@@ -563,7 +569,8 @@ impl Meta {
                 row.result,
                 row.preview,
                 row.slug,
-                row.domain
+                row.domain,
+                row.decided_by
             ],
         )?;
         Ok(())
@@ -583,11 +590,12 @@ impl Meta {
             preview: r.get(9)?,
             slug: r.get(10)?,
             domain: r.get(11)?,
+            decided_by: r.get(12)?,
         })
     }
 
     const PENDING_COLUMNS: &'static str =
-        "id, kind, status, agent_id, created_at, decided_at, error, payload, result, preview, slug, domain";
+        "id, kind, status, agent_id, created_at, decided_at, error, payload, result, preview, slug, domain, decided_by";
 
     pub fn pending(&self, id: &str) -> Result<Option<PendingRow>> {
         let conn = self.conn.lock();
@@ -660,13 +668,15 @@ impl Meta {
         id: &str,
         status: &str,
         decided_at: &str,
+        decided_by: &str,
         error: Option<&str>,
         result: Option<&str>,
     ) -> Result<bool> {
         let changed = self.conn.lock().execute(
-            "UPDATE pending_writes SET status = ?2, decided_at = ?3, error = ?4, result = ?5
+            "UPDATE pending_writes SET status = ?2, decided_at = ?3, decided_by = ?4, error = ?5,
+               result = ?6
              WHERE id = ?1 AND status = 'pending'",
-            params![id, status, decided_at, error, result],
+            params![id, status, decided_at, decided_by, error, result],
         )?;
         Ok(changed == 1)
     }

@@ -1,6 +1,7 @@
 //! The vault's write settings (policy and budget), as every surface reads them; they are
 //! changed through `writes::review::set_settings`.
 
+pub use crate::config::ReviewDecisions;
 use crate::error::Result;
 use crate::state::State;
 
@@ -60,4 +61,18 @@ pub fn settings(state: &State) -> Result<WriteSettings> {
         .and_then(|b| b.parse().ok())
         .unwrap_or(0);
     Ok(WriteSettings { policy, budget })
+}
+
+/// Who takes review decisions in open local mode: `signed_in` when the configuration says
+/// so (the console cannot loosen that) or the vault's setting does (`serve --review`, the
+/// console's switch); else `anyone`.
+pub fn review_decisions(state: &State) -> Result<ReviewDecisions> {
+    if state.config.review_decisions == ReviewDecisions::SignedIn {
+        return Ok(ReviewDecisions::SignedIn);
+    }
+    Ok(state
+        .meta
+        .setting("review_decisions")?
+        .and_then(|v| ReviewDecisions::parse(&v))
+        .unwrap_or_default())
 }

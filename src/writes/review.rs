@@ -12,7 +12,9 @@ use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
 use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::meta::PendingRow;
-pub use crate::queries::settings::{settings, WritePolicy, WriteSettings};
+pub use crate::queries::settings::{
+    review_decisions, settings, ReviewDecisions, WritePolicy, WriteSettings,
+};
 use crate::state::State;
 use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request};
 
@@ -42,6 +44,20 @@ pub fn set_settings(
         );
     }
     settings(state)
+}
+
+/// Set who takes review decisions in open local mode (the vault's setting; a
+/// configured `signed_in` stays in force whatever this says); `actor` is who, for the
+/// audit log.
+pub fn set_review_decisions(state: &State, who: ReviewDecisions, actor: &str) -> Result<()> {
+    state.meta.set_setting("review_decisions", who.as_str())?;
+    let signed_in = i64::from(who == ReviewDecisions::SignedIn);
+    state.meta.note_audit(
+        &AuditEvent::new(AuditKind::SettingsChanged, actor)
+            .subject("review_decisions")
+            .counts(&[("signed_in", signed_in)]),
+    );
+    Ok(())
 }
 
 impl Op {
@@ -182,6 +198,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         agent_id: request.agent_id.clone(),
         created_at: timestamp(Utc::now()),
         decided_at: None,
+        decided_by: None,
         error: None,
         payload,
         result: None,
@@ -221,7 +238,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
 /// through the same door as a direct write (the budget included: past it the approval is
 /// `WRITE_BUDGET_EXCEEDED` and the write stays pending); its receipt is stored as the
 /// row's `result`.
-/// `reviewer` is who decides, for the audit log.
+/// `reviewer` is who decides (`auth::Who`), kept on the row and in the audit log.
 pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<PendingRow> {
     let lock = state.key_locks.get(&format!("pending:{id}"));
     let _guard = lock.lock();
@@ -265,10 +282,14 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
     } else {
         ("rejected", None, None)
     };
-    if !state
-        .meta
-        .decide_pending(id, status, &now, error.as_deref(), result.as_deref())?
-    {
+    if !state.meta.decide_pending(
+        id,
+        status,
+        &now,
+        reviewer,
+        error.as_deref(),
+        result.as_deref(),
+    )? {
         return Err(Error::new(
             Reason::ALREADY_DECIDED,
             format!("pending write {id} was already decided"),
