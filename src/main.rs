@@ -68,11 +68,26 @@ fn device(command: DeviceCommand) -> anyhow::Result<()> {
                 eprintln!("notevault: pulled {n} ops");
             }
             DeviceCommand::Push(d) => {
-                let (applied, conflicts) =
-                    device::push(&d.dir, d.token, d.passphrase.as_deref()).await?;
+                let report = device::push(&d.dir, d.token, d.passphrase.as_deref()).await?;
+                for (file, copy) in &report.conflicts {
+                    eprintln!("notevault: {file}: changed here and on the daemon; your version is kept as {copy}");
+                }
+                for (file, id) in &report.pending {
+                    eprintln!("notevault: {file}: queued for review as pending write {id}, not applied yet (a pull brings it once a reviewer approves it)");
+                }
+                for r in &report.refused {
+                    eprintln!("notevault: {}: not pushed: {}", r.local, r.text);
+                }
                 eprintln!(
-                    "notevault: pushed {applied} changes, {conflicts} kept as conflicted copies"
+                    "notevault: pushed {} changes, {} kept as conflicted copies, {} pending review, {} refused",
+                    report.applied,
+                    report.conflicts.len(),
+                    report.pending.len(),
+                    report.refused.len()
                 );
+                if !report.settled() {
+                    anyhow::bail!("not every change is on the daemon yet (see above)");
+                }
             }
             DeviceCommand::Passphrase(a) => {
                 let d = a.device;

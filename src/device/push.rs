@@ -1,0 +1,399 @@
+//! Pushes: the folder's changes since the last sync, each op sent under its own
+//! Idempotency-Key, kept in the outbox (`outbox.json`) until the op is settled.
+//!
+//! What a push never does: lose or invent a change. Only `VERSION_MOVED` (the note
+//! changed on the daemon since the device's base) makes a conflicted copy. Any other
+//! refusal (budget, rate limit, policy, a note gone meanwhile, 4xx, 5xx, the daemon
+//! unreachable mid-batch) leaves the file and `state.json` as they were; the next push
+//! builds the same op and sends it under the same key, so the daemon replays what it
+//! already did (a queued op is never queued twice). A queued op is pending, not applied:
+//! once a reviewer approves it, a pull records it. A delete is pushed only for a file
+//! the device had synced and the user removed.
+
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, Context, Result};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::crypto::encrypt_note;
+use super::{conflict_name, refusal_text, rename_file, server_of, write_file, Device, STATE_DIR};
+use crate::vault::content_hash;
+
+const OUTBOX: &str = "outbox.json";
+/// The daemon's largest batch.
+const BATCH: usize = 500;
+
+/// An op sent and not settled yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    /// What the op does (kind, path, base, note, the hash of the device's bytes): the
+    /// same op again is sent under the same key.
+    pub what: String,
+    pub key: String,
+    /// A private note's envelope as sent: its nonce is random, and a retry must send
+    /// the same bytes under the key (ciphertext only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<String>,
+    /// The pending write the daemon queued it as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_id: Option<String>,
+}
+
+/// The ops in flight, by device path.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outbox {
+    pub ops: BTreeMap<String, Sent>,
+}
+
+/// An op the daemon refused (not a conflict): the file and its state are unchanged.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub local: String,
+    /// The daemon's answer (status, reason, message, hint) and what to do on the device.
+    pub text: String,
+}
+
+/// What a push did.
+#[derive(Debug, Default)]
+pub struct PushReport {
+    pub applied: usize,
+    /// Conflicted copies made: (the file, its copy).
+    pub conflicts: Vec<(String, String)>,
+    /// Ops queued for review: (the file, the pending write's id).
+    pub pending: Vec<(String, String)>,
+    pub refused: Vec<Refusal>,
+}
+
+impl PushReport {
+    /// Every change is on the daemon (nothing pending, nothing refused).
+    pub fn settled(&self) -> bool {
+        self.pending.is_empty() && self.refused.is_empty()
+    }
+}
+
+/// One op of this push.
+struct Planned {
+    local: String,
+    server_path: String,
+    private: bool,
+    delete: bool,
+    /// The hash of the bytes sent (recorded as synced once applied).
+    local_hash: String,
+    what: String,
+    op: Value,
+}
+
+/// What the device does next after a refusal the daemon's hint does not cover.
+fn next_step(reason: &str, delete: bool) -> &'static str {
+    match reason {
+        "NOTE_NOT_FOUND" if !delete => {
+            "the daemon no longer has this note: `notevault device pull` keeps your edit as a \
+             conflicted copy, which the next push creates"
+        }
+        "NAME_COLLISION" => {
+            "the daemon has another note at this path: `notevault device pull` brings it and \
+             keeps your file as a conflicted copy"
+        }
+        _ => "your file and the device state are unchanged; push again to retry the same op",
+    }
+}
+
+impl Device {
+    fn outbox_file(&self) -> std::path::PathBuf {
+        self.root.join(STATE_DIR).join(OUTBOX)
+    }
+
+    fn load_outbox(&self) -> Result<Outbox> {
+        match std::fs::read(self.outbox_file()) {
+            Ok(bytes) => serde_json::from_slice(&bytes).context("the device outbox is unreadable"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Outbox::default()),
+            Err(e) => Err(e).context("cannot read the device outbox"),
+        }
+    }
+
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the device client changes its own folder, not a vault"
+    )]
+    fn save_outbox(&self, outbox: &Outbox) -> Result<()> {
+        let file = self.outbox_file();
+        if outbox.ops.is_empty() {
+            return match std::fs::remove_file(&file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(e).context("cannot clear the device outbox")
+                }
+                _ => Ok(()),
+            };
+        }
+        let json = serde_json::to_vec_pretty(outbox)?;
+        if std::fs::read(&file).is_ok_and(|old| old == json) {
+            return Ok(());
+        }
+        write_file(&file, &json)
+    }
+
+    /// Every note file of the folder (device paths), its own state left out.
+    fn local_notes(&self) -> Vec<String> {
+        walkdir::WalkDir::new(&self.root)
+            .into_iter()
+            .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .filter_map(|e| {
+                let rel = e
+                    .path()
+                    .strip_prefix(&self.root)
+                    .ok()?
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                rel.ends_with(".md").then_some(rel)
+            })
+            .collect()
+    }
+
+    /// The ops of the folder's changes since the last sync; a private note's envelope
+    /// is the outbox's when the same op is retried.
+    fn plan(&self, version: u64, outbox: &Outbox) -> Result<Vec<Planned>> {
+        let mut out = Vec::new();
+        let present = self.local_notes();
+        for local in &present {
+            let bytes = std::fs::read(self.root.join(local))?;
+            let hash = content_hash(&bytes);
+            let synced = self.state.files.get(local);
+            if synced.is_some_and(|s| s.local_hash == hash) {
+                continue;
+            }
+            let (server_path, private) = server_of(local);
+            let base = synced.map(|s| s.base.clone());
+            let note_id = synced.and_then(|s| s.note_id.clone()).filter(|_| !private);
+            let what = format!(
+                "upsert {server_path} base={} note={} {hash}",
+                base.as_deref().unwrap_or("-"),
+                note_id.as_deref().unwrap_or("-")
+            );
+            let mut op = if private {
+                let again = outbox
+                    .ops
+                    .get(local)
+                    .filter(|s| s.what == what)
+                    .and_then(|s| s.envelope.clone());
+                let envelope = match again {
+                    Some(e) => e,
+                    None => {
+                        let dek = self.dek.ok_or_else(|| {
+                            anyhow!("{local} is private: private notes are not enabled (run `notevault device init`)")
+                        })?;
+                        STANDARD.encode(encrypt_note(&dek, version, &server_path, &bytes)?)
+                    }
+                };
+                json!({"kind": "upsert", "visibility": "private", "path": server_path,
+                       "content_base64": envelope})
+            } else {
+                json!({"kind": "upsert", "path": server_path, "content_base64": STANDARD.encode(&bytes)})
+            };
+            if let Some(base) = base {
+                op["base_version_id"] = json!(base);
+            }
+            if let Some(id) = note_id {
+                op["note_id"] = json!(id);
+            }
+            out.push(Planned {
+                local: local.clone(),
+                server_path,
+                private,
+                delete: false,
+                local_hash: hash,
+                what,
+                op,
+            });
+        }
+        for (local, s) in &self.state.files {
+            // Only a file the device had (a hash recorded) and the user removed.
+            if s.attachment || s.local_hash.is_empty() || present.contains(local) {
+                continue;
+            }
+            let mut op =
+                json!({"kind": "delete", "path": s.server_path, "base_version_id": s.base});
+            if s.private {
+                op["visibility"] = json!("private");
+            } else {
+                op["note_id"] = json!(s.note_id);
+            }
+            out.push(Planned {
+                local: local.clone(),
+                server_path: s.server_path.clone(),
+                private: s.private,
+                delete: true,
+                local_hash: String::new(),
+                what: format!("delete {} base={}", s.server_path, s.base),
+                op,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Push the folder's changes since the last sync (new, edited and deleted notes;
+    /// private notes encrypted), then pull when nothing was refused.
+    pub async fn push(&mut self) -> Result<PushReport> {
+        let version = self.key_version().await?;
+        let old = self.load_outbox()?;
+        let mut planned = self.plan(version, &old)?;
+        // The same op keeps its key; an op no longer planned (settled, or changed since)
+        // leaves the outbox.
+        let mut outbox = Outbox::default();
+        for p in &mut planned {
+            let sent = match old.ops.get(&p.local) {
+                Some(s) if s.what == p.what => s.clone(),
+                _ => Sent {
+                    what: p.what.clone(),
+                    key: format!("device-op-{}", uuid::Uuid::now_v7()),
+                    envelope: p
+                        .private
+                        .then(|| p.op["content_base64"].as_str().map(str::to_string))
+                        .flatten(),
+                    pending_id: None,
+                },
+            };
+            p.op["idempotency_key"] = json!(sent.key);
+            outbox.ops.insert(p.local.clone(), sent);
+        }
+        // Kept before anything is sent: a retry after any failure sends the same keys.
+        self.save_outbox(&outbox)?;
+        let mut report = PushReport::default();
+        for chunk in planned.chunks(BATCH) {
+            let device = self.state.device_id.clone();
+            let ops: Vec<&Value> = chunk.iter().map(|p| &p.op).collect();
+            let batch_key = format!("push-{}", uuid::Uuid::now_v7());
+            let sent = self
+                .call(
+                    reqwest::Method::POST,
+                    "/v1/sync/ops",
+                    Some(json!({"device_id": device, "ops": ops})),
+                    Some(&batch_key),
+                )
+                .await;
+            let answer = match sent {
+                Ok((200..=299, v)) => v,
+                failed => {
+                    let why = match failed {
+                        Ok((status, v)) => refusal_text(status, &v),
+                        Err(e) => format!("{e:#}"),
+                    };
+                    return Err(anyhow!(
+                        "push stopped: {why}; {} change(s) not settled here, files and \
+                         device state unchanged for them: push again (the same ops go \
+                         with the same keys, so nothing is applied twice)",
+                        planned
+                            .len()
+                            .saturating_sub(report.applied + report.pending.len())
+                    ));
+                }
+            };
+            let results = answer["results"].as_array().cloned().unwrap_or_default();
+            if results.len() != chunk.len() {
+                return Err(anyhow!(
+                    "push stopped: the daemon answered {} results for {} ops; push again",
+                    results.len(),
+                    chunk.len()
+                ));
+            }
+            for (result, p) in results.iter().zip(chunk) {
+                self.settle(p, result, &mut outbox, &mut report)?;
+            }
+            self.save()?;
+            self.save_outbox(&outbox)?;
+        }
+        if report.refused.is_empty() {
+            self.pull().await?;
+            // A queued op a reviewer approved since is on the device now: settled.
+            let pending = std::mem::take(&mut report.pending);
+            for (local, id) in pending {
+                let now = self.local_hash(&local);
+                let synced = self.state.files.get(&local).map(|s| s.local_hash.clone());
+                if now == synced {
+                    report.applied += 1;
+                    outbox.ops.remove(&local);
+                } else {
+                    report.pending.push((local, id));
+                }
+            }
+            self.save_outbox(&outbox)?;
+        }
+        report.conflicts = std::mem::take(&mut self.kept);
+        Ok(report)
+    }
+
+    /// Record what the daemon answered for one op.
+    fn settle(
+        &mut self,
+        p: &Planned,
+        result: &Value,
+        outbox: &mut Outbox,
+        report: &mut PushReport,
+    ) -> Result<()> {
+        let r = &result["receipt"];
+        match result["status"].as_str().unwrap_or_default() {
+            "applied" => {
+                report.applied += 1;
+                outbox.ops.remove(&p.local);
+                if p.delete {
+                    self.state.files.remove(&p.local);
+                } else if p.private {
+                    let base = r["content_hash"].as_str().unwrap_or_default().to_string();
+                    let hash = p.local_hash.clone();
+                    self.track_as(&p.local, &p.server_path, None, base, hash, true, false);
+                } else {
+                    let id = r["note_id"].as_str().map(str::to_string);
+                    let base = r["version_id"].as_str().unwrap_or_default().to_string();
+                    let hash = p.local_hash.clone();
+                    self.track_as(&p.local, &p.server_path, id, base, hash, false, false);
+                }
+            }
+            "queued" => {
+                let id = r["pending_id"].as_str().unwrap_or_default().to_string();
+                if let Some(sent) = outbox.ops.get_mut(&p.local) {
+                    sent.pending_id = Some(id.clone());
+                }
+                report.pending.push((p.local.clone(), id));
+            }
+            _ => {
+                let e = &result["error"];
+                let reason = e["reason"].as_str().unwrap_or_default();
+                let status = e["statusCode"].as_u64().unwrap_or(0) as u16;
+                match reason {
+                    "VERSION_MOVED" => {
+                        // A real concurrent change: the device's bytes become a
+                        // conflicted copy (pushed as a new note), and the pull brings the
+                        // daemon's version to the path.
+                        outbox.ops.remove(&p.local);
+                        let from = self.root.join(&p.local);
+                        if from.exists() {
+                            let copy = conflict_name(&self.root, &p.local, &self.state.device_id);
+                            rename_file(&from, &self.root.join(&copy))?;
+                            self.kept.push((p.local.clone(), copy));
+                        }
+                        self.state.files.remove(&p.local);
+                    }
+                    "NOTE_NOT_FOUND" | "ATTACHMENT_NOT_FOUND" if p.delete => {
+                        // Deleted on the daemon too: what the user wanted.
+                        report.applied += 1;
+                        outbox.ops.remove(&p.local);
+                        self.state.files.remove(&p.local);
+                    }
+                    _ => report.refused.push(Refusal {
+                        local: p.local.clone(),
+                        text: format!(
+                            "{}; {}",
+                            refusal_text(status, e),
+                            next_step(reason, p.delete)
+                        ),
+                    }),
+                }
+            }
+        }
+        Ok(())
+    }
+}
