@@ -467,7 +467,7 @@ fn refuse_exposed(config: &Config) -> anyhow::Result<()> {
 fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
     let config = offline_config(store.vault, store.state_dir, store.config)?;
     let dir = config.state_dir_of_vault()?;
-    std::fs::create_dir_all(&dir)
+    notevault::state::create_state_dir(&dir)
         .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;
     Meta::open(&dir.join("meta.sqlite"))
         .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))
