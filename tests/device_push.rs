@@ -413,3 +413,86 @@ async fn a_daemon_killed_mid_batch_leaves_the_device_as_it_was_and_the_retry_app
     let _ = daemon.child.kill();
     let _ = daemon.child.wait();
 }
+
+/// The `.md` files of a folder (`.trash/` and hidden folders left out), with their bytes.
+fn md_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap().to_string_lossy();
+            (rel.into_owned(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_and_a_move_on_a_device_keep_the_note_and_rewrite_its_links() {
+    let s = setup(&[("RATE_LIMIT_WRITE_PER_MINUTE", "0")]);
+    let base = s.daemon.base.clone();
+    let laptop = s.phone.with_file_name("laptop");
+    device(
+        &["init", "--server", &base, "--device-id", "laptop"],
+        &laptop,
+        true,
+    );
+    let id = |slug: &'static str| {
+        let base = base.clone();
+        async move {
+            let (status, note) = api(
+                &base,
+                reqwest::Method::GET,
+                &format!("/v1/notes/{slug}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "{slug}: {note}");
+            note["note_id"].as_str().unwrap().to_string()
+        }
+    };
+    let (roadmap, sourdough) = (
+        id("projects%2Froadmap").await,
+        id("recipes%2Fsourdough").await,
+    );
+
+    // A rename in its folder, and a move to another folder under a new name.
+    std::fs::rename(
+        s.phone.join("projects/roadmap.md"),
+        s.phone.join("projects/plan.md"),
+    )
+    .unwrap();
+    std::fs::rename(
+        s.phone.join("recipes/sourdough.md"),
+        s.phone.join("projects/bread.md"),
+    )
+    .unwrap();
+    let said = device(&["push"], &s.phone, true);
+    assert!(said.contains("0 refused"), "{said}");
+
+    // The daemon moved the notes (same ids), deleted nothing, rewrote the links.
+    assert_eq!(id("projects%2Fplan").await, roadmap);
+    assert_eq!(id("projects%2Fbread").await, sourdough);
+    for gone in [
+        "projects/roadmap.md",
+        "recipes/sourdough.md",
+        "projects/sourdough.md",
+    ] {
+        assert!(!s.vault.join(gone).exists(), "{gone}");
+    }
+    assert!(!s.vault.join(".trash").exists(), "nothing was deleted");
+    let list = std::fs::read_to_string(s.vault.join("reading/reading-list.md")).unwrap();
+    assert!(
+        list.contains("[[plan]]") && !list.contains("[[roadmap]]"),
+        "{list}"
+    );
+    no_conflict_copies(&s.phone, &s.vault);
+
+    // The device has the rewritten links; another device pulls the same folder.
+    assert_eq!(md_files(&s.phone), md_files(&s.vault));
+    device(&["pull"], &laptop, true);
+    assert_eq!(md_files(&laptop), md_files(&s.vault));
+    let said = device(&["push"], &s.phone, true);
+    assert!(said.contains("pushed 0 changes"), "{said}");
+}

@@ -22,7 +22,8 @@
 //! it. Only an edit whose base moved on the daemon (`VERSION_MOVED`) is kept as a
 //! conflicted copy (`<name> (conflict <device>).md`); any other refusal leaves the file
 //! and the state as they were, and the next push sends the same op under the same key
-//! (see `push`).
+//! (see `push`). A file renamed or moved on the device is pushed as a move (the note
+//! keeps its id; the daemon rewrites the links to it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

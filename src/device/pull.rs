@@ -93,12 +93,15 @@ impl Device {
         let server_path = e["path"].as_str().unwrap_or_default().to_string();
         let private = e["visibility"] == "private";
         let note_id = e["note_id"].as_str().map(str::to_string);
-        let local = local_of(&server_path, private);
+        let mut local = local_of(&server_path, private);
         let hash = e["content_hash"].as_str().unwrap_or_default().to_string();
         let is_note = note_id.is_some() || private;
-        // A note moved: its file follows.
+        // A note moved: its file follows; but a file the device renamed whose rename is
+        // not on the daemon yet (tracked at this daemon path) stays where the user put it.
         if let Some(old) = note_id.as_deref().and_then(|id| self.by_note(id)) {
-            if old != local {
+            if old != local && self.state.files[&old].server_path == server_path {
+                local = old;
+            } else if old != local {
                 self.keep_unpushed(&old)?;
                 let from = self.root.join(&old);
                 if from.exists() {

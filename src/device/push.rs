@@ -77,9 +77,13 @@ impl PushReport {
 /// One op of this push.
 struct Planned {
     local: String,
+    /// Where the daemon has it once the op applies.
     server_path: String,
     private: bool,
     delete: bool,
+    /// A move or rename: the device path the note was synced at, when it changed.
+    moving: bool,
+    from_local: Option<String>,
     /// The hash of the bytes sent (recorded as synced once applied).
     local_hash: String,
     what: String,
@@ -87,9 +91,13 @@ struct Planned {
 }
 
 /// What the device does next after a refusal the daemon's hint does not cover.
-fn next_step(reason: &str, delete: bool) -> &'static str {
+fn next_step(reason: &str, p: &Planned) -> &'static str {
     match reason {
-        "NOTE_NOT_FOUND" if !delete => {
+        "VERSION_MOVED" => {
+            "the note changed on the daemon since: `notevault device pull` brings its \
+             version to the old path; your renamed file stays and is pushed as a new note"
+        }
+        "NOTE_NOT_FOUND" if !p.delete => {
             "the daemon no longer has this note: `notevault device pull` keeps your edit as a \
              conflicted copy, which the next push creates"
         }
@@ -154,18 +162,112 @@ impl Device {
             .collect()
     }
 
+    /// Notes the user renamed or moved: a synced standard note gone from its path whose
+    /// bytes are now, unchanged, at one new path the device does not track (and no
+    /// other note gone has those bytes). `new path -> old path`. (An edited and moved
+    /// note is not recognised: it goes as a delete and a create.)
+    fn renames(&self, hashed: &[(String, String)]) -> BTreeMap<String, String> {
+        let present: std::collections::HashSet<&str> =
+            hashed.iter().map(|(l, _)| l.as_str()).collect();
+        let mut gone: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        for (local, s) in &self.state.files {
+            if !s.private
+                && !s.attachment
+                && s.note_id.is_some()
+                && !s.local_hash.is_empty()
+                && !present.contains(local.as_str())
+            {
+                gone.entry(s.local_hash.as_str()).or_default().push(local);
+            }
+        }
+        let mut new: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        for (local, hash) in hashed {
+            if !self.state.files.contains_key(local) && !server_of(local).1 {
+                new.entry(hash.as_str()).or_default().push(local);
+            }
+        }
+        gone.into_iter()
+            .filter_map(
+                |(hash, from)| match (from.as_slice(), new.get(hash)?.as_slice()) {
+                    ([from], [to]) => Some(((*to).clone(), (*from).clone())),
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
+    /// The move of the note synced at `from` (a device path) to the device path `local`.
+    /// The daemon takes a new folder or a new name per op: both go as a move into the
+    /// new folder now, and the rename in the next round.
+    fn move_op(&self, local: &str, from: &str, hash: String) -> Planned {
+        let s = &self.state.files[from];
+        let target = server_of(local).0;
+        let split = |p: &str| -> (String, String) {
+            match p.rsplit_once('/') {
+                Some((dir, name)) => (dir.to_string(), name.to_string()),
+                None => (String::new(), p.to_string()),
+            }
+        };
+        let ((from_dir, from_name), (to_dir, to_name)) = (split(&s.server_path), split(&target));
+        let to_path = if from_dir != to_dir && from_name != to_name {
+            match to_dir.as_str() {
+                "" => from_name,
+                dir => format!("{dir}/{from_name}"),
+            }
+        } else {
+            target
+        };
+        let note_id = s.note_id.clone().unwrap_or_default();
+        Planned {
+            local: local.to_string(),
+            private: false,
+            delete: false,
+            moving: true,
+            from_local: (from != local).then(|| from.to_string()),
+            what: format!(
+                "move {} -> {to_path} base={} note={note_id} {hash}",
+                s.server_path, s.base
+            ),
+            op: json!({"kind": "move", "note_id": note_id, "path": s.server_path,
+                       "to_path": to_path, "base_version_id": s.base}),
+            server_path: to_path,
+            local_hash: hash,
+        }
+    }
+
     /// The ops of the folder's changes since the last sync; a private note's envelope
     /// is the outbox's when the same op is retried.
     fn plan(&self, version: u64, outbox: &Outbox) -> Result<Vec<Planned>> {
         let mut out = Vec::new();
         let present = self.local_notes();
+        let mut hashed = Vec::with_capacity(present.len());
         for local in &present {
-            let bytes = std::fs::read(self.root.join(local))?;
-            let hash = content_hash(&bytes);
-            let synced = self.state.files.get(local);
-            if synced.is_some_and(|s| s.local_hash == hash) {
+            hashed.push((
+                local.clone(),
+                content_hash(&std::fs::read(self.root.join(local))?),
+            ));
+        }
+        let moves = self.renames(&hashed);
+        for (local, hash) in hashed {
+            if let Some(old) = moves.get(&local) {
+                out.push(self.move_op(&local, old, hash));
                 continue;
             }
+            let synced = self.state.files.get(&local);
+            if let Some(s) = synced.filter(|s| s.local_hash == hash) {
+                // Synced, but at another path on the daemon: the second step of a move
+                // and rename.
+                if !s.private
+                    && !s.attachment
+                    && s.note_id.is_some()
+                    && server_of(&local).0 != s.server_path
+                {
+                    out.push(self.move_op(&local, &local, hash));
+                }
+                continue;
+            }
+            let local = &local;
+            let bytes = std::fs::read(self.root.join(local))?;
             let (server_path, private) = server_of(local);
             let base = synced.map(|s| s.base.clone());
             let note_id = synced.and_then(|s| s.note_id.clone()).filter(|_| !private);
@@ -205,14 +307,21 @@ impl Device {
                 server_path,
                 private,
                 delete: false,
+                moving: false,
+                from_local: None,
                 local_hash: hash,
                 what,
                 op,
             });
         }
+        let moved: std::collections::HashSet<&String> = moves.values().collect();
         for (local, s) in &self.state.files {
             // Only a file the device had (a hash recorded) and the user removed.
-            if s.attachment || s.local_hash.is_empty() || present.contains(local) {
+            if s.attachment
+                || s.local_hash.is_empty()
+                || present.contains(local)
+                || moved.contains(local)
+            {
                 continue;
             }
             let mut op =
@@ -227,6 +336,8 @@ impl Device {
                 server_path: s.server_path.clone(),
                 private: s.private,
                 delete: true,
+                moving: false,
+                from_local: None,
                 local_hash: String::new(),
                 what: format!("delete {} base={}", s.server_path, s.base),
                 op,
@@ -239,6 +350,39 @@ impl Device {
     /// private notes encrypted), then pull when nothing was refused.
     pub async fn push(&mut self) -> Result<PushReport> {
         let version = self.key_version().await?;
+        let mut report = PushReport::default();
+        // A second round sends the renames of notes that moved to a new folder under a
+        // new name (the first round moved them).
+        for _ in 0..2 {
+            let more = self.round(version, &mut report).await?;
+            if !more || !report.refused.is_empty() || !report.pending.is_empty() {
+                break;
+            }
+        }
+        if report.refused.is_empty() {
+            self.pull().await?;
+            // A queued op a reviewer approved since is on the device now: settled.
+            let mut outbox = self.load_outbox()?;
+            let pending = std::mem::take(&mut report.pending);
+            for (local, id) in pending {
+                let now = self.local_hash(&local);
+                let synced = self.state.files.get(&local).map(|s| s.local_hash.clone());
+                if now == synced {
+                    report.applied += 1;
+                    outbox.ops.remove(&local);
+                } else {
+                    report.pending.push((local, id));
+                }
+            }
+            self.save_outbox(&outbox)?;
+        }
+        report.conflicts = std::mem::take(&mut self.kept);
+        Ok(report)
+    }
+
+    /// Plan, key and send the folder's changes; answers whether a move applied that
+    /// still needs its rename.
+    async fn round(&mut self, version: u64, report: &mut PushReport) -> Result<bool> {
         let old = self.load_outbox()?;
         let mut planned = self.plan(version, &old)?;
         // The same op keeps its key; an op no longer planned (settled, or changed since)
@@ -262,7 +406,7 @@ impl Device {
         }
         // Kept before anything is sent: a retry after any failure sends the same keys.
         self.save_outbox(&outbox)?;
-        let mut report = PushReport::default();
+        let settled_before = report.applied + report.pending.len();
         for chunk in planned.chunks(BATCH) {
             let device = self.state.device_id.clone();
             let ops: Vec<&Value> = chunk.iter().map(|p| &p.op).collect();
@@ -286,8 +430,7 @@ impl Device {
                         "push stopped: {why}; {} change(s) not settled here, files and \
                          device state unchanged for them: push again (the same ops go \
                          with the same keys, so nothing is applied twice)",
-                        planned
-                            .len()
+                        (planned.len() + settled_before)
                             .saturating_sub(report.applied + report.pending.len())
                     ));
                 }
@@ -301,29 +444,19 @@ impl Device {
                 ));
             }
             for (result, p) in results.iter().zip(chunk) {
-                self.settle(p, result, &mut outbox, &mut report)?;
+                self.settle(p, result, &mut outbox, report)?;
             }
             self.save()?;
             self.save_outbox(&outbox)?;
         }
-        if report.refused.is_empty() {
-            self.pull().await?;
-            // A queued op a reviewer approved since is on the device now: settled.
-            let pending = std::mem::take(&mut report.pending);
-            for (local, id) in pending {
-                let now = self.local_hash(&local);
-                let synced = self.state.files.get(&local).map(|s| s.local_hash.clone());
-                if now == synced {
-                    report.applied += 1;
-                    outbox.ops.remove(&local);
-                } else {
-                    report.pending.push((local, id));
-                }
-            }
-            self.save_outbox(&outbox)?;
-        }
-        report.conflicts = std::mem::take(&mut self.kept);
-        Ok(report)
+        Ok(planned.iter().any(|p| {
+            p.moving
+                && self
+                    .state
+                    .files
+                    .get(&p.local)
+                    .is_some_and(|s| s.server_path != server_of(&p.local).0)
+        }))
     }
 
     /// Record what the daemon answered for one op.
@@ -341,6 +474,15 @@ impl Device {
                 outbox.ops.remove(&p.local);
                 if p.delete {
                     self.state.files.remove(&p.local);
+                } else if p.moving {
+                    // The note keeps its id at its new path.
+                    if let Some(from) = &p.from_local {
+                        self.state.files.remove(from);
+                    }
+                    let id = r["note_id"].as_str().map(str::to_string);
+                    let base = r["version_id"].as_str().unwrap_or_default().to_string();
+                    let hash = p.local_hash.clone();
+                    self.track_as(&p.local, &p.server_path, id, base, hash, false, false);
                 } else if p.private {
                     let base = r["content_hash"].as_str().unwrap_or_default().to_string();
                     let hash = p.local_hash.clone();
@@ -364,7 +506,7 @@ impl Device {
                 let reason = e["reason"].as_str().unwrap_or_default();
                 let status = e["statusCode"].as_u64().unwrap_or(0) as u16;
                 match reason {
-                    "VERSION_MOVED" => {
+                    "VERSION_MOVED" if !p.moving => {
                         // A real concurrent change: the device's bytes become a
                         // conflicted copy (pushed as a new note), and the pull brings the
                         // daemon's version to the path.
@@ -385,11 +527,7 @@ impl Device {
                     }
                     _ => report.refused.push(Refusal {
                         local: p.local.clone(),
-                        text: format!(
-                            "{}; {}",
-                            refusal_text(status, e),
-                            next_step(reason, p.delete)
-                        ),
+                        text: format!("{}; {}", refusal_text(status, e), next_step(reason, p)),
                     }),
                 }
             }
