@@ -297,6 +297,23 @@ async fn a_refusing_policy_changes_nothing_and_a_queued_push_is_queued_once() {
     let said = device(&["push"], &s.phone, true);
     assert!(said.contains("pushed 0 changes"), "{said}");
     assert!(pending(&base).await.is_empty());
+
+    // Rejected: said so, and the same op is not queued again.
+    std::fs::write(s.phone.join("Welcome.md"), "# Welcome\n\nnot wanted\n").unwrap();
+    device(&["push"], &s.phone, false);
+    let queued = pending(&base).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let path = format!("/v1/writes/{}:reject", queued[0]["id"].as_str().unwrap());
+    let (status, answer) = api(&base, reqwest::Method::POST, &path, None).await;
+    assert_eq!(status, 200, "{answer}");
+    let before = seen(&s.phone, &s.vault);
+    let said = device(&["push"], &s.phone, false);
+    assert!(
+        said.contains("Welcome.md: not pushed: a reviewer rejected it"),
+        "{said}"
+    );
+    assert_eq!(seen(&s.phone, &s.vault), before);
+    assert!(pending(&base).await.is_empty(), "not queued again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

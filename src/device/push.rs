@@ -370,6 +370,15 @@ impl Device {
                 if now == synced {
                     report.applied += 1;
                     outbox.ops.remove(&local);
+                } else if self.rejected(&id).await {
+                    // Its key stays: the same op again is not queued again.
+                    report.refused.push(Refusal {
+                        local,
+                        text: format!(
+                            "a reviewer rejected it (pending write {id}); your file stays as \
+                             it is here: change it to push a new version"
+                        ),
+                    });
                 } else {
                     report.pending.push((local, id));
                 }
@@ -378,6 +387,16 @@ impl Device {
         }
         report.conflicts = std::mem::take(&mut self.kept);
         Ok(report)
+    }
+
+    /// Whether the pending write `id` was rejected (unknown when the credential may not
+    /// read it: then it is still pending to the device).
+    async fn rejected(&self, id: &str) -> bool {
+        let path = format!("/v1/writes/{id}");
+        matches!(
+            self.call(reqwest::Method::GET, &path, None, None).await,
+            Ok((200, v)) if v["status"] == "rejected"
+        )
     }
 
     /// Plan, key and send the folder's changes; answers whether a move applied that
