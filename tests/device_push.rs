@@ -1,11 +1,11 @@
 //! A device push never loses or invents a change, through the real binaries: a daemon
 //! (open local mode) and a device run by `notevault device init|push|pull`. Every refusal
 //! but a concurrent edit (a spent write budget, the rate limit, a `read_only` policy, a
-//! note deleted on the daemon meanwhile, the daemon killed in the middle of a batch)
-//! leaves the device's files and its `state.json` byte for byte as they were, the vault
-//! unchanged, and exits non-zero with the reason and a hint; the next push sends the same
-//! ops under the same keys, so a queued op is queued once and a half-applied batch is
-//! applied exactly once.
+//! note deleted or created on the daemon meanwhile, the daemon killed in the middle of a
+//! batch) leaves the device's files and its `state.json` byte for byte as they were, the
+//! vault unchanged, and exits non-zero with the reason and a hint; the next push sends
+//! the same ops under the same keys, so a queued op is queued once and a half-applied
+//! batch is applied exactly once. A rename on the device is a move on the daemon.
 
 #![allow(
     clippy::disallowed_methods,
@@ -234,37 +234,51 @@ async fn the_rate_limit_keeps_the_edit_and_the_state() {
 async fn a_refusing_policy_changes_nothing_and_a_queued_push_is_queued_once() {
     let s = setup(&[("RATE_LIMIT_WRITE_PER_MINUTE", "0")]);
     let base = s.daemon.base.clone();
-    let inbox = "# Inbox\n\nwaiting for review\n";
-    std::fs::write(s.phone.join("Inbox.md"), inbox).unwrap();
     std::fs::remove_file(s.phone.join("scratchpad.md")).unwrap();
     let before = seen(&s.phone, &s.vault);
 
-    // read_only: both refused, nothing moves.
+    // read_only: refused, nothing moves.
     settings(&base, "write_policy", json!({"write_policy": "read_only"})).await;
     let said = device(&["push"], &s.phone, false);
-    assert!(
-        said.contains("Inbox.md: not pushed: 422 WRITE_REFUSED"),
-        "{said}"
-    );
     assert!(
         said.contains("scratchpad.md: not pushed: 422 WRITE_REFUSED"),
         "{said}"
     );
     assert_eq!(seen(&s.phone, &s.vault), before);
 
-    // review: both queued (pending, not applied), and queued once over two pushes.
+    // review_destructive: the delete is queued (pending, not applied), once over two
+    // pushes.
+    settings(
+        &base,
+        "write_policy",
+        json!({"write_policy": "review_destructive"}),
+    )
+    .await;
+    for _ in 0..2 {
+        let said = device(&["push"], &s.phone, false);
+        assert!(said.contains("scratchpad.md: queued for review"), "{said}");
+        assert!(said.contains("pushed 0 changes"), "{said}");
+        assert!(said.contains("1 pending review"), "{said}");
+        assert_eq!(seen(&s.phone, &s.vault), before);
+    }
+    let delete = pending(&base).await;
+    assert_eq!(delete.len(), 1, "{delete:?}");
+
+    // review: the edit is queued too; the delete is not queued again.
+    let inbox = "# Inbox\n\nwaiting for review\n";
+    std::fs::write(s.phone.join("Inbox.md"), inbox).unwrap();
+    let before = seen(&s.phone, &s.vault);
     settings(&base, "write_policy", json!({"write_policy": "review"})).await;
     let said = device(&["push"], &s.phone, false);
     assert!(
         said.contains("Inbox.md: queued for review as pending write"),
         "{said}"
     );
-    assert!(said.contains("scratchpad.md: queued for review"), "{said}");
-    assert!(said.contains("pushed 0 changes"), "{said}");
     assert!(said.contains("2 pending review"), "{said}");
     assert_eq!(seen(&s.phone, &s.vault), before);
     let queued = pending(&base).await;
     assert_eq!(queued.len(), 2, "{queued:?}");
+    assert!(queued.contains(&delete[0]), "{queued:?}");
     let kept = outbox(&s.phone);
     let said = device(&["push"], &s.phone, false);
     assert!(said.contains("2 pending review"), "{said}");
@@ -317,11 +331,15 @@ async fn a_refusing_policy_changes_nothing_and_a_queued_push_is_queued_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_edit_of_a_note_deleted_meanwhile_is_refused_then_kept_as_a_copy() {
+async fn changes_meeting_a_delete_or_a_new_note_on_the_daemon_are_refused_then_kept_as_copies() {
     let s = setup(&[("RATE_LIMIT_WRITE_PER_MINUTE", "0")]);
     let base = s.daemon.base.clone();
+    // The phone edits the roadmap and writes a new note `ideas`; meanwhile the daemon
+    // deletes the roadmap and gets another `ideas`.
     let edit = "# Roadmap\n\nthe phone's plan\n";
     std::fs::write(s.phone.join("projects/roadmap.md"), edit).unwrap();
+    let ideas = "# Ideas\n\nfrom the phone\n";
+    std::fs::write(s.phone.join("ideas.md"), ideas).unwrap();
     let (status, answer) = api(
         &base,
         reqwest::Method::DELETE,
@@ -330,22 +348,48 @@ async fn an_edit_of_a_note_deleted_meanwhile_is_refused_then_kept_as_a_copy() {
     )
     .await;
     assert_eq!(status, 200, "{answer}");
+    let theirs = "# Ideas\n\nfrom the desk\n";
+    let body = json!({"slug": "ideas", "content": theirs, "agent_id": "desk"});
+    let (status, answer) = api(&base, reqwest::Method::POST, "/v1/notes", Some(body)).await;
+    assert_eq!(status, 201, "{answer}");
     let before = seen(&s.phone, &s.vault);
     let said = device(&["push"], &s.phone, false);
     assert!(
         said.contains("projects/roadmap.md: not pushed: 404 NOTE_NOT_FOUND"),
         "{said}"
     );
+    assert!(
+        said.contains("ideas.md: not pushed: 409 NAME_COLLISION"),
+        "{said}"
+    );
     assert!(said.contains("notevault device pull"), "{said}");
     assert_eq!(seen(&s.phone, &s.vault), before);
 
-    // The pull keeps the edit as a copy, which the next push creates.
+    // The pull keeps both as copies (the daemon's `ideas` beside the phone's), which the
+    // next push creates.
     device(&["pull"], &s.phone, true);
     let copy = "projects/roadmap (conflict phone).md";
     assert!(!s.phone.join("projects/roadmap.md").exists());
     assert_eq!(std::fs::read_to_string(s.phone.join(copy)).unwrap(), edit);
+    let ideas_copy = "ideas (conflict phone).md";
+    assert_eq!(
+        std::fs::read_to_string(s.phone.join("ideas.md")).unwrap(),
+        theirs
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.phone.join(ideas_copy)).unwrap(),
+        ideas
+    );
     device(&["push"], &s.phone, true);
     assert_eq!(std::fs::read_to_string(s.vault.join(copy)).unwrap(), edit);
+    assert_eq!(
+        std::fs::read_to_string(s.vault.join(ideas_copy)).unwrap(),
+        ideas
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.vault.join("ideas.md")).unwrap(),
+        theirs
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
