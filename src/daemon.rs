@@ -170,7 +170,7 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
         anyhow::bail!("vault {} is not a folder", root.display());
     }
     let state_dir = config.state_dir_of_vault()?;
-    std::fs::create_dir_all(&state_dir)
+    crate::state::create_state_dir(&state_dir)
         .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", state_dir.display()))?;
     let state_dir = state_dir.canonicalize()?;
     probe_writable(&state_dir)?;

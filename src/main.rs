@@ -68,11 +68,26 @@ fn device(command: DeviceCommand) -> anyhow::Result<()> {
                 eprintln!("notevault: pulled {n} ops");
             }
             DeviceCommand::Push(d) => {
-                let (applied, conflicts) =
-                    device::push(&d.dir, d.token, d.passphrase.as_deref()).await?;
+                let report = device::push(&d.dir, d.token, d.passphrase.as_deref()).await?;
+                for (file, copy) in &report.conflicts {
+                    eprintln!("notevault: {file}: changed here and on the daemon; your version is kept as {copy}");
+                }
+                for (file, id) in &report.pending {
+                    eprintln!("notevault: {file}: queued for review as pending write {id}, not applied yet (a pull brings it once a reviewer approves it)");
+                }
+                for r in &report.refused {
+                    eprintln!("notevault: {}: not pushed: {}", r.local, r.text);
+                }
                 eprintln!(
-                    "notevault: pushed {applied} changes, {conflicts} kept as conflicted copies"
+                    "notevault: pushed {} changes, {} kept as conflicted copies, {} pending review, {} refused",
+                    report.applied,
+                    report.conflicts.len(),
+                    report.pending.len(),
+                    report.refused.len()
                 );
+                if !report.settled() {
+                    anyhow::bail!("not every change is on the daemon yet (see above)");
+                }
             }
             DeviceCommand::Passphrase(a) => {
                 let d = a.device;
@@ -458,7 +473,7 @@ fn refuse_exposed(config: &Config) -> anyhow::Result<()> {
 fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
     let config = offline_config(store.vault, store.state_dir, store.config)?;
     let dir = config.state_dir_of_vault()?;
-    std::fs::create_dir_all(&dir)
+    notevault::state::create_state_dir(&dir)
         .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;
     Meta::open(&dir.join("meta.sqlite"))
         .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))

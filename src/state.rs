@@ -195,3 +195,32 @@ pub fn stopping() -> crate::error::Error {
     )
     .with_retry_after(1)
 }
+
+/// Make the state directory `dir` if it is missing. One the daemon makes gets a
+/// `.gitignore` of `*`, so a vault under git (or a tool that honours it) never takes in
+/// the daemon's stores; an existing `.gitignore` is never rewritten, and a folder that
+/// was there before (a `--state-dir` of the user's) gets none.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the state directory's own .gitignore, written once when the folder is made"
+)]
+pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&ignore)
+    {
+        Ok(mut file) => {
+            use std::io::Write;
+            file.write_all(b"*\n")?;
+            file.sync_all()
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -460,3 +460,160 @@ async fn a_write_whose_leftover_cannot_be_cleared_is_never_answered_as_landed() 
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// One folder operation, made on a vault of `sub/a.md`, `dest/keep.md` and `linker.md`
+/// (a link to `sub/a`): its route, body and status, and the note inside afterwards.
+struct FolderOp {
+    name: &'static str,
+    path: &'static str,
+    body: Value,
+    status: u16,
+    /// The folder's path in the receipt, and where `a.md` is afterwards (`None`: no
+    /// note moves).
+    folder: &'static str,
+    note: Option<&'static str>,
+    /// Folders that exist afterwards, and those that do not.
+    there: &'static [&'static str],
+    gone: &'static [&'static str],
+}
+
+/// A folder move, rename, delete and create stopped at each step of the pipeline: after
+/// a restart the retry with the same key answers the operation's receipt (not
+/// `FOLDER_NOT_FOUND` or `NAME_COLLISION`), the receipt replays byte for byte, and the
+/// folder is where it should be, moved exactly once (one revision of the note inside, by
+/// the agent, none taken for an editor's change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_operation_retried_after_a_crash_at_any_step_gets_its_receipt() {
+    let client = reqwest::Client::new();
+    let ops = [
+        FolderOp {
+            name: "move",
+            path: "/v1/folders:move",
+            body: json!({"path": "sub", "folder": "dest", "agent_id": "t"}),
+            status: 200,
+            folder: "dest/sub",
+            note: Some("dest/sub/a.md"),
+            there: &["dest/sub"],
+            gone: &["sub"],
+        },
+        FolderOp {
+            name: "rename",
+            path: "/v1/folders:rename",
+            body: json!({"path": "sub", "name": "renamed", "agent_id": "t"}),
+            status: 200,
+            folder: "renamed",
+            note: Some("renamed/a.md"),
+            there: &["renamed"],
+            gone: &["sub"],
+        },
+        FolderOp {
+            name: "delete",
+            path: "/v1/folders:delete",
+            body: json!({"path": "sub", "trash_notes": true, "agent_id": "t"}),
+            status: 200,
+            folder: "sub",
+            note: Some(".trash/sub/a.md"),
+            there: &[".trash/sub"],
+            gone: &["sub", ".trash/sub 2"],
+        },
+        FolderOp {
+            name: "create",
+            path: "/v1/folders",
+            body: json!({"path": "made", "agent_id": "t"}),
+            status: 201,
+            folder: "made",
+            note: None,
+            there: &["made", "sub"],
+            gone: &[],
+        },
+    ];
+    for step in STEPS {
+        for op in &ops {
+            let what = format!("folder {} stopped at {step}", op.name);
+            let dir = tempfile::tempdir().unwrap();
+            let vault = dir.path().join("vault");
+            let state = dir.path().join("state");
+            std::fs::create_dir_all(vault.join("sub")).unwrap();
+            std::fs::create_dir_all(vault.join("dest")).unwrap();
+            std::fs::write(vault.join("sub/a.md"), "# A\n\nalpha\n").unwrap();
+            std::fs::write(vault.join("dest/keep.md"), "# Keep\n").unwrap();
+            std::fs::write(vault.join("linker.md"), "see [[sub/a]]\n").unwrap();
+
+            let (mut child, base) = start_with(&vault, &state, Some(step));
+            let send = |base: &str| {
+                client
+                    .post(format!("{base}{}", op.path))
+                    .header("Idempotency-Key", "the-folder-write")
+                    .json(&op.body)
+                    .send()
+            };
+            if let Ok(res) = send(&base).await {
+                panic!("{what}: answered {}", res.text().await.unwrap());
+            }
+            assert!(
+                !child.wait().unwrap().success(),
+                "{what}: the daemon aborted"
+            );
+
+            let (mut child, base) = start(&vault, &state);
+            let res = send(&base).await.unwrap();
+            let got = res.status().as_u16();
+            let text = res.text().await.unwrap();
+            assert_eq!(got, op.status, "{what}: {text}");
+            let receipt: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(receipt["status"], "applied", "{what}: {receipt}");
+            assert_eq!(receipt["path"], op.folder, "{what}: {receipt}");
+            assert_eq!(
+                receipt["notes"],
+                u64::from(op.note.is_some()),
+                "{what}: {receipt}"
+            );
+            let again = send(&base).await.unwrap();
+            assert_eq!(again.status().as_u16(), op.status);
+            assert_eq!(again.text().await.unwrap(), text, "{what}: replay");
+
+            for rel in op.there {
+                assert!(vault.join(rel).is_dir(), "{what}: {rel} is there");
+            }
+            for rel in op.gone {
+                assert!(!vault.join(rel).exists(), "{what}: {rel} is gone");
+            }
+            let Some(note) = op.note else {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                continue;
+            };
+            assert_eq!(
+                std::fs::read_to_string(vault.join(note)).unwrap(),
+                "# A\n\nalpha\n",
+                "{what}"
+            );
+            // Moved or deleted once, as the agent's operation.
+            let slug = note
+                .trim_start_matches(".trash/")
+                .trim_end_matches(".md")
+                .replace('/', "%2F");
+            let revisions: Value =
+                get_json(&client, format!("{base}/v1/notes/{slug}:listRevisions")).await;
+            let versions = revisions["versions"].as_array().unwrap();
+            let by_agent = versions.iter().filter(|r| r["actor"] == "agent:t").count();
+            assert_eq!(by_agent, 1, "{what}: {revisions}");
+            assert!(
+                versions
+                    .iter()
+                    .all(|r| r["actor"] != "filesystem" || r["kind"] == "create"),
+                "{what}: the change is not taken for an editor's: {revisions}"
+            );
+            if op.name != "delete" {
+                let linker = std::fs::read_to_string(vault.join("linker.md")).unwrap();
+                let target = note.trim_end_matches(".md");
+                assert!(
+                    linker.contains(target),
+                    "{what}: the link follows: {linker}"
+                );
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}

@@ -344,3 +344,53 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
     let blob = common::git(&s.state, &["show", "HEAD:a (recovered).md"]);
     assert_eq!(blob, "# A\nthe second editor save\n");
 }
+
+/// `git status` of `vault` made a git repository: what git would take in.
+fn git_untracked(vault: &Path) -> String {
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(vault)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    git(&["status", "--porcelain", "--untracked-files=all"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_directory_the_daemon_makes_is_ignored_by_git() {
+    // The default place, inside the vault: made with a `.gitignore` of `*`.
+    let s = TestServer::start(Some("vault-example"), |c| c.state_dir = None).await;
+    let (dir, vault, state) = s.stop().await;
+    let ignore = vault.join(".notevault/.gitignore");
+    assert_eq!(std::fs::read_to_string(&ignore).unwrap(), "*\n");
+    let status = git_untracked(&vault);
+    assert!(status.contains("Welcome.md"), "{status}");
+    assert!(!status.contains(".notevault"), "{status}");
+
+    // A `.gitignore` the user changed is never rewritten.
+    std::fs::write(&ignore, "# mine\n*\n").unwrap();
+    let s = TestServer::start_in(dir, vault, state, |c| c.state_dir = None).await;
+    let (_dir, vault, _) = s.stop().await;
+    assert_eq!(
+        std::fs::read_to_string(vault.join(".notevault/.gitignore")).unwrap(),
+        "# mine\n*\n"
+    );
+
+    // A `--state-dir` made by the daemon gets one; a folder that was there gets none.
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let (_dir, _, state) = s.stop().await;
+    assert_eq!(
+        std::fs::read_to_string(state.join(".gitignore")).unwrap(),
+        "*\n"
+    );
+    let (dir, vault, state) = common::temp_vault(Some("vault-example"));
+    std::fs::create_dir_all(&state).unwrap();
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let (_dir, _, state) = s.stop().await;
+    assert!(!state.join(".gitignore").exists());
+}

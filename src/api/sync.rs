@@ -657,6 +657,11 @@ pub struct PushOpRequest {
     /// its `content_base64` is the device's ciphertext envelope and its base is the
     /// file's `content_hash` (`sha256:<hex>`).
     pub visibility: Option<String>,
+    /// The op's own Idempotency-Key (1..255 visible ASCII characters), kept by the
+    /// device with the op until it is settled: a retry of the op in any later batch
+    /// replays its receipt (a queued op is never queued twice). Without it the op's key
+    /// is the batch's `Idempotency-Key` and its index.
+    pub idempotency_key: Option<String>,
 }
 
 /// `POST /v1/sync/ops`.
@@ -689,6 +694,20 @@ pub struct PushResult {
 pub struct PushResults {
     pub results: Vec<PushResult>,
     pub committed_seq: i64,
+}
+
+/// An op's own Idempotency-Key, held to the header's rule.
+fn op_key(i: usize, key: Option<&str>) -> Result<Option<String>, Error> {
+    match key {
+        None => Ok(None),
+        Some(k) if (1..=255).contains(&k.len()) && k.chars().all(|c| c.is_ascii_graphic()) => {
+            Ok(Some(k.to_string()))
+        }
+        Some(_) => Err(Error::invalid_field(
+            format!("ops[{i}].idempotency_key"),
+            "must be 1 to 255 visible ASCII characters",
+        )),
+    }
 }
 
 fn push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, Error> {
@@ -854,6 +873,12 @@ pub async fn push_route(
     if !(1..=100).contains(&len) {
         return Err(Error::invalid_field("device_id", "must be 1 to 100 characters").into());
     }
+    let op_keys = req
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| op_key(i, o.idempotency_key.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
     let ops = req
         .ops
         .into_iter()
@@ -863,7 +888,7 @@ pub async fn push_route(
     let device = req.device_id;
     let (outcomes, committed) = blocking(move || {
         let prepared = domain::push::prepare(&state, &ops)?;
-        let outcomes = domain::push::push(&state, &device, &key, prepared);
+        let outcomes = domain::push::push(&state, &device, &key, &op_keys, prepared);
         Ok((outcomes, state.committed_seq()))
     })
     .await?;

@@ -17,9 +17,13 @@
 //! ```
 //!
 //! The device keeps what it last synced in `<folder>/.notevault-device/state.json`
-//! (paths, ids, versions and hashes; never a key or a passphrase). An edit whose base
-//! moved on the daemon is kept as a conflicted copy (`<name> (conflict <device>).md`),
-//! never lost.
+//! (paths, ids, versions and hashes; never a key or a passphrase), and the ops it sent
+//! that are not settled yet, each with its own Idempotency-Key, in `outbox.json` beside
+//! it. Only an edit whose base moved on the daemon (`VERSION_MOVED`) is kept as a
+//! conflicted copy (`<name> (conflict <device>).md`); any other refusal leaves the file
+//! and the state as they were, and the next push sends the same op under the same key
+//! (see `push`). A file renamed or moved on the device is pushed as a move (the note
+//! keeps its id; the daemon rewrites the links to it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,16 +31,21 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::sync::e2ee::{SCRYPT_N, SCRYPT_P, SCRYPT_R};
-use crate::vault::{content_hash, PRIVATE_MAGIC, PRIVATE_SUFFIX};
+use crate::vault::{content_hash, PRIVATE_SUFFIX};
+
+mod crypto;
+mod pull;
+mod push;
+
+pub use crypto::{decrypt_note, encrypt_note};
+use crypto::{random, unwrap_dek, wrap};
+pub use push::{PushReport, Refusal};
 
 const STATE_DIR: &str = ".notevault-device";
-const DEK_AAD: &[u8] = b"notevault-dek v1";
 const LOCAL_PRIVATE: &str = ".private.md";
 
 /// What the device last synced of one file.
@@ -73,92 +82,21 @@ pub struct Device {
     token: Option<String>,
     http: reqwest::Client,
     dek: Option<[u8; 32]>,
+    /// Conflicted copies made in this run: (the file, its copy).
+    pub kept: Vec<(String, String)>,
 }
 
-fn random<const N: usize>() -> Result<[u8; N]> {
-    let mut b = [0u8; N];
-    getrandom::fill(&mut b).map_err(|e| anyhow!("no randomness: {e}"))?;
-    Ok(b)
-}
-
-/// The key-encryption key of a passphrase or a recovery key.
-fn kek(secret: &str, salt: &str) -> Result<[u8; 32]> {
-    let log_n = SCRYPT_N.trailing_zeros() as u8;
-    let params = scrypt::Params::new(log_n, SCRYPT_R as u32, SCRYPT_P as u32, 32)
-        .map_err(|e| anyhow!("scrypt parameters: {e}"))?;
-    let mut out = [0u8; 32];
-    scrypt::scrypt(secret.as_bytes(), salt.as_bytes(), &params, &mut out)
-        .map_err(|e| anyhow!("scrypt: {e}"))?;
-    Ok(out)
-}
-
-fn seal(key: &[u8; 32], aad: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
-    let nonce = random::<24>()?;
-    let cipher = XChaCha20Poly1305::new(key.into());
-    let sealed = cipher
-        .encrypt(XNonce::from_slice(&nonce), Payload { msg: plain, aad })
-        .map_err(|_| anyhow!("encryption failed"))?;
-    Ok([nonce.as_slice(), &sealed].concat())
-}
-
-fn open(key: &[u8; 32], aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>> {
-    if sealed.len() < 24 {
-        bail!("a sealed value is too short");
+/// An error answer as a user reads it: status, reason, message and the daemon's hint.
+fn refusal_text(status: u16, v: &Value) -> String {
+    let mut text = format!(
+        "{status} {}: {}",
+        v["reason"].as_str().unwrap_or("?"),
+        v["message"].as_str().unwrap_or("")
+    );
+    if let Some(hint) = v["hint"].as_str().filter(|h| !h.is_empty()) {
+        text.push_str(&format!(" (hint: {hint})"));
     }
-    let (nonce, body) = sealed.split_at(24);
-    XChaCha20Poly1305::new(key.into())
-        .decrypt(XNonce::from_slice(nonce), Payload { msg: body, aad })
-        .map_err(|_| anyhow!("decryption failed: wrong passphrase or key, or tampered data"))
-}
-
-/// Wrap the data key under a secret: `(salt, wrappedDek)`.
-fn wrap(dek: &[u8; 32], secret: &str) -> Result<(String, String)> {
-    let salt = STANDARD.encode(random::<16>()?);
-    let wrapped = STANDARD.encode(seal(&kek(secret, &salt)?, DEK_AAD, dek)?);
-    Ok((salt, wrapped))
-}
-
-fn unwrap_dek(secret: &str, salt: &str, wrapped: &str) -> Result<[u8; 32]> {
-    let sealed = STANDARD
-        .decode(wrapped)
-        .context("wrappedDek is not base64")?;
-    let dek = open(&kek(secret, salt)?, DEK_AAD, &sealed)?;
-    dek.try_into()
-        .map_err(|_| anyhow!("the data key is not 32 bytes"))
-}
-
-/// A private note's envelope for the daemon's file `server_path`.
-pub fn encrypt_note(
-    dek: &[u8; 32],
-    key_version: u64,
-    server_path: &str,
-    plain: &[u8],
-) -> Result<Vec<u8>> {
-    let aad = [PRIVATE_MAGIC, server_path.as_bytes()].concat();
-    let sealed = STANDARD.encode(seal(dek, &aad, plain)?);
-    let mut out = PRIVATE_MAGIC.to_vec();
-    out.extend_from_slice(format!("key-version: {key_version}\n{sealed}\n").as_bytes());
-    Ok(out)
-}
-
-/// The note inside an envelope.
-pub fn decrypt_note(dek: &[u8; 32], server_path: &str, envelope: &[u8]) -> Result<Vec<u8>> {
-    let rest = envelope
-        .strip_prefix(PRIVATE_MAGIC)
-        .ok_or_else(|| anyhow!("{server_path} is not a private-note envelope"))?;
-    let text = std::str::from_utf8(rest).context("envelope is not text")?;
-    let sealed = text
-        .lines()
-        .nth(1)
-        .ok_or_else(|| anyhow!("{server_path}: envelope without ciphertext"))?;
-    let aad = [PRIVATE_MAGIC, server_path.as_bytes()].concat();
-    open(
-        dek,
-        &aad,
-        &STANDARD
-            .decode(sealed.trim())
-            .context("ciphertext is not base64")?,
-    )
+    text
 }
 
 /// The device path of a daemon path: `x.nvpriv` ↔ `x.private.md`.
@@ -176,14 +114,22 @@ fn server_of(local: &str) -> (String, bool) {
     }
 }
 
-fn conflict_name(path: &str, device: &str) -> String {
+/// A conflicted copy's name beside `path` that nothing in `root` holds yet (an older
+/// conflicted copy is never overwritten).
+fn conflict_name(root: &Path, path: &str, device: &str) -> String {
     let (stem, ext) = match path.strip_suffix(LOCAL_PRIVATE) {
         Some(stem) => (stem, LOCAL_PRIVATE),
         None => path
             .rsplit_once('.')
             .map_or((path, ""), |(s, _)| (s, &path[s.len()..])),
     };
-    format!("{stem} (conflict {device}){ext}")
+    let mut name = format!("{stem} (conflict {device}){ext}");
+    let mut n = 2;
+    while root.join(&name).symlink_metadata().is_ok() {
+        name = format!("{stem} (conflict {device} {n}){ext}");
+        n += 1;
+    }
+    name
 }
 
 #[allow(
@@ -191,10 +137,18 @@ fn conflict_name(path: &str, device: &str) -> String {
     reason = "the device client writes its own folder, not a vault"
 )]
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    let dir = path
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no folder", path.display()))?;
+    std::fs::create_dir_all(dir)?;
+    // A temp file beside it, then a rename: a crash leaves the old file or the new one,
+    // never a torn one (the walk of the folder skips the hidden temp name).
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{name}.notevault-device-tmp"));
+    std::fs::write(&temp, bytes)
+        .and_then(|()| std::fs::File::open(&temp)?.sync_all())
+        .and_then(|()| std::fs::rename(&temp, path))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[allow(
@@ -232,12 +186,18 @@ impl Device {
             token,
             http: reqwest::Client::new(),
             dek: None,
+            kept: Vec::new(),
         })
     }
 
     fn save(&self) -> Result<()> {
         let json = serde_json::to_vec_pretty(&self.state)?;
-        write_file(&self.root.join(STATE_DIR).join("state.json"), &json)
+        let file = self.root.join(STATE_DIR).join("state.json");
+        // Unchanged state is not rewritten.
+        if std::fs::read(&file).is_ok_and(|old| old == json) {
+            return Ok(());
+        }
+        write_file(&file, &json)
     }
 
     fn url(&self, path: &str) -> String {
@@ -279,11 +239,7 @@ impl Device {
     ) -> Result<Value> {
         match self.call(method.clone(), path, body, key).await? {
             (200..=299, v) => Ok(v),
-            (status, v) => bail!(
-                "{method} {path}: {status} {}: {}",
-                v["reason"].as_str().unwrap_or("?"),
-                v["message"].as_str().unwrap_or("")
-            ),
+            (status, v) => bail!("{method} {path}: {}", refusal_text(status, &v)),
         }
     }
 
@@ -321,334 +277,6 @@ impl Device {
         std::fs::read(self.root.join(local))
             .ok()
             .map(|b| content_hash(&b))
-    }
-
-    /// Before a pulled change replaces or removes `local`: an edit not pushed yet is
-    /// kept as a conflicted copy.
-    fn keep_unpushed(&self, local: &str) -> Result<()> {
-        let Some(synced) = self.state.files.get(local) else {
-            return Ok(());
-        };
-        match self.local_hash(local) {
-            Some(now) if now != synced.local_hash => {
-                let copy = conflict_name(local, &self.state.device_id);
-                rename_file(&self.root.join(local), &self.root.join(copy))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn track(
-        &mut self,
-        local: &str,
-        server_path: &str,
-        note_id: Option<String>,
-        base: String,
-        private: bool,
-        attachment: bool,
-    ) {
-        let local_hash = self.local_hash(local).unwrap_or_default();
-        self.state.files.insert(
-            local.to_string(),
-            Synced {
-                server_path: server_path.to_string(),
-                note_id,
-                base,
-                local_hash,
-                private,
-                attachment,
-            },
-        );
-    }
-
-    fn by_note(&self, note_id: &str) -> Option<String> {
-        self.state
-            .files
-            .iter()
-            .find(|(_, s)| s.note_id.as_deref() == Some(note_id))
-            .map(|(p, _)| p.clone())
-    }
-
-    /// Put one note (standard or private) or attachment as the daemon has it.
-    async fn put(&mut self, e: &Value) -> Result<()> {
-        let server_path = e["path"].as_str().unwrap_or_default().to_string();
-        let private = e["visibility"] == "private";
-        let note_id = e["note_id"].as_str().map(str::to_string);
-        let local = local_of(&server_path, private);
-        let hash = e["content_hash"].as_str().unwrap_or_default().to_string();
-        let is_note = note_id.is_some() || private;
-        // A note moved: its file follows.
-        if let Some(old) = note_id.as_deref().and_then(|id| self.by_note(id)) {
-            if old != local {
-                self.keep_unpushed(&old)?;
-                let from = self.root.join(&old);
-                if from.exists() {
-                    rename_file(&from, &self.root.join(&local))?;
-                }
-                self.state.files.remove(&old);
-            }
-        }
-        let bytes = match e["content_base64"].as_str() {
-            Some(b64) => Some(STANDARD.decode(b64).context("content is not base64")?),
-            None if !is_note => {
-                let res = self
-                    .http
-                    .get(self.url(&format!("/v1/attachments/{server_path}")))
-                    .bearer_auth(self.token.clone().unwrap_or_default())
-                    .send()
-                    .await?;
-                if res.status().as_u16() == 404 {
-                    return Ok(());
-                }
-                Some(res.bytes().await?.to_vec())
-            }
-            None => None,
-        };
-        if let Some(bytes) = bytes {
-            let plain = if private {
-                let dek = self
-                    .dek
-                    .ok_or_else(|| anyhow!("a private note arrived: unlock with the passphrase"))?;
-                decrypt_note(&dek, &server_path, &bytes)?
-            } else {
-                bytes
-            };
-            if self.local_hash(&local) != Some(content_hash(&plain)) {
-                self.keep_unpushed(&local)?;
-                write_file(&self.root.join(&local), &plain)?;
-            }
-        }
-        let base = match (&note_id, e["version_id"].as_str()) {
-            (Some(_), Some(v)) => v.to_string(),
-            _ => hash,
-        };
-        self.track(&local, &server_path, note_id, base, private, !is_note);
-        Ok(())
-    }
-
-    fn forget(&mut self, local: &str) -> Result<()> {
-        self.keep_unpushed(local)?;
-        remove_file(&self.root.join(local));
-        self.state.files.remove(local);
-        Ok(())
-    }
-
-    async fn apply(&mut self, op: &Value) -> Result<()> {
-        let server_path = op["path"].as_str().unwrap_or_default();
-        let private = op["visibility"] == "private";
-        match op["kind"].as_str().unwrap_or_default() {
-            "upsert" | "move" | "attachment_upsert" => self.put(op).await,
-            "delete" => {
-                let local = match op["note_id"].as_str() {
-                    Some(id) => self.by_note(id),
-                    None => Some(local_of(server_path, private)),
-                };
-                match local {
-                    Some(local) => self.forget(&local),
-                    None => Ok(()),
-                }
-            }
-            "attachment_delete" => self.forget(server_path),
-            _ => Ok(()),
-        }
-    }
-
-    async fn snapshot(&mut self) -> Result<()> {
-        let mut token: Option<String> = None;
-        let mut seen = std::collections::BTreeSet::new();
-        let seq = loop {
-            let path = match &token {
-                Some(t) => format!("/v1/sync/snapshot?page_size=200&page_token={t}"),
-                None => "/v1/sync/snapshot?page_size=200".to_string(),
-            };
-            let page = self.ok(reqwest::Method::GET, &path, None, None).await?;
-            for e in page["entries"].as_array().cloned().unwrap_or_default() {
-                let private = e["visibility"] == "private";
-                seen.insert(local_of(e["path"].as_str().unwrap_or_default(), private));
-                self.put(&e).await?;
-            }
-            match page["next_page_token"].as_str() {
-                Some(t) => token = Some(t.to_string()),
-                None => break page["seq"].as_i64().unwrap_or(0),
-            }
-        };
-        // What the device tracked and the daemon no longer has.
-        let gone: Vec<String> = self
-            .state
-            .files
-            .keys()
-            .filter(|p| !seen.contains(*p))
-            .cloned()
-            .collect();
-        for local in gone {
-            self.forget(&local)?;
-        }
-        self.state.seq = Some(seq);
-        Ok(())
-    }
-
-    /// Bring the folder up to the daemon: the snapshot first (or again after
-    /// compaction), then the ops after the device's seq. Answers how many ops applied.
-    pub async fn pull(&mut self) -> Result<usize> {
-        if self.state.seq.is_none() {
-            self.snapshot().await?;
-            self.save()?;
-        }
-        let mut applied = 0;
-        loop {
-            let after = self.state.seq.unwrap_or(0);
-            let path = format!("/v1/sync/ops?after_seq={after}&page_size=200");
-            let page = match self.call(reqwest::Method::GET, &path, None, None).await? {
-                (200, page) => page,
-                (410, _) => {
-                    // Compacted past the device: the snapshot, then ops after it.
-                    self.snapshot().await?;
-                    self.save()?;
-                    continue;
-                }
-                (status, v) => bail!("GET {path}: {status} {}", v["reason"]),
-            };
-            for op in page["ops"].as_array().cloned().unwrap_or_default() {
-                self.apply(&op).await?;
-                applied += 1;
-            }
-            self.state.seq = page["next_after_seq"].as_i64();
-            self.save()?;
-            if page["has_more"] != true {
-                break;
-            }
-        }
-        let seq = self.state.seq.unwrap_or(0);
-        let device = self.state.device_id.clone();
-        self.ok(
-            reqwest::Method::POST,
-            "/v1/sync/checkpoint",
-            Some(json!({"device_id": device, "seq": seq})),
-            Some(&format!("checkpoint-{device}-{seq}")),
-        )
-        .await?;
-        Ok(applied)
-    }
-
-    /// Every note file of the folder (device paths), its own state left out.
-    fn local_notes(&self) -> Vec<String> {
-        walkdir::WalkDir::new(&self.root)
-            .into_iter()
-            .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'))
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file())
-            .filter_map(|e| {
-                let rel = e
-                    .path()
-                    .strip_prefix(&self.root)
-                    .ok()?
-                    .to_string_lossy()
-                    .replace('\\', "/");
-                rel.ends_with(".md").then_some(rel)
-            })
-            .collect()
-    }
-
-    /// Push the folder's changes since the last sync (new, edited and deleted notes;
-    /// private notes encrypted), then pull. Answers `(applied, conflicts)`.
-    pub async fn push(&mut self) -> Result<(usize, usize)> {
-        let version = self.key_version().await?;
-        let mut ops = Vec::new();
-        let mut locals = Vec::new();
-        let present = self.local_notes();
-        for local in &present {
-            let bytes = std::fs::read(self.root.join(local))?;
-            let synced = self.state.files.get(local).cloned();
-            if synced
-                .as_ref()
-                .is_some_and(|s| s.local_hash == content_hash(&bytes))
-            {
-                continue;
-            }
-            let (server_path, private) = server_of(local);
-            let mut op = if private {
-                let dek = self
-                    .dek
-                    .ok_or_else(|| anyhow!("{local} is private: private notes are not enabled (run `notevault device init`)"))?;
-                let envelope = encrypt_note(&dek, version, &server_path, &bytes)?;
-                json!({"kind": "upsert", "visibility": "private", "path": server_path,
-                       "content_base64": STANDARD.encode(envelope)})
-            } else {
-                json!({"kind": "upsert", "path": server_path, "content_base64": STANDARD.encode(&bytes)})
-            };
-            if let Some(s) = &synced {
-                op["base_version_id"] = json!(s.base);
-                if !private {
-                    op["note_id"] = json!(s.note_id);
-                }
-            }
-            ops.push(op);
-            locals.push(local.clone());
-        }
-        for (local, s) in &self.state.files {
-            if !s.attachment && !present.contains(local) {
-                let mut op =
-                    json!({"kind": "delete", "path": s.server_path, "base_version_id": s.base});
-                if s.private {
-                    op["visibility"] = json!("private");
-                } else {
-                    op["note_id"] = json!(s.note_id);
-                }
-                ops.push(op);
-                locals.push(local.clone());
-            }
-        }
-        let (mut applied, mut conflicts) = (0, 0);
-        for (chunk, names) in ops.chunks(500).zip(locals.chunks(500)) {
-            let key = format!("push-{}", uuid::Uuid::now_v7());
-            let device = self.state.device_id.clone();
-            let answer = self
-                .ok(
-                    reqwest::Method::POST,
-                    "/v1/sync/ops",
-                    Some(json!({"device_id": device, "ops": chunk})),
-                    Some(&key),
-                )
-                .await?;
-            for (result, local) in answer["results"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .zip(names)
-            {
-                if result["status"] == "applied" {
-                    applied += 1;
-                    let r = &result["receipt"];
-                    let (server_path, private) = server_of(local);
-                    if r["version_id"].as_str().is_some_and(|v| !v.is_empty()) {
-                        let id = r["note_id"].as_str().map(str::to_string);
-                        let base = r["version_id"].as_str().unwrap_or_default().to_string();
-                        self.track(local, &server_path, id, base, false, false);
-                    } else if present.contains(local) {
-                        let base = r["content_hash"].as_str().unwrap_or_default().to_string();
-                        self.track(local, &server_path, None, base, private, false);
-                    } else {
-                        self.state.files.remove(local);
-                    }
-                } else {
-                    // The daemon's note moved on (or the name is taken): keep this edit
-                    // as a conflicted copy; the pull brings the daemon's version back.
-                    conflicts += 1;
-                    let from = self.root.join(local);
-                    if from.exists() {
-                        let copy = conflict_name(local, &self.state.device_id);
-                        rename_file(&from, &self.root.join(copy))?;
-                    }
-                    if let Some(s) = self.state.files.get_mut(local) {
-                        s.local_hash = String::new();
-                    }
-                }
-            }
-        }
-        self.save()?;
-        self.pull().await?;
-        Ok((applied, conflicts))
     }
 }
 
@@ -755,7 +383,7 @@ pub async fn push(
     root: &Path,
     token: Option<String>,
     passphrase: Option<&str>,
-) -> Result<(usize, usize)> {
+) -> Result<PushReport> {
     let mut device = Device::open(root, token)?;
     device.unlock(passphrase).await?;
     device.push().await

@@ -584,9 +584,18 @@ pub fn history_change(
 }
 
 /// A step of a write where a test stops the daemon as `kill -9` would
-/// (`NOTEVAULT_TEST_CRASH_AT`; never set outside tests).
+/// (`NOTEVAULT_TEST_CRASH_AT`; never set outside tests): `step` stops the first write
+/// that reaches it, `step#n` the n-th (a crash in the middle of a device's batch).
 pub(crate) fn crash_point(state: &State, step: &str) {
-    if state.config.test_crash_at.as_deref() == Some(step) {
+    static REACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some(at) = state.config.test_crash_at.as_deref() else {
+        return;
+    };
+    let (at, nth) = match at.split_once('#') {
+        Some((at, n)) => (at, n.parse().unwrap_or(1)),
+        None => (at, 1),
+    };
+    if at == step && REACHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 >= nth {
         eprintln!("notevault: stopping at test crash point {step}");
         std::process::abort();
     }

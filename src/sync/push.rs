@@ -202,12 +202,14 @@ pub fn prepare(state: &State, ops: &[PushOp]) -> Result<Vec<writes::Op>> {
     Ok(out)
 }
 
-/// Submit each op of a prepared batch through the pipeline under `key#<index>` (a retry
-/// of the batch with the same key replays each op's receipt). One result per op.
+/// Submit each op of a prepared batch through the pipeline under its own key
+/// (`op_keys[i]`), else `key#<index>`: a retry with the same keys replays each op's
+/// receipt. One result per op.
 pub fn push(
     state: &State,
     device_id: &str,
     key: &str,
+    op_keys: &[Option<String>],
     ops: Vec<writes::Op>,
 ) -> Vec<Result<Submitted>> {
     let agent_id = format!("device:{device_id}");
@@ -221,14 +223,11 @@ pub fn push(
             let op_hash = serde_json::to_string(&request)
                 .map(|json| blake3::hash(json.as_bytes()).to_hex().to_string())
                 .map_err(Error::internal)?;
-            writes::submit(
-                state,
-                request,
-                Idempotency {
-                    key: &format!("{key}#{i}"),
-                    op_hash,
-                },
-            )
+            let key = match op_keys.get(i) {
+                Some(Some(own)) => own.clone(),
+                _ => format!("{key}#{i}"),
+            };
+            writes::submit(state, request, Idempotency { key: &key, op_hash })
         })
         .collect()
 }

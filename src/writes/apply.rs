@@ -26,7 +26,7 @@ pub(crate) fn apply(
 ) -> Result<Receipt> {
     let actor = format!("agent:{agent_id}");
     if op.is_folder() {
-        return super::folders::apply(state, op, &actor);
+        return super::folders::apply(state, op, &actor, intent);
     }
     if op.is_attachment() {
         return super::attachments::apply(state, op, &actor);

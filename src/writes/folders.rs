@@ -7,9 +7,11 @@
 //! revisions: git keeps no empty folders, the trailer says what happened).
 //!
 //! The folder itself changes in one step (`mkdir`, one `rename` of the whole folder,
-//! `rmdir`), so a crash leaves it before or after, never half moved; what the recorder
-//! had not recorded yet is found by the next start's scan (a move recognised by content
-//! hash). Links to the notes of a moved folder are rewritten afterwards, as for a note's
+//! `rmdir`), so a crash leaves it before or after, never half moved. Like a note's write,
+//! the operation stores its intent ([`FolderIntent`]) under its `Idempotency-Key` before
+//! that step; the next start resolves it ([`resolve`]): one that landed is recorded as
+//! this operation if the recorder had not done it, and its receipt stored, so the retry
+//! gets the receipt instead of `FOLDER_NOT_FOUND` or `NAME_COLLISION`. Links to the notes of a moved folder are rewritten afterwards, as for a note's
 //! move, each linking note its own revision.
 //!
 //! The API creates folders at most one level below the vault's top (`a/b`); deeper
@@ -25,7 +27,7 @@ use crate::vault::fsio;
 use crate::vault::path::{slug_of, SafePath};
 use crate::vault::scan;
 
-use super::{links, FolderFacts, Op, Receipt, ReceiptStatus};
+use super::{links, FolderFacts, FolderIntent, IntentKey, Op, Receipt, ReceiptStatus};
 
 /// How deep the API makes folders: `a/b`, not `a/b/c`.
 pub const MAX_DEPTH: usize = 2;
@@ -221,35 +223,47 @@ pub fn plan(state: &State, op: &Op) -> Result<FolderPlan> {
     }
 }
 
-/// Apply a folder operation (the caller holds the write lock): the one step on disk,
-/// then one recorded batch, then the link rewrites of a move.
-pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
+/// The notes linking to each note a move takes along, from the link graph before the
+/// move (by note id).
+fn linking_of(state: &State, op: &Op, plan: &FolderPlan) -> HashMap<String, Vec<String>> {
+    if !matches!(op, Op::MoveFolder { .. }) || plan.to.is_none() || plan.notes.is_empty() {
+        return HashMap::new();
+    }
+    let catalog = state.catalog.read();
+    let graph = crate::vault::graph::Graph::build(&catalog);
+    plan.notes
+        .iter()
+        .map(|n| {
+            let from: Vec<String> = graph
+                .backlinks(n)
+                .into_iter()
+                .map(|(l, _)| l.slug().to_string())
+                .collect();
+            (n.note_id.clone(), from)
+        })
+        .collect()
+}
+
+fn verb_of(op: &Op) -> &'static str {
+    match op {
+        Op::CreateFolder { .. } => "create",
+        Op::MoveFolder { .. } => "move",
+        _ => "delete",
+    }
+}
+
+/// Apply a folder operation (the caller holds the write lock): its intent (with
+/// `intent`), the one step on disk, then one recorded batch, then the link rewrites of
+/// a move.
+pub(crate) fn apply(
+    state: &State,
+    op: &Op,
+    actor: &str,
+    intent: Option<IntentKey<'_>>,
+) -> Result<Receipt> {
     let plan = plan(state, op)?;
     let root = &state.paths.root;
-    let (verb, created) = match op {
-        Op::CreateFolder { .. } => ("create", true),
-        Op::MoveFolder { .. } => ("move", false),
-        _ => ("delete", false),
-    };
-    // The notes linking to each note that moves, from the link graph before the move.
-    let linking: HashMap<String, Vec<String>> = match (op, &plan.to) {
-        (Op::MoveFolder { .. }, Some(_)) if !plan.notes.is_empty() => {
-            let catalog = state.catalog.read();
-            let graph = crate::vault::graph::Graph::build(&catalog);
-            plan.notes
-                .iter()
-                .map(|n| {
-                    let from: Vec<String> = graph
-                        .backlinks(n)
-                        .into_iter()
-                        .map(|(l, _)| l.slug().to_string())
-                        .collect();
-                    (n.note_id.clone(), from)
-                })
-                .collect()
-        }
-        _ => HashMap::new(),
-    };
+    let linking = linking_of(state, op, &plan);
     // The attachments inside it move or go to the trash with it.
     let inside: Vec<Arc<crate::vault::attachments::Attachment>> = {
         let prefix = format!("{}/", plan.path);
@@ -261,15 +275,56 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             .cloned()
             .collect()
     };
+    // Each note's revision id, chosen before the step: a start after a crash tells by
+    // it whether the operation was recorded.
+    let versions: Vec<String> = plan
+        .notes
+        .iter()
+        .map(|_| uuid::Uuid::now_v7().to_string())
+        .collect();
+    if let Some(key) = intent {
+        let recorded = FolderIntent {
+            actor: actor.to_string(),
+            folder_op: op.clone(),
+            path: plan.path.clone(),
+            to: plan.to.clone(),
+            notes: plan
+                .notes
+                .iter()
+                .zip(&versions)
+                .map(|(n, v)| (n.note_id.clone(), v.clone()))
+                .collect(),
+        };
+        let json = serde_json::to_string(&recorded)
+            .map_err(|e| Error::internal(format!("cannot record a write intent: {e}")))?;
+        state.meta.store_intent(key.key, key.op_hash, &json)?;
+        crate::record::crash_point(state, "before-file");
+    }
     match (op, &plan.to) {
         (Op::CreateFolder { .. }, _) => fsio::create_folder(&root.join(&plan.path))?,
         (_, Some(to)) => fsio::move_folder(&root.join(&plan.path), &root.join(to))?,
         (_, None) => fsio::remove_empty_folder(&root.join(&plan.path))?,
     }
     crate::record::crash_point(state, "after-file");
-    // One entry per note that moved (observed at its new place) or went to the trash.
+    finish(state, op, &plan, actor, &versions, &linking, &inside)
+}
+
+/// Record a folder operation whose step on disk is done: one entry per note that moved
+/// (observed at its new place) or went to the trash, each attachment inside, then the
+/// link rewrites of a move. Answers its receipt.
+fn finish(
+    state: &State,
+    op: &Op,
+    plan: &FolderPlan,
+    actor: &str,
+    versions: &[String],
+    linking: &HashMap<String, Vec<String>>,
+    inside: &[Arc<crate::vault::attachments::Attachment>],
+) -> Result<Receipt> {
+    let root = &state.paths.root;
+    let verb = verb_of(op);
     let mut entries = Vec::new();
-    for note in &plan.notes {
+    for (note, version_id) in plan.notes.iter().zip(versions) {
         let to = match (op, &plan.to) {
             (Op::MoveFolder { .. }, Some(to)) => {
                 let rel = moved_path(&note.path, &plan.path, to);
@@ -290,12 +345,12 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             to,
             bytes: None,
             note_id: note.note_id.clone(),
-            version_id: uuid::Uuid::now_v7().to_string(),
+            version_id: version_id.clone(),
             created_at: note.created_at,
         });
     }
     let mut files = Vec::new();
-    for a in &inside {
+    for a in inside {
         if let (Op::MoveFolder { .. }, Some(to)) = (op, &plan.to) {
             let rel = moved_path(&a.path, &plan.path, to);
             // A rename keeps the file's stamp: its facts stand without a read.
@@ -337,36 +392,7 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             marks: vec![("Notevault-Folder".to_string(), mark)],
         },
     )?;
-    let mut receipt = Receipt {
-        status: ReceiptStatus::Applied,
-        slug: plan
-            .to
-            .clone()
-            .filter(|_| verb == "move")
-            .unwrap_or_else(|| plan.path.clone()),
-        note_id: String::new(),
-        version_id: String::new(),
-        content_hash: String::new(),
-        committed_seq: state.committed_seq(),
-        note: None,
-        renamed: false,
-        unchanged: false,
-        links_updated: 0,
-        links_failed: Vec::new(),
-        flow_back_error: recorded.history_problem,
-        pending_id: None,
-        created,
-        attachment: None,
-        folder: Some(FolderFacts {
-            path: match (verb, &plan.to) {
-                ("move", Some(to)) => to.clone(),
-                _ => plan.path.clone(),
-            },
-            from_path: (verb == "move").then(|| plan.path.clone()),
-            notes: plan.notes.len(),
-            trashed_to: plan.to.clone().filter(|_| verb == "delete"),
-        }),
-    };
+    let mut receipt = receipt_of(state, op, plan, recorded.history_problem);
     // Links to the moved notes, from notes outside the folder and inside it (a linking
     // note that moved along is found at its new slug).
     if let (Op::MoveFolder { .. }, Some(to)) = (op, &plan.to) {
@@ -387,6 +413,108 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
         receipt.committed_seq = state.committed_seq();
     }
     Ok(receipt)
+}
+
+/// The receipt of a folder operation as planned (before its link rewrites).
+fn receipt_of(state: &State, op: &Op, plan: &FolderPlan, history: Option<String>) -> Receipt {
+    let verb = verb_of(op);
+    Receipt {
+        status: ReceiptStatus::Applied,
+        slug: plan
+            .to
+            .clone()
+            .filter(|_| verb == "move")
+            .unwrap_or_else(|| plan.path.clone()),
+        note_id: String::new(),
+        version_id: String::new(),
+        content_hash: String::new(),
+        committed_seq: state.committed_seq(),
+        note: None,
+        renamed: false,
+        unchanged: false,
+        links_updated: 0,
+        links_failed: Vec::new(),
+        flow_back_error: history,
+        pending_id: None,
+        created: verb == "create",
+        attachment: None,
+        folder: Some(FolderFacts {
+            path: match (verb, &plan.to) {
+                ("move", Some(to)) => to.clone(),
+                _ => plan.path.clone(),
+            },
+            from_path: (verb == "move").then(|| plan.path.clone()),
+            notes: plan.notes.len(),
+            trashed_to: plan.to.clone().filter(|_| verb == "delete"),
+        }),
+    }
+}
+
+/// At start, the intent of a folder operation the daemon stopped in (the caller holds
+/// the write lock; the catalog holds the notes as stored). One that landed answers its
+/// receipt, recorded now as that operation (and its links rewritten) when the stop came
+/// before the recorder, and what the scan found of it is taken out of `changed` and
+/// `removed`; one that did not land answers `None` (the retry applies it).
+pub(crate) fn resolve(
+    state: &State,
+    intent: &FolderIntent,
+    changed: &mut Vec<scan::Observed>,
+    removed: &mut Vec<String>,
+) -> Result<Option<Receipt>> {
+    let root = &state.paths.root;
+    let gone = |p: &str| std::fs::symlink_metadata(root.join(p)).is_err();
+    let there = |p: &str| root.join(p).is_dir();
+    let op = &intent.folder_op;
+    let landed = match op {
+        Op::CreateFolder { .. } => there(&intent.path),
+        Op::MoveFolder { .. } => gone(&intent.path) && intent.to.as_deref().is_some_and(there),
+        Op::DeleteFolder { .. } => gone(&intent.path) && intent.to.as_deref().is_none_or(there),
+        _ => false,
+    };
+    if !landed {
+        return Ok(None);
+    }
+    // The batch is one transaction: its first revision tells whether it was recorded.
+    let recorded = match intent.notes.first() {
+        Some((_, version)) => state.meta.revision(version)?.is_some(),
+        // No note inside: nothing of it for the recorder but its commit.
+        None => true,
+    };
+    let (notes, versions): (Vec<Arc<Note>>, Vec<String>) = {
+        let catalog = state.catalog.read();
+        intent
+            .notes
+            .iter()
+            .filter_map(|(id, v)| catalog.get_by_id(id).map(|n| (n.clone(), v.clone())))
+            .unzip()
+    };
+    let plan = FolderPlan {
+        path: intent.path.clone(),
+        to: intent.to.clone(),
+        notes,
+    };
+    if recorded {
+        let mut receipt = receipt_of(state, op, &plan, None);
+        receipt.folder = receipt.folder.map(|f| FolderFacts {
+            notes: intent.notes.len(),
+            ..f
+        });
+        if matches!(op, Op::MoveFolder { .. }) && !intent.notes.is_empty() {
+            receipt.flow_back_error = Some(
+                "the daemon stopped while it rewrote links to this folder's notes; check them with GET /v1/notes/{note}:links".to_string(),
+            );
+        }
+        return Ok(Some(receipt));
+    }
+    for note in &plan.notes {
+        removed.retain(|r| *r != note.path);
+        if let (Op::MoveFolder { .. }, Some(to)) = (op, &plan.to) {
+            let rel = moved_path(&note.path, &plan.path, to);
+            changed.retain(|o| o.rel != rel);
+        }
+    }
+    let linking = linking_of(state, op, &plan);
+    finish(state, op, &plan, &intent.actor, &versions, &linking, &[]).map(Some)
 }
 
 #[cfg(test)]

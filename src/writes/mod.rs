@@ -26,7 +26,9 @@ pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };
 pub use plan::{folder_creatable, plan, Plan};
-pub use receipt::{AttachmentFacts, FolderFacts, Intent, NoteFacts, Receipt, ReceiptStatus};
+pub use receipt::{
+    AttachmentFacts, FolderFacts, FolderIntent, Intent, NoteFacts, Receipt, ReceiptStatus,
+};
 pub(crate) use submit::{apply_now, store_receipt};
 pub use submit::{submit, Idempotency, IntentKey, Submitted};
 

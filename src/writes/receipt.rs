@@ -138,3 +138,17 @@ pub struct Intent {
     pub content_hash: Option<String>,
     pub renamed: bool,
 }
+
+/// A folder operation about to change the folder, recorded like a note's [`Intent`]
+/// (see `writes::folders::resolve`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FolderIntent {
+    pub actor: String,
+    pub folder_op: super::Op,
+    /// The folder, and where it goes (a move) or its files go (a delete to the trash).
+    pub path: String,
+    pub to: Option<String>,
+    /// `(note_id, version_id)` of each note inside: the revision its move or delete is
+    /// recorded as.
+    pub notes: Vec<(String, String)>,
+}

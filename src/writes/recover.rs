@@ -6,7 +6,8 @@
 //! are reconciled: a change that landed is recorded as that write (its version, actor and
 //! kind, not as an editor's change) and its receipt stored, so the client's retry with
 //! the same key gets the receipt instead of `VERSION_MOVED` or `NAME_COLLISION`; a change
-//! that did not land is forgotten, and the retry applies it.
+//! that did not land is forgotten, and the retry applies it. A folder operation's intent
+//! is resolved the same way (`folders::resolve`).
 
 use std::sync::Arc;
 
@@ -17,8 +18,8 @@ use crate::vault::path::slug_of;
 use crate::vault::scan::Observed;
 
 use super::{
-    linking_to, record_change, rewrite_links, store_receipt, Identity, Intent, IntentKey,
-    NoteFacts, Receipt, ReceiptStatus, Recorded,
+    linking_to, record_change, rewrite_links, store_receipt, FolderIntent, Identity, Intent,
+    IntentKey, NoteFacts, Receipt, ReceiptStatus, Recorded,
 };
 
 /// What became of the intents found at start.
@@ -51,6 +52,19 @@ pub fn resolve_intents(
             key: &row.key,
             op_hash: &row.op_hash,
         };
+        if let Ok(folder) = serde_json::from_str::<FolderIntent>(&row.intent) {
+            match super::folders::resolve(state, &folder, changed, removed)? {
+                Some(receipt) => {
+                    store_receipt(state, key, &receipt)?;
+                    resolved.recorded += 1;
+                }
+                None => {
+                    state.meta.forget_intent(&row.key)?;
+                    resolved.forgotten += 1;
+                }
+            }
+            continue;
+        }
         let intent: Intent = match serde_json::from_str(&row.intent) {
             Ok(intent) => intent,
             Err(e) => {

@@ -483,9 +483,14 @@ pub struct Daemon {
 }
 
 pub fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
+    spawn_on("127.0.0.1:0", vault, state, env)
+}
+
+/// [`spawn`] listening on `listen` (a restart on the address a client knows).
+pub fn spawn_on(listen: &str, vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
     let mut command = Command::new(BIN);
     command
-        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
+        .args(["serve", "--listen", listen, "--state-dir"])
         .arg(state)
         .arg(vault)
         .env_remove("NOTEVAULT_CONFIG")
