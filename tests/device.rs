@@ -404,3 +404,62 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
     );
     assert!(!contains(&objects, &canary), "history.git holds the canary");
 }
+
+/// README's "Private notes" set-up block, run as written (`notevault` is this build,
+/// `~` a scratch home, the daemon one started as README's "Set up" does: open local mode
+/// on the example vault): the phone reads the laptop's private note, and the daemon's
+/// folder and state hold no plaintext of it.
+#[test]
+fn the_readme_private_notes_setup_works_as_written() {
+    let readme = std::fs::read_to_string(common::repo_path("README.md")).unwrap();
+    let section = readme
+        .split("\n### Private notes\n")
+        .nth(1)
+        .expect("README has a Private notes section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the section's sh block");
+    let (_dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let home = tempfile::tempdir().unwrap();
+    let mut daemon = common::spawn(&vault, &state, &[]);
+    let script = block
+        .lines()
+        .map(|line| match line.strip_prefix("notevault ") {
+            Some(rest) => format!("'{BIN}' {rest}"),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("http://127.0.0.1:4000", &daemon.base);
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .env("HOME", home.path())
+        .current_dir(home.path())
+        .env_remove("NOTEVAULT_TOKEN")
+        .env_remove("NOTEVAULT_PASSPHRASE")
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "README's block failed:\n{script}\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.ends_with("Only on my devices.\n"), "{stdout}");
+    assert_eq!(
+        read(&home.path().join("Notes-phone"), "diary.private.md"),
+        "Only on my devices.\n"
+    );
+    for (path, bytes) in files(&vault).into_iter().chain(files(&state)) {
+        assert!(
+            !contains(&bytes, "Only on my devices"),
+            "plaintext in {path:?}"
+        );
+    }
+    assert!(vault.join("diary.nvpriv").exists());
+}
