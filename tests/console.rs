@@ -678,56 +678,19 @@ async fn purge_with_trash_notes_moves_the_notes_to_the_trash() {
 /// `target/console-screenshots/`.
 #[test]
 fn the_console_in_a_browser() {
-    let Some(python) = common::tools::python(&["playwright"]) else {
-        return;
-    };
-    let Some(chromium) = common::tools::chromium() else {
-        return;
-    };
-    let (_dir, vault, state) = temp_vault(Some("vault-example"));
     let agent = "agent-static-token-for-the-browser-test";
-    let tokens =
-        json!([{"token": agent, "kind": "pat", "permissions": ["notes.write"]}]).to_string();
-    let mut daemon = spawn(
-        &vault,
-        &state,
-        &[
-            ("AUTH_REQUIRED", "true"),
-            ("NOTEVAULT_STATIC_TOKENS", tokens.as_str()),
-        ],
-    );
-    let link = Command::new(BIN)
-        .args(["login-link", "--state-dir"])
-        .arg(&state)
-        .arg(&vault)
-        .env_remove("NOTEVAULT_CONFIG")
-        .output()
-        .unwrap();
-    assert!(link.status.success(), "{link:?}");
-    let link = String::from_utf8(link.stdout).unwrap().trim().to_string();
-    assert!(
-        link.starts_with(&format!("{}/sign-in?code=", daemon.base)),
-        "{link}"
-    );
+    let tokens = json!([{"token": agent, "kind": "pat", "permissions": ["notes.write"]}]);
     let shots = common::repo_path("target/console-screenshots");
-    let out = Command::new(python)
-        .arg(common::repo_path("tests/console/browser.py"))
-        .env("NV_URL", &daemon.base)
-        .env("NV_LINK", &link)
-        .env("NV_VAULT", &vault)
-        .env("NV_AGENT_TOKEN", agent)
-        .env("NV_SHOTS", &shots)
-        .env("NV_CHROMIUM", chromium)
-        .output()
-        .unwrap();
-    let _ = daemon.child.kill();
-    let _ = daemon.child.wait();
-    assert!(
-        out.status.success(),
-        "browser test failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let shots_env = shots.to_string_lossy().into_owned();
+    if in_a_browser(
+        "tests/console/browser.py",
+        &tokens,
+        &[("NV_AGENT_TOKEN", agent), ("NV_SHOTS", &shots_env)],
+    )
+    .is_none()
+    {
+        return;
+    }
     for page in ["review", "tokens", "activity", "vault", "review-phone"] {
         assert!(shots.join(format!("{page}.png")).exists(), "{page}");
     }
@@ -1521,23 +1484,7 @@ async fn decisions_record_their_decider_and_signed_in_decisions_refuse_a_local_r
     assert!(s.vault.join("decided/1.md").exists());
 
     // So does a token with notes.review, named in the row.
-    let out = std::process::Command::new(BIN)
-        .args([
-            "token",
-            "create",
-            "--name",
-            "reviewer",
-            "--scope",
-            "notes.review",
-        ])
-        .arg("--state-dir")
-        .arg(&s.state)
-        .arg(&s.vault)
-        .env_remove("NOTEVAULT_CONFIG")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let token = common::create_pat(&s.vault, &s.state, "reviewer", &["notes.review"]);
     let res = s
         .client
         .post(s.url(&format!("/v1/writes/{}:reject", queued[2])))
@@ -1576,20 +1523,35 @@ async fn decisions_record_their_decider_and_signed_in_decisions_refuse_a_local_r
 /// nothing is approved or made (`tests/console/svg_chain.py`).
 #[test]
 fn an_uploaded_svg_cannot_approve_writes_in_a_browser() {
-    let Some(python) = common::tools::python(&["playwright"]) else {
-        return;
-    };
-    let Some(chromium) = common::tools::chromium() else {
-        return;
-    };
-    let (_dir, vault, state) = temp_vault(Some("vault-example"));
     let agent = "agent-token-for-the-svg-chain";
     let owner = "owner-token-for-the-svg-chain";
     let tokens = json!([
         {"token": agent, "kind": "pat", "permissions": ["notes.write"]},
         {"token": owner, "permissions": ["notes.write", "notes.review"]},
-    ])
-    .to_string();
+    ]);
+    let Some((_dir, vault)) = in_a_browser(
+        "tests/console/svg_chain.py",
+        &tokens,
+        &[("NV_AGENT_TOKEN", agent), ("NV_OWNER_TOKEN", owner)],
+    ) else {
+        return;
+    };
+    assert!(vault.join("Inbox.md").exists());
+}
+
+/// Run a Playwright script of `tests/console/` against a daemon with auth required and
+/// `tokens`, with a one-time sign-in link (`NV_URL`, `NV_LINK`, `NV_VAULT`,
+/// `NV_CHROMIUM`, and `env`); asserts it succeeded. `None`: the developer opted out of
+/// the outside tools (`NOTEVAULT_REQUIRE_TOOLS=0`) and Chromium or Playwright is missing.
+fn in_a_browser(
+    script: &str,
+    tokens: &Value,
+    env: &[(&str, &str)],
+) -> Option<(tempfile::TempDir, PathBuf)> {
+    let python = common::tools::python(&["playwright"])?;
+    let chromium = common::tools::chromium()?;
+    let (dir, vault, state) = temp_vault(Some("vault-example"));
+    let tokens = tokens.to_string();
     let mut daemon = spawn(
         &vault,
         &state,
@@ -1607,23 +1569,26 @@ fn an_uploaded_svg_cannot_approve_writes_in_a_browser() {
         .unwrap();
     assert!(link.status.success(), "{link:?}");
     let link = String::from_utf8(link.stdout).unwrap().trim().to_string();
+    assert!(
+        link.starts_with(&format!("{}/sign-in?code=", daemon.base)),
+        "{link}"
+    );
     let out = Command::new(python)
-        .arg(common::repo_path("tests/console/svg_chain.py"))
+        .arg(common::repo_path(script))
         .env("NV_URL", &daemon.base)
         .env("NV_LINK", &link)
         .env("NV_VAULT", &vault)
-        .env("NV_AGENT_TOKEN", agent)
-        .env("NV_OWNER_TOKEN", owner)
         .env("NV_CHROMIUM", chromium)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let _ = daemon.child.kill();
     let _ = daemon.child.wait();
     assert!(
         out.status.success(),
-        "the svg chain test failed:\n{}\n{}",
+        "{script} failed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(vault.join("Inbox.md").exists());
+    Some((dir, vault))
 }

@@ -139,23 +139,7 @@ async fn write_tools_are_offered_to_a_writing_token_only() {
 #[tokio::test]
 async fn in_open_mode_a_token_counts_and_a_bad_one_is_refused() {
     let open = TestServer::start(Some("vault-example"), |_| {}).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notevault"))
-        .args([
-            "token",
-            "create",
-            "--name",
-            "agent",
-            "--scope",
-            "notes.write",
-        ])
-        .arg("--state-dir")
-        .arg(&open.state)
-        .arg(&open.vault)
-        .env_remove("NOTEVAULT_CONFIG")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let agent = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let agent = common::create_pat(&open.vault, &open.state, "agent", &["notes.write"]);
     let names = tool_names(&open, Some(&agent)).await;
     assert!(names.iter().any(|n| n == "write_note"), "{names:?}");
     let answer = call(

@@ -32,6 +32,24 @@ pub struct TestServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// `notevault token create --name NAME [--scope S]...` for the vault: the token it printed.
+pub fn create_pat(vault: &Path, state: &Path, name: &str, scopes: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["token", "create", "--name", name]);
+    for scope in scopes {
+        cmd.args(["--scope", scope]);
+    }
+    let out = cmd
+        .arg("--state-dir")
+        .arg(state)
+        .arg(vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "token create: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// Copy a folder, keeping symlinks as symlinks.
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -8,37 +8,18 @@ Environment: NV_URL (the daemon), NV_LINK (a one-time sign-in link), NV_VAULT (t
 folder), NV_AGENT_TOKEN (a token with notes.write), NV_SHOTS (a folder), NV_CHROMIUM.
 """
 
-import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
 
-URL = os.environ["NV_URL"]
+from nv import URL, http, launch
+
 LINK = os.environ["NV_LINK"]
 VAULT = os.environ["NV_VAULT"]
 AGENT = os.environ["NV_AGENT_TOKEN"]
 SHOTS = os.environ["NV_SHOTS"]
-CHROMIUM = os.environ.get("NV_CHROMIUM", "/usr/bin/chromium")
-
-
-def http(method, path, token, body=None, key=None):
-    """An HTTP client beside the browser: (status, JSON body)."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(URL + path, data=data, method=method)
-    req.add_header("Authorization", "Bearer " + token)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if key:
-        req.add_header("Idempotency-Key", key)
-    try:
-        with urllib.request.urlopen(req) as res:
-            return res.status, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def shot(page, name):
@@ -48,18 +29,7 @@ def shot(page, name):
 def main():
     os.makedirs(SHOTS, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
+        browser = launch(p)
         context = browser.new_context(viewport={"width": 1100, "height": 900})
         page = context.new_page()
         dialogs = []

@@ -13,20 +13,17 @@ Environment: NV_URL, NV_LINK (a one-time sign-in link), NV_VAULT, NV_AGENT_TOKEN
 NV_OWNER_TOKEN, NV_CHROMIUM.
 """
 
-import json
 import os
-import urllib.error
-import urllib.request
 import uuid
 
 from playwright.sync_api import expect, sync_playwright
 
-URL = os.environ["NV_URL"]
+from nv import URL, http, launch
+
 LINK = os.environ["NV_LINK"]
 VAULT = os.environ["NV_VAULT"]
 AGENT = os.environ["NV_AGENT_TOKEN"]
 OWNER = os.environ["NV_OWNER_TOKEN"]
-CHROMIUM = os.environ.get("NV_CHROMIUM", "/usr/bin/chromium")
 
 # What the attacker's file would do in the console's origin: approve every pending write
 # with the person's cookie and CSRF token, and make a reviewer's token.
@@ -47,22 +44,6 @@ SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
     "<rect width=\"10\" height=\"10\"/><script><![CDATA[" + SCRIPT + "]]></script></svg>"
 ).encode()
-
-
-def http(method, path, token, body=None, key=None, raw=None, content_type=None):
-    """An HTTP client beside the browser: (status, JSON body)."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(URL + path, data=data, method=method)
-    req.add_header("Authorization", "Bearer " + token)
-    if data is not None:
-        req.add_header("Content-Type", content_type or "application/json")
-    if key:
-        req.add_header("Idempotency-Key", key)
-    try:
-        with urllib.request.urlopen(req) as res:
-            return res.status, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def multipart(name, data, content_type):
@@ -97,18 +78,7 @@ def main():
     assert status == 200, before
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
+        browser = launch(p)
         context = browser.new_context(accept_downloads=True)
         page = context.new_page()
         page.goto(LINK)
