@@ -1,4 +1,5 @@
-//! The metadata store: SQLite (bundled), WAL, versioned schema migrations.
+//! The metadata store: SQLite (bundled), WAL with `synchronous = FULL` (a committed row
+//! survives a power cut), versioned schema migrations.
 //!
 //! It holds what the folder cannot: stable note ids, the revision chain, settings, the
 //! page-token key and the personal access tokens (keyed hashes only, `tokens.rs`). It is auxiliary: the folder stays the truth.
@@ -350,7 +351,9 @@ impl Meta {
     pub fn open(path: &Path) -> Result<Self> {
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // FULL: a transaction is on disk (the WAL synced) when it commits, so a receipt
+        // sent after its rows survives a power cut, not only a crash of the process.
+        conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrate(&mut conn)?;
