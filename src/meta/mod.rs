@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod console;
+mod open;
 pub mod tokens;
 
 use std::path::Path;
@@ -347,22 +348,6 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// Open (or create) the store and run pending migrations.
-    pub fn open(path: &Path) -> Result<Self> {
-        let mut conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // FULL: a transaction is on disk (the WAL synced) when it commits, so a receipt
-        // sent after its rows survives a power cut, not only a crash of the process.
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        migrate(&mut conn)?;
-        Ok(Self {
-            conn: Mutex::new(conn),
-            pats: Mutex::default(),
-        })
-    }
-
     pub fn schema_version(&self) -> Result<i64> {
         Ok(self
             .conn
@@ -1172,7 +1157,7 @@ pub fn inspect(path: &Path) -> std::result::Result<Inspection, String> {
     Ok(out)
 }
 
-fn migrate(conn: &mut Connection) -> Result<()> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     let done: usize =
         conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
     if done > MIGRATIONS.len() {
