@@ -77,7 +77,13 @@ async fn a_full_disk_answers_insufficient_storage_and_recovers() {
         "a refused create leaves no file"
     );
 
-    // The daemon starts on the full file system and serves reads and searches.
+    // The daemon starts on the full file system and serves reads and searches: after a
+    // clean stop (SQLite removed its WAL index file, which it cannot make again) and
+    // after a kill.
+    fs.stop_daemon();
+    let base = start(&mut fs);
+    let (status, note) = get(&client, format!("{base}/v1/notes/before")).await;
+    assert_eq!(status, 200, "{note}");
     fs.kill_daemon();
     let base = start(&mut fs);
     let (status, note) = get(&client, format!("{base}/v1/notes/seed3")).await;

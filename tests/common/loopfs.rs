@@ -121,6 +121,15 @@ impl LoopFs {
         path
     }
 
+    /// Stop the daemon as a service manager does (SIGTERM), and wait for it.
+    pub fn stop_daemon(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            // SAFETY: signalling a child process of ours by its id.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+
     pub fn kill_daemon(&mut self) {
         if let Some(mut child) = self.daemon.take() {
             let _ = child.kill();
