@@ -346,7 +346,10 @@ fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     // History is behind the revisions (it was stalled, or the daemon stopped before a
     // commit was written): record the whole vault as it is now, and find out which of
     // the revisions in between that commit holds.
-    let behind = !first_history && history_status.head_seq < state.committed_seq();
+    // A HEAD moved back by a repair (`history::repair`) counts as behind even when no
+    // commit was left.
+    let behind = (!first_history || history_status.repaired_at_start)
+        && history_status.head_seq < state.committed_seq();
     // A file whose stamp is the one the last full scan saw is taken from the scan cache
     // unread, unless the whole vault is to be recorded (its bytes go into history now)
     // or indexed (a new or rebuilt index: `notevault reindex`).

@@ -100,6 +100,7 @@ mod table {
         MALFORMED_REQUEST => (400, "Send a well-formed HTTP/1.1 request (ASCII request line, `Name: value` header lines)."),
         REQUEST_TIMEOUT => (408, "Send the whole request body without long pauses, then retry."),
         SERVER_BUSY => (503, "Wait `Retry-After` seconds, then retry; reuse an open connection instead of opening many."),
+        INSUFFICIENT_STORAGE => (507, "The disk holding the vault or its state directory is full: free space on it, then retry the write with the same idempotency key."),
         INTERNAL => (500, "Retry the request; if it persists, report it with the `requestId`."),
     }
 }
@@ -207,7 +208,17 @@ impl Error {
     pub fn io(missing: Reason, err: std::io::Error) -> Self {
         match err.kind() {
             std::io::ErrorKind::NotFound => Self::new(missing, err.to_string()),
-            _ => Self::internal(err),
+            _ => Self::io_write(&err, &err),
+        }
+    }
+
+    /// An IO failure with `message`: `INSUFFICIENT_STORAGE` when the disk (or the quota)
+    /// is full, else `INTERNAL`.
+    pub fn io_write(err: &std::io::Error, message: impl fmt::Display) -> Self {
+        if storage_full(err) {
+            Self::new(Reason::INSUFFICIENT_STORAGE, message.to_string())
+        } else {
+            Self::internal(message)
         }
     }
 
@@ -250,11 +261,22 @@ impl std::error::Error for Error {}
 /// was reading ([`Error::io`]), never `NOTE_NOT_FOUND` by default.
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
-        Self::new(
-            Reason::STORAGE_UNAVAILABLE,
-            format!("metadata store: {err}"),
-        )
+        let full = matches!(&err, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull);
+        let reason = if full {
+            Reason::INSUFFICIENT_STORAGE
+        } else {
+            Reason::STORAGE_UNAVAILABLE
+        };
+        Self::new(reason, format!("metadata store: {err}"))
     }
+}
+
+/// Whether an IO error says the disk or the quota is full (ENOSPC, EDQUOT).
+pub fn storage_full(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -313,7 +335,8 @@ mod tests {
         // AUTH_UNAVAILABLE (an issuer's keys cannot be fetched), GRANT_INVALID,
         // IDP_UNAVAILABLE and IDP_NOT_CONFIGURED: the token proxy's refusals.
         // RANGE_NOT_SATISFIABLE: an attachment download's `Range` past its end.
-        assert_eq!(Reason::ALL.len(), 46);
+        // INSUFFICIENT_STORAGE (507): a write on a full disk.
+        assert_eq!(Reason::ALL.len(), 47);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");
@@ -333,6 +356,16 @@ mod tests {
         ] {
             assert_eq!(Error::io(reason, missing()).reason, reason);
         }
+        let full = IoError::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(
+            Error::io(Reason::NOTE_NOT_FOUND, full).reason,
+            Reason::INSUFFICIENT_STORAGE
+        );
+        let quota = IoError::from_raw_os_error(libc::EDQUOT);
+        assert_eq!(
+            Error::io_write(&quota, "x").reason,
+            Reason::INSUFFICIENT_STORAGE
+        );
         let denied = IoError::new(ErrorKind::PermissionDenied, "no");
         assert_eq!(
             Error::io(Reason::FOLDER_NOT_FOUND, denied).reason,

@@ -443,10 +443,13 @@ impl Staged {
             .filter(|d| d.is_dir())
             .unwrap_or_else(|| state.paths.root.clone());
         let (file, temp) = fsio::create_temp(&dir).map_err(|e| {
-            Error::new(
-                Reason::BLOB_STORE_UNAVAILABLE,
-                format!("the vault folder is not writable, so uploads cannot be stored: {e}"),
-            )
+            let message =
+                format!("the vault folder is not writable, so uploads cannot be stored: {e}");
+            if crate::error::storage_full(&e) {
+                Error::new(Reason::INSUFFICIENT_STORAGE, message)
+            } else {
+                Error::new(Reason::BLOB_STORE_UNAVAILABLE, message)
+            }
         })?;
         Ok(Self {
             temp,
@@ -468,16 +471,20 @@ impl Staged {
         }
         self.hasher.update(chunk);
         self.file.write_all(chunk).await.map_err(|e| {
-            Error::new(
-                Reason::BLOB_STORE_UNAVAILABLE,
-                format!("the upload could not be stored: {e}"),
-            )
+            let message = format!("the upload could not be stored: {e}");
+            if crate::error::storage_full(&e) {
+                Error::new(Reason::INSUFFICIENT_STORAGE, message)
+            } else {
+                Error::new(Reason::BLOB_STORE_UNAVAILABLE, message)
+            }
         })
     }
 
     async fn finish(mut self) -> Result<(std::path::PathBuf, String, u64, Vec<u8>), Error> {
-        self.file.flush().await.map_err(Error::internal)?;
-        self.file.sync_all().await.map_err(Error::internal)?;
+        let failed =
+            |e: std::io::Error| Error::io_write(&e, format!("the upload could not be stored: {e}"));
+        self.file.flush().await.map_err(failed)?;
+        self.file.sync_all().await.map_err(failed)?;
         let sha = domain::hex(&self.hasher.finalize());
         Ok((self.temp, sha, self.size, self.head))
     }
@@ -705,6 +712,7 @@ async fn submit_upload(
         (status = 415, description = "A type not allowed, or one the bytes contradict.", body = ErrorEnvelope),
         (status = 422, description = "The Idempotency-Key was used for another upload.", body = ErrorEnvelope),
         (status = 503, description = "The vault folder is not writable (`BLOB_STORE_UNAVAILABLE`).", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn upload(state: Arc<State>, parts: Parts, body: Body) -> ApiResult<Response> {

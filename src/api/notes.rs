@@ -488,8 +488,13 @@ pub struct HistoryState {
     /// Commits given up after repeated failures.
     pub dropped_commits: u64,
     /// Revisions whose bytes never reached history (the daemon stopped while history was
-    /// behind), found at start.
+    /// behind, or their commit was lost in a storage failure), found at start.
     pub lost_revisions: u64,
+    /// Torn objects removed by repairs at start after a storage failure.
+    pub torn_objects_removed: u64,
+    /// The last repair at start: when, torn objects, HEAD before and after (`moved`).
+    #[schema(value_type = Option<Object>)]
+    pub last_repair: Option<crate::history::Repair>,
 }
 
 /// A file left out of history, and why.
@@ -688,6 +693,8 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
                 .collect(),
             dropped_commits: h.dropped_commits,
             lost_revisions: h.lost_revisions,
+            torn_objects_removed: h.torn_objects_removed,
+            last_repair: h.last_repair,
         },
     }))
 }

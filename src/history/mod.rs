@@ -18,9 +18,12 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::vault::path::unstorable;
 
+mod durable;
 mod pack;
 mod read;
+mod repair;
 pub use read::{content_at_seq, read_at, Stored};
+pub use repair::{verify, Repair, Verified};
 
 /// Where the new content of a changed path comes from.
 #[derive(Debug, Clone)]
@@ -94,8 +97,18 @@ pub struct HistoryStatus {
     /// not in history.
     pub dropped_commits: u64,
     /// Revisions whose bytes never reached history (the daemon stopped while history was
-    /// behind), found at start.
+    /// behind, or their commit was lost in a storage failure), found at start.
     pub lost_revisions: u64,
+    /// Torn loose objects removed at starts after a storage failure.
+    #[serde(default)]
+    pub torn_objects_removed: u64,
+    /// The last repair at open (see `repair.rs`).
+    #[serde(default)]
+    pub last_repair: Option<Repair>,
+    /// HEAD was moved back at this start: history is to be brought up to date from the
+    /// vault even when no commit is left.
+    #[serde(skip)]
+    pub repaired_at_start: bool,
 }
 
 /// How many left-out files the status keeps by name.
@@ -104,6 +117,9 @@ pub const KEEP_LEFT_OUT: usize = 100;
 pub const MAX_ATTEMPTS: u32 = 12;
 /// Where the lasting status is kept, inside `history.git`.
 const STATUS_FILE: &str = "notevault-status.json";
+/// Present while a daemon has the repository open: found at open, the last run did not
+/// stop cleanly.
+const OPEN_MARKER: &str = "notevault-open";
 
 /// What writing a commit did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -138,14 +154,29 @@ impl History {
         let repo = if git_dir.join("HEAD").exists() {
             gix::open(git_dir).map_err(|e| history_error("open", e))?
         } else {
-            gix::init_bare(git_dir).map_err(|e| history_error("init", e))?
+            let repo = gix::init_bare(git_dir).map_err(|e| history_error("init", e))?;
+            durable::sync_skeleton(git_dir)?;
+            repo
         };
         pack::remove_leftovers(git_dir);
-        let sync = repo.into_sync();
         let mut initial: HistoryStatus = std::fs::read(git_dir.join(STATUS_FILE))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
+        // A start that does not follow a clean stop checks the objects (the last run may
+        // have ended with the machine, leaving torn files).
+        let marker = git_dir.join(OPEN_MARKER);
+        let unclean = marker.exists();
+        if let Some(repair) = repair::at_open(&repo, unclean)? {
+            initial.torn_objects_removed += repair.torn_objects;
+            initial.repaired_at_start = repair.moved;
+            initial.last_repair = Some(repair);
+            save_status(&git_dir.join(STATUS_FILE), &initial);
+        }
+        if !unclean {
+            durable::create_marker(&marker)?;
+        }
+        let sync = repo.into_sync();
         let local = sync.to_thread_local();
         if let Ok(head) = local.head_id() {
             initial.head = Some(head.to_string());
@@ -238,7 +269,7 @@ fn writer(
         match queue.front().map(|q| q.attempts) {
             None => match rx.recv() {
                 Ok(item) => push(&mut queue, item),
-                Err(_) => return,
+                Err(_) => return stopped_cleanly(&status_file),
             },
             Some(0) => {}
             Some(failing) => {
@@ -254,6 +285,9 @@ fn writer(
                             q.attempts = MAX_ATTEMPTS.saturating_sub(1).min(q.attempts);
                         }
                         drain(&sync, &mut queue, &status, &status_file);
+                        if queue.is_empty() {
+                            stopped_cleanly(&status_file);
+                        }
                         return;
                     }
                 }
@@ -263,6 +297,17 @@ fn writer(
             push(&mut queue, item);
         }
         drain(&sync, &mut queue, &status, &status_file);
+    }
+}
+
+/// Every commit is written and synced: the next start need not check the objects.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "history's open marker, in the state directory"
+)]
+fn stopped_cleanly(status_file: &Path) {
+    if let Some(dir) = status_file.parent() {
+        let _ = std::fs::remove_file(dir.join(OPEN_MARKER));
     }
 }
 
@@ -387,7 +432,12 @@ fn save_status(file: &Path, status: &HistoryStatus) {
         return;
     };
     let temp = file.with_extension("json.tmp");
-    if let Err(e) = std::fs::write(&temp, json).and_then(|_| std::fs::rename(&temp, file)) {
+    let write = || -> std::io::Result<()> {
+        std::fs::write(&temp, json)?;
+        durable::sync_path(&temp)?;
+        std::fs::rename(&temp, file)
+    };
+    if let Err(e) = write() {
         tracing::warn!(error = %e, "cannot keep the history status");
     }
 }
@@ -449,15 +499,16 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
         .iter()
         .filter(|c| matches!(c.content, Some(Content::Bytes(_))))
         .count();
+    let objects = durable::Objects::new(&repo);
     let blobs: Vec<(String, BlobOf)> = if kept >= pack::AT_LEAST {
-        packed_blobs(sync, &storable, &progress)?
+        packed_blobs(sync, &objects, &storable, &progress)?
     } else {
         storable
             .par_iter()
             .inspect(|_| progress.inc(1))
             .map_init(
                 || sync.to_thread_local(),
-                |repo, change| Ok((change.path.clone(), loose_blob(repo, change)?)),
+                |repo, change| Ok((change.path.clone(), loose_blob(repo, &objects, change)?)),
             )
             .collect::<Result<_>>()?
     };
@@ -499,8 +550,14 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
             left_out.push((path, why));
         }
     }
+    let mut buf = Vec::new();
     let tree = editor
-        .write(|tree| repo.write_object(tree).map(|id| id.detach()))
+        .write(|tree| {
+            buf.clear();
+            gix::objs::WriteTo::write_to(tree, &mut buf)
+                .map_err(|e| history_error("encode tree", e))?;
+            objects.write(&repo, gix::objs::Kind::Tree, &buf)
+        })
         .map_err(|e| history_error("write tree", e))?;
     if parent.is_some() && tree == base_tree && !request.allow_empty && left_out.is_empty() {
         return Ok(Written { id: None, left_out });
@@ -525,11 +582,22 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
         email: "notevault@localhost".into(),
         time: gix::date::Time::now_utc(),
     };
-    let mut time_buf = gix::date::parse::TimeBuf::default();
-    let signature = signature.to_ref(&mut time_buf);
-    let id = repo
-        .commit_as(signature, signature, "HEAD", message, tree, parent)
-        .map_err(|e| history_error("commit", e))?;
+    let commit = gix::objs::Commit {
+        tree,
+        parents: parent.into_iter().collect(),
+        author: signature.clone(),
+        committer: signature,
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    buf.clear();
+    gix::objs::WriteTo::write_to(&commit, &mut buf)
+        .map_err(|e| history_error("encode commit", e))?;
+    let id = objects.write(&repo, gix::objs::Kind::Commit, &buf)?;
+    // Every object the commit names is on disk before the ref names it.
+    objects.sync()?;
+    durable::set_head(&repo, id)?;
     Ok(Written {
         id: Some(id.to_string()),
         left_out,
@@ -541,12 +609,13 @@ type BlobOf = std::result::Result<Option<gix::ObjectId>, String>;
 
 /// A change's blob written as a loose object: the bytes given, or the file read here
 /// (one file at a time per thread).
-fn loose_blob(repo: &gix::Repository, change: &Change) -> Result<BlobOf> {
+fn loose_blob(
+    repo: &gix::Repository,
+    objects: &durable::Objects,
+    change: &Change,
+) -> Result<BlobOf> {
     let write = |bytes: &[u8]| -> Result<BlobOf> {
-        let id = repo
-            .write_blob(bytes)
-            .map_err(|e| history_error("write blob", e))?
-            .detach();
+        let id = objects.write(repo, gix::objs::Kind::Blob, bytes)?;
         Ok(Ok(Some(id)))
     };
     match &change.content {
@@ -567,6 +636,7 @@ fn loose_blob(repo: &gix::Repository, change: &Change) -> Result<BlobOf> {
 /// in memory at once.
 fn packed_blobs(
     sync: &gix::ThreadSafeRepository,
+    objects: &durable::Objects,
     changes: &[&Change],
     progress: &crate::progress::Progress,
 ) -> Result<Vec<(String, BlobOf)>> {
@@ -583,7 +653,10 @@ fn packed_blobs(
         .par_iter()
         .filter(|c| !matches!(c.content, Some(Content::Bytes(_))))
         .inspect(|_| progress.inc(1))
-        .map_init(|| sync.to_thread_local(), |repo, c| loose_blob(repo, c))
+        .map_init(
+            || sync.to_thread_local(),
+            |repo, c| loose_blob(repo, objects, c),
+        )
         .collect::<Result<_>>()?;
     let mut rest = rest.into_iter();
     Ok(changes
@@ -741,72 +814,4 @@ mod tests {
             assert_eq!(unstorable(good), None, "{good}");
         }
     }
-}
-
-/// What `notevault check` found in a `history.git`.
-#[derive(Debug, Clone)]
-pub struct Verified {
-    /// `git fsck`, or `gix` (every object read and decoded) when the git CLI is absent.
-    pub how: &'static str,
-    /// The seq the HEAD commit records (0 without a commit).
-    pub head_seq: i64,
-}
-
-/// Verify `git_dir` without changing it: `git fsck` when the git CLI is there (dangling
-/// objects are not a problem), else every object read and decoded through gix. An error
-/// says, in one line, what is wrong.
-pub fn verify(git_dir: &Path) -> std::result::Result<Verified, String> {
-    if !git_dir.join("HEAD").is_file() {
-        return Err(format!("{} is not a git repository", git_dir.display()));
-    }
-    let repo = gix::open(git_dir).map_err(|e| format!("cannot open: {e}"))?;
-    let head_seq = match repo.head_id() {
-        Ok(head) => {
-            let commit = head
-                .object()
-                .map_err(|e| format!("HEAD names a missing object: {e}"))?
-                .try_into_commit()
-                .map_err(|e| format!("HEAD is not a commit: {e}"))?;
-            seq_through(&commit.message_raw_sloppy().to_string())
-        }
-        Err(_) => 0,
-    };
-    match std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(["fsck", "--no-progress", "--no-dangling"])
-        .output()
-    {
-        Ok(out) if out.status.success() => {
-            return Ok(Verified {
-                how: "git fsck",
-                head_seq,
-            })
-        }
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stderr).into_owned()
-                + &String::from_utf8_lossy(&out.stdout);
-            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            return Err(format!("git fsck failed: {}", first.trim()));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot run git fsck: {e}")),
-    }
-    let ids = repo
-        .objects
-        .iter()
-        .map_err(|e| format!("cannot list objects: {e}"))?;
-    for id in ids {
-        let id = id.map_err(|e| format!("cannot list objects: {e}"))?;
-        let object = repo
-            .find_object(id)
-            .map_err(|e| format!("object {id} is unreadable: {e}"))?;
-        let kind = object.kind;
-        gix::objs::ObjectRef::from_bytes(&object.data, kind, repo.object_hash())
-            .map_err(|e| format!("object {id} is corrupt: {e}"))?;
-    }
-    Ok(Verified {
-        how: "gix",
-        head_seq,
-    })
 }

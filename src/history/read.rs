@@ -28,15 +28,24 @@ pub enum Stored {
     LeftOut(String),
     /// No commit carries the revision.
     NotRecorded,
+    /// The commit (or an object of it) is gone from `history.git`: lost in a storage
+    /// failure, and the repair at start moved history past it.
+    Lost(String),
+}
+
+fn lost(what: &str, id: impl std::fmt::Display) -> Stored {
+    Stored::Lost(format!(
+        "its {what} {id} is gone from history (lost in a storage failure; `history.last_repair` in `GET /v1/index-status` says when)"
+    ))
 }
 
 /// What commit `commit` (a hex id) holds of `path`.
 pub fn read_at(git_dir: &Path, commit: &str, path: &str) -> Result<Stored> {
     let repo = gix::open(git_dir).map_err(|e| history_error("open", e))?;
     let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| history_error("id", e))?;
-    let commit = repo
-        .find_commit(id)
-        .map_err(|e| history_error("find commit", e))?;
+    let Ok(commit) = repo.find_commit(id) else {
+        return Ok(lost("commit", id));
+    };
     stored_in(&commit, path)
 }
 
@@ -47,15 +56,18 @@ fn stored_in(commit: &gix::Commit<'_>, path: &str) -> Result<Stored> {
     if let Some(why) = unstorable(path) {
         return Ok(Stored::LeftOut(why));
     }
-    let tree = commit.tree().map_err(|e| history_error("read tree", e))?;
-    let Some(entry) = tree
-        .lookup_entry_by_path(path)
-        .map_err(|e| history_error("lookup", e))?
-    else {
-        return Ok(Stored::Absent);
+    let Ok(tree) = commit.tree() else {
+        return Ok(lost("tree of commit", commit.id));
     };
-    let blob = entry.object().map_err(|e| history_error("read blob", e))?;
-    Ok(Stored::Bytes(blob.data.clone()))
+    let entry = match tree.lookup_entry_by_path(path) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Ok(Stored::Absent),
+        Err(_) => return Ok(lost("tree of commit", commit.id)),
+    };
+    match entry.object() {
+        Ok(blob) => Ok(Stored::Bytes(blob.data.clone())),
+        Err(_) => Ok(lost("blob", entry.oid())),
+    }
 }
 
 /// Whether a commit message's `Notevault-Seq` trailer (`7` or `3-9`) covers `seq`.
@@ -84,8 +96,13 @@ pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Stored> {
         .all()
         .map_err(|e| history_error("walk", e))?;
     for info in walk {
-        let info = info.map_err(|e| history_error("walk", e))?;
-        let commit = info.object().map_err(|e| history_error("read commit", e))?;
+        // A commit the walk cannot read is gone (see `Stored::Lost`).
+        let Ok(info) = info else {
+            return Ok(lost("history before commit", head));
+        };
+        let Ok(commit) = info.object() else {
+            return Ok(lost("commit", info.id));
+        };
         let message = commit.message_raw_sloppy().to_string();
         if covers(&message, seq) {
             return stored_in(&commit, path);

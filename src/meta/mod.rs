@@ -1,10 +1,12 @@
-//! The metadata store: SQLite (bundled), WAL, versioned schema migrations.
+//! The metadata store: SQLite (bundled), WAL with `synchronous = FULL` (a committed row
+//! survives a power cut), versioned schema migrations.
 //!
 //! It holds what the folder cannot: stable note ids, the revision chain, settings, the
 //! page-token key and the personal access tokens (keyed hashes only, `tokens.rs`). It is auxiliary: the folder stays the truth.
 
 pub mod audit;
 pub mod console;
+mod open;
 pub mod tokens;
 
 use std::path::Path;
@@ -352,20 +354,6 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// Open (or create) the store and run pending migrations.
-    pub fn open(path: &Path) -> Result<Self> {
-        let mut conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        migrate(&mut conn)?;
-        Ok(Self {
-            conn: Mutex::new(conn),
-            pats: Mutex::default(),
-        })
-    }
-
     pub fn schema_version(&self) -> Result<i64> {
         Ok(self
             .conn
@@ -1179,7 +1167,7 @@ pub fn inspect(path: &Path) -> std::result::Result<Inspection, String> {
     Ok(out)
 }
 
-fn migrate(conn: &mut Connection) -> Result<()> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     let done: usize =
         conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
     if done > MIGRATIONS.len() {

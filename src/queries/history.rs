@@ -104,7 +104,7 @@ pub fn revision_content(
     };
     match stored {
         Stored::Bytes(bytes) => Ok(Some(bytes)),
-        Stored::LeftOut(why) => Err(missing(why)),
+        Stored::LeftOut(why) | Stored::Lost(why) => Err(missing(why)),
         Stored::Absent => Err(missing(format!(
             "its commit does not hold {}",
             revision.path

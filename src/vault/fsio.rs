@@ -103,10 +103,10 @@ pub fn check(path: &Path, expect: &Expect) -> Result<()> {
         (Expect::Hash(_), Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(moved(path, "it was removed"))
         }
-        (_, Err(e)) => Err(Error::internal(format!(
-            "cannot read {}: {e}",
-            path.display()
-        ))),
+        (_, Err(e)) => Err(Error::io_write(
+            &e,
+            format!("cannot read {}: {e}", path.display()),
+        )),
     }
 }
 
@@ -138,7 +138,7 @@ impl DirSyncs {
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::internal(format!("cannot sync folder {}: {e}", dir.display())))
+        .map_err(|e| Error::io_write(&e, format!("cannot sync folder {}: {e}", dir.display())))
 }
 
 fn parent(path: &Path) -> Result<&Path> {
@@ -175,7 +175,7 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
     let created_dir = !dir.exists();
     if created_dir {
         fs::create_dir_all(dir)
-            .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| Error::io_write(&e, format!("cannot create {}: {e}", dir.display())))?;
     }
     let note = path.file_name().unwrap_or_default();
     let plain = || plain_temp(dir);
@@ -186,7 +186,7 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
         Expect::Absent => plain(),
     };
     let file = File::create(&temp)
-        .map_err(|e| Error::internal(format!("cannot create {}: {e}", temp.display())))?;
+        .map_err(|e| Error::io_write(&e, format!("cannot create {}: {e}", temp.display())))?;
     if let (Expect::Hash(want), Some(name)) = (expect, temp.file_name()) {
         if !mark::set(&file, name, note, want, &content_hash(bytes)) {
             // Unmarked, it must not be named as a marked one (a leftover so named and
@@ -207,7 +207,7 @@ pub fn prepare(path: &Path, bytes: &[u8], expect: &Expect) -> Result<Temp> {
     };
     if let Some(file) = prepared.file.as_mut() {
         file.write_all(bytes).map_err(|e| {
-            Error::internal(format!("cannot write {}: {e}", prepared.temp.display()))
+            Error::io_write(&e, format!("cannot write {}: {e}", prepared.temp.display()))
         })?;
     }
     Ok(prepared)
@@ -228,9 +228,9 @@ impl Temp {
     /// Fsync the temp file's bytes.
     pub fn sync(&self) -> Result<()> {
         match &self.file {
-            Some(file) => file
-                .sync_all()
-                .map_err(|e| Error::internal(format!("cannot write {}: {e}", self.temp.display()))),
+            Some(file) => file.sync_all().map_err(|e| {
+                Error::io_write(&e, format!("cannot write {}: {e}", self.temp.display()))
+            }),
             None => Ok(()),
         }
     }
@@ -445,15 +445,15 @@ fn swap_in(temp: &Path, path: &Path, expect: &Expect, ours: Option<&File>) -> Re
                 if e.raw_os_error() == Some(libc::EINVAL)
                     || e.raw_os_error() == Some(libc::ENOSYS) => {}
             Err(e) => {
-                return Err(Error::internal(format!(
-                    "cannot replace {}: {e}",
-                    path.display()
-                )))
+                return Err(Error::io_write(
+                    &e,
+                    format!("cannot replace {}: {e}", path.display()),
+                ))
             }
         }
     }
     fs::rename(temp, path)
-        .map_err(|e| Error::internal(format!("cannot replace {}: {e}", path.display())))?;
+        .map_err(|e| Error::io_write(&e, format!("cannot replace {}: {e}", path.display())))?;
     // In place (a crash before this leaves a mark naming a file that no longer exists).
     if let Some(file) = ours {
         mark::clear(file);
@@ -898,7 +898,7 @@ pub fn atomic_move_deferred(
     let created_dir = !to_dir.exists();
     if created_dir {
         fs::create_dir_all(to_dir)
-            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+            .map_err(|e| Error::io_write(&e, format!("cannot create {}: {e}", to_dir.display())))?;
     }
     move_no_replace(from, to)?;
     if let Expect::Hash(want) = expect {
@@ -978,8 +978,9 @@ pub fn place_temp(temp: &Path, path: &Path) -> Result<()> {
     let result = (|| {
         let dir = parent(path)?;
         if !dir.exists() {
-            fs::create_dir_all(dir)
-                .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+            fs::create_dir_all(dir).map_err(|e| {
+                Error::io_write(&e, format!("cannot create {}: {e}", dir.display()))
+            })?;
         }
         move_no_replace(temp, path)?;
         sync_dir(dir)?;
@@ -1003,7 +1004,7 @@ pub fn remove_checked(path: &Path, sha256: &str) -> Result<()> {
         return Err(moved(path, "its content differs"));
     }
     fs::remove_file(path)
-        .map_err(|e| Error::internal(format!("cannot remove {}: {e}", path.display())))?;
+        .map_err(|e| Error::io_write(&e, format!("cannot remove {}: {e}", path.display())))?;
     sync_dir(parent(path)?)
 }
 
@@ -1018,7 +1019,7 @@ pub fn move_checked(from: &Path, to: &Path, sha256: &str) -> Result<()> {
     let to_dir = parent(to)?;
     if !to_dir.exists() {
         fs::create_dir_all(to_dir)
-            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+            .map_err(|e| Error::io_write(&e, format!("cannot create {}: {e}", to_dir.display())))?;
     }
     move_no_replace(from, to)?;
     sync_dir(to_dir)?;
@@ -1041,10 +1042,10 @@ pub fn create_folder(path: &Path) -> Result<()> {
             Reason::NAME_COLLISION,
             format!("{} already exists", path.display()),
         )),
-        Err(e) => Err(Error::internal(format!(
-            "cannot create {}: {e}",
-            path.display()
-        ))),
+        Err(e) => Err(Error::io_write(
+            &e,
+            format!("cannot create {}: {e}", path.display()),
+        )),
     }
 }
 
@@ -1060,7 +1061,7 @@ pub fn move_folder(from: &Path, to: &Path) -> Result<()> {
     let to_dir = parent(to)?;
     if !to_dir.exists() {
         fs::create_dir_all(to_dir)
-            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+            .map_err(|e| Error::io_write(&e, format!("cannot create {}: {e}", to_dir.display())))?;
     }
     move_no_replace(from, to).map_err(|e| {
         if e.reason == Reason::VERSION_MOVED {
@@ -1092,10 +1093,10 @@ pub fn remove_empty_folder(path: &Path) -> Result<()> {
                 path.display()
             ),
         )),
-        Err(e) => Err(Error::internal(format!(
-            "cannot remove {}: {e}",
-            path.display()
-        ))),
+        Err(e) => Err(Error::io_write(
+            &e,
+            format!("cannot remove {}: {e}", path.display()),
+        )),
     }
 }
 
@@ -1111,7 +1112,7 @@ pub fn move_unchanged(from: &Path, to: &Path, unchanged: &dyn Fn(&Path) -> bool)
     let to_dir = parent(to)?;
     if !to_dir.exists() {
         fs::create_dir_all(to_dir)
-            .map_err(|e| Error::internal(format!("cannot create {}: {e}", to_dir.display())))?;
+            .map_err(|e| Error::io_write(&e, format!("cannot create {}: {e}", to_dir.display())))?;
     }
     move_no_replace(from, to)?;
     if !unchanged(to) {
@@ -1124,11 +1125,10 @@ pub fn move_unchanged(from: &Path, to: &Path, unchanged: &dyn Fn(&Path) -> bool)
 
 fn move_no_replace(from: &Path, to: &Path) -> Result<()> {
     let failed = |e: std::io::Error| {
-        Error::internal(format!(
-            "cannot move {} to {}: {e}",
-            from.display(),
-            to.display()
-        ))
+        Error::io_write(
+            &e,
+            format!("cannot move {} to {}: {e}", from.display(), to.display()),
+        )
     };
     #[cfg(target_os = "linux")]
     match renameat2(from, to, libc::RENAME_NOREPLACE) {

@@ -14,6 +14,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 pub mod jwt;
+pub mod loopfs;
 pub mod tools;
 
 /// The notevault binary of this build.

@@ -60,6 +60,7 @@ fn file_name_of(title: &str) -> String {
         (status = 409, description = "A note with that path exists.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused with another request.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn create(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {

@@ -26,6 +26,7 @@ use super::*;
         (status = 409, description = "The note changed since `version_id`.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn delete(state: Arc<State>, note: String, parts: Parts) -> ApiResult<Response> {

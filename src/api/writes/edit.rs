@@ -42,6 +42,7 @@ pub struct EditNote {
         (status = 409, description = "`VERSION_MOVED`: the note changed since `version_id`.", body = ErrorEnvelope),
         (status = 422, description = "`EDIT_AMBIGUOUS` (with `candidate_lines`), `EDIT_MATCH_NOT_FOUND` or a reused key.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn edit(

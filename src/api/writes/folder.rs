@@ -90,6 +90,7 @@ fn prepared(route: &'static str, raw: Value, agent: String, op: Op) -> Prepared 
         (status = 409, description = "`NAME_COLLISION`: something is there already.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn create_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
@@ -121,6 +122,7 @@ pub async fn create_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiR
         (status = 409, description = "`NAME_COLLISION`: the target exists.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
@@ -163,6 +165,7 @@ pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiRes
         (status = 409, description = "`NAME_COLLISION`: the target exists.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn rename_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
@@ -209,6 +212,7 @@ pub async fn rename_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiR
         (status = 404, description = "`FOLDER_NOT_FOUND`.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn delete_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {

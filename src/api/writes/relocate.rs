@@ -38,6 +38,7 @@ pub struct MoveNote {
         (status = 409, description = "The target exists, or the note changed.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn move_(
@@ -103,6 +104,7 @@ pub struct RenameNote {
         (status = 409, description = "The target exists, or the note changed.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn rename(

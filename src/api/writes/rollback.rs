@@ -41,6 +41,7 @@ pub struct RollbackNote {
         (status = 409, description = "The note changed since `version_id`, or its path is taken.", body = ErrorEnvelope),
         (status = 422, description = "Idempotency-Key reused, or writes refused.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited or write budget spent.", body = ErrorEnvelope),
+        (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
 pub async fn rollback(
