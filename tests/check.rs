@@ -151,14 +151,17 @@ fn check_reports_derived_damage_changes_nothing_and_repair_fixes_it() {
 fn check_on_an_older_schema_says_so_and_repair_upgrades_it() {
     let vault = served_vault();
     let v = vault.path().to_str().unwrap();
-    // Schema 6: before tokens (7), attachments (8), the console (9) and sync (10).
+    // Schema 6: before tokens (7), attachments (8), the console (9), sync (10), the
+    // review queue's index (11) and its deciders (12).
     {
         let db = rusqlite::Connection::open(vault.path().join(".notevault/meta.sqlite")).unwrap();
         db.execute_batch(
             "DROP TABLE personal_tokens; DROP TABLE attachments; DROP TABLE attachment_changes;
              DROP TABLE presign_nonces; DROP TABLE sign_in_codes; DROP TABLE console_sessions;
              DROP TABLE idp_sign_ins; DROP TABLE audit_events; DROP TABLE sync_ops;
-             DROP TABLE sync_checkpoints; DROP TABLE e2ee_keys; PRAGMA user_version = 6;",
+             DROP TABLE sync_checkpoints; DROP TABLE e2ee_keys;
+             DROP INDEX pending_writes_by_status;
+             ALTER TABLE pending_writes DROP COLUMN decided_by; PRAGMA user_version = 6;",
         )
         .unwrap();
     }
