@@ -22,6 +22,7 @@ mod durable;
 mod pack;
 mod read;
 mod repair;
+use read::seq_through;
 pub use read::{content_at_seq, read_at, Stored};
 pub use repair::{verify, Repair, Verified};
 
@@ -450,26 +451,6 @@ fn request_through(request: &CommitRequest) -> i64 {
         .map(|(k, v)| format!("{k}: {v}\n"))
         .collect();
     seq_through(&message)
-}
-
-/// The newest seq a commit message accounts for: the top of its `Notevault-Seq` range,
-/// or its `Notevault-Through` (a commit that brought history up to date at start).
-fn seq_through(message: &str) -> i64 {
-    message
-        .lines()
-        .filter_map(|line| {
-            if let Some(range) = line.strip_prefix("Notevault-Seq: ") {
-                let hi = range.trim().rsplit('-').next()?;
-                hi.parse::<i64>().ok()
-            } else {
-                line.strip_prefix("Notevault-Through: ")?
-                    .trim()
-                    .parse()
-                    .ok()
-            }
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 pub(crate) fn history_error(what: &str, err: impl std::fmt::Display) -> Error {

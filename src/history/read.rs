@@ -111,6 +111,26 @@ pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Stored> {
     Ok(Stored::NotRecorded)
 }
 
+/// The newest seq a commit message accounts for: the top of its `Notevault-Seq` range,
+/// or its `Notevault-Through` (a commit that brought history up to date at start).
+pub(crate) fn seq_through(message: &str) -> i64 {
+    message
+        .lines()
+        .filter_map(|line| {
+            if let Some(range) = line.strip_prefix("Notevault-Seq: ") {
+                let hi = range.trim().rsplit('-').next()?;
+                hi.parse::<i64>().ok()
+            } else {
+                line.strip_prefix("Notevault-Through: ")?
+                    .trim()
+                    .parse()
+                    .ok()
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod seq_tests {
     #[test]
