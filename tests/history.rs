@@ -108,7 +108,18 @@ async fn the_users_own_git_folder_is_never_touched() {
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
     common::wait_history(&s.svc).await;
     assert_eq!(std::fs::read_dir(s.vault.join(".git")).unwrap().count(), 2);
-    let list = s.get_json("/v1/notes?prefix=.git", 200).await;
+    // A listing prefix goes through the one path check: `.git` is not part of the notes.
+    s.refused(
+        "prefix .git",
+        reqwest::Method::GET,
+        "/v1/notes?prefix=.git",
+        None,
+        None,
+        400,
+        "UNSAFE_PATH",
+    )
+    .await;
+    let list = s.get_json("/v1/notes?prefix=.gi", 200).await;
     assert_eq!(list["coverage"]["notes_matched"], 0);
 }
 
