@@ -21,6 +21,7 @@ pub mod routes;
 pub mod search;
 pub mod strict_json;
 pub mod sync;
+pub mod sync_keys;
 pub mod tags;
 pub mod vault;
 pub mod wire;
@@ -246,11 +247,13 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
             .await?
             .into_response(),
         Op::SyncCompact => sync::compact_route(state, parts).await?.into_response(),
-        Op::SyncE2ee => sync::e2ee_route(state, parts).await?.into_response(),
-        Op::SyncE2eeEnable => sync::enable_route(state, parts, bytes)
+        Op::SyncE2ee => sync_keys::e2ee_route(state, parts).await?.into_response(),
+        Op::SyncE2eeEnable => sync_keys::enable_route(state, parts, bytes)
             .await?
             .into_response(),
-        Op::SyncE2eeKeys => sync::keys_route(state, parts, bytes).await?.into_response(),
+        Op::SyncE2eeKeys => sync_keys::keys_route(state, parts, bytes)
+            .await?
+            .into_response(),
     };
     let mut response = response;
     if let (Some(successor), Some(raw)) = (matched.successor, &matched.raw_param) {
