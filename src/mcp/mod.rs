@@ -1,5 +1,6 @@
-//! The Model Context Protocol endpoint at `/mcp`: a read-only tool server over the same
-//! domain calls as `/v1`.
+//! The Model Context Protocol endpoint at `/mcp`: a tool server over the same domain
+//! calls as `/v1`, read tools for every caller and `write_note`/`edit_note` for a
+//! credential `auth::mcp_write_tools` offers them to.
 //!
 //! The transport is rmcp's streamable HTTP service, mounted in the one axum app, so a
 //! request to `/mcp` passes the same middleware as `/v1` (request id, Host/Origin guard,
