@@ -7,7 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::vault::catalog::{key_of, note_from};
+use crate::vault::catalog::note_from;
+use crate::vault::note::key_of;
 use crate::vault::path::VaultPaths;
 
 /// One line of the report.

@@ -199,7 +199,7 @@ pub fn to_file(
         .ok_or_else(|| io::Error::other(format!("{} names no file", dest.display())))?;
     let temp = dir.join(format!(
         "{}export-{}-{}",
-        crate::vault::fsio::TEMP_PREFIX,
+        crate::vault::path::TEMP_PREFIX,
         name.to_string_lossy(),
         uuid::Uuid::new_v4().simple()
     ));

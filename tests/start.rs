@@ -14,7 +14,7 @@ mod common;
 use std::path::Path;
 
 use common::{eventually, TestServer};
-use notevault::vault::scan::{self, FileStamp};
+use notevault::vault::observe::{self, FileStamp};
 use notevault::vault::scan_cache::{self, ScanCache};
 use serde_json::Value;
 
@@ -148,10 +148,10 @@ async fn the_verify_records_a_change_the_stamp_did_not_show() {
     let (dir, vault, state) = s.stop().await;
 
     let path = vault.join("projects/roadmap.md");
-    let old = scan::observe(&vault, "projects/roadmap.md").unwrap();
+    let old = observe::observe(&vault, "projects/roadmap.md").unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, format!("{text}\nwombat migration plan\n")).unwrap();
-    let stale = scan::Observed {
+    let stale = observe::Observed {
         stamp: Some(FileStamp::at(&path).unwrap()),
         ..old
     };
@@ -211,7 +211,7 @@ async fn a_cached_hash_the_store_does_not_hold_is_read_again() {
     settled(&s).await;
     let (dir, vault, state) = s.stop().await;
     let path = vault.join("projects/roadmap.md");
-    let old = scan::observe(&vault, "projects/roadmap.md").unwrap();
+    let old = observe::observe(&vault, "projects/roadmap.md").unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
         &path,
@@ -231,7 +231,7 @@ async fn a_cached_hash_the_store_does_not_hold_is_read_again() {
         .unwrap()
         .len();
     let (dir, vault, state) = s.stop().await;
-    let stale = scan::Observed {
+    let stale = observe::Observed {
         stamp: Some(FileStamp::at(&path).unwrap()),
         ..old
     };

@@ -24,8 +24,9 @@ use crate::api::wire::ExcludedNote;
 use crate::auth::{self, Need, Permission};
 use crate::error::{Error, Reason};
 use crate::state::State;
-use crate::vault::attachments::{self as domain, SNIFF_BYTES};
+use crate::vault::attachments as domain;
 use crate::vault::fsio;
+use crate::vault::observe::{hex, SNIFF_BYTES};
 use crate::writes::{self, Idempotency, Op, Request, Submitted};
 
 /// An attachment: a file of the vault that is not a note.
@@ -485,7 +486,7 @@ impl Staged {
             |e: std::io::Error| Error::io_write(&e, format!("the upload could not be stored: {e}"));
         self.file.flush().await.map_err(failed)?;
         self.file.sync_all().await.map_err(failed)?;
-        let sha = domain::hex(&self.hasher.finalize());
+        let sha = hex(&self.hasher.finalize());
         Ok((self.temp, sha, self.size, self.head))
     }
 }
@@ -552,7 +553,7 @@ fn target_path(state: &State, folder: &str, name: &str) -> Result<String, Error>
             "the file name {name:?} is not a plain name"
         )));
     }
-    if !domain::is_attachment_name(name) {
+    if !crate::vault::path::is_attachment_name(name) {
         return Err(Error::invalid_field(
             "file",
             "a markdown file is a note: create it with `POST /v1/notes`",

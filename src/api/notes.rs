@@ -408,7 +408,7 @@ pub async fn note_links(state: Arc<State>, p: NoteParam) -> Result<NoteLinks, Er
     let report = blocking(move || crate::queries::notes::links(&state, &key)).await?;
     let to_wire = |(link, note): &(
         crate::vault::links::RawLink,
-        Option<Arc<crate::vault::catalog::Note>>,
+        Option<Arc<crate::vault::note::Note>>,
     )| OutgoingLink {
         target: link.target.clone(),
         line: link.line,

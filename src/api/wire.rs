@@ -6,7 +6,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::queries::notes::LinePage;
-use crate::vault::catalog::{Excluded, Note};
+use crate::vault::note::Note;
+use crate::vault::observe::Excluded;
 
 /// A JSON answer (`application/json`). Serialized into one `Vec` that starts at
 /// [`JSON_CAPACITY`]: axum's `Json` starts a `BytesMut` at 128 bytes and writes each of

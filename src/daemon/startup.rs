@@ -360,7 +360,7 @@ fn rebuild(
 /// Read the file `rel` the start had recalled from the scan cache; `None` (and the file
 /// among those left out) when it cannot be read, as the scan does.
 fn reread(state: &State, rel: &str, excluded: &mut Vec<Excluded>) -> Option<Observed> {
-    match scan::observe(&state.paths.root, rel) {
+    match crate::vault::observe::observe(&state.paths.root, rel) {
         Ok(obs) => Some(obs),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {

@@ -1,6 +1,6 @@
 //! How complete an answer is: the facts every search-side answer's `coverage` is made of.
 
-use crate::vault::catalog::Excluded;
+use crate::vault::observe::Excluded;
 
 /// Excluded files listed in an answer (all are counted).
 pub const MAX_EXCLUDED: usize = 100;

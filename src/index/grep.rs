@@ -18,7 +18,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch}
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// Longest pattern, in characters.
 pub const MAX_PATTERN_CHARS: usize = 1000;

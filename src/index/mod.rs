@@ -43,8 +43,8 @@ pub use self::reader::{Hit, Hits};
 use self::schema::Fields;
 pub use self::schema::{searchable, stamp_of, SCHEMA_VERSION};
 use self::writer::{Msg, Overlay, Worker};
-pub use crate::vault::catalog::key_of;
-use crate::vault::catalog::Note;
+pub use crate::vault::note::key_of;
+use crate::vault::note::Note;
 
 /// (committed_seq, notes, excluded files): when the vault-wide coverage changes.
 pub(crate) type CoverageKey = (i64, usize, usize);

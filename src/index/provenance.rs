@@ -10,8 +10,8 @@
 use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 
 use super::tokenizer::{is_unspaced, stem, stem_is, tokens, without_letter_keys};
-use crate::vault::catalog::Note;
 use crate::vault::markdown;
+use crate::vault::note::Note;
 
 /// Longest snippet, in characters (marks not counted).
 pub const SNIPPET_CHARS: usize = 200;

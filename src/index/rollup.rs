@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_norway::Value;
 
-use crate::vault::catalog::Note;
 use crate::vault::markdown::scalar_string;
+use crate::vault::note::Note;
 
 /// One tag of the rollup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +129,7 @@ mod tests {
         let text = format!("---\n{fm}\n---\nbody #hashtag\n");
         let facts = crate::vault::markdown::facts(text.as_bytes());
         let mut n = crate::vault::catalog::note_from(
-            crate::vault::scan::Observed {
+            crate::vault::observe::Observed {
                 rel: "n.md".into(),
                 size: 0,
                 mtime: std::time::SystemTime::UNIX_EPOCH,

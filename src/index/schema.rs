@@ -12,7 +12,7 @@ use tantivy::schema::{
 use tantivy::{Index, TantivyDocument};
 
 use super::{provenance, tokenizer};
-use crate::vault::catalog::{Note, Visibility};
+use crate::vault::note::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
 pub const SCHEMA_VERSION: u32 = 7;
@@ -280,7 +280,7 @@ mod tests {
 
     fn note(rel: &str, text: &str) -> Arc<Note> {
         let bytes = text.as_bytes().to_vec();
-        let observed = crate::vault::scan::Observed {
+        let observed = crate::vault::observe::Observed {
             rel: rel.into(),
             size: bytes.len() as u64,
             mtime: std::time::SystemTime::UNIX_EPOCH,

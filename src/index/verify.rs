@@ -7,7 +7,7 @@ use tantivy::{Index, ReloadPolicy};
 
 use super::schema::{schema, stamp_of, SCHEMA_VERSION, VERSION_FILE};
 use super::searchable;
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// How the index compares with the notes it should hold.
 #[derive(Debug, Default)]

@@ -18,7 +18,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
 use super::schema::{schema, stamp_of, Fields, NoteDoc};
 use super::{key_of, searchable, tokenizer, SearchIndex};
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// The memory budget of the writers that take small batches (tantivy's minimum).
 const SMALL_WRITER_BYTES: usize = 15_000_000;

@@ -8,7 +8,7 @@ use crate::error::{Error, Reason, Result};
 use crate::filter::{Expr, Value};
 use crate::state::State;
 use crate::vault::attachments::{links_attachment, Attachment};
-use crate::vault::catalog::Excluded;
+use crate::vault::observe::Excluded;
 
 /// The fields an attachment listing filters on.
 pub const FILTER_FIELDS: &[&str] = &[

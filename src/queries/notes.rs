@@ -7,8 +7,9 @@ use crate::error::{Error, Result};
 use crate::filter::Expr;
 use crate::record::refresh::{find, read, read_kept};
 use crate::state::State;
-use crate::vault::catalog::{Excluded, Note};
 use crate::vault::markdown;
+use crate::vault::note::Note;
+use crate::vault::observe::Excluded;
 
 /// Largest `limit` of a line-sliced read.
 pub const MAX_LINES: usize = 2000;

@@ -16,7 +16,8 @@ use crate::index::provenance::{Matcher, Provenance};
 use crate::index::rollup::{Aggregate, TagCount};
 use crate::index::{query, searchable};
 use crate::state::State;
-use crate::vault::catalog::{Excluded, Note, Visibility};
+use crate::vault::note::{Note, Visibility};
+use crate::vault::observe::Excluded;
 
 /// Greps whose first pass is kept for their next pages.
 const GREP_CACHE: usize = 8;
@@ -191,7 +192,7 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
                             reason: format!(
                                 "too large: {} bytes (search and grep cover notes up to {} bytes)",
                                 note.size,
-                                crate::vault::scan::MAX_CONTENT_BYTES
+                                crate::vault::observe::MAX_CONTENT_BYTES
                             ),
                         });
                     }
@@ -556,9 +557,9 @@ fn with_bytes(state: &State, note: &Arc<Note>) -> Arc<Note> {
     // Only a file that still has the stamp it was recalled with (so no larger than it
     // was) is read.
     let read = state.paths.resolve(&note.path).ok().and_then(|safe| {
-        let stamp = crate::vault::scan::FileStamp::at(&safe.abs).ok();
+        let stamp = crate::vault::observe::FileStamp::at(&safe.abs).ok();
         (stamp.is_some() && stamp == note.stamp)
-            .then(|| crate::vault::scan::read_file(&safe.abs).ok())
+            .then(|| crate::vault::observe::read_file(&safe.abs).ok())
             .flatten()
     });
     match read {

@@ -34,8 +34,9 @@ use crate::history::{self, CommitRequest, Content};
 use crate::meta::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
 use crate::state::State;
 use crate::vault::attachments::Attachment;
-use crate::vault::catalog::{note_from, Note};
-use crate::vault::scan::Observed;
+use crate::vault::catalog::note_from;
+use crate::vault::note::Note;
+use crate::vault::observe::Observed;
 
 /// A commit names the version and note of each of its changes up to this many changes.
 pub const NAMED_ENTRIES: usize = 64;

@@ -14,9 +14,9 @@ use super::{record, Batch, Entry};
 use crate::error::Result;
 use crate::history::Change;
 use crate::state::State;
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
+use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
-use crate::vault::scan::Observed;
 
 /// What a reconcile did.
 #[derive(Debug, Default)]

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use super::reconcile::reconcile;
 use crate::error::{Error, Result};
 use crate::state::State;
-use crate::vault::catalog::Note;
 use crate::vault::content_hash;
+use crate::vault::note::Note;
+use crate::vault::observe::FileStamp;
 use crate::vault::path::slug_of;
-use crate::vault::scan::FileStamp;
 
 /// A note and the bytes of the version it names (shared with the catalog when it keeps
 /// them).
@@ -60,7 +60,7 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
         // Still changing after a few tries: the latest bytes.
         Err(note) => {
             let abs = state.paths.resolve(&note.path)?.abs;
-            let bytes = crate::vault::scan::read_file(&abs).map_err(|e| match e.kind() {
+            let bytes = crate::vault::observe::read_file(&abs).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Error::not_found(key),
                 _ => Error::internal(format!("cannot read {}: {e}", note.path)),
             })?;
@@ -89,7 +89,7 @@ pub(crate) fn read_agreeing(
             return Ok(Ok((note, kept)));
         }
         let safe = state.paths.resolve(&note.path)?;
-        let bytes = match crate::vault::scan::read_file(&safe.abs) {
+        let bytes = match crate::vault::observe::read_file(&safe.abs) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 refresh_with(state, &note.path, lock)?;

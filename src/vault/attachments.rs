@@ -8,20 +8,15 @@
 //! stored, and a file whose size, mtime and inode are the same keeps its hash and type.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 
-use crate::vault::catalog::Excluded;
 use crate::vault::links::RawLink;
+use crate::vault::observe::{hash_file, Excluded};
 use crate::vault::path::VaultPaths;
-
-/// How many leading bytes the type sniffer looks at.
-pub const SNIFF_BYTES: usize = 8192;
 
 /// What makes a file look unchanged without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,11 +74,6 @@ pub fn file_name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether a file name (not a path) is an attachment's: not a note, not a temp file.
-pub fn is_attachment_name(name: &str) -> bool {
-    !name.ends_with(".md") && !crate::vault::path::is_temp_name(name)
-}
-
 /// The media type of a file: what its first bytes say (`infer`), else what its
 /// extension says, else `application/octet-stream`.
 pub fn sniff(head: &[u8], name: &str) -> String {
@@ -101,38 +91,6 @@ pub fn by_extension(name: &str) -> String {
         .first_or_octet_stream()
         .essence_str()
         .to_string()
-}
-
-/// Read a file once: its SHA-256, size and the first bytes for the sniffer. Streams; the
-/// file is never held in memory.
-pub fn hash_file(path: &Path) -> std::io::Result<(String, u64, Vec<u8>)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut head = Vec::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        if head.len() < SNIFF_BYTES {
-            let take = (SNIFF_BYTES - head.len()).min(n);
-            head.extend_from_slice(&buf[..take]);
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((hex(&hasher.finalize()), size, head))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 /// Observe one attachment. With `known` facts whose stamp matches the file's, nothing is

@@ -9,95 +9,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use rayon::prelude::*;
-use serde_norway::Mapping;
 
-use crate::vault::graph::LinkTables;
-
-/// `standard` or `private`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Visibility {
-    Standard,
-    Private,
-}
-
-impl Visibility {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Visibility::Standard => "standard",
-            Visibility::Private => "private",
-        }
-    }
-}
-
-/// One note as the daemon knows it.
-#[derive(Debug, Clone)]
-pub struct Note {
-    pub note_id: String,
-    /// Vault-relative path with `.md` (the slug is this without it: [`Note::slug`]).
-    pub path: String,
-    pub title: String,
-    pub status: String,
-    pub visibility: Visibility,
-    pub tags: Vec<String>,
-    /// Boxed: a note without frontmatter (~90 % of the 44k corpus) then holds a pointer,
-    /// not the map's 72 bytes; one with frontmatter pays ~16 bytes more (the box).
-    pub frontmatter: Option<Box<Mapping>>,
-    /// Frontmatter `aliases` (other names `[[links]]` may use).
-    pub aliases: Vec<String>,
-    /// Outgoing links as written, with their lines.
-    pub links: Vec<crate::vault::links::RawLink>,
-    /// What a reader should know: broken frontmatter, lossy decoding.
-    pub warnings: Vec<String>,
-    pub version_id: String,
-    pub content_hash: String,
-    pub size: u64,
-    pub created_at: DateTime<Utc>,
-    /// The file's modification time.
-    pub updated_at: DateTime<Utc>,
-    /// When the daemon recorded this version.
-    pub observed_at: DateTime<Utc>,
-    /// The file's bytes as of `content_hash`, for search and grep; `None` when the note
-    /// is too large to keep (or private).
-    pub content: Option<Arc<[u8]>>,
-    /// The file's stamp when the bytes of `content_hash` were read from it (`None`: not
-    /// known; a read hashes the file).
-    pub stamp: Option<crate::vault::scan::FileStamp>,
-}
-
-/// A file the scan could not take in, and why (reported in `coverage`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Excluded {
-    pub path: String,
-    pub reason: String,
-}
-
-impl Note {
-    /// The note's slug: its path without `.md` (kept once, in the path).
-    pub fn slug(&self) -> &str {
-        crate::vault::path::slug_of(&self.path)
-    }
-
-    /// Whether the note's bytes were not read yet: its hash and facts came from the scan
-    /// cache at start (`vault::scan_cache`), and the verify that follows reads them. (A
-    /// note over [`MAX_CONTENT_BYTES`](crate::vault::scan::MAX_CONTENT_BYTES) or a private
-    /// one is never kept, and is not unread.)
-    pub fn unread(&self) -> bool {
-        self.content.is_none()
-            && self.visibility == Visibility::Standard
-            && self.size <= crate::vault::scan::MAX_CONTENT_BYTES
-    }
-
-    /// A 64-bit hash of the note id: how the search index names the note.
-    pub fn key(&self) -> u64 {
-        key_of(&self.note_id)
-    }
-}
-
-/// The 64-bit key of a note id (the first 8 bytes of its BLAKE3 hash).
-pub fn key_of(note_id: &str) -> u64 {
-    let h = blake3::hash(note_id.as_bytes());
-    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
-}
+use crate::vault::link_tables::LinkTables;
+use crate::vault::note::{Note, Visibility};
+use crate::vault::observe::Excluded;
 
 /// A note as the entry of [`Catalog`]'s slug table: ordered and looked up by the note's
 /// slug, which is part of the note (no copy of it as a key).
@@ -163,7 +78,7 @@ pub struct Catalog {
     by_slug: BTreeSet<BySlug>,
     by_id: HashSet<ById>,
     by_key: HashMap<u64, Arc<Note>>,
-    /// The link graph's name tables (see [`crate::vault::graph`]).
+    /// The link graph's name tables (see [`crate::vault::link_tables`]).
     links: LinkTables,
     /// Frontmatter tag → the slugs of the notes carrying it (for list filters).
     by_tag: BTreeMap<String, BTreeSet<String>>,
@@ -290,7 +205,7 @@ impl Catalog {
     /// The note `observed` names, rebuilt from that observation (bytes, facts, stamp;
     /// the same ids and times) when it is still unread and the file holds its version
     /// (the same hash); `false` when it is not.
-    pub fn fill_content(&mut self, observed: &crate::vault::scan::Observed) -> bool {
+    pub fn fill_content(&mut self, observed: &crate::vault::observe::Observed) -> bool {
         let slug = crate::vault::path::slug_of(&observed.rel);
         let note = match self.get(slug) {
             Some(n)
@@ -401,7 +316,7 @@ fn file_tags(by_tag: &mut BTreeMap<String, BTreeSet<String>>, note: &Note) {
 
 /// Build the catalog entry of an observed file.
 pub fn note_from(
-    observed: crate::vault::scan::Observed,
+    observed: crate::vault::observe::Observed,
     note_id: String,
     version_id: String,
     created_at: DateTime<Utc>,
@@ -450,7 +365,8 @@ mod tests {
     use super::*;
     use crate::vault::links::RawLink;
     use crate::vault::markdown::NoteFacts;
-    use crate::vault::scan::Observed;
+    use crate::vault::note::key_of;
+    use crate::vault::observe::Observed;
 
     fn note(rel: &str, id: &str, tags: &[&str], aliases: &[&str], links: &[(&str, bool)]) -> Note {
         let observed = Observed {

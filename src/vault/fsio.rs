@@ -63,9 +63,7 @@ use std::path::Path;
 
 use crate::error::{Error, Reason, Result};
 use crate::vault::content_hash;
-
-/// Prefix of our temp files (ignored by the scan, removed at start).
-pub const TEMP_PREFIX: &str = ".notevault-tmp-";
+use crate::vault::path::TEMP_PREFIX;
 
 /// What the target must be right before the rename.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -998,7 +996,7 @@ pub fn place_temp(temp: &Path, path: &Path) -> Result<()> {
 /// Remove a file that is not a note (an attachment), if it still has the SHA-256
 /// `sha256` (`VERSION_MOVED` when it changed or left); the folder is synced.
 pub fn remove_checked(path: &Path, sha256: &str) -> Result<()> {
-    let now = crate::vault::attachments::hash_file(path)
+    let now = crate::vault::observe::hash_file(path)
         .map_err(|e| moved(path, &format!("it cannot be read: {e}")))?;
     if now.0 != sha256 {
         return Err(moved(path, "its content differs"));
@@ -1011,7 +1009,7 @@ pub fn remove_checked(path: &Path, sha256: &str) -> Result<()> {
 /// Move a file that is not a note to `to` (which must not exist), if it still has the
 /// SHA-256 `sha256`.
 pub fn move_checked(from: &Path, to: &Path, sha256: &str) -> Result<()> {
-    let now = crate::vault::attachments::hash_file(from)
+    let now = crate::vault::observe::hash_file(from)
         .map_err(|e| moved(from, &format!("it cannot be read: {e}")))?;
     if now.0 != sha256 {
         return Err(moved(from, "its content differs"));

@@ -402,13 +402,26 @@ fn probe_case_insensitive(root: &Path, state_dir: &Path) -> bool {
     false
 }
 
+/// Prefix of our temp files (ignored by the scan, removed at start).
+pub const TEMP_PREFIX: &str = ".notevault-tmp-";
+
+/// Whether a file name (not a path) is a note's: it ends in `.md`.
+pub fn is_note_name(name: &str) -> bool {
+    name.ends_with(".md")
+}
+
+/// Whether a file name (not a path) is an attachment's: not a note, not a temp file.
+pub fn is_attachment_name(name: &str) -> bool {
+    !is_note_name(name) && !is_temp_name(name)
+}
+
 /// Editor swap and temp files: `.*.swp`, `*~`, `.#*`, vim's `4913` probe, our own temp files.
 pub fn is_temp_name(name: &str) -> bool {
     name.ends_with('~')
         || name.starts_with(".#")
         || name == "4913"
         || (name.starts_with('.') && (name.ends_with(".swp") || name.ends_with(".swx")))
-        || name.starts_with(".notevault-tmp")
+        || name.starts_with(TEMP_PREFIX.trim_end_matches('-'))
 }
 
 /// The slug of a vault-relative note path: without `.md`, `/`-separated.

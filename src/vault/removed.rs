@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// Notes that left the folder in the last few seconds, by content hash, so that a move
 /// whose halves reach two batches (or a delete then create) keeps its note id.

@@ -24,7 +24,7 @@ use serde_norway::{Mapping, Number, Value};
 
 use crate::vault::links::RawLink;
 use crate::vault::markdown::NoteFacts;
-use crate::vault::scan::{FileStamp, Observed};
+use crate::vault::observe::{FileStamp, Observed};
 
 /// The cache file in the state directory.
 pub const FILE_NAME: &str = "scan.cache";
@@ -359,7 +359,7 @@ mod tests {
         let path = dir.join(rel);
         #[allow(clippy::disallowed_methods, reason = "a test file")]
         std::fs::write(&path, text).unwrap();
-        crate::vault::scan::observe(dir, rel).unwrap()
+        crate::vault::observe::observe(dir, rel).unwrap()
     }
 
     /// The entries written one at a time are byte for byte postcard's encoding of the

@@ -12,7 +12,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::filter::{Cmp, Expr};
-use crate::vault::catalog::{Catalog, Note};
+use crate::vault::catalog::Catalog;
+use crate::vault::note::Note;
 
 /// Notes by slug.
 type Set<'a> = BTreeMap<&'a str, &'a Arc<Note>>;

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::RwLock;
 
 use crate::vault::catalog::Catalog;
+use crate::vault::observe::{self, Observed};
 use crate::vault::path::slug_of;
-use crate::vault::scan::{self, Observed};
 
 /// How long an emptied note must stay empty and unchanged to be recorded as empty.
 pub const QUIET: Duration = Duration::from_millis(100);
@@ -32,7 +32,7 @@ pub const BOUND: Duration = Duration::from_millis(250);
 const POLL: Duration = Duration::from_millis(2);
 
 /// `content_hash` of a zero-length file.
-static EMPTY_HASH: LazyLock<String> = LazyLock::new(|| scan::content_hash(b""));
+static EMPTY_HASH: LazyLock<String> = LazyLock::new(|| crate::vault::content_hash(b""));
 
 /// Observe the note at `rel` (vault-relative) to record it, with the rule above. `None`:
 /// it is an emptied note still changing; record nothing now. The caller holds the write
@@ -45,7 +45,7 @@ pub fn observe(
     let abs = root.join(rel);
     let started = Instant::now();
     loop {
-        let observed = scan::observe(root, rel)?;
+        let observed = observe::observe(root, rel)?;
         if observed.size > 0 || !had_content(catalog, rel) {
             return Ok(Some(observed));
         }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
-use crate::vault::attachments::is_attachment_name;
-use crate::vault::catalog::Excluded;
+use crate::vault::observe::Excluded;
+use crate::vault::path::is_attachment_name;
 use crate::vault::path::VaultPaths;
 
 /// What a walk lists.
@@ -177,7 +177,7 @@ fn take_entry(
         }
         return;
     }
-    if name.starts_with(crate::vault::fsio::TEMP_PREFIX) {
+    if name.starts_with(crate::vault::path::TEMP_PREFIX) {
         if want.notes && file_type.is_file() {
             found.leftovers.push(entry.path());
         }

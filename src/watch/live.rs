@@ -21,7 +21,8 @@ use notify::{RecursiveMode, Watcher};
 use parking_lot::Mutex;
 
 use crate::state::{State, WatchStatus};
-use crate::vault::scan::{self, Observed};
+use crate::vault::observe::Observed;
+use crate::vault::scan;
 use crate::vault::settle;
 
 /// Quiet time that closes a batch.
@@ -251,7 +252,7 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
             .get(crate::vault::path::slug_of(rel))
             .map(|n| n.content_hash.clone());
         match (known, std::fs::read(paths.root.join(rel))) {
-            (Some(hash), Ok(bytes)) => scan::content_hash(&bytes) != hash,
+            (Some(hash), Ok(bytes)) => crate::vault::content_hash(&bytes) != hash,
             _ => true,
         }
     });
@@ -343,7 +344,7 @@ fn attachments_under(state: &State, dir: &Path) -> Vec<String> {
         .filter_map(Result::ok)
         .filter(|e| {
             !e.file_type().is_dir()
-                && crate::vault::attachments::is_attachment_name(&e.file_name().to_string_lossy())
+                && crate::vault::path::is_attachment_name(&e.file_name().to_string_lossy())
         })
         .filter_map(|e| {
             e.path()
@@ -508,7 +509,7 @@ fn finish_verify(state: &State) {
     let read: Vec<(String, Option<Observed>)> = unread
         .into_par_iter()
         .map(|rel| {
-            let obs = scan::observe(&state.paths.root, &rel).ok();
+            let obs = crate::vault::observe::observe(&state.paths.root, &rel).ok();
             (rel, obs)
         })
         .collect();
@@ -528,8 +529,7 @@ fn finish_verify(state: &State) {
             tracing::warn!(path = %rel, error = %e.message, "a note recalled at start could not be read again");
         }
     }
-    let notes: Vec<Arc<crate::vault::catalog::Note>> =
-        state.catalog.read().iter().cloned().collect();
+    let notes: Vec<Arc<crate::vault::note::Note>> = state.catalog.read().iter().cloned().collect();
     state.index.start(notes, state.committed_seq());
     state.unread.finish();
 }

@@ -9,10 +9,10 @@ use chrono::Utc;
 use crate::error::{Error, Result};
 use crate::record::crash_point;
 use crate::state::State;
-use crate::vault::catalog::Note;
 use crate::vault::fsio::{self, Expect};
+use crate::vault::note::Note;
+use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
-use crate::vault::scan::{self, Observed};
 
 use super::{links, plan, Intent, IntentKey, NoteFacts, Op, Receipt, ReceiptStatus};
 
@@ -211,7 +211,7 @@ pub(crate) fn stage_change(
             from_path: from.map(|(n, _)| n.path.clone()),
             from_version: from.map(|(n, _)| n.version_id.clone()),
             to_rel: to_rel.to_string(),
-            content_hash: bytes.as_deref().map(scan::content_hash),
+            content_hash: bytes.as_deref().map(crate::vault::content_hash),
             renamed: change.renamed,
         };
         let json = serde_json::to_string(&recorded)
@@ -399,7 +399,7 @@ pub(crate) fn record_staged(
                 created: created_at.into(),
                 content_hash: crate::vault::content_hash(new),
                 facts: crate::vault::markdown::facts(new),
-                content: scan::keep_content(new.clone()),
+                content: crate::vault::observe::keep_content(new.clone()),
                 stamp: None,
             }
         });

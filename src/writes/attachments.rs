@@ -6,8 +6,9 @@
 use crate::error::{Error, Reason, Result};
 use crate::record::{record, Batch, FileEntry};
 use crate::state::State;
-use crate::vault::attachments::{hash_file, Attachment, Stamp};
+use crate::vault::attachments::{Attachment, Stamp};
 use crate::vault::fsio;
+use crate::vault::observe::hash_file;
 
 use super::{AttachmentFacts, Op, Receipt, ReceiptStatus};
 
@@ -101,9 +102,7 @@ fn destination(
     to: &str,
 ) -> Result<crate::vault::path::SafePath> {
     let dest = state.paths.resolve_new(to)?;
-    if !crate::vault::attachments::is_attachment_name(crate::vault::attachments::file_name_of(
-        &dest.rel,
-    )) {
+    if !crate::vault::path::is_attachment_name(crate::vault::attachments::file_name_of(&dest.rel)) {
         return Err(Error::invalid_field(
             "name",
             format!(

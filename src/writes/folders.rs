@@ -22,10 +22,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Reason, Result};
 use crate::state::State;
-use crate::vault::catalog::Note;
 use crate::vault::fsio;
+use crate::vault::note::Note;
 use crate::vault::path::{slug_of, SafePath};
-use crate::vault::scan;
 
 use super::{links, FolderFacts, FolderIntent, IntentKey, Op, Receipt, ReceiptStatus};
 
@@ -328,7 +327,7 @@ fn finish(
         let to = match (op, &plan.to) {
             (Op::MoveFolder { .. }, Some(to)) => {
                 let rel = moved_path(&note.path, &plan.path, to);
-                match scan::observe(root, &rel) {
+                match crate::vault::observe::observe(root, &rel) {
                     Ok(observed) => Some(observed),
                     // Unreadable where it went: the next reconcile of the folder finds it.
                     Err(e) => {
@@ -458,7 +457,7 @@ fn receipt_of(state: &State, op: &Op, plan: &FolderPlan, history: Option<String>
 pub(crate) fn resolve(
     state: &State,
     intent: &FolderIntent,
-    changed: &mut Vec<scan::Observed>,
+    changed: &mut Vec<crate::vault::observe::Observed>,
     removed: &mut Vec<String>,
 ) -> Result<Option<Receipt>> {
     let root = &state.paths.root;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::state::State;
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 use crate::vault::links::{mdlink_re as mdlink, resolve_relative, wikilink_re as wikilink};
 
@@ -143,7 +143,7 @@ fn rewrite_each(
         if new_text == text {
             continue;
         }
-        if crate::vault::scan::content_hash(&bytes) != note.content_hash {
+        if crate::vault::content_hash(&bytes) != note.content_hash {
             failed.push((
                 note.slug().to_string(),
                 "changed on disk since it was indexed; rewrite its links by hand".into(),

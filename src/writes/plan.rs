@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Reason, Result};
 use crate::state::State;
-use crate::vault::catalog::Note;
 use crate::vault::frontmatter;
+use crate::vault::note::Note;
 use crate::vault::path::slug_of;
 
 use super::{Op, PatchChange};

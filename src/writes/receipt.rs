@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::timestamp;
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// `applied` or `queued`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

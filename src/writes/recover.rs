@@ -14,8 +14,8 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::meta::RevisionRow;
 use crate::state::State;
+use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
-use crate::vault::scan::Observed;
 
 use super::{
     linking_to, record_change, rewrite_links, store_receipt, FolderIntent, Identity, Intent,
@@ -140,7 +140,7 @@ fn landed(
             let bytes = match observed.content {
                 Some(bytes) => bytes,
                 // Over 10 MiB: the scan keeps no bytes.
-                None => crate::vault::scan::read_file(&root.join(&intent.to_rel)).ok()?,
+                None => crate::vault::observe::read_file(&root.join(&intent.to_rel)).ok()?,
             };
             Some(Some(bytes))
         }

@@ -35,7 +35,7 @@ use self::model::Model;
 use self::store::{Entry, Store};
 use super::schema::stamp_of;
 use super::searchable;
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// Nearest notes the vector retriever hands to the fusion.
 pub const VECTOR_DEPTH: usize = 100;

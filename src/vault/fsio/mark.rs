@@ -55,8 +55,8 @@ use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::TEMP_PREFIX;
 use crate::vault::content_hash;
+use crate::vault::path::TEMP_PREFIX;
 
 #[cfg(target_os = "linux")]
 use attr::{clear_at, probe, read, write};

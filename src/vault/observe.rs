@@ -1,0 +1,186 @@
+//! One file observed: its bytes read whole (or streamed and hashed), its stamp, its
+//! facts; or why it was left out. What the scan, the scan cache, the catalog and the
+//! attachment facts share, so none of them imports another for it.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+
+use crate::vault::content_hash;
+use crate::vault::markdown::{self, NoteFacts};
+
+/// A note file as read from disk.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// Vault-relative, `/`-separated, with `.md`.
+    pub rel: String,
+    pub size: u64,
+    pub mtime: SystemTime,
+    pub created: SystemTime,
+    pub content_hash: String,
+    pub facts: NoteFacts,
+    /// The bytes, kept for search and grep; `None` above [`MAX_CONTENT_BYTES`].
+    pub content: Option<Arc<[u8]>>,
+    /// What a stat said of the file both before and after its bytes were read (`None`
+    /// when the two differ, or when the bytes did not come from reading the file).
+    pub stamp: Option<FileStamp>,
+}
+
+/// What a stat says of a file: size, modification and change times, device and inode.
+/// A file whose stamp is the one taken when its bytes were read is presumed to hold
+/// those bytes (a read checks this instead of hashing); an edit that keeps all of them
+/// (same size, within one tick of the file system's clock) is the watcher's to catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileStamp {
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+    pub inode: (u64, u64),
+}
+
+impl FileStamp {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            size: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            inode: (meta.dev(), meta.ino()),
+        }
+    }
+
+    /// The stamp of the file at `abs` now (following a symlink, as a read does).
+    pub fn at(abs: &Path) -> std::io::Result<Self> {
+        std::fs::metadata(abs).map(|m| Self::of(&m))
+    }
+}
+
+/// Notes larger than this are listed and readable but neither indexed nor grepped
+/// (`coverage` says so).
+pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
+
+/// What a note's bytes become in the catalog: kept unless too large.
+pub fn keep_content(bytes: Arc<[u8]>) -> Option<Arc<[u8]>> {
+    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then_some(bytes)
+}
+
+/// A file the scan could not take in, and why (reported in `coverage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excluded {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Read one note file.
+pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
+    let mut file = std::fs::File::open(root.join(rel))?;
+    let meta = file.metadata()?;
+    let bytes = read_whole(&mut file, meta.len())?;
+    let before = FileStamp::of(&meta);
+    let stamp = file
+        .metadata()
+        .ok()
+        .map(|m| FileStamp::of(&m))
+        .filter(|after| *after == before && after.size == bytes.len() as u64);
+    let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    Ok(Observed {
+        rel: rel.to_string(),
+        size: bytes.len() as u64,
+        mtime,
+        created: meta.created().unwrap_or(mtime).min(mtime),
+        content_hash: content_hash(&bytes),
+        facts: markdown::facts(&bytes),
+        content: keep_content(bytes),
+        stamp,
+    })
+}
+
+/// The bytes of the file at `path`, as [`read_whole`] reads them.
+pub fn read_file(path: &Path) -> std::io::Result<Arc<[u8]>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    read_whole(&mut file, len)
+}
+
+/// The bytes of `file`, read into the one allocation the catalog keeps (an `Arc<[u8]>`:
+/// its counts and the bytes), sized by the `len` its stat gave; a file that turns out
+/// shorter or longer is read again from its start.
+fn read_whole(file: &mut std::fs::File, len: u64) -> std::io::Result<Arc<[u8]>> {
+    use std::io::{Read, Seek};
+    if let Ok(len) = usize::try_from(len) {
+        // One allocation: `repeat_n` knows its length, so `collect` sizes the `Arc` once.
+        let mut bytes: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
+        let buf = Arc::get_mut(&mut bytes).expect("a new Arc is not shared");
+        let whole = match file.read_exact(buf) {
+            // At the end when nothing follows (`read_to_end` retries an interrupted read).
+            Ok(()) => file.by_ref().take(1).read_to_end(&mut Vec::new())? == 0,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
+            Err(e) => return Err(e),
+        };
+        if whole {
+            return Ok(bytes);
+        }
+        file.rewind()?;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes.into())
+}
+
+/// How many leading bytes the type sniffer looks at.
+pub const SNIFF_BYTES: usize = 8192;
+
+/// Read a file once: its SHA-256, size and the first bytes for the sniffer. Streams; the
+/// file is never held in memory.
+pub fn hash_file(path: &Path) -> std::io::Result<(String, u64, Vec<u8>)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut head = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if head.len() < SNIFF_BYTES {
+            let take = (SNIFF_BYTES - head.len()).min(n);
+            head.extend_from_slice(&buf[..take]);
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((hex(&hasher.finalize()), size, head))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file whose length is not the one its stat gave (it changed in between) is read
+    /// whole all the same.
+    #[test]
+    fn a_file_longer_or_shorter_than_its_stat_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.md");
+        #[allow(clippy::disallowed_methods, reason = "a test file")]
+        std::fs::write(&path, b"# Note\nsome words\n").unwrap();
+        for stated in [0, 5, 18, 19, 4096] {
+            let mut file = std::fs::File::open(&path).unwrap();
+            let bytes = read_whole(&mut file, stated).unwrap();
+            assert_eq!(&bytes[..], b"# Note\nsome words\n", "stat said {stated}");
+        }
+    }
+}
