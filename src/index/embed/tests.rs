@@ -1,0 +1,118 @@
+use super::*;
+
+#[test]
+fn notes_are_cut_at_headings_outside_code() {
+    let body = "intro line\n\n# One\nfirst\n```\n# not a heading\n```\n## Two\nsecond\n#tag is no heading\n# \n";
+    let c = chunk_text("T", body);
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert_eq!(c[0], "T\nintro line\n\n");
+    assert!(c[1].starts_with("T\n# One\nfirst\n```\n# not a heading"));
+    assert!(c[2].starts_with("T\n## Two\nsecond\n#tag is no heading\n"));
+    // An empty heading makes no chunk of its own.
+    assert!(!c.iter().any(|s| s == "T\n# \n"));
+}
+
+#[test]
+fn dot_matches_the_plain_sum() {
+    let a: Vec<i8> = (0..19).map(|i| i * 6 - 50).collect();
+    let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
+    let plain: f32 = a.iter().zip(&b).map(|(x, y)| f32::from(*x) * y).sum();
+    assert!(
+        (dot_bytes(&a, &b) - plain).abs() < 1e-3,
+        "{} {plain}",
+        dot_bytes(&a, &b)
+    );
+    assert_eq!(dot_bytes(&[], &[]), 0.0);
+}
+
+#[test]
+fn quantized_cosines_stay_within_a_hundredth() {
+    // Unit vectors of 256 dimensions from a fixed sequence; two chunks per entry.
+    let mut seed = 7u64;
+    let mut unit = || {
+        let mut v: Vec<f32> = (0..256)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 33) as f32 / (1u64 << 31) as f32 - 0.5
+            })
+            .collect();
+        model::normalize(&mut v);
+        v
+    };
+    for _ in 0..50 {
+        let (a, b, q) = (unit(), unit(), unit());
+        let entry = Entry::quantize(String::new(), &[a.clone(), b.clone()].concat(), 256);
+        let exact = [a, b].map(|v| v.iter().zip(&q).map(|(x, y)| x * y).sum::<f32>());
+        for ((bytes, scale), exact) in entry.chunks(256).zip(exact) {
+            let got = dot_bytes(bytes, &q) * scale;
+            assert!((got - exact).abs() < 0.01, "{got} against {exact}");
+        }
+    }
+    // A zero chunk stays zero.
+    let zero = Entry::quantize(String::new(), &[0.0; 4], 4);
+    assert_eq!((zero.vectors, zero.scales), (vec![0; 4], vec![1.0]));
+}
+
+/// A model of one known word, `car`, whose vector is the first axis.
+fn car_model(dir: &Path) {
+    let tokenizer = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "car": 1}, "unk_token": "[UNK]"}
+    });
+    #[allow(clippy::disallowed_methods, reason = "a test's model folder")]
+    {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+        let rows: Vec<u8> = [0f32, 0., 0., 0., 1., 0., 0., 0.]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2, 4], &rows)
+            .unwrap();
+        let file = safetensors::tensor::serialize([("embeddings", view)], None).unwrap();
+        std::fs::write(dir.join("model.safetensors"), file).unwrap();
+        std::fs::write(dir.join("config.json"), r#"{"normalize": true}"#).unwrap();
+    }
+}
+
+#[test]
+fn nearest_looks_past_many_stale_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    car_model(&dir.path().join("model"));
+    let v = Vectors::open(&dir.path().join("state"), Some(&dir.path().join("model")));
+    assert!(v.ready(), "{:?}", v.status());
+    {
+        let mut store = v.store.write();
+        for key in 0..200u64 {
+            let entry = Entry::quantize(format!("blake3:{key} n{key}.md"), &[1., 0., 0., 0.], 4);
+            store.notes.insert(key, entry);
+        }
+    }
+    // The 150 best (equal, by key) are stale: the next ones are found all the same.
+    let near = v.nearest("car", |_| true, |key, _| key >= 150, 10).unwrap();
+    let keys: Vec<u64> = near.hits.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys, (150..160).collect::<Vec<_>>());
+    assert_eq!(near.covered, 50);
+    // The filter narrows what is returned, not what is covered.
+    let near = v
+        .nearest("car", |key| key % 2 == 0, |_, _| true, 3)
+        .unwrap();
+    assert_eq!(
+        near.hits.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        [0, 2, 4]
+    );
+    assert_eq!(near.covered, 200);
+}
+
+#[test]
+fn a_long_note_keeps_at_most_max_chunks() {
+    let headed: String = (0..200).map(|i| format!("# h{i}\ntext {i}\n")).collect();
+    let body = format!("intro\n{headed}");
+    let c = chunk_text("T", &body);
+    assert_eq!(c.len(), MAX_CHUNKS);
+    assert!(c.last().unwrap().contains("text 199"));
+}
