@@ -19,6 +19,8 @@
 mod diff;
 mod idp;
 mod pages;
+mod tokens;
+mod vault;
 
 use std::sync::Arc;
 
@@ -59,13 +61,13 @@ where
         .route("/", get(pages::review))
         .route("/pending", get(pages::pending))
         .route("/writes/{id}/{action}", post(pages::decide))
-        .route("/tokens", get(pages::tokens).post(pages::create_token))
-        .route("/tokens/{prefix}/revoke", post(pages::revoke_token))
-        .route("/settings", get(pages::settings).post(pages::save_settings))
-        .route("/activity", get(pages::activity))
-        .route("/vault", get(pages::vault))
-        .route("/export", post(pages::export))
-        .route("/purge", post(pages::purge))
+        .route("/tokens", get(tokens::tokens).post(tokens::create_token))
+        .route("/tokens/{prefix}/revoke", post(tokens::revoke_token))
+        .route("/settings", get(vault::settings).post(vault::save_settings))
+        .route("/activity", get(vault::activity))
+        .route("/vault", get(vault::vault))
+        .route("/export", post(vault::export))
+        .route("/purge", post(vault::purge))
         .route("/sign-in", get(sign_in))
         .route("/sign-in/idp", get(idp::start))
         .route("/sign-in/callback", get(idp::callback))
