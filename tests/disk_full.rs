@@ -109,8 +109,7 @@ async fn a_full_disk_answers_insufficient_storage_and_recovers() {
         "the index catches up once space is back",
         || async {
             let (_, st) = get(&client, format!("{base}/v1/index-status")).await;
-            st["indexed_seq"] == st["committed_seq"]
-                && st["search_index"]["not_yet_indexed"] == 0
+            st["indexed_seq"] == st["committed_seq"] && st["search_index"]["not_yet_indexed"] == 0
         },
     )
     .await;
@@ -313,4 +312,56 @@ async fn coverage_lags_while_the_index_cannot_commit_and_catches_up_once_space_i
     let up_to_date = log.find("search index up to date").unwrap();
     assert!(failed < up_to_date, "up to date only once it is: {log}");
     drop(tmpfs);
+}
+
+async fn delete(client: &reqwest::Client, base: &str, key: &str, slug: &str) -> (u16, Value) {
+    let res = client
+        .delete(format!("{base}/v1/notes/{slug}?agent_id=t"))
+        .header("Idempotency-Key", key)
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+/// A delete on a full disk: it moves the note to `.trash/` on the same disk, so it frees
+/// nothing, and its revision and history need a little space. It answers 507 with a hint
+/// saying so and what to do, changes nothing, and applies once space is freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_on_a_full_disk_says_it_frees_nothing_and_applies_once_space_is_back() {
+    if let Some(why) = unsupported() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut fs = LoopFs::new(dir.path(), 48);
+    let vault = fs.mount.join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("old.md"), "# Old\n\nplatypus\n").unwrap();
+    let client = reqwest::Client::new();
+    let base = start(&mut fs);
+    let filler = fs.fill("filler");
+
+    let (status, refused) = delete(&client, &base, "d1", "old").await;
+    assert_eq!(status, 507, "{refused}");
+    common::assert_envelope(&refused, 507, "INSUFFICIENT_STORAGE");
+    let hint = refused["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("a delete frees nothing") && hint.contains("`.trash/`"),
+        "{hint}"
+    );
+    assert!(
+        vault.join("old.md").exists(),
+        "a refused delete moves nothing"
+    );
+    let (status, note) = get(&client, format!("{base}/v1/notes/old")).await;
+    assert_eq!(status, 200, "{note}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let (status, receipt) = delete(&client, &base, "d1", "old").await;
+    assert_eq!(status, 200, "{receipt}");
+    assert!(vault.join(".trash/old.md").exists());
+    let (status, gone) = get(&client, format!("{base}/v1/notes/old")).await;
+    common::assert_envelope(&gone, 404, "NOTE_NOT_FOUND");
+    assert_eq!(status, 404);
 }
