@@ -365,3 +365,79 @@ async fn a_delete_on_a_full_disk_says_it_frees_nothing_and_applies_once_space_is
     common::assert_envelope(&gone, 404, "NOTE_NOT_FOUND");
     assert_eq!(status, 404);
 }
+
+fn spawn_with(vault: &std::path::Path, state: &std::path::Path, crash_at: Option<&str>) -> Serving {
+    let mut env = vec![
+        ("RATE_LIMIT_WRITE_PER_MINUTE", "0"),
+        ("RATE_LIMIT_READ_PER_MINUTE", "0"),
+    ];
+    if let Some(at) = crash_at {
+        env.push(("NOTEVAULT_TEST_CRASH_AT", at));
+    }
+    let d = common::spawn(vault, state, &env);
+    Serving {
+        child: Some(d.child),
+        rest: Some(d.rest),
+        base: d.base,
+    }
+}
+
+/// Regression (issue 40, part 4): a create answered 507 after its file had landed (the
+/// disk filled while it was recorded), and its retry with the same key got 409
+/// `NAME_COLLISION`. The file is kept (the user's bytes), and the retry answers its
+/// receipt: at once, and after a restart. Needs no root: the write fails at the step
+/// after its file lands as on a full disk (`full:after-file`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_file_landed_before_the_disk_filled_answers_its_retry_with_the_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (vault, state) = (dir.path().join("vault"), dir.path().join("state"));
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("seed.md"), "# Seed\n\nplatypus\n").unwrap();
+    let client = reqwest::Client::new();
+    let content = "# Landed\n\nzebracorn\n";
+
+    let d = spawn_with(&vault, &state, Some("full:after-file"));
+    let (status, refused) = create_with(&client, &d.base, "k1", "landed", content).await;
+    assert_eq!(status, 507, "{refused}");
+    common::assert_envelope(&refused, 507, "INSUFFICIENT_STORAGE");
+    assert_eq!(
+        std::fs::read_to_string(vault.join("landed.md")).unwrap(),
+        content,
+        "the bytes that landed are kept"
+    );
+    let (status, receipt) = create_with(&client, &d.base, "k1", "landed", content).await;
+    assert_eq!(status, 201, "the retry gets the receipt: {receipt}");
+    assert_eq!(receipt["content_hash"], common::blake3_of(content));
+    let (status, note) = get(&client, format!("{}/v1/notes/landed", d.base)).await;
+    assert_eq!(status, 200, "{note}");
+    assert_eq!(note["version_id"], receipt["version_id"]);
+    let (status, again) = create_with(&client, &d.base, "k1", "landed", content).await;
+    assert_eq!(
+        (status, &again),
+        (201, &receipt),
+        "a replay answers the same"
+    );
+    let (status, other) = create_with(&client, &d.base, "k1", "other", content).await;
+    assert_eq!(status, 422, "{other}");
+    d.end(false);
+
+    // The same, with a restart between the failure and the retry, once the watcher has
+    // recorded the landed file as an editor's change.
+    let d = spawn_with(&vault, &state, Some("full:after-file"));
+    let (status, refused) = create_with(&client, &d.base, "k2", "later", content).await;
+    assert_eq!(status, 507, "{refused}");
+    let base = d.base.clone();
+    common::eventually("the watcher records the landed file", || async {
+        get(&client, format!("{base}/v1/notes/later")).await.0 == 200
+    })
+    .await;
+    d.end(true);
+    let d = spawn_with(&vault, &state, None);
+    let (status, receipt) = create_with(&client, &d.base, "k2", "later", content).await;
+    assert_eq!(status, 201, "the retry gets the receipt: {receipt}");
+    let (status, note) = get(&client, format!("{}/v1/notes/later", d.base)).await;
+    assert_eq!(status, 200, "{note}");
+    assert_eq!(note["version_id"], receipt["version_id"]);
+    let (_, notes) = get(&client, format!("{}/v1/notes", d.base)).await;
+    assert_eq!(notes["notes"].as_array().map(Vec::len), Some(3), "{notes}");
+}
