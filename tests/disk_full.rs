@@ -92,6 +92,9 @@ async fn a_full_disk_answers_insufficient_storage_and_recovers() {
     assert_eq!(status, 200, "{note}");
     let (status, found) = get(&client, format!("{base}/v1/search?q=platypus")).await;
     assert_eq!(status, 200, "{found}");
+    // The index is reused, not rebuilt.
+    let (_, st) = get(&client, format!("{base}/v1/index-status")).await;
+    assert!(st["search_index"]["rebuilt"].is_null(), "{st}");
     let (status, refused) = create(&client, &base, "full-1", "during").await;
     assert_eq!(status, 507, "{refused}");
     common::assert_envelope(&refused, 507, "INSUFFICIENT_STORAGE");
@@ -440,4 +443,119 @@ async fn a_write_whose_file_landed_before_the_disk_filled_answers_its_retry_with
     assert_eq!(note["version_id"], receipt["version_id"]);
     let (_, notes) = get(&client, format!("{}/v1/notes", d.base)).await;
     assert_eq!(notes["notes"].as_array().map(Vec::len), Some(3), "{notes}");
+}
+
+/// The bytes of every file under `dir`.
+fn size_of_tree(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() {
+            size_of_tree(&entry.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+/// Regression (issue 40, part 4): after history commits failed on a full disk, the
+/// restart found history behind the revisions and recorded the vault as found, writing
+/// every note's blob again as one pack (and filling the disk it had just got back).
+/// Here only `history.git` is full (a tmpfs), so the notes are accepted (their history
+/// is the receipt's `flow_back_error`); the restart writes only what history lacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_after_history_failed_writes_only_what_history_lacks() {
+    if let Some(why) = unsupported() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (vault, state) = (dir.path().join("vault"), dir.path().join("state"));
+    std::fs::create_dir_all(&vault).unwrap();
+    // Notes that do not compress away: a pack of them all is large beside a few.
+    for i in 0..300u64 {
+        let words: Vec<String> = (0..200u64)
+            .map(|w| {
+                format!(
+                    "{:x}",
+                    (i * 7919 + w * 104_729).wrapping_mul(2_654_435_761) % 1_000_003
+                )
+            })
+            .collect();
+        std::fs::write(
+            vault.join(format!("seed{i}.md")),
+            format!("# Seed {i}\n\n{}\n", words.join(" ")),
+        )
+        .unwrap();
+    }
+    let client = reqwest::Client::new();
+    let first = Serving::start(&vault, &state);
+    let (status, receipt) = create(&client, &first.base, "before", "before").await;
+    assert_eq!(status, 201, "{receipt}");
+    first.end(false);
+
+    // History moves to a file system of its own.
+    let git = state.join("history.git");
+    let kept = state.join("history.kept");
+    std::fs::rename(&git, &kept).unwrap();
+    let tmpfs = common::loopfs::Tmpfs::new(&git, 16);
+    let (ok, out) = common::loopfs::run(
+        "cp",
+        &[
+            "-a",
+            &format!("{}/.", kept.display()),
+            git.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "cp: {out}");
+    let bootstrap = size_of_tree(&git.join("objects"));
+
+    let second = Serving::start(&vault, &state);
+    let filler = common::loopfs::fill(&tmpfs.mount, "filler");
+    for i in 0..3 {
+        let (status, receipt) =
+            create(&client, &second.base, &format!("a{i}"), &format!("a{i}")).await;
+        assert_eq!(status, 201, "{receipt}");
+        assert!(!receipt["flow_back_error"].is_null(), "{receipt}");
+    }
+    second.end(true);
+    std::fs::remove_file(&filler).unwrap();
+    let before = size_of_tree(&git.join("objects"));
+
+    let third = Serving::start(&vault, &state);
+    let base = third.base.clone();
+    common::eventually("history catches up", || async {
+        let (_, st) = get(&client, format!("{base}/v1/index-status")).await;
+        st["history"]["head_seq"] == st["committed_seq"] && st["history"]["pending"] == 0
+    })
+    .await;
+    let (_, st) = get(&client, format!("{base}/v1/index-status")).await;
+    assert!(st["search_index"]["rebuilt"].is_null(), "{st}");
+    let grown = size_of_tree(&git.join("objects")) - before;
+    assert!(
+        grown * 10 < bootstrap,
+        "the restart wrote {grown} bytes of objects; the vault's are {bootstrap}"
+    );
+    let files = common::loopfs::run(
+        "git",
+        &[
+            "--git-dir",
+            git.to_str().unwrap(),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "HEAD",
+        ],
+    )
+    .1;
+    assert_eq!(files.lines().count(), 304, "{files}");
+    let (ok, a1) = common::loopfs::run(
+        "git",
+        &["--git-dir", git.to_str().unwrap(), "show", "HEAD:a1.md"],
+    );
+    assert!(ok && a1 == "# a1\n\nzebracorn\n", "{a1}");
+    third.end(false);
+    drop(tmpfs);
 }
