@@ -410,7 +410,9 @@ impl SearchIndex {
                             synced = Some(n);
                             w.merge_at = Some(Instant::now() + MERGE_AFTER);
                             w.hold(None, seq);
-                            w.shrink()
+                            // A swap that failed half way may leave the placeholder in
+                            // place: a real writer is opened before the next commit.
+                            w.shrink().inspect_err(|_| w.discard_main())
                         }
                         Err(e) => {
                             // Kept, and tried again with the overlay's next flush; its
