@@ -68,7 +68,8 @@ pub struct Config {
     pub watch: bool,
     /// Tests only (`NOTEVAULT_TEST_CRASH_AT`): a step of the write pipeline where the
     /// daemon aborts as `kill -9` would (`before-file`, `after-file`, `after-history`,
-    /// `before-receipt`), so crash recovery can be tested at each step.
+    /// `before-receipt`), so crash recovery can be tested at each step; `full:<step>`
+    /// makes the write fail there as on a full disk instead.
     pub test_crash_at: Option<String>,
     /// A request head must arrive whole within this, counted from when the server starts
     /// waiting for it (also between two requests of a kept-alive connection).

@@ -100,7 +100,7 @@ mod table {
         MALFORMED_REQUEST => (400, "Send a well-formed HTTP/1.1 request (ASCII request line, `Name: value` header lines)."),
         REQUEST_TIMEOUT => (408, "Send the whole request body without long pauses, then retry."),
         SERVER_BUSY => (503, "Wait `Retry-After` seconds, then retry; reuse an open connection instead of opening many."),
-        INSUFFICIENT_STORAGE => (507, "The disk holding the vault or its state directory is full: free space on it, then retry the write with the same idempotency key."),
+        INSUFFICIENT_STORAGE => (507, "The disk holding the vault or its state directory is full, and a delete frees nothing (the note moves to `.trash/` on the same disk): free space on that disk outside the daemon (empty `.trash/`, say), then retry the write with the same idempotency key."),
         INTERNAL => (500, "Retry the request; if it persists, report it with the `requestId`."),
     }
 }

@@ -250,6 +250,9 @@ fn rebuild(config: Config, drop_index: bool) -> anyhow::Result<String> {
         .index
         .wait_for_blocking(state.committed_seq(), std::time::Duration::from_secs(3600))
     {
+        if let Some(e) = state.index.state().last_error {
+            anyhow::bail!("indexing failed: {e}");
+        }
         anyhow::bail!("the index did not finish within an hour");
     }
     // With a model, the note vectors too (they are embedded beside the index writer).

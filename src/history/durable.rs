@@ -78,6 +78,29 @@ impl Objects {
         Ok(id)
     }
 
+    /// Whether the repository holds the object `id` intact, so it need not be written: a
+    /// loose file read back and checked (and remembered for [`Self::sync`]; a torn one is
+    /// removed), or an entry of a pack.
+    pub(crate) fn has(&self, repo: &gix::Repository, id: &ObjectId) -> Result<bool> {
+        let path = self.loose.object_path(id);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) if intact(&self.loose, id) => {
+                self.files.lock().push(path);
+                Ok(true)
+            }
+            Ok(_) => {
+                tracing::warn!(object = %id, "a torn history object is written again");
+                std::fs::remove_file(&path)
+                    .map_err(|e| history_error("remove a torn object", e))?;
+                Ok(false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(repo.objects.exists_without_refresh(id))
+            }
+            Err(e) => Err(history_error("look for an object", e)),
+        }
+    }
+
     /// Sync every object file collected, then their folders and the objects folder (a
     /// fan-out folder may be new).
     pub(crate) fn sync(&self) -> Result<()> {

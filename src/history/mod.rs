@@ -628,7 +628,17 @@ fn packed_blobs(
             _ => None,
         })
         .collect();
-    let mut packed = pack::write_blobs(sync.git_dir(), &data)?.into_iter();
+    // Blobs history holds already are not packed again (a vault recorded as found after
+    // history fell behind is mostly those); a first commit has none to look for.
+    let repo = sync.to_thread_local();
+    let bootstrap = repo.head_id().is_err();
+    let held = |id: &gix::ObjectId| -> Result<bool> {
+        if bootstrap {
+            return Ok(false);
+        }
+        objects.has(&repo, id)
+    };
+    let mut packed = pack::write_blobs(sync.git_dir(), &data, &held)?.into_iter();
     progress.inc(data.len() as u64);
     let rest: Vec<BlobOf> = changes
         .par_iter()

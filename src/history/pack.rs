@@ -7,7 +7,8 @@
 //! then compressed in parallel a group at a time and written as each group is done (the
 //! compressed pack is never held whole in memory). The pack is written to a temporary
 //! file, synced and renamed into place, then its index the same way, so a reader (git,
-//! gix) never finds an index without its whole pack. Identical blobs are stored once.
+//! gix) never finds an index without its whole pack. Identical blobs are stored once, and
+//! blobs the repository holds already are not stored again.
 //! **Invariant:** every id returned is in the pack (or was already in the repository's
 //! object database as the same bytes: blob ids are content addresses).
 #![allow(
@@ -47,8 +48,13 @@ struct Placed {
 const GROUP: usize = 1024;
 
 /// Write `blobs` into one pack (and its index) under `git_dir/objects/pack`, returning
-/// each blob's id in the order given.
-pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectId>> {
+/// each blob's id in the order given; those `held` says the repository holds already
+/// are left out (none left: no pack).
+pub(crate) fn write_blobs(
+    git_dir: &Path,
+    blobs: &[&[u8]],
+    held: &dyn Fn(&ObjectId) -> Result<bool>,
+) -> Result<Vec<ObjectId>> {
     if blobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -56,15 +62,18 @@ pub(crate) fn write_blobs(git_dir: &Path, blobs: &[&[u8]]) -> Result<Vec<ObjectI
         .par_iter()
         .map(|data| blob_id(data))
         .collect::<Result<_>>()?;
-    // One entry per id; the first one given is kept.
+    // One entry per id not `held` already; the first one given is kept.
     let mut seen = std::collections::HashSet::with_capacity(ids.len());
-    let unique: Vec<(ObjectId, &[u8])> = ids
-        .iter()
-        .zip(blobs)
-        .filter(|(id, _)| seen.insert(**id))
-        .map(|(id, data)| (*id, *data))
-        .collect();
+    let mut unique: Vec<(ObjectId, &[u8])> = Vec::new();
+    for (id, data) in ids.iter().zip(blobs) {
+        if seen.insert(*id) && !held(id)? {
+            unique.push((*id, *data));
+        }
+    }
     drop(seen);
+    if unique.is_empty() {
+        return Ok(ids);
+    }
     let dir = git_dir.join("objects").join("pack");
     std::fs::create_dir_all(&dir).map_err(|e| history_error("create the pack folder", e))?;
     let (pack_temp, checksum, placed) = write_pack(&dir, &unique)?;
@@ -318,7 +327,7 @@ mod tests {
         let repo = gix::init_bare(&dir).unwrap();
         let big = vec![b'x'; 300_000];
         let blobs: Vec<&[u8]> = vec![b"one\n", b"", b"one\n", &big, b"two\n"];
-        let ids = write_blobs(&dir, &blobs).unwrap();
+        let ids = write_blobs(&dir, &blobs, &|_| Ok(false)).unwrap();
         assert_eq!(ids[0], ids[2]);
         let repo = gix::open(repo.git_dir()).unwrap();
         for (id, data) in ids.iter().zip(&blobs) {
@@ -332,7 +341,7 @@ mod tests {
         assert_eq!(packs.len(), 2, "{packs:?}");
         assert!(packs.iter().all(|n| n.starts_with("pack-")), "{packs:?}");
         // The same blobs again (a retried commit): the pack there serves, nothing is added.
-        assert_eq!(write_blobs(&dir, &blobs).unwrap(), ids);
+        assert_eq!(write_blobs(&dir, &blobs, &|_| Ok(false)).unwrap(), ids);
         assert_eq!(
             std::fs::read_dir(dir.join("objects/pack")).unwrap().count(),
             2
@@ -380,7 +389,7 @@ mod tests {
             })
             .collect();
         let blobs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
-        let ids = write_blobs(&dir, &blobs).unwrap();
+        let ids = write_blobs(&dir, &blobs, &|_| Ok(false)).unwrap();
         assert_eq!(ids.len(), blobs.len());
         let repo = gix::open(&dir).unwrap();
         for (i, (id, data)) in ids.iter().zip(&blobs).enumerate() {

@@ -201,13 +201,21 @@ impl SearchIndex {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// Blocking form of [`SearchIndex::wait_for`], for the CLI.
+    /// Blocking form of [`SearchIndex::wait_for`], for the CLI; also `false` at once when
+    /// a commit failed (the CLI says why rather than wait out the retries).
     pub fn wait_for_blocking(&self, seq: i64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         self.want(seq);
         while Instant::now() < deadline {
-            if self.indexed_seq() >= seq && self.state.lock().sync_remaining == 0 {
-                return true;
+            {
+                let reached = self.indexed_seq() >= seq;
+                let st = self.state.lock();
+                if reached && st.sync_remaining == 0 {
+                    return true;
+                }
+                if st.last_error.is_some() {
+                    return false;
+                }
             }
             std::thread::sleep(Duration::from_millis(10));
         }

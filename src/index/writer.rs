@@ -5,7 +5,8 @@
 //! to disk when writes pause, or
 //! it grows large or old ([`SearchIndex::flush`]), and at shutdown. At start, the sync
 //! (re)indexes only the notes whose stamp differs from the catalog's, with a large writer
-//! that a small one then replaces. The thread owns `<state dir>/index.lock`.
+//! that a small one then replaces. A commit on disk that fails is tried again after a
+//! back-off (`retry.rs`). The thread owns `<state dir>/index.lock`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -16,9 +17,13 @@ use std::time::{Duration, Instant};
 use tantivy::schema::Schema;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
-use super::schema::{schema, stamp_of, Fields, NoteDoc};
+use super::schema::{schema, Fields, NoteDoc};
 use super::{key_of, searchable, tokenizer, SearchIndex};
 use crate::vault::note::Note;
+
+mod retry;
+
+use self::retry::{Backoff, PendingSync};
 
 /// The memory budget of the writers that take small batches (tantivy's minimum).
 const SMALL_WRITER_BYTES: usize = 15_000_000;
@@ -80,6 +85,16 @@ pub(super) struct Overlay {
 pub(super) struct Worker {
     index: Index,
     main: IndexWriter<NoteDoc>,
+    /// `main` was given up after a failed commit (tantivy's writer is dead once one of
+    /// its indexing threads failed): a new one is opened before the next try.
+    main_dead: bool,
+    /// The start-up sync, while its commit has not landed.
+    sync_pending: Option<PendingSync>,
+    /// The highest seq published while a start-up sync is pending, which `indexed_seq`
+    /// reaches once it lands.
+    deferred_seq: i64,
+    /// When the next commit on disk may be tried after a failed one.
+    retry: Backoff,
     pub(super) main_reader: IndexReader,
     fields: Fields,
     ram_writer: IndexWriter<NoteDoc>,
@@ -129,6 +144,10 @@ impl Worker {
         Ok(Worker {
             index,
             main: writer,
+            main_dead: false,
+            sync_pending: None,
+            deferred_seq: i64::MIN,
+            retry: Backoff::default(),
             main_reader: reader,
             fields,
             ram_writer: ram.writer_with_num_threads(1, SMALL_WRITER_BYTES)?,
@@ -177,34 +196,6 @@ impl Worker {
         };
         self.main = small;
         Ok(())
-    }
-
-    /// Commit the overlay's notes to the index on disk and empty the overlay. On error the
-    /// overlay is kept and retried: each note's operations (delete its key, add its
-    /// document) replayed after a failed attempt supersede that attempt's, so no rollback
-    /// is needed (tantivy's rollback gives up the writer's lock when it fails).
-    fn flush_to_disk(&mut self) -> tantivy::Result<()> {
-        if self.changed.is_empty() {
-            return Ok(());
-        }
-        let mut write = || -> tantivy::Result<()> {
-            for (key, note) in &self.changed {
-                self.main
-                    .delete_term(Term::from_field_u64(self.fields.key, *key));
-                if let Some(note) = note {
-                    self.main
-                        .add_document(NoteDoc::new(self.fields, note.clone()))?;
-                }
-            }
-            self.main.commit()?;
-            self.main_reader.reload()
-        };
-        write()?;
-        self.changed.clear();
-        self.first_change = None;
-        self.ram_writer.delete_all_documents()?;
-        self.ram_writer.commit()?;
-        self.ram_reader.reload()
     }
 }
 
@@ -321,10 +312,10 @@ impl SearchIndex {
             let wait = if w.unpublished() && !w.publish_failing {
                 let since = w.last_publish.map_or(PUBLISH_EVERY, |t| t.elapsed());
                 Some(PUBLISH_EVERY.saturating_sub(since))
-            } else if w.changed.is_empty() {
+            } else if w.changed.is_empty() && w.sync_pending.is_none() {
                 None
             } else {
-                Some(FLUSH_IDLE)
+                Some(w.retry.wait().unwrap_or(FLUSH_IDLE))
             };
             // The merge's time comes first: it is what wakes the thread then.
             let until_merge = w
@@ -346,6 +337,7 @@ impl SearchIndex {
                     this.apply(&mut w, first, &rx);
                     if w.changed.len() >= FLUSH_MAX
                         || w.first_change.is_some_and(|t| t.elapsed() >= FLUSH_AGE)
+                        || (w.retry.failing() && w.retry.due())
                     {
                         this.flush(&mut w);
                     }
@@ -369,8 +361,9 @@ impl SearchIndex {
                 }
             }
         }
-        // Shutting down: what is only in memory goes to disk.
-        if let Err(e) = w.flush_to_disk() {
+        // Shutting down: what is only in memory goes to disk (a pending start-up sync is
+        // the next start's).
+        if let Err(e) = w.flush_to_disk(None) {
             tracing::error!(error = %e, "could not write the last index changes; the next start indexes them");
         }
         // The vectors too (the service may be gone: they are held apart).
@@ -400,23 +393,41 @@ impl SearchIndex {
                     // The start-up sync goes straight to disk, with every core and a large
                     // memory budget; later changes come a few at a time, and a writer's
                     // memory grows with its budget, so a small writer takes over.
-                    let r = self
-                        .sync(&w.main, &notes)
-                        .and_then(|n| {
-                            synced = Some(n);
-                            w.main.commit().map(|_| ())
-                        })
-                        .and_then(|_| self.reader.reload())
-                        .and_then(|_| w.shrink());
+                    let mut differing = notes.len();
+                    let r = self.sync(&w.main, &notes, &HashSet::new()).and_then(|n| {
+                        differing = n;
+                        w.main.commit()?;
+                        self.reader.reload()?;
+                        Ok(n)
+                    });
                     // The vectors catch up beside the writer: the lexical index is
                     // published with this batch, and changes go on meanwhile
                     // (`Vectors::sync` never replaces an entry a change wrote since it
                     // looked).
-                    spawn_vector_sync(&self.vectors, notes);
-                    r.map(|()| {
-                        w.merge_at = Some(Instant::now() + MERGE_AFTER);
-                        w.hold(None, seq)
-                    })
+                    spawn_vector_sync(&self.vectors, notes.clone());
+                    match r {
+                        Ok(n) => {
+                            synced = Some(n);
+                            w.merge_at = Some(Instant::now() + MERGE_AFTER);
+                            w.hold(None, seq);
+                            // A swap that failed half way may leave the placeholder in
+                            // place: a real writer is opened before the next commit.
+                            w.shrink().inspect_err(|_| w.discard_main())
+                        }
+                        Err(e) => {
+                            // Kept, and tried again with the overlay's next flush; its
+                            // notes are not searchable until then.
+                            w.discard_main();
+                            w.sync_pending = Some(PendingSync {
+                                notes,
+                                seq,
+                                touched: HashSet::new(),
+                            });
+                            self.state.lock().sync_remaining = differing;
+                            self.commit_failed(w, &e, "search index start-up sync failed");
+                            Ok(())
+                        }
+                    }
                 }
                 Msg::Upsert { note, seq } => {
                     let key = note.key();
@@ -431,6 +442,7 @@ impl SearchIndex {
                         Ok(())
                     };
                     w.first_change.get_or_insert_with(Instant::now);
+                    w.touch(key);
                     // Embedded before `indexed_seq` moves: a search that waited for this
                     // change finds its vectors current too.
                     self.vectors.upsert(&note);
@@ -448,6 +460,7 @@ impl SearchIndex {
                     w.ram_writer
                         .delete_term(Term::from_field_u64(self.fields.key, key));
                     w.first_change.get_or_insert_with(Instant::now);
+                    w.touch(key);
                     self.vectors.remove(key);
                     w.changed.insert(key, None);
                     w.hold(Some(note_id), seq);
@@ -501,6 +514,9 @@ impl SearchIndex {
     /// mix 1.26-1.35x faster. Changes go on meanwhile (tantivy applies their deletes to the
     /// merged segment).
     fn merge_segments(&self, w: &mut Worker) {
+        if w.main_dead {
+            return;
+        }
         let ids = match w.index.searchable_segment_ids() {
             Ok(ids) if ids.len() > 1 => ids,
             _ => return,
@@ -569,10 +585,16 @@ impl SearchIndex {
     /// The held changes are searchable (from the overlay or the disk index): they leave
     /// `pending`, and `indexed_seq` reaches the highest held seq.
     fn settle(&self, w: &mut Worker) {
-        let held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
+        let mut held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
         let held = std::mem::take(&mut w.held);
         if held.is_empty() && held_seq == i64::MIN {
             return;
+        }
+        if w.sync_pending.is_some() {
+            // The notes the start-up sync has not indexed are in no index a search reads:
+            // `indexed_seq` waits for it.
+            w.deferred_seq = w.deferred_seq.max(held_seq);
+            held_seq = i64::MIN;
         }
         {
             let mut st = self.state.lock();
@@ -590,38 +612,6 @@ impl SearchIndex {
             changed
         });
     }
-    /// Write the overlay to the index on disk and empty it.
-    fn flush(&self, w: &mut Worker) {
-        // What is held is published first: once on disk, it moves `indexed_seq` too.
-        if w.unpublished() {
-            self.publish(w, None);
-        }
-        let started = Instant::now();
-        match w.flush_to_disk() {
-            Ok(()) => {
-                // The disk index is current before the overlay empties: a search that
-                // took the old overlay excludes its keys from the disk index, one that
-                // takes the empty overlay finds them on disk.
-                self.publish_overlay(w);
-                // The overlay's writer committed as it emptied; what a failed publish
-                // held is searchable on disk now.
-                w.overlay_dirty = false;
-                w.publish_failing = false;
-                self.settle(w);
-                let ms = started.elapsed().as_millis() as u64;
-                let mut st = self.state.lock();
-                st.commits += 1;
-                st.last_commit_ms = Some(ms);
-                drop(st);
-                self.refresh_counts();
-                self.vectors.persist(false);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "index commit failed; the changes stay in memory and are retried");
-                self.state.lock().last_error = Some(e.to_string());
-            }
-        }
-    }
 
     fn publish_overlay(&self, w: &Worker) {
         let overlay = if w.changed.is_empty() {
@@ -633,61 +623,6 @@ impl SearchIndex {
             }
         };
         *self.overlay.write() = Arc::new(overlay);
-    }
-
-    /// Index what differs between the index and `notes`; the number of notes (re)indexed.
-    fn sync(&self, writer: &IndexWriter<NoteDoc>, notes: &[Arc<Note>]) -> tantivy::Result<usize> {
-        let indexed = self.indexed_stamps()?;
-        let mut keep: HashSet<u64> = HashSet::with_capacity(notes.len());
-        let mut count = 0;
-        let progress = crate::progress::Progress::start("indexing", "notes", notes.len() as u64);
-        for note in notes {
-            progress.inc(1);
-            if !searchable(note) {
-                continue;
-            }
-            let key = note.key();
-            keep.insert(key);
-            match indexed.get(&key) {
-                Some(stamp) if *stamp == stamp_of(note) => continue,
-                Some(_) => {
-                    writer.delete_term(Term::from_field_u64(self.fields.key, key));
-                }
-                None => {}
-            }
-            writer.add_document(NoteDoc::new(self.fields, note.clone()))?;
-            count += 1;
-        }
-        for key in indexed.keys() {
-            if !keep.contains(key) {
-                writer.delete_term(Term::from_field_u64(self.fields.key, *key));
-            }
-        }
-        progress.finish();
-        Ok(count)
-    }
-
-    /// Key → stamp of every live document.
-    fn indexed_stamps(&self) -> tantivy::Result<HashMap<u64, String>> {
-        let searcher = self.reader.searcher();
-        let mut out = HashMap::with_capacity(searcher.num_docs() as usize);
-        for segment in searcher.segment_readers() {
-            let ff = segment.fast_fields();
-            let keys = ff.u64("key")?;
-            let Some(stamps) = ff.str("stamp")? else {
-                continue;
-            };
-            let mut stamp = String::new();
-            for doc in segment.doc_ids_alive() {
-                let (Some(key), Some(s)) = (keys.first(doc), stamps.term_ords(doc).next()) else {
-                    continue;
-                };
-                stamp.clear();
-                stamps.ord_to_str(s, &mut stamp)?;
-                out.insert(key, stamp.clone());
-            }
-        }
-        Ok(out)
     }
 }
 

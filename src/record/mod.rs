@@ -584,6 +584,28 @@ pub fn history_change(
     }
 }
 
+/// A step of a write where a test makes the first write that reaches it fail as on a
+/// full disk (`NOTEVAULT_TEST_CRASH_AT=full:step`, or `full:step#n` for the n-th; never
+/// set outside tests): what a write that fills the disk after its file landed answers.
+pub(crate) fn full_point(state: &State, step: &str) -> Result<()> {
+    static REACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some(at) = (state.config.test_crash_at.as_deref()).and_then(|a| a.strip_prefix("full:"))
+    else {
+        return Ok(());
+    };
+    let (at, nth) = match at.split_once('#') {
+        Some((at, n)) => (at, n.parse().unwrap_or(1)),
+        None => (at, 1),
+    };
+    if at == step && REACHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == nth {
+        return Err(Error::new(
+            crate::error::Reason::INSUFFICIENT_STORAGE,
+            format!("test: the disk is full at {step}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A step of a write where a test stops the daemon as `kill -9` would
 /// (`NOTEVAULT_TEST_CRASH_AT`; never set outside tests): `step` stops the first write
 /// that reaches it, `step#n` the n-th (a crash in the middle of a device's batch).

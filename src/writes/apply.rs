@@ -150,6 +150,7 @@ pub(crate) fn commit_change(
         Stage::Prepared(_) => Err(Error::internal("a write was prepared, not applied")),
         Stage::Staged(staged) => {
             crash_point(state, "after-file");
+            crate::record::full_point(state, "after-file")?;
             let receipts = record_staged(state, actor, vec![staged], &mut dirs)?;
             receipts
                 .into_iter()

@@ -221,7 +221,8 @@ impl Group {
         let writes = staged.len();
         let started = std::time::Instant::now();
         crash_point(state, "after-file");
-        let recorded = record_staged(state, &actor, staged, &mut self.dirs);
+        let recorded = crate::record::full_point(state, "after-file")
+            .and_then(|()| record_staged(state, &actor, staged, &mut self.dirs));
         tracing::debug!(
             writes,
             staged_us = self.since.map_or(0, |t| (started - t).as_micros() as u64),

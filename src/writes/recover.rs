@@ -8,6 +8,9 @@
 //! the same key gets the receipt instead of `VERSION_MOVED` or `NAME_COLLISION`; a change
 //! that did not land is forgotten, and the retry applies it. A folder operation's intent
 //! is resolved the same way (`folders::resolve`).
+//!
+//! A write that fails after its change landed (the disk filled while it was recorded)
+//! keeps its intent too, and its retry resolves it live ([`resolve_retry`]).
 
 use std::sync::Arc;
 
@@ -90,10 +93,21 @@ pub fn resolve_intents(
                 store_receipt(state, key, &receipt)?;
                 resolved.recorded += 1;
             }
-            None => {
-                state.meta.forget_intent(&row.key)?;
-                resolved.forgotten += 1;
-            }
+            None => match sure
+                .then(|| recorded_meanwhile(state, &intent))
+                .transpose()?
+            {
+                // The change landed and was recorded as an editor's (the watcher saw it
+                // before the stop).
+                Some(Some(revision)) => {
+                    store_receipt(state, key, &receipt_of_recorded(state, &intent, &revision))?;
+                    resolved.already_recorded += 1;
+                }
+                _ => {
+                    state.meta.forget_intent(&row.key)?;
+                    resolved.forgotten += 1;
+                }
+            },
         }
     }
     if resolved != Resolved::default() {
@@ -220,5 +234,116 @@ fn receipt_of_recorded(state: &State, intent: &Intent, revision: &RevisionRow) -
         created: intent.from_path.is_none(),
         folder: None,
         attachment: None,
+    }
+}
+
+/// A write whose change landed before it failed (the disk filled up while it was
+/// recorded) keeps its intent, so that its retry with the same key answers the receipt
+/// of that change rather than `NAME_COLLISION` or `VERSION_MOVED`; the user's bytes are
+/// on disk and are kept, not rolled back. One that did not land is forgotten.
+pub(crate) fn after_failure(state: &State, key: &str) {
+    let landed = match intent_of(state, key) {
+        Ok(Some((_, intent))) => landed_now(&state.paths.root, &intent).is_some(),
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "cannot read a write intent");
+            false
+        }
+    };
+    if landed {
+        tracing::warn!("a write failed after its change landed; its retry gets the receipt");
+    } else if let Err(forget) = state.meta.forget_intent(key) {
+        tracing::warn!(error = %forget.message, "cannot forget a write intent");
+    }
+}
+
+/// The receipt for a retry of a write that failed after its change landed
+/// ([`after_failure`]), its change recorded now if nothing recorded it meanwhile; `None`
+/// when no such write is known (the retry applies as a new write).
+pub(crate) fn resolve_retry(state: &State, key: IntentKey<'_>) -> Result<Option<Receipt>> {
+    let Some((op_hash, intent)) = intent_of(state, key.key)? else {
+        return Ok(None);
+    };
+    if op_hash != key.op_hash {
+        return Err(crate::error::Error::new(
+            crate::error::Reason::IDEMPOTENCY_KEY_REUSED,
+            "this Idempotency-Key was already used for a different request",
+        )
+        .with_meta("idempotency_key", key.key));
+    }
+    let _write = state.lock_to_record()?;
+    if let Some(revision) = state.meta.revision(&intent.version_id)? {
+        return Ok(Some(receipt_of_recorded(state, &intent, &revision)));
+    }
+    let Some(bytes) = landed_now(&state.paths.root, &intent) else {
+        state.meta.forget_intent(key.key)?;
+        return Ok(None);
+    };
+    // What the catalog holds where the change landed: still the note as the write read
+    // it (record the change as this write), or the change already (a read or the
+    // watcher recorded it meanwhile: answer that revision).
+    let before = {
+        let catalog = state.catalog.read();
+        match &intent.from_version {
+            Some(v) => catalog
+                .get_by_id(&intent.note_id)
+                .is_some_and(|n| n.version_id == *v),
+            None => catalog.get(slug_of(&intent.to_rel)).is_none(),
+        }
+    };
+    if before {
+        return record_landed(state, &intent, bytes).map(Some);
+    }
+    if let Some(revision) = recorded_meanwhile(state, &intent)? {
+        return Ok(Some(receipt_of_recorded(state, &intent, &revision)));
+    }
+    state.meta.forget_intent(key.key)?;
+    Ok(None)
+}
+
+/// The revision that recorded the intent's new bytes at its path as someone else's
+/// change (the watcher, or a read, saw the file before the write was recorded).
+fn recorded_meanwhile(state: &State, intent: &Intent) -> Result<Option<RevisionRow>> {
+    let version = state
+        .catalog
+        .read()
+        .get(slug_of(&intent.to_rel))
+        .filter(|n| Some(&n.content_hash) == intent.content_hash.as_ref())
+        .map(|n| n.version_id.clone());
+    match version {
+        Some(v) => state.meta.revision(&v),
+        None => Ok(None),
+    }
+}
+
+/// The op hash and note intent stored under `key` (a folder's is not resolved live).
+fn intent_of(state: &State, key: &str) -> Result<Option<(String, Intent)>> {
+    Ok(state
+        .meta
+        .intents()?
+        .into_iter()
+        .find(|row| row.key == key)
+        .and_then(|row| {
+            let intent = serde_json::from_str::<Intent>(&row.intent).ok()?;
+            Some((row.op_hash, intent))
+        }))
+}
+
+/// Whether the intent's change is what the folder holds now (checked against the files,
+/// not a scan); if so, its new bytes (`Some(None)` for a delete).
+#[allow(clippy::option_option)]
+fn landed_now(root: &std::path::Path, intent: &Intent) -> Option<Option<Arc<[u8]>>> {
+    let from_gone = intent.from_path.as_ref().is_none_or(|from| {
+        (*from == intent.to_rel && intent.content_hash.is_some()) || !root.join(from).exists()
+    });
+    if !from_gone {
+        return None;
+    }
+    match &intent.content_hash {
+        Some(hash) => {
+            let bytes = crate::vault::scan::read_file(&root.join(&intent.to_rel)).ok()?;
+            (crate::vault::content_hash(&bytes) == *hash).then_some(Some(bytes))
+        }
+        None => Some(None),
     }
 }

@@ -55,11 +55,15 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
             None => Ok(Submitted::Rendered(row.status, row.body)),
         };
     }
-    let settings = review::settings(state)?;
     let intent = IntentKey {
         key: idem.key,
         op_hash: &idem.op_hash,
     };
+    if let Some(receipt) = super::recover::resolve_retry(state, intent)? {
+        store_receipt(state, intent, &receipt)?;
+        return Ok(Submitted::Receipt(Box::new(receipt)));
+    }
+    let settings = review::settings(state)?;
     let applied = if review::must_queue(&settings, &request.op)? {
         state
             .lock_to_record()
@@ -70,10 +74,9 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
     let receipt = match applied {
         Ok(receipt) => receipt,
         Err(e) => {
-            // Nothing of it is to be resolved later: the error is the answer.
-            if let Err(forget) = state.meta.forget_intent(idem.key) {
-                tracing::warn!(error = %forget.message, "cannot forget a write intent");
-            }
+            // The error is the answer, unless the change landed before it (then the retry
+            // gets its receipt).
+            super::recover::after_failure(state, idem.key);
             return Err(e);
         }
     };

@@ -108,17 +108,7 @@ impl LoopFs {
     /// Fill the file system (as root: its reserved blocks too) with `name`, to the last
     /// block it gives; remove the file to free the space again.
     pub fn fill(&self, name: &str) -> PathBuf {
-        use std::io::Write;
-        let path = self.mount.join(name);
-        let mut file = std::fs::File::create(&path).unwrap();
-        for size in [1 << 20, 4096, 512] {
-            let chunk = vec![0u8; size];
-            while file.write_all(&chunk).and_then(|()| file.flush()).is_ok() {}
-            // A write that failed part way may have left data in the page cache that
-            // cannot be allocated: sync what can be.
-            let _ = file.sync_all();
-        }
-        path
+        fill(&self.mount, name)
     }
 
     /// Stop the daemon as a service manager does (SIGTERM), and wait for it.
@@ -134,6 +124,51 @@ impl LoopFs {
         if let Some(mut child) = self.daemon.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+}
+
+/// Fill the file system holding `dir` with the file `name` in it, to the last block it
+/// gives; remove the file to free the space again.
+pub fn fill(dir: &Path, name: &str) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join(name);
+    let mut file = std::fs::File::create(&path).unwrap();
+    for size in [1 << 20, 4096, 512] {
+        let chunk = vec![0u8; size];
+        while file.write_all(&chunk).and_then(|()| file.flush()).is_ok() {}
+        // A write that failed part way may have left data in the page cache that
+        // cannot be allocated: sync what can be.
+        let _ = file.sync_all();
+    }
+    path
+}
+
+/// A tmpfs of a few MiB mounted on a directory (root only): a second file system that
+/// fills on its own. Unmounted when dropped; drop the daemon using it first.
+pub struct Tmpfs {
+    pub mount: PathBuf,
+}
+
+impl Tmpfs {
+    pub fn new(at: &Path, mib: u64) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        let size = format!("size={mib}m");
+        let (ok, out) = run(
+            "mount",
+            &["-t", "tmpfs", "-o", &size, "tmpfs", at.to_str().unwrap()],
+        );
+        assert!(ok, "mount tmpfs: {out}");
+        Self {
+            mount: at.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        if !run("umount", &[self.mount.to_str().unwrap()]).0 {
+            run("umount", &["-l", self.mount.to_str().unwrap()]);
         }
     }
 }
