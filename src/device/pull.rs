@@ -96,12 +96,17 @@ impl Device {
         let mut local = local_of(&server_path, private);
         let hash = e["content_hash"].as_str().unwrap_or_default().to_string();
         let is_note = note_id.is_some() || private;
+        // What the device last synced of the file (its bytes' hash), carried over when no
+        // bytes come with this entry.
+        let mut prior = self.state.files.get(&local).map(|s| s.local_hash.clone());
         // A note moved: its file follows; but a file the device renamed whose rename is
         // not on the daemon yet (tracked at this daemon path) stays where the user put it.
         if let Some(old) = note_id.as_deref().and_then(|id| self.by_note(id)) {
             if old != local && self.state.files[&old].server_path == server_path {
+                prior = Some(self.state.files[&old].local_hash.clone());
                 local = old;
             } else if old != local {
+                prior = Some(self.state.files[&old].local_hash.clone());
                 self.keep_unpushed(&old)?;
                 let from = self.root.join(&old);
                 if from.exists() {
@@ -129,6 +134,7 @@ impl Device {
             }
             None => None,
         };
+        let carried = bytes.is_some();
         if let Some(bytes) = bytes {
             let plain = if private {
                 let dek = self
@@ -147,7 +153,17 @@ impl Device {
             (Some(_), Some(v)) => v.to_string(),
             _ => hash,
         };
-        self.track(&local, &server_path, note_id, base, private, !is_note);
+        if carried {
+            self.track(&local, &server_path, note_id, base, private, !is_note);
+        } else {
+            // No bytes (a version superseded by a later op, a file gone): the folder's
+            // bytes are not the daemon's, so an edit not pushed yet stays an edit (the
+            // later op then keeps it as a conflicted copy instead of overwriting it).
+            let kept = prior
+                .filter(|_| self.root.join(&local).exists())
+                .unwrap_or_default();
+            self.track_as(&local, &server_path, note_id, base, kept, private, !is_note);
+        }
         Ok(())
     }
 

@@ -1,0 +1,241 @@
+//! Two devices converge without gaps, through the real binaries: a daemon (open local
+//! mode) and devices run by `notevault device init|push|pull`. A private note changed
+//! after a snapshot's cut reaches a device bootstrapping from that snapshot; an edit not
+//! pushed yet survives a pull of two later versions of its note (a conflicted copy, never
+//! an overwrite).
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the user and the operator: they write folders and run binaries"
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_notevault");
+const PASSPHRASE: &str = "correct horse battery staple";
+
+/// Run `notevault device <args> <dir>` (open mode, the passphrase given); its output,
+/// asserting success or failure.
+fn device(args: &[&str], dir: &Path, ok: bool) -> String {
+    let o = Command::new(BIN)
+        .arg("device")
+        .args(args)
+        .arg(dir)
+        .env_remove("NOTEVAULT_TOKEN")
+        .env("NOTEVAULT_PASSPHRASE", PASSPHRASE)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.success(), ok, "device {args:?}: {text}");
+    text
+}
+
+/// The user's files of a device folder (its state folder left out), with their bytes.
+fn user_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".notevault-device")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy();
+            (rel.into_owned(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// A daemon on a copy of `vault-example` and a first device `laptop` that turned private
+/// notes on.
+struct Setup {
+    dir: tempfile::TempDir,
+    vault: PathBuf,
+    daemon: common::Daemon,
+    laptop: PathBuf,
+}
+
+fn setup() -> Setup {
+    let (dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let daemon = common::spawn(&vault, &state, &[]);
+    let laptop = dir.path().join("laptop");
+    device(
+        &["init", "--server", &daemon.base, "--device-id", "laptop"],
+        &laptop,
+        true,
+    );
+    Setup {
+        dir,
+        vault,
+        daemon,
+        laptop,
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = self.daemon.child.kill();
+        let _ = self.daemon.child.wait();
+    }
+}
+
+/// A relay between a device and the daemon that serves the snapshot one entry a page
+/// and runs `hook` once, after the first page was answered and before the second is
+/// read: whatever `hook` does happens after the snapshot's cut. It keeps every snapshot
+/// page it relayed.
+struct Relay {
+    upstream: String,
+    hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    pages: Mutex<Vec<Value>>,
+}
+
+async fn relay(
+    axum::extract::State(r): axum::extract::State<Arc<Relay>>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    let path = req.uri().path().to_string();
+    let mut query = req.uri().query().unwrap_or_default().to_string();
+    if path == "/v1/sync/snapshot" {
+        query = query.replace("page_size=200", "page_size=1");
+        if query.contains("page_token=") {
+            let hook = r.hook.lock().unwrap().take();
+            if let Some(hook) = hook {
+                tokio::task::spawn_blocking(hook).await.unwrap();
+            }
+        }
+    }
+    let mut out = reqwest::Client::new().request(
+        req.method().clone(),
+        format!("{}{path}?{query}", r.upstream),
+    );
+    for name in ["authorization", "idempotency-key", "content-type"] {
+        if let Some(v) = req.headers().get(name) {
+            out = out.header(name, v.as_bytes());
+        }
+    }
+    let body = axum::body::to_bytes(req.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let res = out.body(body).send().await.unwrap();
+    let status = res.status().as_u16();
+    let kind = res.headers().get("content-type").cloned();
+    let bytes = res.bytes().await.unwrap();
+    if path == "/v1/sync/snapshot" {
+        r.pages
+            .lock()
+            .unwrap()
+            .push(serde_json::from_slice(&bytes).unwrap());
+    }
+    let mut answer = axum::response::Response::new(axum::body::Body::from(bytes));
+    *answer.status_mut() = axum::http::StatusCode::from_u16(status).unwrap();
+    if let Some(kind) = kind {
+        answer.headers_mut().insert("content-type", kind);
+    }
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_note_changed_after_the_snapshot_cut_reaches_a_new_device() {
+    let s = setup();
+    // Last in path order: on a page after the cut's first one.
+    std::fs::create_dir_all(s.laptop.join("zz")).unwrap();
+    std::fs::write(s.laptop.join("zz/secret.private.md"), "# Secret\n\nfirst\n").unwrap();
+    device(&["push"], &s.laptop, true);
+
+    let edited = "# Secret\n\nfirst\nchanged after the cut\n";
+    let laptop = s.laptop.clone();
+    let r = Arc::new(Relay {
+        upstream: s.daemon.base.clone(),
+        hook: Mutex::new(Some(Box::new(move || {
+            std::fs::write(laptop.join("zz/secret.private.md"), edited).unwrap();
+            device(&["push"], &laptop, true);
+        }))),
+        pages: Mutex::new(Vec::new()),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let via = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().fallback(relay).with_state(r.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let phone = s.dir.path().join("phone");
+    let dir = phone.clone();
+    let via2 = via.clone();
+    tokio::task::spawn_blocking(move || {
+        device(
+            &["init", "--server", &via2, "--device-id", "phone"],
+            &dir,
+            true,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        r.hook.lock().unwrap().is_none(),
+        "the change ran after the cut"
+    );
+    assert_eq!(read(&phone, "zz/secret.private.md"), edited);
+
+    // The snapshot page that held the note carried the file's ciphertext as it is now.
+    let now = std::fs::read(s.vault.join("zz/secret.nvpriv")).unwrap();
+    let pages = r.pages.lock().unwrap().clone();
+    let cut = pages[0]["seq"].clone();
+    let entry = pages
+        .iter()
+        .flat_map(|p| p["entries"].as_array().unwrap().clone())
+        .find(|e| e["path"] == "zz/secret.nvpriv")
+        .expect("the snapshot holds the private note");
+    use base64::Engine;
+    let carried = base64::engine::general_purpose::STANDARD
+        .decode(
+            entry["content_base64"]
+                .as_str()
+                .expect("ciphertext carried"),
+        )
+        .unwrap();
+    assert_eq!(carried, now, "{entry}");
+    assert!(
+        pages.iter().all(|p| p["seq"] == cut),
+        "one cut for every page"
+    );
+    assert_eq!(user_files(&s.laptop), user_files(&phone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpushed_edit_survives_a_pull_of_two_later_versions() {
+    let s = setup();
+    let phone = s.dir.path().join("phone");
+    device(
+        &["init", "--server", &s.daemon.base, "--device-id", "phone"],
+        &phone,
+        true,
+    );
+    // The laptop pushes two versions; the phone edits the same note meanwhile.
+    for text in ["# Inbox\n\nlaptop one\n", "# Inbox\n\nlaptop two\n"] {
+        std::fs::write(s.laptop.join("Inbox.md"), text).unwrap();
+        device(&["push"], &s.laptop, true);
+    }
+    std::fs::write(phone.join("Inbox.md"), "# Inbox\n\nphone's edit\n").unwrap();
+    // The first op is superseded (no bytes), the second carries the laptop's.
+    device(&["pull"], &phone, true);
+    assert_eq!(read(&phone, "Inbox.md"), "# Inbox\n\nlaptop two\n");
+    assert_eq!(
+        read(&phone, "Inbox (conflict phone).md"),
+        "# Inbox\n\nphone's edit\n"
+    );
+    device(&["push"], &phone, true);
+    device(&["pull"], &s.laptop, true);
+    assert_eq!(user_files(&s.laptop), user_files(&phone));
+}
