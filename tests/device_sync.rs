@@ -239,3 +239,67 @@ async fn an_unpushed_edit_survives_a_pull_of_two_later_versions() {
     device(&["pull"], &s.laptop, true);
     assert_eq!(user_files(&s.laptop), user_files(&phone));
 }
+
+async fn note_id(base: &str, slug: &str) -> String {
+    let v: Value = reqwest::get(format!("{base}/v1/notes/{slug}?limit=1"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["note_id"].as_str().expect("a note id").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_and_an_edit_on_two_devices_converge_on_one_note() {
+    let s = setup();
+    let base = s.daemon.base.clone();
+    std::fs::write(s.laptop.join("Note.md"), "# Note\n\nbody\n").unwrap();
+    std::fs::write(s.laptop.join("Other.md"), "# Other\n\nbody\n").unwrap();
+    std::fs::write(s.laptop.join("Linker.md"), "see [[Note]] and [[Other]]\n").unwrap();
+    device(&["push"], &s.laptop, true);
+    let phone = s.dir.path().join("phone");
+    device(
+        &["init", "--server", &base, "--device-id", "phone"],
+        &phone,
+        true,
+    );
+    let (note, other) = (note_id(&base, "Note").await, note_id(&base, "Other").await);
+
+    // The rename goes first, the edit (on the old name) second.
+    std::fs::rename(s.laptop.join("Note.md"), s.laptop.join("Renamed.md")).unwrap();
+    device(&["push"], &s.laptop, true);
+    std::fs::write(phone.join("Note.md"), "# Note\n\nbody\nphone's edit\n").unwrap();
+    device(&["push"], &phone, true);
+    // The edit goes first, the rename (of the old version) second.
+    std::fs::write(phone.join("Other.md"), "# Other\n\nbody\nphone's edit\n").unwrap();
+    device(&["push"], &phone, true);
+    std::fs::rename(s.laptop.join("Other.md"), s.laptop.join("Other2.md")).unwrap();
+    device(&["push"], &s.laptop, true);
+    device(&["pull"], &phone, true);
+
+    let files = user_files(&phone);
+    assert!(
+        user_files(&s.laptop) == files,
+        "{:?}",
+        user_files(&s.laptop).keys()
+    );
+    assert!(
+        !files
+            .keys()
+            .any(|f| f.contains("conflict") || f == "Note.md" || f == "Other.md"),
+        "{:?}",
+        files.keys()
+    );
+    for (slug, id) in [("Renamed", &note), ("Other2", &other)] {
+        let path = format!("{slug}.md");
+        assert!(read(&phone, &path).ends_with("phone's edit\n"), "{path}");
+        assert_eq!(read(&s.vault, &path), read(&phone, &path));
+        assert_eq!(&note_id(&base, slug).await, id, "{slug} keeps its id");
+    }
+    assert_eq!(
+        read(&s.vault, "Linker.md"),
+        "see [[Renamed]] and [[Other2]]\n"
+    );
+    assert_eq!(read(&phone, "Linker.md"), read(&s.vault, "Linker.md"));
+}

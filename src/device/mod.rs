@@ -23,7 +23,11 @@
 //! conflicted copy (`<name> (conflict <device>).md`); any other refusal leaves the file
 //! and the state as they were, and the next push sends the same op under the same key
 //! (see `push`). A file renamed or moved on the device is pushed as a move (the note
-//! keeps its id; the daemon rewrites the links to it).
+//! keeps its id; the daemon rewrites the links to it). An edit or a move whose base
+//! moved only by another device's rename, move or edit of the other kind goes again on
+//! the daemon's version instead of becoming a conflict (see `rebase`): a rename on one
+//! device and an edit on another end as one note, id kept, at the new path, with the
+//! edit.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +44,7 @@ use crate::vault::{content_hash, PRIVATE_SUFFIX};
 mod crypto;
 mod pull;
 mod push;
+mod rebase;
 
 pub use crypto::{decrypt_note, encrypt_note};
 use crypto::{random, unwrap_dek, wrap};

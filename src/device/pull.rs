@@ -109,11 +109,16 @@ impl Device {
                 prior = Some(self.state.files[&old].local_hash.clone());
                 self.keep_unpushed(&old)?;
                 let from = self.root.join(&old);
+                let synced = self.state.files.remove(&old);
                 if from.exists() {
                     self.keep_unpushed(&local)?;
                     rename_file(&from, &self.root.join(&local))?;
+                    // The synced bytes moved with the file: new bytes for it below replace
+                    // them, not an edit of the device's.
+                    if let Some(synced) = synced {
+                        self.state.files.insert(local.clone(), synced);
+                    }
                 }
-                self.state.files.remove(&old);
             }
         }
         let bytes = match e["content_base64"].as_str() {

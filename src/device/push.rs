@@ -351,9 +351,10 @@ impl Device {
     pub async fn push(&mut self) -> Result<PushReport> {
         let version = self.key_version().await?;
         let mut report = PushReport::default();
-        // A second round sends the renames of notes that moved to a new folder under a
-        // new name (the first round moved them).
-        for _ in 0..2 {
+        // Later rounds send the renames of notes that moved to a new folder under a new
+        // name (the first round moved them) and ops going again on a new base (see
+        // `rebase`); bounded, so a daemon that keeps moving cannot hold a push.
+        for _ in 0..4 {
             let more = self.round(version, &mut report).await?;
             if !more || !report.refused.is_empty() || !report.pending.is_empty() {
                 break;
@@ -399,8 +400,8 @@ impl Device {
         )
     }
 
-    /// Plan, key and send the folder's changes; answers whether a move applied that
-    /// still needs its rename.
+    /// Plan, key and send the folder's changes; answers whether another round is due (a
+    /// move applied that still needs its rename, an op going again on a new base).
     async fn round(&mut self, version: u64, report: &mut PushReport) -> Result<bool> {
         let old = self.load_outbox()?;
         let mut planned = self.plan(version, &old)?;
@@ -426,6 +427,7 @@ impl Device {
         // Kept before anything is sent: a retry after any failure sends the same keys.
         self.save_outbox(&outbox)?;
         let settled_before = report.applied + report.pending.len();
+        let mut again = false;
         for chunk in planned.chunks(BATCH) {
             let device = self.state.device_id.clone();
             let ops: Vec<&Value> = chunk.iter().map(|p| &p.op).collect();
@@ -463,19 +465,35 @@ impl Device {
                 ));
             }
             for (result, p) in results.iter().zip(chunk) {
+                let moved = result["error"]["reason"] == "VERSION_MOVED" && !p.delete;
+                if let Some(note_id) = super::rebase::note_of(&p.op).filter(|_| moved) {
+                    let m = super::rebase::Moved {
+                        local: p.local.clone(),
+                        synced_at: p.from_local.clone().unwrap_or_else(|| p.local.clone()),
+                        note_id,
+                        moving: p.moving,
+                    };
+                    if self.rebase(&m).await? {
+                        // Planned again on the new base (a new op, a new key).
+                        outbox.ops.remove(&m.local);
+                        again = true;
+                        continue;
+                    }
+                }
                 self.settle(p, result, &mut outbox, report)?;
             }
             self.save()?;
             self.save_outbox(&outbox)?;
         }
-        Ok(planned.iter().any(|p| {
-            p.moving
-                && self
-                    .state
-                    .files
-                    .get(&p.local)
-                    .is_some_and(|s| s.server_path != server_of(&p.local).0)
-        }))
+        Ok(again
+            || planned.iter().any(|p| {
+                p.moving
+                    && self
+                        .state
+                        .files
+                        .get(&p.local)
+                        .is_some_and(|s| s.server_path != server_of(&p.local).0)
+            }))
     }
 
     /// Record what the daemon answered for one op.
