@@ -303,3 +303,81 @@ async fn a_rename_and_an_edit_on_two_devices_converge_on_one_note() {
     );
     assert_eq!(read(&phone, "Linker.md"), read(&s.vault, "Linker.md"));
 }
+
+/// A 1x1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+async fn committed_seq(base: &str) -> i64 {
+    let v: Value = reqwest::get(format!("{base}/v1/sync/ops?after_seq=0&page_size=1"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["committed_seq"].as_i64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attachment_added_then_deleted_on_one_device_follows_on_the_other() {
+    let s = setup();
+    let base = s.daemon.base.clone();
+    let phone = s.dir.path().join("phone");
+    device(
+        &["init", "--server", &base, "--device-id", "phone"],
+        &phone,
+        true,
+    );
+    std::fs::write(s.laptop.join("attachments/dot.png"), PNG).unwrap();
+    std::fs::write(s.laptop.join("Pic.md"), "![[dot.png]]\n").unwrap();
+    device(&["push"], &s.laptop, true);
+    assert_eq!(
+        std::fs::read(s.vault.join("attachments/dot.png")).unwrap(),
+        PNG
+    );
+
+    // Unchanged bytes are not sent again: a push with nothing changed records nothing.
+    let seq = committed_seq(&base).await;
+    device(&["push"], &s.laptop, true);
+    assert_eq!(committed_seq(&base).await, seq);
+
+    device(&["pull"], &phone, true);
+    assert_eq!(
+        std::fs::read(phone.join("attachments/dot.png")).unwrap(),
+        PNG
+    );
+    assert!(user_files(&s.laptop) == user_files(&phone));
+
+    // Changed bytes replace the daemon's; then a delete goes the same way.
+    let mut changed = PNG.to_vec();
+    changed.extend_from_slice(b"trailing bytes after IEND");
+    std::fs::write(phone.join("attachments/dot.png"), &changed).unwrap();
+    device(&["push"], &phone, true);
+    assert_eq!(
+        std::fs::read(s.vault.join("attachments/dot.png")).unwrap(),
+        changed
+    );
+    device(&["pull"], &s.laptop, true);
+    assert_eq!(
+        std::fs::read(s.laptop.join("attachments/dot.png")).unwrap(),
+        changed
+    );
+
+    std::fs::remove_file(s.laptop.join("attachments/dot.png")).unwrap();
+    device(&["push"], &s.laptop, true);
+    assert!(!s.vault.join("attachments/dot.png").exists());
+    device(&["pull"], &phone, true);
+    assert!(!phone.join("attachments/dot.png").exists());
+    let files = user_files(&phone);
+    assert!(user_files(&s.laptop) == files, "{:?}", files.keys());
+    assert!(
+        !files.keys().any(|f| f.contains("conflict")),
+        "{:?}",
+        files.keys()
+    );
+}

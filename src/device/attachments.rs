@@ -76,7 +76,10 @@ impl Device {
     ) -> Result<(u16, serde_json::Value)> {
         let agent = format!("device:{}", self.state.device_id);
         let query = match query {
-            "" => format!("agent_id={}", percent_encoding::utf8_percent_encode(&agent, KEEP)),
+            "" => format!(
+                "agent_id={}",
+                percent_encoding::utf8_percent_encode(&agent, KEEP)
+            ),
             q => format!(
                 "{q}&agent_id={}",
                 percent_encoding::utf8_percent_encode(&agent, KEEP)
@@ -85,7 +88,10 @@ impl Device {
         let mut req = self
             .http
             .request(method, self.url(&format!("{}?{query}", route(path))))
-            .header("Idempotency-Key", format!("device-attachment-{}", uuid::Uuid::now_v7()));
+            .header(
+                "Idempotency-Key",
+                format!("device-attachment-{}", uuid::Uuid::now_v7()),
+            );
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }

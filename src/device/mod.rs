@@ -27,7 +27,8 @@
 //! moved only by another device's rename, move or edit of the other kind goes again on
 //! the daemon's version instead of becoming a conflict (see `rebase`): a rename on one
 //! device and an edit on another end as one note, id kept, at the new path, with the
-//! edit.
+//! edit. Attachments (every other file) are pushed and pulled too, their bytes sent
+//! only when changed (see `attachments`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ use serde_json::{json, Value};
 use crate::sync::e2ee::{SCRYPT_N, SCRYPT_P, SCRYPT_R};
 use crate::vault::{content_hash, PRIVATE_SUFFIX};
 
+mod attachments;
 mod crypto;
 mod pull;
 mod push;

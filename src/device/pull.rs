@@ -123,20 +123,18 @@ impl Device {
         }
         let bytes = match e["content_base64"].as_str() {
             Some(b64) => Some(STANDARD.decode(b64).context("content is not base64")?),
-            None if !is_note => {
-                let mut req = self
-                    .http
-                    .get(self.url(&format!("/v1/attachments/{server_path}")));
-                // No token, no header: an empty bearer is refused, not taken as none.
-                if let Some(t) = &self.token {
-                    req = req.bearer_auth(t);
-                }
-                let res = req.send().await?;
-                if res.status().as_u16() == 404 {
-                    return Ok(());
-                }
-                Some(res.bytes().await?.to_vec())
+            // An attachment whose bytes the device has synced is not fetched again.
+            None if !is_note
+                && self.state.files.get(&local).is_some_and(|s| {
+                    s.base == hash && Some(&s.local_hash) == self.local_hash(&local).as_ref()
+                }) =>
+            {
+                None
             }
+            None if !is_note => match self.attachment_bytes(&server_path).await? {
+                Some(bytes) => Some(bytes),
+                None => return Ok(()),
+            },
             None => None,
         };
         let carried = bytes.is_some();

@@ -360,6 +360,9 @@ impl Device {
                 break;
             }
         }
+        if report.refused.is_empty() && report.pending.is_empty() {
+            self.push_attachments(&mut report).await?;
+        }
         if report.refused.is_empty() {
             self.pull().await?;
             // A queued op a reviewer approved since is on the device now: settled.
