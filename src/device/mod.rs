@@ -191,7 +191,13 @@ impl Device {
             root: root.to_path_buf(),
             state: serde_json::from_str(&text).context("the device state is unreadable")?,
             token,
-            http: reqwest::Client::new(),
+            // No pooled connections: a request after a slow step (scrypt takes seconds on
+            // a loaded machine) on a connection the daemon has closed as idle fails with
+            // "connection closed before message completed".
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .context("cannot make an HTTP client")?,
             dek: None,
             kept: Vec::new(),
         })
