@@ -247,7 +247,10 @@ async fn note_id(base: &str, slug: &str) -> String {
         .json()
         .await
         .unwrap();
-    v["note_id"].as_str().expect("a note id").to_string()
+    v["note_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{slug}: {v}"))
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,6 +376,46 @@ async fn an_attachment_added_then_deleted_on_one_device_follows_on_the_other() {
     assert!(!s.vault.join("attachments/dot.png").exists());
     device(&["pull"], &phone, true);
     assert!(!phone.join("attachments/dot.png").exists());
+    let files = user_files(&phone);
+    assert!(user_files(&s.laptop) == files, "{:?}", files.keys());
+    assert!(
+        !files.keys().any(|f| f.contains("conflict")),
+        "{:?}",
+        files.keys()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_and_a_move_of_one_note_in_one_push_keep_its_id_and_the_edit() {
+    let s = setup();
+    let base = s.daemon.base.clone();
+    let body = "# Plan\n\nfirst line\nsecond line\nthird line\n";
+    std::fs::write(s.laptop.join("Plan.md"), body).unwrap();
+    std::fs::write(s.laptop.join("Index.md"), "see [[Plan]]\n").unwrap();
+    device(&["push"], &s.laptop, true);
+    let id = note_id(&base, "Plan").await;
+
+    // Moved into a folder under a new name, and edited, before one push.
+    let edited = format!("{body}a fourth line\n");
+    std::fs::remove_file(s.laptop.join("Plan.md")).unwrap();
+    std::fs::write(s.laptop.join("projects/Roadmap 2.md"), &edited).unwrap();
+    let said = device(&["push"], &s.laptop, true);
+    let vault = user_files(&s.vault);
+    assert!(
+        vault.contains_key("projects/Roadmap 2.md"),
+        "{said} {:?}",
+        vault.keys()
+    );
+    assert_eq!(note_id(&base, "projects%2FRoadmap%202").await, id);
+    assert_eq!(read(&s.vault, "projects/Roadmap 2.md"), edited);
+    assert!(!s.vault.join("Plan.md").exists());
+    assert_eq!(read(&s.vault, "Index.md"), "see [[Roadmap 2]]\n");
+    let phone = s.dir.path().join("phone");
+    device(
+        &["init", "--server", &base, "--device-id", "phone"],
+        &phone,
+        true,
+    );
     let files = user_files(&phone);
     assert!(user_files(&s.laptop) == files, "{:?}", files.keys());
     assert!(

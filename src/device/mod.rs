@@ -23,7 +23,8 @@
 //! conflicted copy (`<name> (conflict <device>).md`); any other refusal leaves the file
 //! and the state as they were, and the next push sends the same op under the same key
 //! (see `push`). A file renamed or moved on the device is pushed as a move (the note
-//! keeps its id; the daemon rewrites the links to it). An edit or a move whose base
+//! keeps its id; the daemon rewrites the links to it), also when it was edited too (the
+//! move, then the edit; see `moves`). An edit or a move whose base
 //! moved only by another device's rename, move or edit of the other kind goes again on
 //! the daemon's version instead of becoming a conflict (see `rebase`): a rename on one
 //! device and an edit on another end as one note, id kept, at the new path, with the
@@ -44,6 +45,7 @@ use crate::vault::{content_hash, PRIVATE_SUFFIX};
 
 mod attachments;
 mod crypto;
+mod moves;
 mod pull;
 mod push;
 mod rebase;

@@ -165,7 +165,7 @@ impl Device {
     /// Notes the user renamed or moved: a synced standard note gone from its path whose
     /// bytes are now, unchanged, at one new path the device does not track (and no
     /// other note gone has those bytes). `new path -> old path`. (An edited and moved
-    /// note is not recognised: it goes as a delete and a create.)
+    /// note is found by `moves`.)
     fn renames(&self, hashed: &[(String, String)]) -> BTreeMap<String, String> {
         let present: std::collections::HashSet<&str> =
             hashed.iter().map(|(l, _)| l.as_str()).collect();
@@ -237,7 +237,12 @@ impl Device {
 
     /// The ops of the folder's changes since the last sync; a private note's envelope
     /// is the outbox's when the same op is retried.
-    fn plan(&self, version: u64, outbox: &Outbox) -> Result<Vec<Planned>> {
+    fn plan(
+        &self,
+        version: u64,
+        outbox: &Outbox,
+        edited: &BTreeMap<String, String>,
+    ) -> Result<Vec<Planned>> {
         let mut out = Vec::new();
         let present = self.local_notes();
         let mut hashed = Vec::with_capacity(present.len());
@@ -247,10 +252,21 @@ impl Device {
                 content_hash(&std::fs::read(self.root.join(local))?),
             ));
         }
-        let moves = self.renames(&hashed);
+        let mut moves = self.renames(&hashed);
+        for (to, from) in edited {
+            if !moves.contains_key(to) && !moves.values().any(|f| f == from) {
+                moves.insert(to.clone(), from.clone());
+            }
+        }
         for (local, hash) in hashed {
             if let Some(old) = moves.get(&local) {
-                out.push(self.move_op(&local, old, hash));
+                // An edited move records the bytes synced before the edit: the edit
+                // stays unpushed, and the next round sends it on the moved note.
+                let synced = match edited.get(&local) {
+                    Some(_) => self.state.files[old].local_hash.clone(),
+                    None => hash,
+                };
+                out.push(self.move_op(&local, old, synced));
                 continue;
             }
             let synced = self.state.files.get(&local);
@@ -407,7 +423,8 @@ impl Device {
     /// move applied that still needs its rename, an op going again on a new base).
     async fn round(&mut self, version: u64, report: &mut PushReport) -> Result<bool> {
         let old = self.load_outbox()?;
-        let mut planned = self.plan(version, &old)?;
+        let edited = self.edited_moves(&self.local_notes()).await?;
+        let mut planned = self.plan(version, &old, &edited)?;
         // The same op keeps its key; an op no longer planned (settled, or changed since)
         // leaves the outbox.
         let mut outbox = Outbox::default();
@@ -490,7 +507,18 @@ impl Device {
         }
         Ok(again
             || planned.iter().any(|p| {
+                // An edited move: its edit goes next.
                 p.moving
+                    && self.state.files.get(&p.local).is_some_and(|s| {
+                        s.local_hash == p.local_hash
+                            && self.local_hash(&p.local).as_ref() != Some(&s.local_hash)
+                    })
+            })
+            || planned.iter().any(|p| {
+                // Still at another path on the daemon (a move that needs its rename,
+                // also after the edit of an edited move).
+                !p.delete
+                    && !p.private
                     && self
                         .state
                         .files
@@ -531,7 +559,15 @@ impl Device {
                     let id = r["note_id"].as_str().map(str::to_string);
                     let base = r["version_id"].as_str().unwrap_or_default().to_string();
                     let hash = p.local_hash.clone();
-                    self.track_as(&p.local, &p.server_path, id, base, hash, false, false);
+                    // An edit keeps the note where the daemon has it: a move still due
+                    // (the edit of an edited move) goes next; one made elsewhere comes
+                    // with the pull.
+                    let at = self
+                        .state
+                        .files
+                        .get(&p.local)
+                        .map_or(p.server_path.clone(), |s| s.server_path.clone());
+                    self.track_as(&p.local, &at, id, base, hash, false, false);
                 }
             }
             "queued" => {

@@ -52,8 +52,13 @@ impl Device {
         let Some((version, hash)) = self.current(&m.note_id).await? else {
             return Ok(false);
         };
-        // An edit goes again only over bytes the device knows; a move over any.
-        if version.is_empty() || version == synced.base || (!m.moving && hash != synced.local_hash)
+        // An edit goes again only over bytes the device knows; a move only of a file the
+        // device has not edited (else its edit would follow over the other device's).
+        let unedited = self.local_hash(&m.local).as_ref() == Some(&synced.local_hash);
+        if version.is_empty()
+            || version == synced.base
+            || (!m.moving && hash != synced.local_hash)
+            || (m.moving && !unedited)
         {
             return Ok(false);
         }
