@@ -424,3 +424,104 @@ async fn an_edit_and_a_move_of_one_note_in_one_push_keep_its_id_and_the_edit() {
         files.keys()
     );
 }
+
+fn key_version_of(envelope: &[u8]) -> String {
+    String::from_utf8_lossy(envelope)
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_seals_every_private_note_again_and_a_halfway_stop_loses_none() {
+    let s = setup();
+    let base = s.daemon.base.clone();
+    std::fs::create_dir_all(s.laptop.join("zz")).unwrap();
+    let notes = [
+        ("diary.private.md", "diary.nvpriv", "# Diary\n\nday one\n"),
+        (
+            "zz/secret.private.md",
+            "zz/secret.nvpriv",
+            "# Secret\n\nsecond\n",
+        ),
+    ];
+    for (local, _, text) in notes {
+        std::fs::write(s.laptop.join(local), text).unwrap();
+    }
+    device(&["push"], &s.laptop, true);
+    let phone = s.dir.path().join("phone");
+    device(
+        &["init", "--server", &base, "--device-id", "phone"],
+        &phone,
+        true,
+    );
+    let old_envelope = std::fs::read(s.vault.join("diary.nvpriv")).unwrap();
+    assert_eq!(key_version_of(&old_envelope), "key-version: 1");
+
+    // Stopped halfway: an edit not pushed yet on the laptop keeps one note on the old
+    // key; the other is sealed again; both keys stay, the phone reads both.
+    std::fs::write(s.laptop.join("diary.private.md"), "# Diary\n\nday two\n").unwrap();
+    let said = device(&["rotate-key"], &s.laptop, false);
+    assert!(
+        said.contains("not finished") && said.contains("push it first"),
+        "{said}"
+    );
+    let now = |server: &str| key_version_of(&std::fs::read(s.vault.join(server)).unwrap());
+    assert_eq!(now("zz/secret.nvpriv"), "key-version: 2");
+    assert_eq!(now("diary.nvpriv"), "key-version: 1");
+    device(&["pull"], &phone, true);
+    assert_eq!(read(&phone, "zz/secret.private.md"), notes[1].2);
+    assert_eq!(read(&phone, "diary.private.md"), notes[0].2);
+
+    // Pushed, then the rotation again: every note on keyVersion 2, the old key gone.
+    device(&["push"], &s.laptop, true);
+    device(&["rotate-key"], &s.laptop, true);
+    assert_eq!(now("zz/secret.nvpriv"), "key-version: 2");
+    assert_eq!(now("diary.nvpriv"), "key-version: 2");
+    let keys: Value = reqwest::get(format!("{base}/v1/sync/e2ee"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys["hierarchy"]["keyVersion"], 2, "{keys}");
+    device(&["pull"], &phone, true);
+    assert_eq!(read(&phone, "diary.private.md"), "# Diary\n\nday two\n");
+    assert_eq!(read(&phone, "zz/secret.private.md"), notes[1].2);
+    assert!(user_files(&s.laptop) == user_files(&phone));
+
+    // A note sealed under the old key is refused, with the reason and what to do.
+    let current = format!(
+        "sha256:{}",
+        sha256_hex(&std::fs::read(s.vault.join("diary.nvpriv")).unwrap())
+    );
+    use base64::Engine;
+    let res = reqwest::Client::new()
+        .post(format!("{base}/v1/sync/ops"))
+        .header("Idempotency-Key", "stale-device-1")
+        .json(&serde_json::json!({"device_id": "stale", "ops": [{
+            "kind": "upsert", "visibility": "private", "path": "diary.nvpriv",
+            "base_version_id": current,
+            "content_base64": base64::engine::general_purpose::STANDARD.encode(&old_envelope)}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let err: Value = res.json().await.unwrap();
+    assert_eq!(err["reason"], "VALIDATION_FAILED", "{err}");
+    assert!(
+        !err["hint"].as_str().unwrap_or_default().is_empty(),
+        "{err}"
+    );
+    assert!(err.to_string().contains("notevault device pull"), "{err}");
+    assert_eq!(now("diary.nvpriv"), "key-version: 2");
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -2,7 +2,7 @@
 //! change the device has not pushed is never overwritten: it is kept as a conflicted
 //! copy before the daemon's version takes its place.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -140,9 +140,7 @@ impl Device {
         let carried = bytes.is_some();
         if let Some(bytes) = bytes {
             let plain = if private {
-                let dek = self
-                    .dek
-                    .ok_or_else(|| anyhow!("a private note arrived: unlock with the passphrase"))?;
+                let dek = self.key_for(&server_path, &bytes)?;
                 decrypt_note(&dek, &server_path, &bytes)?
             } else {
                 bytes

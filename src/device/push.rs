@@ -24,7 +24,7 @@ use crate::vault::content_hash;
 
 const OUTBOX: &str = "outbox.json";
 /// The daemon's largest batch.
-const BATCH: usize = 500;
+pub(super) const BATCH: usize = 500;
 
 /// An op sent and not settled yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
