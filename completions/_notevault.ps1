@@ -162,6 +162,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Apply the daemon''s changes to the folder (the snapshot first, and again after compaction; then the ops after the device''s seq)')
             [CompletionResult]::new('push', 'push', [CompletionResultType]::ParameterValue, 'Push the folder''s changes (private notes `*.private.md` encrypted), then pull; an edit whose base moved is kept as a conflicted copy')
             [CompletionResult]::new('passphrase', 'passphrase', [CompletionResultType]::ParameterValue, 'Wrap the data key under a new passphrase (unwrapped with the current passphrase or the recovery key)')
+            [CompletionResult]::new('rotate-key', 'rotate-key', [CompletionResultType]::ParameterValue, 'Make a new data key (keyVersion + 1), seal every private note again under it and push it, then drop the old key; interrupted, both keys stay and running it again finishes')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -198,11 +199,20 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'notevault;device;rotate-key' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token for the daemon (a session token: the key routes refuse personal access tokens)')
+            [CompletionResult]::new('--passphrase', '--passphrase', [CompletionResultType]::ParameterName, 'The passphrase of private notes (prefer the environment variable)')
+            [CompletionResult]::new('--recovery-key', '--recovery-key', [CompletionResultType]::ParameterName, 'The recovery key, when the vault has one: it is renewed to open the new data key')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'notevault;device;help' {
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Make a folder a device of a daemon; with a passphrase, turn private notes on (the first device) or unlock them; then pull')
             [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Apply the daemon''s changes to the folder (the snapshot first, and again after compaction; then the ops after the device''s seq)')
             [CompletionResult]::new('push', 'push', [CompletionResultType]::ParameterValue, 'Push the folder''s changes (private notes `*.private.md` encrypted), then pull; an edit whose base moved is kept as a conflicted copy')
             [CompletionResult]::new('passphrase', 'passphrase', [CompletionResultType]::ParameterValue, 'Wrap the data key under a new passphrase (unwrapped with the current passphrase or the recovery key)')
+            [CompletionResult]::new('rotate-key', 'rotate-key', [CompletionResultType]::ParameterValue, 'Make a new data key (keyVersion + 1), seal every private note again under it and push it, then drop the old key; interrupted, both keys stay and running it again finishes')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -216,6 +226,9 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;device;help;passphrase' {
+            break
+        }
+        'notevault;device;help;rotate-key' {
             break
         }
         'notevault;device;help;help' {
@@ -279,6 +292,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Apply the daemon''s changes to the folder (the snapshot first, and again after compaction; then the ops after the device''s seq)')
             [CompletionResult]::new('push', 'push', [CompletionResultType]::ParameterValue, 'Push the folder''s changes (private notes `*.private.md` encrypted), then pull; an edit whose base moved is kept as a conflicted copy')
             [CompletionResult]::new('passphrase', 'passphrase', [CompletionResultType]::ParameterValue, 'Wrap the data key under a new passphrase (unwrapped with the current passphrase or the recovery key)')
+            [CompletionResult]::new('rotate-key', 'rotate-key', [CompletionResultType]::ParameterValue, 'Make a new data key (keyVersion + 1), seal every private note again under it and push it, then drop the old key; interrupted, both keys stay and running it again finishes')
             break
         }
         'notevault;help;device;init' {
@@ -291,6 +305,9 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;device;passphrase' {
+            break
+        }
+        'notevault;help;device;rotate-key' {
             break
         }
         'notevault;help;help' {

@@ -64,6 +64,9 @@ _notevault() {
             notevault__subcmd__device,push)
                 cmd="notevault__subcmd__device__subcmd__push"
                 ;;
+            notevault__subcmd__device,rotate-key)
+                cmd="notevault__subcmd__device__subcmd__rotate__subcmd__key"
+                ;;
             notevault__subcmd__device__subcmd__help,help)
                 cmd="notevault__subcmd__device__subcmd__help__subcmd__help"
                 ;;
@@ -78,6 +81,9 @@ _notevault() {
                 ;;
             notevault__subcmd__device__subcmd__help,push)
                 cmd="notevault__subcmd__device__subcmd__help__subcmd__push"
+                ;;
+            notevault__subcmd__device__subcmd__help,rotate-key)
+                cmd="notevault__subcmd__device__subcmd__help__subcmd__rotate__subcmd__key"
                 ;;
             notevault__subcmd__help,check)
                 cmd="notevault__subcmd__help__subcmd__check"
@@ -123,6 +129,9 @@ _notevault() {
                 ;;
             notevault__subcmd__help__subcmd__device,push)
                 cmd="notevault__subcmd__help__subcmd__device__subcmd__push"
+                ;;
+            notevault__subcmd__help__subcmd__device,rotate-key)
+                cmd="notevault__subcmd__help__subcmd__device__subcmd__rotate__subcmd__key"
                 ;;
             notevault__subcmd__help__subcmd__token,create)
                 cmd="notevault__subcmd__help__subcmd__token__subcmd__create"
@@ -214,7 +223,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__device)
-            opts="-h --help init pull push passphrase help"
+            opts="-h --help init pull push passphrase rotate-key help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -228,7 +237,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__device__subcmd__help)
-            opts="init pull push passphrase help"
+            opts="init pull push passphrase rotate-key help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -298,6 +307,20 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__device__subcmd__help__subcmd__push)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__device__subcmd__help__subcmd__rotate__subcmd__key)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -415,6 +438,32 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__device__subcmd__rotate__subcmd__key)
+            opts="-h --token --passphrase --recovery-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --passphrase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recovery-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__export)
             opts="-o -h --output --history --force --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -488,7 +537,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help__subcmd__device)
-            opts="init pull push passphrase"
+            opts="init pull push passphrase rotate-key"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -544,6 +593,20 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help__subcmd__device__subcmd__push)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__device__subcmd__rotate__subcmd__key)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

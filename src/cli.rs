@@ -160,6 +160,10 @@ pub enum DeviceCommand {
     /// Wrap the data key under a new passphrase (unwrapped with the current passphrase
     /// or the recovery key).
     Passphrase(DevicePassphraseArgs),
+    /// Make a new data key (keyVersion + 1), seal every private note again under it and
+    /// push it, then drop the old key; interrupted, both keys stay and running it again
+    /// finishes
+    RotateKey(DeviceRotateArgs),
 }
 
 /// A device folder and how to reach its daemon.
@@ -189,6 +193,15 @@ pub struct DeviceInitArgs {
     /// Also make a recovery key (printed once on stdout) when turning private notes on
     #[arg(long)]
     pub recovery: bool,
+}
+
+#[derive(clap::Args)]
+pub struct DeviceRotateArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// The recovery key, when the vault has one: it is renewed to open the new data key
+    #[arg(long, env = "NOTEVAULT_RECOVERY_KEY", hide_env_values = true)]
+    pub recovery_key: Option<String>,
 }
 
 #[derive(clap::Args)]

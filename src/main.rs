@@ -101,6 +101,20 @@ fn device(command: DeviceCommand) -> anyhow::Result<()> {
                 .await?;
                 eprintln!("notevault: the data key is wrapped under the new passphrase");
             }
+            DeviceCommand::RotateKey(a) => {
+                let d = a.device;
+                let done = device::rotate_key(
+                    &d.dir,
+                    d.token,
+                    d.passphrase.as_deref(),
+                    a.recovery_key.as_deref(),
+                )
+                .await?;
+                eprintln!(
+                    "notevault: the data key is keyVersion {}; {} private notes sealed again, the old key dropped",
+                    done.key_version, done.sealed
+                );
+            }
         }
         Ok(())
     })

@@ -257,6 +257,44 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
         !listed.contains("diary.nvpriv"),
         "attachment listings leave private notes out"
     );
+    // Listings show the private note's handle: the file's name for a title (its own
+    // title is inside the ciphertext), no content.
+    for path in [
+        "/v1/notes?page_size=500",
+        "/v1/notes?filter=visibility%20%3D%20private",
+        "/v1/notes?prefix=journal%2F&order_by=updated_at%20desc",
+    ] {
+        let text = client
+            .get(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let private: Vec<&serde_json::Value> = list["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["visibility"] == "private")
+            .collect();
+        assert_eq!(private.len(), 1, "{path}: {list}");
+        let h = private[0];
+        assert_eq!(h["slug"], "journal/diary", "{h}");
+        assert_eq!(h["path"], "journal/diary.nvpriv", "{h}");
+        assert_eq!(h["title"], "diary", "{h}");
+        assert!(
+            h.get("content").is_none() && h.get("lines").is_none(),
+            "{h}"
+        );
+        assert!(
+            !text.contains("Diary"),
+            "{path}: the plaintext title leaked"
+        );
+        answers.push_str(&text);
+    }
     // A read of the private note answers its handle, no lines.
     let res = client
         .get(format!("{base}/v1/notes/journal%2Fdiary"))

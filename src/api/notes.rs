@@ -278,29 +278,8 @@ pub async fn read_note(state: Arc<State>, p: ReadNoteParams) -> Result<NoteRead,
 /// `version_id` and `content_hash` its file's `sha256:<hex>`) and no lines: the daemon
 /// holds only ciphertext.
 fn private_read(a: &crate::vault::attachments::Attachment, offset: usize) -> NoteRead {
-    let slug = a
-        .path
-        .strip_suffix(crate::vault::PRIVATE_SUFFIX)
-        .unwrap_or(&a.path)
-        .to_string();
-    let hash = format!("sha256:{}", a.sha256);
     NoteRead {
-        note: NoteHandle {
-            note_id: slug.clone(),
-            title: slug.rsplit('/').next().unwrap_or(&slug).to_string(),
-            slug,
-            status: "active".to_string(),
-            visibility: "private".to_string(),
-            version_id: hash.clone(),
-            content_hash: hash,
-            observed_at: crate::clock::timestamp(a.modified_at),
-            path: a.path.clone(),
-            tags: Vec::new(),
-            warnings: vec![
-                "private note: end-to-end encrypted; read it on a device that holds the key"
-                    .to_string(),
-            ],
-        },
+        note: NoteHandle::from(&crate::queries::private::handle(a)),
         lines: Lines {
             offset,
             limit: 0,

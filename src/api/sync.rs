@@ -151,7 +151,9 @@ pub struct SnapshotEntry {
     pub visibility: String,
     /// The seq of the op that made this state.
     pub seq: i64,
-    /// A standard note's bytes at the cut, base64; `null` for attachments.
+    /// A standard note's bytes at the cut, base64; a private note's ciphertext as the
+    /// daemon holds it now (changed after the cut: the newer one, with its
+    /// `content_hash`); `null` for attachments and a private note deleted since.
     pub content_base64: Option<String>,
 }
 

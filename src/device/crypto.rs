@@ -50,18 +50,37 @@ fn open(key: &[u8; 32], aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>> {
 
 /// Wrap the data key under a secret: `(salt, wrappedDek)`.
 pub(super) fn wrap(dek: &[u8; 32], secret: &str) -> Result<(String, String)> {
+    wrap_ring(&[*dek], secret)
+}
+
+/// Wrap a key ring under a secret: the current data key first, then (while a rotation
+/// re-encrypts the notes) the keys of the versions before it, newest first.
+pub(super) fn wrap_ring(ring: &[[u8; 32]], secret: &str) -> Result<(String, String)> {
     let salt = STANDARD.encode(random::<16>()?);
-    let wrapped = STANDARD.encode(seal(&kek(secret, &salt)?, DEK_AAD, dek)?);
+    let wrapped = STANDARD.encode(seal(&kek(secret, &salt)?, DEK_AAD, &ring.concat())?);
     Ok((salt, wrapped))
 }
 
-pub(super) fn unwrap_dek(secret: &str, salt: &str, wrapped: &str) -> Result<[u8; 32]> {
+/// The key ring a `wrappedDek` holds (one key but during a rotation).
+pub(super) fn unwrap_ring(secret: &str, salt: &str, wrapped: &str) -> Result<Vec<[u8; 32]>> {
     let sealed = STANDARD
         .decode(wrapped)
         .context("wrappedDek is not base64")?;
-    let dek = open(&kek(secret, salt)?, DEK_AAD, &sealed)?;
-    dek.try_into()
-        .map_err(|_| anyhow!("the data key is not 32 bytes"))
+    let keys = open(&kek(secret, salt)?, DEK_AAD, &sealed)?;
+    if keys.is_empty() || keys.len() % 32 != 0 {
+        bail!("the wrapped data key is not a whole number of 32-byte keys");
+    }
+    Ok(keys
+        .chunks_exact(32)
+        .map(|k| k.try_into().unwrap_or([0; 32]))
+        .collect())
+}
+
+/// The `key-version` an envelope was sealed under.
+pub fn envelope_version(envelope: &[u8]) -> Option<u64> {
+    let rest = envelope.strip_prefix(PRIVATE_MAGIC)?;
+    let line = std::str::from_utf8(rest).ok()?.lines().next()?;
+    line.strip_prefix("key-version: ")?.trim().parse().ok()
 }
 
 /// A private note's envelope for the daemon's file `server_path`.

@@ -1,4 +1,4 @@
-//! The reference device client (`notevault device init|pull|push|passphrase`): keeps a
+//! The reference device client (`notevault device init|pull|push|passphrase|rotate-key`): keeps a
 //! folder in step with a daemon through the sync plane, and holds the keys of private
 //! notes, which never leave it.
 //!
@@ -23,7 +23,13 @@
 //! conflicted copy (`<name> (conflict <device>).md`); any other refusal leaves the file
 //! and the state as they were, and the next push sends the same op under the same key
 //! (see `push`). A file renamed or moved on the device is pushed as a move (the note
-//! keeps its id; the daemon rewrites the links to it).
+//! keeps its id; the daemon rewrites the links to it), also when it was edited too (the
+//! move, then the edit; see `moves`). An edit or a move whose base
+//! moved only by another device's rename, move or edit of the other kind goes again on
+//! the daemon's version instead of becoming a conflict (see `rebase`): a rename on one
+//! device and an edit on another end as one note, id kept, at the new path, with the
+//! edit. Attachments (every other file) are pushed and pulled too, their bytes sent
+//! only when changed (see `attachments`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,13 +43,18 @@ use serde_json::{json, Value};
 use crate::sync::e2ee::{SCRYPT_N, SCRYPT_P, SCRYPT_R};
 use crate::vault::{content_hash, PRIVATE_SUFFIX};
 
+mod attachments;
 mod crypto;
+mod moves;
 mod pull;
 mod push;
+mod rebase;
+mod rotate;
 
 pub use crypto::{decrypt_note, encrypt_note};
-use crypto::{random, unwrap_dek, wrap};
+use crypto::{envelope_version, random, unwrap_ring, wrap, wrap_ring};
 pub use push::{PushReport, Refusal};
+pub use rotate::rotate_key;
 
 const STATE_DIR: &str = ".notevault-device";
 const LOCAL_PRIVATE: &str = ".private.md";
@@ -82,6 +93,10 @@ pub struct Device {
     token: Option<String>,
     http: reqwest::Client,
     dek: Option<[u8; 32]>,
+    /// Every key the hierarchy wraps, newest first (more than one only while a rotation
+    /// re-encrypts the notes), and the `keyVersion` of the first.
+    ring: Vec<[u8; 32]>,
+    ring_version: u64,
     /// Conflicted copies made in this run: (the file, its copy).
     pub kept: Vec<(String, String)>,
 }
@@ -184,8 +199,16 @@ impl Device {
             root: root.to_path_buf(),
             state: serde_json::from_str(&text).context("the device state is unreadable")?,
             token,
-            http: reqwest::Client::new(),
+            // No pooled connections: a request after a slow step (scrypt takes seconds on
+            // a loaded machine) on a connection the daemon has closed as idle fails with
+            // "connection closed before message completed".
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .context("cannot make an HTTP client")?,
             dek: None,
+            ring: Vec::new(),
+            ring_version: 0,
             kept: Vec::new(),
         })
     }
@@ -259,12 +282,37 @@ impl Device {
         let passphrase = passphrase.ok_or_else(|| {
             anyhow!("private notes are on: give the passphrase (NOTEVAULT_PASSPHRASE)")
         })?;
-        self.dek = Some(unwrap_dek(
+        self.ring = unwrap_ring(
             passphrase,
             h["kdf"]["salt"].as_str().unwrap_or(""),
             h["wrappedDek"].as_str().unwrap_or(""),
-        )?);
+        )?;
+        self.dek = self.ring.first().copied();
+        self.ring_version = h["keyVersion"].as_u64().unwrap_or(1);
         Ok(())
+    }
+
+    /// The key an envelope was sealed under, from the ring.
+    fn key_for(&self, server_path: &str, envelope: &[u8]) -> Result<[u8; 32]> {
+        if self.ring.is_empty() {
+            bail!("a private note arrived: unlock with the passphrase");
+        }
+        let sealed = envelope_version(envelope).unwrap_or(1);
+        if sealed > self.ring_version {
+            bail!(
+                "{server_path} is sealed with keyVersion {sealed}, newer than this device's \
+                 keyVersion {}: run `notevault device pull` to read the new key hierarchy",
+                self.ring_version
+            );
+        }
+        let age = (self.ring_version - sealed) as usize;
+        self.ring.get(age).copied().ok_or_else(|| {
+            anyhow!(
+                "{server_path} is sealed with keyVersion {sealed}, which the key hierarchy \
+                 (keyVersion {}) no longer holds: a device that has it pushes it again",
+                self.ring_version
+            )
+        })
     }
 
     async fn key_version(&self) -> Result<u64> {
@@ -345,15 +393,15 @@ pub async fn passphrase(
     let h = keys["hierarchy"]
         .as_object()
         .ok_or_else(|| anyhow!("private notes are not enabled"))?;
-    let dek = match (recovery_key, old) {
-        (Some(key), _) => unwrap_dek(
+    let ring = match (recovery_key, old) {
+        (Some(key), _) => unwrap_ring(
             key,
             h["recovery"]["salt"]
                 .as_str()
                 .ok_or_else(|| anyhow!("no recovery key is set"))?,
             h["recovery"]["wrappedDek"].as_str().unwrap_or(""),
         )?,
-        (None, Some(old)) => unwrap_dek(
+        (None, Some(old)) => unwrap_ring(
             old,
             h["kdf"]["salt"].as_str().unwrap_or(""),
             h["wrappedDek"].as_str().unwrap_or(""),
@@ -362,7 +410,8 @@ pub async fn passphrase(
             bail!("give the current passphrase (NOTEVAULT_PASSPHRASE) or --recovery-key")
         }
     };
-    let (salt, wrapped) = wrap(&dek, new)?;
+    // The whole ring: a rotation under way keeps every key it still needs.
+    let (salt, wrapped) = wrap_ring(&ring, new)?;
     let body = json!({"keyVersion": h["keyVersion"], "kdf": {"salt": salt, "N": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P},
                       "wrappedDek": wrapped, "recovery": h["recovery"]});
     device

@@ -2,7 +2,7 @@
 //! change the device has not pushed is never overwritten: it is kept as a conflicted
 //! copy before the daemon's version takes its place.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -96,44 +96,51 @@ impl Device {
         let mut local = local_of(&server_path, private);
         let hash = e["content_hash"].as_str().unwrap_or_default().to_string();
         let is_note = note_id.is_some() || private;
+        // What the device last synced of the file (its bytes' hash), carried over when no
+        // bytes come with this entry.
+        let mut prior = self.state.files.get(&local).map(|s| s.local_hash.clone());
         // A note moved: its file follows; but a file the device renamed whose rename is
         // not on the daemon yet (tracked at this daemon path) stays where the user put it.
         if let Some(old) = note_id.as_deref().and_then(|id| self.by_note(id)) {
             if old != local && self.state.files[&old].server_path == server_path {
+                prior = Some(self.state.files[&old].local_hash.clone());
                 local = old;
             } else if old != local {
+                prior = Some(self.state.files[&old].local_hash.clone());
                 self.keep_unpushed(&old)?;
                 let from = self.root.join(&old);
+                let synced = self.state.files.remove(&old);
                 if from.exists() {
                     self.keep_unpushed(&local)?;
                     rename_file(&from, &self.root.join(&local))?;
+                    // The synced bytes moved with the file: new bytes for it below replace
+                    // them, not an edit of the device's.
+                    if let Some(synced) = synced {
+                        self.state.files.insert(local.clone(), synced);
+                    }
                 }
-                self.state.files.remove(&old);
             }
         }
         let bytes = match e["content_base64"].as_str() {
             Some(b64) => Some(STANDARD.decode(b64).context("content is not base64")?),
-            None if !is_note => {
-                let mut req = self
-                    .http
-                    .get(self.url(&format!("/v1/attachments/{server_path}")));
-                // No token, no header: an empty bearer is refused, not taken as none.
-                if let Some(t) = &self.token {
-                    req = req.bearer_auth(t);
-                }
-                let res = req.send().await?;
-                if res.status().as_u16() == 404 {
-                    return Ok(());
-                }
-                Some(res.bytes().await?.to_vec())
+            // An attachment whose bytes the device has synced is not fetched again.
+            None if !is_note
+                && self.state.files.get(&local).is_some_and(|s| {
+                    s.base == hash && Some(&s.local_hash) == self.local_hash(&local).as_ref()
+                }) =>
+            {
+                None
             }
+            None if !is_note => match self.attachment_bytes(&server_path).await? {
+                Some(bytes) => Some(bytes),
+                None => return Ok(()),
+            },
             None => None,
         };
+        let carried = bytes.is_some();
         if let Some(bytes) = bytes {
             let plain = if private {
-                let dek = self
-                    .dek
-                    .ok_or_else(|| anyhow!("a private note arrived: unlock with the passphrase"))?;
+                let dek = self.key_for(&server_path, &bytes)?;
                 decrypt_note(&dek, &server_path, &bytes)?
             } else {
                 bytes
@@ -147,7 +154,17 @@ impl Device {
             (Some(_), Some(v)) => v.to_string(),
             _ => hash,
         };
-        self.track(&local, &server_path, note_id, base, private, !is_note);
+        if carried {
+            self.track(&local, &server_path, note_id, base, private, !is_note);
+        } else {
+            // No bytes (a version superseded by a later op, a file gone): the folder's
+            // bytes are not the daemon's, so an edit not pushed yet stays an edit (the
+            // later op then keeps it as a conflicted copy instead of overwriting it).
+            let kept = prior
+                .filter(|_| self.root.join(&local).exists())
+                .unwrap_or_default();
+            self.track_as(&local, &server_path, note_id, base, kept, private, !is_note);
+        }
         Ok(())
     }
 

@@ -24,7 +24,7 @@ use crate::vault::content_hash;
 
 const OUTBOX: &str = "outbox.json";
 /// The daemon's largest batch.
-const BATCH: usize = 500;
+pub(super) const BATCH: usize = 500;
 
 /// An op sent and not settled yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +165,7 @@ impl Device {
     /// Notes the user renamed or moved: a synced standard note gone from its path whose
     /// bytes are now, unchanged, at one new path the device does not track (and no
     /// other note gone has those bytes). `new path -> old path`. (An edited and moved
-    /// note is not recognised: it goes as a delete and a create.)
+    /// note is found by `moves`.)
     fn renames(&self, hashed: &[(String, String)]) -> BTreeMap<String, String> {
         let present: std::collections::HashSet<&str> =
             hashed.iter().map(|(l, _)| l.as_str()).collect();
@@ -237,7 +237,12 @@ impl Device {
 
     /// The ops of the folder's changes since the last sync; a private note's envelope
     /// is the outbox's when the same op is retried.
-    fn plan(&self, version: u64, outbox: &Outbox) -> Result<Vec<Planned>> {
+    fn plan(
+        &self,
+        version: u64,
+        outbox: &Outbox,
+        edited: &BTreeMap<String, String>,
+    ) -> Result<Vec<Planned>> {
         let mut out = Vec::new();
         let present = self.local_notes();
         let mut hashed = Vec::with_capacity(present.len());
@@ -247,10 +252,21 @@ impl Device {
                 content_hash(&std::fs::read(self.root.join(local))?),
             ));
         }
-        let moves = self.renames(&hashed);
+        let mut moves = self.renames(&hashed);
+        for (to, from) in edited {
+            if !moves.contains_key(to) && !moves.values().any(|f| f == from) {
+                moves.insert(to.clone(), from.clone());
+            }
+        }
         for (local, hash) in hashed {
             if let Some(old) = moves.get(&local) {
-                out.push(self.move_op(&local, old, hash));
+                // An edited move records the bytes synced before the edit: the edit
+                // stays unpushed, and the next round sends it on the moved note.
+                let synced = match edited.get(&local) {
+                    Some(_) => self.state.files[old].local_hash.clone(),
+                    None => hash,
+                };
+                out.push(self.move_op(&local, old, synced));
                 continue;
             }
             let synced = self.state.files.get(&local);
@@ -351,13 +367,17 @@ impl Device {
     pub async fn push(&mut self) -> Result<PushReport> {
         let version = self.key_version().await?;
         let mut report = PushReport::default();
-        // A second round sends the renames of notes that moved to a new folder under a
-        // new name (the first round moved them).
-        for _ in 0..2 {
+        // Later rounds send the renames of notes that moved to a new folder under a new
+        // name (the first round moved them) and ops going again on a new base (see
+        // `rebase`); bounded, so a daemon that keeps moving cannot hold a push.
+        for _ in 0..4 {
             let more = self.round(version, &mut report).await?;
             if !more || !report.refused.is_empty() || !report.pending.is_empty() {
                 break;
             }
+        }
+        if report.refused.is_empty() && report.pending.is_empty() {
+            self.push_attachments(&mut report).await?;
         }
         if report.refused.is_empty() {
             self.pull().await?;
@@ -399,11 +419,12 @@ impl Device {
         )
     }
 
-    /// Plan, key and send the folder's changes; answers whether a move applied that
-    /// still needs its rename.
+    /// Plan, key and send the folder's changes; answers whether another round is due (a
+    /// move applied that still needs its rename, an op going again on a new base).
     async fn round(&mut self, version: u64, report: &mut PushReport) -> Result<bool> {
         let old = self.load_outbox()?;
-        let mut planned = self.plan(version, &old)?;
+        let edited = self.edited_moves(&self.local_notes()).await?;
+        let mut planned = self.plan(version, &old, &edited)?;
         // The same op keeps its key; an op no longer planned (settled, or changed since)
         // leaves the outbox.
         let mut outbox = Outbox::default();
@@ -426,6 +447,7 @@ impl Device {
         // Kept before anything is sent: a retry after any failure sends the same keys.
         self.save_outbox(&outbox)?;
         let settled_before = report.applied + report.pending.len();
+        let mut again = false;
         for chunk in planned.chunks(BATCH) {
             let device = self.state.device_id.clone();
             let ops: Vec<&Value> = chunk.iter().map(|p| &p.op).collect();
@@ -463,19 +485,46 @@ impl Device {
                 ));
             }
             for (result, p) in results.iter().zip(chunk) {
+                let moved = result["error"]["reason"] == "VERSION_MOVED" && !p.delete;
+                if let Some(note_id) = super::rebase::note_of(&p.op).filter(|_| moved) {
+                    let m = super::rebase::Moved {
+                        local: p.local.clone(),
+                        synced_at: p.from_local.clone().unwrap_or_else(|| p.local.clone()),
+                        note_id,
+                        moving: p.moving,
+                    };
+                    if self.rebase(&m).await? {
+                        // Planned again on the new base (a new op, a new key).
+                        outbox.ops.remove(&m.local);
+                        again = true;
+                        continue;
+                    }
+                }
                 self.settle(p, result, &mut outbox, report)?;
             }
             self.save()?;
             self.save_outbox(&outbox)?;
         }
-        Ok(planned.iter().any(|p| {
-            p.moving
-                && self
-                    .state
-                    .files
-                    .get(&p.local)
-                    .is_some_and(|s| s.server_path != server_of(&p.local).0)
-        }))
+        Ok(again
+            || planned.iter().any(|p| {
+                // An edited move: its edit goes next.
+                p.moving
+                    && self.state.files.get(&p.local).is_some_and(|s| {
+                        s.local_hash == p.local_hash
+                            && self.local_hash(&p.local).as_ref() != Some(&s.local_hash)
+                    })
+            })
+            || planned.iter().any(|p| {
+                // Still at another path on the daemon (a move that needs its rename,
+                // also after the edit of an edited move).
+                !p.delete
+                    && !p.private
+                    && self
+                        .state
+                        .files
+                        .get(&p.local)
+                        .is_some_and(|s| s.server_path != server_of(&p.local).0)
+            }))
     }
 
     /// Record what the daemon answered for one op.
@@ -510,7 +559,15 @@ impl Device {
                     let id = r["note_id"].as_str().map(str::to_string);
                     let base = r["version_id"].as_str().unwrap_or_default().to_string();
                     let hash = p.local_hash.clone();
-                    self.track_as(&p.local, &p.server_path, id, base, hash, false, false);
+                    // An edit keeps the note where the daemon has it: a move still due
+                    // (the edit of an edited move) goes next; one made elsewhere comes
+                    // with the pull.
+                    let at = self
+                        .state
+                        .files
+                        .get(&p.local)
+                        .map_or(p.server_path.clone(), |s| s.server_path.clone());
+                    self.track_as(&p.local, &at, id, base, hash, false, false);
                 }
             }
             "queued" => {

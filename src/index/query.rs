@@ -30,7 +30,6 @@
 //! Every error carries the byte position of its cause; what was left out and why is in
 //! [`Reading`].
 
-
 use super::tokenizer::stem;
 
 /// Longest accepted query, in characters.

@@ -7,6 +7,7 @@
 pub mod attachments;
 pub mod history;
 pub mod notes;
+pub mod private;
 pub mod search;
 pub mod settings;
 pub mod status;

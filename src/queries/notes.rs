@@ -8,7 +8,7 @@ use crate::filter::Expr;
 use crate::record::refresh::{find, read, read_kept};
 use crate::state::State;
 use crate::vault::markdown;
-use crate::vault::note::Note;
+use crate::vault::note::{Note, Visibility};
 use crate::vault::observe::Excluded;
 
 /// Largest `limit` of a line-sliced read.
@@ -290,6 +290,10 @@ pub fn list(
     after: Option<&str>,
     page_size: usize,
 ) -> NoteList {
+    // Private notes (handles of their files) are merged in slug order; taken before the
+    // catalog's lock, never under it.
+    let privates = super::private::handles(state, prefix);
+    let private_total = super::search::private_note_count(state);
     let catalog = state.catalog.read();
     let mut notes = Vec::with_capacity(page_size.min(catalog.len()));
     let mut next_after = None;
@@ -307,8 +311,20 @@ pub fn list(
     };
     // A filter over tags, folder, path or slug walks only its candidates.
     let scope = catalog.scope(filter);
-    let mut iter = scope.walk(prefix, start).filter(keep);
-    for note in iter.by_ref() {
+    let private_matches: Vec<&Arc<Note>> = privates.iter().filter(keep).collect();
+    let mut iter = scope.walk(prefix, start).filter(keep).peekable();
+    let mut private = private_matches
+        .iter()
+        .copied()
+        .filter(|n| start.is_none_or(|s| n.slug() > s))
+        .peekable();
+    loop {
+        let note = match (iter.peek(), private.peek()) {
+            (Some(a), Some(b)) if b.slug() < a.slug() => private.next(),
+            (Some(_), _) => iter.next(),
+            (None, _) => private.next(),
+        };
+        let Some(note) = note else { break };
         if notes.len() == page_size {
             next_after = notes.last().map(|n: &Arc<Note>| n.slug().to_string());
             break;
@@ -316,18 +332,19 @@ pub fn list(
         notes.push(note.clone());
     }
     let matched = if prefix.is_empty() && filter.is_none() {
-        catalog.len()
+        catalog.len() + privates.len()
     } else if start.is_none() && next_after.is_none() {
         // The page holds every match already: no second pass of the filter.
         notes.len()
     } else {
-        scope.walk(prefix, None).filter(keep).count()
+        scope.walk(prefix, None).filter(keep).count() + private_matches.len()
     };
+    let total = catalog.len() + private_total;
     NoteList {
         notes,
         next_after,
         matched,
-        total: catalog.len(),
+        total,
         excluded: catalog.excluded.clone(),
         committed_seq: state.committed_seq(),
     }
@@ -542,17 +559,21 @@ pub fn list_ordered(
         let page = page_sorted(&refs, order, offset, page_size);
         (page, all.notes.len(), all.total, all.excluded)
     } else {
+        // Taken before the catalog's lock, never under it.
+        let privates = super::private::handles(state, prefix);
+        let private_total = super::search::private_note_count(state);
         let catalog = state.catalog.read();
         let scope = catalog.scope(filter);
         let matching: Vec<&Arc<Note>> = scope
             .walk(prefix, None)
+            .chain(&privates)
             .filter(|n| filter.is_none_or(|f| f.matches(&|field| note_field(n, field, None))))
             .collect();
         let page = page_sorted(&matching, order, offset, page_size);
         (
             page,
             matching.len(),
-            catalog.len(),
+            catalog.len() + private_total,
             catalog.excluded.clone(),
         )
     };
@@ -567,11 +588,16 @@ pub fn list_ordered(
     }
 }
 
-/// The notes in scope: matching `filter`, in slug order.
+/// The notes in scope: matching `filter`, in slug order (private notes left out: they
+/// hold nothing to search or aggregate).
 pub fn select(state: &State, filter: Option<&Expr>) -> Vec<Arc<Note>> {
     match filter {
         None => state.catalog.read().iter().cloned().collect(),
-        Some(f) => list(state, "", Some(f), None, usize::MAX).notes,
+        Some(f) => list(state, "", Some(f), None, usize::MAX)
+            .notes
+            .into_iter()
+            .filter(|n| n.visibility != Visibility::Private)
+            .collect(),
     }
 }
 

@@ -150,18 +150,20 @@ fn current_bytes(
 /// A private note's ciphertext when the file still has the bytes `hash`
 /// (`sha256:<hex>`) names (`None`: it changed since, or is gone).
 fn private_bytes(state: &State, path: &str, hash: &str) -> Result<Option<Vec<u8>>> {
+    Ok(private_file(state, path)?.and_then(|(bytes, now)| (now == hash).then_some(bytes)))
+}
+
+/// A private note's file as it is now: its ciphertext and `sha256:<hex>` (`None`: gone).
+fn private_file(state: &State, path: &str) -> Result<Option<(Vec<u8>, String)>> {
     use sha2::Digest;
-    let Some(want) = hash.strip_prefix("sha256:") else {
-        return Ok(None);
-    };
     let abs = state.paths.resolve(path)?.abs;
     match std::fs::read(abs) {
         Ok(bytes) => {
-            let got: String = sha2::Sha256::digest(&bytes)
+            let hex: String = sha2::Sha256::digest(&bytes)
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect();
-            Ok((got == want).then_some(bytes))
+            Ok(Some((bytes, format!("sha256:{hex}"))))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::internal(format!("cannot read {path}: {e}"))),
@@ -208,9 +210,12 @@ fn cut_compacted() -> Error {
 #[derive(Debug)]
 pub struct Entry {
     pub row: OpRow,
-    /// A standard note's bytes at the cut, or a private note's ciphertext (`None` for
-    /// attachments, which a device reads with `GET /v1/attachments/{file_name}`, and for
-    /// a private note changed since the cut: its op after the cut carries it).
+    /// A standard note's bytes at the cut, or a private note's ciphertext as the file
+    /// holds it now (`None` for attachments, which a device reads with
+    /// `GET /v1/attachments/{file_name}`, and for a private note deleted since the cut).
+    /// A private note changed after the cut carries its newer ciphertext, and `row`'s
+    /// `content_hash` is that file's: a device never starts from nothing for it, and the
+    /// ops after the cut bring the same bytes again (a device skips bytes it has).
     pub content: Option<Vec<u8>>,
 }
 
@@ -254,10 +259,16 @@ pub fn snapshot(state: &State, cursor: Option<Cursor>, page_size: usize) -> Resu
     };
     let more = rows.len() > page_size;
     let mut entries = Vec::with_capacity(rows.len().min(page_size));
-    for row in rows.into_iter().take(page_size) {
+    for mut row in rows.into_iter().take(page_size) {
         let content = match (&row.note_id, row.visibility.as_str(), &row.content_hash) {
             (Some(_), "standard", _) => Some(version_bytes(state, &row)?),
-            (None, "private", Some(hash)) => private_bytes(state, &row.path, hash)?,
+            (None, "private", Some(_)) => match private_file(state, &row.path)? {
+                Some((bytes, hash)) => {
+                    row.content_hash = Some(hash);
+                    Some(bytes)
+                }
+                None => None,
+            },
             _ => None,
         };
         entries.push(Entry { row, content });

@@ -188,6 +188,7 @@ pub fn prepare(state: &State, ops: &[PushOp]) -> Result<Vec<writes::Op>> {
             format!("must hold 1 to {MAX_OPS} ops, got {}", ops.len()),
         ));
     }
+    sealed_with_current_key(state, ops)?;
     let mut seen = std::collections::HashMap::new();
     let mut out = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
@@ -230,4 +231,51 @@ pub fn push(
             writes::submit(state, request, Idempotency { key: &key, op_hash })
         })
         .collect()
+}
+
+/// The `key-version` an envelope (base64) names, when it names one.
+fn envelope_key_version(ciphertext: &str) -> Option<u64> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(ciphertext)
+        .ok()?;
+    let rest = bytes.strip_prefix(crate::vault::PRIVATE_MAGIC)?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    std::str::from_utf8(line)
+        .ok()?
+        .strip_prefix("key-version: ")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A private note sealed under a data key older than the vault's (a device that has not
+/// read the rotated key hierarchy) is refused: once a rotation ends, nothing is sealed
+/// under a key the hierarchy no longer holds.
+fn sealed_with_current_key(state: &State, ops: &[PushOp]) -> Result<()> {
+    let mut current = None;
+    for (i, op) in ops.iter().enumerate() {
+        let PushOp::PutPrivate { ciphertext, .. } = op else {
+            continue;
+        };
+        if current.is_none() {
+            let keys = crate::sync::e2ee::key_state(state)?;
+            current = Some(keys.hierarchy.map_or(0, |h| u64::from(h.key_version)));
+        }
+        let now = current.unwrap_or(0);
+        match envelope_key_version(ciphertext) {
+            Some(v) if v >= now => {}
+            sealed => {
+                return Err(Error::invalid_field(
+                    format!("ops[{i}].content_base64"),
+                    format!(
+                        "is sealed with keyVersion {}, but the vault's data key is keyVersion {now}: \
+                         run `notevault device pull` to read the new key hierarchy, then push again",
+                        sealed.map_or("(none)".to_string(), |v| v.to_string())
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
 }

@@ -58,9 +58,16 @@ pub struct Note {
 }
 
 impl Note {
-    /// The note's slug: its path without `.md` (kept once, in the path).
+    /// The note's slug: its path without `.md` (kept once, in the path); a private
+    /// note's handle (`queries::private`): its path without `.nvpriv`.
     pub fn slug(&self) -> &str {
-        crate::vault::path::slug_of(&self.path)
+        match self.visibility {
+            Visibility::Standard => crate::vault::path::slug_of(&self.path),
+            Visibility::Private => self
+                .path
+                .strip_suffix(crate::vault::PRIVATE_SUFFIX)
+                .unwrap_or(&self.path),
+        }
     }
 
     /// Whether the note's bytes were not read yet: its hash and facts came from the scan

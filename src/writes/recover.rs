@@ -341,7 +341,7 @@ fn landed_now(root: &std::path::Path, intent: &Intent) -> Option<Option<Arc<[u8]
     }
     match &intent.content_hash {
         Some(hash) => {
-            let bytes = crate::vault::scan::read_file(&root.join(&intent.to_rel)).ok()?;
+            let bytes = crate::vault::observe::read_file(&root.join(&intent.to_rel)).ok()?;
             (crate::vault::content_hash(&bytes) == *hash).then_some(Some(bytes))
         }
         None => Some(None),

@@ -13,7 +13,7 @@ use tantivy::{IndexWriter, Term};
 use super::super::schema::{stamp_of, NoteDoc};
 use super::super::{searchable, SearchIndex};
 use super::{placeholder_writer, Worker, MERGE_AFTER, SMALL_WRITER_BYTES};
-use crate::vault::catalog::Note;
+use crate::vault::note::Note;
 
 /// The first pause after a failed commit of the index on disk.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
