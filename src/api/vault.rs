@@ -75,7 +75,7 @@ pub async fn vault(state: Arc<State>) -> Result<VaultSummary, Error> {
     let (s, e2ee) = blocking(move || {
         // Private notes are on once a key hierarchy is stored (`POST /v1/sync/e2ee:enable`).
         let e2ee = state.meta.e2ee_hierarchy()?.is_some();
-        Ok((crate::queries::search::summary(&state)?, e2ee))
+        Ok((crate::queries::summary::summary(&state)?, e2ee))
     })
     .await?;
     Ok(VaultSummary {

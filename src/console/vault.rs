@@ -248,7 +248,7 @@ fn vault_page(
                         .hierarchy
                         .as_ref()
                         .is_some_and(|h| h.recovery.is_some()),
-                    count: crate::queries::search::private_note_count(state),
+                    count: crate::queries::private::private_note_count(state),
                     notice: keys.recovery_notice(),
                 }
             },

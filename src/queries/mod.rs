@@ -11,3 +11,4 @@ pub mod private;
 pub mod search;
 pub mod settings;
 pub mod status;
+pub mod summary;

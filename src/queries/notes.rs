@@ -293,7 +293,7 @@ pub fn list(
     // Private notes (handles of their files) are merged in slug order; taken before the
     // catalog's lock, never under it.
     let privates = super::private::handles(state, prefix);
-    let private_total = super::search::private_note_count(state);
+    let private_total = super::private::private_note_count(state);
     let catalog = state.catalog.read();
     let mut notes = Vec::with_capacity(page_size.min(catalog.len()));
     let mut next_after = None;
@@ -561,7 +561,7 @@ pub fn list_ordered(
     } else {
         // Taken before the catalog's lock, never under it.
         let privates = super::private::handles(state, prefix);
-        let private_total = super::search::private_note_count(state);
+        let private_total = super::private::private_note_count(state);
         let catalog = state.catalog.read();
         let scope = catalog.scope(filter);
         let matching: Vec<&Arc<Note>> = scope

@@ -55,3 +55,13 @@ pub fn handles(state: &State, prefix: &str) -> Vec<Arc<Note>> {
     out.sort_by(|a, b| a.slug().cmp(b.slug()));
     out
 }
+
+/// How many private note files (`<name>.nvpriv`) the vault holds.
+pub fn private_note_count(state: &State) -> usize {
+    state
+        .attachments
+        .read()
+        .iter()
+        .filter(|a| crate::vault::is_private_note(&a.path))
+        .count()
+}

@@ -142,22 +142,6 @@ pub struct AggregateAnswer {
     pub coverage: CoverageFacts,
 }
 
-/// What `GET /v1/vault` says.
-#[derive(Debug, Clone)]
-pub struct VaultSummary {
-    pub root: String,
-    pub notes: usize,
-    pub excluded: usize,
-    pub private: usize,
-    pub folders: usize,
-    pub tags: usize,
-    pub bytes: u64,
-    pub statuses: Vec<(String, usize)>,
-    pub committed_seq: i64,
-    pub indexed_seq: i64,
-    pub settings: super::settings::WriteSettings,
-}
-
 /// Coverage of the whole vault as the catalog sees it, before matching. Counting
 /// walks every note, so it is kept until the catalog changes.
 fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
@@ -201,7 +185,7 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
             c.searched = c.total - c.private - c.too_large;
             // Private notes are `.nvpriv` files of ciphertext (kept with the
             // attachments): counted, never searched.
-            let private_files = private_note_count(state);
+            let private_files = super::private::private_note_count(state);
             c.total += private_files;
             c.private += private_files;
             c.remarks.push(PRIVATE_REMARK.to_string());
@@ -675,57 +659,6 @@ pub fn aggregate(state: &State, key: &str, filter: Option<&Expr>) -> Result<Aggr
         key: key.to_string(),
         aggregate,
         coverage,
-    })
-}
-
-/// How many private note files (`<name>.nvpriv`) the vault holds.
-pub fn private_note_count(state: &State) -> usize {
-    state
-        .attachments
-        .read()
-        .iter()
-        .filter(|a| crate::vault::is_private_note(&a.path))
-        .count()
-}
-
-/// Counts, size, settings and freshness of the vault.
-pub fn summary(state: &State) -> Result<VaultSummary> {
-    let settings = super::settings::settings(state)?;
-    let catalog = state.catalog.read();
-    let mut folders: HashSet<&str> = HashSet::new();
-    let mut tags: HashSet<&str> = HashSet::new();
-    let mut statuses: std::collections::BTreeMap<&str, usize> = Default::default();
-    let mut bytes = 0;
-    let mut private = 0;
-    for note in catalog.iter() {
-        let mut path = note.slug();
-        while let Some((parent, _)) = path.rsplit_once('/') {
-            folders.insert(parent);
-            path = parent;
-        }
-        tags.extend(note.tags.iter().map(String::as_str));
-        *statuses.entry(note.status.as_str()).or_default() += 1;
-        bytes += note.size;
-        if note.visibility == Visibility::Private {
-            private += 1;
-        }
-    }
-    private += private_note_count(state);
-    Ok(VaultSummary {
-        root: state.root().display().to_string(),
-        notes: catalog.len(),
-        excluded: catalog.excluded.len(),
-        private,
-        folders: folders.len(),
-        tags: tags.len(),
-        bytes,
-        statuses: statuses
-            .into_iter()
-            .map(|(s, n)| (s.to_string(), n))
-            .collect(),
-        committed_seq: state.committed_seq(),
-        indexed_seq: state.index.indexed_seq(),
-        settings,
     })
 }
 
