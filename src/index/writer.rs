@@ -21,6 +21,7 @@ use super::schema::{schema, Fields, NoteDoc};
 use super::{key_of, searchable, tokenizer, SearchIndex};
 use crate::vault::note::Note;
 
+mod publish;
 mod retry;
 
 use self::retry::{Backoff, PendingSync};
@@ -506,124 +507,6 @@ impl SearchIndex {
             self.publish(w, Some(started));
         }
     }
-
-    /// [`MERGE_AFTER`] the start-up sync, merge the index's segments into one, in the
-    /// background (tantivy's merge threads; a thread of ours waits and tells the writer).
-    /// A first start leaves the 44k-note corpus in 4-5 segments, and a search looks up and
-    /// scores every term once per segment: one segment answered the search bench's keyword
-    /// mix 1.26-1.35x faster. Changes go on meanwhile (tantivy applies their deletes to the
-    /// merged segment).
-    fn merge_segments(&self, w: &mut Worker) {
-        if w.main_dead {
-            return;
-        }
-        let ids = match w.index.searchable_segment_ids() {
-            Ok(ids) if ids.len() > 1 => ids,
-            _ => return,
-        };
-        let Some(tx) = self.tx.lock().clone() else {
-            return;
-        };
-        let merge = w.main.merge(&ids);
-        let segments = ids.len();
-        let wait = move || {
-            let started = Instant::now();
-            match merge.wait() {
-                Ok(_) => {
-                    tracing::info!(
-                        segments,
-                        ms = started.elapsed().as_millis() as u64,
-                        "index segments merged into one"
-                    );
-                    let _ = tx.send(Msg::Merged);
-                }
-                // Stopped (a shutdown) or failed: the segments stay as they were.
-                Err(e) => tracing::debug!(error = %e, "index segments not merged"),
-            }
-        };
-        if let Err(e) = std::thread::Builder::new()
-            .name("index-merge".into())
-            .spawn(wait)
-        {
-            tracing::warn!(error = %e, "cannot wait for the index merge");
-        }
-    }
-
-    /// Make the held changes searchable: commit the overlay's writer (when it has
-    /// changes), publish its searcher, then [`SearchIndex::settle`]. `started`: when the
-    /// batch being published began (for the debug log).
-    fn publish(&self, w: &mut Worker, started: Option<Instant>) {
-        let started = started.unwrap_or_else(Instant::now);
-        if w.overlay_dirty {
-            w.last_publish = Some(Instant::now());
-            let committed = w
-                .ram_writer
-                .commit()
-                .map(|_| ())
-                .and_then(|_| w.ram_reader.reload());
-            if let Err(e) = committed {
-                // Held, and tried again when writes pause (`flush`).
-                if !w.publish_failing {
-                    tracing::error!(error = %e, "index update failed; the changes are tried again");
-                }
-                w.publish_failing = true;
-                self.state.lock().last_error = Some(e.to_string());
-                return;
-            }
-            w.publish_failing = false;
-            w.overlay_dirty = false;
-            self.publish_overlay(w);
-        }
-        tracing::debug!(
-            us = started.elapsed().as_micros() as u64,
-            changes = w.held.len(),
-            "index batch"
-        );
-        self.settle(w);
-    }
-
-    /// The held changes are searchable (from the overlay or the disk index): they leave
-    /// `pending`, and `indexed_seq` reaches the highest held seq.
-    fn settle(&self, w: &mut Worker) {
-        let mut held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
-        let held = std::mem::take(&mut w.held);
-        if held.is_empty() && held_seq == i64::MIN {
-            return;
-        }
-        if w.sync_pending.is_some() {
-            // The notes the start-up sync has not indexed are in no index a search reads:
-            // `indexed_seq` waits for it.
-            w.deferred_seq = w.deferred_seq.max(held_seq);
-            held_seq = i64::MIN;
-        }
-        {
-            let mut st = self.state.lock();
-            for (id, seq) in &held {
-                if st.pending.get(id).is_some_and(|s| s <= seq) {
-                    st.pending.remove(id);
-                }
-            }
-            st.indexed_seq = st.indexed_seq.max(held_seq);
-        }
-        self.refresh_counts();
-        self.seq_tx.send_if_modified(|s| {
-            let changed = held_seq > *s;
-            *s = (*s).max(held_seq);
-            changed
-        });
-    }
-
-    fn publish_overlay(&self, w: &Worker) {
-        let overlay = if w.changed.is_empty() {
-            Overlay::default()
-        } else {
-            Overlay {
-                keys: w.changed.keys().copied().collect(),
-                searcher: Some(w.ram_reader.searcher()),
-            }
-        };
-        *self.overlay.write() = Arc::new(overlay);
-    }
 }
 
 /// Lock `<state dir>/index.lock` for this process. A service of this process that is
@@ -690,27 +573,4 @@ fn spawn_vector_sync(vectors: &Arc<super::embed::Vectors>, notes: Vec<Arc<Note>>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn changes_in_a_row_are_held_until_the_pace_or_a_waiting_search() {
-        let ms = Duration::from_millis;
-        // (changes a note, since the last publish, urgent) → published now
-        let table = [
-            (true, None, false, true),          // the first change ever
-            (true, Some(ms(500)), false, true), // after a quiet moment
-            (true, Some(PUBLISH_EVERY), false, true),
-            (true, Some(ms(3)), false, false), // in a row: held
-            (true, Some(ms(3)), true, true),   // a search waits, or the start-up sync
-            (false, Some(ms(3)), false, true), // no note changed (an attachment's seq)
-        ];
-        for (dirty, since, urgent, want) in table {
-            assert_eq!(
-                publish_now(dirty, since, urgent),
-                want,
-                "dirty {dirty}, since {since:?}, urgent {urgent}"
-            );
-        }
-    }
-}
+mod tests;

@@ -5,7 +5,10 @@ fn migrations_run_once_and_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("meta.sqlite");
     let meta = Meta::open(&path).unwrap();
-    assert_eq!(meta.schema_version().unwrap(), MIGRATIONS.len() as i64);
+    assert_eq!(
+        meta.schema_version().unwrap(),
+        super::migrations::MIGRATIONS.len() as i64
+    );
     meta.set_setting("k", "v").unwrap();
     drop(meta);
     let meta = Meta::open(&path).unwrap();
