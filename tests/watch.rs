@@ -368,3 +368,32 @@ async fn rapid_api_edits_are_never_undone_by_the_watcher() {
     );
     assert_eq!(note["lines"]["items"][0]["text"], "counter 299");
 }
+
+/// A folder moved inside the vault, holding a symlinked note (pointing inside the vault),
+/// lists that note at its new path, as the start-up walk does: the watcher walks a moved
+/// folder by the same rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_folder_keeps_its_symlinked_note() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let before = s.vault.join("before");
+    std::fs::create_dir_all(&before).unwrap();
+    std::fs::write(before.join("plain.md"), "# Plain\n").unwrap();
+    std::os::unix::fs::symlink(s.vault.join("Welcome.md"), before.join("linked.md")).unwrap();
+    eventually("the folder's notes listed", || async {
+        handle(&s, "before/plain").await.is_some() && handle(&s, "before/linked").await.is_some()
+    })
+    .await;
+    std::fs::rename(&before, s.vault.join("moved")).unwrap();
+    eventually(
+        "the moved folder's notes listed at their new paths",
+        || async {
+            handle(&s, "moved/plain").await.is_some() && handle(&s, "moved/linked").await.is_some()
+        },
+    )
+    .await;
+    assert!(handle(&s, "before/linked").await.is_none());
+    assert_eq!(
+        handle(&s, "moved/linked").await.unwrap()["path"],
+        "moved/linked.md"
+    );
+}

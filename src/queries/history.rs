@@ -34,7 +34,7 @@ pub fn history_with(state: &State, key: &str, load: bool) -> Result<NoteHistory>
         Err(e) if e.reason == crate::error::Reason::NOTE_NOT_FOUND => {
             let mut by_id = state.meta.revisions_of(key)?;
             if by_id.is_empty() {
-                let rel = if key.ends_with(".md") {
+                let rel = if crate::vault::path::is_note_name(key) {
                     key.to_string()
                 } else {
                     format!("{key}.md")

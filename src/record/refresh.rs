@@ -37,7 +37,7 @@ pub(crate) fn find_with(state: &State, key: &str, lock: Lock) -> Result<Arc<Note
     if let Some(note) = state.catalog.read().find(key) {
         return Ok(note.clone());
     }
-    let rel = if key.ends_with(".md") {
+    let rel = if crate::vault::path::is_note_name(key) {
         key.to_string()
     } else {
         format!("{key}.md")

@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use crate::vault::observe::Excluded;
-use crate::vault::path::is_attachment_name;
 use crate::vault::path::VaultPaths;
+use crate::vault::path::{is_attachment_name, is_note_name};
 
 /// What a walk lists.
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,22 +67,35 @@ impl Found {
 
 /// Walk the vault for what `want` names.
 pub fn walk(paths: &VaultPaths, want: Want) -> Walk {
+    walk_from(paths, paths.root.clone(), String::new(), want)
+}
+
+/// Walk one folder of the vault (`dir`, absolute) for what `want` names, by the rules of
+/// [`walk`]: what a folder created or moved in holds. Nothing for a folder outside the
+/// vault, an ignored one or one that is no folder (a symlink to one is not followed).
+pub fn walk_under(paths: &VaultPaths, dir: &Path, want: Want) -> Walk {
+    let rel = dir
+        .strip_prefix(&paths.root)
+        .ok()
+        .and_then(|r| r.to_str())
+        .map(|r| r.replace('\\', "/"));
+    let is_folder = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+    match rel {
+        Some(rel) if is_folder && !paths.is_ignored(dir) => {
+            walk_from(paths, dir.to_path_buf(), rel, want)
+        }
+        _ => Walk::default(),
+    }
+}
+
+fn walk_from(paths: &VaultPaths, dir: PathBuf, rel: String, want: Want) -> Walk {
     let mut found = Found::default();
     // A vault inside its own state directory lists nothing (`VaultPaths::is_ignored`).
     if !paths.root.starts_with(&paths.state_dir) {
         // Each folder is a job of its own, not a call inside its parent's: a deep tree
         // never grows a thread's stack.
         let parts = Mutex::new(Vec::new());
-        rayon::scope(|scope| {
-            walk_folder(
-                scope,
-                paths,
-                paths.root.clone(),
-                Some(String::new()),
-                want,
-                &parts,
-            )
-        });
+        rayon::scope(|scope| walk_folder(scope, paths, dir, Some(rel), want, &parts));
         parts.into_inner().into_iter().for_each(|p| found.append(p));
     }
     found.notes.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -183,7 +196,7 @@ fn take_entry(
         }
         return;
     }
-    let note = want.notes && name.ends_with(".md");
+    let note = want.notes && is_note_name(&name);
     let attachment = want.attachments && is_attachment_name(&name);
     // The folder passed `is_ignored`: what is left to check is the name.
     if !(note || attachment) || paths.is_ignored_name(&name) {

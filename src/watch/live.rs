@@ -12,7 +12,7 @@
 //! scan, beside serving, and followed by one rescan.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -22,8 +22,10 @@ use parking_lot::Mutex;
 
 use crate::state::{State, WatchStatus};
 use crate::vault::observe::Observed;
+use crate::vault::path::is_note_name;
 use crate::vault::scan;
 use crate::vault::settle;
+use crate::vault::walk::{walk_under, Want};
 
 /// Quiet time that closes a batch.
 const SETTLE: Duration = Duration::from_millis(25);
@@ -190,11 +192,19 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         match meta {
             Ok(m) if m.is_dir() => {
                 // A folder created or moved in: every note inside.
-                for file in notes_under(state, abs) {
-                    observe.insert(file);
-                }
+                // The one walk's rules: a symlinked note inside the vault is kept.
+                let inside = walk_under(
+                    paths,
+                    abs,
+                    Want {
+                        notes: true,
+                        attachments: true,
+                        ..Want::default()
+                    },
+                );
+                observe.extend(inside.notes);
                 let prefix = format!("{rel}/");
-                files.extend(attachments_under(state, abs));
+                files.extend(inside.attachments);
                 files.extend(
                     state
                         .attachments
@@ -214,7 +224,7 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
                     }
                 }
             }
-            Ok(_) if rel.ends_with(".md") => {
+            Ok(_) if is_note_name(&rel) => {
                 observe.insert(rel);
             }
             Ok(m) if m.is_file() || m.is_symlink() => {
@@ -317,43 +327,6 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         None,
     )?;
     Ok(())
-}
-
-fn notes_under(state: &State, dir: &Path) -> Vec<String> {
-    walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| !state.paths.is_ignored(e.path()))
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".md"))
-        .filter_map(|e| {
-            e.path()
-                .strip_prefix(&state.paths.root)
-                .ok()
-                .and_then(|p| p.to_str())
-                .map(|s| s.replace('\\', "/"))
-        })
-        .collect()
-}
-
-fn attachments_under(state: &State, dir: &Path) -> Vec<String> {
-    walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| !state.paths.is_ignored(e.path()))
-        .filter_map(Result::ok)
-        .filter(|e| {
-            !e.file_type().is_dir()
-                && crate::vault::path::is_attachment_name(&e.file_name().to_string_lossy())
-        })
-        .filter_map(|e| {
-            e.path()
-                .strip_prefix(&state.paths.root)
-                .ok()
-                .and_then(|p| p.to_str())
-                .map(|s| s.replace('\\', "/"))
-        })
-        .collect()
 }
 
 /// Compare the whole folder with the catalog and reconcile the difference. It is also
