@@ -7,6 +7,7 @@ pub mod auth; // credentials (open local mode, bearer tokens) and permissions, c
 pub mod check; // notevault check: the state directory verified against the folder, read-only
 pub mod cli; // the command-line definition (clap), shared with the man pages
 pub mod clock; // RFC 3339 timestamps as answered; imports nothing of the crate
+pub mod cmd; // the subcommands' handlers, a file per group; only the binary calls them
 pub mod config; // one Config: defaults < file < env < flags
 pub mod console; // the web console: sign-in, sessions, review, tokens, settings, activity, purge
 pub mod daemon; // the composition root: opens the stores, scans, starts the index and the watcher

@@ -1,0 +1,255 @@
+//! Writes on an attachment already there: delete, move, rename.
+
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::{render, AttachmentReceipt};
+use crate::api::error::{ApiResult, ErrorEnvelope};
+use crate::api::notes::blocking;
+use crate::api::params::Query;
+use crate::error::Error;
+use crate::state::State;
+use crate::writes::{self, Idempotency, Op, Request, Submitted};
+
+/// Remove an attachment (`Idempotency-Key`, `agent_id`; optional `sha256` that the
+/// bytes must still have).
+#[utoipa::path(
+    delete,
+    path = "/v1/attachments/{file_name}",
+    operation_id = "delete_attachment",
+    tag = "Attachments",
+    params(
+        ("file_name" = String, Path, description = "A file name found anywhere in the vault, or a vault-relative path."),
+        ("sha256" = Option<String>, Query, description = "The bytes it must still have (and which of several files of that name)."),
+        ("agent_id" = Option<String>, Query, description = "Who asks."),
+        ("Idempotency-Key" = String, Header, description = "One value per distinct write."),
+    ),
+    responses(
+        (status = 200, description = "Removed and recorded (history keeps its bytes).", body = AttachmentReceipt),
+        (status = 400, description = "Bad parameter, no `Idempotency-Key`, an unsafe path.", body = ErrorEnvelope),
+        (status = 404, description = "No such attachment.", body = ErrorEnvelope),
+        (status = 409, description = "Ambiguous name, or the bytes changed.", body = ErrorEnvelope),
+    )
+)]
+pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Response> {
+    let q = Query::parse(parts.uri.query(), &["sha256", "agent_id"])?;
+    let key = crate::api::writes::idempotency_key(&parts.headers)?;
+    let sha256 = q.non_empty("sha256")?.map(str::to_string);
+    let agent_id = crate::api::writes::agent_id(q.owned("agent_id"))?;
+    let state2 = state.clone();
+    let submitted = blocking(move || {
+        let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
+        let op_hash = {
+            let mut h = blake3::Hasher::new();
+            for part in ["DELETE /v1/attachments", &a.path, &a.sha256, &agent_id] {
+                h.update(part.as_bytes());
+                h.update(&[0]);
+            }
+            h.finalize().to_hex().to_string()
+        };
+        writes::submit(
+            &state2,
+            Request {
+                op: Op::DeleteAttachment {
+                    path: a.path.clone(),
+                    sha256: Some(a.sha256.clone()),
+                },
+                agent_id,
+            },
+            Idempotency { key: &key, op_hash },
+        )
+    })
+    .await?;
+    Ok(match submitted {
+        Submitted::Receipt(receipt) => render(&state, &receipt)?,
+        Submitted::Rendered(status, body) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+            [("content-type", "application/json")],
+            body,
+        )
+            .into_response(),
+    })
+}
+
+/// `POST /v1/attachments/{file_name}:move` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveAttachment {
+    /// The folder it moves into (`""` for the vault's top; made one level deep at most).
+    pub folder: String,
+    /// The bytes it must still have (and which of several files of that name).
+    pub sha256: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+/// `POST /v1/attachments/{file_name}:rename` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameAttachment {
+    /// Its new file name in the same folder (no `/`; not `.md`).
+    pub name: String,
+    pub sha256: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+/// Move an attachment into another folder; the links and embeds that name it are
+/// rewritten.
+#[utoipa::path(
+    post,
+    path = "/v1/attachments/{file_name}:move",
+    operation_id = "move_attachment",
+    tag = "Attachments",
+    request_body = MoveAttachment,
+    params(
+        ("file_name" = String, Path, description = "A file name found anywhere in the vault, or a vault-relative path (`/` as `%2F`)."),
+        ("Idempotency-Key" = String, Header, description = "One value per distinct write."),
+    ),
+    responses(
+        (status = 200, description = "Moved and recorded; `links_updated` and `links_failed` report the rewrites.", body = AttachmentReceipt),
+        (status = 202, description = "Queued for review (`pending_id`).", body = crate::api::wire::Receipt),
+        (status = 400, description = "Bad body, no `Idempotency-Key`, an unsafe or note name.", body = ErrorEnvelope),
+        (status = 404, description = "No such attachment.", body = ErrorEnvelope),
+        (status = 409, description = "Ambiguous name, the target exists, or the bytes changed.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
+    )
+)]
+pub async fn move_(
+    state: Arc<State>,
+    name: String,
+    parts: Parts,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let (_, req): (serde_json::Value, MoveAttachment) = crate::api::writes::parsed(&parts, &body)?;
+    let folder = req.folder.trim_end_matches('/').to_string();
+    relocate(
+        state,
+        name,
+        parts,
+        req.sha256,
+        req.agent_id,
+        move |path: &str| {
+            let file = path.rsplit('/').next().unwrap_or(path);
+            Ok(if folder.is_empty() {
+                file.to_string()
+            } else {
+                format!("{folder}/{file}")
+            })
+        },
+    )
+    .await
+}
+
+/// Rename an attachment in its folder; the links and embeds that name it are rewritten.
+#[utoipa::path(
+    post,
+    path = "/v1/attachments/{file_name}:rename",
+    operation_id = "rename_attachment",
+    tag = "Attachments",
+    request_body = RenameAttachment,
+    params(
+        ("file_name" = String, Path, description = "A file name found anywhere in the vault, or a vault-relative path (`/` as `%2F`)."),
+        ("Idempotency-Key" = String, Header, description = "One value per distinct write."),
+    ),
+    responses(
+        (status = 200, description = "Renamed and recorded; `links_updated` and `links_failed` report the rewrites.", body = AttachmentReceipt),
+        (status = 202, description = "Queued for review (`pending_id`).", body = crate::api::wire::Receipt),
+        (status = 400, description = "Bad body, no `Idempotency-Key`, an unsafe or note name.", body = ErrorEnvelope),
+        (status = 404, description = "No such attachment.", body = ErrorEnvelope),
+        (status = 409, description = "Ambiguous name, the target exists, or the bytes changed.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
+    )
+)]
+pub async fn rename(
+    state: Arc<State>,
+    name: String,
+    parts: Parts,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let (_, req): (serde_json::Value, RenameAttachment) =
+        crate::api::writes::parsed(&parts, &body)?;
+    if req.name.is_empty() || req.name.contains('/') {
+        return Err(Error::invalid_field(
+            "name",
+            "is a file name, without `/`; move the attachment with `POST /v1/attachments/{file_name}:move`",
+        )
+        .into());
+    }
+    let new_name = req.name.clone();
+    relocate(
+        state,
+        name,
+        parts,
+        req.sha256,
+        req.agent_id,
+        move |path: &str| {
+            Ok(match path.rsplit_once('/') {
+                Some((folder, _)) => format!("{folder}/{new_name}"),
+                None => new_name.clone(),
+            })
+        },
+    )
+    .await
+}
+
+/// Move or rename the attachment `name` names to the path `to` makes of its current one,
+/// through the pipeline.
+async fn relocate(
+    state: Arc<State>,
+    name: String,
+    parts: Parts,
+    sha256: Option<String>,
+    agent_id: Option<String>,
+    to: impl FnOnce(&str) -> Result<String, Error> + Send + 'static,
+) -> ApiResult<Response> {
+    let key = crate::api::writes::idempotency_key(&parts.headers)?;
+    let agent_id = crate::api::writes::agent_id(agent_id)?;
+    let state2 = state.clone();
+    let submitted = blocking(move || {
+        let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
+        let to = to(&a.path)?;
+        let op_hash = {
+            let mut h = blake3::Hasher::new();
+            for part in ["MOVE /v1/attachments", &a.path, &a.sha256, &to, &agent_id] {
+                h.update(part.as_bytes());
+                h.update(&[0]);
+            }
+            h.finalize().to_hex().to_string()
+        };
+        writes::submit(
+            &state2,
+            Request {
+                op: Op::MoveAttachment {
+                    path: a.path.clone(),
+                    to,
+                    sha256: Some(a.sha256.clone()),
+                },
+                agent_id,
+            },
+            Idempotency { key: &key, op_hash },
+        )
+    })
+    .await?;
+    Ok(match submitted {
+        Submitted::Receipt(receipt) if receipt.attachment.is_none() => {
+            let (status, body) = crate::api::writes::render(&receipt, false);
+            (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::ACCEPTED),
+                [("content-type", "application/json")],
+                body,
+            )
+                .into_response()
+        }
+        Submitted::Receipt(receipt) => render(&state, &receipt)?,
+        Submitted::Rendered(status, body) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+            [("content-type", "application/json")],
+            body,
+        )
+            .into_response(),
+    })
+}

@@ -1,0 +1,62 @@
+//! The subcommands of the `notevault` binary, a file per group, so that `main.rs` only
+//! parses the command line and picks one. The binary is their only caller.
+
+mod device;
+mod maintenance;
+mod serve;
+mod status;
+mod token;
+
+use std::path::PathBuf;
+
+use crate::config::{Config, Layer};
+
+pub use device::device;
+pub use maintenance::{completions, export, notevault_check, reindex};
+pub use serve::serve;
+pub use status::daemon_status;
+pub use token::{login_link, token};
+
+/// The configuration of a command that works on a vault offline (export, check, token):
+/// the vault and state directory flags over the file and the environment.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+fn offline_config(
+    vault: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+) -> anyhow::Result<Config> {
+    let flags = Layer {
+        vault,
+        state_dir,
+        watch: Some(false),
+        ..Layer::default()
+    };
+    Config::load(
+        config_file(config).as_deref(),
+        |k| std::env::var(k).ok(),
+        flags,
+    )
+    .map_err(anyhow::Error::msg)
+}
+
+fn logs() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NOTEVAULT_LOG")
+                .unwrap_or_else(|_| "notevault=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+fn config_file(given: Option<PathBuf>) -> Option<PathBuf> {
+    given.or_else(|| std::env::var_os("NOTEVAULT_CONFIG").map(PathBuf::from))
+}

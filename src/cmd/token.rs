@@ -1,0 +1,114 @@
+//! `notevault token` and `notevault login-link`: personal tokens and sign-in links,
+//! made in the vault's metadata store while a daemon may be serving it.
+
+use crate::auth::pat;
+use crate::auth::Permission;
+use crate::cli::{TokenCommand, TokenStoreArgs};
+use crate::clock::timestamp;
+use crate::meta::audit::{AuditEvent, AuditKind};
+use crate::meta::Meta;
+
+use super::offline_config;
+
+/// `notevault login-link`: a one-time sign-in link for the daemon serving the vault (the
+/// URL it keeps in the metadata store when it starts).
+pub fn login_link(store: TokenStoreArgs) -> anyhow::Result<()> {
+    let meta = token_store(store)?;
+    let Some(url) = meta.setting(crate::console::URL_SETTING)? else {
+        anyhow::bail!("no daemon has served this vault yet: start `notevault serve` first");
+    };
+    let link =
+        crate::console::sign_in_link(&meta, &url).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    println!("{link}");
+    Ok(())
+}
+
+/// The metadata store of the vault the token command names (made if the daemon never ran
+/// there). Only the store: a daemon may be serving the vault meanwhile.
+fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
+    let config = offline_config(store.vault, store.state_dir, store.config)?;
+    let dir = config.state_dir_of_vault()?;
+    crate::state::create_state_dir(&dir)
+        .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;
+    Meta::open(&dir.join("meta.sqlite"))
+        .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))
+}
+
+/// Append an audit row; a failure is a warning (the token was made or revoked).
+fn audit(meta: &Meta, event: AuditEvent<'_>) {
+    if let Err(e) = meta.append_audit(&event, &timestamp(chrono::Utc::now())) {
+        eprintln!(
+            "notevault: warning: cannot append to the audit log: {}",
+            e.message
+        );
+    }
+}
+
+/// `notevault token create|list|revoke`.
+pub fn token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create(args) => {
+            let lifetime = args
+                .expires_in
+                .as_deref()
+                .map(pat::parse_lifetime)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let meta = token_store(args.store)?;
+            let scopes: Vec<Permission> = args
+                .scopes
+                .iter()
+                .filter_map(|s| Permission::from_name(s))
+                .collect();
+            let (token, row) = meta
+                .create_pat(&args.name, &scopes, lifetime, chrono::Utc::now())
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            audit(
+                &meta,
+                AuditEvent::new(AuditKind::TokenCreated, "cli").subject(&row.prefix),
+            );
+            println!("{token}");
+            Ok(())
+        }
+        TokenCommand::List(store) => {
+            let meta = token_store(store)?;
+            println!("NAME\tPREFIX\tSCOPES\tCREATED\tEXPIRES\tLAST USED");
+            for p in meta.pats()? {
+                let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+                let scopes = if p.scopes.is_empty() {
+                    "read".to_string()
+                } else {
+                    p.scopes.replace(' ', ",")
+                };
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    p.name,
+                    p.prefix,
+                    scopes,
+                    p.created_at,
+                    or_dash(p.expires_at),
+                    or_dash(p.last_used_at)
+                );
+            }
+            Ok(())
+        }
+        TokenCommand::Revoke(args) => {
+            let meta = token_store(args.store)?;
+            let Some(prefix) = meta
+                .pats()?
+                .into_iter()
+                .find(|p| p.name == args.token || p.prefix == args.token)
+                .map(|p| p.prefix)
+            else {
+                anyhow::bail!("no token named or prefixed {:?}", args.token);
+            };
+            meta.revoke_pat(&prefix)?;
+            audit(
+                &meta,
+                AuditEvent::new(AuditKind::TokenRevoked, "cli").subject(&prefix),
+            );
+            eprintln!("notevault: revoked {}", args.token);
+            Ok(())
+        }
+    }
+}
