@@ -11,49 +11,19 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 const PASSPHRASE: &str = "correct horse battery staple";
 
-/// Run `notevault device <args> <dir>` (open mode, the passphrase given); its output,
-/// asserting success or failure.
+/// `notevault device <args> <dir>` as this file's devices run it.
 fn device(args: &[&str], dir: &Path, ok: bool) -> String {
-    let o = Command::new(BIN)
-        .arg("device")
-        .args(args)
-        .arg(dir)
-        .env_remove("NOTEVAULT_TOKEN")
-        .env("NOTEVAULT_PASSPHRASE", PASSPHRASE)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.success(), ok, "device {args:?}: {text}");
-    text
+    common::device::device(args, dir, Some(PASSPHRASE), ok)
 }
 
-/// The user's files of a device folder (its state folder left out), with their bytes.
-fn user_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .filter_entry(|e| e.file_name() != ".notevault-device")
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy();
-            (rel.into_owned(), std::fs::read(e.path()).unwrap())
-        })
-        .collect()
-}
+use common::device::user_files;
 
 fn read(root: &Path, rel: &str) -> String {
     std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))

@@ -13,6 +13,7 @@ use notevault::state::State;
 use reqwest::Method;
 use serde_json::Value;
 
+pub mod device;
 pub mod jwt;
 pub mod loopfs;
 pub mod tools;
