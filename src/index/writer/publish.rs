@@ -8,10 +8,9 @@ use super::*;
 impl SearchIndex {
     /// [`MERGE_AFTER`] the start-up sync, merge the index's segments into one, in the
     /// background (tantivy's merge threads; a thread of ours waits and tells the writer).
-    /// A first start leaves the 44k-note corpus in 4-5 segments, and a search looks up and
-    /// scores every term once per segment: one segment answered the search bench's keyword
-    /// mix 1.26-1.35x faster. Changes go on meanwhile (tantivy applies their deletes to the
-    /// merged segment).
+    /// A first start leaves a large vault in several segments, and a search looks up and
+    /// scores every term once per segment (the figure: benches/README.md, "one segment").
+    /// Changes go on meanwhile (tantivy applies their deletes to the merged segment).
     pub(super) fn merge_segments(&self, w: &mut Worker) {
         if w.main_dead {
             return;
