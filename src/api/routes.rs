@@ -521,7 +521,7 @@ fn match_template(template: &str, path: &str) -> Option<Option<String>> {
 
 /// `projects%2Fa:edit` ends in a custom method; `a:b` with an unknown verb does not.
 fn has_custom_method(raw: &str) -> bool {
-    let last = raw.rsplit('/').next().unwrap_or(raw);
+    let last = crate::vault::path::file_name_of(raw);
     last.rsplit_once(':')
         .is_some_and(|(_, verb)| !verb.is_empty() && verb.chars().all(|c| c.is_ascii_alphabetic()))
 }

@@ -125,7 +125,7 @@ fn title_and_path(state: &State, slug: &str) -> (String, String) {
     match catalog.get(slug) {
         Some(note) => (note.title.clone(), note.path.clone()),
         None => (
-            slug.rsplit('/').next().unwrap_or(slug).to_string(),
+            crate::vault::path::file_name_of(slug).to_string(),
             format!("{slug}.md"),
         ),
     }

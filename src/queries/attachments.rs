@@ -32,7 +32,7 @@ pub fn references(state: &State) -> HashMap<String, usize> {
     let attachments = state.attachments.read();
     let mut by_path: HashMap<String, HashSet<&str>> = HashMap::new();
     for note in catalog.iter() {
-        let folder = note.slug().rsplit_once('/').map_or("", |(f, _)| f);
+        let folder = crate::vault::path::folder_of(note.slug());
         for link in note.links.iter().filter(|l| links_attachment(l)) {
             if let Some(a) = attachments.resolve(folder, link) {
                 by_path

@@ -23,7 +23,7 @@ pub fn handle(a: &Attachment) -> Note {
     Note {
         note_id: slug.to_string(),
         path: a.path.clone(),
-        title: slug.rsplit('/').next().unwrap_or(slug).to_string(),
+        title: crate::vault::path::file_name_of(slug).to_string(),
         status: "active".to_string(),
         visibility: Visibility::Private,
         tags: Vec::new(),

@@ -72,7 +72,7 @@ fn slug_of(path: &str) -> Result<String> {
 }
 
 fn split(path: &str) -> (&str, &str) {
-    path.rsplit_once('/').unwrap_or(("", path))
+    crate::vault::path::split_path(path)
 }
 
 /// The pipeline operation of a pushed op.

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 
 use crate::vault::links::RawLink;
 use crate::vault::observe::{hash_file, Excluded};
-use crate::vault::path::VaultPaths;
+use crate::vault::path::{file_name_of, VaultPaths};
 
 /// What makes a file look unchanged without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,12 +66,8 @@ impl Attachment {
 
     /// The folder holding it (`""`: the vault root).
     pub fn folder(&self) -> &str {
-        self.path.rsplit_once('/').map_or("", |(f, _)| f)
+        crate::vault::path::folder_of(&self.path)
     }
-}
-
-pub fn file_name_of(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// The media type of a file: what its first bytes say (`infer`), else what its

@@ -324,7 +324,7 @@ pub fn note_from(
 ) -> Note {
     let facts = observed.facts;
     let slug = crate::vault::path::slug_of(&observed.rel);
-    let file_name = slug.rsplit('/').next().unwrap_or(slug).to_string();
+    let file_name = crate::vault::path::file_name_of(slug).to_string();
     let mut warnings = Vec::new();
     if let Some(why) = &facts.frontmatter_error {
         warnings.push(format!("{why}; the frontmatter was treated as absent"));

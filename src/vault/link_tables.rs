@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::vault::links::{resolve_relative, RawLink};
 use crate::vault::note::Note;
+use crate::vault::path::{file_name_of as name_of, folder_of};
 
 /// Name lookups over every note, and the notes filed under each link key.
 #[derive(Debug, Default)]
@@ -30,14 +31,6 @@ pub struct LinkTables {
 /// Most names have one note: it is held inline, not in an allocation of its own.
 type Table = HashMap<String, Notes, foldhash::fast::RandomState>;
 type Notes = smallvec::SmallVec<[Arc<Note>; 1]>;
-
-fn name_of(slug: &str) -> &str {
-    slug.rsplit('/').next().unwrap_or(slug)
-}
-
-fn folder_of(slug: &str) -> &str {
-    slug.rsplit_once('/').map_or("", |(f, _)| f)
-}
 
 fn shortest<'a>(candidates: impl IntoIterator<Item = &'a Arc<Note>>) -> Option<&'a Arc<Note>> {
     candidates.into_iter().min_by(|a, b| {

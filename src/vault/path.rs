@@ -405,6 +405,22 @@ fn probe_case_insensitive(root: &Path, state_dir: &Path) -> bool {
 /// Prefix of our temp files (ignored by the scan, removed at start).
 pub const TEMP_PREFIX: &str = ".notevault-tmp-";
 
+/// A vault-relative path split at its last `/`: (folder, file name); the folder is
+/// empty at the top of the vault.
+pub fn split_path(rel: &str) -> (&str, &str) {
+    rel.rsplit_once('/').unwrap_or(("", rel))
+}
+
+/// The folder part of a vault-relative path (empty at the top).
+pub fn folder_of(rel: &str) -> &str {
+    split_path(rel).0
+}
+
+/// The file name of a vault-relative path.
+pub fn file_name_of(rel: &str) -> &str {
+    split_path(rel).1
+}
+
 /// Whether a file name (not a path) is a note's: it ends in `.md`.
 pub fn is_note_name(name: &str) -> bool {
     name.ends_with(".md")

@@ -102,7 +102,7 @@ fn destination(
     to: &str,
 ) -> Result<crate::vault::path::SafePath> {
     let dest = state.paths.resolve_new(to)?;
-    if !crate::vault::path::is_attachment_name(crate::vault::attachments::file_name_of(&dest.rel)) {
+    if !crate::vault::path::is_attachment_name(crate::vault::path::file_name_of(&dest.rel)) {
         return Err(Error::invalid_field(
             "name",
             format!(
@@ -128,7 +128,7 @@ fn linking_to(state: &State, a: &Attachment) -> Vec<String> {
     catalog
         .iter()
         .filter(|note| {
-            let folder = note.slug().rsplit_once('/').map_or("", |(f, _)| f);
+            let folder = crate::vault::path::folder_of(note.slug());
             note.links.iter().any(|l| {
                 crate::vault::attachments::links_attachment(l)
                     && attachments

@@ -12,14 +12,7 @@ use crate::state::State;
 use crate::vault::note::Note;
 
 use crate::vault::links::{mdlink_re as mdlink, resolve_relative, wikilink_re as wikilink};
-
-fn file_name(slug: &str) -> &str {
-    slug.rsplit('/').next().unwrap_or(slug)
-}
-
-fn folder_of(slug: &str) -> &str {
-    slug.rsplit_once('/').map_or("", |(f, _)| f)
-}
+use crate::vault::path::{file_name_of as file_name, folder_of};
 
 /// The relative link from a note in `from_folder` to `to_slug`.
 fn relative_link(from_folder: &str, to_slug: &str) -> String {
@@ -180,8 +173,9 @@ pub fn rewrite_attachment(
     short_ok_old: bool,
     short_ok_new: bool,
 ) -> String {
-    use crate::vault::attachments::{file_name_of, relative_path};
+    use crate::vault::attachments::relative_path;
     use crate::vault::links::filelink_re;
+    use crate::vault::path::file_name_of;
     let old_lower = old_path.to_lowercase();
     let old_name_lower = file_name_of(old_path).to_lowercase();
     let replaced = wikilink().replace_all(text, |caps: &regex::Captures<'_>| {
@@ -230,7 +224,7 @@ pub fn rewrite_attachment_links(
     actor: &str,
     linking: &[String],
 ) -> (usize, Vec<(String, String)>) {
-    use crate::vault::attachments::file_name_of;
+    use crate::vault::path::file_name_of;
     let named = |name: &str| state.attachments.read().named(name).len();
     // The moved file is already at its new path in the catalog.
     let same_name = file_name_of(old_path).eq_ignore_ascii_case(file_name_of(new_path));

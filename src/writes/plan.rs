@@ -400,7 +400,7 @@ fn frontmatter_error(note: &Note, e: frontmatter::FmError) -> Error {
 /// The slug of `note` moved into `folder`.
 fn folder_target(folder: &str, note: &Note) -> String {
     let folder = folder.trim_end_matches('/');
-    let name = note.slug().rsplit('/').next().unwrap_or(note.slug());
+    let name = crate::vault::path::file_name_of(note.slug());
     if folder.is_empty() {
         name.to_string()
     } else {

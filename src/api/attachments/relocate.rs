@@ -133,7 +133,7 @@ pub async fn move_(
         req.sha256,
         req.agent_id,
         move |path: &str| {
-            let file = path.rsplit('/').next().unwrap_or(path);
+            let file = crate::vault::path::file_name_of(path);
             Ok(if folder.is_empty() {
                 file.to_string()
             } else {

@@ -131,7 +131,7 @@ pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiRes
     check_len("folder", &req.folder, 0, 512)?;
     let agent = agent_id(req.agent_id)?;
     let path = req.path.trim_end_matches('/');
-    let name = path.rsplit('/').next().unwrap_or(path);
+    let name = crate::vault::path::file_name_of(path);
     let parent = req.folder.trim_end_matches('/');
     let to = if parent.is_empty() {
         name.to_string()
