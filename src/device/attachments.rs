@@ -125,6 +125,7 @@ impl Device {
     /// (their bytes, once) and removed ones.
     pub(super) async fn push_attachments(&mut self, report: &mut PushReport) -> Result<()> {
         let present = self.local_attachments();
+        let mut put_refused = false;
         for local in &present {
             let bytes = std::fs::read(self.root.join(local))?;
             let (hash, sha) = (content_hash(&bytes), sha256_of(&bytes));
@@ -148,6 +149,11 @@ impl Device {
                     report.refused.push(refused(local, status, &v));
                     continue;
                 }
+                // The daemon no longer has the synced bytes: the file is unsynced from here
+                // on, so a refused put below leaves a new file to push, never a local change
+                // for the pull of this very delete to set aside as a conflict.
+                self.state.files.remove(local);
+                self.save()?;
             }
             let (status, v) = self
                 .attachment_call(reqwest::Method::PUT, local, "", Some(bytes))
@@ -166,8 +172,14 @@ impl Device {
                 self.track_as(local, local, None, sha, hash, false, true);
                 self.save()?;
             } else {
+                put_refused = true;
                 report.refused.push(refused(local, status, &v));
             }
+        }
+        // A refused put may be the new name of a file that is gone: its old bytes stay on
+        // the daemon until that put lands.
+        if put_refused {
+            return Ok(());
         }
         let gone: Vec<(String, String)> = self
             .state

@@ -16,11 +16,16 @@ use super::{server_of, Device};
 use crate::vault::content_hash;
 
 /// At most this many gone notes are read to pair them (a push with more goes as
-/// deletes and creates for the rest).
+/// deletes and creates).
 const MAX_READ: usize = 50;
 
-/// The share of the old note's distinct lines a new file must hold.
-const MIN_SHARED: f64 = 0.5;
+/// The share of distinct lines the old note and a new file must have in common, of the
+/// larger of the two: a new file that merely holds an old one, or shares a template with
+/// it and little else, is no move (it is pushed as a delete and a create).
+const MIN_SHARED: f64 = 0.75;
+
+/// Fewer distinct lines than this tell nothing about where a note went.
+const MIN_LINES: usize = 3;
 
 fn lines(text: &str) -> HashSet<&str> {
     text.lines()
@@ -58,9 +63,9 @@ impl Device {
                     // Same bytes elsewhere: a plain move, found by `renames`.
                     && !new_hashes.contains(&s.local_hash)
             })
-            .take(MAX_READ)
             .collect();
-        if gone.is_empty() || new.is_empty() {
+        // Unambiguous means among every gone note: with some unread, none is paired.
+        if gone.is_empty() || new.is_empty() || gone.len() > MAX_READ {
             return Ok(BTreeMap::new());
         }
         let mut pairs: Vec<(String, String)> = Vec::new();
@@ -68,20 +73,21 @@ impl Device {
             let id = s.note_id.as_deref().unwrap_or_default();
             let path = format!("/v1/notes/{id}/raw");
             let (200, v) = self.call(reqwest::Method::GET, &path, None, None).await? else {
-                continue;
+                return Ok(BTreeMap::new());
             };
-            // Only the version the device synced: another device's edit since is
-            // not this device's old text.
+            // Only the version the device synced: another device's edit since is not this
+            // device's old text, and a note left unread could be the better pair.
             if v["version_id"].as_str() != Some(s.base.as_str()) {
-                continue;
+                return Ok(BTreeMap::new());
             }
             let before = lines(v["content"].as_str().unwrap_or_default());
-            if before.is_empty() {
+            if before.len() < MIN_LINES {
                 continue;
             }
             for (to, text) in &new {
                 let after = lines(text);
-                let shared = before.intersection(&after).count() as f64 / before.len() as f64;
+                let larger = before.len().max(after.len()) as f64;
+                let shared = before.intersection(&after).count() as f64 / larger;
                 if shared >= MIN_SHARED {
                     pairs.push((to.clone(), old.clone()));
                 }

@@ -287,8 +287,15 @@ impl Device {
             let (server_path, private) = server_of(local);
             let base = synced.map(|s| s.base.clone());
             let note_id = synced.and_then(|s| s.note_id.clone()).filter(|_| !private);
+            // A private op names its key version: after a rotation the outbox's envelope (and
+            // its Idempotency-Key) is not sent again, the note is sealed anew.
+            let sealed = if private {
+                format!(" key={version}")
+            } else {
+                String::new()
+            };
             let what = format!(
-                "upsert {server_path} base={} note={} {hash}",
+                "upsert {server_path} base={} note={} {hash}{sealed}",
                 base.as_deref().unwrap_or("-"),
                 note_id.as_deref().unwrap_or("-")
             );
@@ -365,7 +372,13 @@ impl Device {
     /// Push the folder's changes since the last sync (new, edited and deleted notes;
     /// private notes encrypted), then pull when nothing was refused.
     pub async fn push(&mut self) -> Result<PushReport> {
-        let version = self.key_version().await?;
+        // The version of the key this device unlocked, never one read again now: a rotation
+        // in between would label an envelope sealed with the old key as the new version.
+        let version = if self.dek.is_some() {
+            self.ring_version
+        } else {
+            self.key_version().await?
+        };
         let mut report = PushReport::default();
         // Later rounds send the renames of notes that moved to a new folder under a new
         // name (the first round moved them) and ops going again on a new base (see

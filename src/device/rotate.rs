@@ -11,7 +11,8 @@
 //!    a private note sealed under an older key, with the hint to pull.
 //! 3. Only when every note went: the hierarchy wraps the new key alone. Before that, a
 //!    failure leaves both keys recorded, and `rotate-key` again resumes (it pulls first,
-//!    then seals the notes again).
+//!    then seals the notes again). A pull right after step 1 brings any note another
+//!    device sealed under the old key before the daemon began refusing that key.
 
 use anyhow::{anyhow, bail, Result};
 use base64::engine::general_purpose::STANDARD;
@@ -97,6 +98,14 @@ impl Device {
                 )
                 .await?;
             let results = answer["results"].as_array().cloned().unwrap_or_default();
+            if results.len() != chunk.len() {
+                bail!(
+                    "the daemon answered {} results for {} ops; every note stays readable \
+                     (both keys are kept): run `notevault device rotate-key` again",
+                    results.len(),
+                    chunk.len()
+                );
+            }
             for ((local, _), r) in chunk.iter().zip(&results) {
                 if r["status"] == "applied" {
                     let hash = r["receipt"]["content_hash"].as_str().unwrap_or_default();
@@ -164,6 +173,9 @@ pub async fn rotate_key(
         device.dek = Some(ring[0]);
         device.ring = ring;
         device.ring_version = version;
+        // From here the daemon refuses a note sealed under the old key; one another device
+        // pushed since the pull above comes now, and is sealed again with the rest.
+        device.pull().await?;
     }
     let (sealed, stopped) = device.seal_again().await?;
     if !stopped.is_empty() {

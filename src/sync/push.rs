@@ -264,7 +264,8 @@ fn sealed_with_current_key(state: &State, ops: &[PushOp]) -> Result<()> {
         }
         let now = current.unwrap_or(0);
         match envelope_key_version(ciphertext) {
-            Some(v) if v >= now => {}
+            // Older: a device that missed a rotation; newer: no device holds that key.
+            Some(v) if v == now => {}
             sealed => {
                 return Err(Error::invalid_field(
                     format!("ops[{i}].content_base64"),
