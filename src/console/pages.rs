@@ -295,6 +295,19 @@ pub(super) async fn page(
     }
 }
 
+/// A page for a signed-in person: the sign-in page without a session, else `work` on a
+/// blocking thread (as [`page`]) with the session.
+pub(super) async fn signed_page(
+    console: &Console,
+    headers: &HeaderMap,
+    work: impl FnOnce(&State, Signed) -> Result<Response> + Send + 'static,
+) -> Response {
+    match signed(console, headers) {
+        Ok(signed) => page(&console.state, move |state| work(state, signed)).await,
+        Err(sign_in) => *sign_in,
+    }
+}
+
 pub(super) fn rendered(status: StatusCode, result: askama::Result<String>) -> Result<Response> {
     Ok(html(status, result))
 }
@@ -305,11 +318,7 @@ pub async fn review(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
-        Ok(s) => s,
-        Err(page) => return *page,
-    };
-    page(&console.state, move |state| {
+    signed_page(&console, &headers, move |state, signed| {
         let body = render_review(state, &signed.row.csrf, param(&raw, "done").as_deref())?;
         rendered(StatusCode::OK, Ok(body))
     })
@@ -325,11 +334,7 @@ pub async fn pending(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
-        Ok(s) => s,
-        Err(page) => return *page,
-    };
-    page(&console.state, move |state| {
+    signed_page(&console, &headers, move |state, signed| {
         // The version alone first (ids, not the writes): most polls end here.
         if param(&raw, "version").as_deref() == Some(current_version(state)?.as_str()) {
             return Ok(StatusCode::NO_CONTENT.into_response());

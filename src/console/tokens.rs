@@ -7,13 +7,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 
-use super::{field, signed, signed_post, Console, Signed};
+use super::{field, signed_post, Console, Signed};
 use crate::auth::{pat, Permission};
 use crate::error::{Error, Reason, Result};
 use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::state::State;
 
-use super::pages::{chrome, notice, page, param, rendered, Chrome};
+use super::pages::{chrome, notice, page, param, rendered, signed_page, Chrome};
 
 /// A personal access token as the tokens page lists it (never the token).
 pub struct TokenView {
@@ -89,11 +89,7 @@ pub async fn tokens(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
-        Ok(s) => s,
-        Err(page) => return *page,
-    };
-    page(&console.state, move |state| {
+    signed_page(&console, &headers, move |state, signed| {
         tokens_page(
             state,
             &signed,

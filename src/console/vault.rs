@@ -7,13 +7,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 
-use super::{field, signed, signed_post, Console, Signed};
+use super::{field, signed_post, Console, Signed};
 use crate::error::{Reason, Result};
 use crate::meta::audit::{AuditKind, AuditRow};
 use crate::queries::settings::{settings as write_settings, WritePolicy};
 use crate::state::State;
 
-use super::pages::{chrome, notice, overview, page, param, rendered, Chrome, Overview};
+use super::pages::{
+    chrome, notice, overview, page, param, rendered, signed_page, Chrome, Overview,
+};
 
 #[derive(Template)]
 #[template(path = "settings.html")]
@@ -76,11 +78,7 @@ pub async fn settings(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
-        Ok(s) => s,
-        Err(page) => return *page,
-    };
-    page(&console.state, move |state| {
+    signed_page(&console, &headers, move |state, signed| {
         settings_page(
             state,
             &signed,
@@ -173,11 +171,7 @@ pub async fn activity(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let signed = match signed(&console, &headers) {
-        Ok(s) => s,
-        Err(page) => return *page,
-    };
-    page(&console.state, move |state| {
+    signed_page(&console, &headers, move |state, signed| {
         let days = param(&raw, "days")
             .and_then(|d| d.parse::<i64>().ok())
             .unwrap_or(7)
@@ -273,11 +267,7 @@ pub async fn export(
 
 /// `GET /vault`: the overview, private notes, export and purge.
 pub async fn vault(Shared(console): Shared<Console>, headers: HeaderMap) -> Response {
-    let signed = match signed(&console, &headers) {
-        Ok(s) => s,
-        Err(page) => return *page,
-    };
-    page(&console.state, move |state| {
+    signed_page(&console, &headers, move |state, signed| {
         vault_page(state, &signed, None, StatusCode::OK)
     })
     .await
