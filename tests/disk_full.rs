@@ -121,6 +121,24 @@ async fn a_full_disk_answers_insufficient_storage_and_recovers() {
     assert_eq!(slugs(&found), ["before", "during"], "{found}");
 }
 
+/// Move the folder at `path` (a store in the state directory) onto a tmpfs of `mib`
+/// MiB mounted in its place, its files copied over; the old copy stays beside it.
+fn on_a_tmpfs_of_its_own(path: &std::path::Path, mib: u64) -> common::loopfs::Tmpfs {
+    let kept = path.with_extension("kept");
+    std::fs::rename(path, &kept).unwrap();
+    let tmpfs = common::loopfs::Tmpfs::new(path, mib);
+    let (ok, out) = common::loopfs::run(
+        "cp",
+        &[
+            "-a",
+            &format!("{}/.", kept.display()),
+            path.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "cp: {out}");
+    tmpfs
+}
+
 /// A daemon whose stderr is kept: killed when dropped (before the file systems it uses
 /// are unmounted), or ended with [`Serving::end`], which gives its log.
 struct Serving {
@@ -226,18 +244,7 @@ async fn coverage_lags_while_the_index_cannot_commit_and_catches_up_once_space_i
 
     // The index moves to a file system of its own.
     let index = state.join("index");
-    let kept = state.join("index.kept");
-    std::fs::rename(&index, &kept).unwrap();
-    let tmpfs = common::loopfs::Tmpfs::new(&index, 16);
-    let (ok, out) = common::loopfs::run(
-        "cp",
-        &[
-            "-a",
-            &format!("{}/.", kept.display()),
-            index.to_str().unwrap(),
-        ],
-    );
-    assert!(ok, "cp: {out}");
+    let tmpfs = on_a_tmpfs_of_its_own(&index, 16);
 
     let second = Serving::start(&vault, &state);
     let filler = common::loopfs::fill(&tmpfs.mount, "filler");
@@ -498,18 +505,7 @@ async fn a_restart_after_history_failed_writes_only_what_history_lacks() {
 
     // History moves to a file system of its own.
     let git = state.join("history.git");
-    let kept = state.join("history.kept");
-    std::fs::rename(&git, &kept).unwrap();
-    let tmpfs = common::loopfs::Tmpfs::new(&git, 16);
-    let (ok, out) = common::loopfs::run(
-        "cp",
-        &[
-            "-a",
-            &format!("{}/.", kept.display()),
-            git.to_str().unwrap(),
-        ],
-    );
-    assert!(ok, "cp: {out}");
+    let tmpfs = on_a_tmpfs_of_its_own(&git, 16);
     let bootstrap = size_of_tree(&git.join("objects"));
 
     let second = Serving::start(&vault, &state);
