@@ -277,8 +277,10 @@ pub struct ReindexArgs {
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// The vault folder [default: .]
-    pub vault: Option<PathBuf>,
+    /// The vault folder [default: .]; several folders are several vaults, each with its
+    /// own state directory (<VAULT>/.notevault), the first the default one
+    #[arg(value_name = "VAULT")]
+    pub vaults: Vec<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:4000]
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,

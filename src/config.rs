@@ -10,6 +10,9 @@ use serde::Deserialize;
 
 pub use crate::auth::Secret;
 use crate::auth::StaticToken;
+pub use vaults::VaultEntry;
+
+mod vaults;
 
 /// The daemon's settings, after every layer was applied.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +100,9 @@ pub struct Config {
     /// open-mode rule) or `signed_in` (a person signed in to the console, or a token with
     /// `notes.review`). With auth on, a decision needs `notes.review` either way.
     pub review_decisions: ReviewDecisions,
+    /// Several vaults served by this daemon (`[[vaults]]`, `serve A B`), the default one
+    /// first; empty: the one vault `vault`. See [`Config::vault_configs`].
+    pub vaults: Vec<VaultEntry>,
 }
 
 /// Who takes review decisions in open local mode (see [`Config::review_decisions`]).
@@ -187,6 +193,7 @@ impl Default for Config {
             sync_retention_days: 30,
             embed_model: None,
             review_decisions: ReviewDecisions::Anyone,
+            vaults: Vec::new(),
         }
     }
 }
@@ -233,6 +240,7 @@ pub struct Layer {
     pub sync_retention_days: Option<u32>,
     pub embed_model: Option<PathBuf>,
     pub review_decisions: Option<ReviewDecisions>,
+    pub vaults: Option<Vec<VaultEntry>>,
 }
 
 impl Layer {
@@ -321,6 +329,7 @@ impl Layer {
                     })
                 })
                 .transpose()?,
+            vaults: None,
         })
     }
 }
@@ -340,10 +349,19 @@ impl Config {
 
     /// Apply `layer` over `self`: every field the layer sets wins.
     pub fn apply(mut self, layer: Layer) -> Self {
+        // One folder named at a higher layer wins over a list at a lower one; a list
+        // names its default vault too.
+        if layer.vault.is_some() {
+            self.vaults.clear();
+        }
+        if let Some(first) = layer.vaults.as_ref().and_then(|v| v.first()) {
+            self.vault = first.path.clone();
+        }
         macro_rules! take {
             ($($field:ident),*) => { $(if let Some(v) = layer.$field { self.$field = v; })* };
         }
         take!(
+            vaults,
             vault,
             listen,
             docs_url,

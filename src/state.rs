@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
-use crate::history::History;
 use crate::index::SearchIndex;
 use crate::meta::Meta;
+use crate::storage::Revisions;
 use crate::vault::attachments::AttachmentCatalog;
 use crate::vault::catalog::Catalog;
 use crate::vault::path::VaultPaths;
@@ -24,7 +24,8 @@ pub struct State {
     pub config: Config,
     pub paths: VaultPaths,
     pub meta: Meta,
-    pub history: History,
+    /// Revisions, through the storage seam (local mode: `history.git`).
+    pub history: Box<dyn Revisions>,
     pub catalog: RwLock<Catalog>,
     /// The vault's attachments (every file that is not a note), changed by `record` only.
     pub attachments: RwLock<AttachmentCatalog>,
@@ -89,7 +90,7 @@ impl State {
         config: Config,
         paths: VaultPaths,
         meta: Meta,
-        history: History,
+        history: Box<dyn Revisions>,
         index: Arc<SearchIndex>,
         token_key: [u8; 32],
         vault_id: String,

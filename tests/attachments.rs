@@ -653,7 +653,7 @@ async fn presigned_links_work_without_a_bearer_and_refuse_tampering_expiry_and_r
     // Expired: a link signed with the daemon's key whose expiry has passed.
     let past = chrono::Utc::now().timestamp() - 5;
     let sig =
-        notevault::api::attachments::signature(&s.svc.presign_key, "GET", "docs/a.pdf", past, "");
+        notevault::auth::presigned::signature(&s.svc.presign_key, "GET", "docs/a.pdf", past, "");
     let res = s
         .get(&format!(
             "/v1/attachments/docs/a.pdf?expires={past}&signature={sig}"

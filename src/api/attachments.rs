@@ -29,9 +29,8 @@ pub(crate) mod upload;
 pub use download::get;
 pub use listing::{list, list_attachments, ListAttachmentsParams};
 pub use presigned::{
-    attachment_link, presign, presign_link, private, signature, verify_presigned,
-    AttachmentLinkParams, PresignRequest, PresignResponse, PRESIGN_DEFAULT_SECS, PRESIGN_MAX_SECS,
-    PRESIGN_MIN_SECS,
+    attachment_link, presign, presign_link, private, AttachmentLinkParams, PresignRequest,
+    PresignResponse, PRESIGN_DEFAULT_SECS, PRESIGN_MAX_SECS, PRESIGN_MIN_SECS,
 };
 pub use relocate::{delete, move_, rename, MoveAttachment, RenameAttachment};
 pub use upload::{put, upload};

@@ -30,7 +30,7 @@ pub mod writes;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State as Shared};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 
@@ -112,8 +112,15 @@ pub fn credential(extensions: &axum::http::Extensions) -> Result<&Credential, Er
         .ok_or_else(|| Error::internal("the request has no credential: the auth layer did not run"))
 }
 
-/// Route the request through the route table, after the one permission check of its row.
-pub async fn dispatch(Shared(state): Shared<Arc<State>>, req: Request) -> Response {
+/// Route the request through the route table, after the one permission check of its row,
+/// against the vault the auth layer resolved for it.
+pub async fn dispatch(req: Request) -> Response {
+    let Some(state) = req.extensions().get::<Arc<State>>().cloned() else {
+        return ApiError(Error::internal(
+            "the request has no vault: the auth layer did not run",
+        ))
+        .into_response();
+    };
     match dispatch_inner(state, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -125,26 +132,16 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
     let matched = recognize(req.method(), &path, |key| {
         crate::queries::status::note_exists(&state, key)
     })?;
-    // A presigned attachment link stands in for the bearer (never for the Host/Origin
-    // guard, which ran before); a bad one is refused, never served.
-    let presigned = match (matched.op, matched.param.as_deref()) {
-        (Op::GetAttachment | Op::PutAttachment, Some(param)) => {
-            let method = if req.method() == Method::HEAD {
-                "GET"
-            } else {
-                req.method().as_str()
-            };
-            attachments::verify_presigned(&state, method, param, req.uri().query())?
-        }
+    // The one check; a presigned link is a credential like a bearer (`http::authenticate`).
+    let credential = credential(req.extensions())?;
+    auth::require(credential, matched.access.need)?;
+    if matched.access == routes::REVIEW && *credential == auth::Credential::Open {
+        review_by_anyone(&state)?;
+    }
+    let presigned = match credential {
+        auth::Credential::Presigned { nonce } => Some(nonce.clone()),
         _ => None,
     };
-    if presigned.is_none() {
-        let credential = credential(req.extensions())?;
-        auth::require(credential, matched.access.need)?;
-        if matched.access == routes::REVIEW && *credential == auth::Credential::Open {
-            review_by_anyone(&state)?;
-        }
-    }
     let (parts, body) = req.into_parts();
     // Uploads read their own body, streamed, with their own byte cap.
     let streamed = matches!(matched.op, Op::UploadAttachment | Op::PutAttachment);
@@ -231,7 +228,7 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
             }
         }
         Op::PutAttachment => {
-            let nonce = presigned.filter(|n| !n.is_empty());
+            let nonce = presigned.flatten();
             attachments::put(state, note()?, parts, body, nonce).await?
         }
         Op::DeleteAttachment => attachments::delete(state, note()?, parts).await?,

@@ -168,6 +168,20 @@ impl Verifier {
     /// not good: its message says why, never the token), `VAULT_FORBIDDEN` (good, for
     /// another vault) or `AUTH_UNAVAILABLE` (the issuer's keys cannot be had now).
     pub async fn verify(&self, token: &str, vault_id: &str) -> Result<Verified> {
+        let org_id = self.org_id.as_deref();
+        self.verify_among(token, &[(vault_id, org_id)])
+            .await
+            .map(|(verified, _)| verified)
+    }
+
+    /// Verify `token` for one of several vaults, each `(vault_id, org_id)`: the vault
+    /// its `vault_id` claim names, or for a token that names none the vault its `org_id`
+    /// maps to; with the index of that vault. Refusals as [`Self::verify`]'s.
+    pub async fn verify_among(
+        &self,
+        token: &str,
+        vaults: &[(&str, Option<&str>)],
+    ) -> Result<(Verified, usize)> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| invalid("the JWT's header is not valid (or its alg is not supported)"))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
@@ -215,11 +229,12 @@ impl Verifier {
         let claims = data.claims;
         // A token that names a vault is for that vault alone; `org_id` selects a vault only
         // for a token that names none.
-        let for_this_vault = match &claims.vault_id {
-            Some(named) => named == vault_id,
-            None => claims.org_id.is_some() && claims.org_id == self.org_id,
+        let vault = match (&claims.vault_id, &claims.org_id) {
+            (Some(named), _) => vaults.iter().position(|(id, _)| id == named),
+            (None, Some(org)) => vaults.iter().position(|(_, o)| *o == Some(org.as_str())),
+            (None, None) => None,
         };
-        if !for_this_vault {
+        let Some(vault) = vault else {
             return Err(Error::new(
                 Reason::VAULT_FORBIDDEN,
                 match (&claims.vault_id, &claims.org_id) {
@@ -227,7 +242,7 @@ impl Verifier {
                     _ => "the JWT is for another vault than the one this daemon serves",
                 },
             ));
-        }
+        };
         let permissions = match claims.permissions {
             Some(PermissionsClaim::List(names)) => names,
             Some(PermissionsClaim::Spaced(names)) => {
@@ -241,12 +256,15 @@ impl Verifier {
                 granted.push(p);
             }
         }
-        Ok(Verified {
-            credential: Credential::Token {
-                permissions: granted,
+        Ok((
+            Verified {
+                credential: Credential::Token {
+                    permissions: granted,
+                },
+                subject: claims.sub.unwrap_or_default(),
             },
-            subject: claims.sub.unwrap_or_default(),
-        })
+            vault,
+        ))
     }
 
     /// Fetch the keys again, unless a fetch ran within [`REFETCH_EVERY`]; one fetch at a

@@ -17,6 +17,7 @@
 pub mod idp;
 pub mod jwt;
 pub mod pat;
+pub mod presigned;
 pub mod session;
 
 use serde::Deserialize;
@@ -97,7 +98,13 @@ pub enum Credential {
         message: String,
         /// Seconds after which a retry may succeed (`AUTH_UNAVAILABLE`).
         retry_after: Option<u64>,
+        /// The refusal's `ErrorInfo.metadata` (a presigned link's `expired_at`).
+        metadata: std::collections::BTreeMap<String, String>,
     },
+    /// A presigned attachment link, checked by `http::authenticate` for exactly this
+    /// request's method and attachment (so it meets the need of that one route);
+    /// `nonce`: a PUT link's one-time nonce, spent by that check.
+    Presigned { nonce: Option<String> },
 }
 
 impl Credential {
@@ -107,7 +114,10 @@ impl Credential {
             Credential::Token { permissions } | Credential::Pat { permissions } => {
                 Some(permissions)
             }
-            Credential::Open | Credential::Anonymous | Credential::Refused { .. } => None,
+            Credential::Open
+            | Credential::Anonymous
+            | Credential::Refused { .. }
+            | Credential::Presigned { .. } => None,
         }
     }
 }
@@ -343,15 +353,24 @@ pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
                 reason,
                 message,
                 retry_after,
+                metadata,
             },
             _,
         ) => {
-            let err = Error::new(*reason, message.clone());
+            let mut err = Error::new(*reason, message.clone());
+            err.metadata = metadata.clone();
             return Err(match retry_after {
                 Some(secs) => err.with_retry_after(*secs),
                 None => err,
             });
         }
+        (Credential::Presigned { .. }, Need::Session(_) | Need::SignedIn(_)) => {
+            return Err(Error::new(
+                Reason::CREDENTIAL_FORBIDDEN,
+                "a presigned link reaches its one attachment only",
+            ))
+        }
+        (Credential::Presigned { .. }, _) => return Ok(()),
         (Credential::Anonymous, _) => {
             return Err(Error::new(
                 Reason::AUTH_MISSING,

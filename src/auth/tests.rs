@@ -142,6 +142,7 @@ fn a_refused_credential_answers_its_reason_wherever_anything_is_needed() {
         reason: Reason::VAULT_FORBIDDEN,
         message: "another vault".into(),
         retry_after: None,
+        metadata: Default::default(),
     };
     assert!(require(&refused, Need::Nothing).is_ok());
     for need in [

@@ -2,7 +2,6 @@
 
 use crate::cli::ServeArgs;
 use crate::config::{Config, Layer};
-use crate::meta::Meta;
 
 use super::{config_file, logs};
 
@@ -30,8 +29,25 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     logs();
     let review = args.review;
     let file = config_file(args.config.clone());
+    let (vault, vaults) = match args.vaults.as_slice() {
+        [] => (None, None),
+        [one] => (Some(one.clone()), None),
+        several => (
+            None,
+            Some(
+                several
+                    .iter()
+                    .map(|path| crate::config::VaultEntry {
+                        path: path.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+        ),
+    };
     let flags = Layer {
-        vault: args.vault,
+        vault,
+        vaults,
         listen: args.listen,
         state_dir: args.state_dir,
         insecure_open: args.insecure_open.then_some(true),
@@ -61,22 +77,32 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-        let daemon = tokio::task::spawn_blocking(move || crate::daemon::open(config)).await??;
-        let state = daemon.state.clone();
+        let configs = config.vault_configs().map_err(anyhow::Error::msg)?;
+        let daemons =
+            tokio::task::spawn_blocking(move || crate::daemon::open_all(configs)).await??;
+        let states: Vec<_> = daemons.iter().map(|d| d.state.clone()).collect();
         if review {
             use crate::writes::review::{self, ReviewDecisions, WritePolicy};
-            review::set_settings(&state, Some(WritePolicy::Review), None, "cli")?;
-            review::set_review_decisions(&state, ReviewDecisions::SignedIn, "cli")?;
+            for state in &states {
+                review::set_settings(state, Some(WritePolicy::Review), None, "cli")?;
+                review::set_review_decisions(state, ReviewDecisions::SignedIn, "cli")?;
+            }
         }
         let addr = listener.local_addr()?;
-        tracing::info!(target: TARGET, %addr, vault = %state.root().display(), tls = scheme == "https", "serving");
+        for state in &states {
+            tracing::info!(target: TARGET, %addr, vault = %state.root().display(), vault_id = %state.vault_id, tls = scheme == "https", "serving");
+        }
         {
             use std::io::Write;
+            let folders: Vec<String> = states
+                .iter()
+                .map(|s| s.root().display().to_string())
+                .collect();
             // A closed stderr must not stop serving (`eprintln!` would panic).
             let _ = writeln!(
                 std::io::stderr(),
                 "notevault: serving {} on {scheme}://{addr}",
-                state.root().display()
+                folders.join(", ")
             );
         }
         // A wildcard address is no address to open: the link names loopback (which the
@@ -91,32 +117,35 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             _ => addr,
         };
         let base = format!("{scheme}://{shown}");
-        let url = state.config.public_url.clone().unwrap_or(base);
-        console_link(&state.meta, &url);
-        crate::http::run(listener, state.clone(), stop_signal()).await?;
-        let purge = state.purge.get().cloned();
-        drop(state);
-        match purge {
-            Some(request) => {
-                let purged = tokio::task::spawn_blocking(move || {
-                    crate::daemon::purge(daemon, &request)
-                })
-                .await??;
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "notevault: purged the daemon's data about the vault ({} notes moved to .trash/, {} left in place); the notes folder is otherwise untouched",
-                    purged.trashed, purged.kept
-                );
-            }
-            // What the index and the history hold goes to disk before the process ends;
-            // a second Ctrl-C or SIGTERM ends it at once (writes are crash-safe).
-            None => {
-                tokio::spawn(async {
-                    stop_signal().await;
-                    std::process::exit(130);
-                });
-                tokio::task::spawn_blocking(move || daemon.stop()).await?
+        for state in &states {
+            let url = state.config.public_url.clone().unwrap_or(base.clone());
+            console_link(state, &url, states.len() > 1);
+        }
+        let vaults = crate::vaults::Vaults::new(states).map_err(anyhow::Error::msg)?;
+        crate::http::run(listener, vaults, stop_signal()).await?;
+        // What the index and the history hold goes to disk before the process ends;
+        // a second Ctrl-C or SIGTERM ends it at once (writes are crash-safe).
+        tokio::spawn(async {
+            stop_signal().await;
+            std::process::exit(130);
+        });
+        for daemon in daemons {
+            let purge = daemon.state.purge.get().cloned();
+            match purge {
+                Some(request) => {
+                    let root = daemon.state.root().display().to_string();
+                    let purged = tokio::task::spawn_blocking(move || {
+                        crate::daemon::purge(daemon, &request)
+                    })
+                    .await??;
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "notevault: purged the daemon's data about the vault {root} ({} notes moved to .trash/, {} left in place); the notes folder is otherwise untouched",
+                        purged.trashed, purged.kept
+                    );
+                }
+                None => tokio::task::spawn_blocking(move || daemon.stop()).await?,
             }
         }
         Ok(())
@@ -149,8 +178,15 @@ async fn stop_signal() {
 /// Keep the URL served (for `notevault login-link`) and, on a terminal, print a one-time
 /// sign-in link to the console. Not into a log: a service's output goes to the journal,
 /// and the link signs in whoever opens it; a service's user asks `notevault login-link`.
-fn console_link(meta: &Meta, url: &str) {
+fn console_link(state: &crate::state::State, url: &str, several: bool) {
     use std::io::{IsTerminal, Write};
+    let meta = &state.meta;
+    // With several vaults each line names its own.
+    let of = if several {
+        format!(" of {}", state.root().display())
+    } else {
+        String::new()
+    };
     if let Err(e) = meta.set_setting(crate::console::URL_SETTING, url) {
         tracing::warn!(target: TARGET, error = %e.message, "cannot keep the served URL for login-link");
     }
@@ -160,14 +196,14 @@ fn console_link(meta: &Meta, url: &str) {
     if !stderr.is_terminal() {
         let _ = writeln!(
             stderr,
-            "notevault: web console at {url}/ (sign in with the link `notevault login-link` prints)"
+            "notevault: web console{of} at {url}/ (sign in with the link `notevault login-link` prints)"
         );
         return;
     }
     let _ = match crate::console::sign_in_link(meta, url) {
         Ok(link) => writeln!(
             stderr,
-            "notevault: sign in to the web console (one use, 15 minutes): {link}"
+            "notevault: sign in to the web console{of} (one use, 15 minutes): {link}"
         ),
         Err(e) => writeln!(stderr, "notevault: no sign-in link: {}", e.message),
     };

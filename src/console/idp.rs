@@ -13,9 +13,10 @@
 //! `idp_token_url` and `IDP_API_KEY` are all set. The token must hold `notes.review`: the
 //! console approves writes, makes tokens and purges.
 
-use axum::extract::{RawQuery, State as Shared};
+use axum::extract::RawQuery;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
 use base64::Engine;
 use chrono::Utc;
 use sha2::Digest;
@@ -63,7 +64,7 @@ fn redirect_uri(console: &Console, headers: &HeaderMap) -> String {
 }
 
 /// `GET /sign-in/idp`: off to the provider.
-pub(super) async fn start(Shared(console): Shared<Console>, headers: HeaderMap) -> Response {
+pub(super) async fn start(Extension(console): Extension<Console>, headers: HeaderMap) -> Response {
     if !configured(&console) {
         return sign_in_page(
             &console,
@@ -122,7 +123,7 @@ pub(super) async fn start(Shared(console): Shared<Console>, headers: HeaderMap) 
 
 /// `GET /sign-in/callback?code=…&state=…` (or `?error=…`): back from the provider.
 pub(super) async fn callback(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {

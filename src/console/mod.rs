@@ -25,10 +25,11 @@ mod vault;
 use std::sync::Arc;
 
 use askama::Template;
-use axum::extract::{FromRef, Path, RawQuery, State as Shared};
+use axum::extract::{Path, RawQuery};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::Router;
 use chrono::Utc;
 
@@ -51,10 +52,10 @@ pub struct Console {
     pub jwt: Option<Arc<crate::auth::jwt::Verifier>>,
 }
 
-/// The console's routes, for a router whose state gives a [`Console`].
+/// The console's routes; each request carries the [`Console`] of the vault it reaches
+/// (the auth layer puts it there).
 pub fn routes<S>() -> Router<S>
 where
-    Console: FromRef<S>,
     S: Clone + Send + Sync + 'static,
 {
     Router::new()
@@ -316,7 +317,7 @@ fn status_of(e: &Error) -> StatusCode {
 
 /// `GET /sign-in?code=…`: a code that exists, has not expired and was not used starts a
 /// session; anything else is the sign-in page with why.
-async fn sign_in(Shared(console): Shared<Console>, RawQuery(raw): RawQuery) -> Response {
+async fn sign_in(Extension(console): Extension<Console>, RawQuery(raw): RawQuery) -> Response {
     let code = form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes())
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned());
@@ -353,7 +354,7 @@ async fn sign_in(Shared(console): Shared<Console>, RawQuery(raw): RawQuery) -> R
 
 /// `POST /sign-out`: the session ends here and in the browser.
 async fn sign_out(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {

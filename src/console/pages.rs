@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use askama::Template;
-use axum::extract::{Path, RawQuery, State as Shared};
+use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
 
 use super::diff::{self, DiffLine};
 use super::{html, is_htmx, problem_page, signed, signed_post, status_of, Console, Signed};
@@ -314,7 +315,7 @@ pub(super) fn rendered(status: StatusCode, result: askama::Result<String>) -> Re
 
 /// `GET /`: the pending writes.
 pub async fn review(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -330,7 +331,7 @@ pub async fn review(
 /// swap: focus, selection and a decision's answer stay) while the list is the version the
 /// page has, else the list and the poller with the new version.
 pub async fn pending(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -363,7 +364,7 @@ pub async fn pending(
 /// `POST /writes/{id}/approve|reject`: decide through the one review door. A write another
 /// tab decided says so and changes nothing.
 pub async fn decide(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     Path((id, action)): Path<(String, String)>,
     headers: HeaderMap,
     body: axum::body::Bytes,

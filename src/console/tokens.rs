@@ -2,9 +2,10 @@
 //! configuration) and revoked.
 
 use askama::Template;
-use axum::extract::{Path, RawQuery, State as Shared};
+use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
 use chrono::Utc;
 
 use super::{field, signed_post, Console, Signed};
@@ -85,7 +86,7 @@ fn tokens_page(
 
 /// `GET /tokens`.
 pub async fn tokens(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -118,7 +119,7 @@ fn mcp_config(base: &str, token: &str) -> String {
 
 /// `POST /tokens`: make a token (the one maker, `Meta::create_pat`) and show it once.
 pub async fn create_token(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -172,7 +173,7 @@ pub async fn create_token(
 
 /// `POST /tokens/{prefix}/revoke`.
 pub async fn revoke_token(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     Path(prefix): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,

@@ -2,9 +2,10 @@
 //! private notes, export, purge).
 
 use askama::Template;
-use axum::extract::{RawQuery, State as Shared};
+use axum::extract::RawQuery;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
 use chrono::Utc;
 
 use super::{field, signed_post, Console, Signed};
@@ -74,7 +75,7 @@ fn settings_page(
 
 /// `GET /settings`.
 pub async fn settings(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -92,7 +93,7 @@ pub async fn settings(
 
 /// `POST /settings`: the policy and the budget, through `writes::review::set_settings`.
 pub async fn save_settings(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -167,7 +168,7 @@ struct ActivityPage {
 
 /// `GET /activity`: the audit log of the last days, newest first.
 pub async fn activity(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -253,7 +254,7 @@ fn vault_page(
 
 /// `POST /export`: the export archive, downloaded (the same stream as `POST /v1/export`).
 pub async fn export(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -266,7 +267,7 @@ pub async fn export(
 }
 
 /// `GET /vault`: the overview, private notes, export and purge.
-pub async fn vault(Shared(console): Shared<Console>, headers: HeaderMap) -> Response {
+pub async fn vault(Extension(console): Extension<Console>, headers: HeaderMap) -> Response {
     signed_page(&console, &headers, move |state, signed| {
         vault_page(state, &signed, None, StatusCode::OK)
     })
@@ -281,7 +282,7 @@ struct StoppedPage<'a> {
 
 /// `POST /purge`: the typed confirmation, then the daemon stops and removes its state.
 pub async fn purge(
-    Shared(console): Shared<Console>,
+    Extension(console): Extension<Console>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {

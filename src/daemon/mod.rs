@@ -165,6 +165,40 @@ pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Re
 /// How long the rescan after a first start waits for the search index's build.
 const START_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// Open every vault of `configs` ([`Config::vault_configs`], the default first), each as
+/// [`open`] does. Two vaults never share a folder or a state directory, and neither lies
+/// inside the other (the outer vault's scan would take in the inner one's notes): that
+/// is refused before anything is opened.
+pub fn open_all(configs: Vec<Config>) -> anyhow::Result<Vec<Daemon>> {
+    let mut seen: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
+    for config in &configs {
+        let root = config.vault.canonicalize().map_err(|e| {
+            anyhow::anyhow!("vault folder {} is not usable: {e}", config.vault.display())
+        })?;
+        let state_dir = config.state_dir_of_vault()?;
+        let state_dir = state_dir.canonicalize().unwrap_or(state_dir);
+        for (other, other_state) in &seen {
+            if root.starts_with(other) || other.starts_with(&root) {
+                anyhow::bail!(
+                    "the vaults {} and {} overlap (one is the other, or inside it); serve folders that are apart",
+                    other.display(),
+                    root.display()
+                );
+            }
+            if state_dir == *other_state {
+                anyhow::bail!(
+                    "the vaults {} and {} have one state directory {}; give each its own",
+                    other.display(),
+                    root.display(),
+                    state_dir.display()
+                );
+            }
+        }
+        seen.push((root, state_dir));
+    }
+    configs.into_iter().map(open).collect()
+}
+
 /// Open the state directory, scan the vault and reconcile it with what was stored. The
 /// history commit of the scan runs in the background: serving does not wait.
 pub fn open(config: Config) -> anyhow::Result<Daemon> {
@@ -206,7 +240,7 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
         config,
         VaultPaths::new(root, state_dir),
         meta,
-        history,
+        Box::new(history),
         index,
         token_key,
         vault_id,

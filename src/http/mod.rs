@@ -10,13 +10,16 @@
 
 pub mod server;
 pub mod tls;
+mod vault;
+
+pub use vault::ServedVault;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, FromRef, Request, State as Shared};
+use axum::extract::{ConnectInfo, Request, State as Shared};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -27,8 +30,9 @@ use crate::api::error::{self, ApiError, RequestId, DOCS_URL, REQUEST_ID, VAULT_P
 use crate::api::guard::{Guards, HostGuard, RateLimits};
 use crate::api::{credential, dispatch, routes, writes};
 use crate::auth::{self, jwt, pat, Credential, Permission, Presented, StaticTokens};
+use crate::config::Config;
 use crate::error::{Error, Reason};
-use crate::state::State;
+use crate::vaults::Vaults;
 
 /// What the middleware and the handlers reach: shared, so that the clone each middleware
 /// and extractor takes per request is one reference count, not a copy of every field
@@ -46,58 +50,58 @@ impl std::ops::Deref for AppState {
 
 /// The fields of [`AppState`].
 pub struct AppParts {
-    pub state: Arc<State>,
+    /// The daemon's settings (the default vault's configuration): the listener, TLS,
+    /// the Host guard, rate limits, credentials.
+    pub config: Config,
+    /// The vaults served, the default first; a request reaches one ([`vault::ServedVault`]).
+    pub vaults: Vec<Arc<ServedVault>>,
     pub guards: Arc<Guards>,
     pub docs_url: Arc<str>,
-    /// The vault's folder, as error messages leave it out ([`error::vault_prefix`]).
-    pub vault_prefix: Arc<str>,
     /// Ends the MCP sessions and streams when the server shuts down.
     pub mcp_cancel: tokio_util::sync::CancellationToken,
-    /// The `/mcp` service (rmcp's streamable HTTP transport and its sessions).
-    pub mcp: crate::mcp::McpService,
     /// The configured static tokens, for `authenticate`.
     pub static_tokens: Arc<StaticTokens>,
-    /// The key of the personal access tokens' keyed hash, once read from the store.
-    pub pat_key: Arc<std::sync::OnceLock<[u8; 32]>>,
     /// The verifier of the identity provider's JWTs, when an issuer is configured.
     pub jwt: Option<Arc<jwt::Verifier>>,
 }
 
 impl AppState {
-    pub fn new(state: Arc<State>) -> Self {
+    pub fn new(vaults: impl Into<Vaults>) -> Self {
+        let vaults: Vaults = vaults.into();
+        let config = vaults.default_vault().config.clone();
         let guards = Arc::new(Guards {
-            hosts: HostGuard::new(&state.config),
-            limits: Arc::new(RateLimits::new(&state.config)),
+            hosts: HostGuard::new(&config),
+            limits: Arc::new(RateLimits::new(&config)),
         });
-        let docs_url: Arc<str> = state.config.docs_url.clone().into();
+        let docs_url: Arc<str> = config.docs_url.clone().into();
         let mcp_cancel = tokio_util::sync::CancellationToken::new();
-        let static_tokens = Arc::new(StaticTokens::new(&state.config.static_tokens));
+        let static_tokens = Arc::new(StaticTokens::new(&config.static_tokens));
+        let served = vaults
+            .all()
+            .iter()
+            .map(|state| {
+                Arc::new(ServedVault {
+                    mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
+                    vault_prefix: error::vault_prefix(&state.paths.root),
+                    state: state.clone(),
+                    pat_key: std::sync::OnceLock::new(),
+                })
+            })
+            .collect();
         Self(Arc::new(AppParts {
             static_tokens,
-            pat_key: Arc::default(),
-            jwt: state.config.jwt_verifier().map(Arc::new),
-            mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
+            jwt: config.jwt_verifier().map(Arc::new),
             docs_url,
-            vault_prefix: error::vault_prefix(&state.paths.root),
-            state,
+            vaults: served,
+            config,
             guards,
             mcp_cancel,
         }))
     }
-}
 
-impl FromRef<AppState> for crate::console::Console {
-    fn from_ref(app: &AppState) -> Self {
-        crate::console::Console {
-            state: app.state.clone(),
-            jwt: app.jwt.clone(),
-        }
-    }
-}
-
-impl FromRef<AppState> for Arc<State> {
-    fn from_ref(app: &AppState) -> Self {
-        app.state.clone()
+    /// The default vault (a request without a bearer reaches it).
+    pub fn default_vault(&self) -> &Arc<ServedVault> {
+        &self.vaults[0]
     }
 }
 
@@ -114,14 +118,21 @@ pub fn router(app: AppState) -> Router {
     )
 }
 
-/// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then rmcp, whose
-/// handler reads the credential from the request to decide the tools it offers.
+/// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then the vault's
+/// rmcp service, whose handler reads the credential from the request to decide the tools
+/// it offers.
 async fn mcp(Shared(app): Shared<AppState>, req: Request) -> Response {
     if let Err(err) = credential(req.extensions()).and_then(|c| auth::require(c, routes::MCP.need))
     {
         return ApiError(err).into_response();
     }
-    crate::mcp::handle(&app.mcp, req, app.state.config.body_read_timeout).await
+    let Some(vault) = req.extensions().get::<Arc<ServedVault>>().cloned() else {
+        return ApiError(Error::internal(
+            "the request has no vault: the auth layer did not run",
+        ))
+        .into_response();
+    };
+    crate::mcp::handle(&vault.mcp, req, app.config.body_read_timeout).await
 }
 
 /// Wrap `app` in the middleware every request passes, outermost first: request id,
@@ -133,9 +144,8 @@ fn layered(routes: Router<AppState>, app: AppState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
         .layer(middleware::from_fn_with_state(app.clone(), rate_limit))
         .layer(middleware::from_fn_with_state(app.clone(), authenticate));
-    if !app.state.config.allowed_origins.is_empty() {
+    if !app.config.allowed_origins.is_empty() {
         let origins: Vec<HeaderValue> = app
-            .state
             .config
             .allowed_origins
             .iter()
@@ -155,30 +165,40 @@ fn layered(routes: Router<AppState>, app: AppState) -> Router {
         .with_state(app)
 }
 
-/// Serve `state` on `listener` until `shutdown` resolves (see [`server`]: timeouts, the
+/// Serve `vaults` (one vault's state, or the registry of several) on `listener` until
+/// `shutdown` resolves, or a vault asks to stop (a purge) (see [`server`]: timeouts, the
 /// connection cap, TLS, and the envelope for what the HTTP parser refuses). HTTPS when
 /// the config names a certificate and key ([`tls`]; unusable files are an `InvalidInput`
 /// error whose message names the file).
 pub async fn run(
     listener: TcpListener,
-    state: Arc<State>,
+    vaults: impl Into<Vaults>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let acceptor = tls::acceptor(&state.config)
+    let vaults: Vaults = vaults.into();
+    let acceptor = tls::acceptor(&vaults.default_vault().config)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    match writes::upgrade_legacy_pending(&state) {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
-            pending = n,
-            "pending writes stored by an older version upgraded"
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e.message, "cannot upgrade pending writes stored by an older version")
+    for state in vaults.all() {
+        match writes::upgrade_legacy_pending(state) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                pending = n,
+                vault = %state.vault_id,
+                "pending writes stored by an older version upgraded"
+            ),
+            Err(e) => {
+                tracing::warn!(vault = %state.vault_id, error = %e.message, "cannot upgrade pending writes stored by an older version")
+            }
         }
     }
-    let stop = state.stop.clone();
-    let app = AppState::new(state);
-    let limits = server::Limits::from(&app.state.config);
+    // A purge of any vault stops serving (the daemon then removes that vault's state).
+    let stops: Vec<_> = vaults.all().iter().map(|s| s.stop.clone()).collect();
+    let stop = async move {
+        let any = stops.iter().map(|s| Box::pin(s.cancelled()));
+        futures::future::select_all(any).await;
+    };
+    let app = AppState::new(vaults);
+    let limits = server::Limits::from(&app.config);
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
     let app = router(app);
@@ -186,7 +206,7 @@ pub async fn run(
         // The caller's shutdown, or a stop the daemon asked for itself (a purge).
         tokio::select! {
             () = shutdown => {}
-            () = stop.cancelled() => {}
+            () = stop => {}
         }
         // Open MCP streams would hold the graceful shutdown forever: end them first.
         mcp_cancel.cancel();
@@ -203,7 +223,7 @@ async fn request_id(Shared(app): Shared<AppState>, mut req: Request, next: Next)
             id.clone(),
             DOCS_URL.scope(
                 app.docs_url.clone(),
-                VAULT_PREFIX.scope(app.vault_prefix.clone(), next.run(req)),
+                VAULT_PREFIX.scope(app.default_vault().vault_prefix.clone(), next.run(req)),
             ),
         )
         .await;
@@ -228,7 +248,14 @@ async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
 /// request the open credential; otherwise the request's bearer token is looked up, and a
 /// request without one is anonymous (see [`resolve`]). A credential also keys the rate limits ([`RateKey`]).
 async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
-    let (credential, key) = resolve(&app, req.headers()).await;
+    // A presigned link stands in for the bearer (never for the Host/Origin guard, which
+    // ran before); a bad one is refused, never served.
+    let (credential, key, vault) = match vault::presigned(&app.vaults, req.method(), req.uri()) {
+        Some(Ok((credential, vault))) => (credential, None, vault),
+        Some(Err(e)) => refused_error(&e, ""),
+        None => resolve(&app, req.headers(), req.uri()).await,
+    };
+    let vault = app.vaults[vault].clone();
     let who = match (&credential, &key) {
         (_, Some(key)) => Some(auth::Who(key.who.clone())),
         (Credential::Open, None) => Some(auth::Who(auth::Who::OPEN.into())),
@@ -241,16 +268,27 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     if let Some(key) = key {
         req.extensions_mut().insert(key);
     }
+    // What the surfaces serve the request from: the vault it reaches.
+    let path = req.uri().path();
+    if path != "/mcp" && !path.starts_with("/v1/") {
+        req.extensions_mut().insert(crate::console::Console {
+            state: vault.state.clone(),
+            jwt: app.jwt.clone(),
+        });
+    }
+    req.extensions_mut().insert(vault.state.clone());
     // With an issuer, a challenge names the metadata document (RFC 9728 section 5.1):
     // `/mcp`'s for the MCP endpoint, the `/v1` one otherwise.
     let metadata = app.jwt.as_ref().map(|_| {
-        let base = crate::api::oauth::public_base(&app.state.config, req.headers());
+        let base = crate::api::oauth::public_base(&app.config, req.headers());
         match req.uri().path() {
             "/mcp" => format!("{base}{}/mcp", routes::METADATA_PATH),
             _ => format!("{base}{}", routes::METADATA_PATH),
         }
     });
-    let mut response = next.run(req).await;
+    let prefix = vault.vault_prefix.clone();
+    req.extensions_mut().insert(vault);
+    let mut response = VAULT_PREFIX.scope(prefix, next.run(req)).await;
     if let Some(url) = metadata {
         let headers = response.headers_mut();
         if let Some(challenge) = headers
@@ -275,13 +313,31 @@ struct RateKey {
     who: String,
 }
 
-/// The credential of a request with these headers. Auth on: no `Authorization` header is
-/// [`Credential::Anonymous`] (`AUTH_MISSING` where a route needs anything); a configured
-/// token gives its credential, unless it names another vault (`VAULT_FORBIDDEN`); a
-/// header of another scheme is `AUTH_MISSING`; an unknown token, or a header that is not
-/// one bearer token, is `AUTH_INVALID`. A refused token is logged with the request id and
-/// at most its public prefix.
-async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential, Option<RateKey>) {
+/// A request's credential, its rate-limit key, and the index of the vault it reaches.
+type Resolved = (Credential, Option<RateKey>, usize);
+
+/// The credential of a request and the vault it reaches. Auth on: no `Authorization`
+/// header is [`Credential::Anonymous`] (`AUTH_MISSING` where a route needs anything); a
+/// configured token gives its credential, unless it names a vault this daemon does not
+/// serve (`VAULT_FORBIDDEN`); a header of another scheme is `AUTH_MISSING`; an unknown
+/// token, or a header that is not one bearer token, is `AUTH_INVALID`. A refused token
+/// is logged with the request id and at most its public prefix. A request without a
+/// bearer reaches the vault of its console session, else the default one
+/// ([`vault::without_bearer`]).
+async fn resolve(
+    app: &AppState,
+    headers: &axum::http::HeaderMap,
+    uri: &axum::http::Uri,
+) -> Resolved {
+    let unnamed = || {
+        vault::without_bearer(
+            &app.vaults,
+            headers,
+            uri.path(),
+            uri.query(),
+            app.config.tls_configured(),
+        )
+    };
     let values: Vec<&[u8]> = headers
         .get_all(axum::http::header::AUTHORIZATION)
         .iter()
@@ -292,13 +348,13 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
     // request without a bearer is the open credential, without a look at the token
     // store; one that presents a bearer is authenticated as in auth mode (a token made
     // in the console counts, and a bad one is refused, never silently ignored).
-    if !app.state.config.auth_configured()
+    if !app.config.auth_configured()
         && matches!(presented, Presented::Nothing | Presented::OtherScheme)
     {
-        return (Credential::Open, None);
+        return (Credential::Open, None, unnamed());
     }
     let token = match presented {
-        Presented::Nothing => return (Credential::Anonymous, None),
+        Presented::Nothing => return (Credential::Anonymous, None, unnamed()),
         Presented::OtherScheme => {
             return refused(
                 Reason::AUTH_MISSING,
@@ -314,13 +370,18 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
             return pat_credential(app, token);
         }
         if let (Some(verifier), true) = (&app.jwt, jwt::looks_like(token)) {
-            return match verifier.verify(token, &app.state.vault_id).await {
-                Ok(verified) => {
+            let vaults: Vec<(&str, Option<&str>)> = app
+                .vaults
+                .iter()
+                .map(|v| (v.state.vault_id.as_str(), v.state.config.org_id.as_deref()))
+                .collect();
+            return match verifier.verify_among(token, &vaults).await {
+                Ok((verified, vault)) => {
                     let key = RateKey {
                         key: format!("jwt:{}", verified.subject),
                         who: format!("identity-provider user {}", verified.subject),
                     };
-                    (verified.credential, Some(key))
+                    (verified.credential, Some(key), vault)
                 }
                 Err(e) => refused_error(&e, ""),
             };
@@ -331,31 +392,36 @@ async fn resolve(app: &AppState, headers: &axum::http::HeaderMap) -> (Credential
             auth::public_prefix(token),
         );
     };
-    if let Some(vault) = &entry.vault_id {
-        if *vault != app.state.vault_id {
-            return refused(
-                Reason::VAULT_FORBIDDEN,
-                "the bearer token is for another vault than the one this daemon serves",
-                auth::public_prefix(token),
-            );
-        }
-    }
+    let vault = match &entry.vault_id {
+        None => 0,
+        Some(named) => match app.vaults.iter().position(|v| v.state.vault_id == *named) {
+            Some(vault) => vault,
+            None => {
+                return refused(
+                    Reason::VAULT_FORBIDDEN,
+                    "the bearer token is for another vault than the one this daemon serves",
+                    auth::public_prefix(token),
+                )
+            }
+        },
+    };
     (
         entry.credential(),
         Some(RateKey {
             key: format!("static:{index}"),
             who: format!("static token #{}", index + 1),
         }),
+        vault,
     )
 }
 
 /// A refused credential, logged with the request id and at most the token's public prefix.
-fn refused(reason: Reason, message: &str, prefix: &str) -> (Credential, Option<RateKey>) {
+fn refused(reason: Reason, message: &str, prefix: &str) -> Resolved {
     refused_error(&Error::new(reason, message), prefix)
 }
 
 /// [`refused`] with a refusal the caller has as an error (its `Retry-After` kept).
-fn refused_error(e: &Error, prefix: &str) -> (Credential, Option<RateKey>) {
+fn refused_error(e: &Error, prefix: &str) -> Resolved {
     tracing::info!(
         request_id = %error::current_request_id(),
         reason = %e.reason,
@@ -368,16 +434,19 @@ fn refused_error(e: &Error, prefix: &str) -> (Credential, Option<RateKey>) {
             reason: e.reason,
             message: e.message.clone(),
             retry_after: e.retry_after,
+            metadata: e.metadata.clone(),
         },
         None,
+        0,
     )
 }
 
-/// A personal access token's credential: its checksum (a mistyped token is refused
-/// without a lookup), its row by public prefix (looked up per request, so a token
-/// created or revoked while serving counts at once), its keyed hash (constant time), its
-/// expiry. A use is noted at most once a minute.
-fn pat_credential(app: &AppState, token: &str) -> (Credential, Option<RateKey>) {
+/// A personal access token's credential and vault: its checksum (a mistyped token is
+/// refused without a lookup), its row by public prefix in the store of the vault that
+/// made it (looked up per request, so a token created or revoked while serving counts at
+/// once), its keyed hash (constant time), its expiry. A use is noted at most once a
+/// minute.
+fn pat_credential(app: &AppState, token: &str) -> Resolved {
     let prefix = pat::public_prefix(token);
     if !pat::well_formed(token) {
         return refused(
@@ -386,21 +455,41 @@ fn pat_credential(app: &AppState, token: &str) -> (Credential, Option<RateKey>) 
             prefix,
         );
     }
-    let meta = &app.state.meta;
-    let key = match app.pat_key.get() {
-        Some(key) => Ok(*key),
-        None => meta.pat_key().map(|key| *app.pat_key.get_or_init(|| key)),
-    };
-    let found = meta.pat(prefix).and_then(|row| Ok((row, key?)));
-    let (row, key) = match found {
-        Ok((Some(row), key)) => (row, key),
-        Ok((None, _)) => {
+    let mut found = Ok(None);
+    for (i, served) in app.vaults.iter().enumerate() {
+        match served.state.meta.pat(prefix) {
+            Ok(Some(row)) => {
+                found = Ok(Some((i, row)));
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                found = Err(e);
+                break;
+            }
+        }
+    }
+    let (vault, row) = match found {
+        Ok(Some(found)) => found,
+        Ok(None) => {
             return refused(
                 Reason::AUTH_INVALID,
                 "the personal access token is unknown or revoked",
                 prefix,
             )
         }
+        Err(e) => return refused_error(&e, prefix),
+    };
+    let served = &app.vaults[vault];
+    let meta = &served.state.meta;
+    let key = match served.pat_key.get() {
+        Some(key) => Ok(*key),
+        None => meta
+            .pat_key()
+            .map(|key| *served.pat_key.get_or_init(|| key)),
+    };
+    let key = match key {
+        Ok(key) => key,
         Err(e) => return refused_error(&e, prefix),
     };
     if !pat::matches(&key, token, &row.hash) {
@@ -443,6 +532,7 @@ fn pat_credential(app: &AppState, token: &str) -> (Credential, Option<RateKey>) 
             key: format!("pat:{prefix}"),
             who: format!("token {} ({prefix})", row.name),
         }),
+        vault,
     )
 }
 

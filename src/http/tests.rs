@@ -55,10 +55,14 @@ async fn a_panicking_handler_answers_internal_and_the_server_keeps_serving() {
 /// layer gives (open local mode has only the open credential; the auth issue adds the
 /// others).
 fn app_with(app: AppState, credential: Credential) -> Router {
+    let vault = app.default_vault().clone();
     let with = move |mut req: Request, next: Next| {
         let credential = credential.clone();
+        let vault = vault.clone();
         async move {
             req.extensions_mut().insert(credential);
+            req.extensions_mut().insert(vault.state.clone());
+            req.extensions_mut().insert(vault);
             next.run(req).await
         }
     };

@@ -45,6 +45,20 @@ impl Meta {
         Ok(used == 1)
     }
 
+    /// Whether the code whose digest is `digest` exists, has not expired and was not
+    /// used (changes nothing: a daemon serving several vaults asks each which one made it).
+    pub fn sign_in_code_open(&self, digest: &str, now: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .lock()
+            .prepare_cached(
+                "SELECT 1 FROM sign_in_codes WHERE digest = ?1 AND used_at IS NULL AND expires_at > ?2",
+            )?
+            .query_row(params![digest, now], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
     /// Store a new session.
     pub fn insert_session(&self, row: &SessionRow) -> Result<()> {
         let conn = self.conn.lock();

@@ -81,10 +81,8 @@ pub fn revision_content(
         return Ok(None);
     }
     let lookup = || match &revision.commit_id {
-        Some(commit) => crate::history::read_at(state.history.git_dir(), commit, &revision.path),
-        None => {
-            crate::history::content_at_seq(state.history.git_dir(), revision.seq, &revision.path)
-        }
+        Some(commit) => state.history.read_at(commit, &revision.path),
+        None => state.history.content_at_seq(revision.seq, &revision.path),
     };
     let mut stored = lookup()?;
     if stored == Stored::NotRecorded && revision.seq > state.history.status().head_seq {

@@ -508,11 +508,23 @@ pub fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
 
 /// [`spawn`] listening on `listen` (a restart on the address a client knows).
 pub fn spawn_on(listen: &str, vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
+    let args = [
+        "--listen".as_ref(),
+        listen.as_ref(),
+        "--state-dir".as_ref(),
+        state.as_os_str(),
+        vault.as_os_str(),
+    ];
+    spawn_args(&args, env)
+}
+
+/// `notevault serve ARGS...` as a user runs it (no config file, no auth from the
+/// environment but `env`), once it printed its address.
+pub fn spawn_args(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Daemon {
     let mut command = Command::new(BIN);
     command
-        .args(["serve", "--listen", listen, "--state-dir"])
-        .arg(state)
-        .arg(vault)
+        .arg("serve")
+        .args(args)
         .env_remove("NOTEVAULT_CONFIG")
         .env_remove("AUTH_REQUIRED")
         .env_remove("NOTEVAULT_STATIC_TOKENS")

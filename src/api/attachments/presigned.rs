@@ -95,16 +95,6 @@ pub const PRESIGN_MIN_SECS: i64 = 10;
 pub const PRESIGN_MAX_SECS: i64 = 24 * 3600;
 pub const PRESIGN_DEFAULT_SECS: i64 = 300;
 
-/// The signature of a presigned link: keyed BLAKE3 over method, path, expiry and nonce.
-pub fn signature(key: &[u8; 32], method: &str, path: &str, expires: i64, nonce: &str) -> String {
-    let mut h = blake3::Hasher::new_keyed(key);
-    for part in [method, path, &expires.to_string(), nonce] {
-        h.update(part.as_bytes());
-        h.update(&[0]);
-    }
-    h.finalize().to_hex().to_string()
-}
-
 /// Make a presigned link (both surfaces). `can_write`: the caller holds `notes.write`.
 pub async fn presign_link(
     state: Arc<State>,
@@ -163,7 +153,8 @@ pub async fn presign_link(
     } else {
         String::new()
     };
-    let sig = signature(&state.presign_key, &method, &path, expires, &nonce);
+    let sig =
+        crate::auth::presigned::signature(&state.presign_key, &method, &path, expires, &nonce);
     let encoded: Vec<String> = path
         .split('/')
         .map(|p| percent_encoding::utf8_percent_encode(p, SEGMENT).to_string())
@@ -213,58 +204,8 @@ pub async fn presign(
     Ok(Json(presign_link(state, req, base, can_write).await?))
 }
 
-/// A presigned request's check, in place of the bearer: `Ok(None)` when the request
-/// carries no signature (the bearer decides), `Ok(Some(nonce))` for a good link (the
-/// nonce of a PUT, spent now), else `AUTH_INVALID`.
-pub fn verify_presigned(
-    state: &State,
-    method: &str,
-    path: &str,
-    query: Option<&str>,
-) -> Result<Option<String>, Error> {
-    let Some(query) = query else { return Ok(None) };
-    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let Some(sig) = get("signature") else {
-        return Ok(None);
-    };
-    let invalid = |why: &str| {
-        Error::new(
-            Reason::AUTH_INVALID,
-            format!("the presigned link is not valid: {why}"),
-        )
-    };
-    let expires: i64 = get("expires")
-        .and_then(|e| e.parse().ok())
-        .ok_or_else(|| invalid("it has no expiry"))?;
-    let nonce = get("nonce").unwrap_or("");
-    let want = signature(&state.presign_key, method, path, expires, nonce);
-    if !bool::from(subtle::ConstantTimeEq::ct_eq(
-        want.as_bytes(),
-        sig.as_bytes(),
-    )) {
-        return Err(invalid("its signature does not match"));
-    }
-    let now = chrono::Utc::now().timestamp();
-    if expires < now {
-        return Err(invalid("it expired").with_meta("expired_at", expires.to_string()));
-    }
-    if method == "PUT" {
-        if nonce.is_empty() {
-            return Err(invalid("a PUT link has a nonce"));
-        }
-        if !state.meta.use_nonce(nonce, expires, now)? {
-            return Err(invalid("a PUT link works once, and this one was used"));
-        }
-        return Ok(Some(nonce.to_string()));
-    }
-    Ok(Some(String::new()))
-}
-
 /// The query parameters of a presigned link.
-pub(super) const PRESIGN_PARAMS: &[&str] = &["expires", "nonce", "signature"];
+pub(super) const PRESIGN_PARAMS: &[&str] = crate::auth::presigned::PARAMS;
 
 /// Vary on nothing a shared cache could confuse: a presigned answer is private.
 pub fn private(mut r: Response) -> Response {

@@ -1,0 +1,132 @@
+//! Which vault a request reaches. A credential that names one decides (a static token's
+//! `vault_id`, a JWT's `vault_id` or `org_id`, the store that holds a personal access
+//! token); a request without a bearer reaches the vault whose store holds its console
+//! session (or the sign-in code it presents), else the default vault.
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap};
+
+use crate::auth::session;
+use crate::clock::timestamp;
+use crate::state::State;
+
+/// One vault as the application serves it: its state, the `/mcp` service of its tools
+/// (its sessions are its own), and what its requests' errors leave out.
+pub struct ServedVault {
+    pub state: Arc<State>,
+    pub mcp: crate::mcp::McpService,
+    /// The vault's folder, as error messages leave it out.
+    pub vault_prefix: Arc<str>,
+    /// The key of this vault's personal access tokens' keyed hash, once read.
+    pub pat_key: std::sync::OnceLock<[u8; 32]>,
+}
+
+/// The vault a request without a bearer reaches among `vaults` (the default first): the
+/// one whose store holds the console session of its cookie, or, for `GET /sign-in`, the
+/// unused sign-in code it presents. A lookup fault is logged and reaches the default.
+pub fn without_bearer(
+    vaults: &[Arc<ServedVault>],
+    headers: &HeaderMap,
+    path: &str,
+    query: Option<&str>,
+    tls: bool,
+) -> usize {
+    if vaults.len() < 2 {
+        return 0;
+    }
+    let now = timestamp(chrono::Utc::now());
+    let cookie = session::cookie(
+        headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()),
+        session::cookie_name(tls),
+    )
+    .filter(|s| session::well_formed(s));
+    if let Some(secret) = cookie {
+        let digest = session::digest(secret);
+        if let Some(i) = find(vaults, |state| {
+            state.meta.session(&digest, &now).map(|s| s.is_some())
+        }) {
+            return i;
+        }
+    }
+    if path == "/sign-in" {
+        let code = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .find(|(k, _)| k == "code")
+            .map(|(_, v)| v.into_owned())
+            .filter(|c| session::well_formed(c));
+        if let Some(code) = code {
+            let digest = session::digest(&code);
+            if let Some(i) = find(vaults, |state| state.meta.sign_in_code_open(&digest, &now)) {
+                return i;
+            }
+        }
+    }
+    0
+}
+
+fn find(
+    vaults: &[Arc<ServedVault>],
+    holds: impl Fn(&State) -> crate::error::Result<bool>,
+) -> Option<usize> {
+    vaults.iter().position(|v| match holds(&v.state) {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::warn!(vault = %v.state.vault_id, error = %e.message, "cannot look up a console session");
+            false
+        }
+    })
+}
+
+/// The credential and vault of a presigned attachment link, when the request is one: a
+/// GET, HEAD or PUT of an attachment whose query carries a `signature`. The link is the
+/// vault's whose key signed it for this method and attachment; it must not have expired,
+/// and a PUT link's nonce is spent now (it works once). A link that fails a check is a
+/// refusal (`AUTH_INVALID`, saying why), never a fall back to the bearer.
+pub fn presigned(
+    vaults: &[Arc<ServedVault>],
+    method: &axum::http::Method,
+    uri: &axum::http::Uri,
+) -> Option<Result<(crate::auth::Credential, usize), crate::error::Error>> {
+    use crate::api::routes::{recognize, Op};
+    use crate::auth::presigned::{invalid, Link};
+    let link = Link::from_query(uri.query())?;
+    let matched = recognize(method, uri.path(), |_| false).ok()?;
+    let (Op::GetAttachment | Op::PutAttachment) = matched.op else {
+        return None;
+    };
+    let path = matched.param?;
+    let method = if method == axum::http::Method::HEAD {
+        "GET"
+    } else {
+        method.as_str()
+    };
+    let checked = (|| {
+        let mut signer = None;
+        for (i, vault) in vaults.iter().enumerate() {
+            if link.signed_with(&vault.state.presign_key, method, &path)? {
+                signer = Some(i);
+                break;
+            }
+        }
+        let vault = signer.ok_or_else(|| invalid("its signature does not match"))?;
+        let now = chrono::Utc::now().timestamp();
+        link.check(method, now)?;
+        if method != "PUT" {
+            return Ok((crate::auth::Credential::Presigned { nonce: None }, vault));
+        }
+        if !vaults[vault]
+            .state
+            .meta
+            .use_nonce(&link.nonce, link.expires(), now)?
+        {
+            return Err(invalid("a PUT link works once, and this one was used"));
+        }
+        Ok((
+            crate::auth::Credential::Presigned {
+                nonce: Some(link.nonce.clone()),
+            },
+            vault,
+        ))
+    })();
+    Some(checked)
+}

@@ -1,0 +1,40 @@
+//! The storage seam: what the write pipeline, the recorder and the queries ask of a
+//! vault's durable stores, as traits, so that a second implementation (hosted mode:
+//! PostgreSQL and an object store, no folder) can stand behind the same pipeline. One
+//! implementation today, local mode's ([`local`]): `history.git` for revisions.
+//!
+//! What a trait says is what a caller may count on in either mode: a revision's bytes
+//! are read back by the revision (its commit) or by its seq; a commit is durable once its
+//! receiver answers; a store that could not keep a revision says so (`Stored::Lost`,
+//! `Stored::LeftOut`), never answers empty bytes.
+
+pub mod local;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::error::Result;
+pub use crate::history::{Change, CommitRequest, Content, HistoryStatus, Stored, Written};
+
+/// The revisions of a vault's notes and attachments: one commit per recorded batch, in
+/// `committed_seq` order.
+pub trait Revisions: Send + Sync {
+    /// Queue `request`; the receiver answers once the commit is durable (or failed).
+    fn commit(&self, request: CommitRequest) -> mpsc::Receiver<Result<Written>>;
+    /// Wait up to `timeout` for every queued commit.
+    fn flush(&self, timeout: Duration);
+    /// Write what is queued, then stop taking commits.
+    fn stop(&self);
+    /// How far the store has come (`GET /v1/index-status` → `history`).
+    fn status(&self) -> HistoryStatus;
+    /// Count revisions whose bytes never reached the store.
+    fn note_lost_revisions(&self, count: u64);
+    /// What the commit `commit` holds of `path`.
+    fn read_at(&self, commit: &str, path: &str) -> Result<Stored>;
+    /// What the commit covering `seq` holds of `path`.
+    fn content_at_seq(&self, seq: i64, path: &str) -> Result<Stored>;
+    /// The git repository behind the store, where there is one (a history bundle of an
+    /// export, `check`); `None` for a store that is not git.
+    fn git_dir(&self) -> Option<&Path>;
+}
