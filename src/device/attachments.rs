@@ -47,7 +47,7 @@ pub(super) fn route(path: &str) -> String {
 
 /// Whether a device path is an attachment (not a note, not a private note).
 pub(super) fn is_attachment(local: &str) -> bool {
-    !local.ends_with(".md") && !local.ends_with(LOCAL_PRIVATE)
+    !crate::vault::path::is_note_name(local) && !local.ends_with(LOCAL_PRIVATE)
 }
 
 impl Device {

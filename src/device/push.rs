@@ -157,7 +157,7 @@ impl Device {
                     .ok()?
                     .to_string_lossy()
                     .replace('\\', "/");
-                rel.ends_with(".md").then_some(rel)
+                crate::vault::path::is_note_name(&rel).then_some(rel)
             })
             .collect()
     }
@@ -203,10 +203,8 @@ impl Device {
         let s = &self.state.files[from];
         let target = server_of(local).0;
         let split = |p: &str| -> (String, String) {
-            match p.rsplit_once('/') {
-                Some((dir, name)) => (dir.to_string(), name.to_string()),
-                None => (String::new(), p.to_string()),
-            }
+            let (dir, name) = crate::vault::path::split_path(p);
+            (dir.to_string(), name.to_string())
         };
         let ((from_dir, from_name), (to_dir, to_name)) = (split(&s.server_path), split(&target));
         let to_path = if from_dir != to_dir && from_name != to_name {

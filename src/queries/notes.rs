@@ -222,17 +222,13 @@ pub fn folders(state: &State, prefix: &str) -> FolderListing {
     let catalog = state.catalog.read();
     let mut counts: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
     for note in catalog.iter() {
-        let Some((dir, _)) = note.slug().rsplit_once('/') else {
+        let mut holding = crate::vault::path::ancestors(note.slug()).peekable();
+        let Some(&dir) = holding.peek() else {
             continue;
         };
         counts.entry(dir).or_default().0 += 1;
-        let mut folder = dir;
-        loop {
+        for folder in holding {
             counts.entry(folder).or_default().1 += 1;
-            match folder.rsplit_once('/') {
-                Some((parent, _)) => folder = parent,
-                None => break,
-            }
         }
     }
     // Folders without a note at any depth exist too (one the API just made): the top two
@@ -429,12 +425,7 @@ pub fn note_field(note: &Note, field: &str, links: Option<&LinkSets<'_>>) -> cra
                 .to_string(),
         ),
         "tags" => Value::List(note.tags.clone()),
-        "folder" => Value::Text(
-            note.slug()
-                .rsplit_once('/')
-                .map_or("", |(f, _)| f)
-                .to_string(),
-        ),
+        "folder" => Value::Text(crate::vault::path::folder_of(note.slug()).to_string()),
         "path" => Value::Text(note.path.clone()),
         "slug" => Value::Text(note.slug().to_string()),
         "title" => Value::Text(note.title.clone()),

@@ -32,11 +32,7 @@ pub fn summary(state: &State) -> Result<VaultSummary> {
     let mut bytes = 0;
     let mut private = 0;
     for note in catalog.iter() {
-        let mut path = note.slug();
-        while let Some((parent, _)) = path.rsplit_once('/') {
-            folders.insert(parent);
-            path = parent;
-        }
+        folders.extend(crate::vault::path::ancestors(note.slug()));
         tags.extend(note.tags.iter().map(String::as_str));
         *statuses.entry(note.status.as_str()).or_default() += 1;
         bytes += note.size;

@@ -411,6 +411,13 @@ pub fn split_path(rel: &str) -> (&str, &str) {
     rel.rsplit_once('/').unwrap_or(("", rel))
 }
 
+/// The folders holding a vault-relative path, nearest first (`a/b/c` → `a/b`, `a`).
+pub fn ancestors(rel: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(rel.rsplit_once('/').map(|(p, _)| p), |p| {
+        p.rsplit_once('/').map(|(parent, _)| parent)
+    })
+}
+
 /// The folder part of a vault-relative path (empty at the top).
 pub fn folder_of(rel: &str) -> &str {
     split_path(rel).0
@@ -457,6 +464,14 @@ mod tests {
         std::fs::write(root.join("notes/a.md"), "a").unwrap();
         let state = root.join(".notevault");
         (dir, VaultPaths::new(root, state))
+    }
+
+    #[test]
+    fn ancestors_are_the_holding_folders_nearest_first() {
+        assert_eq!(ancestors("a/b/c.md").collect::<Vec<_>>(), ["a/b", "a"]);
+        assert_eq!(ancestors("c.md").count(), 0);
+        assert_eq!(split_path("a/b/c.md"), ("a/b", "c.md"));
+        assert_eq!(split_path("c.md"), ("", "c.md"));
     }
 
     #[test]
