@@ -167,6 +167,9 @@ pub struct Error {
     pub field_violations: Vec<FieldViolation>,
     /// Seconds to wait before a retry (`Retry-After`, `RetryInfo`), for 429s.
     pub retry_after: Option<u64>,
+    /// What caused it (an IO, SQLite or git error), for logs and `source()`; never part
+    /// of an answer.
+    pub cause: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl Error {
@@ -177,6 +180,7 @@ impl Error {
             metadata: BTreeMap::new(),
             field_violations: Vec::new(),
             retry_after: None,
+            cause: None,
         }
     }
 
@@ -210,6 +214,7 @@ impl Error {
             std::io::ErrorKind::NotFound => Self::new(missing, err.to_string()),
             _ => Self::io_write(&err, &err),
         }
+        .with_cause(err)
     }
 
     /// An IO failure with `message`: `INSUFFICIENT_STORAGE` when the disk (or the quota)
@@ -235,6 +240,13 @@ impl Error {
         Self::new(Reason::INTERNAL, message.to_string())
     }
 
+    /// Keep `cause` as this error's source (the message already says what a client
+    /// may read of it).
+    pub fn with_cause(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.cause = Some(std::sync::Arc::new(cause));
+        self
+    }
+
     pub fn with_meta(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self
@@ -252,7 +264,13 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Transitional: `?` on an `io::Error` still answers as [`Error::io_note`] for the one
 /// call site that relies on it (`Service::read`, reading a note's file again, being moved
@@ -267,7 +285,7 @@ impl From<rusqlite::Error> for Error {
         } else {
             Reason::STORAGE_UNAVAILABLE
         };
-        Self::new(reason, format!("metadata store: {err}"))
+        Self::new(reason, format!("metadata store: {err}")).with_cause(err)
     }
 }
 
@@ -284,6 +302,20 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_keeps_its_cause_as_source_and_out_of_its_message() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let err = Error::io(Reason::NOTE_NOT_FOUND, io);
+        assert_eq!(err.reason, Reason::INTERNAL);
+        let source = err.source().expect("the IO error is kept");
+        let io = source.downcast_ref::<std::io::Error>().unwrap();
+        assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+        let sqlite = Error::from(rusqlite::Error::InvalidQuery);
+        assert!(sqlite.source().unwrap().is::<rusqlite::Error>());
+        assert!(Error::internal("plain").source().is_none());
+    }
 
     #[test]
     fn the_table_holds_all_33_reasons_of_the_spec() {

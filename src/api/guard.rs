@@ -167,6 +167,9 @@ pub struct RateLimits {
     write: Option<Limit>,
 }
 
+/// A refused request: the limit's state for its headers, and the `RATE_LIMITED` error.
+pub type Refused = Box<(Admitted, Error)>;
+
 impl RateLimits {
     pub fn new(config: &Config) -> Self {
         let make = |per_minute: u32| {
@@ -183,7 +186,7 @@ impl RateLimits {
     }
 
     /// Admit one request of `class` from `key`; `Ok(None)` when that class is unlimited.
-    pub fn admit(&self, class: Class, key: &str) -> Result<Option<Admitted>, (Admitted, Error)> {
+    pub fn admit(&self, class: Class, key: &str) -> Result<Option<Admitted>, Refused> {
         let Some(limit) = (match class {
             Class::Read => &self.read,
             Class::Write => &self.write,
@@ -229,7 +232,7 @@ impl RateLimits {
                 )
                 .with_retry_after(wait)
                 .with_meta("limit", limit.per_minute.to_string());
-                Err((admitted, err))
+                Err(Box::new((admitted, err)))
             }
         }
     }
@@ -320,7 +323,7 @@ mod tests {
             limits.admit(Class::Read, "a").unwrap().unwrap().remaining,
             0
         );
-        let (_, err) = limits.admit(Class::Read, "a").unwrap_err();
+        let (_, err) = *limits.admit(Class::Read, "a").unwrap_err();
         assert_eq!(err.reason, Reason::RATE_LIMITED);
         assert!(err.retry_after.unwrap() >= 1);
         assert!(limits.admit(Class::Read, "b").is_ok());

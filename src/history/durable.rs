@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use super::history_error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The loose objects of one commit, written (or found intact) and still to be synced.
 pub(crate) struct Objects {
@@ -147,7 +147,7 @@ fn head_ref_file(repo: &gix::Repository) -> Result<PathBuf> {
     let name = repo
         .head_name()
         .map_err(|e| history_error("read HEAD", e))?
-        .ok_or_else(|| history_error("read HEAD", "HEAD is detached"))?;
+        .ok_or_else(|| Error::internal("history read HEAD: HEAD is detached"))?;
     let name = gix::path::from_bstr(name.as_bstr()).map_err(|e| history_error("read HEAD", e))?;
     Ok(repo.git_dir().join(name))
 }
@@ -158,7 +158,7 @@ pub(crate) fn set_head(repo: &gix::Repository, id: ObjectId) -> Result<()> {
     let file = head_ref_file(repo)?;
     let dir = file
         .parent()
-        .ok_or_else(|| history_error("write the ref", "no folder"))?;
+        .ok_or_else(|| Error::internal("history write the ref: no folder"))?;
     std::fs::create_dir_all(dir).map_err(|e| history_error("create the refs folder", e))?;
     let mut lock = file.clone().into_os_string();
     lock.push(".lock");

@@ -453,8 +453,11 @@ fn request_through(request: &CommitRequest) -> i64 {
     seq_through(&message)
 }
 
-pub(crate) fn history_error(what: &str, err: impl std::fmt::Display) -> Error {
-    Error::internal(format!("history {what}: {err}"))
+pub(crate) fn history_error(
+    what: &str,
+    err: impl std::error::Error + Send + Sync + 'static,
+) -> Error {
+    Error::internal(format!("history {what}: {err}")).with_cause(err)
 }
 
 fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Written> {

@@ -554,7 +554,10 @@ async fn rate_limit(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
     let (admitted, mut response) = match app.guards.limits.admit(class, &client) {
         Ok(None) => return next.run(req).await,
         Ok(Some(admitted)) => (admitted, next.run(req).await),
-        Err((admitted, err)) => (admitted, ApiError(err).into_response()),
+        Err(refused) => {
+            let (admitted, err) = *refused;
+            (admitted, ApiError(err).into_response())
+        }
     };
     let headers = response.headers_mut();
     for (name, value) in [

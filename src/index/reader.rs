@@ -69,7 +69,8 @@ impl SearchIndex {
             .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
         let q = query::to_tantivy(parsed, &fields, &stem_fields);
-        let internal = |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}"));
+        let internal =
+            |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
         let want = offset + limit;
         // On disk: every note but those the overlay holds newer (or no) versions of.
         // (The overlay itself, shared: not a copy of its keys per search.)

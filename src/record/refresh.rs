@@ -62,7 +62,7 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
             let abs = state.paths.resolve(&note.path)?.abs;
             let bytes = crate::vault::observe::read_file(&abs).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Error::not_found(key),
-                _ => Error::internal(format!("cannot read {}: {e}", note.path)),
+                _ => Error::internal(format!("cannot read {}: {e}", note.path)).with_cause(e),
             })?;
             Ok((note, bytes))
         }
@@ -95,7 +95,9 @@ pub(crate) fn read_agreeing(
                 refresh_with(state, &note.path, lock)?;
                 return Err(Error::not_found(key));
             }
-            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+            Err(e) => {
+                return Err(Error::internal(format!("cannot read {}: {e}", note.path)).with_cause(e))
+            }
         };
         if content_hash(&bytes) == note.content_hash {
             return Ok(Ok((note, bytes)));
@@ -144,7 +146,7 @@ pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock) -> Result<()> {
             Ok(Some(o)) => (vec![o], vec![]),
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (vec![], vec![rel.to_string()]),
-            Err(e) => return Err(Error::internal(format!("cannot read {rel}: {e}"))),
+            Err(e) => return Err(Error::internal(format!("cannot read {rel}: {e}")).with_cause(e)),
         };
     reconcile(
         state,

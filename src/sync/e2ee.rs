@@ -79,7 +79,7 @@ pub fn key_state(state: &State) -> Result<KeyState> {
 }
 
 fn stored(h: &Hierarchy) -> Result<String> {
-    serde_json::to_string(h).map_err(Error::internal)
+    serde_json::to_string(h).map_err(|e| Error::internal(&e).with_cause(e))
 }
 
 /// Turn private notes on with the first wrap; `ALREADY_ENABLED` the second time. The

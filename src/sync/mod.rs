@@ -143,7 +143,7 @@ fn current_bytes(
         // Changed on disk a moment ago: its op is on its way.
         Ok(_) => Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", note.path))),
+        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", note.path)).with_cause(e)),
     }
 }
 
@@ -166,7 +166,7 @@ fn private_file(state: &State, path: &str) -> Result<Option<(Vec<u8>, String)>> 
             Ok(Some((bytes, format!("sha256:{hex}"))))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::internal(format!("cannot read {path}: {e}"))),
+        Err(e) => Err(Error::internal(format!("cannot read {path}: {e}")).with_cause(e)),
     }
 }
 
