@@ -42,8 +42,8 @@ def _tie_sorted(value):
             moved |= m
             if k == "results" and isinstance(v, list) and all(
                     isinstance(x, dict) and "score" in x for x in v):
-                ordered = sorted(enumerate(v), key=lambda p: (_run_of(v, p[0]), p[1].get("slug", ""),
-                                                             p[0]))
+                ordered = sorted(enumerate(v), key=lambda p: (
+                    _run_of(v, p[0]), p[1].get("slug", ""), p[0]))
                 ordered = [x for _, x in ordered]
                 moved |= ordered != v
                 v = ordered

@@ -117,18 +117,20 @@ def note_writes(d):
     reads(d, ["archive/alpha"])
 
     # Move, rename, rollback, delete.
-    w(d, "POST", "/v1/notes/archive%2Falpha:move", {"folder": "golden",
-                                                    "version_id": "@{v:archive/alpha}"}, "g-move-1")
-    w(d, "POST", "/v1/notes/golden%2Falpha:move", {"folder": "../out",
-                                                   "version_id": "@{v:golden/alpha}"}, "g-move-bad")
-    w(d, "POST", "/v1/notes/golden%2Falpha/move", {"folder": "golden2",
-                                                   "version_id": "@{v:golden/alpha}"}, "g-move-legacy")
-    w(d, "POST", "/v1/notes/golden2%2Falpha:rename", {"name": "beta",
-                                                      "version_id": "@{v:golden2/alpha}"}, "g-ren-1")
-    w(d, "POST", "/v1/notes/golden2%2Fbeta/rename", {"name": "gamma",
-                                                     "version_id": "@{v:golden2/beta}"}, "g-ren-legacy")
-    w(d, "POST", "/v1/notes/golden2%2Fgamma:rename", {"name": "Welcome/../x",
-                                                      "version_id": "@{v:golden2/gamma}"}, "g-ren-bad")
+    for path, body, key in [
+            ("archive%2Falpha:move", {"folder": "golden", "version_id": "@{v:archive/alpha}"},
+             "g-move-1"),
+            ("golden%2Falpha:move", {"folder": "../out", "version_id": "@{v:golden/alpha}"},
+             "g-move-bad"),
+            ("golden%2Falpha/move", {"folder": "golden2", "version_id": "@{v:golden/alpha}"},
+             "g-move-legacy"),
+            ("golden2%2Falpha:rename", {"name": "beta", "version_id": "@{v:golden2/alpha}"},
+             "g-ren-1"),
+            ("golden2%2Fbeta/rename", {"name": "gamma", "version_id": "@{v:golden2/beta}"},
+             "g-ren-legacy"),
+            ("golden2%2Fgamma:rename", {"name": "Welcome/../x",
+                                        "version_id": "@{v:golden2/gamma}"}, "g-ren-bad")]:
+        w(d, "POST", f"/v1/notes/{path}", body, key)
     w(d, "POST", "/v1/notes/reading%2Freading-list:rename", {
         "name": "books-to-read", "version_id": "@{v:reading/reading-list}"}, "g-ren-linked")
     reads(d, ["Inbox", "reading/books-to-read"], deep=False)
