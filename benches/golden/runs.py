@@ -1,5 +1,6 @@
 """The writes, the three runs and their order (see `script.py` for the reads)."""
 
+import base64
 import subprocess
 
 from script import (AUTH, ELSEWHERE, LIMITS, OPEN, PAT, PAT_WRITER, READER,
@@ -297,6 +298,53 @@ def sync(d):
     w(d, "POST", "/v1/sync/checkpoint", {"device_id": "golden-device", "seq": 5}, "g-ckpt")
     w(d, "POST", "/v1/sync/checkpoint", {"device_id": "", "seq": -5}, "g-ckpt2")
     w(d, "POST", "/v1/sync/ops", {"device_id": "golden-device", "ops": []}, "g-push")
+    sync_push(d)
+
+
+def b64(text):
+    return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
+
+
+def sync_push(d):
+    """A device's pushes: the same writes through the sync plane, and its refusals."""
+    def push(key, *ops):
+        w(d, "POST", "/v1/sync/ops", {"device_id": "golden-device", "ops": list(ops)}, key)
+    d.call("GET", "/v1/vault", save={"seq": lambda j: j["committed_seq"]})
+    create = {"kind": "upsert", "path": "sync/pushed.md", "content_base64": b64("# Pushed\n")}
+    push("g-sync-1", create)
+    push("g-sync-1", create)
+    push("g-sync-1", dict(create, content_base64=b64("other\n")))
+    push("g-sync-2", {"kind": "upsert", "path": "Welcome.md", "base_version_id": "@{v:Welcome}",
+                      "content_base64": b64("# Welcome\n\nreplaced by a device\n")},
+         {"kind": "move", "path": "travel/packing-list.md", "to_path": "travel/packing.md",
+          "base_version_id": "@{v:travel/packing-list}"},
+         {"kind": "delete", "path": "daily/2026-11-19.md",
+          "base_version_id": "@{v:daily/2026-11-19}"})
+    push("g-sync-3", {"kind": "upsert", "path": "Welcome.md", "content_base64": b64("x"),
+                      "base_version_id": "00000000-0000-0000-0000-000000000000"})
+    push("g-sync-4", {"kind": "upsert", "path": "sync/op-key.md", "content_base64": b64("k\n"),
+                      "idempotency_key": "g-sync-op-1"})
+    push("g-sync-5", {"kind": "upsert", "path": "sync/op-key.md", "content_base64": b64("k\n"),
+                      "idempotency_key": "g-sync-op-1"})
+    for i, op in enumerate([
+            {"kind": "upsert", "path": "n.md", "content_base64": "%%%"},
+            {"kind": "upsert", "path": "n.md", "content_base64": b64(b"\xff\xfe")},
+            {"kind": "frob", "path": "n.md"},
+            {"kind": "delete", "path": "Inbox.md"},
+            {"kind": "move", "path": "Inbox.md", "base_version_id": "@{v:Inbox}"},
+            {"kind": "move", "path": "Inbox.md", "to_path": "a/b/c.md",
+             "base_version_id": "@{v:Inbox}"},
+            {"kind": "upsert", "path": "n.md", "content_base64": "eA==", "visibility": "private"},
+            {"kind": "upsert", "path": "n.md", "content_base64": "eA==", "visibility": "secret"},
+            {"kind": "upsert", "path": "../n.md", "content_base64": "eA=="},
+            {"kind": "upsert", "path": "n.txt", "content_base64": "eA=="},
+            {"kind": "upsert", "path": "n.md", "content_base64": "eA==", "extra": 1}]):
+        push(f"g-sync-bad-{i}", op)
+    push("g-sync-dup", {"kind": "delete", "path": "Inbox.md", "base_version_id": "@{v:Inbox}"},
+         {"kind": "upsert", "path": "Inbox.md", "base_version_id": "@{v:Inbox}",
+          "content_base64": "eA=="})
+    d.call("GET", "/v1/sync/ops?after_seq=@{ctx:seq}&page_size=50")
+    reads(d, ["sync/pushed", "Welcome", "travel/packing", "daily/2026-11-19"], deep=False)
 
 
 def console(d):
