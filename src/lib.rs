@@ -26,6 +26,7 @@ pub mod purge; // a purge asked for: the confirmation, then stop serving (daemon
 pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data
+pub mod surface; // what api, mcp and console share: the calls, their params and answers, the envelope
 pub mod sync; // the device sync plane: op log reads, snapshot, checkpoints, compaction, E2EE state
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
 pub mod watch; // the live watcher
