@@ -2,7 +2,7 @@
 //!
 //! Every failure a client can see is an [`Error`] carrying a [`Reason`]. The table in
 //! [`reasons!`] gives each reason its HTTP status and its hint (one imperative sentence
-//! naming the next request, per the interface specification). `api::error` turns an
+//! naming the next request, per the interface specification). `surface::envelope` turns an
 //! `Error` into the wire envelope in exactly one place; nothing else picks a status code.
 //!
 //! A hint reads right on every surface: it names each request it suggests as a `/v1` route

@@ -27,6 +27,7 @@ pub mod queries; // the read calls both surfaces share
 pub mod record; // the one recorder: every change on disk becomes history, revisions, catalog, seq, index
 pub mod state; // the stores and the seq, as plain data
 pub mod storage; // the storage seam: traits the pipeline, recorder and queries reach stores by
+pub mod surface; // what api, mcp and console share: the calls, their params and answers, the envelope
 pub mod sync; // the device sync plane: op log reads, snapshot, checkpoints, compaction, E2EE state
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
 pub mod vaults; // the vault registry: every vault one daemon serves, the default first

@@ -4,16 +4,14 @@
 //! while they are hashed and counted, then go through the write pipeline (idempotency,
 //! policy, budget) which puts the file in place with `fsio` and records it.
 
-use crate::api::wire::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::wire::ExcludedNote;
+use crate::api::wire::Json;
 use crate::error::Error;
 use crate::state::State;
-use crate::vault::attachments as domain;
 use crate::writes;
 
 // One file per part of the surface; `openapi.rs` names the handlers by these paths.
@@ -25,68 +23,16 @@ mod staging;
 mod target;
 pub(crate) mod upload;
 
-// The paths the rest of the crate, the MCP tools and the tests use.
+// The paths the rest of the crate and the tests use.
 pub use download::get;
-pub use listing::{list, list_attachments, ListAttachmentsParams};
-pub use presigned::{
-    attachment_link, presign, presign_link, private, AttachmentLinkParams, PresignRequest,
-    PresignResponse, PRESIGN_DEFAULT_SECS, PRESIGN_MAX_SECS, PRESIGN_MIN_SECS,
-};
+pub use listing::list;
+pub use presigned::{presign, private};
 pub use relocate::{delete, move_, rename, MoveAttachment, RenameAttachment};
 pub use upload::{put, upload};
-
-/// An attachment: a file of the vault that is not a note.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct Attachment {
-    pub file_name: String,
-    /// Vault-relative path.
-    pub path: String,
-    /// The folder holding it (`""`: the vault root).
-    pub folder: String,
-    pub size: u64,
-    /// Lower-case hex SHA-256 of the bytes (also the download's `ETag`).
-    pub sha256: String,
-    /// Sniffed from the bytes, else from the extension.
-    pub content_type: String,
-    pub modified_at: String,
-    /// How many notes embed or link it.
-    pub referenced_by: usize,
-}
-
-impl Attachment {
-    fn of(a: &domain::Attachment, referenced_by: usize) -> Self {
-        Self {
-            file_name: a.file_name().to_string(),
-            path: a.path.clone(),
-            folder: a.folder().to_string(),
-            size: a.size,
-            sha256: a.sha256.clone(),
-            content_type: a.content_type.clone(),
-            modified_at: crate::clock::timestamp(a.modified_at),
-            referenced_by,
-        }
-    }
-}
-
-/// What an attachment listing covered.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AttachmentCoverage {
-    pub attachments_total: usize,
-    pub attachments_matched: usize,
-    pub attachments_returned: usize,
-    pub truncated: bool,
-    pub excluded_count: usize,
-    pub excluded: Vec<ExcludedNote>,
-    pub committed_seq: i64,
-}
-
-/// A page of attachments.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AttachmentList {
-    pub attachments: Vec<Attachment>,
-    pub coverage: AttachmentCoverage,
-    pub next_page_token: Option<String>,
-}
+// The shapes shared with MCP, named here for the handlers and the tests.
+pub use crate::surface::attachments::{
+    Attachment, AttachmentCoverage, AttachmentList, PresignRequest, PresignResponse,
+};
 
 /// An upload's receipt.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -142,7 +88,7 @@ fn render(state: &State, receipt: &writes::Receipt) -> Result<Response, Error> {
         flow_back_error: receipt
             .flow_back_error
             .as_deref()
-            .map(crate::api::error::in_vault_terms),
+            .map(crate::surface::envelope::in_vault_terms),
     };
     let status = if receipt.created {
         StatusCode::CREATED

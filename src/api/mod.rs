@@ -1,7 +1,8 @@
 //! The `/v1` HTTP API: the route table and its dispatch (one permission check per row),
-//! the handlers per resource, the guards, the wire types, the error envelope and the
-//! OpenAPI document. The application around it (middleware, `/mcp`, the server) is
-//! `http`; the domain (`queries`, `writes`, `vault`, ...) knows nothing of either.
+//! the handlers per resource (query strings and bodies read into the typed parameters of
+//! `surface`'s calls), the guards, status codes and the OpenAPI document. The application
+//! around it (middleware, `/mcp`, the server) is `http`; the domain (`queries`, `writes`,
+//! `vault`, ...) knows nothing of either.
 
 pub mod account;
 pub mod attachment_headers;
@@ -39,43 +40,7 @@ use crate::api::routes::{recognize, Op};
 use crate::auth::{self, Credential};
 use crate::error::{Error, Reason};
 use crate::state::State;
-
-/// Read a request body of at most `limit` bytes within `timeout` (a body that trickles
-/// in would hold its connection and task forever).
-pub async fn read_body(
-    body: Body,
-    limit: usize,
-    timeout: std::time::Duration,
-) -> Result<axum::body::Bytes, Error> {
-    // A declared length over the cap is refused before a byte is read, not after the
-    // client has sent (or stalled on) what it declared.
-    if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
-        return Err(Error::new(
-            Reason::PAYLOAD_TOO_LARGE,
-            format!("the request body is over {limit} bytes"),
-        )
-        .with_meta("limit", limit.to_string()));
-    }
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) if is_length_limit(&e) => Err(Error::new(
-            Reason::PAYLOAD_TOO_LARGE,
-            format!("the request body is over {limit} bytes"),
-        )
-        .with_meta("limit", limit.to_string())),
-        Ok(Err(e)) => Err(Error::new(
-            Reason::MALFORMED_REQUEST,
-            format!("the request body could not be read: {e}"),
-        )),
-        Err(_) => Err(Error::new(
-            Reason::REQUEST_TIMEOUT,
-            format!(
-                "the request body did not arrive within {} s",
-                timeout.as_secs()
-            ),
-        )),
-    }
-}
+pub use crate::surface::input::read_body;
 
 /// Open local mode lets any local request decide a pending write or change the write
 /// settings (the spec's rule), unless the owner asked for signed-in decisions
@@ -91,17 +56,6 @@ fn review_by_anyone(state: &State) -> Result<(), Error> {
         "this daemon takes review decisions only from a person signed in to the console or a token with notes.review (review_decisions = \"signed_in\")",
     )
     .with_meta("scope", auth::Permission::NotesReview.as_str()))
-}
-
-fn is_length_limit(e: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if err.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = err.source();
-    }
-    false
 }
 
 /// The credential [`authenticate`] put into a request. Without one (a router built

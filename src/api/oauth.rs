@@ -16,11 +16,15 @@ use utoipa::ToSchema;
 use crate::api::error::{ApiResult, ErrorEnvelope};
 use crate::api::params::Query;
 use crate::api::routes::METADATA_PATH;
-use crate::api::writes::{json_value, parse_as};
+use crate::api::writes::json_value;
 use crate::auth::idp::{self, Grant};
 use crate::config::Config;
 use crate::error::{Error, Reason};
 use crate::state::State;
+use crate::surface::input::parse_as;
+
+// Named here too for `http`, which names this daemon's links the same way.
+pub use crate::surface::origin::public_base;
 
 /// `POST /v1/auth/token` body: an `authorization_code` grant (`code`, `code_verifier`,
 /// `redirect_uri`) or a `refresh_token` grant (`refresh_token`). JSON, or form-encoded as
@@ -171,19 +175,6 @@ pub struct ResourceMetadata {
     pub scopes_supported: Vec<String>,
     pub resource_name: String,
     pub resource_documentation: String,
-}
-
-/// The daemon's public base URL: `public_url` when configured, else the scheme it serves
-/// and the request's `Host` (which the Host guard has checked).
-pub fn public_base(config: &Config, headers: &HeaderMap) -> String {
-    if let Some(url) = &config.public_url {
-        return url.trim_end_matches('/').to_string();
-    }
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("127.0.0.1");
-    format!("{}://{host}", config.scheme())
 }
 
 /// The metadata document for `resource_path` (`""`: the `/v1` API; `/mcp`: the MCP

@@ -1,69 +1,17 @@
-//! `POST /v1/properties:aggregate`: notes grouped by a frontmatter property (a query
-//! sent as POST, for its long filter). The handler parses the body into
-//! [`AggregateRequest`] and calls [`aggregate`], which the MCP `aggregate_properties` tool
-//! calls too.
+//! `POST /v1/properties:aggregate`: its body read into
+//! `surface::properties::AggregateRequest`, then the call the MCP `aggregate_properties`
+//! tool makes too.
 
 use std::sync::Arc;
 
-use crate::api::wire::Json;
 use axum::body::Bytes;
 use axum::http::request::Parts;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
-use crate::api::params::{self, Query};
-use crate::api::wire::Coverage;
-use crate::error::Error;
-use crate::queries::notes::NOTE_FILTER_FIELDS;
+use crate::api::params::Query;
+use crate::api::wire::Json;
 use crate::state::State;
-
-/// `POST /v1/properties:aggregate` request.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AggregateRequest {
-    /// The top-level frontmatter key to group by (e.g. `status`, `rating`).
-    pub key: String,
-    /// AIP-160 filter over the note fields of `GET /v1/notes`.
-    pub filter: Option<String>,
-    /// Groups to return, 1..1000 (default 100), most frequent first.
-    pub limit: Option<usize>,
-}
-
-/// One value of the property.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PropertyGroup {
-    /// The value as text (each item of a list counts on its own).
-    pub value: String,
-    pub count: usize,
-}
-
-/// A range of values.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Range<T> {
-    pub min: T,
-    pub max: T,
-}
-
-/// `POST /v1/properties:aggregate` response.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PropertyAggregate {
-    pub key: String,
-    /// Most frequent first.
-    pub groups: Vec<PropertyGroup>,
-    /// Notes (under the filter) that have the key, and that do not.
-    pub notes_with_key: usize,
-    pub notes_without_key: usize,
-    /// Smallest and largest numeric value; null when none is a number.
-    #[schema(value_type = Option<Object>)]
-    pub numbers: Option<Range<f64>>,
-    /// Earliest and latest date or timestamp (RFC 3339); null when none is a date.
-    #[schema(value_type = Option<Object>)]
-    pub dates: Option<Range<String>>,
-    /// `truncated` when more groups exist than `limit`.
-    pub coverage: Coverage,
-}
+use crate::surface::properties::{aggregate, AggregateRequest, PropertyAggregate};
 
 /// Group the notes a filter keeps by a frontmatter property, with counts (and min/max
 /// for numbers and dates). A query, not a write: no `Idempotency-Key`, read rate limit.
@@ -85,49 +33,6 @@ pub async fn aggregate_route(
 ) -> ApiResult<Json<PropertyAggregate>> {
     Query::parse(parts.uri.query(), &[])?;
     let raw = crate::api::writes::json_value(&parts.headers, &body)?;
-    let req: AggregateRequest = crate::api::writes::parse_as(&raw)?;
+    let req: AggregateRequest = crate::surface::input::parse_as(&raw)?;
     Ok(Json(aggregate(state, req).await?))
-}
-
-/// The aggregation every surface calls.
-pub async fn aggregate(
-    state: Arc<State>,
-    req: AggregateRequest,
-) -> Result<PropertyAggregate, Error> {
-    let filter = params::filter_text(req.filter.as_deref(), NOTE_FILTER_FIELDS)?;
-    let limit = req.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(Error::invalid_field(
-            "limit",
-            format!("must be from 1 to 1000, got {limit}"),
-        ));
-    }
-    let key = req.key.clone();
-    let state2 = state.clone();
-    let answer =
-        blocking(move || crate::queries::search::aggregate(&state2, &key, filter.as_ref())).await?;
-    let a = &answer.aggregate;
-    let mut coverage = Coverage::from(&answer.coverage);
-    coverage.truncated = a.groups.len() > limit;
-    coverage.notes_returned = a.groups.len().min(limit);
-    Ok(PropertyAggregate {
-        key: answer.key.clone(),
-        groups: a
-            .groups
-            .iter()
-            .take(limit)
-            .map(|g| PropertyGroup {
-                value: g.value.clone(),
-                count: g.count,
-            })
-            .collect(),
-        notes_with_key: a.with_key,
-        notes_without_key: a.without_key,
-        numbers: a.number_range.map(|(min, max)| Range { min, max }),
-        dates: a.date_range.map(|(min, max)| Range {
-            min: crate::clock::timestamp(min),
-            max: crate::clock::timestamp(max),
-        }),
-        coverage,
-    })
 }

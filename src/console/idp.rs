@@ -59,7 +59,7 @@ fn nonce_cookie(value: Option<&str>, tls: bool) -> String {
 fn redirect_uri(console: &Console, headers: &HeaderMap) -> String {
     format!(
         "{}/sign-in/callback",
-        crate::api::oauth::public_base(&console.state.config, headers)
+        crate::surface::origin::public_base(&console.state.config, headers)
     )
 }
 

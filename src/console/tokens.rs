@@ -127,7 +127,7 @@ pub async fn create_token(
         Ok(s) => s,
         Err(page) => return *page,
     };
-    let base = crate::api::oauth::public_base(&console.state.config, &headers);
+    let base = crate::surface::origin::public_base(&console.state.config, &headers);
     page(&console.state, move |state| {
         let made = (|| {
             let name = field(&fields, "name").unwrap_or_default();

@@ -263,7 +263,7 @@ pub async fn export(
         Err(page) => return *page,
     };
     let history = field(&fields, "history") == Some("true");
-    crate::api::account::export_response(console.state.clone(), history, "console")
+    crate::surface::export::export_response(console.state.clone(), history, "console")
 }
 
 /// `GET /vault`: the overview, private notes, export and purge.

@@ -40,10 +40,10 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::error::{envelope, RequestId, DOCS_URL, REQUEST_ID, VAULT_PREFIX};
 use crate::auth::{Credential, WriteTools};
 use crate::error::{render_hint, Error, Reason};
 use crate::state::State;
+use crate::surface::envelope::{envelope, RequestId, DOCS_URL, REQUEST_ID, VAULT_PREFIX};
 
 /// What the server tells an agent at connection time.
 const INSTRUCTIONS: &str = "notevault serves a folder of markdown notes (an Obsidian-style \
@@ -68,7 +68,7 @@ pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken)
         .with_json_response(true)
         .with_cancellation_token(cancel);
     let server = NotesServer {
-        vault_prefix: crate::api::error::vault_prefix(&state.paths.root),
+        vault_prefix: crate::surface::envelope::vault_prefix(&state.paths.root),
         state,
         docs_url,
         log_level: Default::default(),
@@ -128,9 +128,9 @@ pub async fn handle(
     let mut sets_level = false;
     let request = if post && is_json(request.headers()) {
         let (parts, body) = request.into_parts();
-        let bytes = match crate::api::read_body(body, MAX_BODY, body_timeout).await {
+        let bytes = match crate::surface::input::read_body(body, MAX_BODY, body_timeout).await {
             Ok(bytes) => bytes,
-            Err(err) => return crate::api::error::ApiError(err).into_response(),
+            Err(err) => return crate::surface::envelope::ApiError(err).into_response(),
         };
         let message = match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
             Ok(message) => message,
@@ -359,7 +359,7 @@ impl NotesServer {
             .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
         // Links the tools hand out name this daemon as the request did.
         let base = parts
-            .map(|p| crate::api::oauth::public_base(&self.state.config, &p.headers))
+            .map(|p| crate::surface::origin::public_base(&self.state.config, &p.headers))
             .unwrap_or_else(|| {
                 format!(
                     "{}://{}",
@@ -503,7 +503,7 @@ impl ServerHandler for NotesServer {
 pub fn tool_error(err: &Error) -> Reply {
     if err.reason.status() >= 500 {
         tracing::error!(
-            request_id = %crate::api::error::current_request_id(),
+            request_id = %crate::surface::envelope::current_request_id(),
             reason = %err.reason,
             message = %err.message,
             "tool call failed"

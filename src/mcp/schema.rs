@@ -125,7 +125,7 @@ fn collect_refs(value: &Value, defs: &Map<String, Value>, out: &mut Vec<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::wire::{NoteList, NoteRead};
+    use crate::surface::wire::{NoteList, NoteRead};
 
     fn refs_resolve(schema: &Map<String, Value>) {
         let mut used = Vec::new();

@@ -9,22 +9,23 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::attachments::{
-    self, AttachmentLinkParams, AttachmentList, ListAttachmentsParams, PresignResponse,
-};
-use crate::api::folders::{self, ListFoldersParams};
-use crate::api::grep::{self, GrepParams, GrepResponse};
-use crate::api::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
-use crate::api::properties::{self, AggregateRequest, PropertyAggregate};
-use crate::api::revisions::{self, ListRevisionsParams, RevisionList};
-use crate::api::search::{self, SearchParams, SearchResponse};
-use crate::api::tags::{self, TagList, TagsParams};
-use crate::api::vault::{self, NoParams, VaultSummary};
-use crate::api::wire::{FolderList, NoteList, NoteRead, Receipt};
 use crate::api::writes::{self, EditNoteParams, WriteNoteParams};
 use crate::error::Error;
 use crate::mcp::schema;
 use crate::state::State;
+use crate::surface::attachments::{
+    self, AttachmentLinkParams, AttachmentList, ListAttachmentsParams, PresignResponse,
+};
+use crate::surface::folders::{self, ListFoldersParams};
+use crate::surface::grep::{self, GrepParams, GrepResponse};
+use crate::surface::input::parse_as;
+use crate::surface::notes::{self, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams};
+use crate::surface::properties::{self, AggregateRequest, PropertyAggregate};
+use crate::surface::revisions::{self, ListRevisionsParams, RevisionList};
+use crate::surface::search::{self, SearchParams, SearchResponse};
+use crate::surface::tags::{self, TagList, TagsParams};
+use crate::surface::vault::{self, NoParams, VaultSummary};
+use crate::surface::wire::{FolderList, NoteList, NoteRead, Receipt};
 
 /// What a tool may do to the vault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,7 +369,7 @@ where
     T: Serialize,
     F: std::future::Future<Output = Result<T, Error>>,
 {
-    let params: P = crate::api::writes::parse_as(&args)?;
+    let params: P = parse_as(&args)?;
     let answer = f(params).await?;
     match form {
         Form::Text => Ok(Answer {

@@ -1,63 +1,11 @@
-//! Where an upload goes and what it is: its folder and name checked, its media type
-//! sniffed and allowed.
+//! What an upload is: its media type sniffed and allowed. Where it goes (its folder and
+//! name checked) is `surface::attachments`, shared with presigned PUT links.
 
 use crate::error::{Error, Reason};
 use crate::state::State;
 use crate::vault::attachments as domain;
 
-/// The folder an upload goes to when none is given: Obsidian's `attachmentFolderPath`
-/// (`.obsidian/app.json`), read as a vault folder (`./x` has no note to be relative to
-/// here, so it is `x`); the vault root otherwise.
-pub(super) fn default_folder(state: &State) -> String {
-    let Ok(text) = std::fs::read_to_string(state.paths.root.join(".obsidian/app.json")) else {
-        return String::new();
-    };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return String::new();
-    };
-    let raw = v
-        .get("attachmentFolderPath")
-        .and_then(|f| f.as_str())
-        .unwrap_or("");
-    raw.trim_start_matches("./")
-        .trim_matches('/')
-        .trim()
-        .to_string()
-}
-
-/// Check an upload's folder (`""`: the vault root) and file name, and join them.
-pub(super) fn target_path(state: &State, folder: &str, name: &str) -> Result<String, Error> {
-    if name.is_empty() {
-        return Err(Error::invalid_field("file", "has no file name"));
-    }
-    if name.contains('/') || name.contains('\\') || name.contains('\0') || name == ".." {
-        return Err(Error::unsafe_path(format!(
-            "the file name {name:?} is not a plain name"
-        )));
-    }
-    if !crate::vault::path::is_attachment_name(name) {
-        return Err(Error::invalid_field(
-            "file",
-            "a markdown file is a note: create it with `POST /v1/notes`",
-        ));
-    }
-    let folder = folder.trim_end_matches('/');
-    if !folder.is_empty() {
-        let safe = state.paths.resolve_new(folder)?;
-        if safe.abs.exists() && !safe.abs.is_dir() {
-            return Err(Error::invalid_field("folder", "is a file, not a folder"));
-        }
-    }
-    let path = if folder.is_empty() {
-        name.to_string()
-    } else {
-        format!("{folder}/{name}")
-    };
-    let rel = state.paths.resolve_new(&path)?.rel;
-    // The API makes folders one level deep, for attachments as for notes.
-    crate::writes::folder_creatable(state, &rel)?;
-    Ok(rel)
-}
+pub(super) use crate::surface::attachments::{default_folder, target_path};
 
 fn essence(t: &str) -> String {
     let t = t
