@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::state::State;
-use crate::writes::{self, Idempotency, Request, Submitted};
+use crate::writes::{self, Idempotency, Receipt, Request};
 
 /// One op a device pushes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,7 +212,7 @@ pub fn push(
     key: &str,
     op_keys: &[Option<String>],
     ops: Vec<writes::Op>,
-) -> Vec<Result<Submitted>> {
+) -> Vec<Result<Receipt>> {
     let agent_id = format!("device:{device_id}");
     ops.into_iter()
         .enumerate()
@@ -221,14 +221,15 @@ pub fn push(
                 op,
                 agent_id: agent_id.clone(),
             };
-            let op_hash = serde_json::to_string(&request)
+            // What an older version bound the key to: the request's JSON.
+            let legacy = serde_json::to_string(&request)
                 .map(|json| blake3::hash(json.as_bytes()).to_hex().to_string())
-                .map_err(Error::internal)?;
+                .ok();
             let key = match op_keys.get(i) {
                 Some(Some(own)) => own.clone(),
                 _ => format!("{key}#{i}"),
             };
-            writes::submit(state, request, Idempotency { key: &key, op_hash })
+            writes::submit(state, request, Idempotency { key: &key, legacy })
         })
         .collect()
 }

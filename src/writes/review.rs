@@ -16,7 +16,7 @@ pub use crate::queries::settings::{
     review_decisions, settings, ReviewDecisions, WritePolicy, WriteSettings,
 };
 use crate::state::State;
-use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request};
+use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request, Subject};
 
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
@@ -221,7 +221,6 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         version_id,
         content_hash,
         committed_seq: state.committed_seq(),
-        note: None,
         renamed: false,
         unchanged: false,
         links_updated: 0,
@@ -229,8 +228,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         flow_back_error: None,
         pending_id: Some(id),
         created: false,
-        folder,
-        attachment: None,
+        subject: folder.map_or(Subject::Note(None), Subject::Folder),
     })
 }
 

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use axum::http::request::Parts;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -14,7 +13,7 @@ use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::error::Error;
 use crate::state::State;
-use crate::writes::{self, Idempotency, Op, Request, Submitted};
+use crate::writes::{self, Idempotency, Op, Request};
 
 /// Remove an attachment (`Idempotency-Key`, `agent_id`; optional `sha256` that the
 /// bytes must still have).
@@ -44,7 +43,8 @@ pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<
     let state2 = state.clone();
     let submitted = blocking(move || {
         let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
-        let op_hash = {
+        // What an older version bound the key to.
+        let legacy = {
             let mut h = blake3::Hasher::new();
             for part in ["DELETE /v1/attachments", &a.path, &a.sha256, &agent_id] {
                 h.update(part.as_bytes());
@@ -61,19 +61,14 @@ pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<
                 },
                 agent_id,
             },
-            Idempotency { key: &key, op_hash },
+            Idempotency {
+                key: &key,
+                legacy: Some(legacy),
+            },
         )
     })
     .await?;
-    Ok(match submitted {
-        Submitted::Receipt(receipt) => render(&state, &receipt)?,
-        Submitted::Rendered(status, body) => (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            [("content-type", "application/json")],
-            body,
-        )
-            .into_response(),
-    })
+    Ok(render(&state, &submitted)?)
 }
 
 /// `POST /v1/attachments/{file_name}:move` body.
@@ -212,7 +207,8 @@ async fn relocate(
     let submitted = blocking(move || {
         let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
         let to = to(&a.path)?;
-        let op_hash = {
+        // What an older version bound the key to.
+        let legacy = {
             let mut h = blake3::Hasher::new();
             for part in ["MOVE /v1/attachments", &a.path, &a.sha256, &to, &agent_id] {
                 h.update(part.as_bytes());
@@ -230,26 +226,12 @@ async fn relocate(
                 },
                 agent_id,
             },
-            Idempotency { key: &key, op_hash },
+            Idempotency {
+                key: &key,
+                legacy: Some(legacy),
+            },
         )
     })
     .await?;
-    Ok(match submitted {
-        Submitted::Receipt(receipt) if receipt.attachment.is_none() => {
-            let (status, body) = crate::api::writes::render(&receipt, false);
-            (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::ACCEPTED),
-                [("content-type", "application/json")],
-                body,
-            )
-                .into_response()
-        }
-        Submitted::Receipt(receipt) => render(&state, &receipt)?,
-        Submitted::Rendered(status, body) => (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            [("content-type", "application/json")],
-            body,
-        )
-            .into_response(),
-    })
+    Ok(render(&state, &submitted)?)
 }
