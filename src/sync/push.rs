@@ -213,14 +213,10 @@ pub fn push(
     op_keys: &[Option<String>],
     ops: Vec<writes::Op>,
 ) -> Vec<Result<Receipt>> {
-    let agent_id = format!("device:{device_id}");
     ops.into_iter()
         .enumerate()
         .map(|(i, op)| {
-            let request = Request {
-                op,
-                agent_id: agent_id.clone(),
-            };
+            let request = Request::pushed(device_id, op);
             // What an older version bound the key to: the request's JSON.
             let legacy = serde_json::to_string(&request)
                 .map(|json| blake3::hash(json.as_bytes()).to_hex().to_string())

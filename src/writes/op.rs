@@ -198,3 +198,44 @@ pub(crate) fn is_bound(stored: &str, identity: &str, legacy: Option<&str>) -> bo
         legacy == Some(stored)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upload(staged: &str, content_type: &str) -> Request {
+        Request {
+            op: Op::PutAttachment {
+                path: "a.png".into(),
+                staged: staged.into(),
+                sha256: "abc".into(),
+                size: 3,
+                content_type: content_type.into(),
+            },
+            agent_id: "x".into(),
+        }
+    }
+
+    /// A retried upload stages its bytes in another temp file: the same request.
+    #[test]
+    fn an_identity_leaves_out_what_a_retry_changes() {
+        let a = upload(".nv-tmp-1", "image/png");
+        assert_eq!(a.identity(), upload(".nv-tmp-2", "image/png").identity());
+        assert!(a.identity().starts_with(IDENTITY_SCHEME));
+        let other = Request {
+            agent_id: "y".into(),
+            ..a.clone()
+        };
+        assert_ne!(a.identity(), other.identity(), "the agent is part of it");
+    }
+
+    #[test]
+    fn a_legacy_hash_binds_only_an_untagged_record() {
+        let id = "op2:aaaa";
+        assert!(is_bound(id, id, None));
+        assert!(!is_bound("op2:bbbb", id, Some("op2:bbbb")));
+        assert!(is_bound("0123", id, Some("0123")));
+        assert!(!is_bound("0123", id, None));
+        assert!(!is_bound("0123", id, Some("4567")));
+    }
+}

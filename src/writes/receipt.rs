@@ -272,3 +272,48 @@ pub struct FolderIntent {
     /// recorded as.
     pub notes: Vec<(String, String)>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receipt stored before `Subject` (no `folder` or `attachment` key at all, as
+    /// migration 5 stored them) reads as a note's; every kind keeps its stored form.
+    #[test]
+    fn the_stored_form_reads_old_rows_and_round_trips() {
+        let old = r#"{"status":"applied","slug":"a","note_id":"n","version_id":"v",
+            "content_hash":"h","committed_seq":3,"note":null,"renamed":false,
+            "unchanged":false,"links_updated":0,"links_failed":[],"flow_back_error":null,
+            "pending_id":null,"created":false}"#;
+        let r: Receipt = serde_json::from_str(old).unwrap();
+        assert_eq!(r.subject, Subject::Note(None));
+        assert_eq!(r.committed_seq, 3);
+        let folder = Receipt {
+            subject: Subject::Folder(FolderFacts {
+                path: "x".into(),
+                from_path: Some("y".into()),
+                notes: 2,
+                trashed_to: None,
+            }),
+            ..r.clone()
+        };
+        let attachment = Receipt {
+            subject: Subject::Attachment(AttachmentFacts {
+                path: "p.png".into(),
+                size: 1,
+                sha256: "s".into(),
+                content_type: "image/png".into(),
+                modified_at: "t".into(),
+            }),
+            ..r.clone()
+        };
+        for receipt in [r, folder, attachment] {
+            let json = serde_json::to_string(&receipt).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+            for key in ["note", "folder", "attachment"] {
+                assert!(value.get(key).is_some(), "{key} kept in {json}");
+            }
+            assert_eq!(serde_json::from_str::<Receipt>(&json).unwrap(), receipt);
+        }
+    }
+}

@@ -465,4 +465,52 @@ impl Request {
         let agent = agent_id(agent)?;
         Ok(request(Op::DeleteFolder { path, trash_notes }, agent))
     }
+
+    /// Put an upload, staged in the vault as `staged` (one of our temp files), at `path`.
+    pub fn put_attachment(
+        path: String,
+        staged: String,
+        sha256: String,
+        size: u64,
+        content_type: String,
+        agent: Option<String>,
+    ) -> Result<Request> {
+        let agent = agent_id(agent)?;
+        let op = Op::PutAttachment {
+            path,
+            staged,
+            sha256,
+            size,
+            content_type,
+        };
+        Ok(request(op, agent))
+    }
+
+    /// Remove the attachment at `path`, if it still has the bytes `sha256` names.
+    pub fn delete_attachment(
+        path: String,
+        sha256: Option<String>,
+        agent: Option<String>,
+    ) -> Result<Request> {
+        let agent = agent_id(agent)?;
+        Ok(request(Op::DeleteAttachment { path, sha256 }, agent))
+    }
+
+    /// Move or rename the attachment at `path` to `to`.
+    pub fn move_attachment(
+        path: String,
+        to: String,
+        sha256: Option<String>,
+        agent: Option<String>,
+    ) -> Result<Request> {
+        let agent = agent_id(agent)?;
+        Ok(request(Op::MoveAttachment { path, to, sha256 }, agent))
+    }
+
+    /// A device's pushed op, on behalf of `device:<device_id>`. Its shape is the sync
+    /// protocol's and `sync::push` validates it (base versions as the device read them,
+    /// paths ending in `.md`); the agent is the device, never a client's string.
+    pub fn pushed(device_id: &str, op: Op) -> Request {
+        request(op, format!("device:{device_id}"))
+    }
 }

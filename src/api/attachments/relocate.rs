@@ -13,7 +13,7 @@ use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::error::Error;
 use crate::state::State;
-use crate::writes::{self, Idempotency, Op, Request};
+use crate::writes::{self, Idempotency, Request};
 
 /// Remove an attachment (`Idempotency-Key`, `agent_id`; optional `sha256` that the
 /// bytes must still have).
@@ -52,15 +52,11 @@ pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<
             }
             h.finalize().to_hex().to_string()
         };
+        let request =
+            Request::delete_attachment(a.path.clone(), Some(a.sha256.clone()), Some(agent_id))?;
         writes::submit(
             &state2,
-            Request {
-                op: Op::DeleteAttachment {
-                    path: a.path.clone(),
-                    sha256: Some(a.sha256.clone()),
-                },
-                agent_id,
-            },
+            request,
             Idempotency {
                 key: &key,
                 legacy: Some(legacy),
@@ -216,16 +212,11 @@ async fn relocate(
             }
             h.finalize().to_hex().to_string()
         };
+        let request =
+            Request::move_attachment(a.path.clone(), to, Some(a.sha256.clone()), Some(agent_id))?;
         writes::submit(
             &state2,
-            Request {
-                op: Op::MoveAttachment {
-                    path: a.path.clone(),
-                    to,
-                    sha256: Some(a.sha256.clone()),
-                },
-                agent_id,
-            },
+            request,
             Idempotency {
                 key: &key,
                 legacy: Some(legacy),

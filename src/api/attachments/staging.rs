@@ -14,7 +14,7 @@ use crate::error::{Error, Reason};
 use crate::state::State;
 use crate::vault::fsio;
 use crate::vault::observe::{hex, SNIFF_BYTES};
-use crate::writes::{self, Idempotency, Op, Request};
+use crate::writes::{self, Idempotency, Request};
 
 /// A file being received: our temp file, its hash and size so far, its first bytes.
 pub(super) struct Staged {
@@ -151,16 +151,14 @@ pub(super) async fn submit_upload(
         }
         h.finalize().to_hex().to_string()
     };
-    let request = Request {
-        op: Op::PutAttachment {
-            path: r.path,
-            staged,
-            sha256: r.sha256,
-            size: r.size,
-            content_type: r.content_type,
-        },
-        agent_id: r.agent_id,
-    };
+    let request = Request::put_attachment(
+        r.path,
+        staged,
+        r.sha256,
+        r.size,
+        r.content_type,
+        Some(r.agent_id),
+    )?;
     let temp = r.temp;
     let state2 = state.clone();
     let submitted = blocking(move || {
