@@ -314,7 +314,7 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
 }
 
 /// Pending writes queued by a version that stored the HTTP request (before migration 6);
-/// the API prepares each again ([`upgrade_pending`]).
+/// the API validates each again into a request ([`upgrade_pending`]).
 pub fn legacy_pending(state: &State) -> Result<Vec<PendingRow>> {
     state.meta.legacy_pending()
 }

@@ -1,6 +1,7 @@
 //! Note writes over HTTP: create, PATCH with `update_mask`, delete, `:edit`, `:move`,
-//! `:rename` (and the legacy slash forms). Each handler validates the request into a
-//! `writes::Op` and hands it to the one pipeline with its idempotency key.
+//! `:rename` (and the legacy slash forms). Each handler parses its JSON and query, builds
+//! the request with a `writes::Request` constructor (which validates it) and hands it to
+//! the one pipeline with its idempotency key; the receipt becomes a status and body here.
 //!
 //! Success codes: 201 for an applied create, 202 for a queued write, 200 otherwise; an
 //! idempotent replay returns the original status and body byte for byte.
