@@ -284,7 +284,7 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
     }
     let mut group = Group::default();
     for job in jobs {
-        let Request { op, agent_id } = &job.request;
+        let Request { op, agent_id, .. } = &job.request;
         let intent = job.intent.as_ref().map(|(key, op_hash)| IntentKey {
             key,
             op_hash,

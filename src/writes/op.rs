@@ -158,11 +158,28 @@ impl Op {
 
 /// A write as the pipeline takes it: the operation and the agent that asks for it.
 /// A queued write keeps it (as JSON) and an approval applies it, through the same door
-/// as a direct write.
+/// as a direct write. Only the constructors of `request.rs` make one (the private
+/// field), so every request the pipeline sees was validated; a stored one was when it
+/// was queued.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     pub op: Op,
     pub agent_id: String,
+    #[serde(skip)]
+    validated: Validated,
+}
+
+/// The mark of a request built by a constructor (a stored one was built so when queued).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Validated;
+
+/// A request of `op` for `agent_id`, for the constructors (which validated both).
+pub(super) fn validated(op: Op, agent_id: String) -> Request {
+    Request {
+        op,
+        agent_id,
+        validated: Validated,
+    }
 }
 
 /// The tag of a [`Request::identity`]: a stored hash without it was taken by a version
@@ -204,16 +221,16 @@ mod tests {
     use super::*;
 
     fn upload(staged: &str, content_type: &str) -> Request {
-        Request {
-            op: Op::PutAttachment {
+        validated(
+            Op::PutAttachment {
                 path: "a.png".into(),
                 staged: staged.into(),
                 sha256: "abc".into(),
                 size: 3,
                 content_type: content_type.into(),
             },
-            agent_id: "x".into(),
-        }
+            "x".into(),
+        )
     }
 
     /// A retried upload stages its bytes in another temp file: the same request.

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Reason, Result};
 use crate::vault::frontmatter::FmValue;
 
+use super::op::validated as request;
 use super::{Op, PatchChange, Request};
 
 /// Largest request body (a whole note plus JSON), and so the longest content.
@@ -164,10 +165,6 @@ pub fn mask_entries(mask: &str) -> Result<Vec<&str>> {
         ));
     }
     Ok(entries)
-}
-
-fn request(op: Op, agent_id: String) -> Request {
-    Request { op, agent_id }
 }
 
 impl Request {

@@ -99,7 +99,7 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
 /// MCP's `write_note` ([`Op::Write`]) as what it does now: a create where no note is,
 /// else a new body for the note (`NOTE_NOT_FOUND` with a version and no note).
 fn resolve(state: &State, request: Request) -> Result<Request> {
-    let Request { op, agent_id } = request;
+    let Request { op, agent_id, .. } = request;
     let op = match op {
         Op::Write {
             note,
@@ -126,7 +126,7 @@ fn resolve(state: &State, request: Request) -> Result<Request> {
         }
         op => op,
     };
-    Ok(Request { op, agent_id })
+    Ok(super::op::validated(op, agent_id))
 }
 
 /// Apply a request now, spending the write budget: the one door of a direct write and of
