@@ -147,7 +147,7 @@ impl Op {
         }
     }
 
-    /// Whether the operation is on a folder (see [`folders`]) rather than one note.
+    /// Whether the operation is on a folder (see `writes::folders`) rather than one note.
     pub fn is_folder(&self) -> bool {
         matches!(
             self,
