@@ -64,13 +64,13 @@ pub struct State {
     pub stopped: std::sync::atomic::AtomicBool,
 }
 
-/// Writes waiting to be applied (`writes::group`'s jobs, opaque here): whoever holds
+/// Writes waiting to be applied (`writes::group`'s jobs): whoever holds
 /// `lead` takes every queued job, applies them as one group under the write lock (one
 /// history commit, one transaction, one fsync per folder), answers each, and wakes the
 /// waiting threads (`changed`, notified with `jobs` held).
 #[derive(Default)]
 pub struct WriteQueue {
-    pub jobs: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
+    pub jobs: Mutex<Vec<Arc<crate::writes::Job>>>,
     pub changed: parking_lot::Condvar,
     pub lead: Mutex<()>,
 }

@@ -910,6 +910,21 @@ async fn an_attachment_move_waits_for_review_when_the_policy_says_so() {
         .await;
     assert_eq!(decided["status"], "applied", "{decided}");
     assert!(s.vault.join("attachments/chart.png").is_file());
+    // A delete waits too, and answers its queued receipt (before typed receipts: a 500).
+    let res = s
+        .client
+        .delete(s.url("/v1/attachments/chart.png"))
+        .header("Idempotency-Key", "delete-queued")
+        .send()
+        .await
+        .unwrap();
+    let queued = res_json(res, 202, "a queued attachment delete").await;
+    assert_eq!(queued["status"], "queued", "{queued}");
+    assert!(queued["pending_id"].is_string(), "{queued}");
+    assert!(
+        s.vault.join("attachments/chart.png").is_file(),
+        "not deleted yet"
+    );
 }
 
 /// No attachment runs in the daemon's origin: every answer (a bearer's and a presigned

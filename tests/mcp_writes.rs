@@ -352,3 +352,53 @@ async fn the_official_python_sdk_writes_and_edits_in_both_modes() {
         );
     }
 }
+
+/// A tool call an older version recorded (its key derived from the call, bound to the
+/// hash of the tool and its arguments) replays after the upgrade, even though the note
+/// now exists; another call under that key is refused.
+#[tokio::test]
+async fn a_tool_call_recorded_by_an_older_version_still_replays() {
+    let s = with_tokens().await;
+    let args = json!({"note": "agents/old", "content": "kept\n"});
+    let first = call(&s, Some(WRITER), "write_note", args.clone()).await;
+    let receipt = first["result"]["structuredContent"].clone();
+    assert_eq!(receipt["status"], "applied", "{first}");
+    let (dir, vault, state) = s.stop().await;
+    let called = r#"{"note":"agents/old","content":"kept\n","version_id":null,"agent_id":null,"idempotency_key":null}"#;
+    let legacy = blake3::hash(format!("write_note\0{called}").as_bytes());
+    let key = format!("mcp-{}", &legacy.to_hex()[..32]);
+    {
+        let db = rusqlite::Connection::open(state.join("meta.sqlite")).unwrap();
+        let changed = db
+            .execute(
+                "UPDATE idempotency SET op_hash = ?1 WHERE key = ?2",
+                [legacy.to_hex().to_string(), key.clone()],
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "the key is derived as before");
+    }
+    let s = TestServer::start_in(dir, vault, state, |c| {
+        c.static_tokens = vec![token(
+            WRITER,
+            &[Permission::NotesWrite, Permission::NotesReview],
+        )]
+    })
+    .await;
+    let again = call(&s, Some(WRITER), "write_note", args).await;
+    assert_eq!(again["result"]["structuredContent"], receipt, "{again}");
+    let other = call(
+        &s,
+        Some(WRITER),
+        "write_note",
+        json!({"note": "agents/old", "content": "other\n", "idempotency_key": key}),
+    )
+    .await;
+    assert_eq!(
+        other["result"]["structuredContent"]["reason"], "IDEMPOTENCY_KEY_REUSED",
+        "{other}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.vault.join("agents/old.md")).unwrap(),
+        "kept\n"
+    );
+}

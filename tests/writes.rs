@@ -663,3 +663,105 @@ async fn an_oversized_body_is_payload_too_large_and_writes_nothing() {
     assert_envelope(&res_json(res, 413, "big").await, 413, "PAYLOAD_TOO_LARGE");
     assert!(!s.vault.join("big.md").exists());
 }
+
+/// The hash a version before request identities bound a key to (route, note, body as
+/// sent, query, agent), as it stored it in `meta.sqlite`.
+fn legacy_hash(route: &str, note: &str, body: &Value, query: &str, agent: &str) -> String {
+    let mut h = blake3::Hasher::new();
+    for part in [route, note, &body.to_string(), query, agent] {
+        h.update(part.as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// Keys recorded by an older version (its op hash over the route and the JSON body;
+/// before migration 5 a rendered answer, no receipt) still answer after an upgrade: a
+/// replay gets the stored receipt byte for byte, another request under the key is
+/// refused. (Checked against the pre-change binary as well, see the branch's report.)
+#[tokio::test]
+async fn keys_recorded_by_an_older_version_still_replay_and_refuse() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let create = json!({"slug": "old/keyed", "content": "kept\n", "agent_id": "old-agent"});
+    let first = s
+        .write(Method::POST, "/v1/notes", "old-create", create.clone())
+        .await;
+    assert_eq!(first.status().as_u16(), 201);
+    let first = first.text().await.unwrap();
+    let (dir, vault, state) = s.stop().await;
+    {
+        let db = rusqlite::Connection::open(state.join("meta.sqlite")).unwrap();
+        let stored: String = db
+            .query_row(
+                "SELECT op_hash FROM idempotency WHERE key = 'old-create'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            stored.starts_with("op2:"),
+            "a new record is tagged: {stored}"
+        );
+        // As the older version stored them: its hash, and a rendered answer.
+        let legacy = legacy_hash("POST /v1/notes", "", &create, "", "old-agent");
+        db.execute(
+            "UPDATE idempotency SET op_hash = ?1 WHERE key = 'old-create'",
+            [&legacy],
+        )
+        .unwrap();
+        let rendered = json!({"slug": "old/rendered", "content": "x\n"});
+        db.execute(
+            "INSERT INTO idempotency (key, op_hash, receipt, status, body, created_at)
+             VALUES ('old-rendered', ?1, NULL, 201, '{\"status\":\"applied\",\"slug\":\"old/rendered\"}',
+                     '2026-11-01T00:00:00.000Z')",
+            [legacy_hash("POST /v1/notes", "", &rendered, "", "unknown")],
+        )
+        .unwrap();
+    }
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let replay = s
+        .write(Method::POST, "/v1/notes", "old-create", create.clone())
+        .await;
+    assert_eq!(replay.status().as_u16(), 201);
+    assert_eq!(
+        replay.text().await.unwrap(),
+        first,
+        "the stored receipt, byte for byte"
+    );
+    let rendered = s
+        .write(
+            Method::POST,
+            "/v1/notes",
+            "old-rendered",
+            json!({"slug": "old/rendered", "content": "x\n"}),
+        )
+        .await;
+    assert_eq!(rendered.status().as_u16(), 201);
+    assert_eq!(
+        rendered.text().await.unwrap(),
+        r#"{"status":"applied","slug":"old/rendered"}"#
+    );
+    assert!(
+        !s.vault.join("old/rendered.md").exists(),
+        "a replay writes nothing"
+    );
+    for (key, body) in [
+        (
+            "old-create",
+            json!({"slug": "old/keyed", "content": "other\n", "agent_id": "old-agent"}),
+        ),
+        (
+            "old-rendered",
+            json!({"slug": "old/rendered", "content": "y\n"}),
+        ),
+    ] {
+        let res = s.write(Method::POST, "/v1/notes", key, body).await;
+        assert_envelope_for(
+            key,
+            &res_json(res, 422, key).await,
+            422,
+            "IDEMPOTENCY_KEY_REUSED",
+        );
+    }
+    assert_eq!(read(&s, "old/keyed.md"), "kept\n");
+}

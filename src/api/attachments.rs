@@ -49,11 +49,12 @@ pub struct AttachmentReceipt {
     pub flow_back_error: Option<String>,
 }
 
+/// An attachment write's receipt as answered: the attachment's, or (a queued move or
+/// delete, a replay of an answer stored rendered) the note receipt's form.
 fn render(state: &State, receipt: &writes::Receipt) -> Result<Response, Error> {
-    let facts = receipt
-        .attachment
-        .as_ref()
-        .ok_or_else(|| Error::internal("an attachment receipt without its attachment"))?;
+    let writes::Subject::Attachment(facts) = &receipt.subject else {
+        return Ok(crate::api::writes::respond(receipt, false));
+    };
     let refs = crate::queries::attachments::references(state)
         .get(&facts.path)
         .copied()

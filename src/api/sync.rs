@@ -598,11 +598,8 @@ pub async fn push_route(
         .into_iter()
         .enumerate()
         .map(|(index, outcome)| match outcome {
-            Ok(submitted) => {
-                let (status, body) = match submitted {
-                    crate::writes::Submitted::Receipt(r) => crate::api::writes::render(&r, false),
-                    crate::writes::Submitted::Rendered(status, body) => (status, body),
-                };
+            Ok(receipt) => {
+                let (status, body) = crate::api::writes::render(&receipt, false);
                 PushResult {
                     index,
                     status: if status == 202 { "queued" } else { "applied" }.to_string(),

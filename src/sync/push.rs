@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::state::State;
-use crate::writes::{self, Idempotency, Request, Submitted};
+use crate::writes::{self, Idempotency, Receipt, Request};
 
 /// One op a device pushes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,23 +212,20 @@ pub fn push(
     key: &str,
     op_keys: &[Option<String>],
     ops: Vec<writes::Op>,
-) -> Vec<Result<Submitted>> {
-    let agent_id = format!("device:{device_id}");
+) -> Vec<Result<Receipt>> {
     ops.into_iter()
         .enumerate()
         .map(|(i, op)| {
-            let request = Request {
-                op,
-                agent_id: agent_id.clone(),
-            };
-            let op_hash = serde_json::to_string(&request)
+            let request = Request::pushed(device_id, op);
+            // What an older version bound the key to: the request's JSON.
+            let legacy = serde_json::to_string(&request)
                 .map(|json| blake3::hash(json.as_bytes()).to_hex().to_string())
-                .map_err(Error::internal)?;
+                .ok();
             let key = match op_keys.get(i) {
                 Some(Some(own)) => own.clone(),
                 _ => format!("{key}#{i}"),
             };
-            writes::submit(state, request, Idempotency { key: &key, op_hash })
+            writes::submit(state, request, Idempotency { key: &key, legacy })
         })
         .collect()
 }

@@ -14,7 +14,7 @@ use crate::vault::note::Note;
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
 
-use super::{links, plan, Intent, IntentKey, NoteFacts, Op, Receipt, ReceiptStatus};
+use super::{links, plan, Intent, IntentKey, NoteFacts, Op, Receipt, ReceiptStatus, Subject};
 
 /// Apply `op`: plan it, write it, then rewrite the links to a moved note. With `intent`,
 /// the write is recorded under that key before the file changes (see [`Intent`]).
@@ -440,7 +440,7 @@ pub(crate) fn record_staged(
             receipt.flow_back_error = recorded.history_problem.clone();
             receipt.renamed = renamed;
             if deleted {
-                receipt.note = None;
+                receipt.subject = Subject::Note(None);
             }
             receipt
         })
@@ -456,7 +456,6 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         version_id: note.version_id.clone(),
         content_hash: note.content_hash.clone(),
         committed_seq: seq,
-        note: Some(NoteFacts::from(note.as_ref())),
         renamed: false,
         unchanged: false,
         links_updated: 0,
@@ -464,8 +463,7 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         flow_back_error: None,
         pending_id: None,
         created,
-        folder: None,
-        attachment: None,
+        subject: Subject::Note(Some(NoteFacts::from(note.as_ref()))),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::vault::attachments::{Attachment, Stamp};
 use crate::vault::fsio;
 use crate::vault::observe::hash_file;
 
-use super::{AttachmentFacts, Op, Receipt, ReceiptStatus};
+use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
 
 /// Apply an attachment operation as `actor`. The caller holds the write lock.
 pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
@@ -209,7 +209,6 @@ fn receipt(a: &Attachment, seq: i64, created: bool, unchanged: bool) -> Receipt 
         version_id: String::new(),
         content_hash: format!("sha256:{}", a.sha256),
         committed_seq: seq,
-        note: None,
         renamed: false,
         unchanged,
         links_updated: 0,
@@ -217,8 +216,7 @@ fn receipt(a: &Attachment, seq: i64, created: bool, unchanged: bool) -> Receipt 
         flow_back_error: None,
         pending_id: None,
         created,
-        attachment: Some(AttachmentFacts::from(a)),
-        folder: None,
+        subject: Subject::Attachment(AttachmentFacts::from(a)),
     }
 }
 

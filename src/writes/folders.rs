@@ -26,7 +26,7 @@ use crate::vault::fsio;
 use crate::vault::note::Note;
 use crate::vault::path::{slug_of, SafePath};
 
-use super::{links, FolderFacts, FolderIntent, IntentKey, Op, Receipt, ReceiptStatus};
+use super::{links, FolderFacts, FolderIntent, IntentKey, Op, Receipt, ReceiptStatus, Subject};
 
 /// How deep the API makes folders: `a/b`, not `a/b/c`.
 pub const MAX_DEPTH: usize = 2;
@@ -428,7 +428,6 @@ fn receipt_of(state: &State, op: &Op, plan: &FolderPlan, history: Option<String>
         version_id: String::new(),
         content_hash: String::new(),
         committed_seq: state.committed_seq(),
-        note: None,
         renamed: false,
         unchanged: false,
         links_updated: 0,
@@ -436,8 +435,7 @@ fn receipt_of(state: &State, op: &Op, plan: &FolderPlan, history: Option<String>
         flow_back_error: history,
         pending_id: None,
         created: verb == "create",
-        attachment: None,
-        folder: Some(FolderFacts {
+        subject: Subject::Folder(FolderFacts {
             path: match (verb, &plan.to) {
                 ("move", Some(to)) => to.clone(),
                 _ => plan.path.clone(),
@@ -494,10 +492,9 @@ pub(crate) fn resolve(
     };
     if recorded {
         let mut receipt = receipt_of(state, op, &plan, None);
-        receipt.folder = receipt.folder.map(|f| FolderFacts {
-            notes: intent.notes.len(),
-            ..f
-        });
+        if let Subject::Folder(facts) = &mut receipt.subject {
+            facts.notes = intent.notes.len();
+        }
         if matches!(op, Op::MoveFolder { .. }) && !intent.notes.is_empty() {
             receipt.flow_back_error = Some(
                 "the daemon stopped while it rewrote links to this folder's notes; check them with GET /v1/notes/{note}:links".to_string(),

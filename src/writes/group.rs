@@ -24,7 +24,6 @@
 //! still queued then leads the next group. A write never waits for one that arrived
 //! after it, and its thread is woken as soon as its group is recorded.
 
-use std::any::Any;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -34,14 +33,14 @@ use parking_lot::Mutex;
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::record::crash_point;
-use crate::state::State;
+use crate::state::{State, WriteQueue};
 use crate::vault::fsio::{self, DirSyncs};
 
 use super::apply::{record_staged, stage_change, Stage, Staged};
 use super::{apply, plan, Change, IntentKey, Op, Receipt, Request};
 
 /// One queued write and, once applied, its answer.
-struct Job {
+pub struct Job {
     request: Request,
     /// `(key, op_hash)` of its idempotency intent.
     intent: Option<(String, String)>,
@@ -65,10 +64,7 @@ pub(crate) fn apply_grouped(
         answer: Mutex::new(None),
     });
     let queue = &state.write_queue;
-    queue
-        .jobs
-        .lock()
-        .push(job.clone() as Arc<dyn Any + Send + Sync>);
+    queue.jobs.lock().push(job.clone());
     loop {
         let mut jobs = queue.jobs.lock();
         // Applied by a leader: its answer is here.
@@ -85,10 +81,7 @@ pub(crate) fn apply_grouped(
             continue;
         };
         // No leader, and this write is unanswered: it is still queued. Lead.
-        let taken: Vec<Arc<Job>> = std::mem::take(&mut *jobs)
-            .into_iter()
-            .filter_map(|j| j.downcast::<Job>().ok())
-            .collect();
+        let taken: Vec<Arc<Job>> = std::mem::take(&mut *jobs);
         drop(jobs);
         {
             let _write = state.write_lock.lock();
@@ -104,7 +97,7 @@ pub(crate) fn apply_grouped(
 /// threads woken with the queue held (so none misses it); a thread whose write was taken
 /// and not answered then answers itself an error instead of waiting for ever.
 struct StepDown<'a> {
-    queue: &'a crate::state::WriteQueue,
+    queue: &'a WriteQueue,
     leading: Option<parking_lot::MutexGuard<'a, ()>>,
 }
 
@@ -291,11 +284,12 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
     }
     let mut group = Group::default();
     for job in jobs {
-        let Request { op, agent_id } = &job.request;
-        let intent = job
-            .intent
-            .as_ref()
-            .map(|(key, op_hash)| IntentKey { key, op_hash });
+        let Request { op, agent_id, .. } = &job.request;
+        let intent = job.intent.as_ref().map(|(key, op_hash)| IntentKey {
+            key,
+            op_hash,
+            legacy: None,
+        });
         let actor = format!("agent:{agent_id}");
         if !groupable(op) {
             group.flush(state);

@@ -113,6 +113,9 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         | Op::MoveAttachment { .. } => Err(crate::error::Error::internal(
             "an attachment change has no note plan",
         )),
+        Op::Write { .. } => Err(Error::internal(
+            "a write_note is resolved into a create or a patch before it is planned",
+        )),
         Op::Create { slug, body, keys } => {
             let safe = target_path(state, slug)?;
             if let Some(existing) = taken(state, slug) {

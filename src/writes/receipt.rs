@@ -56,6 +56,7 @@ impl From<&Note> for NoteFacts {
 
 /// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredReceipt", into = "StoredReceipt")]
 pub struct Receipt {
     pub status: ReceiptStatus,
     pub slug: String,
@@ -63,8 +64,6 @@ pub struct Receipt {
     pub version_id: String,
     pub content_hash: String,
     pub committed_seq: i64,
-    /// The note after the write (`None` after a delete).
-    pub note: Option<NoteFacts>,
     pub renamed: bool,
     pub unchanged: bool,
     pub links_updated: usize,
@@ -74,12 +73,133 @@ pub struct Receipt {
     pub pending_id: Option<String>,
     /// A note was created (the HTTP layer answers 201).
     pub created: bool,
-    /// What a folder operation did (`None` for a note's write).
+    /// What the write was on.
+    pub subject: Subject,
+}
+
+/// What a receipt is about, each kind with its own facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// A note, as it is after the write (`None` after a delete, or while queued).
+    Note(Option<NoteFacts>),
+    /// A folder operation.
+    Folder(FolderFacts),
+    /// An attachment after its write (before it, for a delete).
+    Attachment(AttachmentFacts),
+    /// A replay of a write answered by a version that stored its answer rendered (before
+    /// migration 5): the status and body as they were sent, the other parts empty.
+    Answered { status: u16, body: String },
+}
+
+impl Receipt {
+    /// The receipt of a replayed answer stored rendered (see [`Subject::Answered`]).
+    pub fn answered(status: u16, body: String) -> Self {
+        Self {
+            status: ReceiptStatus::Applied,
+            slug: String::new(),
+            note_id: String::new(),
+            version_id: String::new(),
+            content_hash: String::new(),
+            committed_seq: 0,
+            renamed: false,
+            unchanged: false,
+            links_updated: 0,
+            links_failed: Vec::new(),
+            flow_back_error: None,
+            pending_id: None,
+            created: false,
+            subject: Subject::Answered { status, body },
+        }
+    }
+
+    /// The note after the write, when the receipt is a note's and holds it.
+    pub fn note(&self) -> Option<&NoteFacts> {
+        match &self.subject {
+            Subject::Note(note) => note.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// A receipt as the metadata store keeps it (idempotency records, decided pending
+/// writes): the form from before [`Subject`], three optional parts, which every stored
+/// receipt has and every new one keeps.
+#[derive(Serialize, Deserialize)]
+struct StoredReceipt {
+    status: ReceiptStatus,
+    slug: String,
+    note_id: String,
+    version_id: String,
+    content_hash: String,
+    committed_seq: i64,
+    note: Option<NoteFacts>,
+    renamed: bool,
+    unchanged: bool,
+    links_updated: usize,
+    links_failed: Vec<(String, String)>,
+    flow_back_error: Option<String>,
+    pending_id: Option<String>,
+    created: bool,
     #[serde(default)]
-    pub folder: Option<FolderFacts>,
-    /// The attachment after an attachment write (before it, for a delete).
+    folder: Option<FolderFacts>,
     #[serde(default)]
-    pub attachment: Option<AttachmentFacts>,
+    attachment: Option<AttachmentFacts>,
+}
+
+impl From<StoredReceipt> for Receipt {
+    fn from(s: StoredReceipt) -> Self {
+        let subject = match (s.folder, s.attachment) {
+            (Some(folder), _) => Subject::Folder(folder),
+            (None, Some(attachment)) => Subject::Attachment(attachment),
+            (None, None) => Subject::Note(s.note),
+        };
+        Self {
+            status: s.status,
+            slug: s.slug,
+            note_id: s.note_id,
+            version_id: s.version_id,
+            content_hash: s.content_hash,
+            committed_seq: s.committed_seq,
+            renamed: s.renamed,
+            unchanged: s.unchanged,
+            links_updated: s.links_updated,
+            links_failed: s.links_failed,
+            flow_back_error: s.flow_back_error,
+            pending_id: s.pending_id,
+            created: s.created,
+            subject,
+        }
+    }
+}
+
+impl From<Receipt> for StoredReceipt {
+    fn from(r: Receipt) -> Self {
+        let (note, folder, attachment) = match r.subject {
+            Subject::Note(note) => (note, None, None),
+            Subject::Folder(folder) => (None, Some(folder), None),
+            Subject::Attachment(attachment) => (None, None, Some(attachment)),
+            // Never stored: it is read from the rendered columns it came from.
+            Subject::Answered { .. } => (None, None, None),
+        };
+        Self {
+            status: r.status,
+            slug: r.slug,
+            note_id: r.note_id,
+            version_id: r.version_id,
+            content_hash: r.content_hash,
+            committed_seq: r.committed_seq,
+            note,
+            renamed: r.renamed,
+            unchanged: r.unchanged,
+            links_updated: r.links_updated,
+            links_failed: r.links_failed,
+            flow_back_error: r.flow_back_error,
+            pending_id: r.pending_id,
+            created: r.created,
+            folder,
+            attachment,
+        }
+    }
 }
 
 /// What a folder operation did.
@@ -151,4 +271,49 @@ pub struct FolderIntent {
     /// `(note_id, version_id)` of each note inside: the revision its move or delete is
     /// recorded as.
     pub notes: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receipt stored before `Subject` (no `folder` or `attachment` key at all, as
+    /// migration 5 stored them) reads as a note's; every kind keeps its stored form.
+    #[test]
+    fn the_stored_form_reads_old_rows_and_round_trips() {
+        let old = r#"{"status":"applied","slug":"a","note_id":"n","version_id":"v",
+            "content_hash":"h","committed_seq":3,"note":null,"renamed":false,
+            "unchanged":false,"links_updated":0,"links_failed":[],"flow_back_error":null,
+            "pending_id":null,"created":false}"#;
+        let r: Receipt = serde_json::from_str(old).unwrap();
+        assert_eq!(r.subject, Subject::Note(None));
+        assert_eq!(r.committed_seq, 3);
+        let folder = Receipt {
+            subject: Subject::Folder(FolderFacts {
+                path: "x".into(),
+                from_path: Some("y".into()),
+                notes: 2,
+                trashed_to: None,
+            }),
+            ..r.clone()
+        };
+        let attachment = Receipt {
+            subject: Subject::Attachment(AttachmentFacts {
+                path: "p.png".into(),
+                size: 1,
+                sha256: "s".into(),
+                content_type: "image/png".into(),
+                modified_at: "t".into(),
+            }),
+            ..r.clone()
+        };
+        for receipt in [r, folder, attachment] {
+            let json = serde_json::to_string(&receipt).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+            for key in ["note", "folder", "attachment"] {
+                assert!(value.get(key).is_some(), "{key} kept in {json}");
+            }
+            assert_eq!(serde_json::from_str::<Receipt>(&json).unwrap(), receipt);
+        }
+    }
 }

@@ -22,7 +22,7 @@ use crate::vault::path::slug_of;
 
 use super::{
     linking_to, record_change, rewrite_links, store_receipt, FolderIntent, Identity, Intent,
-    IntentKey, NoteFacts, Receipt, ReceiptStatus, Recorded,
+    IntentKey, NoteFacts, Receipt, ReceiptStatus, Recorded, Subject,
 };
 
 /// What became of the intents found at start.
@@ -54,6 +54,7 @@ pub fn resolve_intents(
         let key = IntentKey {
             key: &row.key,
             op_hash: &row.op_hash,
+            legacy: None,
         };
         if let Ok(folder) = serde_json::from_str::<FolderIntent>(&row.intent) {
             match super::folders::resolve(state, &folder, changed, removed)? {
@@ -222,7 +223,6 @@ fn receipt_of_recorded(state: &State, intent: &Intent, revision: &RevisionRow) -
         version_id: revision.version_id.clone(),
         content_hash: revision.content_hash.clone().unwrap_or_default(),
         committed_seq: revision.seq,
-        note,
         renamed: intent.renamed,
         unchanged: false,
         links_updated: 0,
@@ -232,8 +232,7 @@ fn receipt_of_recorded(state: &State, intent: &Intent, revision: &RevisionRow) -
         }),
         pending_id: None,
         created: intent.from_path.is_none(),
-        folder: None,
-        attachment: None,
+        subject: Subject::Note(note),
     }
 }
 
@@ -264,7 +263,7 @@ pub(crate) fn resolve_retry(state: &State, key: IntentKey<'_>) -> Result<Option<
     let Some((op_hash, intent)) = intent_of(state, key.key)? else {
         return Ok(None);
     };
-    if op_hash != key.op_hash {
+    if !super::op::is_bound(&op_hash, key.op_hash, key.legacy) {
         return Err(crate::error::Error::new(
             crate::error::Reason::IDEMPOTENCY_KEY_REUSED,
             "this Idempotency-Key was already used for a different request",

@@ -16,7 +16,7 @@ pub use crate::queries::settings::{
     review_decisions, settings, ReviewDecisions, WritePolicy, WriteSettings,
 };
 use crate::state::State;
-use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request};
+use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request, Subject};
 
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
@@ -221,7 +221,6 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         version_id,
         content_hash,
         committed_seq: state.committed_seq(),
-        note: None,
         renamed: false,
         unchanged: false,
         links_updated: 0,
@@ -229,8 +228,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         flow_back_error: None,
         pending_id: Some(id),
         created: false,
-        folder,
-        attachment: None,
+        subject: folder.map_or(Subject::Note(None), Subject::Folder),
     })
 }
 
@@ -316,7 +314,7 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
 }
 
 /// Pending writes queued by a version that stored the HTTP request (before migration 6);
-/// the API prepares each again ([`upgrade_pending`]).
+/// the API validates each again into a request ([`upgrade_pending`]).
 pub fn legacy_pending(state: &State) -> Result<Vec<PendingRow>> {
     state.meta.legacy_pending()
 }

@@ -9,39 +9,34 @@ use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::record::crash_point;
 use crate::state::State;
 
-use super::{review, Receipt, ReceiptStatus, Request};
+use super::op::is_bound;
+use super::{review, Op, PatchChange, Receipt, ReceiptStatus, Request};
 
-/// The idempotency of one request: its key and the hash of what it means (the caller
-/// decides what makes two requests the same).
+/// The idempotency of one request: its key, and the hash a version before request
+/// identities took of it (`None` when the door cannot tell it), so that a key recorded
+/// then still replays its receipt, and still refuses another request.
 pub struct Idempotency<'a> {
     pub key: &'a str,
-    pub op_hash: String,
+    pub legacy: Option<String>,
 }
 
-/// The answer to a submitted write.
-#[derive(Debug, Clone)]
-pub enum Submitted {
-    /// A receipt, new or replayed (the caller renders it the same way each time).
-    Receipt(Box<Receipt>),
-    /// A replay of a receipt stored rendered, by a version before receipts were stored
-    /// as such: status and body as they were answered.
-    Rendered(u16, String),
-}
-
-/// The key of a write being applied, which its intent is recorded under.
+/// The key of a write being applied, which its intent is recorded under: the key, the
+/// request's identity, and its legacy hash (see [`Idempotency`]).
 #[derive(Debug, Clone, Copy)]
 pub struct IntentKey<'a> {
     pub key: &'a str,
     pub op_hash: &'a str,
+    pub legacy: Option<&'a str>,
 }
 
-/// Submit a write: replay it if this key already ran this operation, refuse a key reused
-/// for another operation, else apply it (or queue it) and store its receipt under the key.
-pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Submitted> {
+/// Submit a write: replay it if this key already ran this request, refuse a key reused
+/// for another request, else apply it (or queue it) and store its receipt under the key.
+pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Receipt> {
+    let identity = request.identity();
     let key_lock = state.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
     if let Some(row) = state.meta.idempotency(idem.key)? {
-        if row.op_hash != idem.op_hash {
+        if !is_bound(&row.op_hash, &identity, idem.legacy.as_deref()) {
             return Err(Error::new(
                 Reason::IDEMPOTENCY_KEY_REUSED,
                 "this Idempotency-Key was already used for a different request",
@@ -50,19 +45,20 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
         }
         return match row.receipt {
             Some(json) => serde_json::from_str(&json)
-                .map(|r| Submitted::Receipt(Box::new(r)))
                 .map_err(|e| Error::internal(format!("a stored receipt is corrupt: {e}"))),
-            None => Ok(Submitted::Rendered(row.status, row.body)),
+            None => Ok(Receipt::answered(row.status, row.body)),
         };
     }
     let intent = IntentKey {
         key: idem.key,
-        op_hash: &idem.op_hash,
+        op_hash: &identity,
+        legacy: idem.legacy.as_deref(),
     };
     if let Some(receipt) = super::recover::resolve_retry(state, intent)? {
         store_receipt(state, intent, &receipt)?;
-        return Ok(Submitted::Receipt(Box::new(receipt)));
+        return Ok(receipt);
     }
+    let request = resolve(state, request)?;
     let settings = review::settings(state)?;
     let applied = if review::must_queue(&settings, &request.op)? {
         state
@@ -97,7 +93,40 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
                 .counts(&[("links_updated", links)]),
         );
     }
-    Ok(Submitted::Receipt(Box::new(receipt)))
+    Ok(receipt)
+}
+
+/// MCP's `write_note` ([`Op::Write`]) as what it does now: a create where no note is,
+/// else a new body for the note (`NOTE_NOT_FOUND` with a version and no note).
+fn resolve(state: &State, request: Request) -> Result<Request> {
+    let Request { op, agent_id, .. } = request;
+    let op = match op {
+        Op::Write {
+            note,
+            content,
+            version_id,
+        } => {
+            if state.catalog.read().find(&note).is_some() {
+                Op::Patch {
+                    note,
+                    version_id,
+                    changes: vec![PatchChange::Content(content)],
+                }
+            } else if version_id.is_some() {
+                return Err(Error::not_found(&note));
+            } else {
+                let created = Request::create(super::NewNote {
+                    slug: Some(note),
+                    content,
+                    agent_id: Some(agent_id.clone()),
+                    ..Default::default()
+                })?;
+                created.op
+            }
+        }
+        op => op,
+    };
+    Ok(super::op::validated(op, agent_id))
 }
 
 /// Apply a request now, spending the write budget: the one door of a direct write and of

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use axum::http::request::Parts;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -14,7 +13,7 @@ use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::error::Error;
 use crate::state::State;
-use crate::writes::{self, Idempotency, Op, Request, Submitted};
+use crate::writes::{self, Idempotency, Request};
 
 /// Remove an attachment (`Idempotency-Key`, `agent_id`; optional `sha256` that the
 /// bytes must still have).
@@ -44,7 +43,8 @@ pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<
     let state2 = state.clone();
     let submitted = blocking(move || {
         let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
-        let op_hash = {
+        // What an older version bound the key to.
+        let legacy = {
             let mut h = blake3::Hasher::new();
             for part in ["DELETE /v1/attachments", &a.path, &a.sha256, &agent_id] {
                 h.update(part.as_bytes());
@@ -52,28 +52,19 @@ pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<
             }
             h.finalize().to_hex().to_string()
         };
+        let request =
+            Request::delete_attachment(a.path.clone(), Some(a.sha256.clone()), Some(agent_id))?;
         writes::submit(
             &state2,
-            Request {
-                op: Op::DeleteAttachment {
-                    path: a.path.clone(),
-                    sha256: Some(a.sha256.clone()),
-                },
-                agent_id,
+            request,
+            Idempotency {
+                key: &key,
+                legacy: Some(legacy),
             },
-            Idempotency { key: &key, op_hash },
         )
     })
     .await?;
-    Ok(match submitted {
-        Submitted::Receipt(receipt) => render(&state, &receipt)?,
-        Submitted::Rendered(status, body) => (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            [("content-type", "application/json")],
-            body,
-        )
-            .into_response(),
-    })
+    Ok(render(&state, &submitted)?)
 }
 
 /// `POST /v1/attachments/{file_name}:move` body.
@@ -212,7 +203,8 @@ async fn relocate(
     let submitted = blocking(move || {
         let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
         let to = to(&a.path)?;
-        let op_hash = {
+        // What an older version bound the key to.
+        let legacy = {
             let mut h = blake3::Hasher::new();
             for part in ["MOVE /v1/attachments", &a.path, &a.sha256, &to, &agent_id] {
                 h.update(part.as_bytes());
@@ -220,36 +212,17 @@ async fn relocate(
             }
             h.finalize().to_hex().to_string()
         };
+        let request =
+            Request::move_attachment(a.path.clone(), to, Some(a.sha256.clone()), Some(agent_id))?;
         writes::submit(
             &state2,
-            Request {
-                op: Op::MoveAttachment {
-                    path: a.path.clone(),
-                    to,
-                    sha256: Some(a.sha256.clone()),
-                },
-                agent_id,
+            request,
+            Idempotency {
+                key: &key,
+                legacy: Some(legacy),
             },
-            Idempotency { key: &key, op_hash },
         )
     })
     .await?;
-    Ok(match submitted {
-        Submitted::Receipt(receipt) if receipt.attachment.is_none() => {
-            let (status, body) = crate::api::writes::render(&receipt, false);
-            (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::ACCEPTED),
-                [("content-type", "application/json")],
-                body,
-            )
-                .into_response()
-        }
-        Submitted::Receipt(receipt) => render(&state, &receipt)?,
-        Submitted::Rendered(status, body) => (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            [("content-type", "application/json")],
-            body,
-        )
-            .into_response(),
-    })
+    Ok(render(&state, &submitted)?)
 }

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use sha2::Digest;
 use tokio::io::AsyncWriteExt;
 
@@ -14,7 +14,7 @@ use crate::error::{Error, Reason};
 use crate::state::State;
 use crate::vault::fsio;
 use crate::vault::observe::{hex, SNIFF_BYTES};
-use crate::writes::{self, Idempotency, Op, Request, Submitted};
+use crate::writes::{self, Idempotency, Request};
 
 /// A file being received: our temp file, its hash and size so far, its first bytes.
 pub(super) struct Staged {
@@ -142,7 +142,8 @@ pub(super) async fn submit_upload(
         .map_err(Error::internal)?
         .to_string_lossy()
         .into_owned();
-    let op_hash = {
+    // What an older version bound the key to.
+    let legacy = {
         let mut h = blake3::Hasher::new();
         for part in [route, &r.path, &r.sha256, &r.agent_id] {
             h.update(part.as_bytes());
@@ -150,32 +151,29 @@ pub(super) async fn submit_upload(
         }
         h.finalize().to_hex().to_string()
     };
-    let request = Request {
-        op: Op::PutAttachment {
-            path: r.path,
-            staged,
-            sha256: r.sha256,
-            size: r.size,
-            content_type: r.content_type,
-        },
-        agent_id: r.agent_id,
-    };
+    let request = Request::put_attachment(
+        r.path,
+        staged,
+        r.sha256,
+        r.size,
+        r.content_type,
+        Some(r.agent_id),
+    )?;
     let temp = r.temp;
     let state2 = state.clone();
     let submitted = blocking(move || {
-        let out = writes::submit(&state2, request, Idempotency { key: &key, op_hash });
+        let out = writes::submit(
+            &state2,
+            request,
+            Idempotency {
+                key: &key,
+                legacy: Some(legacy),
+            },
+        );
         // A replay, or a refusal before the file step: the staged bytes are not needed.
         fsio::discard_temp(&temp);
         out
     })
     .await?;
-    match submitted {
-        Submitted::Receipt(receipt) => render(&state, &receipt),
-        Submitted::Rendered(status, body) => Ok((
-            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            [("content-type", "application/json")],
-            body,
-        )
-            .into_response()),
-    }
+    render(&state, &submitted)
 }

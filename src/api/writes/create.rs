@@ -32,21 +32,6 @@ pub struct CreateNote {
     pub agent_id: Option<String>,
 }
 
-/// Characters a file name may not hold (Obsidian's set plus the path separators).
-fn file_name_of(title: &str) -> String {
-    let name: String = title
-        .chars()
-        .map(|c| {
-            if "/\\:*?\"<>|#^[]".contains(c) || c.is_control() {
-                '-'
-            } else {
-                c
-            }
-        })
-        .collect();
-    name.trim().trim_matches('.').to_string()
-}
-
 /// Create a note.
 #[utoipa::path(
     post,
@@ -64,83 +49,24 @@ fn file_name_of(title: &str) -> String {
     )
 )]
 pub async fn create(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
-    let prepared = prepare_create(
-        parts.uri.query().unwrap_or(""),
-        json_value(&parts.headers, &body)?,
-    )?;
-    submit(state, &parts.headers, prepared).await
+    let query = parts.uri.query().unwrap_or("");
+    let raw = json_value(&parts.headers, &body)?;
+    let request = create_request(query, &raw)?;
+    let legacy = legacy_hash("POST /v1/notes", None, &raw, query, &request.agent_id);
+    submit(state, &parts.headers, request, legacy, true).await
 }
 
-pub(super) fn prepare_create(query: &str, raw: Value) -> Result<Prepared, Error> {
+pub(super) fn create_request(query: &str, raw: &Value) -> Result<writes::Request, Error> {
     Query::parse(Some(query), &[])?;
-    let req: CreateNote = parse_as(&raw)?;
-    let agent = agent_id(req.agent_id.clone())?;
-    check_len("content", &req.content, 0, MAX_BODY)?;
-    let mut keys = Vec::new();
-    let slug = match (&req.slug, &req.title) {
-        (Some(slug), _) => {
-            if req.folder.is_some() {
-                return Err(Error::invalid_field(
-                    "folder",
-                    "give either `slug` or `folder` with `title`, not both",
-                ));
-            }
-            let slug = slug
-                .strip_suffix(".md")
-                .unwrap_or(slug)
-                .trim_end_matches('/')
-                .to_string();
-            check_len("slug", &slug, 1, 512)?;
-            if let Some(title) = &req.title {
-                keys.push(("title".to_string(), FmValue::Scalar(title.clone())));
-            }
-            slug
-        }
-        (None, Some(title)) => {
-            let name = file_name_of(title);
-            if name.is_empty() {
-                return Err(Error::invalid_field("title", "gives an empty file name"));
-            }
-            if name != *title {
-                keys.push(("title".to_string(), FmValue::Scalar(title.clone())));
-            }
-            match req.folder.as_deref().map(|f| f.trim_end_matches('/')) {
-                Some(folder) if !folder.is_empty() => format!("{folder}/{name}"),
-                _ => name,
-            }
-        }
-        (None, None) => {
-            return Err(Error::invalid_field(
-                "slug",
-                "give `slug`, or `title` (and `folder`)",
-            ))
-        }
-    };
-    if let Some(tags) = &req.tags {
-        keys.push(("tags".into(), FmValue::List(tags.clone())));
-    }
-    if let Some(status) = &req.status {
-        keys.push(("status".into(), FmValue::Scalar(status.clone())));
-    }
-    for (key, value) in req.frontmatter.iter().flatten() {
-        let field = format!("frontmatter.{key}");
-        check_fm_key(&field, key)?;
-        if let Some(v) = fm_value(&field, value)? {
-            keys.push((key.clone(), v));
-        }
-    }
-    let op = Op::Create {
-        slug,
-        body: req.content,
-        keys,
-    };
-    Ok(Prepared {
-        route: "POST /v1/notes",
-        note: None,
-        query: query.to_string(),
-        body: raw,
-        agent,
-        op,
-        embed_note: true,
+    let req: CreateNote = parse_as(raw)?;
+    writes::Request::create(writes::NewNote {
+        slug: req.slug,
+        folder: req.folder,
+        title: req.title,
+        content: req.content,
+        tags: req.tags,
+        status: req.status,
+        frontmatter: req.frontmatter,
+        agent_id: req.agent_id,
     })
 }

@@ -30,26 +30,26 @@ use super::*;
     )
 )]
 pub async fn delete(state: Arc<State>, note: String, parts: Parts) -> ApiResult<Response> {
-    let prepared = prepare_delete(note, parts.uri.query().unwrap_or(""))?;
-    submit(state, &parts.headers, prepared).await
+    let request = delete_request(note.clone(), parts.uri.query().unwrap_or(""))?;
+    let version = match &request.op {
+        writes::Op::Delete { version_id, .. } => version_id.clone().unwrap_or_default(),
+        _ => String::new(),
+    };
+    let legacy = legacy_hash(
+        "DELETE /v1/notes/{note}",
+        Some(&note),
+        &Value::Null,
+        &version,
+        &request.agent_id,
+    );
+    submit(state, &parts.headers, request, legacy, false).await
 }
 
-pub(super) fn prepare_delete(note: String, query: &str) -> Result<Prepared, Error> {
+pub(super) fn delete_request(note: String, query: &str) -> Result<writes::Request, Error> {
     let q = Query::parse(Some(query), &["version_id", "agent_id"])?;
-    let version_id = version_field("version_id", q.str("version_id").map(str::to_string))?;
-    let agent = agent_id(q.str("agent_id").map(str::to_string))?;
-    let query = version_id.clone().unwrap_or_default();
-    let op = Op::Delete {
-        note: note.clone(),
-        version_id,
-    };
-    Ok(Prepared {
-        route: "DELETE /v1/notes/{note}",
-        note: Some(note.clone()),
-        query: query.to_string(),
-        body: Value::Null,
-        agent,
-        op,
-        embed_note: false,
-    })
+    writes::Request::delete(
+        note,
+        q.str("version_id").map(str::to_string),
+        q.str("agent_id").map(str::to_string),
+    )
 }

@@ -51,34 +51,31 @@ pub async fn edit(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let prepared = prepare_edit(
-        note,
-        parts.uri.query().unwrap_or(""),
-        json_value(&parts.headers, &body)?,
-    )?;
-    submit(state, &parts.headers, prepared).await
+    let query = parts.uri.query().unwrap_or("");
+    let raw = json_value(&parts.headers, &body)?;
+    let request = edit_request(note.clone(), query, &raw)?;
+    let legacy = legacy_hash(
+        "POST /v1/notes/{note}:edit",
+        Some(&note),
+        &raw,
+        query,
+        &request.agent_id,
+    );
+    submit(state, &parts.headers, request, legacy, false).await
 }
 
-pub(super) fn prepare_edit(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+pub(super) fn edit_request(
+    note: String,
+    query: &str,
+    raw: &Value,
+) -> Result<writes::Request, Error> {
     Query::parse(Some(query), &[])?;
-    let req: EditNote = parse_as(&raw)?;
-    let version_id = version_field("version_id", Some(req.version_id))?.unwrap_or_default();
-    check_len("old_string", &req.old_string, 1, 100_000)?;
-    check_len("new_string", &req.new_string, 0, 100_000)?;
-    let agent = agent_id(req.agent_id)?;
-    let op = Op::Edit {
-        note: note.clone(),
-        version_id,
-        old_string: req.old_string,
-        new_string: req.new_string,
-    };
-    Ok(Prepared {
-        route: "POST /v1/notes/{note}:edit",
-        note: Some(note.clone()),
-        query: query.to_string(),
-        body: raw,
-        agent,
-        op,
-        embed_note: false,
-    })
+    let req: EditNote = parse_as(raw)?;
+    writes::Request::edit(
+        note,
+        req.version_id,
+        req.old_string,
+        req.new_string,
+        req.agent_id,
+    )
 }

@@ -63,16 +63,16 @@ pub struct DeleteFolder {
     pub agent_id: Option<String>,
 }
 
-fn prepared(route: &'static str, raw: Value, agent: String, op: Op) -> Prepared {
-    Prepared {
-        route,
-        note: None,
-        query: String::new(),
-        body: raw,
-        agent,
-        op,
-        embed_note: false,
-    }
+/// Answer a folder request: validated, through the pipeline.
+async fn folder_write(
+    state: Arc<State>,
+    parts: &Parts,
+    route: &str,
+    raw: &Value,
+    request: writes::Request,
+) -> ApiResult<Response> {
+    let legacy = legacy_hash(route, None, raw, "", &request.agent_id);
+    submit(state, &parts.headers, request, legacy, false).await
 }
 
 /// Make an empty folder.
@@ -95,15 +95,8 @@ fn prepared(route: &'static str, raw: Value, agent: String, op: Op) -> Prepared 
 )]
 pub async fn create_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let (raw, req): (Value, CreateFolder) = parsed(&parts, &body)?;
-    check_len("path", &req.path, 1, 512)?;
-    let agent = agent_id(req.agent_id)?;
-    let op = Op::CreateFolder { path: req.path };
-    submit(
-        state,
-        &parts.headers,
-        prepared("POST /v1/folders", raw, agent, op),
-    )
-    .await
+    let request = writes::Request::create_folder(req.path, req.agent_id)?;
+    folder_write(state, &parts, "POST /v1/folders", &raw, request).await
 }
 
 /// Move a folder, with everything in it, into another folder; links to its notes are
@@ -127,27 +120,8 @@ pub async fn create_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiR
 )]
 pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let (raw, req): (Value, MoveFolder) = parsed(&parts, &body)?;
-    check_len("path", &req.path, 1, 512)?;
-    check_len("folder", &req.folder, 0, 512)?;
-    let agent = agent_id(req.agent_id)?;
-    let path = req.path.trim_end_matches('/');
-    let name = crate::vault::path::file_name_of(path);
-    let parent = req.folder.trim_end_matches('/');
-    let to = if parent.is_empty() {
-        name.to_string()
-    } else {
-        format!("{parent}/{name}")
-    };
-    let op = Op::MoveFolder {
-        path: path.to_string(),
-        to,
-    };
-    submit(
-        state,
-        &parts.headers,
-        prepared("POST /v1/folders:move", raw, agent, op),
-    )
-    .await
+    let request = writes::Request::move_folder(req.path, req.folder, req.agent_id)?;
+    folder_write(state, &parts, "POST /v1/folders:move", &raw, request).await
 }
 
 /// Rename a folder in its parent; links to its notes are rewritten.
@@ -170,31 +144,8 @@ pub async fn move_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiRes
 )]
 pub async fn rename_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let (raw, req): (Value, RenameFolder) = parsed(&parts, &body)?;
-    check_len("path", &req.path, 1, 512)?;
-    check_len("name", &req.name, 1, 255)?;
-    if req.name.contains('/') {
-        return Err(Error::invalid_field(
-            "name",
-            "is a name, without `/`; move the folder with `POST /v1/folders:move`",
-        )
-        .into());
-    }
-    let agent = agent_id(req.agent_id)?;
-    let path = req.path.trim_end_matches('/');
-    let to = match path.rsplit_once('/') {
-        Some((parent, _)) => format!("{parent}/{}", req.name),
-        None => req.name.clone(),
-    };
-    let op = Op::MoveFolder {
-        path: path.to_string(),
-        to,
-    };
-    submit(
-        state,
-        &parts.headers,
-        prepared("POST /v1/folders:rename", raw, agent, op),
-    )
-    .await
+    let request = writes::Request::rename_folder(req.path, req.name, req.agent_id)?;
+    folder_write(state, &parts, "POST /v1/folders:rename", &raw, request).await
 }
 
 /// Delete a folder: an empty one, or with `trash_notes` one whose files move to
@@ -217,16 +168,6 @@ pub async fn rename_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiR
 )]
 pub async fn delete_folder(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
     let (raw, req): (Value, DeleteFolder) = parsed(&parts, &body)?;
-    check_len("path", &req.path, 1, 512)?;
-    let agent = agent_id(req.agent_id)?;
-    let op = Op::DeleteFolder {
-        path: req.path,
-        trash_notes: req.trash_notes,
-    };
-    submit(
-        state,
-        &parts.headers,
-        prepared("POST /v1/folders:delete", raw, agent, op),
-    )
-    .await
+    let request = writes::Request::delete_folder(req.path, req.trash_notes, req.agent_id)?;
+    folder_write(state, &parts, "POST /v1/folders:delete", &raw, request).await
 }

@@ -1,11 +1,12 @@
 //! Note writes over HTTP: create, PATCH with `update_mask`, delete, `:edit`, `:move`,
-//! `:rename` (and the legacy slash forms). Each handler validates the request into a
-//! `writes::Op` and hands it to the one pipeline with its idempotency key.
+//! `:rename` (and the legacy slash forms). Each handler parses its JSON and query, builds
+//! the request with a `writes::Request` constructor (which validates it) and hands it to
+//! the one pipeline with its idempotency key; the receipt becomes a status and body here.
 //!
 //! Success codes: 201 for an applied create, 202 for a queued write, 200 otherwise; an
 //! idempotent replay returns the original status and body byte for byte.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode};
@@ -19,8 +20,7 @@ use crate::api::params::Query;
 use crate::api::wire::{NoteHandle, Receipt};
 use crate::error::{Error, Reason};
 use crate::state::State;
-use crate::vault::frontmatter::FmValue;
-use crate::writes::{self, Idempotency, Op, PatchChange, ReceiptStatus};
+use crate::writes::{self, Idempotency, ReceiptStatus, Subject};
 
 mod create;
 mod delete;
@@ -40,44 +40,8 @@ pub use relocate::*;
 pub use rollback::*;
 pub use tools::*;
 
-/// Largest request body (a whole note plus JSON).
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
-
-/// `agent_id`: 1..100 characters, default `unknown`; it grants nothing.
-pub(crate) fn agent_id(value: Option<String>) -> Result<String, Error> {
-    match value {
-        None => Ok("unknown".into()),
-        Some(a) if (1..=100).contains(&a.chars().count()) && !a.chars().any(char::is_control) => {
-            Ok(a)
-        }
-        Some(_) => Err(Error::invalid_field(
-            "agent_id",
-            "must be 1 to 100 characters, without control characters",
-        )),
-    }
-}
-
-/// The spec's UUID pattern: versions 1-8, variant 8/9/a/b, or the nil or all-f UUID.
-pub fn is_spec_uuid(s: &str) -> bool {
-    static RE: OnceLock<regex::Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        regex::Regex::new(
-            r"^(?i:[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$",
-        )
-        .expect("valid regex")
-    })
-    .is_match(s)
-}
-
-fn version_field(field: &str, value: Option<String>) -> Result<Option<String>, Error> {
-    match value {
-        Some(v) if !is_spec_uuid(&v) => Err(Error::invalid_field(
-            field,
-            "must be a UUID (versions 1-8, or the nil or max UUID)",
-        )),
-        other => Ok(other.map(|v| v.to_lowercase())),
-    }
-}
+pub(crate) use crate::writes::request::agent_id;
+pub use crate::writes::{is_spec_uuid, MAX_BODY};
 
 pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<String, Error> {
     let Some(value) = headers.get("idempotency-key") else {
@@ -142,65 +106,10 @@ pub(crate) fn json_value(headers: &HeaderMap, body: &Bytes) -> Result<Value, Err
     Ok(raw)
 }
 
-fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), Error> {
-    let n = value.chars().count();
-    if n < min || n > max {
-        return Err(Error::invalid_field(
-            field,
-            format!("must be {min} to {max} characters, got {n}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Turn a JSON value into a frontmatter value: strings quoted as needed, numbers and
-/// booleans plain, lists of scalars as lists. `None` for null (remove the key).
-fn fm_value(field: &str, value: &Value) -> Result<Option<FmValue>, Error> {
-    Ok(Some(match value {
-        Value::Null => return Ok(None),
-        Value::String(s) => FmValue::Scalar(s.clone()),
-        Value::Number(n) => FmValue::Plain(n.to_string()),
-        Value::Bool(b) => FmValue::Plain(b.to_string()),
-        Value::Array(items) => FmValue::List(
-            items
-                .iter()
-                .map(|i| match i {
-                    Value::String(s) => Ok(s.clone()),
-                    Value::Number(n) => Ok(n.to_string()),
-                    Value::Bool(b) => Ok(b.to_string()),
-                    _ => Err(Error::invalid_field(
-                        field,
-                        "list items must be strings, numbers or booleans",
-                    )),
-                })
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Object(_) => {
-            return Err(Error::invalid_field(
-                field,
-                "nested mappings are not supported; set scalar or list values",
-            ))
-        }
-    }))
-}
-
-fn check_fm_key(field: &str, key: &str) -> Result<(), Error> {
-    if key.is_empty()
-        || key.len() > 200
-        || key.contains(['\n', '\r'])
-        || key.trim() != key
-        || key.starts_with('#')
-    {
-        return Err(Error::invalid_field(
-            field,
-            "a frontmatter key must be 1 to 200 characters, without newlines or surrounding spaces",
-        ));
-    }
-    Ok(())
-}
-
-/// The op hash: route, note, canonical body, the write-relevant query, agent.
-fn op_hash(route: &str, note: Option<&str>, body: &Value, query: &str, agent: &str) -> String {
+/// The hash a version before request identities bound an `Idempotency-Key` to: the
+/// route, note, canonical body, the write-relevant query, agent. Only a key recorded then
+/// is compared with it (see `writes::Idempotency`).
+fn legacy_hash(route: &str, note: Option<&str>, body: &Value, query: &str, agent: &str) -> String {
     let mut h = blake3::Hasher::new();
     for part in [route, note.unwrap_or(""), &body.to_string(), query, agent] {
         h.update(part.as_bytes());
@@ -216,6 +125,36 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
         (ReceiptStatus::Applied, true) => 201,
         (ReceiptStatus::Applied, false) => 200,
     };
+    match wire(receipt, embed_note) {
+        Wire::Answered(status, body) => (status, body.to_string()),
+        Wire::Folder(w) => (
+            status,
+            serde_json::to_string(&w).unwrap_or_else(|_| "{}".into()),
+        ),
+        Wire::Note(w) => (
+            status,
+            serde_json::to_string(&w).unwrap_or_else(|_| "{}".into()),
+        ),
+    }
+}
+
+/// A receipt as MCP answers it: the JSON `render` sends.
+pub(crate) fn render_value(receipt: &writes::Receipt, embed_note: bool) -> Result<Value, Error> {
+    match wire(receipt, embed_note) {
+        Wire::Answered(_, body) => serde_json::from_str(body).map_err(Error::internal),
+        Wire::Folder(w) => serde_json::to_value(w).map_err(Error::internal),
+        Wire::Note(w) => serde_json::to_value(w).map_err(Error::internal),
+    }
+}
+
+/// A receipt's wire form.
+enum Wire<'a> {
+    Note(Box<Receipt>),
+    Folder(Box<crate::api::wire::FolderReceipt>),
+    Answered(u16, &'a str),
+}
+
+fn wire(receipt: &writes::Receipt, embed_note: bool) -> Wire<'_> {
     let status_text = match receipt.status {
         ReceiptStatus::Applied => "applied",
         ReceiptStatus::Queued => "queued",
@@ -230,8 +169,13 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
             })
             .collect()
     };
-    if let Some(folder) = &receipt.folder {
-        let wire = crate::api::wire::FolderReceipt {
+    let flow_back_error = receipt
+        .flow_back_error
+        .as_deref()
+        .map(crate::api::error::in_vault_terms);
+    match &receipt.subject {
+        Subject::Answered { status, body } => Wire::Answered(*status, body),
+        Subject::Folder(folder) => Wire::Folder(Box::new(crate::api::wire::FolderReceipt {
             status: status_text.into(),
             path: folder.path.clone(),
             from_path: folder.from_path.clone(),
@@ -241,119 +185,71 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
             trashed_to: folder.trashed_to.clone(),
             links_updated: receipt.links_updated,
             links_failed: links_failed(),
-            flow_back_error: receipt
-                .flow_back_error
-                .as_deref()
-                .map(crate::api::error::in_vault_terms),
-        };
-        return (
-            status,
-            serde_json::to_string(&wire).unwrap_or_else(|_| "{}".into()),
-        );
+            flow_back_error,
+        })),
+        Subject::Note(_) | Subject::Attachment(_) => Wire::Note(Box::new(Receipt {
+            status: status_text.into(),
+            slug: receipt.slug.clone(),
+            pending_id: receipt.pending_id.clone(),
+            note_id: receipt.note_id.clone(),
+            version_id: receipt.version_id.clone(),
+            content_hash: receipt.content_hash.clone(),
+            committed_seq: receipt.committed_seq,
+            note: receipt.note().filter(|_| embed_note).map(NoteHandle::from),
+            renamed: receipt.renamed,
+            unchanged: receipt.unchanged,
+            links_updated: receipt.links_updated,
+            links_failed: links_failed(),
+            flow_back_error,
+        })),
     }
-    let wire = Receipt {
-        status: status_text.into(),
-        slug: receipt.slug.clone(),
-        pending_id: receipt.pending_id.clone(),
-        note_id: receipt.note_id.clone(),
-        version_id: receipt.version_id.clone(),
-        content_hash: receipt.content_hash.clone(),
-        committed_seq: receipt.committed_seq,
-        note: receipt
-            .note
-            .as_ref()
-            .filter(|_| embed_note)
-            .map(NoteHandle::from),
-        renamed: receipt.renamed,
-        unchanged: receipt.unchanged,
-        links_updated: receipt.links_updated,
-        links_failed: links_failed(),
-        flow_back_error: receipt
-            .flow_back_error
-            .as_deref()
-            .map(crate::api::error::in_vault_terms),
-    };
-    (
-        status,
-        serde_json::to_string(&wire).unwrap_or_else(|_| "{}".into()),
-    )
-}
-
-/// A write request, validated into an operation; the route, note, query and body are
-/// what the operation hash of its `Idempotency-Key` is made of.
-pub struct Prepared {
-    /// The route template, part of the operation's identity.
-    pub route: &'static str,
-    pub note: Option<String>,
-    /// The query string (it carries `update_mask`, `version_id`, `agent_id`).
-    pub query: String,
-    /// The request body as sent.
-    pub body: Value,
-    pub agent: String,
-    pub op: Op,
-    /// Embed the note in the receipt (create and PATCH).
-    pub embed_note: bool,
 }
 
 /// Pending writes queued by a version that stored the HTTP request (before the pipeline
-/// kept its own request, migration 6) are prepared once more and stored as the
-/// pipeline's request, so an approval applies them like any other. Runs at serve start.
+/// kept its own request, migration 6) are validated once more into the pipeline's
+/// request and stored as such, so an approval applies them like any other. Runs at serve
+/// start.
 pub fn upgrade_legacy_pending(state: &State) -> Result<usize, Error> {
     let rows = writes::review::legacy_pending(state)?;
     for row in &rows {
         let v: Value = serde_json::from_str(&row.payload)
             .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
-        let route = ROUTES
-            .iter()
-            .copied()
-            .find(|r| Some(*r) == v["route"].as_str())
-            .ok_or_else(|| Error::internal("a stored pending write names an unknown route"))?;
-        let prepared = prepare(
-            route,
-            v["note"].as_str(),
-            v["query"].as_str().unwrap_or(""),
+        let note = v["note"].as_str().map(str::to_string);
+        let query = v["query"].as_str().unwrap_or("");
+        let request = legacy_request(
+            v["route"].as_str().unwrap_or(""),
+            note,
+            query,
             v["body"].clone(),
         )?;
-        let request = writes::Request {
-            op: prepared.op,
-            agent_id: prepared.agent,
-        };
         writes::review::upgrade_pending(state, &row.id, &request)?;
     }
     Ok(rows.len())
 }
 
-const ROUTES: &[&str] = &[
-    "POST /v1/notes",
-    "PATCH /v1/notes/{note}",
-    "DELETE /v1/notes/{note}",
-    "POST /v1/notes/{note}:edit",
-    "POST /v1/notes/{note}:move",
-    "POST /v1/notes/{note}:rename",
-    "POST /v1/notes/{note}:rollback",
-];
-
-/// Validate a request for `route` into an operation.
-pub fn prepare(
-    route: &'static str,
-    note: Option<&str>,
+/// A pending write as an older version stored it: the route it came through, its note,
+/// query and body, validated as that route validates them now.
+fn legacy_request(
+    route: &str,
+    note: Option<String>,
     query: &str,
     body: Value,
-) -> Result<Prepared, Error> {
-    let note_of = || {
-        note.map(str::to_string)
-            .ok_or_else(|| Error::invalid_field("note", "is required"))
-    };
-    match route {
-        "POST /v1/notes" => prepare_create(query, body),
-        "PATCH /v1/notes/{note}" => prepare_patch(note_of()?, query, body),
-        "DELETE /v1/notes/{note}" => prepare_delete(note_of()?, query),
-        "POST /v1/notes/{note}:edit" => prepare_edit(note_of()?, query, body),
-        "POST /v1/notes/{note}:move" => prepare_move(note_of()?, query, body),
-        "POST /v1/notes/{note}:rename" => prepare_rename(note_of()?, query, body),
-        "POST /v1/notes/{note}:rollback" => prepare_rollback(note_of()?, query, body),
-        other => Err(Error::internal(format!("no write route {other}"))),
-    }
+) -> Result<writes::Request, Error> {
+    let note = || note.ok_or_else(|| Error::invalid_field("note", "is required"));
+    Ok(match route {
+        "POST /v1/notes" => create_request(query, &body)?,
+        "PATCH /v1/notes/{note}" => patch_request(note()?, query, &body)?,
+        "DELETE /v1/notes/{note}" => delete_request(note()?, query)?,
+        "POST /v1/notes/{note}:edit" => edit_request(note()?, query, &body)?,
+        "POST /v1/notes/{note}:move" => move_request(note()?, query, &body)?,
+        "POST /v1/notes/{note}:rename" => rename_request(note()?, query, &body)?,
+        "POST /v1/notes/{note}:rollback" => rollback_request(note()?, query, &body)?,
+        _ => {
+            return Err(Error::internal(
+                "a stored pending write names an unknown route",
+            ))
+        }
+    })
 }
 
 pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
@@ -374,61 +270,40 @@ pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
     })
 }
 
-/// Run a prepared request through the pipeline and answer its (possibly replayed) receipt.
-async fn submit(state: Arc<State>, headers: &HeaderMap, prepared: Prepared) -> ApiResult<Response> {
+/// Run a validated request through the pipeline under the request's `Idempotency-Key`
+/// and answer its (possibly replayed) receipt. `legacy` is the hash an older version
+/// bound the key to (see `writes::Idempotency`).
+async fn submit(
+    state: Arc<State>,
+    headers: &HeaderMap,
+    request: writes::Request,
+    legacy: String,
+    embed_note: bool,
+) -> ApiResult<Response> {
     let key = idempotency_key(headers)?;
-    let (status, body) = submit_keyed(state, key, None, prepared).await?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    Ok(respond(&receipt, embed_note))
+}
+
+/// A receipt as an HTTP response.
+pub(crate) fn respond(receipt: &writes::Receipt, embed_note: bool) -> Response {
+    let (status, body) = render(receipt, embed_note);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    Ok((
+    (
         status,
         [("content-type", "application/json")],
         Body::from(body),
     )
-        .into_response())
+        .into_response()
 }
 
-/// Run a prepared request through the pipeline under `key`: its (possibly replayed)
-/// receipt, rendered as `(status, JSON body)`. The HTTP routes and the MCP write tools
-/// both come here. `meaning` is the hash of what makes two requests the same, when the
-/// caller knows better than the prepared request (a tool call: its arguments).
-async fn submit_keyed(
+/// Run a validated request through the pipeline under `key`: its (possibly replayed)
+/// receipt. The HTTP routes and the MCP write tools both come here.
+pub(crate) async fn run(
     state: Arc<State>,
     key: String,
-    meaning: Option<String>,
-    prepared: Prepared,
-) -> Result<(u16, String), Error> {
-    let hash = meaning.unwrap_or_else(|| {
-        op_hash(
-            prepared.route,
-            prepared.note.as_deref(),
-            &prepared.body,
-            &prepared.query,
-            &prepared.agent,
-        )
-    });
-    let Prepared {
-        agent,
-        op,
-        embed_note,
-        ..
-    } = prepared;
-    let request = writes::Request {
-        op,
-        agent_id: agent,
-    };
-    let submitted = blocking(move || {
-        writes::submit(
-            &state,
-            request,
-            Idempotency {
-                key: &key,
-                op_hash: hash,
-            },
-        )
-    })
-    .await?;
-    Ok(match submitted {
-        writes::Submitted::Receipt(receipt) => render(&receipt, embed_note),
-        writes::Submitted::Rendered(status, body) => (status, body),
-    })
+    request: writes::Request,
+    legacy: Option<String>,
+) -> Result<writes::Receipt, Error> {
+    blocking(move || writes::submit(&state, request, Idempotency { key: &key, legacy })).await
 }

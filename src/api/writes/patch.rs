@@ -57,88 +57,40 @@ pub async fn patch(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let prepared = prepare_patch(
-        note,
-        parts.uri.query().unwrap_or(""),
-        json_value(&parts.headers, &body)?,
-    )?;
-    submit(state, &parts.headers, prepared).await
+    let query = parts.uri.query().unwrap_or("");
+    let raw = json_value(&parts.headers, &body)?;
+    let request = patch_request(note.clone(), query, &raw)?;
+    let legacy = legacy_hash(
+        "PATCH /v1/notes/{note}",
+        Some(&note),
+        &raw,
+        query,
+        &request.agent_id,
+    );
+    submit(state, &parts.headers, request, legacy, true).await
 }
 
-pub(super) fn prepare_patch(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+pub(super) fn patch_request(
+    note: String,
+    query: &str,
+    raw: &Value,
+) -> Result<writes::Request, Error> {
     let q = Query::parse(Some(query), &["update_mask"])?;
-    let mask = q.str("update_mask").unwrap_or("").to_string();
-    let entries: Vec<&str> = mask
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .collect();
-    if entries.is_empty() {
-        return Err(Error::new(
-            Reason::INVALID_UPDATE_MASK,
-            "update_mask is required",
-        ));
-    }
-    let req: PatchNote = parse_as(&raw)?;
-    let agent = agent_id(req.agent_id.clone())?;
-    let version_id = version_field("version_id", req.version_id.clone())?;
-    let mut changes = Vec::new();
-    for entry in &entries {
-        let change = match *entry {
-            "title" => match &req.title {
-                Some(t) => PatchChange::SetKey("title".into(), FmValue::Scalar(t.clone())),
-                None => PatchChange::RemoveKey("title".into()),
-            },
-            "status" => match &req.status {
-                Some(s) => PatchChange::SetKey("status".into(), FmValue::Scalar(s.clone())),
-                None => PatchChange::RemoveKey("status".into()),
-            },
-            "tags" => match &req.tags {
-                Some(t) => PatchChange::SetKey("tags".into(), FmValue::List(t.clone())),
-                None => PatchChange::RemoveKey("tags".into()),
-            },
-            "content" => {
-                let content = req.content.clone().unwrap_or_default();
-                check_len("content", &content, 0, MAX_BODY)?;
-                PatchChange::Content(content)
-            }
-            "folder" => PatchChange::Folder(req.folder.clone().unwrap_or_default()),
-            other => match other.strip_prefix("frontmatter.") {
-                Some(key) => {
-                    let field = format!("frontmatter.{key}");
-                    check_fm_key(&field, key).map_err(|e| Error::new(Reason::INVALID_UPDATE_MASK, e.message))?;
-                    match req.frontmatter.as_ref().and_then(|m| m.get(key)) {
-                        Some(v) => match fm_value(&field, v)? {
-                            Some(v) => PatchChange::SetKey(key.to_string(), v),
-                            None => PatchChange::RemoveKey(key.to_string()),
-                        },
-                        None => PatchChange::RemoveKey(key.to_string()),
-                    }
-                }
-                None => {
-                    return Err(Error::new(
-                        Reason::INVALID_UPDATE_MASK,
-                        format!("{other:?} cannot be updated; the mask lists only title, content, folder, tags, status, frontmatter.<key>"),
-                    )
-                    .with_meta("update_mask", mask.clone())
-                    )
-                }
-            },
-        };
-        changes.push(change);
-    }
-    let op = Op::Patch {
-        note: note.clone(),
-        version_id,
-        changes,
-    };
-    Ok(Prepared {
-        route: "PATCH /v1/notes/{note}",
-        note: Some(note.clone()),
-        query: query.to_string(),
-        body: raw,
-        agent,
-        op,
-        embed_note: true,
-    })
+    let mask = q.str("update_mask").unwrap_or("");
+    writes::request::mask_entries(mask)?;
+    let req: PatchNote = parse_as(raw)?;
+    writes::Request::patch(
+        note,
+        mask,
+        writes::NotePatch {
+            title: req.title,
+            content: req.content,
+            folder: req.folder,
+            tags: req.tags,
+            status: req.status,
+            frontmatter: req.frontmatter,
+            version_id: req.version_id,
+            agent_id: req.agent_id,
+        },
+    )
 }

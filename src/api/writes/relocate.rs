@@ -47,34 +47,27 @@ pub async fn move_(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let prepared = prepare_move(
-        note,
-        parts.uri.query().unwrap_or(""),
-        json_value(&parts.headers, &body)?,
-    )?;
-    submit(state, &parts.headers, prepared).await
+    let query = parts.uri.query().unwrap_or("");
+    let raw = json_value(&parts.headers, &body)?;
+    let request = move_request(note.clone(), query, &raw)?;
+    let legacy = legacy_hash(
+        "POST /v1/notes/{note}:move",
+        Some(&note),
+        &raw,
+        query,
+        &request.agent_id,
+    );
+    submit(state, &parts.headers, request, legacy, false).await
 }
 
-pub(super) fn prepare_move(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+pub(super) fn move_request(
+    note: String,
+    query: &str,
+    raw: &Value,
+) -> Result<writes::Request, Error> {
     Query::parse(Some(query), &[])?;
-    let req: MoveNote = parse_as(&raw)?;
-    let version_id = version_field("version_id", req.version_id)?;
-    let agent = agent_id(req.agent_id)?;
-    check_len("folder", &req.folder, 0, 512)?;
-    let op = Op::Move {
-        note: note.clone(),
-        folder: req.folder,
-        version_id,
-    };
-    Ok(Prepared {
-        route: "POST /v1/notes/{note}:move",
-        note: Some(note.clone()),
-        query: query.to_string(),
-        body: raw,
-        agent,
-        op,
-        embed_note: false,
-    })
+    let req: MoveNote = parse_as(raw)?;
+    writes::Request::move_note(note, req.folder, req.version_id, req.agent_id)
 }
 
 /// `:rename` body.
@@ -113,42 +106,25 @@ pub async fn rename(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let prepared = prepare_rename(
-        note,
-        parts.uri.query().unwrap_or(""),
-        json_value(&parts.headers, &body)?,
-    )?;
-    submit(state, &parts.headers, prepared).await
+    let query = parts.uri.query().unwrap_or("");
+    let raw = json_value(&parts.headers, &body)?;
+    let request = rename_request(note.clone(), query, &raw)?;
+    let legacy = legacy_hash(
+        "POST /v1/notes/{note}:rename",
+        Some(&note),
+        &raw,
+        query,
+        &request.agent_id,
+    );
+    submit(state, &parts.headers, request, legacy, false).await
 }
 
-pub(super) fn prepare_rename(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+pub(super) fn rename_request(
+    note: String,
+    query: &str,
+    raw: &Value,
+) -> Result<writes::Request, Error> {
     Query::parse(Some(query), &[])?;
-    let req: RenameNote = parse_as(&raw)?;
-    let version_id = version_field("version_id", req.version_id)?;
-    let agent = agent_id(req.agent_id)?;
-    let name = req
-        .name
-        .strip_suffix(".md")
-        .unwrap_or(&req.name)
-        .to_string();
-    check_len("name", &name, 1, 255)?;
-    if name.contains('/') || name.contains('\\') {
-        return Err(Error::unsafe_path(
-            "a new name holds no folder; use :move to change folders",
-        ));
-    }
-    let op = Op::Rename {
-        note: note.clone(),
-        name,
-        version_id,
-    };
-    Ok(Prepared {
-        route: "POST /v1/notes/{note}:rename",
-        note: Some(note.clone()),
-        query: query.to_string(),
-        body: raw,
-        agent,
-        op,
-        embed_note: false,
-    })
+    let req: RenameNote = parse_as(raw)?;
+    writes::Request::rename(note, req.name, req.version_id, req.agent_id)
 }

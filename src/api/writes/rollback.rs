@@ -50,32 +50,25 @@ pub async fn rollback(
     parts: Parts,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let prepared = prepare_rollback(
-        note,
-        parts.uri.query().unwrap_or(""),
-        json_value(&parts.headers, &body)?,
-    )?;
-    submit(state, &parts.headers, prepared).await
+    let query = parts.uri.query().unwrap_or("");
+    let raw = json_value(&parts.headers, &body)?;
+    let request = rollback_request(note.clone(), query, &raw)?;
+    let legacy = legacy_hash(
+        "POST /v1/notes/{note}:rollback",
+        Some(&note),
+        &raw,
+        query,
+        &request.agent_id,
+    );
+    submit(state, &parts.headers, request, legacy, false).await
 }
 
-pub(super) fn prepare_rollback(note: String, query: &str, raw: Value) -> Result<Prepared, Error> {
+pub(super) fn rollback_request(
+    note: String,
+    query: &str,
+    raw: &Value,
+) -> Result<writes::Request, Error> {
     Query::parse(Some(query), &[])?;
-    let req: RollbackNote = parse_as(&raw)?;
-    let revision_id = version_field("revision_id", Some(req.revision_id))?.unwrap_or_default();
-    let version_id = version_field("version_id", req.version_id)?;
-    let agent = agent_id(req.agent_id)?;
-    let op = Op::Rollback {
-        note: note.clone(),
-        revision_id,
-        version_id,
-    };
-    Ok(Prepared {
-        route: "POST /v1/notes/{note}:rollback",
-        note: Some(note),
-        query: query.to_string(),
-        body: raw,
-        agent,
-        op,
-        embed_note: false,
-    })
+    let req: RollbackNote = parse_as(raw)?;
+    writes::Request::rollback(note, req.revision_id, req.version_id, req.agent_id)
 }

@@ -1,13 +1,13 @@
-//! The MCP write tools, `write_note` and `edit_note`: each builds the request its `/v1`
-//! twin would receive and runs it through the same preparation, pipeline and rendering,
-//! so the tool answers the receipt the route answers (queued under a reviewing policy).
+//! The MCP write tools, `write_note` and `edit_note`: each builds the validated request
+//! its `/v1` twin builds and runs it through the same pipeline and rendering, so the
+//! tool answers the receipt the route answers (queued under a reviewing policy).
 //! The idempotency key is an argument, or derived from the call (the tool and its
 //! arguments), so a client that retries a call gets the first call's receipt.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::*;
@@ -59,38 +59,19 @@ pub async fn write_note(
     p: WriteNoteParams,
     client: Option<String>,
 ) -> Result<Value, Error> {
-    let (key, meaning) = tool_key("write_note", &p, p.idempotency_key.as_deref())?;
-    let agent = p.agent_id.clone().or(client);
+    let (key, legacy) = tool_key("write_note", &p, p.idempotency_key.as_deref())?;
     let exists = {
         let state = state.clone();
         let note = p.note.clone();
         blocking(move || Ok(crate::queries::status::note_exists(&state, &note))).await?
     };
-    let prepared = if exists {
-        let mut body = json!({"content": p.content});
-        if let Some(v) = &p.version_id {
-            body["version_id"] = json!(v);
-        }
-        if let Some(a) = &agent {
-            body["agent_id"] = json!(a);
-        }
-        prepare(
-            "PATCH /v1/notes/{note}",
-            Some(&p.note),
-            "update_mask=content",
-            body,
-        )?
-    } else {
-        if p.version_id.is_some() {
-            return Err(Error::not_found(&p.note));
-        }
-        let mut body = json!({"slug": p.note, "content": p.content});
-        if let Some(a) = &agent {
-            body["agent_id"] = json!(a);
-        }
-        prepare("POST /v1/notes", None, "", body)?
-    };
-    answer(submit_keyed(state, key, Some(meaning), prepared).await?)
+    if !exists && p.version_id.is_some() {
+        return Err(Error::not_found(&p.note));
+    }
+    let agent = p.agent_id.or(client);
+    let request = writes::Request::write_note(p.note, p.content, p.version_id, agent)?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, true)
 }
 
 /// `edit_note` (twin of `POST /v1/notes/{note}:edit`).
@@ -99,23 +80,16 @@ pub async fn edit_note(
     p: EditNoteParams,
     client: Option<String>,
 ) -> Result<Value, Error> {
-    let (key, meaning) = tool_key("edit_note", &p, p.idempotency_key.as_deref())?;
-    let mut body = json!({
-        "version_id": p.version_id,
-        "old_string": p.old_string,
-        "new_string": p.new_string,
-    });
-    if let Some(a) = p.agent_id.clone().or(client) {
-        body["agent_id"] = json!(a);
-    }
-    let prepared = prepare("POST /v1/notes/{note}:edit", Some(&p.note), "", body)?;
-    answer(submit_keyed(state, key, Some(meaning), prepared).await?)
+    let (key, legacy) = tool_key("edit_note", &p, p.idempotency_key.as_deref())?;
+    let agent = p.agent_id.or(client);
+    let request = writes::Request::edit(p.note, p.version_id, p.old_string, p.new_string, agent)?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, false)
 }
 
 /// The idempotency key of a tool call (the caller's, checked like the header, or one
-/// derived from the tool and its arguments) and the hash of what the call means (the tool
-/// and its arguments: a retry replays even when the note now exists, which would prepare
-/// another route).
+/// derived from the tool and its arguments, as before request identities) and the hash
+/// an older version bound the key to (the tool and its arguments).
 fn tool_key(
     tool: &str,
     args: &impl serde::Serialize,
@@ -137,9 +111,4 @@ fn tool_key(
         )),
         None => Ok((format!("mcp-{}", &meaning[..32]), meaning)),
     }
-}
-
-/// The rendered receipt as the tool's answer.
-fn answer((_, body): (u16, String)) -> Result<Value, Error> {
-    serde_json::from_str(&body).map_err(Error::internal)
 }
