@@ -233,7 +233,7 @@ const ABOVE_SURFACE: &[&str] = &["api", "mcp", "console", "http", "daemon"];
 /// Arrows from `BESIDE_API` into `api` still standing, as (file, module): MCP's write
 /// tools call the HTTP write path until they build the domain's validated requests
 /// (issue 42, part 2). Each must still be used, so the list only shrinks.
-const API_ARROWS_PENDING: &[(&str, &str)] = &[("mcp/tools.rs", "api/writes")];
+const API_ARROWS_PENDING: &[(&str, &str)] = &[];
 /// Where a database crate may be named: the metadata store and the reason table's `From`.
 const DATABASE_HOMES: &[&str] = &["meta", "error"];
 

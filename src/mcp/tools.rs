@@ -9,7 +9,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::writes::{self, EditNoteParams, WriteNoteParams};
 use crate::error::Error;
 use crate::mcp::schema;
 use crate::state::State;
@@ -26,6 +25,7 @@ use crate::surface::search::{self, SearchParams, SearchResponse};
 use crate::surface::tags::{self, TagList, TagsParams};
 use crate::surface::vault::{self, NoParams, VaultSummary};
 use crate::surface::wire::{FolderList, NoteList, NoteRead, Receipt};
+use crate::surface::writes::{self, EditNoteParams, WriteNoteParams};
 
 /// What a tool may do to the vault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

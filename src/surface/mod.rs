@@ -20,6 +20,7 @@ pub mod search;
 pub mod tags;
 pub mod vault;
 pub mod wire;
+pub mod writes;
 
 use crate::error::Error;
 

@@ -15,12 +15,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
 use crate::api::params::Query;
-use crate::api::wire::{NoteHandle, Receipt};
+use crate::api::wire::Receipt;
 use crate::error::{Error, Reason};
 use crate::state::State;
-use crate::writes::{self, Idempotency, ReceiptStatus, Subject};
+use crate::writes::{self, ReceiptStatus};
 
 mod create;
 mod delete;
@@ -29,8 +28,9 @@ mod folder;
 mod patch;
 mod relocate;
 mod rollback;
-mod tools;
 
+pub(crate) use crate::surface::writes::run;
+use crate::surface::writes::{wire, Wire};
 pub use create::*;
 pub use delete::*;
 pub use edit::*;
@@ -38,7 +38,6 @@ pub use folder::*;
 pub use patch::*;
 pub use relocate::*;
 pub use rollback::*;
-pub use tools::*;
 
 pub(crate) use crate::writes::request::agent_id;
 pub use crate::writes::{is_spec_uuid, MAX_BODY};
@@ -138,73 +137,6 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
     }
 }
 
-/// A receipt as MCP answers it: the JSON `render` sends.
-pub(crate) fn render_value(receipt: &writes::Receipt, embed_note: bool) -> Result<Value, Error> {
-    match wire(receipt, embed_note) {
-        Wire::Answered(_, body) => serde_json::from_str(body).map_err(Error::internal),
-        Wire::Folder(w) => serde_json::to_value(w).map_err(Error::internal),
-        Wire::Note(w) => serde_json::to_value(w).map_err(Error::internal),
-    }
-}
-
-/// A receipt's wire form.
-enum Wire<'a> {
-    Note(Box<Receipt>),
-    Folder(Box<crate::api::wire::FolderReceipt>),
-    Answered(u16, &'a str),
-}
-
-fn wire(receipt: &writes::Receipt, embed_note: bool) -> Wire<'_> {
-    let status_text = match receipt.status {
-        ReceiptStatus::Applied => "applied",
-        ReceiptStatus::Queued => "queued",
-    };
-    let links_failed = || {
-        receipt
-            .links_failed
-            .iter()
-            .map(|(slug, reason)| crate::api::wire::LinkFailure {
-                slug: slug.clone(),
-                reason: crate::api::error::in_vault_terms(reason),
-            })
-            .collect()
-    };
-    let flow_back_error = receipt
-        .flow_back_error
-        .as_deref()
-        .map(crate::api::error::in_vault_terms);
-    match &receipt.subject {
-        Subject::Answered { status, body } => Wire::Answered(*status, body),
-        Subject::Folder(folder) => Wire::Folder(Box::new(crate::api::wire::FolderReceipt {
-            status: status_text.into(),
-            path: folder.path.clone(),
-            from_path: folder.from_path.clone(),
-            pending_id: receipt.pending_id.clone(),
-            committed_seq: receipt.committed_seq,
-            notes: folder.notes,
-            trashed_to: folder.trashed_to.clone(),
-            links_updated: receipt.links_updated,
-            links_failed: links_failed(),
-            flow_back_error,
-        })),
-        Subject::Note(_) | Subject::Attachment(_) => Wire::Note(Box::new(Receipt {
-            status: status_text.into(),
-            slug: receipt.slug.clone(),
-            pending_id: receipt.pending_id.clone(),
-            note_id: receipt.note_id.clone(),
-            version_id: receipt.version_id.clone(),
-            content_hash: receipt.content_hash.clone(),
-            committed_seq: receipt.committed_seq,
-            note: receipt.note().filter(|_| embed_note).map(NoteHandle::from),
-            renamed: receipt.renamed,
-            unchanged: receipt.unchanged,
-            links_updated: receipt.links_updated,
-            links_failed: links_failed(),
-            flow_back_error,
-        })),
-    }
-}
-
 /// Pending writes queued by a version that stored the HTTP request (before the pipeline
 /// kept its own request, migration 6) are validated once more into the pipeline's
 /// request and stored as such, so an approval applies them like any other. Runs at serve
@@ -252,23 +184,7 @@ fn legacy_request(
     })
 }
 
-pub(crate) fn parse_as<T: DeserializeOwned>(raw: &Value) -> Result<T, Error> {
-    serde_path_to_error::deserialize(raw).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        // serde names an unknown or missing field inside its message.
-        let field = if path == "." {
-            inner
-                .split('`')
-                .nth(1)
-                .map(str::to_string)
-                .unwrap_or_else(|| "body".to_string())
-        } else {
-            path
-        };
-        Error::invalid_field(field, inner)
-    })
-}
+pub(crate) use crate::surface::input::parse_as;
 
 /// Run a validated request through the pipeline under the request's `Idempotency-Key`
 /// and answer its (possibly replayed) receipt. `legacy` is the hash an older version
@@ -295,15 +211,4 @@ pub(crate) fn respond(receipt: &writes::Receipt, embed_note: bool) -> Response {
         Body::from(body),
     )
         .into_response()
-}
-
-/// Run a validated request through the pipeline under `key`: its (possibly replayed)
-/// receipt. The HTTP routes and the MCP write tools both come here.
-pub(crate) async fn run(
-    state: Arc<State>,
-    key: String,
-    request: writes::Request,
-    legacy: Option<String>,
-) -> Result<writes::Receipt, Error> {
-    blocking(move || writes::submit(&state, request, Idempotency { key: &key, legacy })).await
 }

@@ -1,6 +1,8 @@
-//! The MCP write tools, `write_note` and `edit_note`: each builds the validated request
-//! its `/v1` twin builds and runs it through the same pipeline and rendering, so the
-//! tool answers the receipt the route answers (queued under a reviewing policy).
+//! Writes as the surfaces share them: a validated request run through the one pipeline
+//! ([`run`]), a receipt's wire form ([`wire`]; `api` adds the status), and the MCP write
+//! tools, `write_note` and `edit_note`: each builds the validated request its `/v1` twin
+//! builds, so the tool answers the receipt the route answers (queued under a reviewing
+//! policy).
 //! The idempotency key is an argument, or derived from the call (the tool and its
 //! arguments), so a client that retries a call gets the first call's receipt.
 
@@ -10,7 +12,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::*;
+use crate::error::Error;
+use crate::state::State;
+use crate::surface::blocking;
+use crate::surface::wire::{NoteHandle, Receipt};
+use crate::writes::{self, Idempotency, ReceiptStatus, Subject};
 
 /// `write_note`: create a note, or replace the body of one that exists.
 #[derive(Debug, Clone, Deserialize, serde::Serialize, ToSchema)]
@@ -110,5 +116,83 @@ fn tool_key(
             "must be 1 to 255 visible ASCII characters",
         )),
         None => Ok((format!("mcp-{}", &meaning[..32]), meaning)),
+    }
+}
+
+/// Run a validated request through the pipeline under `key`: its (possibly replayed)
+/// receipt. The HTTP routes and the MCP write tools both come here.
+pub(crate) async fn run(
+    state: Arc<State>,
+    key: String,
+    request: writes::Request,
+    legacy: Option<String>,
+) -> Result<writes::Receipt, Error> {
+    blocking(move || writes::submit(&state, request, Idempotency { key: &key, legacy })).await
+}
+
+/// A receipt as MCP answers it: the JSON `render` sends.
+pub(crate) fn render_value(receipt: &writes::Receipt, embed_note: bool) -> Result<Value, Error> {
+    match wire(receipt, embed_note) {
+        Wire::Answered(_, body) => serde_json::from_str(body).map_err(Error::internal),
+        Wire::Folder(w) => serde_json::to_value(w).map_err(Error::internal),
+        Wire::Note(w) => serde_json::to_value(w).map_err(Error::internal),
+    }
+}
+
+/// A receipt's wire form.
+pub(crate) enum Wire<'a> {
+    Note(Box<Receipt>),
+    Folder(Box<crate::surface::wire::FolderReceipt>),
+    Answered(u16, &'a str),
+}
+
+pub(crate) fn wire(receipt: &writes::Receipt, embed_note: bool) -> Wire<'_> {
+    let status_text = match receipt.status {
+        ReceiptStatus::Applied => "applied",
+        ReceiptStatus::Queued => "queued",
+    };
+    let links_failed = || {
+        receipt
+            .links_failed
+            .iter()
+            .map(|(slug, reason)| crate::surface::wire::LinkFailure {
+                slug: slug.clone(),
+                reason: crate::surface::envelope::in_vault_terms(reason),
+            })
+            .collect()
+    };
+    let flow_back_error = receipt
+        .flow_back_error
+        .as_deref()
+        .map(crate::surface::envelope::in_vault_terms);
+    match &receipt.subject {
+        Subject::Answered { status, body } => Wire::Answered(*status, body),
+        Subject::Folder(folder) => Wire::Folder(Box::new(crate::surface::wire::FolderReceipt {
+            status: status_text.into(),
+            path: folder.path.clone(),
+            from_path: folder.from_path.clone(),
+            pending_id: receipt.pending_id.clone(),
+            committed_seq: receipt.committed_seq,
+            notes: folder.notes,
+            trashed_to: folder.trashed_to.clone(),
+            links_updated: receipt.links_updated,
+            links_failed: links_failed(),
+            flow_back_error,
+        })),
+        Subject::Note(_) | Subject::Attachment(_) => Wire::Note(Box::new(Receipt {
+            status: status_text.into(),
+            slug: receipt.slug.clone(),
+            pending_id: receipt.pending_id.clone(),
+            note_id: receipt.note_id.clone(),
+            version_id: receipt.version_id.clone(),
+            content_hash: receipt.content_hash.clone(),
+            committed_seq: receipt.committed_seq,
+            note: receipt.note().filter(|_| embed_note).map(NoteHandle::from),
+            renamed: receipt.renamed,
+            unchanged: receipt.unchanged,
+            links_updated: receipt.links_updated,
+            links_failed: links_failed(),
+            flow_back_error,
+        })),
     }
 }
