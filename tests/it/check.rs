@@ -7,9 +7,8 @@
 )]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use crate::common;
 
@@ -249,40 +248,20 @@ fn check_without_state_or_beside_a_daemon_is_one_line() {
     let vault = served_vault();
     let (mut daemon, url) = serve(vault.path());
     let (code, _, err) = run(&["check", vault.path().to_str().unwrap()]);
-    daemon.kill().unwrap();
-    let _ = daemon.wait();
+    daemon.child.kill().unwrap();
+    let _ = daemon.child.wait();
     assert_eq!(code, 1);
     one_line_error(&err, "stop it first");
     let _ = url;
 }
 
-/// Serve `vault` on a free port; the child and its base URL.
-fn serve(vault: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["serve", vault.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .env_remove("NOTEVAULT_CONFIG")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the daemon prints its address")
-            .unwrap();
-        if let Some(rest) = line
-            .split(" on ")
-            .nth(1)
-            .filter(|r| r.starts_with("http://"))
-        {
-            break rest.trim().to_string();
-        }
-    };
-    // Keep reading its stderr so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
+/// Serve `vault` on a free port (its state in the vault's `.notevault`): the daemon,
+/// killed when dropped, and its base URL.
+fn serve(vault: &Path) -> (common::Daemon, String) {
+    let command = common::daemon::command(BIN, "127.0.0.1:0", vault, None);
+    let daemon = common::daemon::start(command).expect("the daemon serves");
+    let url = daemon.base.clone();
+    (daemon, url)
 }
 
 #[test]
@@ -300,8 +279,8 @@ fn status_summarises_a_running_daemon() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let (code, out, err) = run(&["status", "--url", &url]);
-    daemon.kill().unwrap();
-    let _ = daemon.wait();
+    daemon.child.kill().unwrap();
+    let _ = daemon.child.wait();
     assert_eq!(code, 0, "{err}");
     assert!(area_line(&out, "daemon").contains("2 notes"), "{out}");
     let seq = area_line(&out, "seq");
@@ -369,41 +348,19 @@ fn status_of_a_daemon_serving_https_needs_its_certificate() {
     let key = vault.path().join("key.pem");
     std::fs::write(&cert, generated.cert.pem()).unwrap();
     std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            vault.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let mut command = common::daemon::command(BIN, "127.0.0.1:0", vault.path(), None);
+    command
         .arg("--tls-cert")
         .arg(&cert)
         .arg("--tls-key")
-        .arg(&key)
-        .env_remove("NOTEVAULT_CONFIG")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the daemon prints its address")
-            .unwrap();
-        if let Some(rest) = line
-            .split(" on ")
-            .nth(1)
-            .filter(|r| r.starts_with("https://"))
-        {
-            break rest.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+        .arg(&key);
+    let mut daemon = common::daemon::start(command).expect("the daemon serves");
+    let url = daemon.base.clone();
+    assert!(url.starts_with("https://"), "{url}");
     let untrusted = run(&["status", "--url", &url]);
     let trusted = run(&["status", "--url", &url, "--cacert", cert.to_str().unwrap()]);
-    child.kill().unwrap();
-    let _ = child.wait();
+    daemon.child.kill().unwrap();
+    let _ = daemon.child.wait();
     assert_eq!(untrusted.0, 1);
     one_line_error(&untrusted.2, "--cacert");
     assert_eq!(trusted.0, 0, "{}", trusted.2);

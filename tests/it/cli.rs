@@ -5,8 +5,9 @@
     reason = "tests play the editor and the operator: they write the vault and read the environment"
 )]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use crate::common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
@@ -82,36 +83,15 @@ fn startup_failures_are_one_line_and_non_zero() {
 fn serve_answers_on_the_address_it_prints_and_stops_on_sigterm() {
     let vault = tempfile::tempdir().unwrap();
     std::fs::write(vault.path().join("hello.md"), "# Hello\n").unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            vault.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let mut addr = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(rest) = line.split("on http://").nth(1) {
-            addr = Some(rest.trim().to_string());
-            break;
-        }
-    }
-    // Keep reading its stderr so it never blocks on a full pipe.
-    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
-    let addr = addr.expect("the daemon prints its address");
+    let command = common::daemon::command(BIN, "127.0.0.1:0", vault.path(), None);
+    let mut daemon = common::daemon::start(command).expect("the daemon prints its address");
+    let addr = daemon.base.trim_start_matches("http://").to_string();
     let body: serde_json::Value =
         reqwest::blocking_get(&format!("http://{addr}/v1/notes/hello?limit=1"));
     // SAFETY: a signal to our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    let log = rest.join().unwrap().join("\n");
+    unsafe { libc::kill(daemon.child.id() as i32, libc::SIGTERM) };
+    let status = daemon.child.wait().unwrap();
+    let log = daemon.rest();
     assert!(status.success(), "{status}: {log}");
     assert_eq!(body["title"], "Hello");
     assert!(vault.path().join(".notevault/history.git").is_dir());
@@ -141,7 +121,7 @@ mod reqwest {
 /// `man/` is generated from the clap definition: one page for the command and one for
 /// every subcommand at any depth (`notevault-token-create.1`), each ending with the exit
 /// statuses of `cli::exit::TABLE`. Regenerate with
-/// `NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages`.
+/// `NOTEVAULT_WRITE_MAN=1 cargo test --test it cli::man_pages`.
 #[test]
 fn man_pages_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
@@ -161,7 +141,7 @@ fn man_pages_are_current() {
         let checked_in = std::fs::read(&path).unwrap_or_default();
         assert!(
             checked_in == rendered,
-            "man/{file} is stale: run NOTEVAULT_WRITE_MAN=1 cargo test --test cli man_pages"
+            "man/{file} is stale: run NOTEVAULT_WRITE_MAN=1 cargo test --test it cli::man_pages"
         );
     }
     // No page of a subcommand that is gone.
@@ -192,7 +172,7 @@ fn exit_status_section() -> String {
 }
 
 /// `completions/` holds what `notevault completions SHELL` prints, for packagers;
-/// regenerate with `NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test cli completions`.
+/// regenerate with `NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test it cli::completions`.
 #[test]
 fn completions_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
@@ -219,7 +199,7 @@ fn completions_are_current() {
         let checked_in = std::fs::read(&path).unwrap_or_default();
         assert!(
             checked_in == out.stdout,
-            "completions/{file} is stale: run NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test cli completions"
+            "completions/{file} is stale: run NOTEVAULT_WRITE_COMPLETIONS=1 cargo test --test it cli::completions"
         );
     }
 }
@@ -256,21 +236,11 @@ fn reindex_rebuilds_the_index_and_refuses_while_a_daemon_serves() {
     let (ok, out, err) = run(&["reindex", v]);
     assert!(ok && out.starts_with("indexed 2 notes"), "{out} {err}");
 
-    let mut child = Command::new(BIN)
-        .args(["serve", v, "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    for line in BufReader::new(stderr).lines() {
-        if line.unwrap().contains("on http://") {
-            break;
-        }
-    }
+    let command = common::daemon::command(BIN, "127.0.0.1:0", vault.path(), None);
+    let mut daemon = common::daemon::start(command).expect("the daemon prints its address");
     let refused = run(&["reindex", v]);
-    child.kill().unwrap();
-    let _ = child.wait();
+    daemon.child.kill().unwrap();
+    let _ = daemon.child.wait();
     assert!(!refused.0, "reindex must refuse while serving");
     assert!(refused.2.contains("in use"), "{}", refused.2);
     assert!(

@@ -619,7 +619,7 @@ async fn purge_needs_a_session_and_the_name_then_removes_the_state_and_leaves_th
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["status"], "stopping");
     let exit = wait_exit(&mut daemon.child);
-    let stderr = daemon.rest.join().unwrap();
+    let stderr = daemon.rest();
     assert!(exit.success(), "{stderr}");
     assert!(stderr.contains("purged the daemon's data"), "{stderr}");
     assert!(!state.join("history.git").exists());
@@ -983,7 +983,7 @@ async fn serve_prints_a_sign_in_link_on_a_terminal_only() {
     assert_eq!(res.status(), 200);
     let _ = daemon.child.kill();
     let _ = daemon.child.wait();
-    let stderr = daemon.rest.join().unwrap();
+    let stderr = daemon.rest();
     assert!(stderr.contains("notevault login-link"), "{stderr}");
     assert!(!stderr.contains("sign-in?code="), "{stderr}");
 }
@@ -1559,6 +1559,12 @@ fn in_a_browser(
             ("AUTH_REQUIRED", "true"),
             ("NOTEVAULT_STATIC_TOKENS", tokens.as_str()),
         ],
+    );
+    // The daemon keeps the URL `login-link` needs just after its address line, then says
+    // where its console is: a link asked for before that finds none.
+    assert!(
+        daemon.wait_logged("notevault: web console at", common::PATIENCE),
+        "the daemon says where its console is"
     );
     let link = Command::new(BIN)
         .args(["login-link", "--state-dir"])

@@ -7,9 +7,7 @@
     reason = "tests play the editor and the operator: they write the vault and read the environment"
 )]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,46 +21,23 @@ const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 /// What a writer received: key, body sent, status, response text.
 type Received = Arc<Mutex<Vec<(String, Value, u16, String)>>>;
 
-fn start(vault: &Path, state: &Path) -> (Child, String) {
+fn start(vault: &Path, state: &Path) -> (common::Daemon, String) {
     start_with(vault, state, None)
 }
 
 /// Start the daemon; with `crash_at`, it aborts (as `kill -9` would) at that step of the
 /// first write that reaches it.
-fn start_with(vault: &Path, state: &Path, crash_at: Option<&str>) -> (Child, String) {
-    let mut command = Command::new(BIN);
+fn start_with(vault: &Path, state: &Path, crash_at: Option<&str>) -> (common::Daemon, String) {
+    let mut command = common::daemon::command(BIN, "127.0.0.1:0", vault, Some(state));
     if let Some(step) = crash_at {
         command.env("NOTEVAULT_TEST_CRASH_AT", step);
     }
-    let mut child = command
-        .args([
-            "serve",
-            vault.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            state.to_str().unwrap(),
-        ])
+    command
         .env("RATE_LIMIT_WRITE_PER_MINUTE", "0")
-        .env("RATE_LIMIT_READ_PER_MINUTE", "0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the daemon prints its address")
-            .unwrap();
-        if let Some(rest) = line.split("on http://").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    // Keep draining stderr so the daemon never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, format!("http://{addr}"))
+        .env("RATE_LIMIT_READ_PER_MINUTE", "0");
+    let daemon = common::daemon::start(command).expect("the daemon serves");
+    let base = daemon.base.clone();
+    (daemon, base)
 }
 
 /// GET `url` and parse its JSON.
@@ -93,7 +68,7 @@ async fn kill_9_loses_no_acknowledged_write() {
     let state = dir.path().join("state");
     std::fs::create_dir_all(&vault).unwrap();
     std::fs::write(vault.join("seed.md"), "# Seed\n").unwrap();
-    let (mut child, base) = start(&vault, &state);
+    let (mut daemon, base) = start(&vault, &state);
 
     let received: Received = Arc::default();
     // Sent, but no answer came back before the kill.
@@ -141,8 +116,8 @@ async fn kill_9_loses_no_acknowledged_write() {
         received.lock().unwrap().len() >= 20
     })
     .await;
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    daemon.child.kill().unwrap(); // SIGKILL
+    daemon.child.wait().unwrap();
     for w in writers {
         let _ = w.await;
     }
@@ -153,7 +128,7 @@ async fn kill_9_loses_no_acknowledged_write() {
         received.len()
     );
 
-    let (mut child, base) = start(&vault, &state);
+    let (mut daemon, base) = start(&vault, &state);
     // No temp file is left, no file is torn.
     for entry in walkdir::WalkDir::new(&vault)
         .into_iter()
@@ -236,8 +211,8 @@ async fn kill_9_loses_no_acknowledged_write() {
             expected["content"].as_str().unwrap()
         );
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
     common::git(&state, &["fsck"]);
 }
 
@@ -300,7 +275,7 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
             std::fs::write(vault.join("linker.md"), "see [[a]]\n").unwrap();
             std::fs::write(vault.join("sub/keep.md"), "# Keep\n").unwrap();
 
-            let (mut child, base) = start_with(&vault, &state, Some(step));
+            let (mut daemon, base) = start_with(&vault, &state, Some(step));
             let note: Value = get_json(&client, format!("{base}/v1/notes/a?limit=1")).await;
             let version = note["version_id"].as_str().unwrap();
             let (path, body, status) = ((op.path)(version), (op.body)(version), op.status);
@@ -315,11 +290,11 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
                 panic!("{what}: answered {}", res.text().await.unwrap());
             }
             assert!(
-                !child.wait().unwrap().success(),
+                !daemon.child.wait().unwrap().success(),
                 "{what}: the daemon aborted"
             );
 
-            let (mut child, base) = start(&vault, &state);
+            let (mut daemon, base) = start(&vault, &state);
             let res = send(&base).await.unwrap();
             let got = res.status().as_u16();
             let text = res.text().await.unwrap();
@@ -363,8 +338,8 @@ async fn a_retry_after_a_crash_at_any_step_gets_its_receipt() {
                     "{what}: the link to the moved note still resolves: {links}"
                 );
             }
-            child.kill().unwrap();
-            child.wait().unwrap();
+            daemon.child.kill().unwrap();
+            daemon.child.wait().unwrap();
         }
     }
 }
@@ -405,7 +380,7 @@ async fn a_write_whose_leftover_cannot_be_cleared_is_never_answered_as_landed() 
     std::fs::create_dir_all(&vault).unwrap();
     let path = vault.join("a.md");
     std::fs::write(&path, "# A\n\nalpha\n").unwrap();
-    let (mut child, base) = start_with(&vault, &state, Some("after-file"));
+    let (mut daemon, base) = start_with(&vault, &state, Some("after-file"));
     let note: Value = get_json(&client, format!("{base}/v1/notes/a?limit=1")).await;
     let version = note["version_id"].as_str().unwrap().to_string();
     let body = json!({"version_id": version, "old_string": "alpha", "new_string": "beta", "agent_id": "t"});
@@ -417,7 +392,7 @@ async fn a_write_whose_leftover_cannot_be_cleared_is_never_answered_as_landed() 
             .send()
     };
     assert!(send(&base).await.is_err(), "the daemon aborted");
-    child.wait().unwrap();
+    daemon.child.wait().unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "# A\n\nbeta\n");
 
     // As if the crash had come inside the exchange, over an editor's save: its file under
@@ -439,7 +414,7 @@ async fn a_write_whose_leftover_cannot_be_cleared_is_never_answered_as_landed() 
         eprintln!("SKIPPED: cannot make a file immutable here");
         return;
     }
-    let (mut child, base) = start(&vault, &state);
+    let (mut daemon, base) = start(&vault, &state);
     let res = send(&base).await.unwrap();
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
@@ -449,16 +424,16 @@ async fn a_write_whose_leftover_cannot_be_cleared_is_never_answered_as_landed() 
         "no receipt for a write that may not have landed: {text}"
     );
     assert!(text.contains("VERSION_MOVED"), "{text}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
     // Once it can be cleared, the editor's save is put back.
-    let (mut child, _) = start(&vault, &state);
+    let (mut daemon, _) = start(&vault, &state);
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         "# A\n\nthe editor's save\n"
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
 }
 
 /// One folder operation, made on a vault of `sub/a.md`, `dest/keep.md` and `linker.md`
@@ -539,7 +514,7 @@ async fn a_folder_operation_retried_after_a_crash_at_any_step_gets_its_receipt()
             std::fs::write(vault.join("dest/keep.md"), "# Keep\n").unwrap();
             std::fs::write(vault.join("linker.md"), "see [[sub/a]]\n").unwrap();
 
-            let (mut child, base) = start_with(&vault, &state, Some(step));
+            let (mut daemon, base) = start_with(&vault, &state, Some(step));
             let send = |base: &str| {
                 client
                     .post(format!("{base}{}", op.path))
@@ -551,11 +526,11 @@ async fn a_folder_operation_retried_after_a_crash_at_any_step_gets_its_receipt()
                 panic!("{what}: answered {}", res.text().await.unwrap());
             }
             assert!(
-                !child.wait().unwrap().success(),
+                !daemon.child.wait().unwrap().success(),
                 "{what}: the daemon aborted"
             );
 
-            let (mut child, base) = start(&vault, &state);
+            let (mut daemon, base) = start(&vault, &state);
             let res = send(&base).await.unwrap();
             let got = res.status().as_u16();
             let text = res.text().await.unwrap();
@@ -579,8 +554,8 @@ async fn a_folder_operation_retried_after_a_crash_at_any_step_gets_its_receipt()
                 assert!(!vault.join(rel).exists(), "{what}: {rel} is gone");
             }
             let Some(note) = op.note else {
-                child.kill().unwrap();
-                child.wait().unwrap();
+                daemon.child.kill().unwrap();
+                daemon.child.wait().unwrap();
                 continue;
             };
             assert_eq!(
@@ -612,8 +587,8 @@ async fn a_folder_operation_retried_after_a_crash_at_any_step_gets_its_receipt()
                     "{what}: the link follows: {linker}"
                 );
             }
-            child.kill().unwrap();
-            child.wait().unwrap();
+            daemon.child.kill().unwrap();
+            daemon.child.wait().unwrap();
         }
     }
 }

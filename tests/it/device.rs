@@ -14,10 +14,8 @@
 
 use crate::common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 const TOKEN: &str = "device-session-token-Q8w2E5r7";
@@ -106,50 +104,15 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
         format!("[[static_tokens]]\ntoken = \"{TOKEN}\"\npermissions = [\"notes.write\", \"notes.review\"]\n"),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
-        .arg(&state)
+    let mut command = common::daemon::command(BIN, "127.0.0.1:0", &vault, Some(&state));
+    command
         .arg("--config")
         .arg(&config)
-        .arg(&vault)
         .env("NOTEVAULT_LOG", "debug")
-        .env("AUTH_REQUIRED", "true")
-        .env_remove("NOTEVAULT_CONFIG")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut buf = [0u8; 8192];
-        let mut sent = false;
-        while let Ok(n) = stderr.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            all.extend_from_slice(&buf[..n]);
-            if !sent {
-                let text = String::from_utf8_lossy(&all);
-                let line = text
-                    .split_inclusive('\n')
-                    .find(|l| l.ends_with('\n') && l.contains("on http://"));
-                if let Some(addr) = line
-                    .and_then(|l| l.split("on http://").nth(1))
-                    .and_then(|rest| rest.split_whitespace().next())
-                {
-                    addr_tx.send(addr.to_string()).unwrap();
-                    sent = true;
-                }
-            }
-        }
-        all
-    });
-    let addr = addr_rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the daemon prints its address");
-    let base = format!("http://{addr}");
+        .env("AUTH_REQUIRED", "true");
+    // Its stderr is read on a thread until it ends (`Daemon::whole_log`).
+    let mut daemon = common::daemon::start(command).expect("the daemon serves");
+    let base = daemon.base.clone();
     let canary = format!("CANARY-{}", uuid::Uuid::new_v4().simple());
     let (pw1, pw2) = ("correct horse battery staple", "a new passphrase for 2027");
     let mut out = Vec::new();
@@ -406,9 +369,9 @@ async fn the_e2ee_loop_keeps_private_plaintext_on_the_devices() {
     assert_eq!(read(&a, "journal/diary.private.md"), edited);
 
     // The canary is nowhere but on the devices.
-    let _ = child.kill();
-    let _ = child.wait();
-    let logs = reader.join().unwrap();
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let logs = daemon.whole_log().join("\n").into_bytes();
     assert!(!logs.is_empty());
     assert!(
         !contains(&logs, &canary),

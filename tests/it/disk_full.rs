@@ -24,8 +24,9 @@ fn start(fs: &mut LoopFs) -> String {
             ("RATE_LIMIT_READ_PER_MINUTE", "0"),
         ],
     );
-    fs.daemon = Some(daemon.child);
-    daemon.base
+    let base = daemon.base.clone();
+    fs.daemon = Some(daemon);
+    base
 }
 
 async fn create(client: &reqwest::Client, base: &str, key: &str, slug: &str) -> (u16, Value) {
@@ -142,8 +143,7 @@ fn on_a_tmpfs_of_its_own(path: &std::path::Path, mib: u64) -> common::loopfs::Tm
 /// A daemon whose stderr is kept: killed when dropped (before the file systems it uses
 /// are unmounted), or ended with [`Serving::end`], which gives its log.
 struct Serving {
-    child: Option<std::process::Child>,
-    rest: Option<std::thread::JoinHandle<String>>,
+    daemon: common::Daemon,
     base: String,
 }
 
@@ -158,15 +158,14 @@ impl Serving {
             ],
         );
         Self {
-            child: Some(d.child),
-            rest: Some(d.rest),
-            base: d.base,
+            base: d.base.clone(),
+            daemon: d,
         }
     }
 
     /// Stop it (SIGTERM, or a kill) and give what it logged after its address.
     fn end(mut self, kill: bool) -> String {
-        let mut child = self.child.take().unwrap();
+        let child = &mut self.daemon.child;
         if kill {
             let _ = child.kill();
         } else {
@@ -174,16 +173,7 @@ impl Serving {
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         }
         let _ = child.wait();
-        self.rest.take().unwrap().join().unwrap()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.daemon.rest()
     }
 }
 
@@ -386,9 +376,8 @@ fn spawn_with(vault: &std::path::Path, state: &std::path::Path, crash_at: Option
     }
     let d = common::spawn(vault, state, &env);
     Serving {
-        child: Some(d.child),
-        rest: Some(d.rest),
-        base: d.base,
+        base: d.base.clone(),
+        daemon: d,
     }
 }
 

@@ -4,9 +4,9 @@
 //! their promises: never panic, point inside the input when they refuse it, edit one
 //! frontmatter key without changing another byte, never resolve a path outside the vault.
 //!
-//! `cargo test --test fuzz` runs each target for `NOTEVAULT_FUZZ_SECONDS` (default 6 s,
+//! `cargo test --test it fuzz::` runs each target for `NOTEVAULT_FUZZ_SECONDS` (default 6 s,
 //! about a minute in all on two cores); the long run for people is in the README
-//! (`NOTEVAULT_FUZZ_SECONDS=600 cargo test --release --test fuzz -- --test-threads 1`).
+//! (`NOTEVAULT_FUZZ_SECONDS=600 cargo test --release --test it fuzz:: -- --test-threads 1`).
 //! A failure prints the shrunk input; it becomes a regression test below, named after
 //! what broke, and the bug is fixed.
 

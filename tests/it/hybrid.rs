@@ -163,7 +163,7 @@ fn stop(mut d: Daemon) -> String {
     // SAFETY: a signal to our own child process.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGINT) };
     let status = d.child.wait().unwrap();
-    let log = d.rest.join().unwrap();
+    let log = d.rest();
     assert!(status.success(), "{status}: {log}");
     log
 }
@@ -531,7 +531,7 @@ async fn a_purge_removes_the_note_vectors() {
         .unwrap();
     assert_eq!(res.status(), 202);
     let status = d.child.wait().unwrap();
-    let log = d.rest.join().unwrap();
+    let log = d.rest();
     assert!(status.success(), "{log}");
     assert!(!state.join("index").exists());
     assert!(

@@ -730,7 +730,7 @@ async fn a_note_too_large_to_search_is_listed_readable_and_reported() {
 /// pruned top-k whose sum of a note's field scores came out in another order than the
 /// full one's, so near-equal notes swapped between a page of 3 and a page of 6: paging
 /// `module` here showed one note twice and skipped another.) Skipped where the shared
-/// corpus is absent, as `tests/grep.rs` does.
+/// corpus is absent, as `tests/it/grep.rs` does.
 #[tokio::test]
 async fn paging_through_near_equal_scores_repeats_and_skips_nothing() {
     let Some((dir, vault, state)) = common::corpus_vault(&["PowerShell-Docs"]) else {

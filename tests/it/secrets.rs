@@ -12,9 +12,7 @@
 
 use crate::common;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use common::jwt::{es256, now, sign};
 use serde_json::json;
@@ -98,59 +96,17 @@ async fn no_secret_reaches_a_log_an_answer_or_the_state_dir() {
     )
     .unwrap();
 
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--state-dir",
-        ])
-        .arg(&state)
+    let mut command = common::daemon::command(BIN, "127.0.0.1:0", &vault, Some(&state));
+    command
+        .arg("--no-watch")
         .arg("--config")
         .arg(&config)
-        .arg(&vault)
         .env("NOTEVAULT_LOG", "debug")
         .env("AUTH_REQUIRED", "true")
-        .env("IDP_API_KEY", API_KEY)
-        .env_remove("NOTEVAULT_CONFIG")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Read stderr on a thread until the daemon ends; hand the address over first.
-    let mut stderr = child.stderr.take().unwrap();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut buf = [0u8; 8192];
-        let mut sent = false;
-        while let Ok(n) = stderr.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            all.extend_from_slice(&buf[..n]);
-            if !sent {
-                // Only a whole line: a read can end inside the address.
-                let text = String::from_utf8_lossy(&all);
-                let line = text
-                    .split_inclusive('\n')
-                    .find(|l| l.ends_with('\n') && l.contains("on http://"));
-                if let Some(addr) = line
-                    .and_then(|l| l.split("on http://").nth(1))
-                    .and_then(|rest| rest.split_whitespace().next())
-                {
-                    addr_tx.send(addr.to_string()).unwrap();
-                    sent = true;
-                }
-            }
-        }
-        all
-    });
-    let addr = addr_rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the daemon prints its address");
-    let base = format!("http://{addr}");
+        .env("IDP_API_KEY", API_KEY);
+    // Its stderr is read on a thread until it ends (`Daemon::whole_log`).
+    let mut daemon = common::daemon::start(command).expect("the daemon serves");
+    let base = daemon.base.clone();
     let client = reqwest::Client::new();
 
     let vault_id = {
@@ -234,13 +190,14 @@ async fn no_secret_reaches_a_log_an_answer_or_the_state_dir() {
         answers.push_str(&res.text().await.unwrap());
     }
     // Everything asked was recorded: stop the daemon as a user does.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    unsafe { libc::kill(daemon.child.id() as i32, libc::SIGINT) };
+    let (status, log) = tokio::task::spawn_blocking(move || {
+        let status = daemon.child.wait().unwrap();
+        (status, daemon.whole_log().join("\n").into_bytes())
+    })
+    .await
+    .unwrap();
     assert!(status.success(), "{status:?}");
-    let log = reader.join().unwrap();
     let log_text = String::from_utf8_lossy(&log);
     assert!(
         log_text.contains("credential refused") && log_text.contains(&pat[..12]),

@@ -103,7 +103,7 @@ fn start(fs: &mut LoopFs, vault: &Path, state: &Path) -> String {
         ],
     );
     let base = daemon.base.clone();
-    fs.daemon = Some(daemon.child);
+    fs.daemon = Some(daemon);
     base
 }
 

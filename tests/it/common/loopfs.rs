@@ -44,7 +44,7 @@ pub struct LoopFs {
     pub mount: PathBuf,
     pub device: String,
     mounted: bool,
-    pub daemon: Option<std::process::Child>,
+    pub daemon: Option<super::Daemon>,
 }
 
 impl LoopFs {
@@ -113,18 +113,16 @@ impl LoopFs {
 
     /// Stop the daemon as a service manager does (SIGTERM), and wait for it.
     pub fn stop_daemon(&mut self) {
-        if let Some(mut child) = self.daemon.take() {
+        if let Some(mut daemon) = self.daemon.take() {
             // SAFETY: signalling a child process of ours by its id.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let _ = child.wait();
+            unsafe { libc::kill(daemon.child.id() as i32, libc::SIGTERM) };
+            let _ = daemon.child.wait();
         }
     }
 
     pub fn kill_daemon(&mut self) {
-        if let Some(mut child) = self.daemon.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        // Dropped: killed and waited for.
+        self.daemon.take();
     }
 }
 

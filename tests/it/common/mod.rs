@@ -5,9 +5,8 @@
     reason = "the harness plays an editor and a crash: it writes and renames notes itself"
 )]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,13 +16,13 @@ use notevault::state::State;
 use reqwest::Method;
 use serde_json::Value;
 
+pub mod daemon;
 pub mod device;
 pub mod jwt;
 pub mod loopfs;
 pub mod tools;
 
-/// The notevault binary of this build.
-pub const BIN: &str = env!("CARGO_BIN_EXE_notevault");
+pub use daemon::{Daemon, BIN};
 
 pub struct TestServer {
     pub base: String,
@@ -498,47 +497,17 @@ pub fn snapshot(
     out
 }
 
-/// The daemon as a user runs it, on `vault` with its state in `state`: its address, read
-/// from a whole line of its stderr, and the rest of its stderr once it ends.
-pub struct Daemon {
-    pub child: Child,
-    pub base: String,
-    pub rest: std::thread::JoinHandle<String>,
-}
-
+/// The daemon as a user runs it, on `vault` with its state in `state` and `env` set:
+/// its address, read from the line it prints, and its stderr ([`Daemon::rest`]).
 pub fn spawn(vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
     spawn_on("127.0.0.1:0", vault, state, env)
 }
 
 /// [`spawn`] listening on `listen` (a restart on the address a client knows).
 pub fn spawn_on(listen: &str, vault: &Path, state: &Path, env: &[(&str, &str)]) -> Daemon {
-    let mut command = Command::new(BIN);
-    command
-        .args(["serve", "--listen", listen, "--state-dir"])
-        .arg(state)
-        .arg(vault)
-        .env_remove("NOTEVAULT_CONFIG")
-        .env_remove("AUTH_REQUIRED")
-        .env_remove("NOTEVAULT_STATIC_TOKENS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the daemon prints its address")
-            .unwrap();
-        if let Some(rest) = line.split(" on http://").nth(1) {
-            break format!("http://{}", rest.split_whitespace().next().unwrap());
-        }
-    };
-    let rest =
-        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
-    Daemon { child, base, rest }
+    let mut command = daemon::command(BIN, listen, vault, Some(state));
+    command.envs(env.iter().copied());
+    daemon::start(command).expect("the daemon serves")
 }
 
 pub fn blake3_of(bytes: &str) -> String {
