@@ -80,14 +80,20 @@ pub fn repo_path(rel: &str) -> PathBuf {
 /// A temp dir as [`temp_vault`] makes, its vault holding `folders` of the shared corpus
 /// (`realvault/<folder>` of `../shared/corpora/realvault.tar.gz`, unpacked by `tar`).
 /// `None` where the corpus is absent: it is data beside the repository, not a tool, so a
-/// test on it skips there (shared/corpora/README.md), saying so.
+/// test on it skips there (shared/corpora/README.md), saying so; unless
+/// `NOTEVAULT_REQUIRE_CORPUS=1` (CI, which has it) says a skip would hide a failure.
 pub fn corpus_vault(folders: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     let tarball = repo_path("../shared/corpora/realvault.tar.gz");
     if !tarball.exists() {
-        eprintln!(
-            "skipped: {} is absent (the shared corpora live beside the repository)",
+        let why = format!(
+            "{} is absent (the shared corpora live beside the repository)",
             tarball.display()
         );
+        assert!(
+            std::env::var_os("NOTEVAULT_REQUIRE_CORPUS").is_none_or(|v| v != "1"),
+            "{why}, and NOTEVAULT_REQUIRE_CORPUS=1 forbids skipping"
+        );
+        eprintln!("skipped: {why}");
         return None;
     }
     let (dir, vault, state) = temp_vault(None);
