@@ -303,12 +303,9 @@ fn status_summarises_a_running_daemon() {
 
 #[test]
 fn status_without_a_daemon_is_one_line() {
-    // A port nothing listens on: bound, then closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nothing listens on.
+    let (_held, closed) = common::closed_port();
+    let port = closed.port();
     let (code, out, err) = run(&["status", "--url", &format!("http://127.0.0.1:{port}")]);
     assert_eq!(code, 1);
     assert!(out.is_empty());

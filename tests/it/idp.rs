@@ -716,10 +716,7 @@ async fn the_token_proxy_refuses_what_it_cannot_do() {
     let ec = es256("k");
     let idp = FakeIdp::start(&[&ec]).await;
     let grant = json!({"grant_type": "refresh_token", "refresh_token": "good-refresh"});
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let (_held, closed) = common::closed_port();
     type Tweak = Box<dyn FnOnce(&mut notevault::config::Config) + Send>;
     let token_url = format!("{}/token", idp.base);
     let cases: Vec<(&str, Tweak, u16, &str)> = vec![

@@ -516,6 +516,16 @@ pub fn spawn_on(listen: &str, vault: &Path, state: &Path, env: &[(&str, &str)]) 
     daemon::start(command).expect("the daemon serves")
 }
 
+/// A loopback address nothing listens on while the returned socket lives: bound, never
+/// listening, so a connection is refused, and no other test (a thread of this process or
+/// a daemon it spawned) can be handed the port meanwhile, as a port bound and let go can.
+pub fn closed_port() -> (tokio::net::TcpSocket, std::net::SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
+}
+
 pub fn blake3_of(bytes: &str) -> String {
     format!("blake3:{}", blake3::hash(bytes.as_bytes()).to_hex())
 }
