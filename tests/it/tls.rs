@@ -11,9 +11,8 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::TestServer;
@@ -320,36 +319,21 @@ async fn a_non_loopback_address_with_tls_and_a_token_serves_https() {
     std::fs::write(vault.join("hello.md"), "# Hello\n").unwrap();
     let (cert, key, pem) = certificate(dir.path());
     let tokens = format!(r#"[{{"token": "{TOKEN}"}}]"#);
-    let mut child = Command::new(BIN)
-        .args(["serve", vault.to_str().unwrap(), "--listen", "0.0.0.0:0"])
+    let mut command = common::daemon::command(BIN, "0.0.0.0:0", &vault, None);
+    command
         .arg("--tls-cert")
         .arg(&cert)
         .arg("--tls-key")
         .arg(&key)
-        .env_remove("NOTEVAULT_CONFIG")
-        .env("NOTEVAULT_STATIC_TOKENS", tokens)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let printed = tokio::task::spawn_blocking(move || {
-        for line in BufReader::new(stderr).lines() {
-            let line = line.unwrap();
-            if line.starts_with("notevault: serving") {
-                return Some(line);
-            }
-        }
-        None
-    })
-    .await
-    .unwrap();
-    let printed = printed.expect("the daemon prints its address");
-    let port = printed
-        .split("on https://0.0.0.0:")
-        .nth(1)
-        .unwrap_or_else(|| panic!("an https URL in {printed:?}"))
-        .trim()
+        .env("NOTEVAULT_STATIC_TOKENS", tokens);
+    let mut daemon = tokio::task::spawn_blocking(move || common::daemon::start(command))
+        .await
+        .unwrap()
+        .expect("the daemon prints its address");
+    let port = daemon
+        .base
+        .strip_prefix("https://0.0.0.0:")
+        .unwrap_or_else(|| panic!("an https URL on 0.0.0.0: {}", daemon.base))
         .to_string();
     // Only loopback traffic: the daemon listens on every address, the test calls 127.0.0.1.
     let client = client(&pem);
@@ -362,8 +346,8 @@ async fn a_non_loopback_address_with_tls_and_a_token_serves_https() {
         .get(format!("https://127.0.0.1:{port}/v1/notes/hello"))
         .send()
         .await;
-    child.kill().unwrap();
-    let _ = child.wait();
+    daemon.child.kill().unwrap();
+    let _ = daemon.child.wait();
     let res = res.unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["strict-transport-security"], HSTS);
