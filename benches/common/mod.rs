@@ -1,9 +1,8 @@
 //! Shared by the benches: the corpus, the daemon, percentiles.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use std::net::SocketAddr;
@@ -15,8 +14,6 @@ use hyper::body::Bytes;
 use hyper::client::conn::http1;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
-
-pub const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 
 /// The query mix of the search benches (`search`, `scale`): words, phrases, prefixes and
 /// fields over the corpus.
@@ -69,19 +66,11 @@ pub const SEARCH_QUERIES: &[&str] = &[
     "backlink",
 ];
 
-pub struct Daemon {
-    pub child: Child,
-    pub base: String,
-    /// Every stderr line after the address, for figures the daemon logs.
-    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
+/// The one daemon-spawning helper, the tests' own (`tests/it/common/daemon.rs`).
+#[path = "../../tests/it/common/daemon.rs"]
+mod daemon;
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use daemon::{Daemon, BIN};
 
 pub fn start(vault: &Path, state: &Path) -> Result<Daemon> {
     start_bin(BIN, vault, state)
@@ -92,51 +81,15 @@ pub fn start_bin(bin: &str, vault: &Path, state: &Path) -> Result<Daemon> {
     start_env(bin, vault, state, &[])
 }
 
-/// [`start_bin`] with more environment variables (`AUTH_REQUIRED=true`, say).
+/// [`start_bin`] with more environment variables (`AUTH_REQUIRED=true`, say); no rate
+/// limits unless `env` sets them.
 pub fn start_env(bin: &str, vault: &Path, state: &Path, env: &[(&str, &str)]) -> Result<Daemon> {
-    let mut child = Command::new(bin)
-        .args([
-            "serve",
-            vault.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            state.to_str().unwrap(),
-        ])
+    let mut command = daemon::command(bin, "127.0.0.1:0", vault, Some(state));
+    command
         .env("RATE_LIMIT_READ_PER_MINUTE", "0")
         .env("RATE_LIMIT_WRITE_PER_MINUTE", "0")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let addr = loop {
-        let Some(line) = lines.next() else {
-            bail!("the daemon exited before serving")
-        };
-        let line = line?;
-        if let Ok(mut l) = log.lock() {
-            l.push(line.clone());
-        }
-        if let Some(rest) = line.split("on http://").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if let Ok(mut l) = sink.lock() {
-                l.push(line);
-            }
-        }
-    });
-    Ok(Daemon {
-        child,
-        base: format!("http://{addr}"),
-        log,
-    })
+        .envs(env.iter().copied());
+    Ok(daemon::start(command)?)
 }
 
 pub fn corpus() -> Option<PathBuf> {

@@ -1,6 +1,6 @@
 """The web console in a real browser: headless Chromium (Debian's), driven by Playwright.
 
-Run by tests/console_browser.rs against a daemon it started (auth required, an agent's
+Run by tests/it/console.rs against a daemon it started (auth required, an agent's
 static token, a fresh vault). Every step asserts what a person sees, and the files on disk
 where a decision changes them. Screenshots of the main pages go to NV_SHOTS.
 

@@ -1,7 +1,7 @@
 """An uploaded SVG cannot act for the person who opens it: headless Chromium (Debian's),
 driven by Playwright.
 
-Run by tests/console.rs against a daemon it started (auth required, an agent's token with
+Run by tests/it/console.rs against a daemon it started (auth required, an agent's token with
 notes.write alone, an owner's token, the review policy). The agent queues the delete of a
 note, uploads an SVG whose script would approve every pending write and create a
 notes.review token through the console, and presigns a link to it. A signed-in person

@@ -1,0 +1,251 @@
+//! GET /v1/search read as questions: a table of queries and the note expected first, on
+//! `vault-example/` and on `fixtures/questions/` (word forms, stop words, explicit syntax,
+//! notes in other languages); how the answer says the query was read; `match=all`; bad
+//! input answered with a reason, never a 500 or a silent empty answer.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play the editor and the operator: they write the vault and read the environment"
+)]
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use serde_json::Value;
+
+fn enc(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+async fn search(s: &TestServer, q: &str, extra: &str) -> Value {
+    s.get_json(&format!("/v1/search?q={}{extra}", enc(q)), 200)
+        .await
+}
+
+fn slugs(body: &Value) -> Vec<String> {
+    body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["slug"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn start(source: &str) -> TestServer {
+    let s = TestServer::start(Some(source), |c| c.rate_limit_read_per_minute = 0).await;
+    common::eventually_within(Duration::from_secs(20), "the index catches up", || async {
+        let st = s.get_json("/v1/index-status", 200).await;
+        st["indexed_seq"] == st["committed_seq"] && st["search_index"]["not_yet_indexed"] == 0
+    })
+    .await;
+    s
+}
+
+/// Each query's first result, and (when given) a note that must not be in the answer.
+async fn check_table(s: &TestServer, table: &[(&str, &str, Option<&str>)]) {
+    let mut failures = Vec::new();
+    for (q, first, absent) in table {
+        let body = search(s, q, "").await;
+        let got = slugs(&body);
+        if got.first().map(String::as_str) != Some(*first) {
+            failures.push(format!("{q:?}: want {first} first, got {got:?}"));
+        }
+        if let Some(absent) = absent {
+            if got.iter().any(|g| g == absent) {
+                failures.push(format!("{q:?}: {absent} must not be found, got {got:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn questions_find_the_right_note_first_in_the_example_vault() {
+    let s = start("vault-example").await;
+    #[rustfmt::skip]
+    let table: &[(&str, &str, Option<&str>)] = &[
+        ("how do I bake a sourdough loaf", "recipes/sourdough", None),
+        ("what should I pack for a city trip", "travel/packing-list", None),
+        ("how did we fix the wifi upstairs", "projects/home-network", None),
+        ("what materials do I need to build the shed", "projects/Garden shed", None),
+        ("how do I search and filter my notes", "guides/search-and-filter", None),
+        ("Saturday bread", "recipes/sourdough", None),
+        ("a recipe with chickpeas", "recipes/chana-masala", None),
+    ];
+    check_table(&s, table).await;
+}
+
+#[tokio::test]
+async fn questions_word_forms_stop_words_and_syntax_in_the_fixture_vault() {
+    let s = start("fixtures/questions").await;
+    #[rustfmt::skip]
+    let table: &[(&str, &str, Option<&str>)] = &[
+        // Questions, with word forms (`cursors`, `synced`, `connections`, `words`).
+        ("edit with several cursors at once", "help/multiple-cursors", None),
+        ("choose which files and folders get synced", "help/sync-settings", None),
+        ("visualize connections between notes as a network", "help/graph-view", None),
+        ("count the words in my document", "help/word-count", None),
+        ("how do I embed a pdf in a note", "help/embed-files", None),
+        ("recover a deleted note from snapshots", "help/file-recovery", None),
+        // Aliases weigh like the title.
+        ("selective sync", "help/sync-settings", None),
+        // Only stop words: searched as words.
+        ("how do I", "help/faq", None),
+        // Explicit syntax keeps its meaning.
+        ("\"graph view\"", "help/graph-view", Some("help/word-count")),
+        ("note -pdf -snapshots -graph -count", "help/faq", Some("help/embed-files")),
+        ("title:cursors", "help/multiple-cursors", None),
+        ("+snapshot note", "help/file-recovery", Some("help/embed-files")),
+        // Notes in another language: exact words, not stemmed as English.
+        ("synchronisation dossiers", "fr/synchronisation", None),
+        ("party", "misc/party", Some("fr/synchronisation")),
+        ("parties", "misc/party", None),
+        // CJK keeps its bigrams.
+        ("同期", "ja/同期", None),
+        // The lead (frontmatter `description`, else the first paragraph) is searched on
+        // its own too: `lead:` finds a word there and not deeper in a note.
+        ("lead:estimate", "misc/du", Some("misc/backup-log")),
+        ("lead:removing", "misc/cleanup", Some("misc/backup-log")),
+        ("estimate", "misc/du", None),
+        // A letter key in brackets stays in its word: `E[x]tract` is found as `extract`.
+        ("how do I extract files verbosely", "misc/tar", None),
+        ("gzipped", "misc/tar", None),
+    ];
+    check_table(&s, table).await;
+
+    // The exact form ranks above other forms of the word (two notes alike but for it).
+    for (q, before, after) in [
+        ("synced", "misc/phone-a", "misc/phone-b"),
+        ("sync", "misc/phone-b", "misc/phone-a"),
+        ("phone sync", "misc/phone-b", "misc/phone-a"),
+    ] {
+        let got = slugs(&search(&s, q, "").await);
+        let at = |slug: &str| got.iter().position(|g| g == slug);
+        assert!(
+            at(before).is_some() && at(after).is_some() && at(before) < at(after),
+            "{q:?}: {before} before {after}: {got:?}"
+        );
+    }
+    // `OR`: either word.
+    let mut got = slugs(&search(&s, "pdf OR cursor", "").await);
+    got.sort();
+    assert_eq!(got, ["help/embed-files", "help/multiple-cursors"]);
+
+    // A French note's `parties` is found as written.
+    let body = search(&s, "parties", "").await;
+    let mut got = slugs(&body);
+    got.sort();
+    assert_eq!(got, ["fr/synchronisation", "misc/party"]);
+}
+
+#[tokio::test]
+async fn the_answer_says_how_the_query_was_read() {
+    let s = start("fixtures/questions").await;
+    let body = search(&s, "how do I sync +phone -tonight \"the phone\"", "").await;
+    let q = &body["query"];
+    assert_eq!(q["match"], "any");
+    assert_eq!(q["required"], serde_json::json!(["phone", "\"the phone\""]));
+    assert_eq!(q["ranked"], serde_json::json!(["sync"]));
+    assert_eq!(q["excluded"], serde_json::json!(["tonight"]));
+    let ignored: Vec<&str> = q["ignored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(ignored, ["how", "do", "i"]);
+    assert!(q["ignored"][0]["reason"] == "stop word");
+    assert_eq!(slugs(&body), ["misc/phone-a"]);
+    let notes = body["coverage"]["notes"].to_string();
+    assert!(
+        notes.contains("stop words were not searched: how, do, i"),
+        "{notes}"
+    );
+
+    // Word forms are listed, and a match by word form is marked in the snippet.
+    let body = search(&s, "cursors", "").await;
+    assert_eq!(
+        body["query"]["stems"],
+        serde_json::json!([{"word": "cursors", "stem": "cursor"}])
+    );
+    let hit = &body["results"][0];
+    // Line 1 has `cursors`, lines 3 and 4 `cursor`.
+    assert_eq!(hit["lines"], serde_json::json!([1, 3, 4]), "{hit}");
+    let body = search(&s, "body:placed", "").await;
+    let hit = &body["results"][0];
+    assert!(
+        hit["snippet"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("<mark>place</mark>"),
+        "{hit}"
+    );
+    assert_eq!(hit["matched_fields"], serde_json::json!(["body"]), "{hit}");
+
+    // match=all: every word must match (stop words too), as before questions.
+    let any = slugs(&search(&s, "phone sync tonight", "").await);
+    assert_eq!(any.first().map(String::as_str), Some("misc/phone-b"));
+    assert!(any.contains(&"misc/phone-a".to_string()), "{any:?}");
+    let all = search(&s, "phone sync tonight", "&match=all").await;
+    assert_eq!(slugs(&all), ["misc/phone-b"]);
+    assert_eq!(all["query"]["match"], "all");
+    assert!(slugs(&search(&s, "how do I sync", "&match=all").await).is_empty());
+    s.get_error("/v1/search?q=a&match=some", 400, "VALIDATION_FAILED")
+        .await;
+}
+
+#[tokio::test]
+async fn bad_input_is_answered_with_a_reason() {
+    let s = start("fixtures/questions").await;
+    // 200, and the answer says what was used.
+    let long = "how do I recover a deleted note from old snapshots ".repeat(20);
+    let long: String = long.chars().take(1000).collect();
+    for (q, said) in [
+        (long.as_str(), "stop words were not searched"),
+        ("the of and", "only stop words"),
+        ("sync -", "not searched"),
+        ("sync ???", "not searched"),
+        ("colour:red sync", "`colour:` is not a field"),
+    ] {
+        let body = search(&s, q, "").await;
+        let notes = body["coverage"]["notes"].to_string();
+        assert!(notes.contains(said), "{q:?}: {notes}");
+        assert!(
+            !body["query"]["ranked"].as_array().unwrap().is_empty()
+                || !body["query"]["required"].as_array().unwrap().is_empty(),
+            "{q:?}: {body}"
+        );
+    }
+    let body = search(&s, "sync -", "").await;
+    assert!(body["query"]["ignored"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("lone `-`"));
+    // 400 naming the problem.
+    for (q, says) in [
+        ("???", "no letters or digits"),
+        ("-", "no letters or digits"),
+        ("\"open phrase", "not closed"),
+        ("-sync", "only excludes"),
+    ] {
+        let e = s
+            .get_error(
+                &format!("/v1/search?q={}", enc(q)),
+                400,
+                "VALIDATION_FAILED",
+            )
+            .await;
+        assert_eq!(common::violated_field(&e), "q", "{q:?}: {e}");
+        assert!(e["message"].as_str().unwrap().contains(says), "{q:?}: {e}");
+    }
+    let e = s
+        .get_error(
+            &format!("/v1/search?q={}", enc(&"a".repeat(1001))),
+            400,
+            "VALIDATION_FAILED",
+        )
+        .await;
+    assert!(e["message"].as_str().unwrap().contains("longer"), "{e}");
+}
