@@ -40,7 +40,8 @@ pub struct State {
     /// store's settings): a token naming another `vault_id` is refused.
     pub vault_id: String,
     /// One change is recorded at a time: API writes and reconciles of disk changes.
-    pub write_lock: Mutex<()>,
+    /// Taken as a [`WriteLock`] ([`State::lock`], [`State::lock_to_record`]).
+    write_mutex: Mutex<()>,
     /// Writes waiting to be applied as a group (see `writes::group`).
     pub write_queue: WriteQueue,
     /// Per-`Idempotency-Key` locks of the write pipeline.
@@ -110,7 +111,7 @@ impl State {
             ),
             token_key,
             vault_id,
-            write_lock: Mutex::new(()),
+            write_mutex: Mutex::new(()),
             write_queue: WriteQueue::default(),
             key_locks: KeyLocks::default(),
             recently_removed: RecentlyRemoved::default(),
@@ -135,12 +136,19 @@ impl State {
     /// The write lock, for a change to be recorded; 503 `SERVER_BUSY` once the state is
     /// [`closed`](Self::closed) (the daemon is stopping: nothing more is written, and the
     /// caller may retry against the next start).
-    pub fn lock_to_record(&self) -> crate::error::Result<parking_lot::MutexGuard<'_, ()>> {
-        let write = self.write_lock.lock();
+    pub fn lock_to_record(&self) -> crate::error::Result<WriteLock<'_>> {
+        let write = self.lock();
         if self.closed() {
             return Err(stopping());
         }
         Ok(write)
+    }
+
+    /// The write lock, whether or not the state is closed (a stop, the start's scan).
+    pub fn lock(&self) -> WriteLock<'_> {
+        WriteLock {
+            _held: self.write_mutex.lock(),
+        }
     }
 
     pub fn committed_seq(&self) -> i64 {
@@ -158,6 +166,20 @@ impl State {
 
     pub fn state_dir(&self) -> &PathBuf {
         &self.paths.state_dir
+    }
+}
+
+/// The write lock of one vault, held (the only way to take it: [`State::lock`],
+/// [`State::lock_to_record`]); the recorder refuses to record while nobody holds it.
+pub struct WriteLock<'a> {
+    _held: parking_lot::MutexGuard<'a, ()>,
+}
+
+impl State {
+    /// Whether some thread holds the write lock: the recorder refuses to record when
+    /// none does (a path that forgot to take it), before anything changes.
+    pub fn write_locked(&self) -> bool {
+        self.write_mutex.is_locked()
     }
 }
 

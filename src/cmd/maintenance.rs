@@ -114,7 +114,7 @@ fn rebuild(config: Config, drop_index: bool) -> anyhow::Result<String> {
     );
     // A verify after a start that used the scan cache has ended (the index waited for
     // it); holding the write lock to the exit keeps its cache write from being cut off.
-    let recording = state.write_lock.lock();
+    let recording = state.lock();
     // The index and the history are written and closed; freeing 44k notes one by one
     // would only delay the exit (~0.1 s on the corpus). The system takes the memory back.
     std::mem::forget(recording);

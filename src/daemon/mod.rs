@@ -63,14 +63,14 @@ impl Daemon {
 
     /// [`Self::stop`]'s steps; the write lock it returns keeps anything from recording
     /// while the caller goes on (a purge removes the state's files under it).
-    fn quiesce(&self) -> parking_lot::MutexGuard<'_, ()> {
+    fn quiesce(&self) -> crate::state::WriteLock<'_> {
         self.state
             .stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.watcher.lock().take();
         // A recording under way holds the write lock: it ends first; one that takes the
         // lock after this finds the state closed.
-        let recording = self.state.write_lock.lock();
+        let recording = self.state.lock();
         self.state.index.shutdown();
         self.state.history.stop();
         recording

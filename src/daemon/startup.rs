@@ -8,7 +8,7 @@ use super::*;
 /// rescan follows).
 pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     // The watcher is already running: it waits for this lock before reconciling.
-    let _write = state.write_lock.lock();
+    let _write = state.lock();
     let started = std::time::Instant::now();
     let history_status = state.history.status();
     let first_history = history_status.head.is_none();

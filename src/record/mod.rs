@@ -130,6 +130,11 @@ pub fn record_with(
     batch: Batch<'_>,
     meanwhile: impl FnOnce() -> Result<()>,
 ) -> Result<Recorded> {
+    if !state.write_locked() {
+        return Err(crate::error::Error::internal(
+            "a change was to be recorded without the write lock",
+        ));
+    }
     let Batch {
         actor,
         subject,

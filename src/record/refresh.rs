@@ -136,7 +136,7 @@ pub fn refresh(state: &State, rel: &str) -> Result<()> {
 /// [`refresh`] under the write lock (taken, or held by the caller). An emptied note still
 /// changing (an in-place save half done) is not recorded (`vault::settle`).
 pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock) -> Result<()> {
-    let _write = (lock == Lock::Take).then(|| state.write_lock.lock());
+    let _write = (lock == Lock::Take).then(|| state.lock());
     // A stopping daemon records nothing more (a read answers from what is recorded).
     if state.closed() {
         return Ok(());

@@ -271,7 +271,7 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
     }
     // Observe under the write lock: a file read before an API write and reconciled after
     // it would record stale content over the newer version.
-    let _write = state.write_lock.lock();
+    let _write = state.lock();
     // The daemon stopped meanwhile: nothing more is recorded into its state.
     if state.closed() {
         return Ok(());
@@ -334,7 +334,7 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
 /// the files are read, a file whose hash differs is recorded like any change, and the
 /// search index starts once they are in. The scan cache is written from what it read.
 pub fn full_rescan(state: &State) -> crate::error::Result<()> {
-    let write = state.write_lock.lock();
+    let write = state.lock();
     // The daemon was stopped meanwhile (a test server, a purge): nothing more is recorded
     // into its state.
     if state.closed() {
@@ -353,7 +353,7 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
 /// End the start's verify if nothing did (the rescan panicked or never ran): whatever
 /// waits for it goes on.
 pub fn settle_start(state: &State) {
-    let _write = state.write_lock.lock();
+    let _write = state.lock();
     // Nothing is recorded into a stopped daemon's state (and nothing waits for it).
     if state.closed() {
         return;
@@ -368,7 +368,7 @@ pub fn settle_start(state: &State) {
 pub fn write_scan_cache(state: &State, observed: &[Observed]) {
     use crate::vault::scan_cache::ScanCache;
     let encoded = ScanCache::encode(observed);
-    let _write = state.write_lock.lock();
+    let _write = state.lock();
     // Never into a purged state dir, nor after the daemon stopped (a test, or whatever
     // opens the state dir next, may be writing its own cache).
     if state.closed() {

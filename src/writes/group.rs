@@ -84,7 +84,7 @@ pub(crate) fn apply_grouped(
         let taken: Vec<Arc<Job>> = std::mem::take(&mut *jobs);
         drop(jobs);
         {
-            let _write = state.write_lock.lock();
+            let _write = state.lock();
             lead(state, &taken);
         }
         drop(leading);
