@@ -1,5 +1,5 @@
 //! The command-line definition, in the library so the man pages are generated from it
-//! (`tests/cli.rs` checks the checked-in copies in `man/`).
+//! (`tests/it/cli.rs` checks the checked-in copies in `man/`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -68,7 +68,7 @@ pub fn well_formed(token: &str) -> bool {
 
 /// The public prefix of a well-formed token (of any other string, as much of its first
 /// `PUBLIC_LEN` bytes as ends on a character boundary: a malformed token may hold a
-/// multi-byte character there; found by tests/fuzz.rs).
+/// multi-byte character there; found by tests/it/fuzz.rs).
 pub fn public_prefix(token: &str) -> &str {
     let mut end = PUBLIC_LEN.min(token.len());
     while !token.is_char_boundary(end) {

@@ -15,7 +15,7 @@
 //! `q` weights or quoted `Accept` parameters; in a session, a write tool, whose author is
 //! the client named at `initialize`). Anything else goes to rmcp, which answers it,
 //! errors included, as it always did. The answer is the JSON-RPC message rmcp would send,
-//! byte for byte (`tests/mcp.rs` compares the two paths): built from the same server
+//! byte for byte (`tests/it/mcp.rs` compares the two paths): built from the same server
 //! functions (`NotesServer::call`, `NotesServer::tools_listed`) and rmcp's own types,
 //! except that a tool's answer is serialized once and the same bytes are the text content
 //! and `structuredContent`. A session's answer is that message as `application/json`

@@ -125,7 +125,7 @@ impl VaultPaths {
             return Err(Error::unsafe_path("the path contains an empty component"));
         }
         // `Path::components` drops a `.` that is not the first component (`a/./b`, `a/.`):
-        // the components are checked as written too (found by tests/fuzz.rs).
+        // the components are checked as written too (found by tests/it/fuzz.rs).
         if rel.split('/').any(|c| c == "." || c == "..") {
             return Err(Error::unsafe_path(
                 "the path contains a `.` or `..` component",
