@@ -59,10 +59,7 @@ fn render(state: &State, receipt: &writes::Receipt) -> Result<Response, Error> {
         .get(&facts.path)
         .copied()
         .unwrap_or(0);
-    let (folder, file_name) = facts
-        .path
-        .rsplit_once('/')
-        .map_or(("", facts.path.as_str()), |(f, n)| (f, n));
+    let (folder, file_name) = crate::vault::path::split_path(&facts.path);
     let wire = AttachmentReceipt {
         status: "applied".into(),
         committed_seq: receipt.committed_seq,

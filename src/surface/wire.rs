@@ -330,9 +330,9 @@ pub struct Folder {
 
 impl From<&crate::queries::notes::FolderEntry> for Folder {
     fn from(f: &crate::queries::notes::FolderEntry) -> Self {
-        let (parent, name) = match f.path.rsplit_once('/') {
-            Some((parent, name)) => (Some(parent.to_string()), name.to_string()),
-            None => (None, f.path.clone()),
+        let (parent, name) = match crate::vault::path::split_path(&f.path) {
+            ("", name) => (None, name.to_string()),
+            (parent, name) => (Some(parent.to_string()), name.to_string()),
         };
         Self {
             depth: f.path.split('/').count(),

@@ -418,6 +418,14 @@ pub fn ancestors(rel: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The path of `name` in the folder holding `rel` (`a/b.md`, `c.md` → `a/c.md`).
+pub fn sibling(rel: &str, name: &str) -> String {
+    match folder_of(rel) {
+        "" => name.to_string(),
+        folder => format!("{folder}/{name}"),
+    }
+}
+
 /// The folder part of a vault-relative path (empty at the top).
 pub fn folder_of(rel: &str) -> &str {
     split_path(rel).0
@@ -472,6 +480,8 @@ mod tests {
         assert_eq!(ancestors("c.md").count(), 0);
         assert_eq!(split_path("a/b/c.md"), ("a/b", "c.md"));
         assert_eq!(split_path("c.md"), ("", "c.md"));
+        assert_eq!(sibling("a/b.md", "c.md"), "a/c.md");
+        assert_eq!(sibling("b.md", "c.md"), "c.md");
     }
 
     #[test]

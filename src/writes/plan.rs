@@ -291,10 +291,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
         } => {
             let (current_note, bytes) = current(state, note)?;
             check_version(&current_note, version_id.as_deref())?;
-            let target = match current_note.slug().rsplit_once('/') {
-                Some((folder, _)) => format!("{folder}/{name}"),
-                None => name.clone(),
-            };
+            let target = crate::vault::path::sibling(current_note.slug(), name);
             let to_rel = move_target(state, &current_note, &target)?;
             let renamed = to_rel != current_note.path;
             Ok(Plan {

@@ -441,10 +441,7 @@ impl Request {
         }
         let agent = agent_id(agent)?;
         let path = path.trim_end_matches('/');
-        let to = match path.rsplit_once('/') {
-            Some((parent, _)) => format!("{parent}/{name}"),
-            None => name,
-        };
+        let to = crate::vault::path::sibling(path, &name);
         let op = Op::MoveFolder {
             path: path.to_string(),
             to,

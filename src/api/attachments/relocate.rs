@@ -177,12 +177,7 @@ pub async fn rename(
         parts,
         req.sha256,
         req.agent_id,
-        move |path: &str| {
-            Ok(match path.rsplit_once('/') {
-                Some((folder, _)) => format!("{folder}/{new_name}"),
-                None => new_name.clone(),
-            })
-        },
+        move |path: &str| Ok(crate::vault::path::sibling(path, &new_name)),
     )
     .await
 }

@@ -209,7 +209,7 @@ pub async fn put(
     };
     let cap = state.config.max_upload_bytes;
     check_declared_length(&parts.headers, cap, 0)?;
-    let (folder, file_name) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
+    let (folder, file_name) = crate::vault::path::split_path(&path);
     let path = target_path(&state, folder, file_name)?;
     let mut staged = Staged::open(&state, Some(folder))?;
     let mut guard = TempGuard(Some(staged.temp.clone()));
