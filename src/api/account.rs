@@ -17,12 +17,12 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
 use crate::api::params::{self, PageTokens, Query};
 use crate::error::Error;
 use crate::filter;
 use crate::meta::audit::AuditRow;
 use crate::state::State;
+use crate::surface::blocking;
 use crate::surface::export::export_response;
 
 /// One row of the audit log.

@@ -40,7 +40,7 @@ use crate::api::routes::{recognize, Op};
 use crate::auth::{self, Credential};
 use crate::error::{Error, Reason};
 use crate::state::State;
-pub use crate::surface::input::read_body;
+use crate::surface::input::read_body;
 
 /// Open local mode lets any local request decide a pending write or change the write
 /// settings (the spec's rule), unless the owner asked for signed-in decisions

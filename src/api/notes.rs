@@ -10,12 +10,12 @@ use crate::api::params::Query;
 use crate::api::wire::{Json, NoteList, NoteRead, RawNote};
 use crate::queries::notes::MAX_LINES;
 use crate::state::State;
+use crate::surface::blocking;
+use crate::surface::notes::MAX_PAGE_SIZE;
 use crate::surface::notes::{
     list_notes, note_links, read_note, ListNotesParams, NoteLinks, NoteParam, ReadNoteParams,
 };
 // The names the other handlers use.
-pub use crate::surface::blocking;
-pub use crate::surface::notes::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
 /// List notes by path prefix.
 #[utoipa::path(

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::api::wire::Json;
+use crate::surface::origin::public_base;
 use axum::body::Bytes;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
@@ -24,7 +25,6 @@ use crate::state::State;
 use crate::surface::input::parse_as;
 
 // Named here too for `http`, which names this daemon's links the same way.
-pub use crate::surface::origin::public_base;
 
 /// `POST /v1/auth/token` body: an `authorization_code` grant (`code`, `code_verifier`,
 /// `redirect_uri`) or a `refresh_token` grant (`refresh_token`). JSON, or form-encoded as

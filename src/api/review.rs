@@ -11,13 +11,14 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::{blocking, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::api::params::{self, PageTokens, Query};
 use crate::api::writes::{is_spec_uuid, render};
 use crate::error::{Error, Reason};
 use crate::filter;
 use crate::meta::PendingRow;
 use crate::state::State;
+use crate::surface::blocking;
+use crate::surface::notes::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::writes::review::{self, WritePolicy};
 
 /// The vault's write settings.

@@ -15,10 +15,10 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
 use crate::api::params::{page_size, PageTokens, Query};
 use crate::error::Error;
 use crate::state::State;
+use crate::surface::blocking;
 use crate::sync::{self as domain, Cursor};
 
 /// One op of the sync log.

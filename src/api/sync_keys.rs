@@ -15,10 +15,10 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::error::Error;
 use crate::state::State;
+use crate::surface::blocking;
 use crate::sync::e2ee::{self, Hierarchy, Kdf, KeyState, Recovery};
 
 /// The scrypt parameters of a wrap.

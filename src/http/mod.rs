@@ -280,7 +280,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     // With an issuer, a challenge names the metadata document (RFC 9728 section 5.1):
     // `/mcp`'s for the MCP endpoint, the `/v1` one otherwise.
     let metadata = app.jwt.as_ref().map(|_| {
-        let base = crate::api::oauth::public_base(&app.config, req.headers());
+        let base = crate::surface::origin::public_base(&app.config, req.headers());
         match req.uri().path() {
             "/mcp" => format!("{base}{}/mcp", routes::METADATA_PATH),
             _ => format!("{base}{}", routes::METADATA_PATH),

@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::daemon::{start, Daemon};
+use common::daemon::{serve, start, Daemon};
 use common::{assert_envelope, create_pat, git, BIN};
 use serde_json::{json, Value};
 
@@ -36,14 +36,8 @@ fn two_folders() -> (tempfile::TempDir, PathBuf, PathBuf) {
 /// `notevault serve ARGS...` as a user runs it (no config file or auth from this
 /// process's environment), once it printed its address.
 fn spawn_args(args: &[&OsStr]) -> Daemon {
-    let mut command = Command::new(BIN);
-    command
-        .arg("serve")
-        .args(args)
-        .env_remove("NOTEVAULT_CONFIG")
-        .env_remove("AUTH_REQUIRED")
-        .env_remove("NOTEVAULT_AUTH_REQUIRED")
-        .env_remove("NOTEVAULT_STATIC_TOKENS");
+    let mut command = serve(BIN);
+    command.args(args);
     start(command).expect("the daemon serves")
 }
 
@@ -329,11 +323,9 @@ fn overlapping_vaults_and_a_shared_state_dir_are_refused() {
     let inner = a.join("inner");
     std::fs::create_dir_all(&inner).unwrap();
     let refused = |args: &[&OsStr], why: &str| {
-        let out = Command::new(BIN)
-            .arg("serve")
+        let out = serve(BIN)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .env_remove("NOTEVAULT_CONFIG")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{out:?}");

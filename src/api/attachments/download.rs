@@ -11,10 +11,10 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::presigned::PRESIGN_PARAMS;
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::error::{Error, Reason};
 use crate::state::State;
+use crate::surface::blocking;
 
 /// Download an attachment's bytes.
 #[utoipa::path(

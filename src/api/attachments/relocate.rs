@@ -9,10 +9,10 @@ use utoipa::ToSchema;
 
 use super::{render, AttachmentReceipt};
 use crate::api::error::{ApiResult, ErrorEnvelope};
-use crate::api::notes::blocking;
 use crate::api::params::Query;
 use crate::error::Error;
 use crate::state::State;
+use crate::surface::blocking;
 use crate::writes::{self, Idempotency, Request};
 
 /// Remove an attachment (`Idempotency-Key`, `agent_id`; optional `sha256` that the

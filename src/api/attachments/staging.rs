@@ -9,9 +9,9 @@ use sha2::Digest;
 use tokio::io::AsyncWriteExt;
 
 use super::render;
-use crate::api::notes::blocking;
 use crate::error::{Error, Reason};
 use crate::state::State;
+use crate::surface::blocking;
 use crate::vault::fsio;
 use crate::vault::observe::{hex, SNIFF_BYTES};
 use crate::writes::{self, Idempotency, Request};

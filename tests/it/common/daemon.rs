@@ -17,13 +17,21 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_notevault");
 /// environment that would configure it (a config file, auth, static tokens): a caller adds
 /// its own arguments and variables before [`start`].
 pub fn command(bin: &str, listen: &str, vault: &Path, state: Option<&Path>) -> Command {
-    let mut command = Command::new(bin);
-    command.args(["serve", "--listen", listen]);
+    let mut command = serve(bin);
+    command.args(["--listen", listen]);
     if let Some(state) = state {
         command.arg("--state-dir").arg(state);
     }
+    command.arg(vault);
     command
-        .arg(vault)
+}
+
+/// `bin serve`, without this process's configuring environment; the caller adds the
+/// arguments (several vaults, a config file).
+pub fn serve(bin: &str) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .arg("serve")
         .env_remove("NOTEVAULT_CONFIG")
         .env_remove("AUTH_REQUIRED")
         .env_remove("NOTEVAULT_AUTH_REQUIRED")
