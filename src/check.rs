@@ -212,7 +212,7 @@ pub fn check(root: &Path, state_dir: &Path) -> Result<Report, String> {
     }
 
     // The catalog (note rows) against the folder.
-    let rows: HashMap<&str, &crate::meta::NoteRow> = inspection
+    let rows: HashMap<&str, &crate::storage::rows::NoteRow> = inspection
         .notes
         .iter()
         .map(|r| (r.path.as_str(), r))

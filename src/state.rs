@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::index::SearchIndex;
-use crate::meta::Meta;
+use crate::storage::metadata::Metadata;
 use crate::storage::Revisions;
 use crate::vault::attachments::AttachmentCatalog;
 use crate::vault::catalog::Catalog;
@@ -23,7 +23,8 @@ use crate::vault::removed::RecentlyRemoved;
 pub struct State {
     pub config: Config,
     pub paths: VaultPaths,
-    pub meta: Meta,
+    /// Metadata, through the storage seam (local mode: SQLite, `meta::Meta`).
+    pub meta: Box<dyn Metadata>,
     /// Revisions, through the storage seam (local mode: `history.git`).
     pub history: Box<dyn Revisions>,
     pub catalog: RwLock<Catalog>,
@@ -90,7 +91,7 @@ impl State {
     pub fn new(
         config: Config,
         paths: VaultPaths,
-        meta: Meta,
+        meta: Box<dyn Metadata>,
         history: Box<dyn Revisions>,
         index: Arc<SearchIndex>,
         token_key: [u8; 32],

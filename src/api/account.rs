@@ -20,8 +20,8 @@ use crate::api::error::{ApiResult, ErrorEnvelope};
 use crate::api::params::{self, PageTokens, Query};
 use crate::error::Error;
 use crate::filter;
-use crate::meta::audit::AuditRow;
 use crate::state::State;
+use crate::storage::rows::AuditRow;
 use crate::surface::blocking;
 use crate::surface::export::export_response;
 

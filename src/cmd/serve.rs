@@ -180,7 +180,7 @@ async fn stop_signal() {
 /// and the link signs in whoever opens it; a service's user asks `notevault login-link`.
 fn console_link(state: &crate::state::State, url: &str, several: bool) {
     use std::io::{IsTerminal, Write};
-    let meta = &state.meta;
+    let meta = &*state.meta;
     // With several vaults each line names its own.
     let of = if several {
         format!(" of {}", state.root().display())

@@ -5,8 +5,9 @@ use crate::auth::pat;
 use crate::auth::Permission;
 use crate::cli::{TokenCommand, TokenStoreArgs};
 use crate::clock::timestamp;
-use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::meta::Meta;
+use crate::storage::metadata::{Audit, Settings, Tokens};
+use crate::storage::rows::{AuditEvent, AuditKind};
 
 use super::offline_config;
 

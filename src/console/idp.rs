@@ -26,7 +26,7 @@ use crate::auth::idp::{self, Grant};
 use crate::auth::{session, Credential, Permission};
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
-use crate::meta::console::IdpSignIn;
+use crate::storage::rows::IdpSignIn;
 
 /// How long a person has at the provider.
 const FLOW_LIFETIME: chrono::Duration = chrono::Duration::minutes(10);

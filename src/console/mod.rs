@@ -36,10 +36,10 @@ use chrono::Utc;
 use crate::auth::session;
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
-use crate::meta::audit::{AuditEvent, AuditKind};
-use crate::meta::console::SessionRow;
-use crate::meta::Meta;
 use crate::state::State;
+use crate::storage::metadata::Metadata;
+use crate::storage::rows::SessionRow;
+use crate::storage::rows::{AuditEvent, AuditKind};
 
 pub use pages::{render_review, ReviewPage};
 
@@ -79,7 +79,7 @@ where
 
 /// Make a one-time sign-in code, store its digest, and answer the link that uses it:
 /// `<base>/sign-in?code=…`. It works once, for `session::CODE_LIFETIME`.
-pub fn sign_in_link(meta: &Meta, base: &str) -> Result<String> {
+pub fn sign_in_link(meta: &dyn Metadata, base: &str) -> Result<String> {
     let code = session::new_secret().map_err(Error::internal)?;
     let now = Utc::now();
     let expires =

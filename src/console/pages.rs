@@ -14,9 +14,9 @@ use axum::Extension;
 use super::diff::{self, DiffLine};
 use super::{html, is_htmx, problem_page, signed, signed_post, status_of, Console, Signed};
 use crate::error::{Error, Reason, Result};
-use crate::meta::PendingRow;
 use crate::queries::settings::settings as write_settings;
 use crate::state::State;
+use crate::storage::rows::PendingRow;
 
 /// The most pending writes one review page shows (oldest first); the rest wait their turn.
 pub const MAX_PENDING_SHOWN: usize = 100;

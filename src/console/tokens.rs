@@ -11,8 +11,8 @@ use chrono::Utc;
 use super::{field, signed_post, Console, Signed};
 use crate::auth::{pat, Permission};
 use crate::error::{Error, Reason, Result};
-use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::state::State;
+use crate::storage::rows::{AuditEvent, AuditKind};
 
 use super::pages::{chrome, notice, page, param, rendered, signed_page, Chrome};
 

@@ -10,9 +10,9 @@ use chrono::Utc;
 
 use super::{field, signed_post, Console, Signed};
 use crate::error::{Reason, Result};
-use crate::meta::audit::{AuditKind, AuditRow};
 use crate::queries::settings::{settings as write_settings, WritePolicy};
 use crate::state::State;
+use crate::storage::rows::{AuditKind, AuditRow};
 
 use super::pages::{
     chrome, notice, overview, page, param, rendered, signed_page, Chrome, Overview,

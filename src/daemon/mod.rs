@@ -16,6 +16,7 @@ use crate::memory::release_free_memory;
 use crate::meta::Meta;
 use crate::record;
 use crate::state::State;
+use crate::storage::metadata::{Audit, Settings};
 use crate::vault::catalog::note_from;
 use crate::vault::fsio;
 use crate::vault::note::Note;
@@ -151,8 +152,11 @@ pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Re
         ("notes_kept", kept as i64),
     ];
     meta.append_audit(
-        &crate::meta::audit::AuditEvent::new(crate::meta::audit::AuditKind::Purged, &request.actor)
-            .counts(&counts),
+        &crate::storage::rows::AuditEvent::new(
+            crate::storage::rows::AuditKind::Purged,
+            &request.actor,
+        )
+        .counts(&counts),
         &crate::clock::timestamp(Utc::now()),
     )
     .map_err(|e| anyhow::anyhow!("purge: cannot write the audit row: {}", e.message))?;
@@ -239,7 +243,7 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
     let state = Arc::new(State::new(
         config,
         VaultPaths::new(root, state_dir),
-        meta,
+        Box::new(meta),
         Box::new(history),
         index,
         token_key,

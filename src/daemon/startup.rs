@@ -218,7 +218,7 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
 /// counted in the history status. Runs when that commit is written.
 fn settle_gap(
     state: &State,
-    gap: Vec<crate::meta::RevisionRow>,
+    gap: Vec<crate::storage::rows::RevisionRow>,
     commit: Option<std::sync::mpsc::Receiver<crate::error::Result<crate::history::Written>>>,
 ) {
     let current: Vec<i64> = {
@@ -274,9 +274,12 @@ struct Rebuilt {
 /// Pair each stored row with the observation of its path (both sorted by path); the
 /// observations no row names come back apart.
 fn pair_by_path(
-    rows: Vec<crate::meta::NoteRow>,
+    rows: Vec<crate::storage::rows::NoteRow>,
     observed: Vec<Observed>,
-) -> (Vec<(crate::meta::NoteRow, Option<Observed>)>, Vec<Observed>) {
+) -> (
+    Vec<(crate::storage::rows::NoteRow, Option<Observed>)>,
+    Vec<Observed>,
+) {
     let mut pairs = Vec::with_capacity(rows.len());
     let mut unknown = Vec::new();
     let mut observed = observed.into_iter().peekable();
@@ -297,7 +300,7 @@ fn pair_by_path(
 /// The catalog entry of a stored row, given what the scan found at its path.
 fn rebuild(
     state: &State,
-    row: crate::meta::NoteRow,
+    row: crate::storage::rows::NoteRow,
     mut found_now: Option<Observed>,
     recalled: &std::collections::HashSet<String>,
 ) -> Rebuilt {

@@ -8,106 +8,11 @@ use rusqlite::params;
 
 use super::Meta;
 use crate::error::Result;
+use crate::storage::metadata::Audit;
+use crate::storage::rows::{AuditEvent, AuditRow};
 
-/// What happened. The names are the `kind` of a row, stable on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditKind {
-    WriteApplied,
-    WriteQueued,
-    WriteApproved,
-    WriteRejected,
-    TokenCreated,
-    TokenRevoked,
-    SignedIn,
-    SignedOut,
-    SettingsChanged,
-    Exported,
-    Purged,
-    E2eeKeysChanged,
-}
-
-impl AuditKind {
-    pub const ALL: [AuditKind; 12] = [
-        AuditKind::WriteApplied,
-        AuditKind::WriteQueued,
-        AuditKind::WriteApproved,
-        AuditKind::WriteRejected,
-        AuditKind::TokenCreated,
-        AuditKind::TokenRevoked,
-        AuditKind::SignedIn,
-        AuditKind::SignedOut,
-        AuditKind::SettingsChanged,
-        AuditKind::Exported,
-        AuditKind::Purged,
-        AuditKind::E2eeKeysChanged,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditKind::WriteApplied => "write.applied",
-            AuditKind::WriteQueued => "write.queued",
-            AuditKind::WriteApproved => "write.approved",
-            AuditKind::WriteRejected => "write.rejected",
-            AuditKind::TokenCreated => "token.created",
-            AuditKind::TokenRevoked => "token.revoked",
-            AuditKind::SignedIn => "session.signed_in",
-            AuditKind::SignedOut => "session.signed_out",
-            AuditKind::SettingsChanged => "settings.changed",
-            AuditKind::Exported => "vault.exported",
-            AuditKind::Purged => "vault.purged",
-            AuditKind::E2eeKeysChanged => "e2ee.keys_changed",
-        }
-    }
-}
-
-/// One row of the audit log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditRow {
-    pub id: i64,
-    pub kind: String,
-    /// Who: an agent id, `console`, `cli`, `api`.
-    pub actor: String,
-    pub created_at: String,
-    /// What it was about, as an id (a note id, a pending-write id, a token's public
-    /// prefix), when there is one.
-    pub subject: Option<String>,
-    /// Counters, as a JSON object of numbers (`{"notes": 12, "bytes": 3400}`).
-    pub counts: String,
-}
-
-/// A new row of the audit log (its id and time are given when it is appended).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditEvent<'a> {
-    pub kind: AuditKind,
-    pub actor: &'a str,
-    pub subject: Option<&'a str>,
-    pub counts: &'a [(&'a str, i64)],
-}
-
-impl<'a> AuditEvent<'a> {
-    pub fn new(kind: AuditKind, actor: &'a str) -> Self {
-        Self {
-            kind,
-            actor,
-            subject: None,
-            counts: &[],
-        }
-    }
-
-    pub fn subject(mut self, subject: &'a str) -> Self {
-        self.subject = Some(subject);
-        self
-    }
-
-    pub fn counts(mut self, counts: &'a [(&'a str, i64)]) -> Self {
-        self.counts = counts;
-        self
-    }
-}
-
-impl Meta {
-    /// Append `event` at `now`.
-    pub fn append_audit(&self, event: &AuditEvent<'_>, now: &str) -> Result<()> {
+impl Audit for Meta {
+    fn append_audit(&self, event: &AuditEvent<'_>, now: &str) -> Result<()> {
         let counts: serde_json::Map<String, serde_json::Value> = event
             .counts
             .iter()
@@ -129,19 +34,7 @@ impl Meta {
         Ok(())
     }
 
-    /// Append `event` now; a failure is logged, never the caller's error (what it records
-    /// has happened).
-    pub fn note_audit(&self, event: &AuditEvent<'_>) {
-        let now = crate::clock::timestamp(chrono::Utc::now());
-        if let Err(e) = self.append_audit(event, &now) {
-            tracing::warn!(kind = event.kind.as_str(), error = %e.message, "cannot append to the audit log");
-        }
-    }
-
-    /// The newest rows older than `before` (an id; `None`: from the newest), made at
-    /// `since` or later (`None`: any time; the time index narrows the scan), that `keep`
-    /// accepts, at most `limit`, and whether more would follow.
-    pub fn audit_page(
+    fn audit_page(
         &self,
         before: Option<i64>,
         since: Option<&str>,
@@ -179,6 +72,7 @@ impl Meta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::rows::AuditKind;
 
     #[test]
     fn rows_come_newest_first_filtered_and_paged() {

@@ -7,21 +7,11 @@ use rusqlite::{params, OptionalExtension};
 
 use super::Meta;
 use crate::error::Result;
+use crate::storage::metadata::Sessions;
+use crate::storage::rows::{IdpSignIn, SessionRow};
 
-/// A signed-in console session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionRow {
-    pub digest: String,
-    /// The token every state-changing console request carries (form field or header).
-    pub csrf: String,
-    pub created_at: String,
-    pub expires_at: String,
-    pub last_seen_at: String,
-}
-
-impl Meta {
-    /// Store a new sign-in code (its digest) valid until `expires_at`.
-    pub fn insert_sign_in_code(&self, digest: &str, now: &str, expires_at: &str) -> Result<()> {
+impl Sessions for Meta {
+    fn insert_sign_in_code(&self, digest: &str, now: &str, expires_at: &str) -> Result<()> {
         let conn = self.conn.lock();
         conn.execute(
             "DELETE FROM sign_in_codes WHERE expires_at <= ?1 OR used_at IS NOT NULL",
@@ -34,9 +24,7 @@ impl Meta {
         Ok(())
     }
 
-    /// Use the code whose digest is `digest`: `true` once, for a code that exists, has not
-    /// expired and was not used; `false` otherwise.
-    pub fn use_sign_in_code(&self, digest: &str, now: &str) -> Result<bool> {
+    fn use_sign_in_code(&self, digest: &str, now: &str) -> Result<bool> {
         let used = self.conn.lock().execute(
             "UPDATE sign_in_codes SET used_at = ?2
              WHERE digest = ?1 AND used_at IS NULL AND expires_at > ?2",
@@ -45,9 +33,7 @@ impl Meta {
         Ok(used == 1)
     }
 
-    /// Whether the code whose digest is `digest` exists, has not expired and was not
-    /// used (changes nothing: a daemon serving several vaults asks each which one made it).
-    pub fn sign_in_code_open(&self, digest: &str, now: &str) -> Result<bool> {
+    fn sign_in_code_open(&self, digest: &str, now: &str) -> Result<bool> {
         Ok(self
             .conn
             .lock()
@@ -59,8 +45,7 @@ impl Meta {
             .is_some())
     }
 
-    /// Store a new session.
-    pub fn insert_session(&self, row: &SessionRow) -> Result<()> {
+    fn insert_session(&self, row: &SessionRow) -> Result<()> {
         let conn = self.conn.lock();
         conn.execute(
             "DELETE FROM console_sessions WHERE expires_at <= ?1",
@@ -80,8 +65,7 @@ impl Meta {
         Ok(())
     }
 
-    /// The session whose digest is `digest`, if it exists and has not expired at `now`.
-    pub fn session(&self, digest: &str, now: &str) -> Result<Option<SessionRow>> {
+    fn session(&self, digest: &str, now: &str) -> Result<Option<SessionRow>> {
         Ok(self
             .conn
             .lock()
@@ -101,8 +85,7 @@ impl Meta {
             .optional()?)
     }
 
-    /// Note that a session was used at `now` (shown on the console; at most once a minute).
-    pub fn touch_session(&self, digest: &str, now: &str) -> Result<()> {
+    fn touch_session(&self, digest: &str, now: &str) -> Result<()> {
         self.conn.lock().execute(
             "UPDATE console_sessions SET last_seen_at = ?2 WHERE digest = ?1",
             params![digest, now],
@@ -110,31 +93,15 @@ impl Meta {
         Ok(())
     }
 
-    /// End a session (sign-out): `true` when it existed.
-    pub fn delete_session(&self, digest: &str) -> Result<bool> {
+    fn delete_session(&self, digest: &str) -> Result<bool> {
         Ok(self
             .conn
             .lock()
             .execute("DELETE FROM console_sessions WHERE digest = ?1", [digest])?
             == 1)
     }
-}
 
-/// A sign-in through the identity provider under way: what the callback needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdpSignIn {
-    /// The digest of the nonce kept in the browser's cookie (binds the callback to the
-    /// browser that started the sign-in).
-    pub nonce_digest: String,
-    /// The PKCE code verifier.
-    pub verifier: String,
-    /// The redirect URI the authorization request named (the exchange must name it too).
-    pub redirect_uri: String,
-}
-
-impl Meta {
-    /// Keep a sign-in through the provider under way, by the digest of its `state`.
-    pub fn insert_idp_sign_in(
+    fn insert_idp_sign_in(
         &self,
         state_digest: &str,
         sign_in: &IdpSignIn,
@@ -157,9 +124,7 @@ impl Meta {
         Ok(())
     }
 
-    /// Take (once) the sign-in whose `state` digest is `state_digest`, if it has not
-    /// expired at `now`.
-    pub fn take_idp_sign_in(&self, state_digest: &str, now: &str) -> Result<Option<IdpSignIn>> {
+    fn take_idp_sign_in(&self, state_digest: &str, now: &str) -> Result<Option<IdpSignIn>> {
         let conn = self.conn.lock();
         let found = conn
             .query_row(

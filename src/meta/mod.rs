@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod console;
+mod idempotency;
 mod inspect;
 mod migrations;
 mod open;
@@ -17,90 +18,13 @@ pub use inspect::{inspect, Inspection};
 pub(crate) use migrations::migrate;
 pub use migrations::SCHEMA_VERSION;
 use oplog::insert_ops;
-pub use oplog::{CheckpointRow, OpRow};
-pub use pending::PendingRow;
 
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::Result;
-
-/// An attachment's facts as the store keeps them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttachmentRow {
-    pub path: String,
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub inode: u64,
-    pub sha256: String,
-    pub content_type: String,
-    pub modified_at: String,
-}
-
-/// One recorded change of an attachment (its seq is a `committed_seq`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttachmentChangeRow {
-    pub seq: i64,
-    pub path: String,
-    /// `None` for a delete.
-    pub sha256: Option<String>,
-    /// `create`, `update`, `delete`.
-    pub kind: String,
-    pub actor: String,
-    pub created_at: String,
-    pub commit_id: Option<String>,
-}
-
-/// A stored write result, replayed for the same `Idempotency-Key` and operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyRow {
-    pub key: String,
-    pub op_hash: String,
-    /// The receipt (opaque JSON); `None` in rows stored before receipts were, which
-    /// replay `status` and `body` as they were answered.
-    pub receipt: Option<String>,
-    pub status: u16,
-    pub body: String,
-}
-
-/// A write under way, recorded before it changed the folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IntentRow {
-    pub key: String,
-    pub op_hash: String,
-    /// The intent (opaque JSON).
-    pub intent: String,
-}
-
-/// A note row as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoteRow {
-    pub note_id: String,
-    pub path: String,
-    pub version_id: String,
-    pub content_hash: String,
-    pub created_at: String,
-    pub observed_at: String,
-}
-
-/// One revision (a change to one note) as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RevisionRow {
-    pub seq: i64,
-    pub version_id: String,
-    pub note_id: String,
-    pub path: String,
-    pub prev_version_id: Option<String>,
-    /// `None` for a delete.
-    pub content_hash: Option<String>,
-    pub actor: String,
-    /// `create`, `update`, `delete`, `move`.
-    pub kind: String,
-    pub created_at: String,
-    /// The `history.git` commit holding it, when recorded (API writes); else it is found
-    /// by its `Notevault-Seq` trailer.
-    pub commit_id: Option<String>,
-}
+use crate::storage::metadata::{Records, Settings};
+use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
 
 pub struct Meta {
     conn: Mutex<Connection>,
@@ -110,14 +34,17 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// The schema's version (SQLite's `user_version`).
     pub fn schema_version(&self) -> Result<i64> {
         Ok(self
             .conn
             .lock()
             .pragma_query_value(None, "user_version", |r| r.get(0))?)
     }
+}
 
-    pub fn setting(&self, key: &str) -> Result<Option<String>> {
+impl Settings for Meta {
+    fn setting(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
             .lock()
@@ -127,7 +54,7 @@ impl Meta {
             .optional()?)
     }
 
-    pub fn set_setting(&self, key: &str, value: &str) -> Result<()> {
+    fn set_setting(&self, key: &str, value: &str) -> Result<()> {
         self.conn.lock().execute(
             "INSERT INTO settings (key, value) VALUES (?1, ?2)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -136,8 +63,34 @@ impl Meta {
         Ok(())
     }
 
-    /// Every note row, for the startup scan to compare with the folder.
-    pub fn all_notes(&self) -> Result<Vec<NoteRow>> {
+    fn record_applied_write(&self, at: &str) -> Result<()> {
+        self.conn
+            .lock()
+            .execute("INSERT INTO applied_writes (at) VALUES (?1)", [at])?;
+        Ok(())
+    }
+
+    fn applied_writes_since(&self, since: &str) -> Result<(u64, Option<String>)> {
+        Ok(self.conn.lock().query_row(
+            "SELECT COUNT(*), MIN(at) FROM applied_writes WHERE at > ?1",
+            [since],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)),
+        )?)
+    }
+
+    fn use_nonce(&self, nonce: &str, expires_at: i64, now: i64) -> Result<bool> {
+        let conn = self.conn.lock();
+        conn.execute("DELETE FROM presign_nonces WHERE expires_at < ?1", [now])?;
+        let n = conn.execute(
+            "INSERT OR IGNORE INTO presign_nonces (nonce, expires_at) VALUES (?1, ?2)",
+            params![nonce, expires_at],
+        )?;
+        Ok(n == 1)
+    }
+}
+
+impl Records for Meta {
+    fn all_notes(&self) -> Result<Vec<NoteRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare(
             "SELECT note_id, path, version_id, content_hash, created_at, observed_at FROM notes",
@@ -155,8 +108,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The highest committed sequence number (0 before the first change).
-    pub fn committed_seq(&self) -> Result<i64> {
+    fn committed_seq(&self) -> Result<i64> {
         Ok(self.conn.lock().query_row(
             "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM revisions),
                         (SELECT COALESCE(MAX(seq), 0) FROM attachment_changes),
@@ -166,13 +118,11 @@ impl Meta {
         )?)
     }
 
-    /// Record a batch of revisions and the resulting note rows in one transaction.
-    /// `notes` upserts rows; `removed` deletes rows by note id.
-    pub fn record(
+    fn record(
         &self,
         revisions: &[RevisionRow],
-        ops: impl IntoIterator<Item = OpRow>,
-        notes: impl IntoIterator<Item = NoteRow>,
+        ops: &[OpRow],
+        notes: &[NoteRow],
         removed: &[String],
     ) -> Result<()> {
         let mut conn = self.conn.lock();
@@ -224,96 +174,7 @@ impl Meta {
         Ok(())
     }
 
-    pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>> {
-        Ok(self
-            .conn
-            .lock()
-            .query_row(
-                "SELECT key, op_hash, receipt, status, body FROM idempotency WHERE key = ?1",
-                [key],
-                |r| {
-                    Ok(IdempotencyRow {
-                        key: r.get(0)?,
-                        op_hash: r.get(1)?,
-                        receipt: r.get(2)?,
-                        status: r.get(3)?,
-                        body: r.get(4)?,
-                    })
-                },
-            )
-            .optional()?)
-    }
-
-    /// Keep a receipt under its key, and drop the key's intent, in one transaction.
-    pub fn store_receipt(
-        &self,
-        key: &str,
-        op_hash: &str,
-        receipt: &str,
-        created_at: &str,
-    ) -> Result<()> {
-        let mut conn = self.conn.lock();
-        let tx = conn.transaction()?;
-        tx.execute(
-            "INSERT INTO idempotency (key, op_hash, receipt, status, body, created_at)
-             VALUES (?1, ?2, ?3, 0, '', ?4)",
-            params![key, op_hash, receipt, created_at],
-        )?;
-        tx.execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Record the intent of a write under way (replacing an earlier one of the key).
-    pub fn store_intent(&self, key: &str, op_hash: &str, intent: &str) -> Result<()> {
-        self.conn.lock().execute(
-            "INSERT OR REPLACE INTO write_intents (key, op_hash, intent, created_at)
-             VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-            params![key, op_hash, intent],
-        )?;
-        Ok(())
-    }
-
-    pub fn forget_intent(&self, key: &str) -> Result<()> {
-        self.conn
-            .lock()
-            .execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
-        Ok(())
-    }
-
-    /// Every intent left by writes that did not finish, oldest first.
-    pub fn intents(&self) -> Result<Vec<IntentRow>> {
-        let conn = self.conn.lock();
-        let mut stmt = conn
-            .prepare("SELECT key, op_hash, intent FROM write_intents ORDER BY created_at, key")?;
-        let rows = stmt.query_map([], |r| {
-            Ok(IntentRow {
-                key: r.get(0)?,
-                op_hash: r.get(1)?,
-                intent: r.get(2)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    pub fn record_applied_write(&self, at: &str) -> Result<()> {
-        self.conn
-            .lock()
-            .execute("INSERT INTO applied_writes (at) VALUES (?1)", [at])?;
-        Ok(())
-    }
-
-    /// Applied writes since `since`, and the oldest of them.
-    pub fn applied_writes_since(&self, since: &str) -> Result<(u64, Option<String>)> {
-        Ok(self.conn.lock().query_row(
-            "SELECT COUNT(*), MIN(at) FROM applied_writes WHERE at > ?1",
-            [since],
-            |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)),
-        )?)
-    }
-
-    /// One revision by its version id.
-    pub fn revision(&self, version_id: &str) -> Result<Option<RevisionRow>> {
+    fn revision(&self, version_id: &str) -> Result<Option<RevisionRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
@@ -323,8 +184,7 @@ impl Meta {
         Ok(stmt.query_row([version_id], revision_from).optional()?)
     }
 
-    /// The latest revision recorded at `path` (to find a deleted note by its slug).
-    pub fn latest_revision_at(&self, path: &str) -> Result<Option<RevisionRow>> {
+    fn latest_revision_at(&self, path: &str) -> Result<Option<RevisionRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
@@ -334,9 +194,7 @@ impl Meta {
         Ok(stmt.query_row([path], revision_from).optional()?)
     }
 
-    /// One page of a note's revisions by seq: after `after` (exclusive) in the given
-    /// direction, at most `limit`.
-    pub fn revisions_page(
+    fn revisions_page(
         &self,
         note_id: &str,
         after: Option<i64>,
@@ -359,8 +217,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Revisions of one note, oldest first.
-    pub fn revisions_of(&self, note_id: &str) -> Result<Vec<RevisionRow>> {
+    fn revisions_of(&self, note_id: &str) -> Result<Vec<RevisionRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
@@ -371,8 +228,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Revisions with a seq above `after`, by seq.
-    pub fn revisions_after(&self, after: i64) -> Result<Vec<RevisionRow>> {
+    fn revisions_after(&self, after: i64) -> Result<Vec<RevisionRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT seq, version_id, note_id, path, prev_version_id, content_hash, actor, kind,
@@ -383,8 +239,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Every stored attachment's facts.
-    pub fn all_attachments(&self) -> Result<Vec<AttachmentRow>> {
+    fn all_attachments(&self) -> Result<Vec<AttachmentRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare(
             "SELECT path, size, mtime_ns, inode, sha256, content_type, modified_at FROM attachments",
@@ -403,9 +258,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Record attachment changes and their facts in one transaction: `changes` are
-    /// appended to the log, `upserts` stored, `removed` (paths) forgotten.
-    pub fn record_attachments(
+    fn record_attachments(
         &self,
         changes: &[AttachmentChangeRow],
         ops: &[OpRow],
@@ -459,20 +312,7 @@ impl Meta {
         Ok(())
     }
 
-    /// Mark a presigned link's nonce used; `false` when it was used already. Nonces
-    /// past their expiry are forgotten (their links are refused as expired anyway).
-    pub fn use_nonce(&self, nonce: &str, expires_at: i64, now: i64) -> Result<bool> {
-        let conn = self.conn.lock();
-        conn.execute("DELETE FROM presign_nonces WHERE expires_at < ?1", [now])?;
-        let n = conn.execute(
-            "INSERT OR IGNORE INTO presign_nonces (nonce, expires_at) VALUES (?1, ?2)",
-            params![nonce, expires_at],
-        )?;
-        Ok(n == 1)
-    }
-
-    /// Name the history commit that holds each of these revisions (by seq).
-    pub fn set_commit_ids(&self, seqs: &[i64], commit_id: &str) -> Result<()> {
+    fn set_commit_ids(&self, seqs: &[i64], commit_id: &str) -> Result<()> {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
         {

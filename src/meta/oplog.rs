@@ -5,35 +5,8 @@ use rusqlite::{params, OptionalExtension};
 
 use super::Meta;
 use crate::error::Result;
-
-/// One op of the sync log (its seq is a `committed_seq`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpRow {
-    pub seq: i64,
-    /// `upsert`, `delete`, `move`, `attachment_upsert`, `attachment_delete`, `e2ee_key`.
-    pub kind: String,
-    pub note_id: Option<String>,
-    /// Where the note or attachment is after the op (for a delete: where it was).
-    pub path: String,
-    /// Where a moved note was.
-    pub from_path: Option<String>,
-    pub version_id: Option<String>,
-    pub prev_version_id: Option<String>,
-    /// `blake3:<hex>` of a note's bytes, `sha256:<hex>` of an attachment's; `None` for a
-    /// delete.
-    pub content_hash: Option<String>,
-    pub visibility: String,
-    pub actor: String,
-    pub created_at: String,
-}
-
-/// A device's checkpoint: the seq it has applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckpointRow {
-    pub device_id: String,
-    pub seq: i64,
-    pub updated_at: String,
-}
+use crate::storage::metadata::{OpLog, Settings};
+use crate::storage::rows::{CheckpointRow, OpRow};
 
 /// Append ops to the sync log inside the caller's transaction.
 pub(super) fn insert_ops(
@@ -84,9 +57,8 @@ fn op_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<OpRow> {
 }
 
 /// The sync plane's rows: the op log, checkpoints, compaction, the wrapped-key state.
-impl Meta {
-    /// Ops with `after < seq <= through`, by seq, at most `limit`.
-    pub fn ops_page(&self, after: i64, through: i64, limit: usize) -> Result<Vec<OpRow>> {
+impl OpLog for Meta {
+    fn ops_page(&self, after: i64, through: i64, limit: usize) -> Result<Vec<OpRow>> {
         let conn = self.conn.lock();
         let sql = format!(
             "SELECT {OP_COLUMNS} FROM sync_ops WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3"
@@ -96,10 +68,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// What is live at seq `at`: for each note (by id) and each file kept by path
-    /// (attachments, private notes), its latest op at or below `at` when that is not a
-    /// delete; by path after `after_path`, at most `limit`.
-    pub fn live_at(&self, at: i64, after_path: &str, limit: usize) -> Result<Vec<OpRow>> {
+    fn live_at(&self, at: i64, after_path: &str, limit: usize) -> Result<Vec<OpRow>> {
         let conn = self.conn.lock();
         let sql = format!(
             "SELECT {OP_COLUMNS} FROM sync_ops o
@@ -115,7 +84,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    pub fn set_checkpoint(&self, device_id: &str, seq: i64, now: &str) -> Result<()> {
+    fn set_checkpoint(&self, device_id: &str, seq: i64, now: &str) -> Result<()> {
         self.conn.lock().execute(
             "INSERT INTO sync_checkpoints (device_id, seq, updated_at) VALUES (?1, ?2, ?3)
              ON CONFLICT (device_id) DO UPDATE SET seq = MAX(seq, excluded.seq),
@@ -125,7 +94,7 @@ impl Meta {
         Ok(())
     }
 
-    pub fn checkpoints(&self) -> Result<Vec<CheckpointRow>> {
+    fn checkpoints(&self) -> Result<Vec<CheckpointRow>> {
         let conn = self.conn.lock();
         let mut stmt =
             conn.prepare("SELECT device_id, seq, updated_at FROM sync_checkpoints ORDER BY seq")?;
@@ -139,8 +108,7 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The seq of the newest op created at or before `cutoff` (0 when none is).
-    pub fn last_op_seq_before(&self, cutoff: &str) -> Result<i64> {
+    fn last_op_seq_before(&self, cutoff: &str) -> Result<i64> {
         Ok(self.conn.lock().query_row(
             "SELECT COALESCE(MAX(seq), 0) FROM sync_ops WHERE created_at <= ?1",
             [cutoff],
@@ -148,10 +116,7 @@ impl Meta {
         )?)
     }
 
-    /// Drop the ops at or below `through` that are not the latest op of their note (or
-    /// file kept by path) and not a delete tombstone, and record `through` as the horizon,
-    /// in one transaction. Answers how many ops were dropped.
-    pub fn compact_ops(&self, through: i64) -> Result<usize> {
+    fn compact_ops(&self, through: i64) -> Result<usize> {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
         let dropped = tx.execute(
@@ -173,16 +138,14 @@ impl Meta {
         Ok(dropped)
     }
 
-    /// Ops below this seq may have been dropped by compaction (0: none were).
-    pub fn compacted_through(&self) -> Result<i64> {
+    fn compacted_through(&self) -> Result<i64> {
         Ok(self
             .setting("sync_compacted_through")?
             .and_then(|v| v.parse().ok())
             .unwrap_or(0))
     }
 
-    /// The wrapped-key hierarchy (JSON as stored), when private notes are enabled.
-    pub fn e2ee_hierarchy(&self) -> Result<Option<String>> {
+    fn e2ee_hierarchy(&self) -> Result<Option<String>> {
         Ok(self
             .conn
             .lock()
@@ -192,9 +155,7 @@ impl Meta {
             .optional()?)
     }
 
-    /// Store the key hierarchy (the first one, or a replacement) and its `e2ee_key` op
-    /// in one transaction.
-    pub fn record_key(&self, op: &OpRow, hierarchy: &str, now: &str) -> Result<()> {
+    fn record_key(&self, op: &OpRow, hierarchy: &str, now: &str) -> Result<()> {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
         insert_ops(&tx, std::slice::from_ref(op))?;

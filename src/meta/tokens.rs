@@ -14,21 +14,8 @@ use rusqlite::{params, OptionalExtension};
 
 use super::Meta;
 use crate::error::Result;
-
-/// One personal access token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PatRow {
-    /// `nvp_` and 8 characters: public.
-    pub prefix: String,
-    pub name: String,
-    /// The keyed hash, hex.
-    pub hash: String,
-    /// Permission names, space-separated (`notes.write notes.review`).
-    pub scopes: String,
-    pub created_at: String,
-    pub expires_at: Option<String>,
-    pub last_used_at: Option<String>,
-}
+use crate::storage::metadata::Tokens;
+use crate::storage::rows::PatRow;
 
 fn pat_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<PatRow> {
     Ok(PatRow {
@@ -54,10 +41,8 @@ pub(super) struct PatCache {
     rows: std::collections::HashMap<String, PatRow>,
 }
 
-impl Meta {
-    /// The key of the tokens' keyed hash: made once (by whichever of the daemon and the
-    /// CLI needs it first) and kept in the settings.
-    pub fn pat_key(&self) -> Result<[u8; 32]> {
+impl Tokens for Meta {
+    fn pat_key(&self) -> Result<[u8; 32]> {
         let conn = self.conn.lock();
         let stored: Option<String> = conn
             .query_row(
@@ -87,8 +72,7 @@ impl Meta {
             .map_err(|_| crate::error::Error::internal("corrupt personal access token key"))
     }
 
-    /// Store a new token; `false` when its name or prefix is taken.
-    pub fn insert_pat(&self, row: &PatRow) -> Result<bool> {
+    fn insert_pat(&self, row: &PatRow) -> Result<bool> {
         let conn = self.conn.lock();
         let inserted = conn.execute(
             "INSERT OR IGNORE INTO personal_tokens (prefix, name, hash, scopes, created_at, expires_at, last_used_at)
@@ -99,8 +83,7 @@ impl Meta {
         Ok(inserted == 1)
     }
 
-    /// Every token, by name.
-    pub fn pats(&self) -> Result<Vec<PatRow>> {
+    fn pats(&self) -> Result<Vec<PatRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM personal_tokens ORDER BY name"
@@ -109,9 +92,7 @@ impl Meta {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// The token whose public prefix is `prefix`, as the store holds it now: from the
-    /// cache while no other connection changed the store, else read.
-    pub fn pat(&self, prefix: &str) -> Result<Option<PatRow>> {
+    fn pat(&self, prefix: &str) -> Result<Option<PatRow>> {
         let conn = self.conn.lock();
         let version: i64 = conn
             .prepare_cached("PRAGMA data_version")?
@@ -136,15 +117,7 @@ impl Meta {
         Ok(row)
     }
 
-    /// Forget the cached token rows: this connection changed the table (its own commits
-    /// do not move `data_version`).
-    fn forget_pats(&self) {
-        self.pats.lock().rows.clear();
-    }
-
-    /// Delete the token named `name_or_prefix` (its name, or its public prefix); how many
-    /// went (0 or 1).
-    pub fn revoke_pat(&self, name_or_prefix: &str) -> Result<usize> {
+    fn revoke_pat(&self, name_or_prefix: &str) -> Result<usize> {
         let conn = self.conn.lock();
         let revoked = conn.execute(
             "DELETE FROM personal_tokens WHERE name = ?1 OR prefix = ?1",
@@ -154,73 +127,7 @@ impl Meta {
         Ok(revoked)
     }
 
-    /// Make a personal access token named `name` with `scopes` (permission names), living
-    /// `lifetime` from `now` (or until revoked), and store its row; the token is returned
-    /// once and never kept. The one maker of tokens, for the CLI and the console; the
-    /// caller appends the audit row. A name must be 1 to 100 characters, without control
-    /// characters, not starting with `nvp_`, and not taken (`VALIDATION_FAILED` on `name`).
-    pub fn create_pat(
-        &self,
-        name: &str,
-        scopes: &[crate::auth::Permission],
-        lifetime: Option<std::time::Duration>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(String, PatRow)> {
-        use crate::auth::pat;
-        use crate::clock::timestamp;
-        use crate::error::Error;
-        let name = name.trim();
-        if name.is_empty()
-            || name.chars().count() > 100
-            || name.chars().any(char::is_control)
-            || name.starts_with(pat::PREFIX)
-        {
-            return Err(Error::invalid_field(
-                "name",
-                format!(
-                    "1 to 100 characters, no control characters, not starting with {}",
-                    pat::PREFIX
-                ),
-            ));
-        }
-        if self.pats()?.iter().any(|p| p.name == name) {
-            return Err(Error::invalid_field(
-                "name",
-                format!("a token named {name:?} exists: revoke it first, or pick another name"),
-            ));
-        }
-        let expires_at = match lifetime {
-            Some(d) => Some(timestamp(
-                now + chrono::Duration::from_std(d)
-                    .map_err(|_| Error::invalid_field("expires_in", "too long"))?,
-            )),
-            None => None,
-        };
-        let mut scopes: Vec<&str> = scopes.iter().map(|p| p.as_str()).collect();
-        scopes.sort_unstable();
-        scopes.dedup();
-        let key = self.pat_key()?;
-        // A prefix taken by another token (one chance in 2^47) gets a new token.
-        for _ in 0..8 {
-            let token = pat::generate().map_err(Error::internal)?;
-            let row = PatRow {
-                prefix: pat::public_prefix(&token).to_string(),
-                name: name.to_string(),
-                hash: pat::hash(&key, &token),
-                scopes: scopes.join(" "),
-                created_at: timestamp(now),
-                expires_at: expires_at.clone(),
-                last_used_at: None,
-            };
-            if self.insert_pat(&row)? {
-                return Ok((token, row));
-            }
-        }
-        Err(Error::internal("could not store the token: try again"))
-    }
-
-    /// Note a use of the token (`token list` shows it).
-    pub fn touch_pat(&self, prefix: &str, at: &str) -> Result<()> {
+    fn touch_pat(&self, prefix: &str, at: &str) -> Result<()> {
         let conn = self.conn.lock();
         conn.execute(
             "UPDATE personal_tokens SET last_used_at = ?2 WHERE prefix = ?1",
@@ -228,6 +135,14 @@ impl Meta {
         )?;
         self.forget_pats();
         Ok(())
+    }
+}
+
+impl Meta {
+    /// Forget the cached token rows: this connection changed the table (its own commits
+    /// do not move `data_version`).
+    fn forget_pats(&self) {
+        self.pats.lock().rows.clear();
     }
 }
 

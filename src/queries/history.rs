@@ -12,7 +12,7 @@ pub struct NoteHistory {
     /// `None` when the note is deleted.
     pub current_version_id: Option<String>,
     /// Oldest first.
-    pub revisions: Vec<crate::meta::RevisionRow>,
+    pub revisions: Vec<crate::storage::rows::RevisionRow>,
 }
 
 /// The history of the note `key` names, also of a deleted note (found by its id or
@@ -74,7 +74,7 @@ pub fn history_with(state: &State, key: &str, load: bool) -> Result<NoteHistory>
 /// written yet (history is catching up or retrying) is `HISTORY_BEHIND`.
 pub fn revision_content(
     state: &State,
-    revision: &crate::meta::RevisionRow,
+    revision: &crate::storage::rows::RevisionRow,
 ) -> Result<Option<Vec<u8>>> {
     use crate::history::Stored;
     if revision.content_hash.is_none() {

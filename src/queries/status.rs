@@ -6,8 +6,8 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::history::HistoryStatus;
 use crate::index::IndexState;
-use crate::meta::PendingRow;
 use crate::state::{State, WatchStatus};
+use crate::storage::rows::PendingRow;
 
 /// Everything `GET /v1/index-status` reports, read at one moment.
 #[derive(Debug, Clone)]

@@ -31,8 +31,8 @@ use chrono::{DateTime, Utc};
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::history::{self, CommitRequest, Content};
-use crate::meta::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
 use crate::state::State;
+use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
 use crate::vault::attachments::Attachment;
 use crate::vault::catalog::note_from;
 use crate::vault::note::Note;
@@ -301,7 +301,8 @@ pub fn record_with(
     let ops = revisions
         .iter()
         .zip(&notes)
-        .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_ref()));
+        .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_ref()))
+        .collect::<Vec<_>>();
     let rows = notes
         .iter()
         .filter_map(|(_, to)| to.as_ref())
@@ -312,8 +313,9 @@ pub fn record_with(
             content_hash: note.content_hash.clone(),
             created_at: timestamp(note.created_at),
             observed_at: now_s.clone(),
-        });
-    state.meta.record(&revisions, ops, rows, &deleted)?;
+        })
+        .collect::<Vec<_>>();
+    state.meta.record(&revisions, &ops, &rows, &deleted)?;
     let meta_us = started.elapsed().as_micros() as u64 - history_us;
 
     // 3. Catalog.

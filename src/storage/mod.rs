@@ -1,7 +1,8 @@
 //! The storage seam: what the write pipeline, the recorder and the queries ask of a
 //! vault's durable stores, as traits, so that a second implementation (hosted mode:
 //! PostgreSQL and an object store, no folder) can stand behind the same pipeline. One
-//! implementation today, local mode's ([`local`]): `history.git` for revisions.
+//! implementation today, local mode's: `history.git` for revisions ([`local`]), SQLite
+//! for metadata ([`metadata`]'s traits, implemented by `meta::Meta`).
 //!
 //! What a trait says is what a caller may count on in either mode: a revision's bytes
 //! are read back by the revision (its commit) or by its seq; a commit is durable once its
@@ -9,6 +10,8 @@
 //! `Stored::LeftOut`), never answers empty bytes.
 
 pub mod local;
+pub mod metadata;
+pub mod rows;
 
 use std::path::Path;
 use std::sync::mpsc;

@@ -85,8 +85,8 @@ pub fn export_response(state: Arc<State>, history: bool, actor: &'static str) ->
                     ("history", i64::from(history)),
                 ];
                 state.meta.note_audit(
-                    &crate::meta::audit::AuditEvent::new(
-                        crate::meta::audit::AuditKind::Exported,
+                    &crate::storage::rows::AuditEvent::new(
+                        crate::storage::rows::AuditKind::Exported,
                         actor,
                     )
                     .counts(&counts),

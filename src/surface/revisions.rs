@@ -8,8 +8,8 @@ use utoipa::ToSchema;
 
 use crate::error::Error;
 use crate::filter;
-use crate::meta::RevisionRow;
 use crate::state::State;
+use crate::storage::rows::RevisionRow;
 use crate::surface::blocking;
 use crate::surface::notes::DEFAULT_PAGE_SIZE;
 use crate::surface::params::{self, PageTokens};

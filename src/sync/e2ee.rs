@@ -105,8 +105,11 @@ fn audit(state: &State, hierarchy: &Hierarchy, actor: &str) {
         ("recovery", i64::from(hierarchy.recovery.is_some())),
     ];
     state.meta.note_audit(
-        &crate::meta::audit::AuditEvent::new(crate::meta::audit::AuditKind::E2eeKeysChanged, actor)
-            .counts(&counts),
+        &crate::storage::rows::AuditEvent::new(
+            crate::storage::rows::AuditKind::E2eeKeysChanged,
+            actor,
+        )
+        .counts(&counts),
     );
 }
 

@@ -19,8 +19,8 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
-use crate::meta::OpRow;
 use crate::state::State;
+use crate::storage::rows::OpRow;
 use crate::vault::content_hash;
 
 /// One op as a device reads it: the row, and the note's bytes when they are carried.

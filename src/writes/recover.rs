@@ -15,8 +15,8 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::meta::RevisionRow;
 use crate::state::State;
+use crate::storage::rows::RevisionRow;
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
 

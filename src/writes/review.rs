@@ -10,12 +10,12 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
-use crate::meta::audit::{AuditEvent, AuditKind};
-use crate::meta::PendingRow;
 pub use crate::queries::settings::{
     review_decisions, settings, ReviewDecisions, WritePolicy, WriteSettings,
 };
 use crate::state::State;
+use crate::storage::rows::PendingRow;
+use crate::storage::rows::{AuditEvent, AuditKind};
 use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request, Subject};
 
 /// The length of the budget window.

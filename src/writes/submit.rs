@@ -5,9 +5,9 @@ use chrono::Utc;
 
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
-use crate::meta::audit::{AuditEvent, AuditKind};
 use crate::record::crash_point;
 use crate::state::State;
+use crate::storage::rows::{AuditEvent, AuditKind};
 
 use super::op::is_bound;
 use super::{review, Op, PatchChange, Receipt, ReceiptStatus, Request};

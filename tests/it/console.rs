@@ -44,7 +44,7 @@ fn plain_client() -> reqwest::Client {
 
 /// Sign in with a fresh link: the session cookie (`name=value`) and the page's CSRF token.
 async fn sign_in(s: &TestServer) -> (String, String) {
-    let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
+    let link = notevault::console::sign_in_link(&*s.svc.meta, &s.base).unwrap();
     let client = plain_client();
     let res = client.get(&link).send().await.unwrap();
     // A page that goes on to `/` by itself (a redirect would drop the SameSite=Strict
@@ -105,7 +105,7 @@ async fn a_sign_in_link_works_once_and_the_session_ends_at_sign_out() {
     );
     assert!(res.text().await.unwrap().contains("notevault login-link"));
 
-    let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
+    let link = notevault::console::sign_in_link(&*s.svc.meta, &s.base).unwrap();
     let first = client.get(&link).send().await.unwrap();
     assert_eq!(first.status(), 200);
     assert!(cookie_of(&first, "notevault_session").is_some());
@@ -626,6 +626,7 @@ async fn purge_needs_a_session_and_the_name_then_removes_the_state_and_leaves_th
     assert!(!state.join("index").exists());
     assert_eq!(tree(&vault), before, "the notes folder is untouched");
     // One audit row stays: that a purge happened.
+    use notevault::storage::metadata::{Audit, Settings, Tokens};
     let meta = notevault::meta::Meta::open(&state.join("meta.sqlite")).unwrap();
     let (rows, more) = meta.audit_page(None, None, &|_| true, 10).unwrap();
     assert!(!more);

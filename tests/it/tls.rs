@@ -361,7 +361,7 @@ async fn a_non_loopback_address_with_tls_and_a_token_serves_https() {
 #[tokio::test]
 async fn the_console_cookie_is_host_prefixed_and_secure_under_tls() {
     let (s, _certs) = tls_server(|_| {}).await;
-    let link = notevault::console::sign_in_link(&s.svc.meta, &s.base).unwrap();
+    let link = notevault::console::sign_in_link(&*s.svc.meta, &s.base).unwrap();
     assert!(link.starts_with("https://"), "{link}");
     let res = s.client.get(&link).send().await.unwrap();
     assert_eq!(res.status(), 200);

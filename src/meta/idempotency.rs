@@ -1,0 +1,79 @@
+//! Receipts kept by `Idempotency-Key`, and the intents of writes under way.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::Meta;
+use crate::error::Result;
+use crate::storage::metadata::Idempotency;
+use crate::storage::rows::{IdempotencyRow, IntentRow};
+
+impl Idempotency for Meta {
+    fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>> {
+        Ok(self
+            .conn
+            .lock()
+            .query_row(
+                "SELECT key, op_hash, receipt, status, body FROM idempotency WHERE key = ?1",
+                [key],
+                |r| {
+                    Ok(IdempotencyRow {
+                        key: r.get(0)?,
+                        op_hash: r.get(1)?,
+                        receipt: r.get(2)?,
+                        status: r.get(3)?,
+                        body: r.get(4)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn store_receipt(
+        &self,
+        key: &str,
+        op_hash: &str,
+        receipt: &str,
+        created_at: &str,
+    ) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO idempotency (key, op_hash, receipt, status, body, created_at)
+             VALUES (?1, ?2, ?3, 0, '', ?4)",
+            params![key, op_hash, receipt, created_at],
+        )?;
+        tx.execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn store_intent(&self, key: &str, op_hash: &str, intent: &str) -> Result<()> {
+        self.conn.lock().execute(
+            "INSERT OR REPLACE INTO write_intents (key, op_hash, intent, created_at)
+             VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            params![key, op_hash, intent],
+        )?;
+        Ok(())
+    }
+
+    fn forget_intent(&self, key: &str) -> Result<()> {
+        self.conn
+            .lock()
+            .execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
+        Ok(())
+    }
+
+    fn intents(&self) -> Result<Vec<IntentRow>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare("SELECT key, op_hash, intent FROM write_intents ORDER BY created_at, key")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(IntentRow {
+                key: r.get(0)?,
+                op_hash: r.get(1)?,
+                intent: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
