@@ -149,6 +149,7 @@ impl State {
     pub fn lock(&self) -> WriteLock<'_> {
         WriteLock {
             _held: self.write_mutex.lock(),
+            of: &self.write_mutex,
         }
     }
 
@@ -171,16 +172,17 @@ impl State {
 }
 
 /// The write lock of one vault, held (the only way to take it: [`State::lock`],
-/// [`State::lock_to_record`]); the recorder refuses to record while nobody holds it.
+/// [`State::lock_to_record`]). What must run under the lock takes a `&WriteLock` as an
+/// argument; the recorder also checks that it is this vault's ([`State::holds`]).
 pub struct WriteLock<'a> {
     _held: parking_lot::MutexGuard<'a, ()>,
+    of: &'a Mutex<()>,
 }
 
 impl State {
-    /// Whether some thread holds the write lock: the recorder refuses to record when
-    /// none does (a path that forgot to take it), before anything changes.
-    pub fn write_locked(&self) -> bool {
-        self.write_mutex.is_locked()
+    /// Whether `write` is this vault's lock (and not another vault's of the same daemon).
+    pub fn holds(&self, write: &WriteLock<'_>) -> bool {
+        std::ptr::eq(write.of, &self.write_mutex)
     }
 }
 

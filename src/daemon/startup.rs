@@ -8,7 +8,7 @@ use super::*;
 /// rescan follows).
 pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>>> {
     // The watcher is already running: it waits for this lock before reconciling.
-    let _write = state.lock();
+    let write = state.lock();
     let started = std::time::Instant::now();
     let history_status = state.history.status();
     let first_history = history_status.head.is_none();
@@ -160,6 +160,7 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
     // writes, before the rest is taken as an editor's changes.
     crate::writes::recover::resolve_intents(
         state,
+        &write,
         &mut changed,
         &mut removed,
         &leftovers.unresolved,
@@ -174,6 +175,7 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
     let whole_vault = (first_history || behind).then_some(history);
     let outcome = record::reconcile::reconcile_with_files(
         state,
+        &write,
         changed,
         removed,
         files,

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::error::Result;
 use crate::record::{record, Batch, FileEntry, Recorded};
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::attachments::{self, Attachment};
 
 /// The changes that take the catalog from what it holds to `found` (files as observed)
@@ -43,12 +43,14 @@ pub fn changes(state: &State, found: Vec<Attachment>, gone: &[String]) -> Vec<Fi
 /// Record `files` as one batch of `actor` (not durable: history catches up behind).
 pub fn record_files(
     state: &State,
+    write: &WriteLock<'_>,
     files: Vec<FileEntry>,
     actor: &str,
     subject: &str,
 ) -> Result<Recorded> {
     record(
         state,
+        write,
         Batch {
             actor,
             subject: subject.to_string(),
@@ -62,8 +64,8 @@ pub fn record_files(
 }
 
 /// Look at these vault paths again (the watcher's dirty attachments, and those under a
-/// folder that came or went) and record what changed. The caller holds the write lock.
-pub fn sync_paths(state: &State, rels: &BTreeSet<String>) -> Result<()> {
+/// folder that came or went) and record what changed, under the write lock.
+pub fn sync_paths(state: &State, write: &WriteLock<'_>, rels: &BTreeSet<String>) -> Result<()> {
     if rels.is_empty() {
         return Ok(());
     }
@@ -88,6 +90,7 @@ pub fn sync_paths(state: &State, rels: &BTreeSet<String>) -> Result<()> {
     let files = changes(state, found, &gone);
     record_files(
         state,
+        write,
         files,
         "filesystem",
         "Record external attachment changes",
@@ -95,9 +98,9 @@ pub fn sync_paths(state: &State, rels: &BTreeSet<String>) -> Result<()> {
     Ok(())
 }
 
-/// Compare every attachment on disk with the catalog and record the difference. The
-/// caller holds the write lock.
-pub fn rescan(state: &State) -> Result<()> {
+/// Compare every attachment on disk with the catalog and record the difference, under
+/// the write lock.
+pub fn rescan(state: &State, write: &WriteLock<'_>) -> Result<()> {
     let (listed, mut excluded) = attachments::list_files(&state.paths);
     let known: HashMap<String, Attachment> = state
         .attachments
@@ -117,6 +120,7 @@ pub fn rescan(state: &State) -> Result<()> {
     let files = changes(state, found, &gone);
     record_files(
         state,
+        write,
         files,
         "filesystem",
         "Record external attachment changes (rescan)",

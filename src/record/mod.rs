@@ -11,10 +11,10 @@
 //!
 //! Step 2 also appends each change's sync op (`sync_ops`, at the change's seq, in the
 //! same transaction as its revision or attachment change): this is the one place the op
-//! log grows. The caller holds the write lock, so seqs and history commits advance
-//! together. A batch may be a group of API writes (`writes::group`): one history commit
-//! carries them all (its `Notevault-Seq` a range), each entry its own seq, revision and
-//! op.
+//! log grows. The caller holds the write lock (a `WriteLock` argument), so seqs and
+//! history commits advance together. A batch may be a group of API writes
+//! (`writes::group`): one history commit carries them all (its `Notevault-Seq` a range),
+//! each entry its own seq, revision and op.
 //!
 //! `reconcile` turns what was found on disk into a batch; `refresh` is reconcile on read
 //! (find a note, read bytes that agree with its version).
@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::history::{self, CommitRequest, Content};
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
 use crate::vault::attachments::Attachment;
 use crate::vault::catalog::note_from;
@@ -115,10 +115,10 @@ pub struct Recorded {
 }
 
 /// Record a batch of changes that are on disk (see the module doc for the order). The
-/// caller holds the write lock. An empty batch without a whole-vault commit records
-/// nothing.
-pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
-    record_with(state, batch, || Ok(()))
+/// caller proves it holds this vault's write lock with `write`. An empty batch without a
+/// whole-vault commit records nothing.
+pub fn record(state: &State, write: &WriteLock<'_>, batch: Batch<'_>) -> Result<Recorded> {
+    record_with(state, write, batch, || Ok(()))
 }
 
 /// [`record`], running `meanwhile` once the history commit is sent and before anything
@@ -127,12 +127,13 @@ pub fn record(state: &State, batch: Batch<'_>) -> Result<Recorded> {
 /// disk and in history by then, so they are recorded all the same).
 pub fn record_with(
     state: &State,
+    write: &WriteLock<'_>,
     batch: Batch<'_>,
     meanwhile: impl FnOnce() -> Result<()>,
 ) -> Result<Recorded> {
-    if !state.write_locked() {
+    if !state.holds(write) {
         return Err(crate::error::Error::internal(
-            "a change was to be recorded without the write lock",
+            "a change was to be recorded under another vault's write lock",
         ));
     }
     let Batch {

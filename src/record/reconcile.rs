@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use super::{record, Batch, Entry};
 use crate::error::Result;
 use crate::history::Change;
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::note::Note;
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
@@ -31,9 +31,10 @@ pub struct Outcome {
 /// [`record`] with `actor`. `whole_vault`, when given, is what the commit carries instead
 /// (the first start records the whole vault). Changed files go to history with the bytes
 /// that were observed, never re-read later: a write that lands before the commit is
-/// written must not leak into it. The caller holds the write lock.
+/// written must not leak into it. Under the write lock (`write`).
 pub fn reconcile(
     state: &State,
+    write: &WriteLock<'_>,
     observed: Vec<Observed>,
     removed: Vec<String>,
     actor: &str,
@@ -42,6 +43,7 @@ pub fn reconcile(
 ) -> Result<Outcome> {
     reconcile_with_files(
         state,
+        write,
         observed,
         removed,
         Vec::new(),
@@ -53,8 +55,13 @@ pub fn reconcile(
 
 /// [`reconcile`], with attachment changes recorded in the same batch (the start-up scan:
 /// one commit of the whole vault holds notes and attachments).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the write lock is one more argument: the proof it is held"
+)]
 pub fn reconcile_with_files(
     state: &State,
+    write: &WriteLock<'_>,
     observed: Vec<Observed>,
     removed: Vec<String>,
     files: Vec<crate::record::FileEntry>,
@@ -128,6 +135,7 @@ pub fn reconcile_with_files(
     }
     let recorded = record(
         state,
+        write,
         Batch {
             actor,
             subject: subject.to_string(),

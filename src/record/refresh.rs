@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::reconcile::reconcile;
 use crate::error::{Error, Result};
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::content_hash;
 use crate::vault::note::Note;
 use crate::vault::observe::FileStamp;
@@ -18,10 +18,10 @@ use crate::vault::path::slug_of;
 pub type NoteBytes = (Arc<Note>, Arc<[u8]>);
 
 /// Whether the caller already holds the write lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lock {
+#[derive(Clone, Copy)]
+pub enum Lock<'a> {
     Take,
-    Held,
+    Held(&'a WriteLock<'a>),
 }
 
 /// Find a note by note id or slug. A key that would leave the vault is `UNSAFE_PATH`; a
@@ -30,7 +30,7 @@ pub fn find(state: &State, key: &str) -> Result<Arc<Note>> {
     find_with(state, key, Lock::Take)
 }
 
-pub(crate) fn find_with(state: &State, key: &str, lock: Lock) -> Result<Arc<Note>> {
+pub(crate) fn find_with(state: &State, key: &str, lock: Lock<'_>) -> Result<Arc<Note>> {
     if key.is_empty() {
         return Err(Error::invalid_field("note", "must be at least 1 character"));
     }
@@ -81,7 +81,7 @@ pub fn read(state: &State, key: &str) -> Result<NoteBytes> {
 pub(crate) fn read_agreeing(
     state: &State,
     key: &str,
-    lock: Lock,
+    lock: Lock<'_>,
 ) -> Result<std::result::Result<NoteBytes, Arc<Note>>> {
     let mut note = find_with(state, key, lock)?;
     for _ in 0..5 {
@@ -135,8 +135,15 @@ pub fn refresh(state: &State, rel: &str) -> Result<()> {
 
 /// [`refresh`] under the write lock (taken, or held by the caller). An emptied note still
 /// changing (an in-place save half done) is not recorded (`vault::settle`).
-pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock) -> Result<()> {
-    let _write = (lock == Lock::Take).then(|| state.lock());
+pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock<'_>) -> Result<()> {
+    let taken;
+    let write = match lock {
+        Lock::Held(write) => write,
+        Lock::Take => {
+            taken = state.lock();
+            &taken
+        }
+    };
     // A stopping daemon records nothing more (a read answers from what is recorded).
     if state.closed() {
         return Ok(());
@@ -150,6 +157,7 @@ pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock) -> Result<()> {
         };
     reconcile(
         state,
+        write,
         observed,
         removed,
         "filesystem",

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use notify::{RecursiveMode, Watcher};
 use parking_lot::Mutex;
 
-use crate::state::{State, WatchStatus};
+use crate::state::{State, WatchStatus, WriteLock};
 use crate::vault::observe::Observed;
 use crate::vault::path::is_note_name;
 use crate::vault::scan;
@@ -271,12 +271,12 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
     }
     // Observe under the write lock: a file read before an API write and reconciled after
     // it would record stale content over the newer version.
-    let _write = state.lock();
+    let write = state.lock();
     // The daemon stopped meanwhile: nothing more is recorded into its state.
     if state.closed() {
         return Ok(());
     }
-    crate::record::files::sync_paths(state, &files)?;
+    crate::record::files::sync_paths(state, &write, &files)?;
     if observe.is_empty() && gone.is_empty() {
         return Ok(());
     }
@@ -320,6 +320,7 @@ fn apply_batch(state: &State, dirty: &BTreeSet<PathBuf>) -> crate::error::Result
         .collect();
     crate::record::reconcile::reconcile(
         state,
+        &write,
         observed,
         removed,
         "filesystem",
@@ -340,9 +341,9 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
     if state.closed() {
         return Ok(());
     }
-    let rescanned = rescan_locked(state);
+    let rescanned = rescan_locked(state, &write);
     if state.unread.pending() {
-        finish_verify(state);
+        finish_verify(state, &write);
     }
     drop(write);
     let observed = rescanned?;
@@ -353,13 +354,13 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
 /// End the start's verify if nothing did (the rescan panicked or never ran): whatever
 /// waits for it goes on.
 pub fn settle_start(state: &State) {
-    let _write = state.lock();
+    let write = state.lock();
     // Nothing is recorded into a stopped daemon's state (and nothing waits for it).
     if state.closed() {
         return;
     }
     if state.unread.pending() {
-        finish_verify(state);
+        finish_verify(state, &write);
     }
 }
 
@@ -380,9 +381,9 @@ pub fn write_scan_cache(state: &State, observed: &[Observed]) {
     }
 }
 
-fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
+fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<Vec<Observed>> {
     let started = Instant::now();
-    crate::record::files::rescan(state)?;
+    crate::record::files::rescan(state, write)?;
     // A file still holding the catalog's version shares the catalog's bytes: the
     // rescan after a cold start reads the whole vault again while the index is built.
     let known = |rel: &str, hash: &str| {
@@ -448,6 +449,7 @@ fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
     state.catalog.write().excluded = found.excluded;
     crate::record::reconcile::reconcile(
         state,
+        write,
         changed,
         removed,
         "filesystem",
@@ -470,7 +472,7 @@ fn rescan_locked(state: &State) -> crate::error::Result<Vec<Observed>> {
 /// catalog's version, else taken in as a change (recorded, or dropped when the file is
 /// gone); then the search index starts from the catalog, and whatever waited for every
 /// note's bytes (grep) goes on.
-fn finish_verify(state: &State) {
+fn finish_verify(state: &State, write: &WriteLock<'_>) {
     use rayon::prelude::*;
     let unread: Vec<String> = state
         .catalog
@@ -496,9 +498,11 @@ fn finish_verify(state: &State) {
         }
     }
     for rel in &differ {
-        if let Err(e) =
-            crate::record::refresh::refresh_with(state, rel, crate::record::refresh::Lock::Held)
-        {
+        if let Err(e) = crate::record::refresh::refresh_with(
+            state,
+            rel,
+            crate::record::refresh::Lock::Held(write),
+        ) {
             tracing::warn!(path = %rel, error = %e.message, "a note recalled at start could not be read again");
         }
     }

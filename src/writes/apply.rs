@@ -8,7 +8,7 @@ use chrono::Utc;
 
 use crate::error::{Error, Result};
 use crate::record::crash_point;
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::fsio::{self, Expect};
 use crate::vault::note::Note;
 use crate::vault::observe::Observed;
@@ -20,18 +20,19 @@ use super::{links, plan, Intent, IntentKey, NoteFacts, Op, Receipt, ReceiptStatu
 /// the write is recorded under that key before the file changes (see [`Intent`]).
 pub(crate) fn apply(
     state: &State,
+    write: &WriteLock<'_>,
     op: &Op,
     agent_id: &str,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let actor = format!("agent:{agent_id}");
     if op.is_folder() {
-        return super::folders::apply(state, op, &actor, intent);
+        return super::folders::apply(state, write, op, &actor, intent);
     }
     if op.is_attachment() {
-        return super::attachments::apply(state, op, &actor);
+        return super::attachments::apply(state, write, op, &actor);
     }
-    let plan = plan(state, op)?;
+    let plan = plan(state, write, op)?;
     let moved_from = plan
         .from
         .as_ref()
@@ -44,6 +45,7 @@ pub(crate) fn apply(
     };
     let mut receipt = commit_change(
         state,
+        write,
         Change {
             from: plan.from.as_ref().map(|(n, b)| (n, &b[..])),
             to_rel: &plan.to_rel,
@@ -56,7 +58,7 @@ pub(crate) fn apply(
         intent,
     )?;
     if let Some(old) = moved_from {
-        rewrite_links(state, &mut receipt, &old, &actor, &linking);
+        rewrite_links(state, write, &mut receipt, &old, &actor, &linking);
     }
     Ok(receipt)
 }
@@ -75,12 +77,14 @@ pub(crate) fn linking_to(state: &State, note: &Note) -> Vec<String> {
 /// Rewrite the links of `linking` that pointed at `old` to the receipt's note.
 pub(crate) fn rewrite_links(
     state: &State,
+    write: &WriteLock<'_>,
     receipt: &mut Receipt,
     old: &Note,
     actor: &str,
     linking: &[String],
 ) {
-    let (updated, failed) = links::rewrite_links_to(state, old, &receipt.slug, actor, linking);
+    let (updated, failed) =
+        links::rewrite_links_to(state, write, old, &receipt.slug, actor, linking);
     receipt.links_updated = updated;
     receipt.links_failed = failed;
     if updated > 0 {
@@ -140,18 +144,19 @@ pub(crate) enum Stage {
 /// under its key before the folder changes.
 pub(crate) fn commit_change(
     state: &State,
+    write: &WriteLock<'_>,
     change: Change<'_>,
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let actor = change.actor;
     let mut dirs = fsio::DirSyncs::default();
-    match stage_change(state, change, intent, &mut dirs, false)? {
+    match stage_change(state, write, change, intent, &mut dirs, false)? {
         Stage::Unchanged(receipt) => Ok(*receipt),
         Stage::Prepared(_) => Err(Error::internal("a write was prepared, not applied")),
         Stage::Staged(staged) => {
             crash_point(state, "after-file");
             crate::record::full_point(state, "after-file")?;
-            let receipts = record_staged(state, actor, vec![staged], &mut dirs)?;
+            let receipts = record_staged(state, write, actor, vec![staged], &mut dirs)?;
             receipts
                 .into_iter()
                 .next()
@@ -167,6 +172,7 @@ pub(crate) fn commit_change(
 /// ([`Stage::Prepared`]).
 pub(crate) fn stage_change(
     state: &State,
+    _write: &WriteLock<'_>,
     change: Change<'_>,
     intent: Option<IntentKey<'_>>,
     dirs: &mut fsio::DirSyncs,
@@ -325,6 +331,7 @@ pub(crate) struct Recorded<'a> {
 /// lock.
 pub(crate) fn record_change(
     state: &State,
+    write: &WriteLock<'_>,
     change: Recorded<'_>,
     identity: Identity,
 ) -> Result<Receipt> {
@@ -338,6 +345,7 @@ pub(crate) fn record_change(
     };
     let receipts = record_staged(
         state,
+        write,
         change.actor,
         vec![staged],
         &mut fsio::DirSyncs::default(),
@@ -352,9 +360,10 @@ pub(crate) fn record_change(
 /// history commit carries them all, one transaction records their revisions and sync
 /// ops, each with its own seq and version. `dirs` (the folders they changed) are fsynced
 /// while history writes the commit, before anything else is recorded. Answers a receipt
-/// per change, in order. The caller holds the write lock.
+/// per change, in order. Under the write lock (`write`).
 pub(crate) fn record_staged(
     state: &State,
+    write: &WriteLock<'_>,
     actor: &str,
     staged: Vec<Staged>,
     dirs: &mut fsio::DirSyncs,
@@ -417,6 +426,7 @@ pub(crate) fn record_staged(
     }
     let recorded = crate::record::record_with(
         state,
+        write,
         crate::record::Batch {
             actor,
             subject,

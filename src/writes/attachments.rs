@@ -5,15 +5,15 @@
 
 use crate::error::{Error, Reason, Result};
 use crate::record::{record, Batch, FileEntry};
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::attachments::{Attachment, Stamp};
 use crate::vault::fsio;
 use crate::vault::observe::hash_file;
 
 use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
 
-/// Apply an attachment operation as `actor`. The caller holds the write lock.
-pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
+/// Apply an attachment operation as `actor`. Under the write lock (`write`).
+pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) -> Result<Receipt> {
     match op {
         Op::PutAttachment {
             path,
@@ -21,14 +21,27 @@ pub(crate) fn apply(state: &State, op: &Op, actor: &str) -> Result<Receipt> {
             sha256,
             size,
             content_type,
-        } => put(state, path, staged, sha256, *size, content_type, actor),
+        } => put(
+            state,
+            write,
+            path,
+            staged,
+            sha256,
+            *size,
+            content_type,
+            actor,
+        ),
         Op::PutPrivate {
             path,
             ciphertext,
             base,
-        } => put_private(state, path, ciphertext, base.as_deref(), actor),
-        Op::DeleteAttachment { path, sha256 } => delete(state, path, sha256.as_deref(), actor),
-        Op::MoveAttachment { path, to, sha256 } => move_(state, path, to, sha256.as_deref(), actor),
+        } => put_private(state, write, path, ciphertext, base.as_deref(), actor),
+        Op::DeleteAttachment { path, sha256 } => {
+            delete(state, write, path, sha256.as_deref(), actor)
+        }
+        Op::MoveAttachment { path, to, sha256 } => {
+            move_(state, write, path, to, sha256.as_deref(), actor)
+        }
         _ => Err(Error::internal("not an attachment operation")),
     }
 }
@@ -146,6 +159,7 @@ fn linking_to(state: &State, a: &Attachment) -> Vec<String> {
 /// had one, each its own revision.
 fn move_(
     state: &State,
+    write: &WriteLock<'_>,
     path: &str,
     to: &str,
     sha256: Option<&str>,
@@ -167,6 +181,7 @@ fn move_(
     };
     let recorded = record(
         state,
+        write,
         Batch {
             actor,
             subject: format!("move {} -> {}", known.path, dest.rel),
@@ -191,8 +206,14 @@ fn move_(
             )],
         },
     )?;
-    let (updated, failed) =
-        super::links::rewrite_attachment_links(state, &known.path, &dest.rel, actor, &linking);
+    let (updated, failed) = super::links::rewrite_attachment_links(
+        state,
+        write,
+        &known.path,
+        &dest.rel,
+        actor,
+        &linking,
+    );
     let mut r = receipt(&moved, state.committed_seq(), false, false);
     r.flow_back_error = recorded.history_problem;
     r.links_updated = updated;
@@ -220,8 +241,13 @@ fn receipt(a: &Attachment, seq: i64, created: bool, unchanged: bool) -> Receipt 
     }
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the write lock is one more argument: the proof it is held"
+)]
 fn put(
     state: &State,
+    write: &WriteLock<'_>,
     path: &str,
     staged: &str,
     sha256: &str,
@@ -266,6 +292,7 @@ fn put(
     };
     let recorded = record(
         state,
+        write,
         Batch {
             actor,
             subject: format!("upload {}", safe.rel),
@@ -295,6 +322,7 @@ fn put(
 /// batch. The bytes are a device's envelope; the daemon never decrypts them.
 fn put_private(
     state: &State,
+    write: &WriteLock<'_>,
     path: &str,
     ciphertext: &str,
     base: Option<&str>,
@@ -352,6 +380,7 @@ fn put_private(
         .map_err(|e| Error::internal(format!("cannot read {path:?} just written: {e}")))?;
     let recorded = record(
         state,
+        write,
         Batch {
             actor,
             subject: format!("private note {}", safe.rel),
@@ -384,7 +413,13 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn delete(state: &State, path: &str, sha256: Option<&str>, actor: &str) -> Result<Receipt> {
+fn delete(
+    state: &State,
+    write: &WriteLock<'_>,
+    path: &str,
+    sha256: Option<&str>,
+    actor: &str,
+) -> Result<Receipt> {
     let safe = state.paths.resolve(path)?;
     let Some(known) = state.attachments.read().get(&safe.rel).cloned() else {
         return Err(Error::new(
@@ -397,6 +432,7 @@ fn delete(state: &State, path: &str, sha256: Option<&str>, actor: &str) -> Resul
     fsio::remove_checked(&safe.abs, want)?;
     let recorded = record(
         state,
+        write,
         Batch {
             actor,
             subject: format!("delete {}", safe.rel),

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Reason, Result};
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::fsio;
 use crate::vault::note::Note;
 use crate::vault::path::{slug_of, SafePath};
@@ -251,11 +251,12 @@ fn verb_of(op: &Op) -> &'static str {
     }
 }
 
-/// Apply a folder operation (the caller holds the write lock): its intent (with
+/// Apply a folder operation (under the write lock, `write`): its intent (with
 /// `intent`), the one step on disk, then one recorded batch, then the link rewrites of
 /// a move.
 pub(crate) fn apply(
     state: &State,
+    write: &WriteLock<'_>,
     op: &Op,
     actor: &str,
     intent: Option<IntentKey<'_>>,
@@ -305,14 +306,19 @@ pub(crate) fn apply(
         (_, None) => fsio::remove_empty_folder(&root.join(&plan.path))?,
     }
     crate::record::crash_point(state, "after-file");
-    finish(state, op, &plan, actor, &versions, &linking, &inside)
+    finish(state, write, op, &plan, actor, &versions, &linking, &inside)
 }
 
 /// Record a folder operation whose step on disk is done: one entry per note that moved
 /// (observed at its new place) or went to the trash, each attachment inside, then the
 /// link rewrites of a move. Answers its receipt.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the write lock is one more argument: the proof it is held"
+)]
 fn finish(
     state: &State,
+    write: &WriteLock<'_>,
     op: &Op,
     plan: &FolderPlan,
     actor: &str,
@@ -381,6 +387,7 @@ fn finish(
     };
     let recorded = crate::record::record(
         state,
+        write,
         crate::record::Batch {
             actor,
             subject: format!("{verb} folder {}", plan.path),
@@ -405,7 +412,8 @@ fn finish(
             };
             let from: Vec<String> = from.iter().map(|s| new_slug_of(s)).collect();
             let new_slug = new_slug_of(note.slug());
-            let (updated, failed) = links::rewrite_links_to(state, note, &new_slug, actor, &from);
+            let (updated, failed) =
+                links::rewrite_links_to(state, write, note, &new_slug, actor, &from);
             receipt.links_updated += updated;
             receipt.links_failed.extend(failed);
         }
@@ -454,6 +462,7 @@ fn receipt_of(state: &State, op: &Op, plan: &FolderPlan, history: Option<String>
 /// `removed`; one that did not land answers `None` (the retry applies it).
 pub(crate) fn resolve(
     state: &State,
+    write: &WriteLock<'_>,
     intent: &FolderIntent,
     changed: &mut Vec<crate::vault::observe::Observed>,
     removed: &mut Vec<String>,
@@ -510,7 +519,17 @@ pub(crate) fn resolve(
         }
     }
     let linking = linking_of(state, op, &plan);
-    finish(state, op, &plan, &intent.actor, &versions, &linking, &[]).map(Some)
+    finish(
+        state,
+        write,
+        op,
+        &plan,
+        &intent.actor,
+        &versions,
+        &linking,
+        &[],
+    )
+    .map(Some)
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::record::crash_point;
-use crate::state::{State, WriteQueue};
+use crate::state::{State, WriteLock, WriteQueue};
 use crate::vault::fsio::{self, DirSyncs};
 
 use super::apply::{record_staged, stage_change, Stage, Staged};
@@ -84,8 +84,8 @@ pub(crate) fn apply_grouped(
         let taken: Vec<Arc<Job>> = std::mem::take(&mut *jobs);
         drop(jobs);
         {
-            let _write = state.lock();
-            lead(state, &taken);
+            let write = state.lock();
+            lead(state, &write, &taken);
         }
         drop(leading);
         let answer = job.answer.lock().take();
@@ -197,7 +197,7 @@ impl Group {
     }
 
     /// Sync the staged writes' folders, record them as one batch, answer each.
-    fn flush(&mut self, state: &State) {
+    fn flush(&mut self, state: &State, write: &WriteLock<'_>) {
         self.place_prepared(state);
         if self.staged.is_empty() {
             self.actor = None;
@@ -215,7 +215,7 @@ impl Group {
         let started = std::time::Instant::now();
         crash_point(state, "after-file");
         let recorded = crate::record::full_point(state, "after-file")
-            .and_then(|()| record_staged(state, &actor, staged, &mut self.dirs));
+            .and_then(|()| record_staged(state, write, &actor, staged, &mut self.dirs));
         tracing::debug!(
             writes,
             staged_us = self.since.map_or(0, |t| (started - t).as_micros() as u64),
@@ -273,7 +273,7 @@ fn groupable(op: &Op) -> bool {
 }
 
 /// Apply the queued `jobs` in order, as few groups as their conflicts allow.
-fn lead(state: &State, jobs: &[Arc<Job>]) {
+fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
     // The daemon is stopping (`Daemon::stop` holds or held the write lock): nothing more
     // is written; the caller may retry against the next start.
     if state.closed() {
@@ -292,24 +292,24 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
         });
         let actor = format!("agent:{agent_id}");
         if !groupable(op) {
-            group.flush(state);
-            answer(state, job, apply(state, op, agent_id, intent));
+            group.flush(state, write);
+            answer(state, job, apply(state, write, op, agent_id, intent));
             continue;
         }
         if group.actor.as_ref().is_some_and(|a| *a != actor) || group.touches(state, op) {
-            group.flush(state);
+            group.flush(state, write);
         }
         group.since.get_or_insert_with(std::time::Instant::now);
         let t = std::time::Instant::now();
-        let mut planned = plan(state, op);
+        let mut planned = plan(state, write, op);
         // The place it names may be one a staged write takes under another spelling:
         // record the group, and plan again against what is then on disk.
         if planned
             .as_ref()
             .is_ok_and(|p| group.paths.contains(&p.to_rel.to_lowercase()))
         {
-            group.flush(state);
-            planned = plan(state, op);
+            group.flush(state, write);
+            planned = plan(state, write, op);
         }
         group.plan_us += t.elapsed().as_micros() as u64;
         let planned = match planned {
@@ -325,8 +325,8 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
             .is_some_and(|(n, _)| n.path != planned.to_rel)
         {
             // A move: the links to it are rewritten once it is recorded; alone.
-            group.flush(state);
-            answer(state, job, apply(state, op, agent_id, intent));
+            group.flush(state, write);
+            answer(state, job, apply(state, write, op, agent_id, intent));
             continue;
         }
         let super::Plan {
@@ -347,7 +347,7 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
             renamed,
         };
         let t = std::time::Instant::now();
-        let staged = stage_change(state, change, intent, &mut group.dirs, true);
+        let staged = stage_change(state, write, change, intent, &mut group.dirs, true);
         group.stage_us += t.elapsed().as_micros() as u64;
         match staged {
             Ok(Stage::Unchanged(receipt)) => answer(state, job, Ok(*receipt)),
@@ -359,7 +359,7 @@ fn lead(state: &State, jobs: &[Arc<Job>]) {
             Err(e) => answer(state, job, Err(e)),
         }
     }
-    group.flush(state);
+    group.flush(state, write);
 }
 
 /// Give `job` its answer; an applied write is counted against the write budget.

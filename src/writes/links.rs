@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::note::Note;
 
 use crate::vault::links::{mdlink_re as mdlink, resolve_relative, wikilink_re as wikilink};
@@ -76,6 +76,7 @@ pub fn rewrite(
 /// and, for each that could not be, its slug and why.
 pub fn rewrite_links_to(
     state: &State,
+    write: &WriteLock<'_>,
     old: &Note,
     new_slug: &str,
     actor: &str,
@@ -97,7 +98,7 @@ pub fn rewrite_links_to(
         .iter()
         .filter(|n| n.note_id != old.note_id && linking.iter().any(|s| s == n.slug()))
         .collect();
-    rewrite_each(state, actor, &linking, |text, folder| {
+    rewrite_each(state, write, actor, &linking, |text, folder| {
         rewrite(
             text,
             folder,
@@ -115,6 +116,7 @@ pub fn rewrite_links_to(
 /// were rewritten and, for each that could not be, its slug and why.
 fn rewrite_each(
     state: &State,
+    write: &WriteLock<'_>,
     actor: &str,
     notes: &[&Arc<Note>],
     rewrite: impl Fn(&str, &str) -> String,
@@ -152,7 +154,7 @@ fn rewrite_each(
             new_id: None,
             renamed: false,
         };
-        match super::commit_change(state, change, None) {
+        match super::commit_change(state, write, change, None) {
             Ok(_) => updated += 1,
             Err(e) => failed.push((note.slug().to_string(), e.message)),
         }
@@ -219,6 +221,7 @@ pub fn rewrite_attachment(
 /// `linking`; how many notes were rewritten and, for each that could not be, why.
 pub fn rewrite_attachment_links(
     state: &State,
+    write: &WriteLock<'_>,
     old_path: &str,
     new_path: &str,
     actor: &str,
@@ -238,7 +241,7 @@ pub fn rewrite_attachment_links(
         .cloned()
         .collect();
     let notes: Vec<&Arc<Note>> = notes.iter().collect();
-    rewrite_each(state, actor, &notes, |text, folder| {
+    rewrite_each(state, write, actor, &notes, |text, folder| {
         rewrite_attachment(text, folder, old_path, new_path, short_ok_old, short_ok_new)
     })
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Reason, Result};
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::vault::frontmatter;
 use crate::vault::note::Note;
 use crate::vault::path::slug_of;
@@ -17,16 +17,19 @@ use super::{Op, PatchChange};
 /// bytes are always the version answered (the refresh may record other bytes than were
 /// read: an in-place save caught half done is recorded once it is whole); a note that
 /// keeps changing under the reads is `VERSION_MOVED`.
-fn current(state: &State, key: &str) -> Result<crate::record::refresh::NoteBytes> {
-    crate::record::refresh::read_agreeing(state, key, crate::record::refresh::Lock::Held)?.map_err(
-        |note| {
+fn current(
+    state: &State,
+    write: &WriteLock<'_>,
+    key: &str,
+) -> Result<crate::record::refresh::NoteBytes> {
+    crate::record::refresh::read_agreeing(state, key, crate::record::refresh::Lock::Held(write))?
+        .map_err(|note| {
             Error::new(
                 Reason::VERSION_MOVED,
                 format!("note {} keeps changing on disk; try again", note.slug()),
             )
             .with_meta("current_version_id", note.version_id.clone())
-        },
-    )
+        })
 }
 
 fn check_version(note: &Note, version_id: Option<&str>) -> Result<()> {
@@ -102,7 +105,7 @@ impl Plan {
 
 /// Work out what `op` would do, reading the note and checking every precondition,
 /// without writing anything. Used to apply a write and to preview a queued one.
-pub fn plan(state: &State, op: &Op) -> Result<Plan> {
+pub fn plan(state: &State, write: &WriteLock<'_>, op: &Op) -> Result<Plan> {
     match op {
         Op::CreateFolder { .. } | Op::MoveFolder { .. } | Op::DeleteFolder { .. } => Err(
             Error::internal("a folder operation has no note plan (see writes::folders)"),
@@ -144,7 +147,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             version_id,
             changes,
         } => {
-            let (current_note, bytes) = current(state, note)?;
+            let (current_note, bytes) = current(state, write, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let (text, lossy) = crate::vault::markdown::decode(&bytes);
             if lossy && changes.iter().any(|c| !matches!(c, PatchChange::Folder(_))) {
@@ -191,7 +194,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             old_string,
             new_string,
         } => {
-            let (current_note, bytes) = current(state, note)?;
+            let (current_note, bytes) = current(state, write, note)?;
             check_version(&current_note, Some(version_id))?;
             let (text, lossy) = crate::vault::markdown::decode(&bytes);
             if lossy {
@@ -237,7 +240,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             version_id,
             content,
         } => {
-            let (current_note, bytes) = current(state, note)?;
+            let (current_note, bytes) = current(state, write, note)?;
             check_version(&current_note, Some(version_id))?;
             let to_rel = current_note.path.clone();
             Ok(Plan {
@@ -250,7 +253,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             })
         }
         Op::Delete { note, version_id } => {
-            let (current_note, bytes) = current(state, note)?;
+            let (current_note, bytes) = current(state, write, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let to_rel = current_note.path.clone();
             Ok(Plan {
@@ -267,7 +270,7 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             folder,
             version_id,
         } => {
-            let (current_note, bytes) = current(state, note)?;
+            let (current_note, bytes) = current(state, write, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let to_rel = move_target(state, &current_note, &folder_target(folder, &current_note))?;
             Ok(Plan {
@@ -283,13 +286,13 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
             note,
             revision_id,
             version_id,
-        } => plan_rollback(state, note, revision_id, version_id.as_deref()),
+        } => plan_rollback(state, write, note, revision_id, version_id.as_deref()),
         Op::Rename {
             note,
             name,
             version_id,
         } => {
-            let (current_note, bytes) = current(state, note)?;
+            let (current_note, bytes) = current(state, write, note)?;
             check_version(&current_note, version_id.as_deref())?;
             let target = crate::vault::path::sibling(current_note.slug(), name);
             let to_rel = move_target(state, &current_note, &target)?;
@@ -308,11 +311,12 @@ pub fn plan(state: &State, op: &Op) -> Result<Plan> {
 
 fn plan_rollback(
     state: &State,
+    write: &WriteLock<'_>,
     key: &str,
     revision_id: &str,
     version_id: Option<&str>,
 ) -> Result<Plan> {
-    let current_note = match current(state, key) {
+    let current_note = match current(state, write, key) {
         Ok(found) => Some(found),
         Err(e) if e.reason == Reason::NOTE_NOT_FOUND => None,
         Err(e) => return Err(e),

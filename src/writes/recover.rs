@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::storage::rows::RevisionRow;
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
@@ -41,10 +41,11 @@ pub struct Resolved {
 /// what the start-up scan found different from the store; what a landed write explains is
 /// taken out of them. `unsure`: notes whose path may hold a write's refused bytes (a
 /// leftover of its exchange that could not be cleared): no write is taken as landed
-/// there, so none is answered with a receipt. The caller holds the write lock, and the
+/// there, so none is answered with a receipt. The caller holds the write lock (`write`), and the
 /// catalog holds the notes as stored.
 pub fn resolve_intents(
     state: &State,
+    write: &WriteLock<'_>,
     changed: &mut Vec<Observed>,
     removed: &mut Vec<String>,
     unsure: &std::collections::HashSet<String>,
@@ -57,7 +58,7 @@ pub fn resolve_intents(
             legacy: None,
         };
         if let Ok(folder) = serde_json::from_str::<FolderIntent>(&row.intent) {
-            match super::folders::resolve(state, &folder, changed, removed)? {
+            match super::folders::resolve(state, write, &folder, changed, removed)? {
                 Some(receipt) => {
                     store_receipt(state, key, &receipt)?;
                     resolved.recorded += 1;
@@ -90,7 +91,7 @@ pub fn resolve_intents(
             .flatten();
         match found {
             Some(bytes) => {
-                let receipt = record_landed(state, &intent, bytes)?;
+                let receipt = record_landed(state, write, &intent, bytes)?;
                 store_receipt(state, key, &receipt)?;
                 resolved.recorded += 1;
             }
@@ -171,7 +172,12 @@ fn landed(
 }
 
 /// Record a change that landed as the write it was.
-fn record_landed(state: &State, intent: &Intent, bytes: Option<Arc<[u8]>>) -> Result<Receipt> {
+fn record_landed(
+    state: &State,
+    write: &WriteLock<'_>,
+    intent: &Intent,
+    bytes: Option<Arc<[u8]>>,
+) -> Result<Receipt> {
     let from = state
         .catalog
         .read()
@@ -185,6 +191,7 @@ fn record_landed(state: &State, intent: &Intent, bytes: Option<Arc<[u8]>>) -> Re
     let linking = moved.as_ref().map(|old| linking_to(state, old));
     let mut receipt = record_change(
         state,
+        write,
         Recorded {
             from: from.as_ref(),
             to_rel: &intent.to_rel,
@@ -199,7 +206,7 @@ fn record_landed(state: &State, intent: &Intent, bytes: Option<Arc<[u8]>>) -> Re
         },
     )?;
     if let (Some(old), Some(linking)) = (moved, linking) {
-        rewrite_links(state, &mut receipt, &old, &intent.actor, &linking);
+        rewrite_links(state, write, &mut receipt, &old, &intent.actor, &linking);
     }
     Ok(receipt)
 }
@@ -270,7 +277,7 @@ pub(crate) fn resolve_retry(state: &State, key: IntentKey<'_>) -> Result<Option<
         )
         .with_meta("idempotency_key", key.key));
     }
-    let _write = state.lock_to_record()?;
+    let write = &state.lock_to_record()?;
     if let Some(revision) = state.meta.revision(&intent.version_id)? {
         return Ok(Some(receipt_of_recorded(state, &intent, &revision)));
     }
@@ -291,7 +298,7 @@ pub(crate) fn resolve_retry(state: &State, key: IntentKey<'_>) -> Result<Option<
         }
     };
     if before {
-        return record_landed(state, &intent, bytes).map(Some);
+        return record_landed(state, write, &intent, bytes).map(Some);
     }
     if let Some(revision) = recorded_meanwhile(state, &intent)? {
         return Ok(Some(receipt_of_recorded(state, &intent, &revision)));

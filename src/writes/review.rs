@@ -13,7 +13,7 @@ use crate::error::{Error, Reason, Result};
 pub use crate::queries::settings::{
     review_decisions, settings, ReviewDecisions, WritePolicy, WriteSettings,
 };
-use crate::state::State;
+use crate::state::{State, WriteLock};
 use crate::storage::rows::PendingRow;
 use crate::storage::rows::{AuditEvent, AuditKind};
 use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request, Subject};
@@ -161,7 +161,7 @@ pub fn preview(
 
 /// Queue `op`: check it can apply now (so a reviewer sees a real diff), store it, and
 /// answer a `queued` receipt. The note is untouched.
-pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
+pub(crate) fn queue(state: &State, write: &WriteLock<'_>, request: &Request) -> Result<Receipt> {
     let op = &request.op;
     let payload = serde_json::to_string(request)
         .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
@@ -179,7 +179,7 @@ pub(crate) fn queue(state: &State, request: &Request) -> Result<Receipt> {
         });
         (plan.preview(op), plan.path, None)
     } else {
-        let plan = plan(state, op)?;
+        let plan = plan(state, write, op)?;
         let (before, after) = plan.texts();
         let diff = preview(
             plan.from_rel(),

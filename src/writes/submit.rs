@@ -63,7 +63,7 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
     let applied = if review::must_queue(&settings, &request.op)? {
         state
             .lock_to_record()
-            .and_then(|_write| review::queue(state, &request))
+            .and_then(|write| review::queue(state, &write, &request))
     } else {
         apply_now(state, &settings, &request, Some(intent))
     };
