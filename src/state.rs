@@ -13,6 +13,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::index::SearchIndex;
+use crate::storage::files::NoteFiles;
 use crate::storage::metadata::Metadata;
 use crate::storage::Revisions;
 use crate::vault::attachments::AttachmentCatalog;
@@ -27,6 +28,8 @@ pub struct State {
     pub meta: Box<dyn Metadata>,
     /// Revisions, through the storage seam (local mode: `history.git`).
     pub history: Box<dyn Revisions>,
+    /// Note bytes, through the storage seam (local mode: the vault folder).
+    pub files: Box<dyn NoteFiles>,
     pub catalog: RwLock<Catalog>,
     /// The vault's attachments (every file that is not a note), changed by `record` only.
     pub attachments: RwLock<AttachmentCatalog>,
@@ -100,6 +103,7 @@ impl State {
         let committed_seq = AtomicI64::new(meta.committed_seq()?);
         Ok(Self {
             config,
+            files: Box::new(crate::storage::folder::Folder::new(paths.root.clone())),
             paths,
             meta,
             history,

@@ -121,7 +121,7 @@ pub fn purge(daemon: Daemon, request: &crate::state::PurgeRequest) -> anyhow::Re
         let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
         for note in notes {
             let from = state.root().join(&note.path);
-            let to = crate::writes::trash_path(state.root(), &note.path);
+            let to = crate::storage::folder::trash_path(state.root(), &note.path);
             match fsio::atomic_move(&from, &to, &fsio::Expect::Hash(note.content_hash.clone())) {
                 Ok(()) => trashed += 1,
                 Err(e) => {

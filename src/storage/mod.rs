@@ -2,13 +2,16 @@
 //! vault's durable stores, as traits, so that a second implementation (hosted mode:
 //! PostgreSQL and an object store, no folder) can stand behind the same pipeline. One
 //! implementation today, local mode's: `history.git` for revisions ([`local`]), SQLite
-//! for metadata ([`metadata`]'s traits, implemented by `meta::Meta`).
+//! for metadata ([`metadata`]'s traits, implemented by `meta::Meta`), the vault folder
+//! for note bytes ([`files`], [`folder`]).
 //!
 //! What a trait says is what a caller may count on in either mode: a revision's bytes
 //! are read back by the revision (its commit) or by its seq; a commit is durable once its
 //! receiver answers; a store that could not keep a revision says so (`Stored::Lost`,
 //! `Stored::LeftOut`), never answers empty bytes.
 
+pub mod files;
+pub mod folder;
 pub mod local;
 pub mod metadata;
 pub mod rows;

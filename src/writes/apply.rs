@@ -9,7 +9,7 @@ use chrono::Utc;
 use crate::error::{Error, Result};
 use crate::record::crash_point;
 use crate::state::{State, WriteLock};
-use crate::vault::fsio::{self, Expect};
+use crate::storage::files::Placements;
 use crate::vault::note::Note;
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
@@ -134,9 +134,9 @@ pub(crate) enum Stage {
     Unchanged(Box<Receipt>),
     /// The file step is done (its folders' fsync is owed, in the caller's `DirSyncs`).
     Staged(Staged),
-    /// Asked for with `defer_sync`, for a write in place: the new bytes are in a temp
-    /// file that the caller syncs and places ([`fsio::Temp`]); then it is staged.
-    Prepared(Box<(fsio::Temp, Staged)>),
+    /// Asked for with `defer_sync`, for a write in place: the new bytes are prepared in
+    /// the caller's placements ([`Placements::prepare`]); once settled, it is staged.
+    Prepared(Staged),
 }
 
 /// Apply one change: write the file (atomically, checking that the file is still the
@@ -149,14 +149,14 @@ pub(crate) fn commit_change(
     intent: Option<IntentKey<'_>>,
 ) -> Result<Receipt> {
     let actor = change.actor;
-    let mut dirs = fsio::DirSyncs::default();
-    match stage_change(state, write, change, intent, &mut dirs, false)? {
+    let mut files = state.files.placements();
+    match stage_change(state, write, change, intent, &mut *files, false)? {
         Stage::Unchanged(receipt) => Ok(*receipt),
         Stage::Prepared(_) => Err(Error::internal("a write was prepared, not applied")),
         Stage::Staged(staged) => {
             crash_point(state, "after-file");
             crate::record::full_point(state, "after-file")?;
-            let receipts = record_staged(state, write, actor, vec![staged], &mut dirs)?;
+            let receipts = record_staged(state, write, actor, vec![staged], &mut *files)?;
             receipts
                 .into_iter()
                 .next()
@@ -165,20 +165,18 @@ pub(crate) fn commit_change(
     }
 }
 
-/// The file step of one change: its intent stored (with `intent`), then the file written
-/// or moved atomically, checked against the version that was read. The folders' fsync is
-/// left to `dirs`: the caller syncs them before the change is recorded. With
-/// `defer_sync`, a write in place stops once its temp file is written
-/// ([`Stage::Prepared`]).
+/// The file step of one change: its intent stored (with `intent`), then the note written,
+/// moved or trashed through `files` (the storage seam), checked against the version that
+/// was read. Durability is left to `files`: the caller syncs them before the change is
+/// recorded. With `defer_sync`, a write in place is only prepared ([`Stage::Prepared`]).
 pub(crate) fn stage_change(
     state: &State,
     _write: &WriteLock<'_>,
     change: Change<'_>,
     intent: Option<IntentKey<'_>>,
-    dirs: &mut fsio::DirSyncs,
+    files: &mut dyn Placements,
     defer_sync: bool,
 ) -> Result<Stage> {
-    let root = &state.paths.root;
     let Change {
         from,
         to_rel,
@@ -226,73 +224,20 @@ pub(crate) fn stage_change(
         state.meta.store_intent(key.key, key.op_hash, &json)?;
         crash_point(state, "before-file");
     }
-    let expect_old = from.map(|(n, _)| Expect::Hash(n.content_hash.clone()));
-    let mut prepared = None;
+    let expect_old = from.map(|(n, _)| n.content_hash.as_str());
+    let mut prepared = false;
     match (bytes, from) {
         (Some(new), _) if same_place && defer_sync => {
-            let expect = expect_old.clone().unwrap_or(Expect::Absent);
-            prepared = Some(fsio::prepare(&root.join(to_rel), new, &expect)?);
+            files.prepare(to_rel, new, expect_old)?;
+            prepared = true;
         }
-        (Some(new), _) if same_place => {
-            let expect = expect_old.clone().unwrap_or(Expect::Absent);
-            fsio::atomic_write_deferred(&root.join(to_rel), new, &expect, dirs)?;
-        }
+        (Some(new), _) if same_place => files.write(to_rel, new, expect_old)?,
         (Some(new), Some((note, old))) => {
-            // A move (maybe with new content): rename first, then rewrite in place.
-            let to = root.join(to_rel);
-            let from_abs = root.join(&note.path);
-            let rewrite = &new[..] != old;
-            // The folders the move creates (deepest first), to take away if the rewrite is
-            // refused and the move undone.
-            let created: Vec<std::path::PathBuf> = if rewrite {
-                to.ancestors()
-                    .skip(1)
-                    .take_while(|d| *d != root.as_path() && !d.exists())
-                    .map(std::path::Path::to_path_buf)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            fsio::atomic_move_deferred(
-                &from_abs,
-                &to,
-                &Expect::Hash(note.content_hash.clone()),
-                dirs,
-            )?;
-            if rewrite {
-                let expect = Expect::Hash(note.content_hash.clone());
-                if let Err(e) = fsio::atomic_write_deferred(&to, new, &expect, dirs) {
-                    // Refused (an editor saved it, or has it open for writing): the note
-                    // goes back where it was, whatever it holds now (a rename loses no
-                    // bytes), with the folders the move made, so the write answered with
-                    // an error has changed nothing.
-                    match fsio::move_unchanged(&to, &from_abs, &|_| true) {
-                        Ok(()) => {
-                            for dir in &created {
-                                if fsio::remove_empty_folder(dir).is_err() {
-                                    break;
-                                }
-                            }
-                        }
-                        Err(back) => tracing::warn!(
-                            note = %note.path, error = %back.message,
-                            "a refused move with new content could not be undone"
-                        ),
-                    }
-                    let _ = dirs.sync();
-                    return Err(e);
-                }
-            }
+            // A move (maybe with new content).
+            let rewrite = (&new[..] != old).then_some(&new[..]);
+            files.move_note(&note.path, to_rel, &note.content_hash, rewrite)?;
         }
-        (None, Some((note, _))) => {
-            let trash = trash_path(root, &note.path);
-            fsio::atomic_move_deferred(
-                &root.join(&note.path),
-                &trash,
-                &Expect::Hash(note.content_hash.clone()),
-                dirs,
-            )?;
-        }
+        (None, Some((note, _))) => files.trash(&note.path, &note.content_hash)?,
         (Some(_), None) | (None, None) => unreachable!("a create always has content"),
     }
     let Change {
@@ -309,9 +254,10 @@ pub(crate) fn stage_change(
         renamed,
         identity,
     };
-    Ok(match prepared {
-        Some(temp) => Stage::Prepared(Box::new((temp, staged))),
-        None => Stage::Staged(staged),
+    Ok(if prepared {
+        Stage::Prepared(staged)
+    } else {
+        Stage::Staged(staged)
     })
 }
 
@@ -348,7 +294,7 @@ pub(crate) fn record_change(
         write,
         change.actor,
         vec![staged],
-        &mut fsio::DirSyncs::default(),
+        &mut *state.files.placements(),
     )?;
     receipts
         .into_iter()
@@ -358,15 +304,15 @@ pub(crate) fn record_change(
 
 /// Record changes that are on disk as one batch of the one recorder, durably: one
 /// history commit carries them all, one transaction records their revisions and sync
-/// ops, each with its own seq and version. `dirs` (the folders they changed) are fsynced
-/// while history writes the commit, before anything else is recorded. Answers a receipt
+/// ops, each with its own seq and version. `files` (the placements that made them) are
+/// synced while history writes the commit, before anything else is recorded. Answers a receipt
 /// per change, in order. Under the write lock (`write`).
 pub(crate) fn record_staged(
     state: &State,
     write: &WriteLock<'_>,
     actor: &str,
     staged: Vec<Staged>,
-    dirs: &mut fsio::DirSyncs,
+    files: &mut dyn Placements,
 ) -> Result<Vec<Receipt>> {
     let now = Utc::now();
     let subject = match staged.as_slice() {
@@ -399,9 +345,7 @@ pub(crate) fn record_staged(
         } = s;
         let created_at = from.as_ref().map_or(now, |n| n.created_at);
         let to = bytes.as_ref().map(|new| {
-            let mtime = std::fs::metadata(state.paths.root.join(&to_rel))
-                .and_then(|m| m.modified())
-                .unwrap_or_else(|_| now.into());
+            let mtime = state.files.modified(&to_rel).unwrap_or_else(|| now.into());
             Observed {
                 rel: to_rel.clone(),
                 size: new.len() as u64,
@@ -436,7 +380,7 @@ pub(crate) fn record_staged(
             durable: true,
             marks: Vec::new(),
         },
-        || dirs.sync(),
+        || files.sync(),
     )?;
     let receipts = recorded
         .entries
@@ -475,19 +419,4 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         created,
         subject: Subject::Note(Some(NoteFacts::from(note.as_ref()))),
     }
-}
-
-/// Where a deleted note goes: `.trash/<path>`, Obsidian's convention, with a numeric
-/// suffix when a note of that name was trashed before.
-pub(crate) fn trash_path(root: &std::path::Path, rel: &str) -> std::path::PathBuf {
-    let base = root.join(".trash");
-    let first = base.join(rel);
-    if !first.exists() {
-        return first;
-    }
-    let stem = rel.strip_suffix(".md").unwrap_or(rel);
-    (2..)
-        .map(|i| base.join(format!("{stem} {i}.md")))
-        .find(|p| !p.exists())
-        .unwrap_or(first)
 }

@@ -34,7 +34,7 @@ use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::record::crash_point;
 use crate::state::{State, WriteLock, WriteQueue};
-use crate::vault::fsio::{self, DirSyncs};
+use crate::storage::files::Placements;
 
 use super::apply::{record_staged, stage_change, Stage, Staged};
 use super::{apply, plan, Change, IntentKey, Op, Receipt, Request};
@@ -110,15 +110,14 @@ impl Drop for StepDown<'_> {
     }
 }
 
-/// The writes staged so far (on disk, folders not yet synced, not recorded).
-#[derive(Default)]
-struct Group {
+/// The writes staged so far (placed, not yet synced, not recorded).
+struct Group<'a> {
     actor: Option<String>,
     staged: Vec<Staged>,
     jobs: Vec<Arc<Job>>,
-    /// Writes whose temp file is written, to be synced (all at once) and placed.
-    prepared: Vec<(fsio::Temp, Staged, Arc<Job>)>,
-    dirs: DirSyncs,
+    /// Writes prepared in `files`, to be settled (all at once), in this order.
+    prepared: Vec<(Staged, Arc<Job>)>,
+    files: Box<dyn Placements + 'a>,
     /// Lowercased paths and note ids the staged writes touch.
     paths: HashSet<String>,
     note_ids: HashSet<String>,
@@ -129,7 +128,22 @@ struct Group {
     stage_us: u64,
 }
 
-impl Group {
+impl<'a> Group<'a> {
+    fn new(state: &'a State) -> Self {
+        Self {
+            actor: None,
+            staged: Vec::new(),
+            jobs: Vec::new(),
+            prepared: Vec::new(),
+            files: state.files.placements(),
+            paths: HashSet::new(),
+            note_ids: HashSet::new(),
+            since: None,
+            plan_us: 0,
+            stage_us: 0,
+        }
+    }
+
     fn note(&mut self, actor: String, staged: &Staged) {
         self.paths.insert(staged.to_rel.to_lowercase());
         if let Some(from) = &staged.from {
@@ -145,22 +159,21 @@ impl Group {
         self.jobs.push(job);
     }
 
-    fn push_prepared(&mut self, actor: String, temp: fsio::Temp, staged: Staged, job: Arc<Job>) {
+    fn push_prepared(&mut self, actor: String, staged: Staged, job: Arc<Job>) {
         self.note(actor, &staged);
-        self.prepared.push((temp, staged, job));
+        self.prepared.push((staged, job));
     }
 
-    /// Sync the prepared temp files, several at once (the disk serves concurrent
-    /// fsyncs together), then put each in place; one that cannot be placed (an editor
-    /// saved the note meanwhile) gets its own error.
+    /// Settle the prepared writes (made durable at once, then each put in place); one
+    /// that cannot be placed (an editor saved the note meanwhile) gets its own error.
     fn place_prepared(&mut self, state: &State) {
         let prepared = std::mem::take(&mut self.prepared);
         if prepared.is_empty() {
             return;
         }
-        let synced = sync_all(&prepared);
-        for ((temp, staged, job), synced) in prepared.into_iter().zip(synced) {
-            match synced.and_then(|()| temp.place(&mut self.dirs)) {
+        let settled = self.files.settle_prepared();
+        for ((staged, job), settled) in prepared.into_iter().zip(settled) {
+            match settled {
                 Ok(()) => {
                     self.staged.push(staged);
                     self.jobs.push(job);
@@ -215,7 +228,7 @@ impl Group {
         let started = std::time::Instant::now();
         crash_point(state, "after-file");
         let recorded = crate::record::full_point(state, "after-file")
-            .and_then(|()| record_staged(state, write, &actor, staged, &mut self.dirs));
+            .and_then(|()| record_staged(state, write, &actor, staged, &mut *self.files));
         tracing::debug!(
             writes,
             staged_us = self.since.map_or(0, |t| (started - t).as_micros() as u64),
@@ -241,31 +254,6 @@ impl Group {
     }
 }
 
-/// Fsync each prepared temp file, up to eight at once.
-fn sync_all(prepared: &[(fsio::Temp, Staged, Arc<Job>)]) -> Vec<Result<()>> {
-    if prepared.len() == 1 {
-        return vec![prepared[0].0.sync()];
-    }
-    let chunk = prepared.len().div_ceil(8);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = prepared
-            .chunks(chunk)
-            .map(|part| {
-                let handle =
-                    scope.spawn(move || part.iter().map(|(t, _, _)| t.sync()).collect::<Vec<_>>());
-                (part.len(), handle)
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(n, h)| {
-                h.join()
-                    .unwrap_or_else(|_| vec![Err(Error::internal("a file sync failed")); n])
-            })
-            .collect()
-    })
-}
-
 /// Whether `op` may join a group (a note's write in place; a move found by its plan
 /// still goes alone).
 fn groupable(op: &Op) -> bool {
@@ -282,7 +270,7 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
         }
         return;
     }
-    let mut group = Group::default();
+    let mut group = Group::new(state);
     for job in jobs {
         let Request { op, agent_id, .. } = &job.request;
         let intent = job.intent.as_ref().map(|(key, op_hash)| IntentKey {
@@ -347,15 +335,12 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
             renamed,
         };
         let t = std::time::Instant::now();
-        let staged = stage_change(state, write, change, intent, &mut group.dirs, true);
+        let staged = stage_change(state, write, change, intent, &mut *group.files, true);
         group.stage_us += t.elapsed().as_micros() as u64;
         match staged {
             Ok(Stage::Unchanged(receipt)) => answer(state, job, Ok(*receipt)),
             Ok(Stage::Staged(staged)) => group.push(actor, staged, job.clone()),
-            Ok(Stage::Prepared(prepared)) => {
-                let (temp, staged) = *prepared;
-                group.push_prepared(actor, temp, staged, job.clone());
-            }
+            Ok(Stage::Prepared(staged)) => group.push_prepared(actor, staged, job.clone()),
             Err(e) => answer(state, job, Err(e)),
         }
     }

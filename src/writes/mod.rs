@@ -23,7 +23,6 @@ pub mod request;
 pub mod review;
 mod submit;
 
-pub(crate) use apply::trash_path;
 pub(crate) use apply::{
     apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
 };
