@@ -240,6 +240,11 @@ impl Error {
         Self::new(Reason::INTERNAL, message.to_string())
     }
 
+    /// An internal error whose message is `cause`'s text, kept as its source.
+    pub fn internal_cause(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::internal(&cause).with_cause(cause)
+    }
+
     /// Keep `cause` as this error's source (the message already says what a client
     /// may read of it).
     pub fn with_cause(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {

@@ -280,7 +280,7 @@ pub fn render_review(state: &State, csrf: &str, done: Option<&str>) -> Result<St
         oob: false,
     };
     page.render()
-        .map_err(|e| Error::internal(format!("the review page: {e}")))
+        .map_err(|e| Error::internal(format!("the review page: {e}")).with_cause(e))
 }
 
 /// Run `work` on a blocking thread and answer its page, or the error as a page.

@@ -192,7 +192,9 @@ impl History {
         let thread = std::thread::Builder::new()
             .name("history".into())
             .spawn(move || writer(sync, rx, thread_status, status_file))
-            .map_err(|e| Error::internal(format!("cannot start the history thread: {e}")))?;
+            .map_err(|e| {
+                Error::internal(format!("cannot start the history thread: {e}")).with_cause(e)
+            })?;
         Ok(Self {
             tx: Mutex::new(tx),
             status,

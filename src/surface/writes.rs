@@ -101,7 +101,7 @@ fn tool_key(
     args: &impl serde::Serialize,
     given: Option<&str>,
 ) -> Result<(String, String), Error> {
-    let args = serde_json::to_string(args).map_err(Error::internal)?;
+    let args = serde_json::to_string(args).map_err(Error::internal_cause)?;
     let mut h = blake3::Hasher::new();
     h.update(tool.as_bytes());
     h.update(&[0]);
@@ -133,9 +133,9 @@ pub(crate) async fn run(
 /// A receipt as MCP answers it: the JSON `render` sends.
 pub(crate) fn render_value(receipt: &writes::Receipt, embed_note: bool) -> Result<Value, Error> {
     match wire(receipt, embed_note) {
-        Wire::Answered(_, body) => serde_json::from_str(body).map_err(Error::internal),
-        Wire::Folder(w) => serde_json::to_value(w).map_err(Error::internal),
-        Wire::Note(w) => serde_json::to_value(w).map_err(Error::internal),
+        Wire::Answered(_, body) => serde_json::from_str(body).map_err(Error::internal_cause),
+        Wire::Folder(w) => serde_json::to_value(w).map_err(Error::internal_cause),
+        Wire::Note(w) => serde_json::to_value(w).map_err(Error::internal_cause),
     }
 }
 

@@ -219,8 +219,9 @@ pub(crate) fn stage_change(
             content_hash: bytes.as_deref().map(crate::vault::content_hash),
             renamed: change.renamed,
         };
-        let json = serde_json::to_string(&recorded)
-            .map_err(|e| Error::internal(format!("cannot record a write intent: {e}")))?;
+        let json = serde_json::to_string(&recorded).map_err(|e| {
+            Error::internal(format!("cannot record a write intent: {e}")).with_cause(e)
+        })?;
         state.meta.store_intent(key.key, key.op_hash, &json)?;
         crash_point(state, "before-file");
     }

@@ -277,8 +277,9 @@ fn put(
         );
     }
     fsio::place_temp(&staged, &safe.abs)?;
-    let meta = std::fs::metadata(&safe.abs)
-        .map_err(|e| Error::internal(format!("cannot read {path:?} just written: {e}")))?;
+    let meta = std::fs::metadata(&safe.abs).map_err(|e| {
+        Error::internal(format!("cannot read {path:?} just written: {e}")).with_cause(e)
+    })?;
     let attachment = Attachment {
         path: safe.rel.clone(),
         size,
@@ -377,7 +378,9 @@ fn put_private(
     };
     fsio::atomic_write(&safe.abs, &bytes, &expect)?;
     let attachment = crate::vault::attachments::observe(&state.paths.root, &safe.rel, None)
-        .map_err(|e| Error::internal(format!("cannot read {path:?} just written: {e}")))?;
+        .map_err(|e| {
+            Error::internal(format!("cannot read {path:?} just written: {e}")).with_cause(e)
+        })?;
     let recorded = record(
         state,
         write,

@@ -198,7 +198,9 @@ pub fn plan(state: &State, op: &Op) -> Result<FolderPlan> {
         Op::DeleteFolder { path, trash_notes } => {
             let folder = existing(state, "path", path)?;
             let empty = std::fs::read_dir(&folder.abs)
-                .map_err(|e| Error::internal(format!("cannot read folder {}: {e}", folder.rel)))?
+                .map_err(|e| {
+                    Error::internal(format!("cannot read folder {}: {e}", folder.rel)).with_cause(e)
+                })?
                 .next()
                 .is_none();
             let notes = notes_in(state, &folder.rel);
@@ -295,8 +297,9 @@ pub(crate) fn apply(
                 .map(|(n, v)| (n.note_id.clone(), v.clone()))
                 .collect(),
         };
-        let json = serde_json::to_string(&recorded)
-            .map_err(|e| Error::internal(format!("cannot record a write intent: {e}")))?;
+        let json = serde_json::to_string(&recorded).map_err(|e| {
+            Error::internal(format!("cannot record a write intent: {e}")).with_cause(e)
+        })?;
         state.meta.store_intent(key.key, key.op_hash, &json)?;
         crate::record::crash_point(state, "before-file");
     }

@@ -164,7 +164,7 @@ pub fn preview(
 pub(crate) fn queue(state: &State, write: &WriteLock<'_>, request: &Request) -> Result<Receipt> {
     let op = &request.op;
     let payload = serde_json::to_string(request)
-        .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")).with_cause(e))?;
     let mut folder = None;
     let (diff, slug, from) = if let Some((preview, path)) = super::attachments::preview(state, op)?
     {
@@ -261,12 +261,14 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
                 "a pending write stored by an older version was not upgraded; restart the daemon",
             ));
         }
-        let request: Request = serde_json::from_str(&row.payload)
-            .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
+        let request: Request = serde_json::from_str(&row.payload).map_err(|e| {
+            Error::internal(format!("a stored pending write is corrupt: {e}")).with_cause(e)
+        })?;
         match apply_now(state, &settings(state)?, &request, None) {
             Ok(receipt) => {
-                let json = serde_json::to_string(&receipt)
-                    .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
+                let json = serde_json::to_string(&receipt).map_err(|e| {
+                    Error::internal(format!("cannot store a receipt: {e}")).with_cause(e)
+                })?;
                 ("applied", None, Some(json))
             }
             // Spent budget: nothing was decided; the approver retries later.
@@ -322,6 +324,6 @@ pub fn legacy_pending(state: &State) -> Result<Vec<PendingRow>> {
 /// Store `request` as what the pending write `id` applies on approval.
 pub fn upgrade_pending(state: &State, id: &str, request: &Request) -> Result<()> {
     let json = serde_json::to_string(request)
-        .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot store a pending write: {e}")).with_cause(e))?;
     state.meta.upgrade_pending(id, &json)
 }

@@ -44,8 +44,9 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
             .with_meta("idempotency_key", idem.key));
         }
         return match row.receipt {
-            Some(json) => serde_json::from_str(&json)
-                .map_err(|e| Error::internal(format!("a stored receipt is corrupt: {e}"))),
+            Some(json) => serde_json::from_str(&json).map_err(|e| {
+                Error::internal(format!("a stored receipt is corrupt: {e}")).with_cause(e)
+            }),
             None => Ok(Receipt::answered(row.status, row.body)),
         };
     }
@@ -147,7 +148,7 @@ pub(crate) fn apply_now(
 /// transaction.
 pub(crate) fn store_receipt(state: &State, key: IntentKey<'_>, receipt: &Receipt) -> Result<()> {
     let json = serde_json::to_string(receipt)
-        .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot store a receipt: {e}")).with_cause(e))?;
     state
         .meta
         .store_receipt(key.key, key.op_hash, &json, &timestamp(Utc::now()))

@@ -69,7 +69,7 @@ pub async fn get(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Res
             return Ok(base
                 .status(StatusCode::NOT_MODIFIED)
                 .body(Body::empty())
-                .map_err(Error::internal)?);
+                .map_err(Error::internal_cause)?);
         }
     }
     let size = a.size;
@@ -91,7 +91,7 @@ pub async fn get(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Res
     if start > 0 {
         file.seek(std::io::SeekFrom::Start(start))
             .await
-            .map_err(Error::internal)?;
+            .map_err(Error::internal_cause)?;
     }
     let body = Body::from_stream(chunks(file.take(len)));
     Ok(base
@@ -99,7 +99,7 @@ pub async fn get(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Res
         .header("content-type", &a.content_type)
         .header("content-length", len.to_string())
         .body(body)
-        .map_err(Error::internal)?)
+        .map_err(Error::internal_cause)?)
 }
 
 /// A reader as a stream of chunks.

@@ -139,7 +139,7 @@ pub(super) async fn submit_upload(
     let staged = r
         .temp
         .strip_prefix(&state.paths.root)
-        .map_err(Error::internal)?
+        .map_err(Error::internal_cause)?
         .to_string_lossy()
         .into_owned();
     // What an older version bound the key to.

@@ -144,8 +144,9 @@ pub fn render(receipt: &writes::Receipt, embed_note: bool) -> (u16, String) {
 pub fn upgrade_legacy_pending(state: &State) -> Result<usize, Error> {
     let rows = writes::review::legacy_pending(state)?;
     for row in &rows {
-        let v: Value = serde_json::from_str(&row.payload)
-            .map_err(|e| Error::internal(format!("a stored pending write is corrupt: {e}")))?;
+        let v: Value = serde_json::from_str(&row.payload).map_err(|e| {
+            Error::internal(format!("a stored pending write is corrupt: {e}")).with_cause(e)
+        })?;
         let note = v["note"].as_str().map(str::to_string);
         let query = v["query"].as_str().unwrap_or("");
         let request = legacy_request(
