@@ -126,6 +126,35 @@ fn migrate_is_idempotent_and_a_newer_schema_is_refused() {
 }
 
 #[test]
+fn two_migrations_at_once_migrate_once() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let spawn = || {
+        Command::new(BIN)
+            .args(["db", "migrate", "--database", &db.url])
+            .env_remove("NOTEVAULT_CONFIG")
+            .env_remove("NOTEVAULT_DATABASE_URL")
+            .output()
+            .unwrap()
+    };
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(spawn);
+        let two = s.spawn(spawn);
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let outs: Vec<String> = [one, two]
+        .iter()
+        .map(|o| {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        })
+        .collect();
+    let migrated = outs.iter().filter(|o| o.contains("from version 0")).count();
+    assert_eq!(migrated, 1, "{outs:?}");
+}
+
+#[test]
 fn vaults_are_created_listed_and_deleted_from_the_command_line() {
     let Some(db) = postgres::database() else {
         return;

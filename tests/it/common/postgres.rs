@@ -53,7 +53,14 @@ fn missing<T>(why: &str) -> Option<T> {
 /// The folder holding `initdb`, `postgres`.
 fn bin_dir() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("NOTEVAULT_PG_BIN") {
-        return Ok(PathBuf::from(dir));
+        let dir = PathBuf::from(dir);
+        if !dir.join("initdb").exists() {
+            return Err(format!(
+                "NOTEVAULT_PG_BIN={} holds no initdb",
+                dir.display()
+            ));
+        }
+        return Ok(dir);
     }
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
