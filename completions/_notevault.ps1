@@ -35,6 +35,8 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
+            [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
+            [CompletionResult]::new('vault', 'vault', [CompletionResultType]::ParameterValue, 'Hosted mode''s vaults in PostgreSQL: create, list and delete them')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -234,6 +236,82 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
         'notevault;device;help;help' {
             break
         }
+        'notevault;db' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('migrate', 'migrate', [CompletionResultType]::ParameterValue, 'Apply the schema migrations this notevault embeds (each once; a database with a newer schema is refused untouched)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;db;migrate' {
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;db;help' {
+            [CompletionResult]::new('migrate', 'migrate', [CompletionResultType]::ParameterValue, 'Apply the schema migrations this notevault embeds (each once; a database with a newer schema is refused untouched)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;db;help;migrate' {
+            break
+        }
+        'notevault;db;help;help' {
+            break
+        }
+        'notevault;vault' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'Create a vault and print its id, alone, on stdout')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the vaults: id, name, org, created, state')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete a vault and every row of it (notes, revisions, op log, tokens, sessions, audit events, settings, keys): it is served no more, at once')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;vault;create' {
+            [CompletionResult]::new('--org', '--org', [CompletionResultType]::ParameterName, 'The organization whose identity-provider tokens (`org_id` claim) select it')
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;vault;list' {
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON array instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;vault;delete' {
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;vault;help' {
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'Create a vault and print its id, alone, on stdout')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the vaults: id, name, org, created, state')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete a vault and every row of it (notes, revisions, op log, tokens, sessions, audit events, settings, keys): it is served no more, at once')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'notevault;vault;help;create' {
+            break
+        }
+        'notevault;vault;help;list' {
+            break
+        }
+        'notevault;vault;help;delete' {
+            break
+        }
+        'notevault;vault;help;help' {
+            break
+        }
         'notevault;help' {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key')
             [CompletionResult]::new('reindex', 'reindex', [CompletionResultType]::ParameterValue, 'Rebuild the search index of a vault from its folder (the daemon must be stopped)')
@@ -245,6 +323,8 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
+            [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
+            [CompletionResult]::new('vault', 'vault', [CompletionResultType]::ParameterValue, 'Hosted mode''s vaults in PostgreSQL: create, list and delete them')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -308,6 +388,28 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;device;rotate-key' {
+            break
+        }
+        'notevault;help;db' {
+            [CompletionResult]::new('migrate', 'migrate', [CompletionResultType]::ParameterValue, 'Apply the schema migrations this notevault embeds (each once; a database with a newer schema is refused untouched)')
+            break
+        }
+        'notevault;help;db;migrate' {
+            break
+        }
+        'notevault;help;vault' {
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'Create a vault and print its id, alone, on stdout')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the vaults: id, name, org, created, state')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete a vault and every row of it (notes, revisions, op log, tokens, sessions, audit events, settings, keys): it is served no more, at once')
+            break
+        }
+        'notevault;help;vault;create' {
+            break
+        }
+        'notevault;help;vault;list' {
+            break
+        }
+        'notevault;help;vault;delete' {
             break
         }
         'notevault;help;help' {

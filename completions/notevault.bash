@@ -22,6 +22,9 @@ _notevault() {
             notevault,completions)
                 cmd="notevault__subcmd__completions"
                 ;;
+            notevault,db)
+                cmd="notevault__subcmd__db"
+                ;;
             notevault,device)
                 cmd="notevault__subcmd__device"
                 ;;
@@ -48,6 +51,21 @@ _notevault() {
                 ;;
             notevault,token)
                 cmd="notevault__subcmd__token"
+                ;;
+            notevault,vault)
+                cmd="notevault__subcmd__vault"
+                ;;
+            notevault__subcmd__db,help)
+                cmd="notevault__subcmd__db__subcmd__help"
+                ;;
+            notevault__subcmd__db,migrate)
+                cmd="notevault__subcmd__db__subcmd__migrate"
+                ;;
+            notevault__subcmd__db__subcmd__help,help)
+                cmd="notevault__subcmd__db__subcmd__help__subcmd__help"
+                ;;
+            notevault__subcmd__db__subcmd__help,migrate)
+                cmd="notevault__subcmd__db__subcmd__help__subcmd__migrate"
                 ;;
             notevault__subcmd__device,help)
                 cmd="notevault__subcmd__device__subcmd__help"
@@ -91,6 +109,9 @@ _notevault() {
             notevault__subcmd__help,completions)
                 cmd="notevault__subcmd__help__subcmd__completions"
                 ;;
+            notevault__subcmd__help,db)
+                cmd="notevault__subcmd__help__subcmd__db"
+                ;;
             notevault__subcmd__help,device)
                 cmd="notevault__subcmd__help__subcmd__device"
                 ;;
@@ -118,6 +139,12 @@ _notevault() {
             notevault__subcmd__help,token)
                 cmd="notevault__subcmd__help__subcmd__token"
                 ;;
+            notevault__subcmd__help,vault)
+                cmd="notevault__subcmd__help__subcmd__vault"
+                ;;
+            notevault__subcmd__help__subcmd__db,migrate)
+                cmd="notevault__subcmd__help__subcmd__db__subcmd__migrate"
+                ;;
             notevault__subcmd__help__subcmd__device,init)
                 cmd="notevault__subcmd__help__subcmd__device__subcmd__init"
                 ;;
@@ -141,6 +168,15 @@ _notevault() {
                 ;;
             notevault__subcmd__help__subcmd__token,revoke)
                 cmd="notevault__subcmd__help__subcmd__token__subcmd__revoke"
+                ;;
+            notevault__subcmd__help__subcmd__vault,create)
+                cmd="notevault__subcmd__help__subcmd__vault__subcmd__create"
+                ;;
+            notevault__subcmd__help__subcmd__vault,delete)
+                cmd="notevault__subcmd__help__subcmd__vault__subcmd__delete"
+                ;;
+            notevault__subcmd__help__subcmd__vault,list)
+                cmd="notevault__subcmd__help__subcmd__vault__subcmd__list"
                 ;;
             notevault__subcmd__token,create)
                 cmd="notevault__subcmd__token__subcmd__create"
@@ -166,6 +202,30 @@ _notevault() {
             notevault__subcmd__token__subcmd__help,revoke)
                 cmd="notevault__subcmd__token__subcmd__help__subcmd__revoke"
                 ;;
+            notevault__subcmd__vault,create)
+                cmd="notevault__subcmd__vault__subcmd__create"
+                ;;
+            notevault__subcmd__vault,delete)
+                cmd="notevault__subcmd__vault__subcmd__delete"
+                ;;
+            notevault__subcmd__vault,help)
+                cmd="notevault__subcmd__vault__subcmd__help"
+                ;;
+            notevault__subcmd__vault,list)
+                cmd="notevault__subcmd__vault__subcmd__list"
+                ;;
+            notevault__subcmd__vault__subcmd__help,create)
+                cmd="notevault__subcmd__vault__subcmd__help__subcmd__create"
+                ;;
+            notevault__subcmd__vault__subcmd__help,delete)
+                cmd="notevault__subcmd__vault__subcmd__help__subcmd__delete"
+                ;;
+            notevault__subcmd__vault__subcmd__help,help)
+                cmd="notevault__subcmd__vault__subcmd__help__subcmd__help"
+                ;;
+            notevault__subcmd__vault__subcmd__help,list)
+                cmd="notevault__subcmd__vault__subcmd__help__subcmd__list"
+                ;;
             *)
                 ;;
         esac
@@ -173,7 +233,7 @@ _notevault() {
 
     case "${cmd}" in
         notevault)
-            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device help"
+            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device db vault help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -215,6 +275,84 @@ _notevault() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__db)
+            opts="-h --help migrate help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__db__subcmd__help)
+            opts="migrate help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__db__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__db__subcmd__help__subcmd__migrate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__db__subcmd__migrate)
+            opts="-h --database --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -495,7 +633,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help)
-            opts="serve reindex openapi token login-link export check status completions device help"
+            opts="serve reindex openapi token login-link export check status completions device db vault help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -525,6 +663,34 @@ _notevault() {
         notevault__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__db)
+            opts="migrate"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__db__subcmd__migrate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -761,6 +927,62 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help__subcmd__token__subcmd__revoke)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__vault)
+            opts="create list delete"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__vault__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__vault__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__vault__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1040,6 +1262,160 @@ _notevault() {
             fi
             case "${prev}" in
                 --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault)
+            opts="-h --help create list delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__create)
+            opts="-h --org --database --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --org)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__delete)
+            opts="-h --database --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__help)
+            opts="create list delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__vault__subcmd__list)
+            opts="-h --json --database --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --database)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

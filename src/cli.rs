@@ -80,6 +80,12 @@ pub enum Command {
     /// plane; private notes are encrypted on the device and never leave it in plaintext.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Hosted mode's PostgreSQL database: bring its schema up to this notevault's.
+    #[command(subcommand)]
+    Db(DbCommand),
+    /// Hosted mode's vaults in PostgreSQL: create, list and delete them.
+    #[command(subcommand)]
+    Vault(VaultCommand),
 }
 
 #[derive(clap::Args)]
@@ -306,6 +312,66 @@ pub struct ServeArgs {
     /// signed in to the console or a notes.review token (kept in the vault's settings)
     #[arg(long)]
     pub review: bool,
+}
+
+#[derive(Subcommand)]
+pub enum DbCommand {
+    /// Apply the schema migrations this notevault embeds (each once; a database with a
+    /// newer schema is refused untouched).
+    Migrate(DatabaseArgs),
+}
+
+/// Which PostgreSQL database: --database, else NOTEVAULT_DATABASE_URL, else
+/// `database_url` in the config file.
+#[derive(clap::Args)]
+pub struct DatabaseArgs {
+    /// postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum VaultCommand {
+    /// Create a vault and print its id, alone, on stdout.
+    Create(VaultCreateArgs),
+    /// List the vaults: id, name, org, created, state.
+    List(VaultListArgs),
+    /// Delete a vault and every row of it (notes, revisions, op log, tokens, sessions,
+    /// audit events, settings, keys): it is served no more, at once.
+    Delete(VaultDeleteArgs),
+}
+
+#[derive(clap::Args)]
+pub struct VaultCreateArgs {
+    /// A name unique in the database (1 to 100 characters, not a UUID)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The organization whose identity-provider tokens (`org_id` claim) select it
+    #[arg(long, value_name = "ORG")]
+    pub org: Option<String>,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+#[derive(clap::Args)]
+pub struct VaultListArgs {
+    /// Print a JSON array instead of a table
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+#[derive(clap::Args)]
+pub struct VaultDeleteArgs {
+    /// The vault's name or id
+    #[arg(value_name = "NAME|ID")]
+    pub vault: String,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
 }
 
 /// The clap command, for man pages and completions.

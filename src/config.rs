@@ -95,6 +95,8 @@ pub struct Config {
     /// (`NOTEVAULT_EMBED_MODEL`, `embed_model`); `None`: search is lexical only. Nothing
     /// is ever downloaded.
     pub embed_model: Option<PathBuf>,
+    /// Hosted mode's PostgreSQL (`database_url`, `NOTEVAULT_DATABASE_URL`, `--database`).
+    pub database_url: Option<Secret>,
     /// Who may approve or reject a pending write and change the write settings in open
     /// local mode (`review_decisions`, `NOTEVAULT_REVIEW_DECISIONS`): `anyone` (the spec's
     /// open-mode rule) or `signed_in` (a person signed in to the console, or a token with
@@ -192,6 +194,7 @@ impl Default for Config {
             upload_types: default_upload_types(),
             sync_retention_days: 30,
             embed_model: None,
+            database_url: None,
             review_decisions: ReviewDecisions::Anyone,
             vaults: Vec::new(),
         }
@@ -239,6 +242,7 @@ pub struct Layer {
     pub upload_types: Option<Vec<String>>,
     pub sync_retention_days: Option<u32>,
     pub embed_model: Option<PathBuf>,
+    pub database_url: Option<Secret>,
     pub review_decisions: Option<ReviewDecisions>,
     pub vaults: Option<Vec<VaultEntry>>,
 }
@@ -322,6 +326,9 @@ impl Layer {
             embed_model: own("EMBED_MODEL")
                 .filter(|v| !v.trim().is_empty())
                 .map(PathBuf::from),
+            database_url: own("DATABASE_URL")
+                .filter(|v| !v.trim().is_empty())
+                .map(Secret::new),
             review_decisions: own("REVIEW_DECISIONS")
                 .map(|v| {
                     ReviewDecisions::parse(v.trim()).ok_or_else(|| {
@@ -409,7 +416,8 @@ impl Config {
             public_url,
             tls_cert,
             tls_key,
-            embed_model
+            embed_model,
+            database_url
         );
         if layer.test_crash_at.is_some() {
             self.test_crash_at = layer.test_crash_at;

@@ -16,6 +16,7 @@ pub mod error; // the one Error type and the one table of reasons
 pub mod export; // the export archive (.tar.gz of the notes and attachments, optional history bundle)
 pub mod filter; // AIP-160 filters: parser (grammar in its doc) and evaluator
 pub mod history; // history.git: a bare gix repository, one commit per batch
+pub mod hosted; // hosted mode's PostgreSQL: pool, schema and migrations, the vault registry
 pub mod http; // the HTTP application: /v1 and /mcp behind one middleware stack, and the server
 pub mod index; // search index (tantivy), search, grep, tag and property rollups
 pub mod mcp; // the MCP endpoint (/mcp): rmcp streamable HTTP, read-only tools over the /v1 calls

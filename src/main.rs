@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         },
         Command::Status(args) => exit(cmd::daemon_status(args)),
         Command::Device(command) => exit(cmd::device(command)),
+        Command::Db(command) => exit(cmd::db(command)),
+        Command::Vault(command) => exit(cmd::vault(command)),
     }
 }
 

@@ -224,7 +224,7 @@ const SURFACE_CRATES: &[&str] = &[
     "reqwest",
     "utoipa",
 ];
-const DATABASE_CRATES: &[&str] = &["rusqlite"];
+const DATABASE_CRATES: &[&str] = &["rusqlite", "tokio_postgres", "deadpool_postgres"];
 /// The surfaces that reach the shared calls through `surface`, never through `api`.
 const BESIDE_API: &[&str] = &["mcp", "console"];
 /// What `surface` must not know: the surfaces standing on it and the application around
@@ -234,8 +234,11 @@ const ABOVE_SURFACE: &[&str] = &["api", "mcp", "console", "http", "daemon"];
 /// tools call the HTTP write path until they build the domain's validated requests
 /// (issue 42, part 2). Each must still be used, so the list only shrinks.
 const API_ARROWS_PENDING: &[(&str, &str)] = &[];
-/// Where a database crate may be named: the metadata store and the reason table's `From`.
-const DATABASE_HOMES: &[&str] = &["meta", "error"];
+/// Where a database crate may be named: the metadata store, hosted mode's PostgreSQL and
+/// the reason table's `From`.
+const DATABASE_HOMES: &[&str] = &["meta", "hosted", "error"];
+/// The stores: infrastructure under the core, knowing no surface or transport.
+const STORES: &[&str] = &["meta", "hosted"];
 
 #[test]
 fn the_forbidden_arrows_are_absent() {
@@ -274,6 +277,9 @@ fn the_forbidden_arrows_are_absent() {
                     )),
                 }
             }
+            if STORES.contains(&top) && (SURFACES.contains(&to) || to == "cmd") {
+                wrong.push(format!("{name} (a store) imports the surface `{to}`"));
+            }
             if top == "surface" && ABOVE_SURFACE.contains(&to) {
                 wrong.push(format!(
                     "{name} (shared calls) imports `{to}`, which stands on it"
@@ -287,6 +293,13 @@ fn the_forbidden_arrows_are_absent() {
                         "{name} (the domain core) imports `{}`",
                         target.join("/")
                     ));
+                }
+            }
+        }
+        if STORES.contains(&top) {
+            for krate in SURFACE_CRATES {
+                if uses(krate) {
+                    wrong.push(format!("{name} (a store) names the crate `{krate}`"));
                 }
             }
         }

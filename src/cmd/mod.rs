@@ -2,6 +2,7 @@
 //! parses the command line and picks one. The binary is their only caller.
 
 mod device;
+mod hosted;
 mod maintenance;
 mod serve;
 mod status;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use crate::config::{Config, Layer};
 
 pub use device::device;
+pub use hosted::{db, vault};
 pub use maintenance::{completions, export, notevault_check, reindex};
 pub use serve::serve;
 pub use status::daemon_status;

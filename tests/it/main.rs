@@ -30,6 +30,7 @@ mod folders;
 mod fuzz;
 mod grep;
 mod history;
+mod hosted_db;
 mod http_edges;
 mod hybrid;
 mod idp;

@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod device;
 pub mod jwt;
 pub mod loopfs;
+pub mod postgres;
 pub mod tools;
 
 pub use daemon::{Daemon, BIN};

@@ -1,0 +1,123 @@
+//! `notevault db migrate` and `notevault vault create|list|delete`: hosted mode's
+//! database and its vault registry, from the command line.
+
+use std::path::PathBuf;
+
+use crate::cli::{DatabaseArgs, DbCommand, VaultCommand};
+use crate::config::{Config, Layer, Secret};
+use crate::hosted::{registry, schema, Database, Options};
+
+use super::config_file;
+
+/// The database the flags, the environment or the config file name.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+fn database(args: DatabaseArgs) -> anyhow::Result<Database> {
+    let flags = Layer {
+        database_url: args.database.map(Secret::new),
+        ..Layer::default()
+    };
+    let file: Option<PathBuf> = config_file(args.config);
+    let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)
+        .map_err(anyhow::Error::msg)?;
+    let Some(url) = config.database_url else {
+        anyhow::bail!(
+            "no database: give --database postgres://USER:PASSWORD@HOST:PORT/DATABASE, or set NOTEVAULT_DATABASE_URL (or database_url in the config file)"
+        );
+    };
+    Database::open(url.expose(), Options::default()).map_err(message)
+}
+
+fn message(e: crate::error::Error) -> anyhow::Error {
+    anyhow::anyhow!("{}", e.message)
+}
+
+/// Run `work` on a small runtime of its own (these commands are one-shot).
+fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(work)
+}
+
+/// `notevault db migrate`.
+pub fn db(command: DbCommand) -> anyhow::Result<()> {
+    match command {
+        DbCommand::Migrate(args) => {
+            let db = database(args)?;
+            let done = block_on(async { schema::migrate(&db).await.map_err(message) })?;
+            if done.from == done.to {
+                println!("database schema is at version {} already", done.to);
+            } else {
+                println!(
+                    "database schema migrated from version {} to {}",
+                    done.from, done.to
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `notevault vault create|list|delete`: each refuses a database whose schema is not
+/// this build's.
+pub fn vault(command: VaultCommand) -> anyhow::Result<()> {
+    match command {
+        VaultCommand::Create(args) => {
+            let db = database(args.database)?;
+            let vault = block_on(async {
+                schema::check(&db).await.map_err(message)?;
+                registry::create(&db, &args.name, args.org.as_deref())
+                    .await
+                    .map_err(message)
+            })?;
+            println!("{}", vault.id);
+            Ok(())
+        }
+        VaultCommand::List(args) => {
+            let db = database(args.database)?;
+            let vaults = block_on(async {
+                schema::check(&db).await.map_err(message)?;
+                registry::list(&db).await.map_err(message)
+            })?;
+            let when = |v: &registry::Vault| crate::clock::timestamp(v.created_at);
+            let state = |v: &registry::Vault| if v.deleting { "deleting" } else { "active" };
+            if args.json {
+                let list: Vec<serde_json::Value> = vaults
+                    .iter()
+                    .map(|v| {
+                        serde_json::json!({
+                            "id": v.id.to_string(),
+                            "name": v.name,
+                            "org_id": v.org_id,
+                            "created_at": when(v),
+                            "state": state(v),
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(list));
+                return Ok(());
+            }
+            println!("ID\tNAME\tORG\tCREATED\tSTATE");
+            for v in &vaults {
+                let org = v.org_id.as_deref().unwrap_or("-");
+                println!("{}\t{}\t{org}\t{}\t{}", v.id, v.name, when(v), state(v));
+            }
+            Ok(())
+        }
+        VaultCommand::Delete(args) => {
+            let db = database(args.database)?;
+            let vault = block_on(async {
+                schema::check(&db).await.map_err(message)?;
+                registry::delete(&db, &args.vault).await.map_err(message)
+            })?;
+            println!(
+                "deleted vault {} ({}) and all its rows",
+                vault.name, vault.id
+            );
+            Ok(())
+        }
+    }
+}
