@@ -35,6 +35,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP over stdio (for clients that launch a command): through the daemon serving the vault when one answers, else from the vault itself')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -234,6 +235,17 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
         'notevault;device;help;help' {
             break
         }
+        'notevault;mcp' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token: the write tools need one holding notes.write (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'The daemon''s base URL [default: the one serving the vault, if any]')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--no-daemon', '--no-daemon', [CompletionResultType]::ParameterName, 'Serve from the vault itself, even when a daemon serves it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'notevault;help' {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key')
             [CompletionResult]::new('reindex', 'reindex', [CompletionResultType]::ParameterValue, 'Rebuild the search index of a vault from its folder (the daemon must be stopped)')
@@ -245,6 +257,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP over stdio (for clients that launch a command): through the daemon serving the vault when one answers, else from the vault itself')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -308,6 +321,9 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;device;rotate-key' {
+            break
+        }
+        'notevault;help;mcp' {
             break
         }
         'notevault;help;help' {

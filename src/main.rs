@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         },
         Command::Status(args) => exit(cmd::daemon_status(args)),
         Command::Device(command) => exit(cmd::device(command)),
+        Command::Mcp(args) => exit(cmd::mcp(args)),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod device;
 mod maintenance;
+mod mcp;
 mod serve;
 mod status;
 mod token;
@@ -13,6 +14,7 @@ use crate::config::{Config, Layer};
 
 pub use device::device;
 pub use maintenance::{completions, export, notevault_check, reindex};
+pub use mcp::mcp;
 pub use serve::serve;
 pub use status::daemon_status;
 pub use token::{login_link, token};
