@@ -57,6 +57,19 @@ pub fn lean_output(full: Map<String, Value>) -> Map<String, Value> {
     match root {
         Value::Object(mut map) => {
             map.remove("$defs");
+            // The fields every answer has; the others are allowed (no
+            // `additionalProperties: false`) and named in the description.
+            let required: Vec<String> = match map.get("required") {
+                Some(Value::Array(names)) => names
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if let Some(Value::Object(properties)) = map.get_mut("properties") {
+                properties.retain(|name, _| required.contains(name));
+            }
             map
         }
         _ => Map::new(),
@@ -127,10 +140,12 @@ fn type_only(def: Option<&Value>) -> Value {
 }
 
 /// An input schema as a tool lists it: no description of the whole (the tool's own says
-/// it), descriptions on one line, a nullable type as its type (an argument left out is
+/// it), no `additionalProperties`, short descriptions, a nullable type as its type (an argument left out is
 /// the null), no `format`.
 pub fn lean_input(mut full: Map<String, Value>) -> Map<String, Value> {
     full.remove("description");
+    // The server refuses an unknown argument itself, naming it (`VALIDATION_FAILED`).
+    full.remove("additionalProperties");
     let mut root = Value::Object(full);
     tidy_input(&mut root);
     match root {
@@ -179,10 +194,17 @@ fn tidy_input(value: &mut Value) {
 }
 
 /// The longest argument description a tool lists, in characters.
-const ARGUMENT_NOTE: usize = 90;
+const ARGUMENT_NOTE: usize = 64;
 
 /// Arguments every agent knows from the tool's description or the name alone.
-const SELF_EXPLAINED: &[&str] = &["page_token", "agent_id", "idempotency_key"];
+const SELF_EXPLAINED: &[&str] = &[
+    "note",
+    "version_id",
+    "page_token",
+    "page_size",
+    "agent_id",
+    "idempotency_key",
+];
 
 /// Bounds the server checks and names in its refusal; the description gives the range.
 const BOUNDS: &[&str] = &["minimum", "maximum", "minLength", "maxLength"];

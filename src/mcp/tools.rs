@@ -25,7 +25,10 @@ use crate::surface::search::{self, SearchParams, SearchResponse};
 use crate::surface::tags::{self, TagList, TagsParams};
 use crate::surface::vault::{self, NoParams, VaultSummary};
 use crate::surface::wire::{FolderList, NoteList, NoteRead, Receipt};
-use crate::surface::writes::{self, EditNoteParams, WriteNoteParams};
+use crate::surface::writes::{
+    self, AppendNoteParams, DeleteNoteParams, EditNoteParams, MoveNoteParams, ReplaceSectionParams,
+    SetFrontmatterParams, WriteNoteParams,
+};
 
 /// What a tool may do to the vault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +58,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "search",
         twin: "GET /v1/search",
         title: "Search notes",
-        description: "Rank notes by words: plain words (more matches first; `match: \"all\"` needs every word), `\"a phrase\"`, `+must`, `-not`, `prefix*`, `a OR b`, `title:word`; `filter` is AIP-160 as in `list_notes`. Answers note handles best first with `score`, `matched_fields`, `lines` (matching line numbers) and a `snippet`, never a body: read around a line with `read_note`. `coverage` says what was searched and left out; `truncated` means more pages (`page_token`). Pass a write's `committed_seq` as `min_seq` to find it. For exact strings use `grep`.",
+        description: "Rank notes by words: plain words (`match: \"all\"` needs every one), `\"a phrase\"`, `+must`, `-not`, `prefix*`, `a OR b`, `title:word`; `filter` is AIP-160 as in `list_notes`. Answers handles best first with `score`, `lines` (matching line numbers) and a `snippet`, never a body. Read `coverage`; `truncated`: more pages. For exact strings use `grep`.",
         access: Access::Read,
         input: schema::of::<SearchParams>,
         output: schema::of::<SearchResponse>,
@@ -64,7 +67,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "grep",
         twin: "GET /v1/grep",
         title: "Grep note lines",
-        description: "Find lines matching a regex (Rust `regex` syntax) or, with `literal: true`, a plain string in every note's current text, as `rg -n` would (`case`, `word`). Answers, note by note, the handle and its lines `{n, text}`; read around a hit with `read_note` at `offset` near `n`. `coverage` says what was searched and whether it stopped early; page with `page_token`. Use `search` for topics, `grep` for exact strings, code and TODO markers.",
+        description: "Find lines matching a regex (Rust syntax) or, with `literal: true`, a string, in every note's text, as `rg -n` would (`case`, `word`). Answers, note by note, the handle and its lines `{n, text}`; read around a hit with `read_note` at `offset` near `n`. `coverage` says what was searched; page with `page_token`.",
         access: Access::Read,
         input: schema::of::<GrepParams>,
         output: schema::of::<GrepResponse>,
@@ -73,7 +76,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "list_notes",
         twin: "GET /v1/notes",
         title: "List notes",
-        description: "List note handles (slug, note_id, title, path, tags, status, version_id), never bodies, by path `prefix` and/or an AIP-160 `filter` over tags, folder, path, title, status, created_at, updated_at, frontmatter.<key>, links_to, linked_from, orphan (e.g. `tags:idea AND status != \"done\"`). `coverage.notes_matched` counts all matches; `coverage.truncated` means more pages (`page_token`). Read a body with `read_note`.",
+        description: "List note handles (slug, note_id, title, path, tags, status, version_id), never bodies, by path `prefix` and/or an AIP-160 `filter` over tags, folder, path, title, status, created_at, updated_at, frontmatter.<key>, links_to, linked_from, orphan (e.g. `tags:idea AND status != \"done\"`). `coverage.truncated`: more pages (`page_token`).",
         access: Access::Read,
         input: schema::of::<ListNotesParams>,
         output: schema::of::<NoteList>,
@@ -82,7 +85,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "read_note",
         twin: "GET /v1/notes/{note}",
         title: "Read a note by line slices",
-        description: "Read one note's text by line slices; the only tool that returns bodies. `note` is a slug (path without `.md`, e.g. `projects/roadmap`) or a note_id. Answers the handle (with `version_id`, needed by the write tools) and `lines`: `offset`, `total`, `next_offset` (call again with it while not null) and `items` `{n, text}`; `format: \"text\"` gives the slice as one `text` string instead. 200 lines by default, at most 2000.",
+        description: "Read one note's text by line slices; the only tool returning bodies. `note` is a slug (path without `.md`) or a note_id. Answers the handle (`version_id` is what writes need) and `lines`: `offset`, `total`, `next_offset` (call again with it while not null) and `items` `{n, text}`, or with `format: \"text\"` one `text` string. 200 lines by default.",
         access: Access::Read,
         input: read_note_input,
         output: schema::of::<NoteRead>,
@@ -100,7 +103,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "list_attachments",
         twin: "GET /v1/attachments",
         title: "List attachments",
-        description: "List the vault's attachments (images, PDFs, every file that is not a note) with `path`, `size`, `sha256`, `content_type`, `modified_at` and `referenced_by`. `filter` is AIP-160 over folder, path, file_name, content_type, size, modified_at, referenced, sha256; `order_by` e.g. `size desc`. Bytes are not returned: use `attachment_link`.",
+        description: "List the vault's attachments (every file that is not a note) with `path`, `size`, `sha256`, `content_type`, `modified_at`, `referenced_by`. `filter` is AIP-160 over folder, path, file_name, content_type, size, modified_at, referenced; `order_by` e.g. `size desc`. For the bytes: `attachment_link`.",
         access: Access::Read,
         input: schema::of::<ListAttachmentsParams>,
         output: schema::of::<AttachmentList>,
@@ -118,7 +121,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "list_revisions",
         twin: "GET /v1/notes/{note}:listRevisions",
         title: "List a note's revisions",
-        description: "List one note's revisions, newest first: `revision_id` (a `version_id`), `created_at`, `actor` (`filesystem` for an editor's change, `agent:<id>` for API writes), `kind` (create, update, move, delete), `content_hash`, `path`. Works for a deleted note too. AIP-160 `filter` over actor, kind, created_at; page with `page_token`.",
+        description: "List one note's revisions, newest first: `revision_id` (a `version_id`), `created_at`, `actor` (`filesystem` for an editor, `agent:<id>` for API writes), `kind` (create, update, move, delete), `path`. Works for a deleted note too. AIP-160 `filter` over actor, kind, created_at.",
         access: Access::Read,
         input: schema::of::<ListRevisionsParams>,
         output: schema::of::<RevisionList>,
@@ -163,7 +166,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "write_note",
         twin: "POST /v1/notes",
         title: "Write a note",
-        description: "Create a note at a slug (`content` is its whole text), or replace an existing note's body after its frontmatter (pass `version_id` from `read_note`; `VERSION_MOVED` means it changed: read again). Answers the receipt: `applied` with the new `version_id`, or `queued` with a `pending_id` when the vault holds writes for review. A retried call replays its first answer. Prefer `edit_note` or the section tools for small changes.",
+        description: "Create a note at a slug (`content` is its whole text), or replace an existing note's body after its frontmatter (`version_id` from `read_note`; `VERSION_MOVED`: read again). Answers the receipt: `applied` with the new `version_id`, or `queued` with a `pending_id` when writes wait for review. A retried call replays its first answer.",
         access: Access::Write,
         input: schema::of::<WriteNoteParams>,
         output: schema::of::<Receipt>,
@@ -172,9 +175,66 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "edit_note",
         twin: "POST /v1/notes/{note}:edit",
         title: "Edit a note",
-        description: "Replace one exact piece of a note's text: `old_string` (copied from `read_note`, whitespace included) must occur exactly once and becomes `new_string`; `version_id` is the version read (`VERSION_MOVED` if it changed since: read again). Answers the receipt (`applied` or `queued` for review); a retried call replays its first answer.",
+        description: "Replace one exact piece of a note's text: `old_string` (copied from `read_note`) must occur exactly once and becomes `new_string`; `version_id` is the version read (`VERSION_MOVED` if it changed). Answers the receipt (`applied`, or `queued` for review); a retried call replays its first answer.",
         access: Access::Write,
         input: schema::of::<EditNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "append_note",
+        twin: "POST /v1/notes/{note}:append",
+        title: "Append to a note",
+        description: "Add lines at the end of a note, or with `heading` (`Tasks` or `## Tasks`, \
+once in the note) at the end of that heading's section. `version_id` is optional: an \
+append needs no read first. Answers the receipt (`applied`, or `queued` for review); a \
+retried call replays its first answer.",
+        access: Access::Write,
+        input: schema::of::<AppendNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "replace_section",
+        twin: "POST /v1/notes/{note}:replaceSection",
+        title: "Replace a section",
+        description: "Replace what a heading's section holds (up to the next heading of the \
+same or a higher level) with `content`; the heading line stays. `version_id` is the \
+version read (`VERSION_MOVED` if it changed). Answers the receipt (`applied`, or \
+`queued` for review).",
+        access: Access::Write,
+        input: schema::of::<ReplaceSectionParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "set_frontmatter",
+        twin: "PATCH /v1/notes/{note}",
+        title: "Set a frontmatter key",
+        description: "Set one top-level frontmatter `key` of a note to `value` (string, number, \
+boolean or list; null removes it); the rest of the file is kept byte for byte. \
+`version_id` optional. Answers the receipt (`applied`, or `queued` for review).",
+        access: Access::Write,
+        input: set_frontmatter_input,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "move_note",
+        twin: "POST /v1/notes/{note}:move",
+        title: "Move a note",
+        description: "Move a note into `folder` (`\"\"` for the vault's top; made if \
+missing, one level at most), keeping its note_id; links to it are rewritten. \
+`version_id` optional. Answers the receipt (`applied`, or `queued` for review).",
+        access: Access::Write,
+        input: schema::of::<MoveNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "delete_note",
+        twin: "DELETE /v1/notes/{note}",
+        title: "Delete a note",
+        description: "Delete a note: its file moves to the vault's `.trash/` and its revisions \
+stay listed (`list_revisions`), so it can be rolled back. `version_id` optional. Answers \
+the receipt (`applied`, or `queued` for review).",
+        access: Access::Write,
+        input: schema::of::<DeleteNoteParams>,
         output: schema::of::<Receipt>,
     },
 ];
@@ -192,9 +252,11 @@ fn definitions() -> &'static [(Access, Tool)] {
                         .destructive(false)
                         .idempotent(true)
                         .open_world(false),
+                    // A deleted note stays in `.trash/` and its history, yet it is gone
+                    // from the vault: a client may want to ask first.
                     Access::Write => ToolAnnotations::with_title(spec.title)
                         .read_only(false)
-                        .destructive(false)
+                        .destructive(spec.name == "delete_note")
                         .idempotent(true)
                         .open_world(false),
                 };
@@ -261,8 +323,23 @@ pub async fn call(
         "note_links" => run(args, form, |p| notes::note_links(state, p)).await,
         "write_note" => run(args, form, |p| writes::write_note(state, p, client)).await,
         "edit_note" => run(args, form, |p| writes::edit_note(state, p, client)).await,
+        "append_note" => run(args, form, |p| writes::append_note(state, p, client)).await,
+        "replace_section" => run(args, form, |p| writes::replace_section(state, p, client)).await,
+        "set_frontmatter" => run(args, form, |p| writes::set_frontmatter(state, p, client)).await,
+        "move_note" => run(args, form, |p| writes::move_note(state, p, client)).await,
+        "delete_note" => run(args, form, |p| writes::delete_note(state, p, client)).await,
         _ => return None,
     })
+}
+
+/// `set_frontmatter`'s parameters; its `value` is any JSON value.
+fn set_frontmatter_input() -> JsonObject {
+    let mut input = schema::of::<SetFrontmatterParams>();
+    if let Some(Value::Object(value)) = input.get_mut("properties").and_then(|p| p.get_mut("value"))
+    {
+        value.remove("type");
+    }
+    input
 }
 
 /// `read_note`'s parameters: `/v1`'s, and `format`.
@@ -274,7 +351,7 @@ fn read_note_input() -> JsonObject {
             serde_json::json!({
                 "type": "string",
                 "enum": ["json", "text"],
-                "description": "`json` (default): `lines.items` as `{n, text}`; `text`: the slice as one `lines.text` string, lines joined by newlines (about the note's own size)."
+                "description": "`text`: the slice as one `lines.text` string (about the note's size)."
             }),
         );
     }
@@ -389,5 +466,31 @@ mod tests {
             assert!(tool.description.as_ref().unwrap().len() > 200);
         }
         assert!(listed(false).iter().all(|t| t.name != "write_note"));
+    }
+
+    /// Every session pays for `tools/list` in context: with the write tools it stays
+    /// within 24 KB, and the descriptions with the input schemas within 12 KB.
+    #[test]
+    fn the_tool_list_stays_lean() {
+        let tools = listed(true);
+        let whole = serde_json::to_string(&serde_json::json!({"tools": tools}))
+            .unwrap()
+            .len();
+        assert!(whole <= 24_000, "tools/list is {whole} bytes");
+        let said: usize = tools
+            .iter()
+            .map(|t| {
+                t.description.as_ref().map_or(0, |d| d.len())
+                    + serde_json::to_string(&t.input_schema).unwrap().len()
+            })
+            .sum();
+        assert!(
+            said <= 12_000,
+            "descriptions and input schemas are {said} bytes"
+        );
+        for tool in &tools {
+            let output = Value::Object((*tool.output_schema.clone().unwrap()).clone());
+            assert!(output.to_string().len() < 1_000, "{}: {output}", tool.name);
+        }
     }
 }

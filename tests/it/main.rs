@@ -36,6 +36,7 @@ mod idp;
 mod inplace;
 mod links;
 mod mcp;
+mod mcp_sections;
 mod mcp_stdio;
 mod mcp_writes;
 mod names;
