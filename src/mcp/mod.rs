@@ -22,6 +22,7 @@
 
 pub mod direct;
 pub mod logging;
+pub mod resources;
 pub mod schema;
 pub mod sessions;
 pub mod tools;
@@ -30,8 +31,11 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -72,12 +76,14 @@ pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken)
         state,
         docs_url,
         log_level: Default::default(),
+        subscriptions: Default::default(),
     };
     // One server per session (its log level) or per stateless request rmcp serves.
     let template = server.clone();
     let factory = move || {
         Ok(NotesServer {
             log_level: Default::default(),
+            subscriptions: Default::default(),
             ..template.clone()
         })
     };
@@ -278,6 +284,8 @@ pub struct NotesServer {
     /// The vault's folder, as error messages leave it out.
     vault_prefix: Arc<str>,
     log_level: logging::SessionLevel,
+    /// The notes this session subscribed to (`resources/subscribe`).
+    subscriptions: resources::Subscriptions,
 }
 
 /// The HTTP request behind an MCP request (rmcp hands its parts to the handler).
@@ -434,6 +442,9 @@ impl ServerHandler for NotesServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
             .with_server_info(
@@ -462,6 +473,72 @@ impl ServerHandler for NotesServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(self.tools_listed(self.offers_writes(http_parts(&context.extensions))))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let cursor = request.and_then(|r| r.cursor);
+        // Private, like `tools/list`: a cache keeps it for this caller only (SEP-2549).
+        Ok(resources::list(self.state.clone(), cursor)
+            .await?
+            .with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(resources::templates().with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Ok(resources::read(self.state.clone(), request.uri)
+            .await?
+            .into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe: the handshake era's subscriptions
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions
+            .subscribe(self.state.clone(), request.uri, context.peer.clone())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: the handshake era's subscriptions
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(resources::prompts().with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Ok(resources::prompt(&request.name, request.arguments.as_ref())?.into())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

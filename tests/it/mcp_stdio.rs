@@ -70,3 +70,30 @@ fn stdio_goes_through_the_daemon_serving_the_vault() {
         );
     }
 }
+
+/// Resources and prompts over stdio (`tests/mcp/e2e_resources.py`): every page of
+/// `note://` resources, a read as markdown, the template, a subscription that hears
+/// `notifications/resources/updated` after `append_note`, and each prompt.
+#[test]
+fn stdio_lists_reads_and_subscribes_to_notes_and_gets_prompts() {
+    let Some(python) = common::tools::python(&["mcp.client.stdio", "anyio"]) else {
+        return;
+    };
+    let (_dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let token = common::create_pat(&vault, &state, "agent", &["notes.write"]);
+    let out = std::process::Command::new(python)
+        .arg(common::repo_path("tests/mcp/e2e_resources.py"))
+        .args([token.as_str(), BIN, "mcp", "--state-dir"])
+        .arg(&state)
+        .arg(&vault)
+        .env_remove("NOTEVAULT_CONFIG")
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("mcp e2e resources:"), "{stdout}");
+    assert!(std::fs::read_to_string(vault.join("Inbox.md"))
+        .unwrap()
+        .ends_with("- heard\n"));
+}
