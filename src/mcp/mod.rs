@@ -525,6 +525,17 @@ impl ServerHandler for NotesServer {
         Ok(())
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(resources::accepted(requested))
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        resources::listen(self.state.clone(), context).await
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     GetPromptResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, Prompt, PromptArgument, PromptMessage, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, Role,
+    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, Role, SubscriptionFilter,
 };
+use rmcp::service::SubscriptionContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 
 use crate::error::Error;
@@ -175,6 +176,58 @@ impl Subscriptions {
         if let Some(task) = all.remove(uri) {
             task.abort();
         }
+    }
+}
+
+/// The filter a `subscriptions/listen` (2026-07-28) is granted: the resource updates it
+/// asked for, nothing else this server would send.
+pub fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
+    SubscriptionFilter::builder()
+        .resource_subscriptions(requested.resource_subscriptions.clone().unwrap_or_default())
+        .build()
+}
+
+/// One `subscriptions/listen` stream: an update for each accepted note URI once its
+/// version changes, until the client cancels or the daemon stops.
+pub async fn listen(state: Arc<State>, context: SubscriptionContext) -> Result<(), McpError> {
+    let uris = context
+        .accepted()
+        .resource_subscriptions
+        .clone()
+        .unwrap_or_default();
+    let watched: Vec<(String, String)> = uris
+        .into_iter()
+        .filter_map(|uri| slug_of(&uri).ok().map(|slug| (uri, slug)))
+        .collect();
+    let versions = |state: &State| -> Vec<Option<String>> {
+        let catalog = state.catalog.read();
+        watched
+            .iter()
+            .map(|(_, slug)| catalog.find(slug).map(|n| n.version_id.clone()))
+            .collect()
+    };
+    let mut last = versions(&state);
+    loop {
+        tokio::select! {
+            () = context.cancelled() => return Ok(()),
+            () = tokio::time::sleep(POLL) => {}
+        }
+        if state.stopped.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let now = versions(&state);
+        for (i, (uri, _)) in watched.iter().enumerate() {
+            if now[i] != last[i]
+                && context
+                    .sink()
+                    .notify_resource_updated(uri.clone())
+                    .await
+                    .is_err()
+            {
+                return Ok(());
+            }
+        }
+        last = now;
     }
 }
 
