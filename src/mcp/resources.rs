@@ -231,8 +231,16 @@ pub async fn listen(state: Arc<State>, context: SubscriptionContext) -> Result<(
     }
 }
 
-/// The prompts: (name, title, description, arguments (name, description)).
-const PROMPTS: &[(&str, &str, &str, &[(&str, &str)])] = &[
+/// A prompt: name, title, description, arguments (name, description).
+type PromptSpec = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+/// The prompts.
+const PROMPTS: &[PromptSpec] = &[
     (
         "find_notes",
         "Find notes about a topic",
