@@ -37,6 +37,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
             [CompletionResult]::new('vault', 'vault', [CompletionResultType]::ParameterValue, 'Hosted mode''s vaults in PostgreSQL: create, list and delete them')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP over stdio (for clients that launch a command): through the daemon serving the vault when one answers, else from the vault itself')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -312,6 +313,17 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
         'notevault;vault;help;help' {
             break
         }
+        'notevault;mcp' {
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token: the write tools need one holding notes.write (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'The daemon''s base URL [default: the one serving the vault, if any]')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--no-daemon', '--no-daemon', [CompletionResultType]::ParameterName, 'Serve from the vault itself, even when a daemon serves it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'notevault;help' {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve a vault over HTTP (the /v1 API and /mcp), or HTTPS with --tls-cert and --tls-key')
             [CompletionResult]::new('reindex', 'reindex', [CompletionResultType]::ParameterValue, 'Rebuild the search index of a vault from its folder (the daemon must be stopped)')
@@ -325,6 +337,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
             [CompletionResult]::new('vault', 'vault', [CompletionResultType]::ParameterValue, 'Hosted mode''s vaults in PostgreSQL: create, list and delete them')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP over stdio (for clients that launch a command): through the daemon serving the vault when one answers, else from the vault itself')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -410,6 +423,9 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;vault;delete' {
+            break
+        }
+        'notevault;help;mcp' {
             break
         }
         'notevault;help;help' {

@@ -37,6 +37,9 @@ _notevault() {
             notevault,login-link)
                 cmd="notevault__subcmd__login__subcmd__link"
                 ;;
+            notevault,mcp)
+                cmd="notevault__subcmd__mcp"
+                ;;
             notevault,openapi)
                 cmd="notevault__subcmd__openapi"
                 ;;
@@ -123,6 +126,9 @@ _notevault() {
                 ;;
             notevault__subcmd__help,login-link)
                 cmd="notevault__subcmd__help__subcmd__login__subcmd__link"
+                ;;
+            notevault__subcmd__help,mcp)
+                cmd="notevault__subcmd__help__subcmd__mcp"
                 ;;
             notevault__subcmd__help,openapi)
                 cmd="notevault__subcmd__help__subcmd__openapi"
@@ -233,7 +239,7 @@ _notevault() {
 
     case "${cmd}" in
         notevault)
-            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device db vault help"
+            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device db vault mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -633,7 +639,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help)
-            opts="serve reindex openapi token login-link export check status completions device db vault help"
+            opts="serve reindex openapi token login-link export check status completions device db vault mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -828,6 +834,20 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__help__subcmd__mcp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__help__subcmd__openapi)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1003,6 +1023,40 @@ _notevault() {
                 return 0
             fi
             case "${prev}" in
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__mcp)
+            opts="-h --token --url --no-daemon --cacert --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -86,6 +86,38 @@ pub enum Command {
     /// Hosted mode's vaults in PostgreSQL: create, list and delete them.
     #[command(subcommand)]
     Vault(VaultCommand),
+    /// Serve MCP over stdio (for clients that launch a command): through the daemon serving
+    /// the vault when one answers, else from the vault itself.
+    Mcp(McpArgs),
+}
+
+#[derive(clap::Args)]
+pub struct McpArgs {
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// A bearer token: the write tools need one holding notes.write (also NOTEVAULT_TOKEN)
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "NOTEVAULT_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The daemon's base URL [default: the one serving the vault, if any]
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Serve from the vault itself, even when a daemon serves it
+    #[arg(long, conflicts_with = "url")]
+    pub no_daemon: bool,
+    /// Trust this PEM certificate (a daemon serving HTTPS with its own certificate)
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Where history, metadata and index live [default: <VAULT>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

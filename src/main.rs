@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Device(command) => exit(cmd::device(command)),
         Command::Db(command) => exit(cmd::db(command)),
         Command::Vault(command) => exit(cmd::vault(command)),
+        Command::Mcp(args) => exit(cmd::mcp(args)),
     }
 }
 

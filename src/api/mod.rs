@@ -131,6 +131,8 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
         Op::PatchNote => writes::patch(state, note()?, parts, bytes).await?,
         Op::DeleteNote => writes::delete(state, note()?, parts).await?,
         Op::EditNote => writes::edit(state, note()?, parts, bytes).await?,
+        Op::AppendNote => writes::append(state, note()?, parts, bytes).await?,
+        Op::ReplaceSection => writes::replace_section(state, note()?, parts, bytes).await?,
         Op::MoveNote => writes::move_(state, note()?, parts, bytes).await?,
         Op::RenameNote => writes::rename(state, note()?, parts, bytes).await?,
         Op::RollbackNote => writes::rollback(state, note()?, parts, bytes).await?,

@@ -29,6 +29,8 @@ pub enum Op {
     PatchNote,
     DeleteNote,
     EditNote,
+    AppendNote,
+    ReplaceSection,
     MoveNote,
     RenameNote,
     RollbackNote,
@@ -224,6 +226,13 @@ fn build() -> Vec<Route> {
         r(M::DELETE, "/v1/notes/{note}", Op::DeleteNote, WRITE),
         r(M::GET, "/v1/notes/{note}/raw", Op::GetRaw, READ),
         r(M::POST, "/v1/notes/{note}:edit", Op::EditNote, WRITE),
+        r(M::POST, "/v1/notes/{note}:append", Op::AppendNote, WRITE),
+        r(
+            M::POST,
+            "/v1/notes/{note}:replaceSection",
+            Op::ReplaceSection,
+            WRITE,
+        ),
         r(M::POST, "/v1/notes/{note}:move", Op::MoveNote, WRITE),
         r(M::POST, "/v1/notes/{note}:rename", Op::RenameNote, WRITE),
         r(

@@ -4,6 +4,7 @@
 mod device;
 mod hosted;
 mod maintenance;
+mod mcp;
 mod serve;
 mod status;
 mod token;
@@ -15,6 +16,7 @@ use crate::config::{Config, Layer};
 pub use device::device;
 pub use hosted::{db, vault};
 pub use maintenance::{completions, export, notevault_check, reindex};
+pub use mcp::mcp;
 pub use serve::serve;
 pub use status::daemon_status;
 pub use token::{login_link, token};

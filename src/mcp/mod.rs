@@ -22,6 +22,7 @@
 
 pub mod direct;
 pub mod logging;
+pub mod resources;
 pub mod schema;
 pub mod sessions;
 pub mod tools;
@@ -30,8 +31,11 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -72,12 +76,14 @@ pub fn service(state: Arc<State>, docs_url: Arc<str>, cancel: CancellationToken)
         state,
         docs_url,
         log_level: Default::default(),
+        subscriptions: Default::default(),
     };
     // One server per session (its log level) or per stateless request rmcp serves.
     let template = server.clone();
     let factory = move || {
         Ok(NotesServer {
             log_level: Default::default(),
+            subscriptions: Default::default(),
             ..template.clone()
         })
     };
@@ -278,6 +284,8 @@ pub struct NotesServer {
     /// The vault's folder, as error messages leave it out.
     vault_prefix: Arc<str>,
     log_level: logging::SessionLevel,
+    /// The notes this session subscribed to (`resources/subscribe`).
+    subscriptions: resources::Subscriptions,
 }
 
 /// The HTTP request behind an MCP request (rmcp hands its parts to the handler).
@@ -434,6 +442,9 @@ impl ServerHandler for NotesServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
             .with_server_info(
@@ -462,6 +473,83 @@ impl ServerHandler for NotesServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(self.tools_listed(self.offers_writes(http_parts(&context.extensions))))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let cursor = request.and_then(|r| r.cursor);
+        // Private, like `tools/list`: a cache keeps it for this caller only (SEP-2549).
+        Ok(resources::list(self.state.clone(), cursor)
+            .await?
+            .with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(resources::templates().with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Ok(resources::read(self.state.clone(), request.uri)
+            .await?
+            .into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe: the handshake era's subscriptions
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions
+            .subscribe(self.state.clone(), request.uri, context.peer.clone())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: the handshake era's subscriptions
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(resources::accepted(requested))
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        resources::listen(self.state.clone(), context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(resources::prompts().with_cache_scope(rmcp::model::CacheScope::Private))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Ok(resources::prompt(&request.name, request.arguments.as_ref())?.into())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -529,102 +617,4 @@ fn hint_for_agents(reason: Reason) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::routes;
-    use crate::auth::Need;
-    use crate::error::hint_routes;
-
-    /// Each tool's twin is a served `/v1` route, one tool per route; a read tool's twin
-    /// needs no permission.
-    #[test]
-    fn every_tool_twin_is_a_served_route() {
-        let table = routes::table();
-        for tool in tools::TOOLS {
-            let route = table
-                .iter()
-                .find(|r| format!("{} {}", r.method, r.template) == tool.twin)
-                .unwrap_or_else(|| panic!("{}: {} is not served", tool.name, tool.twin));
-            if tool.access == tools::Access::Read {
-                assert_eq!(route.access.need, Need::Read, "{}", tool.name);
-            }
-            assert_eq!(tools::twin_of(tool.twin), Some(tool.name));
-        }
-    }
-
-    /// The reasons answered over HTTP before a request reaches a tool (the `/mcp`
-    /// request itself is refused), or only by `/v1` routes no tool calls.
-    const BEFORE_A_TOOL: &[Reason] = &[
-        Reason::AUTH_MISSING,
-        Reason::AUTH_INVALID,
-        Reason::AUTH_UNAVAILABLE,
-        Reason::VAULT_FORBIDDEN,
-        Reason::ROUTE_NOT_FOUND,
-        // The token proxy's: `/v1` only.
-        Reason::GRANT_INVALID,
-        Reason::IDP_UNAVAILABLE,
-        Reason::IDP_NOT_CONFIGURED,
-        Reason::IDEMPOTENCY_KEY_MISSING,
-        Reason::RATE_LIMITED,
-        Reason::ORIGIN_FORBIDDEN,
-        Reason::URI_TOO_LONG,
-        Reason::HEADERS_TOO_LARGE,
-        Reason::RANGE_NOT_SATISFIABLE,
-        Reason::MALFORMED_REQUEST,
-        Reason::REQUEST_TIMEOUT,
-        Reason::SERVER_BUSY,
-    ];
-
-    /// Every reason's hint as an MCP caller reads it: the reasons whose hint names a route
-    /// with a tool twin, written out; every other hint reads as on `/v1`.
-    #[test]
-    fn every_hint_reads_right_over_mcp() {
-        use Reason as R;
-        let expected = [
-            (R::NOTE_NOT_FOUND, "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP), then retry with an existing slug or note_id."),
-            (R::VERSION_NOT_FOUND, "List revisions with the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP), then retry with a listed id."),
-            (R::ATTACHMENT_NOT_FOUND, "List attachments with the `list_attachments` tool (`GET /v1/attachments` over HTTP), then retry with an existing name."),
-            (R::FOLDER_NOT_FOUND, "List folders with the `list_folders` tool (`GET /v1/folders` over HTTP), then retry with an existing path."),
-            (R::REVISION_CONTENT_MISSING, "This revision's bytes were never recorded in history (`details` says why); diff or roll back to another revision listed by the `list_revisions` tool (`GET /v1/notes/{note}:listRevisions` over HTTP)."),
-            (R::VERSION_MOVED, "Read the note's current `version_id` with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry the write with it and a fresh idempotency key."),
-            (R::NAME_COLLISION, "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP) or folders with the `list_folders` tool (`GET /v1/folders` over HTTP), then retry with a path that does not exist."),
-            (R::EDIT_MATCH_NOT_FOUND, "Read the note with the `read_note` tool (`GET /v1/notes/{note}` over HTTP), then retry the `edit_note` tool (`POST /v1/notes/{note}:edit` over HTTP) with an `old_string` present in the current body."),
-            (R::EDIT_AMBIGUOUS, "Retry the `edit_note` tool (`POST /v1/notes/{note}:edit` over HTTP) with a longer `old_string` that matches exactly one place (see `candidate_lines` in the ErrorInfo metadata)."),
-            (R::WRITE_REFUSED, "Read `write_policy` with the `vault_summary` tool (`GET /v1/vault` over HTTP) and the queued writes with `GET /v1/writes`, then retry with a write the policy allows."),
-        ];
-        for reason in Reason::ALL {
-            let over_mcp = hint_for_agents(*reason);
-            match expected.iter().find(|(r, _)| r == reason) {
-                Some((_, hint)) => assert_eq!(over_mcp, *hint, "{reason}"),
-                None => assert_eq!(over_mcp, reason.hint(), "{reason}"),
-            }
-            for route in hint_routes(reason.hint()) {
-                if let Some(tool) = tools::twin_of(route) {
-                    let named = format!("the `{tool}` tool (`{route}` over HTTP)");
-                    assert!(over_mcp.contains(&named), "{reason}: {over_mcp}");
-                }
-            }
-            // A hint a tool can answer names no HTTP header alone: `Retry-After` comes
-            // with the `retryDelay` of `details`, and idempotency keys by their name.
-            if !BEFORE_A_TOOL.contains(reason) {
-                if over_mcp.contains("`Retry-After`") {
-                    assert!(over_mcp.contains("`retryDelay`"), "{reason}");
-                }
-                assert!(!over_mcp.contains("`Idempotency-Key`"), "{reason}");
-            }
-        }
-    }
-
-    /// The envelope of a tool error carries the MCP rendering of the hint, and the rest as
-    /// `/v1` answers it.
-    #[test]
-    fn a_tool_error_carries_the_hint_for_agents() {
-        let err = Error::not_found("nope");
-        let result = tool_error(&err).into_result();
-        let body = result.structured_content.unwrap();
-        assert_eq!(body["hint"], hint_for_agents(Reason::NOTE_NOT_FOUND));
-        assert_eq!(body["reason"], "NOTE_NOT_FOUND");
-        assert_eq!(body["message"], err.message);
-        assert_eq!(result.is_error, Some(true));
-    }
-}
+mod tests;

@@ -25,7 +25,10 @@ use crate::surface::search::{self, SearchParams, SearchResponse};
 use crate::surface::tags::{self, TagList, TagsParams};
 use crate::surface::vault::{self, NoParams, VaultSummary};
 use crate::surface::wire::{FolderList, NoteList, NoteRead, Receipt};
-use crate::surface::writes::{self, EditNoteParams, WriteNoteParams};
+use crate::surface::writes::{
+    self, AppendNoteParams, DeleteNoteParams, EditNoteParams, MoveNoteParams, ReplaceSectionParams,
+    SetFrontmatterParams, WriteNoteParams,
+};
 
 /// What a tool may do to the vault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,22 +58,7 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "search",
         twin: "GET /v1/search",
         title: "Search notes",
-        description: "Ask in words: `q` is read as a question (plain words ranked, more matches \
-first, stop words dropped, `synced` finds `sync`; `match: \"all\"` requires every word), and \
-`\"a phrase\"`, `+must`, `-not`, `prefix*`, `a OR b`, `title:word` are precise; the answer's \
-`query` says how `q` was read. BM25 over title and aliases (boosted most), the note's lead \
-(its description or first paragraph), headings, tags, path, frontmatter properties and body, \
-CJK text included. Returns, best first, note handles \
-with why they matched: `score`, `matched_fields`, `lines` (the first matching line numbers, \
-numbered as `read_note` numbers them), `line_count` and a short `snippet`; never a body: read \
-the text around a hit with `read_note` (`offset` a little before a listed line). `filter` \
-takes AIP-160 like `list_notes`. Every answer carries `coverage`: notes searched of notes \
-total, what was left out and why (private, too large, not yet indexed), `indexed_seq` against \
-`committed_seq` (how fresh the index is; pass a write's `committed_seq` as `min_seq` to \
-wait for it) and `truncated` (more pages: pass `next_page_token` as `page_token`). Zero \
-results with coverage is a valid answer. `mode: \"hybrid\"` also ranks notes by meaning when the \
-server has a local embedding model (`coverage.retrievers` says whether it ran). For exact \
-strings or patterns use `grep`.",
+        description: "Rank notes by words: plain words (`match: \"all\"` needs every one), `\"a phrase\"`, `+must`, `-not`, `prefix*`, `a OR b`, `title:word`; `filter` is AIP-160 as in `list_notes`. Answers handles best first with `score`, `lines` (matching line numbers) and a `snippet`, never a body. Read `coverage`; `truncated`: more pages. For exact strings use `grep`.",
         access: Access::Read,
         input: schema::of::<SearchParams>,
         output: schema::of::<SearchResponse>,
@@ -79,15 +67,7 @@ strings or patterns use `grep`.",
         name: "grep",
         twin: "GET /v1/grep",
         title: "Grep note lines",
-        description: "Find the lines matching a regex (the Rust `regex` crate's syntax) or, \
-with `literal: true`, a plain string, in the current text of every note: the lines `rg -n` \
-finds in the markdown files (`case`: sensitive, insensitive or smart; `word` for whole \
-words). Returns, note by note, the note handle and its matching lines `{n, text}` (text cut \
-at 400 characters, `truncated` then set); read around a hit with `read_note` and `offset` \
-near `n`. A page holds up to `page_size` lines and a note may continue on the next page \
-(`next_page_token`). `coverage` says how many notes were searched, which were left out and \
-why, and whether the grep stopped early (10 s). Use `search` for words and topics, `grep` \
-for exact strings, code, TODO markers and patterns.",
+        description: "Find lines matching a regex (Rust syntax) or, with `literal: true`, a string, in every note's text, as `rg -n` would (`case`, `word`). Answers, note by note, the handle and its lines `{n, text}`; read around a hit with `read_note` at `offset` near `n`. `coverage` says what was searched; page with `page_token`.",
         access: Access::Read,
         input: schema::of::<GrepParams>,
         output: schema::of::<GrepResponse>,
@@ -96,16 +76,7 @@ for exact strings, code, TODO markers and patterns.",
         name: "list_notes",
         twin: "GET /v1/notes",
         title: "List notes",
-        description: "List the notes of the vault by path prefix and/or an AIP-160 filter \
-(fields: tags, folder, path, slug, title, status, visibility, created_at, updated_at, \
-frontmatter.<key>, links_to, linked_from, orphan; e.g. `tags:idea AND status != \"done\"`). \
-Use it to browse a folder, to find notes by tag, status or frontmatter property, or to walk \
-the whole vault. Returns note handles (slug, note_id, title, path, tags, status, version_id, \
-content_hash), never note bodies: read a body with `read_note`. Every answer carries \
-`coverage`; read it before treating the list as complete: `coverage.notes_matched` counts \
-the matches over all pages, `coverage.truncated` (with `next_page_token`) means more pages \
-follow (call again with `page_token`), and `coverage.excluded` names files the daemon could \
-not serve. Zero notes with coverage is a valid answer.",
+        description: "List note handles (slug, note_id, title, path, tags, status, version_id), never bodies, by path `prefix` and/or an AIP-160 `filter` over tags, folder, path, title, status, created_at, updated_at, frontmatter.<key>, links_to, linked_from, orphan (e.g. `tags:idea AND status != \"done\"`). `coverage.truncated`: more pages (`page_token`).",
         access: Access::Read,
         input: schema::of::<ListNotesParams>,
         output: schema::of::<NoteList>,
@@ -114,27 +85,16 @@ not serve. Zero notes with coverage is a valid answer.",
         name: "read_note",
         twin: "GET /v1/notes/{note}",
         title: "Read a note by line slices",
-        description: "Read the text of one note, by line slices. This is the only tool that \
-returns note bodies; the list tools return handles only. `note` takes a slug (the \
-vault-relative path without `.md`, e.g. `projects/roadmap`) or a note_id. Returns the note \
-handle (slug, note_id, title, tags, version_id, content_hash) plus `lines`: `offset`, \
-`limit`, `total` (lines in the whole note), `next_offset` and `items` ({n, text}, numbered \
-from 1). A slice is 200 lines by default and at most 2000; when `lines.next_offset` is not \
-null the note goes on: call again with `offset` set to it. Quote line numbers from `n`.",
+        description: "Read one note's text by line slices; the only tool returning bodies. `note` is a slug (path without `.md`) or a note_id. Answers the handle (`version_id` is what writes need) and `lines`: `offset`, `total`, `next_offset` (call again with it while not null) and `items` `{n, text}`, or with `format: \"text\"` one `text` string. 200 lines by default.",
         access: Access::Read,
-        input: schema::of::<ReadNoteParams>,
+        input: read_note_input,
         output: schema::of::<NoteRead>,
     },
     ToolSpec {
         name: "list_folders",
         twin: "GET /v1/folders",
         title: "List folders",
-        description: "List the folders of the vault with how many notes each holds, directly \
-(`notes`) and at any depth below (`notes_total`); `prefix` narrows the list (e.g. \
-`projects`). Every folder holding a note at any depth is listed, and folders without notes at the \
-top two levels. To list a folder's notes, call `list_notes` with `prefix` set to the \
-folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `coverage` like \
-`list_notes`; page with `next_page_token`.",
+        description: "List the vault's folders with their note counts, direct (`notes`) and at any depth (`notes_total`); `prefix` narrows it. List a folder's notes with `list_notes` and `prefix` set to the folder's `path` plus `/`. Carries `coverage`; page with `page_token`.",
         access: Access::Read,
         input: schema::of::<ListFoldersParams>,
         output: schema::of::<FolderList>,
@@ -143,7 +103,7 @@ folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `cov
         name: "list_attachments",
         twin: "GET /v1/attachments",
         title: "List attachments",
-        description: "List the vault's attachments (every file that is not a markdown note: images, PDFs, audio, ...) with `file_name`, `path`, `folder`, `size`, `sha256`, `content_type`, `modified_at` and `referenced_by` (how many notes embed or link it). `filter` is AIP-160 over `folder`, `path`, `file_name`, `content_type`, `size`, `modified_at`, `referenced` and `sha256` (e.g. `content_type = \"application/pdf\"`, `referenced = false`); `order_by` e.g. `size desc`. Returns `coverage`; page with `next_page_token`. The bytes are not returned: download them over HTTP at `GET /v1/attachments/{path}`, or hand out a link from `POST /v1/attachments:presign`.",
+        description: "List the vault's attachments (every file that is not a note) with `path`, `size`, `sha256`, `content_type`, `modified_at`, `referenced_by`. `filter` is AIP-160 over folder, path, file_name, content_type, size, modified_at, referenced; `order_by` e.g. `size desc`. For the bytes: `attachment_link`.",
         access: Access::Read,
         input: schema::of::<ListAttachmentsParams>,
         output: schema::of::<AttachmentList>,
@@ -152,7 +112,7 @@ folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `cov
         name: "attachment_link",
         twin: "POST /v1/attachments:presign",
         title: "Link to an attachment",
-        description: "A presigned download link to one attachment (by `file_name`, or `path`; `sha256` picks one of several files of that name): `url` works without a bearer until `expires_at` (`expires_in` seconds, 10..86400, default 300), for you to fetch or to hand to a person. The bytes themselves are never a tool answer.",
+        description: "A presigned download link to one attachment (by `file_name` or `path`; `sha256` picks among files of one name): `url` works without a bearer until `expires_at` (`expires_in` 10..86400 s, default 300), to fetch or to hand to a person.",
         access: Access::Read,
         input: schema::of::<AttachmentLinkParams>,
         output: schema::of::<PresignResponse>,
@@ -161,12 +121,7 @@ folder's `path` plus `/`, or with the filter `folder = \"<path>\"`. Returns `cov
         name: "list_revisions",
         twin: "GET /v1/notes/{note}:listRevisions",
         title: "List a note's revisions",
-        description: "List the revisions of one note, newest first: each with `revision_id` \
-(= `version_id`), `created_at`, `actor` (`filesystem` for edits made on disk by an editor, \
-`agent:<agent_id>` for API writes), `kind` (create, update, move, delete), `content_hash` \
-and `path`. Also works for a deleted note, by its slug or note_id. Filter with AIP-160 over \
-`actor`, `kind`, `created_at`; page with `next_page_token`. Returns no note text: read the \
-current text with `read_note`.",
+        description: "List one note's revisions, newest first: `revision_id` (a `version_id`), `created_at`, `actor` (`filesystem` for an editor, `agent:<id>` for API writes), `kind` (create, update, move, delete), `path`. Works for a deleted note too. AIP-160 `filter` over actor, kind, created_at.",
         access: Access::Read,
         input: schema::of::<ListRevisionsParams>,
         output: schema::of::<RevisionList>,
@@ -175,11 +130,7 @@ current text with `read_note`.",
         name: "note_links",
         twin: "GET /v1/notes/{note}:links",
         title: "A note's links and backlinks",
-        description: "The links of one note: `outgoing` (every wikilink, embed and relative \
-markdown link, with its line and the note it resolves to, the way Obsidian resolves them), \
-`unresolved` (links naming no note) and `backlinks` (notes linking to this one, with the \
-lines of their links). Handles only, never bodies: read a linked note with `read_note`. \
-`coverage.notes_searched` says how many notes were searched for backlinks.",
+        description: "One note's links: `outgoing` (wikilinks, embeds and markdown links, each with its line and the note it resolves to, as Obsidian resolves them), `unresolved` (naming no note) and `backlinks` (notes linking here, with their lines). Handles only: read a linked note with `read_note`.",
         access: Access::Read,
         input: schema::of::<NoteParam>,
         output: schema::of::<NoteLinks>,
@@ -188,11 +139,7 @@ lines of their links). Handles only, never bodies: read a linked note with `read
         name: "list_tags",
         twin: "GET /v1/tags",
         title: "List tags",
-        description: "The frontmatter tags of the vault with how many notes carry each: \
-`count` (a nested tag `a/b` also counts for `a`) and `direct_count`; only over the notes an \
-AIP-160 `filter` keeps, if given; ordered by `tag` (default) or `count desc` (most used \
-first). Body `#hashtags` are not tags. Find a tag's notes with `list_notes` and the filter \
-`tags:<tag>`. Carries `coverage`; page with `next_page_token`.",
+        description: "The frontmatter tags with how many notes carry each (`count`, nested `a/b` counting for `a`; `direct_count`), over the notes an AIP-160 `filter` keeps; `order_by` `tag` or `count desc`. Body `#hashtags` are not tags. A tag's notes: `list_notes` with `tags:<tag>`. Page with `page_token`.",
         access: Access::Read,
         input: schema::of::<TagsParams>,
         output: schema::of::<TagList>,
@@ -201,11 +148,7 @@ first). Body `#hashtags` are not tags. Find a tag's notes with `list_notes` and 
         name: "aggregate_properties",
         twin: "POST /v1/properties:aggregate",
         title: "Group notes by a frontmatter property",
-        description: "Group the notes (those an AIP-160 `filter` keeps, if given) by the \
-value of one top-level frontmatter `key` (e.g. `status`, `rating`, `author`): each value \
-with its count, most frequent first (up to `limit` groups; each item of a list counts on \
-its own), how many notes have the key and how many do not, and the range of the values \
-when they are numbers or dates. Carries `coverage`.",
+        description: "Group notes (those an AIP-160 `filter` keeps) by one top-level frontmatter `key` (e.g. `status`, `rating`): each value with its count, most frequent first (up to `limit`), how many notes have the key or not, and the range of numeric or date values.",
         access: Access::Read,
         input: schema::of::<AggregateRequest>,
         output: schema::of::<PropertyAggregate>,
@@ -214,10 +157,7 @@ when they are numbers or dates. Carries `coverage`.",
         name: "vault_summary",
         twin: "GET /v1/vault",
         title: "Vault summary",
-        description: "A summary of the vault: how many notes, excluded files, private notes, \
-folders and distinct tags it has, its size in bytes, notes by `status`, the write policy \
-and budget, and how fresh the search index is (`indexed_seq` against `committed_seq`). \
-Call it first to learn the size and shape of the vault. Takes no arguments.",
+        description: "The vault at a glance: notes, excluded files, private notes, folders, distinct tags, bytes, notes by `status`, the write policy and budget, and index freshness (`indexed_seq` against `committed_seq`). Call it first. Takes no arguments.",
         access: Access::Read,
         input: schema::of::<NoParams>,
         output: schema::of::<VaultSummary>,
@@ -226,16 +166,7 @@ Call it first to learn the size and shape of the vault. Takes no arguments.",
         name: "write_note",
         twin: "POST /v1/notes",
         title: "Write a note",
-        description: "Create a note, or replace the body of one that exists. `note` is a slug \
-(`projects/roadmap`, no `.md`) or a note id; a slug no note has is created there with \
-`content` as its whole text. For a note that exists, `content` replaces the body after its \
-frontmatter (the frontmatter is kept; change keys with the HTTP API) and `version_id` (from \
-`read_note`) guards against overwriting a change made since you read it (`VERSION_MOVED`: \
-read it again). Goes through the vault's write pipeline: the answer is the receipt \
-(`status` `applied` with the new `version_id`, or `queued` with a `pending_id` when the \
-vault's policy holds writes for a person's review: the note is then unchanged until \
-approved). Retrying the same call replays its first answer (`idempotency_key` is derived \
-from the arguments unless given). For a small change inside a note prefer `edit_note`.",
+        description: "Create a note at a slug (`content` is its whole text), or replace an existing note's body after its frontmatter (`version_id` from `read_note`; `VERSION_MOVED`: read again). Answers the receipt: `applied` with the new `version_id`, or `queued` with a `pending_id` when writes wait for review. A retried call replays its first answer.",
         access: Access::Write,
         input: schema::of::<WriteNoteParams>,
         output: schema::of::<Receipt>,
@@ -244,16 +175,66 @@ from the arguments unless given). For a small change inside a note prefer `edit_
         name: "edit_note",
         twin: "POST /v1/notes/{note}:edit",
         title: "Edit a note",
-        description: "Replace one exact piece of a note's text: `old_string` must occur \
-exactly once in the current text (read it with `read_note` first, and copy the text \
-exactly, whitespace included) and becomes `new_string`; `version_id` is the version you \
-read, and the edit is refused with `VERSION_MOVED` if the note changed since (read it again \
-and retry). Nothing else in the file changes. The answer is the receipt: `applied` with the \
-new `version_id`, or `queued` with a `pending_id` when the vault holds writes for review. \
-Retrying the same call replays its first answer (`idempotency_key` is derived from the \
-arguments unless given).",
+        description: "Replace one exact piece of a note's text: `old_string` (copied from `read_note`) must occur exactly once and becomes `new_string`; `version_id` is the version read (`VERSION_MOVED` if it changed). Answers the receipt (`applied`, or `queued` for review); a retried call replays its first answer.",
         access: Access::Write,
         input: schema::of::<EditNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "append_note",
+        twin: "POST /v1/notes/{note}:append",
+        title: "Append to a note",
+        description: "Add lines at the end of a note, or with `heading` (`Tasks` or `## Tasks`, \
+once in the note) at the end of that heading's section. `version_id` is optional: an \
+append needs no read first. Answers the receipt (`applied`, or `queued` for review); a \
+retried call replays its first answer.",
+        access: Access::Write,
+        input: schema::of::<AppendNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "replace_section",
+        twin: "POST /v1/notes/{note}:replaceSection",
+        title: "Replace a section",
+        description: "Replace what a heading's section holds (up to the next heading of the \
+same or a higher level) with `content`; the heading line stays. `version_id` is the \
+version read (`VERSION_MOVED` if it changed). Answers the receipt (`applied`, or \
+`queued` for review).",
+        access: Access::Write,
+        input: schema::of::<ReplaceSectionParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "set_frontmatter",
+        twin: "PATCH /v1/notes/{note}",
+        title: "Set a frontmatter key",
+        description: "Set one top-level frontmatter `key` of a note to `value` (string, number, \
+boolean or list; null removes it); the rest of the file is kept byte for byte. \
+`version_id` optional. Answers the receipt (`applied`, or `queued` for review).",
+        access: Access::Write,
+        input: set_frontmatter_input,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "move_note",
+        twin: "POST /v1/notes/{note}:move",
+        title: "Move a note",
+        description: "Move a note into `folder` (`\"\"` for the vault's top; made if \
+missing, one level at most), keeping its note_id; links to it are rewritten. \
+`version_id` optional. Answers the receipt (`applied`, or `queued` for review).",
+        access: Access::Write,
+        input: schema::of::<MoveNoteParams>,
+        output: schema::of::<Receipt>,
+    },
+    ToolSpec {
+        name: "delete_note",
+        twin: "DELETE /v1/notes/{note}",
+        title: "Delete a note",
+        description: "Delete a note: its file moves to the vault's `.trash/` and its revisions \
+stay listed (`list_revisions`), so it can be rolled back. `version_id` optional. Answers \
+the receipt (`applied`, or `queued` for review).",
+        access: Access::Write,
+        input: schema::of::<DeleteNoteParams>,
         output: schema::of::<Receipt>,
     },
 ];
@@ -271,15 +252,18 @@ fn definitions() -> &'static [(Access, Tool)] {
                         .destructive(false)
                         .idempotent(true)
                         .open_world(false),
+                    // A deleted note stays in `.trash/` and its history, yet it is gone
+                    // from the vault: a client may want to ask first.
                     Access::Write => ToolAnnotations::with_title(spec.title)
                         .read_only(false)
-                        .destructive(false)
+                        .destructive(spec.name == "delete_note")
                         .idempotent(true)
                         .open_world(false),
                 };
-                let tool = Tool::new(spec.name, spec.description, Arc::new((spec.input)()))
+                let input = schema::lean_input((spec.input)());
+                let tool = Tool::new(spec.name, spec.description, Arc::new(input))
                     .with_title(spec.title)
-                    .with_raw_output_schema(Arc::new((spec.output)()))
+                    .with_raw_output_schema(Arc::new(schema::lean_output((spec.output)())))
                     .with_annotations(annotations);
                 (spec.access, tool)
             })
@@ -329,7 +313,7 @@ pub async fn call(
         "aggregate_properties" => run(args, form, |p| properties::aggregate(state, p)).await,
         "vault_summary" => run(args, form, |_: NoParams| vault::vault(state)).await,
         "list_notes" => run(args, form, |p| notes::list_notes(state, p)).await,
-        "read_note" => run(args, form, |p| notes::read_note(state, p)).await,
+        "read_note" => read_note(state, args, form).await,
         "list_folders" => run(args, form, |p| folders::list_folders(state, p)).await,
         "list_attachments" => run(args, form, |p| attachments::list_attachments(state, p)).await,
         "attachment_link" => {
@@ -339,7 +323,78 @@ pub async fn call(
         "note_links" => run(args, form, |p| notes::note_links(state, p)).await,
         "write_note" => run(args, form, |p| writes::write_note(state, p, client)).await,
         "edit_note" => run(args, form, |p| writes::edit_note(state, p, client)).await,
+        "append_note" => run(args, form, |p| writes::append_note(state, p, client)).await,
+        "replace_section" => run(args, form, |p| writes::replace_section(state, p, client)).await,
+        "set_frontmatter" => run(args, form, |p| writes::set_frontmatter(state, p, client)).await,
+        "move_note" => run(args, form, |p| writes::move_note(state, p, client)).await,
+        "delete_note" => run(args, form, |p| writes::delete_note(state, p, client)).await,
         _ => return None,
+    })
+}
+
+/// `set_frontmatter`'s parameters; its `value` is any JSON value.
+fn set_frontmatter_input() -> JsonObject {
+    let mut input = schema::of::<SetFrontmatterParams>();
+    if let Some(Value::Object(value)) = input.get_mut("properties").and_then(|p| p.get_mut("value"))
+    {
+        value.remove("type");
+    }
+    input
+}
+
+/// `read_note`'s parameters: `/v1`'s, and `format`.
+fn read_note_input() -> JsonObject {
+    let mut input = schema::of::<ReadNoteParams>();
+    if let Some(Value::Object(properties)) = input.get_mut("properties") {
+        properties.insert(
+            "format".into(),
+            serde_json::json!({
+                "type": "string",
+                "enum": ["json", "text"],
+                "description": "`text`: the slice as one `lines.text` string (about the note's size)."
+            }),
+        );
+    }
+    input
+}
+
+/// `read_note`: the `/v1` read, or with `format: "text"` the same answer with the slice
+/// as one string (`lines.text` in place of `lines.items`): a line costs its own bytes
+/// rather than a JSON object each.
+async fn read_note(state: Arc<State>, mut args: Value, form: Form) -> Result<Answer, Error> {
+    let format = args.as_object_mut().and_then(|m| m.remove("format"));
+    let text = match &format {
+        None | Some(Value::Null) => false,
+        Some(Value::String(f)) if f == "json" => false,
+        Some(Value::String(f)) if f == "text" => true,
+        Some(other) => {
+            return Err(Error::invalid_field(
+                "format",
+                format!("must be \"json\" or \"text\", got {other}"),
+            ))
+        }
+    };
+    if !text {
+        return run(args, form, |p| notes::read_note(state, p)).await;
+    }
+    let params: ReadNoteParams = parse_as(&args)?;
+    let mut json =
+        serde_json::to_value(notes::read_note(state, params).await?).map_err(Error::internal)?;
+    if let Some(Value::Object(lines)) = json.get_mut("lines") {
+        let joined = match lines.remove("items") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|line| line["text"].as_str().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        lines.insert("text".into(), Value::String(joined));
+    }
+    let text = serde_json::to_string(&json).map_err(Error::internal)?;
+    Ok(Answer {
+        text,
+        json: (form == Form::Value).then_some(json),
     })
 }
 
@@ -411,5 +466,31 @@ mod tests {
             assert!(tool.description.as_ref().unwrap().len() > 200);
         }
         assert!(listed(false).iter().all(|t| t.name != "write_note"));
+    }
+
+    /// Every session pays for `tools/list` in context: with the write tools it stays
+    /// within 24 KB, and the descriptions with the input schemas within 12 KB.
+    #[test]
+    fn the_tool_list_stays_lean() {
+        let tools = listed(true);
+        let whole = serde_json::to_string(&serde_json::json!({"tools": tools}))
+            .unwrap()
+            .len();
+        assert!(whole <= 24_000, "tools/list is {whole} bytes");
+        let said: usize = tools
+            .iter()
+            .map(|t| {
+                t.description.as_ref().map_or(0, |d| d.len())
+                    + serde_json::to_string(&t.input_schema).unwrap().len()
+            })
+            .sum();
+        assert!(
+            said <= 12_000,
+            "descriptions and input schemas are {said} bytes"
+        );
+        for tool in &tools {
+            let output = Value::Object((*tool.output_schema.clone().unwrap()).clone());
+            assert!(output.to_string().len() < 1_000, "{}: {output}", tool.name);
+        }
     }
 }

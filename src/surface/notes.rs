@@ -310,3 +310,10 @@ pub async fn note_links(state: Arc<State>, p: NoteParam) -> Result<NoteLinks, Er
         unresolved,
     })
 }
+
+/// A note's whole text as on disk (lossily decoded where it is not UTF-8): what an MCP
+/// resource read answers.
+pub async fn markdown(state: Arc<State>, key: String) -> Result<String, Error> {
+    let (_, bytes) = blocking(move || crate::record::refresh::read(&state, &key)).await?;
+    Ok(crate::vault::markdown::decode(&bytes).0.into_owned())
+}

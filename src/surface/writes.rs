@@ -58,6 +58,167 @@ pub struct EditNoteParams {
     pub idempotency_key: Option<String>,
 }
 
+/// `append_note`: the `:append` contract.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendNoteParams {
+    /// The note: a slug or a note id.
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// The lines to add.
+    pub content: String,
+    /// A heading's text (`Tasks` or `## Tasks`): add at the end of its section, not of the note.
+    pub heading: Option<String>,
+    /// The version read; when given, a note changed since is `VERSION_MOVED`.
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `replace_section`: the `:replaceSection` contract.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaceSectionParams {
+    /// The note: a slug or a note id.
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// The heading's text (`Tasks` or `## Tasks`), once in the note.
+    pub heading: String,
+    /// What the section holds after its heading line.
+    pub content: String,
+    /// The version read (`version_id` of `read_note`).
+    pub version_id: String,
+    pub agent_id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `set_frontmatter`: `PATCH /v1/notes/{note}` with one `frontmatter.<key>`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetFrontmatterParams {
+    /// The note: a slug or a note id.
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// A top-level frontmatter key (e.g. `status`, `tags`, `due`).
+    #[schema(min_length = 1)]
+    pub key: String,
+    /// Its new value (a string, number, boolean or list), or null to remove the key.
+    #[schema(value_type = Object)]
+    pub value: Value,
+    /// The version read; when given, a note changed since is `VERSION_MOVED`.
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `move_note`: the `:move` contract.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveNoteParams {
+    /// The note: a slug or a note id.
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// The folder to move it into (`\"\"`: the vault's top); links to it are rewritten.
+    pub folder: String,
+    /// The version read; when given, a note changed since is `VERSION_MOVED`.
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `delete_note`: `DELETE /v1/notes/{note}` (the file goes to `.trash/`).
+#[derive(Debug, Clone, Deserialize, serde::Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteNoteParams {
+    /// The note: a slug or a note id.
+    #[schema(min_length = 1)]
+    pub note: String,
+    /// The version read; when given, a note changed since is `VERSION_MOVED`.
+    pub version_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `append_note` (twin of `POST /v1/notes/{note}:append`).
+pub async fn append_note(
+    state: Arc<State>,
+    p: AppendNoteParams,
+    client: Option<String>,
+) -> Result<Value, Error> {
+    let (key, legacy) = tool_key("append_note", &p, p.idempotency_key.as_deref())?;
+    let agent = p.agent_id.or(client);
+    let request =
+        writes::Request::section(p.note, p.version_id, p.heading, p.content, false, agent)?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, false)
+}
+
+/// `replace_section` (twin of `POST /v1/notes/{note}:replaceSection`).
+pub async fn replace_section(
+    state: Arc<State>,
+    p: ReplaceSectionParams,
+    client: Option<String>,
+) -> Result<Value, Error> {
+    let (key, legacy) = tool_key("replace_section", &p, p.idempotency_key.as_deref())?;
+    let agent = p.agent_id.or(client);
+    let request = writes::Request::section(
+        p.note,
+        Some(p.version_id),
+        Some(p.heading),
+        p.content,
+        true,
+        agent,
+    )?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, false)
+}
+
+/// `set_frontmatter` (twin of `PATCH /v1/notes/{note}` with `frontmatter.<key>`).
+pub async fn set_frontmatter(
+    state: Arc<State>,
+    p: SetFrontmatterParams,
+    client: Option<String>,
+) -> Result<Value, Error> {
+    let (key, legacy) = tool_key("set_frontmatter", &p, p.idempotency_key.as_deref())?;
+    let mut frontmatter = serde_json::Map::new();
+    frontmatter.insert(p.key.clone(), p.value);
+    let patch = writes::NotePatch {
+        frontmatter: Some(frontmatter),
+        version_id: p.version_id,
+        agent_id: p.agent_id.or(client),
+        ..Default::default()
+    };
+    let request = writes::Request::patch(p.note, &format!("frontmatter.{}", p.key), patch)?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, true)
+}
+
+/// `move_note` (twin of `POST /v1/notes/{note}:move`).
+pub async fn move_note(
+    state: Arc<State>,
+    p: MoveNoteParams,
+    client: Option<String>,
+) -> Result<Value, Error> {
+    let (key, legacy) = tool_key("move_note", &p, p.idempotency_key.as_deref())?;
+    let agent = p.agent_id.or(client);
+    let request = writes::Request::move_note(p.note, p.folder, p.version_id, agent)?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, false)
+}
+
+/// `delete_note` (twin of `DELETE /v1/notes/{note}`).
+pub async fn delete_note(
+    state: Arc<State>,
+    p: DeleteNoteParams,
+    client: Option<String>,
+) -> Result<Value, Error> {
+    let (key, legacy) = tool_key("delete_note", &p, p.idempotency_key.as_deref())?;
+    let agent = p.agent_id.or(client);
+    let request = writes::Request::delete(p.note, p.version_id, agent)?;
+    let receipt = run(state, key, request, Some(legacy)).await?;
+    render_value(&receipt, false)
+}
+
 /// `write_note` (twin of `POST /v1/notes`, and of `PATCH /v1/notes/{note}` with
 /// `update_mask=content` for a note that exists).
 pub async fn write_note(

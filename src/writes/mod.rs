@@ -21,6 +21,7 @@ pub mod receipt;
 pub mod recover;
 pub mod request;
 pub mod review;
+mod sections;
 mod submit;
 
 pub(crate) use apply::{

@@ -105,6 +105,15 @@ pub enum Op {
         to: String,
         sha256: Option<String>,
     },
+    /// Append `content` to a note, at its end or at the end of `heading`'s section; or,
+    /// with `replace`, put it in place of what that section holds (`writes::sections`).
+    Section {
+        note: String,
+        version_id: Option<String>,
+        heading: Option<String>,
+        content: String,
+        replace: bool,
+    },
     /// MCP's `write_note`: create the note `note` names, or replace the body of the note
     /// it is. Its identity is the call's, so a retry replays even once the note exists;
     /// `submit` resolves it into a `Create` or a `Patch` before anything else sees it.
@@ -138,7 +147,7 @@ impl Op {
             | Op::PutPrivate { .. }
             | Op::Write { .. } => "write",
             Op::Delete { .. } | Op::DeleteAttachment { .. } => "delete",
-            Op::Edit { .. } => "edit",
+            Op::Edit { .. } | Op::Section { .. } => "edit",
             Op::Move { .. } | Op::MoveAttachment { .. } => "move",
             Op::Rename { .. } => "rename",
             Op::CreateFolder { .. } => "folder_create",

@@ -235,6 +235,33 @@ pub fn plan(state: &State, write: &WriteLock<'_>, op: &Op) -> Result<Plan> {
                 restore_id: None,
             })
         }
+        Op::Section {
+            note,
+            version_id,
+            heading,
+            content,
+            replace,
+        } => {
+            let (current_note, bytes) = current(state, write, note)?;
+            check_version(&current_note, version_id.as_deref())?;
+            let (text, lossy) = crate::vault::markdown::decode(&bytes);
+            if lossy {
+                return Err(not_utf8(&current_note));
+            }
+            let new_text = match (replace, heading) {
+                (true, Some(heading)) => super::sections::replace(&text, heading, content)?,
+                _ => super::sections::append(&text, heading.as_deref(), content)?,
+            };
+            let to_rel = current_note.path.clone();
+            Ok(Plan {
+                from: Some((current_note, bytes)),
+                to_rel,
+                bytes: Some(new_text.into_bytes().into()),
+                kind: "update",
+                renamed: false,
+                restore_id: None,
+            })
+        }
         Op::Replace {
             note,
             version_id,

@@ -323,6 +323,45 @@ impl Request {
         Ok(request(op, agent))
     }
 
+    /// Append `content` to a note (under `heading` when given), or with `replace` put it
+    /// in place of `heading`'s section, which then needs the `version_id` read.
+    pub fn section(
+        note: String,
+        version_id: Option<String>,
+        heading: Option<String>,
+        content: String,
+        replace: bool,
+        agent: Option<String>,
+    ) -> Result<Request> {
+        let version_id = version_field("version_id", version_id)?;
+        if replace && version_id.is_none() {
+            return Err(Error::invalid_field(
+                "version_id",
+                "required to replace a section: the version read",
+            ));
+        }
+        match &heading {
+            Some(h) => check_len("heading", h, 1, 1000)?,
+            None if replace => {
+                return Err(Error::invalid_field(
+                    "heading",
+                    "required to replace a section",
+                ))
+            }
+            None => {}
+        }
+        check_len("content", &content, usize::from(!replace), 100_000)?;
+        let agent = agent_id(agent)?;
+        let op = Op::Section {
+            note,
+            version_id,
+            heading,
+            content,
+            replace,
+        };
+        Ok(request(op, agent))
+    }
+
     /// Move a note into `folder` (`""`: the vault's top).
     pub fn move_note(
         note: String,

@@ -37,6 +37,8 @@ mod idp;
 mod inplace;
 mod links;
 mod mcp;
+mod mcp_sections;
+mod mcp_stdio;
 mod mcp_writes;
 mod names;
 mod notes;

@@ -117,7 +117,9 @@ async fn write_tools_are_offered_to_a_writing_token_only() {
         assert!(writer.contains(&tool.to_string()), "{tool} in {writer:?}");
         assert!(!reader.contains(&tool.to_string()), "{tool} in {reader:?}");
     }
-    assert_eq!(writer.len(), reader.len() + 2);
+    // write_note, edit_note, append_note, replace_section, set_frontmatter, move_note,
+    // delete_note.
+    assert_eq!(writer.len(), reader.len() + 7);
 
     // Open local mode: the local tool server is read-only.
     let open = TestServer::start(Some("vault-example"), |_| {}).await;

@@ -28,6 +28,7 @@ mod folder;
 mod patch;
 mod relocate;
 mod rollback;
+mod section;
 
 pub(crate) use crate::surface::writes::run;
 use crate::surface::writes::{wire, Wire};
@@ -38,6 +39,7 @@ pub use folder::*;
 pub use patch::*;
 pub use relocate::*;
 pub use rollback::*;
+pub use section::*;
 
 pub(crate) use crate::writes::request::agent_id;
 pub use crate::writes::{is_spec_uuid, MAX_BODY};
