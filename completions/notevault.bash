@@ -34,11 +34,20 @@ _notevault() {
             notevault,login-link)
                 cmd="notevault__subcmd__login__subcmd__link"
                 ;;
+            notevault,ls)
+                cmd="notevault__subcmd__ls"
+                ;;
             notevault,openapi)
                 cmd="notevault__subcmd__openapi"
                 ;;
+            notevault,read)
+                cmd="notevault__subcmd__read"
+                ;;
             notevault,reindex)
                 cmd="notevault__subcmd__reindex"
+                ;;
+            notevault,search)
+                cmd="notevault__subcmd__search"
                 ;;
             notevault,serve)
                 cmd="notevault__subcmd__serve"
@@ -103,11 +112,20 @@ _notevault() {
             notevault__subcmd__help,login-link)
                 cmd="notevault__subcmd__help__subcmd__login__subcmd__link"
                 ;;
+            notevault__subcmd__help,ls)
+                cmd="notevault__subcmd__help__subcmd__ls"
+                ;;
             notevault__subcmd__help,openapi)
                 cmd="notevault__subcmd__help__subcmd__openapi"
                 ;;
+            notevault__subcmd__help,read)
+                cmd="notevault__subcmd__help__subcmd__read"
+                ;;
             notevault__subcmd__help,reindex)
                 cmd="notevault__subcmd__help__subcmd__reindex"
+                ;;
+            notevault__subcmd__help,search)
+                cmd="notevault__subcmd__help__subcmd__search"
                 ;;
             notevault__subcmd__help,serve)
                 cmd="notevault__subcmd__help__subcmd__serve"
@@ -173,7 +191,7 @@ _notevault() {
 
     case "${cmd}" in
         notevault)
-            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device help"
+            opts="-h -V --help --version serve reindex openapi token login-link export check status search read ls completions device help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -495,7 +513,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help)
-            opts="serve reindex openapi token login-link export check status completions device help"
+            opts="serve reindex openapi token login-link export check status search read ls completions device help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -662,6 +680,20 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__help__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__help__subcmd__openapi)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -676,7 +708,35 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__help__subcmd__read)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__help__subcmd__reindex)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__search)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -796,6 +856,44 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__ls)
+            opts="-h --prefix --url --token --cacert --json --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__openapi)
             opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -810,6 +908,44 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__read)
+            opts="-h --lines --url --token --cacert --json --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --lines)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__reindex)
             opts="-h --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -817,6 +953,48 @@ _notevault() {
                 return 0
             fi
             case "${prev}" in
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__search)
+            opts="-n -h --limit --url --token --cacert --json --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -867,7 +1045,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__status)
-            opts="-h --url --token --cacert --json --help"
+            opts="-h --url --token --cacert --json --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -882,6 +1060,14 @@ _notevault() {
                     return 0
                     ;;
                 --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -26,6 +26,9 @@ fn main() -> ExitCode {
             Err(e) => exit(Err(e)),
         },
         Command::Status(args) => exit(cmd::daemon_status(args)),
+        Command::Search(args) => exit(cmd::search(args)),
+        Command::Read(args) => exit(cmd::read(args)),
+        Command::Ls(args) => exit(cmd::ls(args)),
         Command::Device(command) => exit(cmd::device(command)),
     }
 }

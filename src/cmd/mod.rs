@@ -3,6 +3,8 @@
 
 mod device;
 mod maintenance;
+mod reach;
+mod reads;
 mod serve;
 mod status;
 mod token;
@@ -13,6 +15,7 @@ use crate::config::{Config, Layer};
 
 pub use device::device;
 pub use maintenance::{completions, export, notevault_check, reindex};
+pub use reads::{ls, read, search};
 pub use serve::serve;
 pub use status::daemon_status;
 pub use token::{login_link, token};

@@ -15,6 +15,7 @@ mod attachments;
 mod auth;
 mod check;
 mod cli;
+mod cli_reads;
 mod console;
 mod contract;
 mod crash;
