@@ -43,6 +43,7 @@ mod notes;
 mod openapi;
 mod questions;
 mod races;
+mod readme;
 mod review;
 mod search;
 mod secrets;
