@@ -32,7 +32,10 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('login-link', 'login-link', [CompletionResultType]::ParameterValue, 'Print a one-time sign-in link to the web console of the daemon serving a vault (valid 15 minutes, for one sign-in)')
             [CompletionResult]::new('export', 'export', [CompletionResultType]::ParameterValue, 'Write a .tar.gz of the vault''s notes and attachments, byte for byte (optionally with the history), the same archive as POST /v1/export; the daemon may be running')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)')
-            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask the daemon serving a vault how it is: seq, index freshness, watcher, history backlog, pending writes; with no daemon serving it, what the folder holds')
+            [CompletionResult]::new('search', 'search', [CompletionResultType]::ParameterValue, 'Search a vault''s notes (the daemon serving it, or the folder read directly): the best matches, each with its slug, title and the line that matched')
+            [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a note''s text as in its file (the daemon serving the vault, or the folder read directly), or lines A to B of it with --lines')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List a vault''s notes (the daemon serving it, or the folder read directly): slug and title, optionally under a path prefix')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
@@ -145,10 +148,49 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;status' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'The daemon''s base URL')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Ask the daemon at this base URL instead of the one the vault''s state directory names')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)')
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the daemon''s answers as JSON instead of a summary')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answers as JSON (those of the /v1 API) instead of a summary')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;search' {
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Results to show, 1..100')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Results to show, 1..100')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Ask the daemon at this base URL instead of the one the vault''s state directory names')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answers as JSON (those of the /v1 API) instead of a summary')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;read' {
+            [CompletionResult]::new('--lines', '--lines', [CompletionResultType]::ParameterName, 'Only lines A to B (1-based, both included; A: to the end, :B from the start)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Ask the daemon at this base URL instead of the one the vault''s state directory names')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answers as JSON (those of the /v1 API) instead of a summary')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'notevault;ls' {
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Only notes whose slug starts with this, e.g. projects/ (a folder) or daily/2026-')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Ask the daemon at this base URL instead of the one the vault''s state directory names')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'Trust this PEM certificate (a daemon serving HTTPS with its own certificate)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answers as JSON (those of the /v1 API) instead of a summary')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -332,7 +374,10 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('login-link', 'login-link', [CompletionResultType]::ParameterValue, 'Print a one-time sign-in link to the web console of the daemon serving a vault (valid 15 minutes, for one sign-in)')
             [CompletionResult]::new('export', 'export', [CompletionResultType]::ParameterValue, 'Write a .tar.gz of the vault''s notes and attachments, byte for byte (optionally with the history), the same archive as POST /v1/export; the daemon may be running')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Verify the state directory against the folder: catalog, metadata ids, search index, history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be stopped)')
-            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask a running daemon how it is: seq, index freshness, watcher, history backlog, pending writes')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Ask the daemon serving a vault how it is: seq, index freshness, watcher, history backlog, pending writes; with no daemon serving it, what the folder holds')
+            [CompletionResult]::new('search', 'search', [CompletionResultType]::ParameterValue, 'Search a vault''s notes (the daemon serving it, or the folder read directly): the best matches, each with its slug, title and the line that matched')
+            [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a note''s text as in its file (the daemon serving the vault, or the folder read directly), or lines A to B of it with --lines')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List a vault''s notes (the daemon serving it, or the folder read directly): slug and title, optionally under a path prefix')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish or powershell) on stdout')
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
@@ -375,6 +420,15 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;status' {
+            break
+        }
+        'notevault;help;search' {
+            break
+        }
+        'notevault;help;read' {
+            break
+        }
+        'notevault;help;ls' {
             break
         }
         'notevault;help;completions' {

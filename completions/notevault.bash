@@ -37,14 +37,23 @@ _notevault() {
             notevault,login-link)
                 cmd="notevault__subcmd__login__subcmd__link"
                 ;;
+            notevault,ls)
+                cmd="notevault__subcmd__ls"
+                ;;
             notevault,mcp)
                 cmd="notevault__subcmd__mcp"
                 ;;
             notevault,openapi)
                 cmd="notevault__subcmd__openapi"
                 ;;
+            notevault,read)
+                cmd="notevault__subcmd__read"
+                ;;
             notevault,reindex)
                 cmd="notevault__subcmd__reindex"
+                ;;
+            notevault,search)
+                cmd="notevault__subcmd__search"
                 ;;
             notevault,serve)
                 cmd="notevault__subcmd__serve"
@@ -127,14 +136,23 @@ _notevault() {
             notevault__subcmd__help,login-link)
                 cmd="notevault__subcmd__help__subcmd__login__subcmd__link"
                 ;;
+            notevault__subcmd__help,ls)
+                cmd="notevault__subcmd__help__subcmd__ls"
+                ;;
             notevault__subcmd__help,mcp)
                 cmd="notevault__subcmd__help__subcmd__mcp"
                 ;;
             notevault__subcmd__help,openapi)
                 cmd="notevault__subcmd__help__subcmd__openapi"
                 ;;
+            notevault__subcmd__help,read)
+                cmd="notevault__subcmd__help__subcmd__read"
+                ;;
             notevault__subcmd__help,reindex)
                 cmd="notevault__subcmd__help__subcmd__reindex"
+                ;;
+            notevault__subcmd__help,search)
+                cmd="notevault__subcmd__help__subcmd__search"
                 ;;
             notevault__subcmd__help,serve)
                 cmd="notevault__subcmd__help__subcmd__serve"
@@ -239,7 +257,7 @@ _notevault() {
 
     case "${cmd}" in
         notevault)
-            opts="-h -V --help --version serve reindex openapi token login-link export check status completions device db vault mcp help"
+            opts="-h -V --help --version serve reindex openapi token login-link export check status search read ls completions device db vault mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -639,7 +657,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help)
-            opts="serve reindex openapi token login-link export check status completions device db vault mcp help"
+            opts="serve reindex openapi token login-link export check status search read ls completions device db vault mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -834,6 +852,20 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__help__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__help__subcmd__mcp)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -862,7 +894,35 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__help__subcmd__read)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__help__subcmd__reindex)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__search)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1038,6 +1098,44 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__ls)
+            opts="-h --prefix --url --token --cacert --json --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__mcp)
             opts="-h --token --url --no-daemon --cacert --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1086,6 +1184,44 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        notevault__subcmd__read)
+            opts="-h --lines --url --token --cacert --json --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --lines)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         notevault__subcmd__reindex)
             opts="-h --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1093,6 +1229,48 @@ _notevault() {
                 return 0
             fi
             case "${prev}" in
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__search)
+            opts="-n -h --limit --url --token --cacert --json --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1143,7 +1321,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__status)
-            opts="-h --url --token --cacert --json --help"
+            opts="-h --url --token --cacert --json --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1158,6 +1336,14 @@ _notevault() {
                     return 0
                     ;;
                 --cacert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -71,9 +71,18 @@ pub enum Command {
     /// history (git fsck), leftover temp files; exit 3 on a problem (the daemon must be
     /// stopped).
     Check(CheckArgs),
-    /// Ask a running daemon how it is: seq, index freshness, watcher, history backlog,
-    /// pending writes.
+    /// Ask the daemon serving a vault how it is: seq, index freshness, watcher, history
+    /// backlog, pending writes; with no daemon serving it, what the folder holds.
     Status(StatusArgs),
+    /// Search a vault's notes (the daemon serving it, or the folder read directly): the
+    /// best matches, each with its slug, title and the line that matched.
+    Search(SearchArgs),
+    /// Print a note's text as in its file (the daemon serving the vault, or the folder
+    /// read directly), or lines A to B of it with --lines.
+    Read(ReadArgs),
+    /// List a vault's notes (the daemon serving it, or the folder read directly): slug and
+    /// title, optionally under a path prefix.
+    Ls(LsArgs),
     /// Print a shell completion script (bash, zsh, fish or powershell) on stdout.
     Completions(CompletionsArgs),
     /// The reference device client: keep a folder in step with a daemon over the sync
@@ -158,9 +167,20 @@ pub struct CheckArgs {
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
-    /// The daemon's base URL
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4000")]
-    pub url: String,
+    /// The vault folder [default: .]; without it and with no daemon found for `.`, the
+    /// daemon at http://127.0.0.1:4000 is asked
+    pub vault: Option<PathBuf>,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+}
+
+/// How a reading command reaches a vault: the daemon serving it (found through the URL
+/// its state directory records, or --url), else the folder read directly.
+#[derive(clap::Args)]
+pub struct ReachArgs {
+    /// Ask the daemon at this base URL instead of the one the vault's state directory names
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
     /// A bearer token, when the daemon requires auth (also NOTEVAULT_TOKEN)
     #[arg(
         long,
@@ -172,9 +192,54 @@ pub struct StatusArgs {
     /// Trust this PEM certificate (a daemon serving HTTPS with its own certificate)
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
-    /// Print the daemon's answers as JSON instead of a summary
+    /// Print the answers as JSON (those of the /v1 API) instead of a summary
     #[arg(long)]
     pub json: bool,
+    /// Where history, metadata and index live [default: <VAULT>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A TOML config file (also NOTEVAULT_CONFIG)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct SearchArgs {
+    /// What to find: words, "a phrase", +required, -excluded, prefix*, tags:x (as GET /v1/search's q)
+    #[arg(value_name = "QUERY")]
+    pub query: String,
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// Results to show, 1..100
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 10)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ReadArgs {
+    /// The note: its slug (its path without .md, e.g. projects/roadmap) or its note_id
+    #[arg(value_name = "NOTE")]
+    pub note: String,
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// Only lines A to B (1-based, both included; A: to the end, :B from the start)
+    #[arg(long, value_name = "A:B")]
+    pub lines: Option<String>,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+}
+
+#[derive(clap::Args)]
+pub struct LsArgs {
+    /// The vault folder [default: .]
+    pub vault: Option<PathBuf>,
+    /// Only notes whose slug starts with this, e.g. projects/ (a folder) or daily/2026-
+    #[arg(long, value_name = "P")]
+    pub prefix: Option<String>,
+    #[command(flatten)]
+    pub reach: ReachArgs,
 }
 
 #[derive(clap::Args)]

@@ -18,7 +18,6 @@ use tokio::sync::mpsc;
 
 use crate::cli::McpArgs;
 use crate::config::{Config, Layer};
-use crate::storage::metadata::Settings;
 
 use super::{config_file, logs};
 
@@ -103,8 +102,8 @@ fn http_client(args: &McpArgs) -> anyhow::Result<reqwest::Client> {
     Ok(builder.build()?)
 }
 
-/// The base URL of the daemon serving this vault: the one it kept in the metadata store
-/// when it started, if something there answers as notevault does (JSON, with the vault's
+/// The base URL of the daemon serving this vault: the one it recorded when it started
+/// (`reach::serving`, as the reading commands find it), if something there answers as notevault does (JSON, with the vault's
 /// id when the answer names one). A vault never served, or a daemon gone, is `None`.
 async fn daemon_url(
     config: &Config,
@@ -112,14 +111,7 @@ async fn daemon_url(
     token: Option<&str>,
 ) -> Option<String> {
     let dir = config.state_dir_of_vault().ok()?;
-    let file = dir.join("meta.sqlite");
-    if !file.is_file() {
-        return None;
-    }
-    let meta = crate::meta::Meta::open(&file).ok()?;
-    let url = meta.setting(crate::console::URL_SETTING).ok()??;
-    let vault_id = meta.setting("vault_id").ok()?;
-    drop(meta);
+    let (url, vault_id) = super::reach::serving(&dir).ok()??;
     let url = url.trim_end_matches('/').to_string();
     let mut request = client.get(format!("{url}/v1/vault")).timeout(PROBE);
     if let Some(token) = token {

@@ -1,34 +1,20 @@
-//! `notevault status`: what a running daemon says of itself, asked over HTTP.
+//! `notevault status`: what the daemon serving a vault says of itself, asked over HTTP
+//! (or, with none, what the folder holds).
 
-/// `notevault status`: what a running daemon says of itself (`GET /v1/index-status`,
-/// `GET /v1/vault`, the review queue), as a summary or JSON.
+/// `notevault status [VAULT]`: what the daemon serving the vault says of itself
+/// (`GET /v1/index-status`, `GET /v1/vault`, the review queue), as a summary or JSON;
+/// with no daemon serving it, what the folder holds, read directly.
 pub fn daemon_status(args: crate::cli::StatusArgs) -> anyhow::Result<()> {
-    let base = args.url.trim_end_matches('/').to_string();
-    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10));
-    if let Some(file) = &args.cacert {
-        let pem = std::fs::read(file)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
-        let cert = reqwest::Certificate::from_pem(&pem)
-            .map_err(|e| anyhow::anyhow!("{} is not a PEM certificate: {e}", file.display()))?;
-        builder = builder.add_root_certificate(cert);
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (index, vault, writes) = runtime.block_on(async {
-        let client = builder.build()?;
-        let get = |path: &'static str| {
-            let client = client.clone();
-            let url = format!("{base}{path}");
-            let token = args.token.clone();
-            async move { status_get(&client, &url, token.as_deref()).await }
-        };
-        let index = get("/v1/index-status").await?;
-        let vault = get("/v1/vault").await?;
-        let writes = get("/v1/writes?status=pending&page_size=1").await?;
-        anyhow::Ok((index, vault, writes))
-    })?;
-    if args.json {
+    let session = super::reach::Session::open(args.vault, &args.reach, true)?;
+    let json = args.reach.json;
+    let base = match &session.reach {
+        super::reach::Reach::Daemon { base, .. } => base.clone(),
+        super::reach::Reach::Direct(_) => return folder_status(&session, json),
+    };
+    let index = session.get("/v1/index-status")?;
+    let vault = session.get("/v1/vault")?;
+    let writes = session.get("/v1/writes?status=pending&page_size=1")?;
+    if json {
         let all = serde_json::json!({
             "url": base,
             "index_status": index,
@@ -97,57 +83,44 @@ pub fn daemon_status(args: crate::cli::StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One GET of `notevault status`; a failure is one line that says what to do.
-async fn status_get(
-    client: &reqwest::Client,
-    url: &str,
-    token: Option<&str>,
-) -> anyhow::Result<serde_json::Value> {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.map_err(|e| {
-        // The causes say whether a TLS handshake failed on the certificate.
-        let mut causes = String::new();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            causes.push_str(&cause.to_string());
-            source = cause.source();
+/// What a vault no daemon serves holds (`GET /v1/vault`'s counts, from the folder read
+/// directly); what only a daemon knows (seq, index, queue, policy) is null.
+fn folder_status(session: &super::reach::Session, json: bool) -> anyhow::Result<()> {
+    let mut vault = session.ask("/v1/vault", crate::surface::vault::vault)?;
+    if let Some(fields) = vault.as_object_mut() {
+        // The throwaway state's, not the vault's.
+        for key in [
+            "vault_id",
+            "write_policy",
+            "write_budget",
+            "e2ee",
+            "committed_seq",
+            "indexed_seq",
+        ] {
+            fields.remove(key);
         }
-        if causes.to_ascii_lowercase().contains("certificate") {
-            return anyhow::anyhow!(
-                "{url}: the daemon's TLS certificate is not trusted: pass --cacert FILE with its certificate (PEM)"
-            );
-        }
-        let why = if e.is_connect() {
-            "nothing answers there"
-        } else if e.is_timeout() {
-            "it did not answer within 10 s"
-        } else {
-            "the request failed"
-        };
-        anyhow::anyhow!(
-            "no notevault daemon at {url} ({why}): start one with `notevault serve`, or pass --url"
-        )
-    })?;
-    let code = response.status();
-    let body: serde_json::Value = response.json().await.map_err(|_| {
-        anyhow::anyhow!("{url} answered {code} without JSON: is it a notevault daemon? pass --url")
-    })?;
-    if code.is_success() {
-        return Ok(body);
     }
-    if code == reqwest::StatusCode::UNAUTHORIZED {
-        anyhow::bail!(
-            "the daemon at {url} needs a token ({}): pass --token or set NOTEVAULT_TOKEN (`notevault token create`)",
-            body["reason"].as_str().unwrap_or("401")
-        );
+    if json {
+        let all = serde_json::json!({
+            "url": null,
+            "index_status": null,
+            "vault": vault,
+            "pending_writes": null,
+        });
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
     }
-    anyhow::bail!(
-        "{url} answered {code} {}: {} {}",
-        body["reason"].as_str().unwrap_or(""),
-        body["message"].as_str().unwrap_or(""),
-        body["hint"].as_str().unwrap_or("")
-    )
+    let n = |v: &serde_json::Value| v.as_i64().unwrap_or(0);
+    let root = vault["root"].as_str().unwrap_or_default();
+    println!("daemon     none serves {root} (the folder was read directly)");
+    println!(
+        "vault      {} notes in {} folders ({} bytes), {} tags, {} private, {} left out",
+        n(&vault["notes"]),
+        n(&vault["folders"]),
+        n(&vault["bytes"]),
+        n(&vault["tags"]),
+        n(&vault["private_notes"]),
+        n(&vault["excluded"])
+    );
+    Ok(())
 }

@@ -61,6 +61,7 @@ where
     Router::new()
         .route("/", get(pages::review))
         .route("/pending", get(pages::pending))
+        .route("/writes/bulk", post(pages::decide_selected))
         .route("/writes/{id}/{action}", post(pages::decide))
         .route("/tokens", get(tokens::tokens).post(tokens::create_token))
         .route("/tokens/{prefix}/revoke", post(tokens::revoke_token))

@@ -60,6 +60,14 @@ pub(super) fn notice(done: Option<&str>) -> (Option<&'static str>, Option<String
         ),
         Some("revoked") => (Some("Token revoked: it stops working at its next request."), None),
         Some("saved") => (Some("Write settings saved."), None),
+        Some("bulk") => (
+            Some("Decided the selected writes, one by one: the Decided list shows each outcome."),
+            None,
+        ),
+        Some("none") => (
+            None,
+            Some("Nothing decided: select writes first (the box on each card).".into()),
+        ),
         _ => (None, None),
     }
 }
@@ -189,7 +197,18 @@ fn queue(state: &State, with_decided: bool) -> Result<Queue> {
             decided: Vec::new(),
         });
     }
-    let decided = state
+    let decided = decided(state)?;
+    Ok(Queue {
+        pending: shown,
+        more,
+        version,
+        decided,
+    })
+}
+
+/// The latest decided writes, newest first.
+fn decided(state: &State) -> Result<Vec<DecidedView>> {
+    Ok(state
         .meta
         .pending_rows(true, DECIDED_SHOWN)?
         .into_iter()
@@ -206,12 +225,23 @@ fn queue(state: &State, with_decided: bool) -> Result<Queue> {
                 decided_by: r.decided_by.unwrap_or_else(|| "unrecorded".into()),
             }
         })
-        .collect();
-    Ok(Queue {
-        pending: shown,
-        more,
-        version,
-        decided,
+        .collect())
+}
+
+/// What a fragment swaps beside the list (out of band): the count in the navigation, the
+/// vault's strip and the decided list, so that the page stays current after a decision
+/// or a poll that found the queue changed.
+struct Around {
+    waiting: usize,
+    overview: Overview,
+    decided: Vec<DecidedView>,
+}
+
+fn around(state: &State) -> Result<Around> {
+    Ok(Around {
+        waiting: state.meta.count_pending()?,
+        overview: overview(state)?,
+        decided: decided(state)?,
     })
 }
 
@@ -238,6 +268,7 @@ struct PendingFragment {
     more: usize,
     version: String,
     oob: bool,
+    around: Around,
 }
 
 #[derive(Template)]
@@ -250,6 +281,7 @@ struct DecidedFragment<'a> {
     /// so this answer stays on the page until something else changes.
     version: String,
     oob: bool,
+    around: Around,
 }
 
 /// The review page as HTML for a session whose CSRF token is `csrf` (also what
@@ -354,6 +386,7 @@ pub async fn pending(
                 more,
                 version,
                 oob: true,
+                around: around(state)?,
             }
             .render(),
         )
@@ -416,11 +449,63 @@ pub async fn decide(
                     message,
                     version: current_version(state)?,
                     oob: true,
+                    around: around(state)?,
                 }
                 .render(),
             );
         }
         Ok(Redirect::to(&format!("/?done={done}")).into_response())
+    })
+    .await
+}
+
+/// `POST /writes/bulk`: the writes selected on the review page (`id`, repeated), each
+/// approved or rejected (`action`) through the one review door, one decision per write
+/// recorded with its decider; then the review page with what was decided.
+pub async fn decide_selected(
+    Extension(console): Extension<Console>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let (_, fields) = match signed_post(&console, &headers, &body) {
+        Ok(s) => s,
+        Err(page) => return *page,
+    };
+    let approve = match fields
+        .iter()
+        .find(|(k, _)| k == "action")
+        .map(|(_, v)| v.as_str())
+    {
+        Some("approve") => true,
+        Some("reject") => false,
+        _ => {
+            return problem_page(
+                StatusCode::BAD_REQUEST,
+                "Choose Approve selected or Reject selected.",
+            )
+        }
+    };
+    let ids: Vec<String> = fields
+        .iter()
+        .filter(|(k, _)| k == "id")
+        .filter_map(|(_, v)| uuid::Uuid::parse_str(v).ok().map(|u| u.to_string()))
+        .collect();
+    page(&console.state, move |state| {
+        if ids.is_empty() {
+            return Ok(Redirect::to("/?done=none").into_response());
+        }
+        for id in &ids {
+            // Each its own decision: one decided elsewhere meanwhile, or one that cannot
+            // be applied, is listed with its outcome and the others go on.
+            match crate::writes::review::decide(state, id, approve, crate::auth::Who::CONSOLE) {
+                Ok(_) => {}
+                Err(e)
+                    if e.reason == Reason::ALREADY_DECIDED
+                        || e.reason == Reason::PENDING_WRITE_NOT_FOUND => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Redirect::to("/?done=bulk").into_response())
     })
     .await
 }

@@ -136,7 +136,36 @@ pub struct EventView {
     pub counts: String,
 }
 
-fn event_view(row: AuditRow) -> EventView {
+/// What an audit row's subject names, in words: a review decision's note (its title and
+/// path), a token's name; anything else as stored.
+fn subject_of(state: &State, kind: &str, subject: Option<String>) -> String {
+    let Some(subject) = subject else {
+        return String::new();
+    };
+    if kind.starts_with("write.") {
+        if let Ok(Some(row)) = state.meta.pending(&subject) {
+            let catalog = state.catalog.read();
+            return match catalog.get(&row.slug) {
+                Some(note) => format!("{} ({})", note.title, note.path),
+                None => format!("{}.md", row.slug),
+            };
+        }
+    }
+    if kind.starts_with("token.") {
+        if let Some(pat) = state
+            .meta
+            .pats()
+            .ok()
+            .and_then(|pats| pats.into_iter().find(|p| p.prefix == subject))
+        {
+            return format!("token {} ({})", pat.name, pat.prefix);
+        }
+    }
+    subject
+}
+
+fn event_view(state: &State, row: AuditRow) -> EventView {
+    let subject = subject_of(state, &row.kind, row.subject);
     let counts = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&row.counts)
         .map(|m| {
             m.iter()
@@ -149,7 +178,7 @@ fn event_view(row: AuditRow) -> EventView {
         created_at: row.created_at,
         kind: row.kind,
         actor: row.actor,
-        subject: row.subject.unwrap_or_default(),
+        subject,
         counts,
     }
 }
@@ -195,7 +224,7 @@ pub async fn activity(
                     .into_iter()
                     .map(|d| (d, d == days))
                     .collect(),
-                events: rows.into_iter().map(event_view).collect(),
+                events: rows.into_iter().map(|r| event_view(state, r)).collect(),
                 more,
             }
             .render(),
@@ -210,7 +239,18 @@ pub struct PrivateNotes {
     pub key_version: Option<u32>,
     pub recovery: bool,
     pub count: usize,
-    pub notice: &'static str,
+    /// The notice in pieces, each `(is code, text)`: its `code` spans set as code, never
+    /// as literal backticks.
+    pub notice: Vec<(bool, &'static str)>,
+}
+
+/// `text` split at its backticks: the odd pieces are code.
+fn code_spans(text: &'static str) -> Vec<(bool, &'static str)> {
+    text.split('`')
+        .enumerate()
+        .filter(|(_, piece)| !piece.is_empty())
+        .map(|(i, piece)| (i % 2 == 1, piece))
+        .collect()
 }
 
 #[derive(Template)]
@@ -244,7 +284,7 @@ fn vault_page(
                         .as_ref()
                         .is_some_and(|h| h.recovery.is_some()),
                     count: crate::queries::private::private_note_count(state),
-                    notice: keys.recovery_notice(),
+                    notice: code_spans(keys.recovery_notice()),
                 }
             },
         }

@@ -22,8 +22,8 @@ AGENT = os.environ["NV_AGENT_TOKEN"]
 SHOTS = os.environ["NV_SHOTS"]
 
 
-def shot(page, name):
-    page.screenshot(path=os.path.join(SHOTS, name + ".png"), full_page=True)
+def shot(page, name, full_page=True):
+    page.screenshot(path=os.path.join(SHOTS, name + ".png"), full_page=full_page)
 
 
 def main():
@@ -103,7 +103,11 @@ def main():
         assert first.locator("script").count() == 0
         expect(second.locator("pre.diff .del")).to_contain_text("Quick captures.")
         expect(second.locator("pre.diff .add")).to_contain_text("Quick captures, reviewed.")
-        shot(page, "review")
+        shot(page, "review-escaping")
+        # Times read in the browser's zone, the UTC instant kept in the tooltip.
+        when = first.locator("time")
+        assert when.get_attribute("title") == when.get_attribute("datetime"), when.get_attribute("title")
+        assert not when.inner_text().endswith("Z"), when.inner_text()
 
         # A second tab sees the same write; the first tab approves it. The second tab is a
         # stale one: its list does not refresh (its polls are cut), so it still offers
@@ -116,10 +120,17 @@ def main():
 
         note = os.path.join(VAULT, "from-agent.md")
         assert not os.path.exists(note)
+        notes_before = int(page.locator("#overview strong").first.inner_text())
         first.get_by_role("button", name="Approve").click()
         expect(page.locator(f"#write-{created['pending_id']}")).to_contain_text("Approved")
         with open(note, encoding="utf-8") as f:
             assert "A proposal from an agent." in f.read()
+        # Without a reload: the count in the navigation, the vault's note count and the
+        # decided list follow the decision.
+        expect(page.locator("#pending-badge")).to_have_text("1")
+        expect(page.locator("#overview strong").first).to_have_text(str(notes_before + 1))
+        expect(page.locator("#decided")).to_contain_text("from-agent.md")
+        expect(page.locator("#decided")).to_contain_text("applied")
 
         # The other tab's approve of the decided write changes nothing and says so.
         other_first.get_by_role("button", name="Approve").click()
@@ -136,10 +147,53 @@ def main():
         with open(inbox_path, encoding="utf-8") as f:
             assert f.read() == before, "a rejected edit changed the note"
 
+        expect(page.locator("#pending-badge")).to_be_hidden()
+        expect(page.locator("#decided")).to_contain_text("rejected")
+
         # Decided writes are listed after a reload.
         page.reload()
         expect(page.locator("table.rows")).to_contain_text("applied")
         expect(page.locator("table.rows")).to_contain_text("rejected")
+
+        # Bulk: an agent queues three notes; two selected are approved at once, each its
+        # own decision recorded with its decider; the third waits.
+        bulk = []
+        for i in range(3):
+            status, queued = http(
+                "POST",
+                "/v1/notes",
+                AGENT,
+                {
+                    "slug": f"ideas/idea-{i}",
+                    "agent_id": "claude",
+                    "content": f"# Idea {i}\n\nA small idea from the agent, number {i}.\n",
+                },
+                key=f"browser-bulk-{i}",
+            )
+            assert status == 202, (status, queued)
+            bulk.append(queued["pending_id"])
+        for pending_id in bulk:
+            expect(page.locator(f"#write-{pending_id}")).to_be_visible(timeout=15000)
+        expect(page.locator("#pending-badge")).to_have_text("3")
+        # The README's screenshot (docs/console-review.png): a clean queue, the first
+        # screenful (the decided list below holds the escaping test's title).
+        shot(page, "review", full_page=False)
+        for pending_id in bulk[:2]:
+            page.locator(f"#write-{pending_id} input.select").check()
+        page.get_by_role("button", name="Approve selected").click()
+        expect(page.get_by_role("status")).to_contain_text("Decided the selected writes")
+        for i in range(2):
+            assert os.path.exists(os.path.join(VAULT, "ideas", f"idea-{i}.md")), i
+        assert not os.path.exists(os.path.join(VAULT, "ideas", "idea-2.md"))
+        expect(page.locator(f"#write-{bulk[2]}")).to_be_visible()
+        expect(page.locator("#pending-badge")).to_have_text("1")
+        decided_rows = page.locator("#decided tbody tr")
+        expect(decided_rows.filter(has_text="idea-0.md")).to_contain_text("a person signed in to the console")
+        expect(decided_rows.filter(has_text="idea-1.md")).to_contain_text("applied")
+        # Nothing selected: nothing decided, and the page says so.
+        page.get_by_role("button", name="Reject selected").click()
+        expect(page.get_by_role("alert")).to_contain_text("select writes first")
+        expect(page.locator(f"#write-{bulk[2]}")).to_be_visible()
 
         # A token for a new agent: shown once, with the MCP configuration; it works from
         # an HTTP client, and a session-only route refuses it.
@@ -167,10 +221,14 @@ def main():
         for kind in ["write.queued", "write.approved", "write.rejected", "token.created", "session.signed_in"]:
             expect(table).to_contain_text(kind)
         assert "A proposal from an agent" not in page.content()
+        # Rows name the note a decision was about and the token a change was about.
+        expect(table).to_contain_text("from-agent.md")
+        expect(table).to_contain_text("token claude-code")
         shot(page, "activity")
 
         page.get_by_role("link", name="Vault").click()
         expect(page.get_by_role("heading", name="Purge the daemon's data")).to_be_visible()
+        assert "`" not in page.locator("main").inner_text(), "markdown backticks on the page"
         shot(page, "vault")
 
         # A purge with the wrong name changes nothing.
@@ -190,7 +248,15 @@ def main():
         # A phone-width screen still shows the review page's actions.
         page.set_viewport_size({"width": 390, "height": 844})
         page.get_by_role("link", name="Review").click()
+        expect(page.get_by_role("button", name="Approve selected")).to_be_visible()
         shot(page, "review-phone")
+        # Nothing wider than the screen: no sideways scrolling, on any page.
+        for name in ["Review", "Access tokens", "Write settings", "Activity", "Vault"]:
+            page.get_by_role("link", name=name).first.click()
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, (name, width)
+        page.get_by_role("link", name="Activity").click()
+        shot(page, "activity-phone")
 
         # Sign out: the pages are refused, and the used link does not sign in again.
         page.get_by_role("button", name="Sign out").click()

@@ -674,8 +674,9 @@ async fn purge_with_trash_notes_moves_the_notes_to_the_trash() {
 }
 
 /// The console in a real browser: sign in with the printed link, see an agent's write
-/// arrive, approve one (the note changes on disk), reject another, decide one twice from
-/// two tabs, create a token and use it, sign out. Screenshots go to
+/// arrive, approve one (the note changes on disk; the counts and the decided list follow
+/// without a reload), reject another, decide one twice from two tabs, approve selected
+/// writes at once, create a token and use it, every page at phone width, sign out. Screenshots go to
 /// `target/console-screenshots/`.
 #[test]
 fn the_console_in_a_browser() {
@@ -692,7 +693,15 @@ fn the_console_in_a_browser() {
     {
         return;
     }
-    for page in ["review", "tokens", "activity", "vault", "review-phone"] {
+    for page in [
+        "review",
+        "review-escaping",
+        "tokens",
+        "activity",
+        "activity-phone",
+        "vault",
+        "review-phone",
+    ] {
         assert!(shots.join(format!("{page}.png")).exists(), "{page}");
     }
 }
@@ -1015,6 +1024,10 @@ async fn every_console_post_needs_the_csrf_token() {
         (&*format!("/tokens/{}/revoke", row.prefix), vec![]),
         (&*format!("/writes/{pending_id}/approve"), vec![]),
         (&*format!("/writes/{pending_id}/reject"), vec![]),
+        (
+            "/writes/bulk",
+            vec![("id", pending_id), ("action", "approve")],
+        ),
         ("/purge", vec![("confirm", "vault")]),
         ("/sign-out", vec![]),
     ]

@@ -40,15 +40,16 @@ document.addEventListener("htmx:sendError", () => {
   flash.textContent = "The daemon cannot be reached: is it still running?";
   flash.hidden = false;
 });
-// A decision's answer replaces the card; the pending count in the navigation follows the list.
-document.addEventListener("htmx:afterSwap", () => {
-  const badge = document.getElementById("pending-badge");
-  if (!badge) return;
-  const list = document.getElementById("pending");
-  if (!list) return;
-  const waiting =
-    list.querySelectorAll("article.write:not(.decided)").length +
-    Number(list.dataset.more || 0);
-  badge.textContent = String(waiting);
-  badge.hidden = waiting === 0;
-});
+// Times as the reader's clock shows them: the page carries UTC (`datetime`, kept in the
+// tooltip), the browser knows the local zone. Again for what htmx swaps in.
+function localTimes(root) {
+  for (const time of root.querySelectorAll("time[datetime]")) {
+    const when = new Date(time.dateTime);
+    if (Number.isNaN(when.getTime()) || time.dataset.local) continue;
+    time.title = time.dateTime;
+    time.textContent = when.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+    time.dataset.local = "1";
+  }
+}
+document.addEventListener("DOMContentLoaded", () => localTimes(document));
+document.addEventListener("htmx:load", (event) => localTimes(event.detail.elt));

@@ -101,6 +101,18 @@ pub fn rg() -> Option<PathBuf> {
     }
 }
 
+/// `curl` and `bash`, which README.md's examples use (`tests/it/readme.rs` runs them).
+pub fn curl() -> Option<PathBuf> {
+    let runs = |tool: &str| Command::new(tool).arg("--version").output().is_ok();
+    if runs("curl") && runs("bash") {
+        return Some(PathBuf::from("curl"));
+    }
+    missing(
+        "curl or bash",
+        "README.md's examples run with them (Debian: apt-get install curl)",
+    )
+}
+
 /// Debian's Chromium (`/usr/bin/chromium`, the package `.ci/run` installs) for the
 /// console's browser test.
 pub fn chromium() -> Option<PathBuf> {
