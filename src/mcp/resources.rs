@@ -119,9 +119,22 @@ pub async fn read(state: Arc<State>, uri: String) -> Result<ReadResourceResult, 
 }
 
 /// A session's subscriptions: a watch per URI, ended by an unsubscribe, the session's
-/// end (its peer gone) or the daemon's stop.
+/// end (the last handle dropped, or its peer gone) or the daemon's stop.
 #[derive(Clone, Default)]
-pub struct Subscriptions(Arc<Mutex<HashMap<String, tokio::task::JoinHandle<()>>>>);
+pub struct Subscriptions(Arc<Mutex<Watches>>);
+
+/// The watch tasks by URI; dropped with the session, they stop (a dropped `JoinHandle`
+/// would let its task run on).
+#[derive(Default)]
+struct Watches(HashMap<String, tokio::task::JoinHandle<()>>);
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in self.0.values() {
+            task.abort();
+        }
+    }
+}
 
 impl Subscriptions {
     pub fn subscribe(
@@ -165,7 +178,7 @@ impl Subscriptions {
             }
         });
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = all.insert(uri, task) {
+        if let Some(old) = all.0.insert(uri, task) {
             old.abort();
         }
         Ok(())
@@ -173,7 +186,7 @@ impl Subscriptions {
 
     pub fn unsubscribe(&self, uri: &str) {
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(task) = all.remove(uri) {
+        if let Some(task) = all.0.remove(uri) {
             task.abort();
         }
     }
