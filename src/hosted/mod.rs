@@ -103,6 +103,29 @@ impl Database {
     }
 }
 
+/// Run `work` to its end from synchronous code (the storage seam's traits are
+/// synchronous: the pipeline runs on blocking threads). The futures run on hosted mode's
+/// own runtime, entered here, so a pool's connection tasks live where no request blocks
+/// them; this thread only waits. Safe from any thread, a runtime's worker included
+/// (which it blocks for the call, as a SQLite call would).
+pub fn block_on<F: std::future::Future>(work: F) -> F::Output {
+    let _entered = runtime().enter();
+    futures::executor::block_on(work)
+}
+
+/// The runtime of every database connection of a serving process.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("notevault-db")
+            .enable_all()
+            .build()
+            .expect("a runtime for the database connections")
+    })
+}
+
 /// rustls with the web PKI roots: `sslmode=prefer` (the default) and `require` work
 /// against a server with a public certificate; a server without TLS is reached in the
 /// clear unless the URL says `sslmode=require`.
@@ -199,5 +222,31 @@ mod tests {
         assert_eq!(err.reason, Reason::STORAGE_UNAVAILABLE);
         assert!(!err.message.contains("hunter2"), "{}", err.message);
         assert!(err.retry_after.is_none());
+    }
+
+    #[test]
+    fn block_on_waits_from_plain_and_runtime_threads() {
+        assert_eq!(block_on(async { 1 + 1 }), 2);
+        let slept = block_on(async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            "slept"
+        });
+        assert_eq!(slept, "slept");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let inside = rt.block_on(async {
+            tokio::spawn(async {
+                block_on(async {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    3
+                })
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(inside, 3);
     }
 }
