@@ -409,6 +409,13 @@ pub struct ServeArgs {
     /// signed in to the console or a notes.review token (kept in the vault's settings)
     #[arg(long)]
     pub review: bool,
+    /// Hosted mode: serve the vaults of this PostgreSQL database (no folder; also
+    /// NOTEVAULT_DATABASE_URL or `database_url` in the config file)
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Hosted mode: apply the database's schema migrations before serving
+    #[arg(long, requires = "database")]
+    pub migrate: bool,
 }
 
 #[derive(Subcommand)]

@@ -67,6 +67,31 @@ pub struct State {
     /// The `Daemon` that opened this state was dropped: a rescan that has not started
     /// yet does not start (`watch::live::full_rescan`), and no scan cache is written.
     pub stopped: std::sync::atomic::AtomicBool,
+    /// Other processes record changes of this vault too (hosted mode): its stores are
+    /// the truth, this state a cache of them.
+    pub shared: Option<Shared>,
+}
+
+/// The stores a vault's state reaches through the storage seam.
+pub struct Stores {
+    pub meta: Box<dyn Metadata>,
+    pub history: Box<dyn Revisions>,
+    pub files: Box<dyn NoteFiles>,
+}
+
+/// What a vault recorded by several processes needs: one writer at a time across them,
+/// and the changes of the others taken in before a change is planned.
+pub struct Shared {
+    pub fence: Box<dyn Fence>,
+    /// Bring the catalog, the index and the seq up to what the stores hold
+    /// (`record::follow`), under the write lock.
+    pub catch_up: fn(&State, &WriteLock<'_>) -> crate::error::Result<()>,
+}
+
+/// The lock that keeps other processes from recording a change of the vault.
+pub trait Fence: Send + Sync {
+    /// Hold the lock until the returned guard is dropped.
+    fn hold(&self) -> crate::error::Result<Box<dyn Send>>;
 }
 
 /// Writes waiting to be applied (`writes::group`'s jobs): whoever holds
@@ -94,16 +119,20 @@ impl State {
     pub fn new(
         config: Config,
         paths: VaultPaths,
-        meta: Box<dyn Metadata>,
-        history: Box<dyn Revisions>,
+        stores: Stores,
         index: Arc<SearchIndex>,
         token_key: [u8; 32],
         vault_id: String,
     ) -> crate::error::Result<Self> {
+        let Stores {
+            meta,
+            history,
+            files,
+        } = stores;
         let committed_seq = AtomicI64::new(meta.committed_seq()?);
         Ok(Self {
             config,
-            files: Box::new(crate::storage::folder::Folder::new(paths.root.clone())),
+            files,
             paths,
             meta,
             history,
@@ -129,7 +158,14 @@ impl State {
             stop: tokio_util::sync::CancellationToken::new(),
             purge: std::sync::OnceLock::new(),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            shared: None,
         })
+    }
+
+    /// The state of a vault that other processes record changes of too.
+    pub fn shared(mut self, shared: Shared) -> Self {
+        self.shared = Some(shared);
+        self
     }
 
     /// Whether nothing more is to be recorded into this state: its `Daemon` was dropped,
@@ -142,7 +178,7 @@ impl State {
     /// [`closed`](Self::closed) (the daemon is stopping: nothing more is written, and the
     /// caller may retry against the next start).
     pub fn lock_to_record(&self) -> crate::error::Result<WriteLock<'_>> {
-        let write = self.lock();
+        let write = self.lock_to_write()?;
         if self.closed() {
             return Err(stopping());
         }
@@ -150,11 +186,26 @@ impl State {
     }
 
     /// The write lock, whether or not the state is closed (a stop, the start's scan).
+    /// Of a shared vault, the other processes' lock is not taken: use
+    /// [`lock_to_write`](Self::lock_to_write) to change it.
     pub fn lock(&self) -> WriteLock<'_> {
         WriteLock {
             _held: self.write_mutex.lock(),
             of: &self.write_mutex,
+            _fence: None,
         }
+    }
+
+    /// The write lock for a change, whether or not the state is closed; of a shared
+    /// vault also the other processes' lock, and their changes taken in, so the change
+    /// is planned against the vault as it is.
+    pub fn lock_to_write(&self) -> crate::error::Result<WriteLock<'_>> {
+        let mut write = self.lock();
+        if let Some(shared) = &self.shared {
+            write._fence = Some(shared.fence.hold()?);
+            (shared.catch_up)(self, &write)?;
+        }
+        Ok(write)
     }
 
     pub fn committed_seq(&self) -> i64 {
@@ -179,6 +230,8 @@ impl State {
 /// [`State::lock_to_record`]). What must run under the lock takes a `&WriteLock` as an
 /// argument; the recorder also checks that it is this vault's ([`State::holds`]).
 pub struct WriteLock<'a> {
+    // Let go after the other processes' lock (fields drop in order).
+    _fence: Option<Box<dyn Send>>,
     _held: parking_lot::MutexGuard<'a, ()>,
     of: &'a Mutex<()>,
 }

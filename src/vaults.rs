@@ -46,3 +46,21 @@ impl From<Arc<State>> for Vaults {
         Self { all: vec![state] }
     }
 }
+
+/// The vaults of a hosted deployment: many, opened when a request first names one, and
+/// found by what a credential carries. Implemented by the composition root over the
+/// database (`daemon::hosted`).
+pub trait Directory: Send + Sync {
+    /// The vault `vault_id`, opened if it is not yet and caught up with what the other
+    /// instances recorded; `None` when there is no such vault (or it is being deleted).
+    fn open(&self, vault_id: &str) -> crate::error::Result<Option<Arc<State>>>;
+
+    /// The id of the vault whose personal access token has the public prefix `prefix`.
+    fn vault_of_token(&self, prefix: &str) -> crate::error::Result<Option<String>>;
+
+    /// The id of the vault whose console session has this digest.
+    fn vault_of_session(&self, digest: &str) -> crate::error::Result<Option<String>>;
+
+    /// The ids of the vaults of the organization `org_id`.
+    fn vaults_of_org(&self, org_id: &str) -> crate::error::Result<Vec<String>>;
+}

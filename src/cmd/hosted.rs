@@ -121,3 +121,80 @@ pub fn vault(command: VaultCommand) -> anyhow::Result<()> {
         }
     }
 }
+
+/// `notevault serve --database URL`: hosted mode. Every vault of the database is served
+/// to the credentials that name it; this instance keeps only caches (each vault's
+/// catalog and search index, in `--state-dir`, else a temporary folder removed at the
+/// end) and a lobby (an empty vault that requests naming no vault reach).
+pub async fn serve(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    migrate: bool,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use crate::hosted::block_on as on_db;
+    if let Some(i) = config
+        .static_tokens
+        .iter()
+        .position(|t| t.vault_id.is_none())
+    {
+        anyhow::bail!("static_tokens[{i}] names no vault_id: in hosted mode each static token is for one vault (`notevault vault list` shows their ids)");
+    }
+    let url = config
+        .database_url
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("no database is configured"))?;
+    let db = Database::open(url.expose(), Options::default()).map_err(message)?;
+    if migrate {
+        let done = on_db(schema::migrate(&db)).map_err(message)?;
+        if done.from != done.to {
+            tracing::info!(from = done.from, to = done.to, "database schema migrated");
+        }
+    }
+    on_db(schema::check(&db)).map_err(message)?;
+    let (cache, _removed_at_end) = match &config.state_dir {
+        Some(dir) => (dir.clone(), None),
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("notevault-hosted-")
+                .tempdir()?;
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    };
+    let mut lobby = config.clone();
+    lobby.vault = cache.join("lobby");
+    lobby.state_dir = Some(cache.join("lobby-state"));
+    lobby.watch = false;
+    lobby.database_url = None;
+    crate::state::create_state_dir(&lobby.vault)?;
+    let lobby = tokio::task::spawn_blocking(move || crate::daemon::open(lobby)).await??;
+    let directory = std::sync::Arc::new(crate::daemon::hosted::HostedVaults::new(
+        db,
+        config.clone(),
+        cache.join("vaults"),
+    ));
+    let addr = listener.local_addr()?;
+    {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "notevault: serving the vaults of the database on {}://{addr}",
+            config.scheme()
+        );
+    }
+    tracing::info!(%addr, "serving hosted mode");
+    let served = crate::http::run_with(
+        listener,
+        crate::vaults::Vaults::from(lobby.state.clone()),
+        Some(directory.clone()),
+        shutdown,
+    )
+    .await;
+    tokio::task::spawn_blocking(move || {
+        directory.stop();
+        lobby.stop();
+    })
+    .await?;
+    served?;
+    Ok(())
+}

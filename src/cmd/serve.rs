@@ -28,6 +28,7 @@ fn limit_malloc_arenas() {
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     logs();
     let review = args.review;
+    let migrate = args.migrate;
     let file = config_file(args.config.clone());
     let (vault, vaults) = match args.vaults.as_slice() {
         [] => (None, None),
@@ -54,10 +55,18 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
         watch: args.no_watch.then_some(false),
+        database_url: args.database.clone().map(crate::config::Secret::new),
         ..Layer::default()
     };
-    let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)
+    let mut config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)
         .map_err(anyhow::Error::msg)?;
+    if config.database_url.is_some() {
+        if !args.vaults.is_empty() {
+            anyhow::bail!("hosted mode (a database is configured) serves the database's vaults, not a folder: serve without VAULT, or bring the folder in with `notevault import`");
+        }
+        // Auth is always on in hosted mode: no open vault.
+        config.auth_required = true;
+    }
     refuse_exposed(&config)?;
     if config.auth_issuer.is_some() && !config.auth_configured() {
         tracing::warn!(target: TARGET, "auth_issuer is set but auth is off (no AUTH_REQUIRED, no static tokens): the daemon is open and JWTs are not checked");
@@ -77,6 +86,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        if config.database_url.is_some() {
+            return super::hosted::serve(config, listener, migrate, stop_signal()).await;
+        }
         let configs = config.vault_configs().map_err(anyhow::Error::msg)?;
         let daemons =
             tokio::task::spawn_blocking(move || crate::daemon::open_all(configs)).await??;

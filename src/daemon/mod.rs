@@ -28,6 +28,7 @@ use crate::vault::scan_cache::ScanCache;
 use crate::vault::walk::{walk, Want};
 use crate::watch::live::{self, LiveWatcher};
 
+pub mod hosted;
 mod startup;
 
 /// A running daemon: its state, and the live watcher once it is up. Dropping it stops
@@ -242,9 +243,12 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
         crate::index::SearchIndex::open_with_model(&state_dir, config.embed_model.as_deref())?;
     let state = Arc::new(State::new(
         config,
-        VaultPaths::new(root, state_dir),
-        Box::new(meta),
-        Box::new(history),
+        VaultPaths::new(root.clone(), state_dir),
+        crate::state::Stores {
+            meta: Box::new(meta),
+            history: Box::new(history),
+            files: Box::new(crate::storage::folder::Folder::new(root)),
+        },
         index,
         token_key,
         vault_id,

@@ -6,7 +6,11 @@
 //! by [`Options::acquire_timeout`] (the TCP connect, TLS and start-up included), and a
 //! database that cannot be reached answers `STORAGE_UNAVAILABLE` with `Retry-After`.
 
+pub mod fence;
+pub mod files;
+pub mod lookup;
 pub mod registry;
+pub mod revisions;
 pub mod schema;
 
 use std::str::FromStr;

@@ -8,6 +8,7 @@
 //! `Credential` into its extensions) → rate limits (the class from the route table) →
 //! panic catcher → `/mcp` or `api::dispatch`.
 
+mod hosted;
 pub mod server;
 pub mod tls;
 mod vault;
@@ -32,7 +33,7 @@ use crate::api::{credential, dispatch, routes, writes};
 use crate::auth::{self, jwt, pat, Credential, Permission, Presented, StaticTokens};
 use crate::config::Config;
 use crate::error::{Error, Reason};
-use crate::vaults::Vaults;
+use crate::vaults::{Directory, Vaults};
 
 /// What the middleware and the handlers reach: shared, so that the clone each middleware
 /// and extractor takes per request is one reference count, not a copy of every field
@@ -63,11 +64,23 @@ pub struct AppParts {
     pub static_tokens: Arc<StaticTokens>,
     /// The verifier of the identity provider's JWTs, when an issuer is configured.
     pub jwt: Option<Arc<jwt::Verifier>>,
+    /// Hosted mode: the vaults of the database, found by the credential; `vaults` then
+    /// holds only the lobby, an empty vault that a request naming no vault reaches.
+    pub hosted: Option<hosted::HostedServed>,
 }
 
 impl AppState {
     pub fn new(vaults: impl Into<Vaults>) -> Self {
-        let vaults: Vaults = vaults.into();
+        Self::build(vaults.into(), None)
+    }
+
+    /// Hosted mode's application: the vaults of `directory`, and `lobby` for requests
+    /// that name none.
+    pub fn hosted(lobby: Arc<crate::state::State>, directory: Arc<dyn Directory>) -> Self {
+        Self::build(lobby.into(), Some(directory))
+    }
+
+    fn build(vaults: Vaults, directory: Option<Arc<dyn Directory>>) -> Self {
         let config = vaults.default_vault().config.clone();
         let guards = Arc::new(Guards {
             hosts: HostGuard::new(&config),
@@ -89,6 +102,7 @@ impl AppState {
             })
             .collect();
         Self(Arc::new(AppParts {
+            hosted: directory.map(hosted::HostedServed::new),
             static_tokens,
             jwt: config.jwt_verifier().map(Arc::new),
             docs_url,
@@ -175,7 +189,17 @@ pub async fn run(
     vaults: impl Into<Vaults>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let vaults: Vaults = vaults.into();
+    run_with(listener, vaults.into(), None, shutdown).await
+}
+
+/// [`run`], in hosted mode when given the `directory` of the database's vaults (`vaults`
+/// then the lobby alone).
+pub async fn run_with(
+    listener: TcpListener,
+    vaults: Vaults,
+    directory: Option<Arc<dyn Directory>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let acceptor = tls::acceptor(&vaults.default_vault().config)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     for state in vaults.all() {
@@ -197,7 +221,7 @@ pub async fn run(
         let any = stops.iter().map(|s| Box::pin(s.cancelled()));
         futures::future::select_all(any).await;
     };
-    let app = AppState::new(vaults);
+    let app = AppState::build(vaults, directory);
     let limits = server::Limits::from(&app.config);
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
@@ -250,12 +274,26 @@ async fn host_guard(Shared(app): Shared<AppState>, req: Request, next: Next) -> 
 async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
     // A presigned link stands in for the bearer (never for the Host/Origin guard, which
     // ran before); a bad one is refused, never served.
-    let (credential, key, vault) = match vault::presigned(&app.vaults, req.method(), req.uri()) {
+    // Hosted mode: the vaults the credential may be for, opened (and caught up) now.
+    let named = match &app.hosted {
+        None => None,
+        Some(hosted) => match hosted.candidates(&app, req.headers()).await {
+            Ok(named) => Some(named),
+            Err(e) => return ApiError(e).into_response(),
+        },
+    };
+    let vaults = named.as_deref().unwrap_or(&app.vaults);
+    let presigned = match named {
+        // Attachments of a hosted vault wait for blob storage: no presigned link.
+        Some(_) => None,
+        None => vault::presigned(vaults, req.method(), req.uri()),
+    };
+    let (credential, key, vault) = match presigned {
         Some(Ok((credential, vault))) => (credential, None, vault),
         Some(Err(e)) => refused_error(&e, ""),
-        None => resolve(&app, req.headers(), req.uri()).await,
+        None => resolve(&app, vaults, req.headers(), req.uri()).await,
     };
-    let vault = app.vaults[vault].clone();
+    let vault = vaults[vault].clone();
     let who = match (&credential, &key) {
         (_, Some(key)) => Some(auth::Who(key.who.clone())),
         (Credential::Open, None) => Some(auth::Who(auth::Who::OPEN.into())),
@@ -326,12 +364,13 @@ type Resolved = (Credential, Option<RateKey>, usize);
 /// ([`vault::without_bearer`]).
 async fn resolve(
     app: &AppState,
+    vaults: &[Arc<ServedVault>],
     headers: &axum::http::HeaderMap,
     uri: &axum::http::Uri,
 ) -> Resolved {
     let unnamed = || {
         vault::without_bearer(
-            &app.vaults,
+            vaults,
             headers,
             uri.path(),
             uri.query(),
@@ -367,11 +406,10 @@ async fn resolve(
     };
     let Some((index, entry)) = app.static_tokens.find(token) else {
         if pat::looks_like(token) {
-            return pat_credential(app, token);
+            return pat_credential(vaults, token);
         }
         if let (Some(verifier), true) = (&app.jwt, jwt::looks_like(token)) {
-            let vaults: Vec<(&str, Option<&str>)> = app
-                .vaults
+            let vaults: Vec<(&str, Option<&str>)> = vaults
                 .iter()
                 .map(|v| (v.state.vault_id.as_str(), v.state.config.org_id.as_deref()))
                 .collect();
@@ -394,7 +432,7 @@ async fn resolve(
     };
     let vault = match &entry.vault_id {
         None => 0,
-        Some(named) => match app.vaults.iter().position(|v| v.state.vault_id == *named) {
+        Some(named) => match vaults.iter().position(|v| v.state.vault_id == *named) {
             Some(vault) => vault,
             None => {
                 return refused(
@@ -446,7 +484,7 @@ fn refused_error(e: &Error, prefix: &str) -> Resolved {
 /// made it (looked up per request, so a token created or revoked while serving counts at
 /// once), its keyed hash (constant time), its expiry. A use is noted at most once a
 /// minute.
-fn pat_credential(app: &AppState, token: &str) -> Resolved {
+fn pat_credential(vaults: &[Arc<ServedVault>], token: &str) -> Resolved {
     let prefix = pat::public_prefix(token);
     if !pat::well_formed(token) {
         return refused(
@@ -456,7 +494,7 @@ fn pat_credential(app: &AppState, token: &str) -> Resolved {
         );
     }
     let mut found = Ok(None);
-    for (i, served) in app.vaults.iter().enumerate() {
+    for (i, served) in vaults.iter().enumerate() {
         match served.state.meta.pat(prefix) {
             Ok(Some(row)) => {
                 found = Ok(Some((i, row)));
@@ -480,7 +518,7 @@ fn pat_credential(app: &AppState, token: &str) -> Resolved {
         }
         Err(e) => return refused_error(&e, prefix),
     };
-    let served = &app.vaults[vault];
+    let served = &vaults[vault];
     let meta = &served.state.meta;
     let key = match served.pat_key.get() {
         Some(key) => Ok(*key),

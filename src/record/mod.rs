@@ -20,6 +20,7 @@
 //! (find a note, read bytes that agree with its version).
 
 pub mod files;
+pub mod follow;
 pub mod reconcile;
 pub mod refresh;
 

@@ -123,6 +123,10 @@ pub fn read_kept(state: &State, key: &str) -> Option<NoteBytes> {
 /// [`Paths::stamp_path`](crate::vault::path::VaultPaths::stamp_path): the bytes answered are
 /// the ones the catalog read through a checked path, never the file's.
 fn kept_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
+    // A shared vault has no folder beside it: its catalog holds every note's bytes.
+    if state.shared.is_some() {
+        return note.content.clone();
+    }
     let (stamp, kept) = (note.stamp?, note.content.as_ref()?);
     let now = FileStamp::at(&state.paths.stamp_path(&note.path)).ok()?;
     (now == stamp).then(|| kept.clone())

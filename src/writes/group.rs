@@ -83,9 +83,15 @@ pub(crate) fn apply_grouped(
         // No leader, and this write is unanswered: it is still queued. Lead.
         let taken: Vec<Arc<Job>> = std::mem::take(&mut *jobs);
         drop(jobs);
-        {
-            let write = state.lock();
-            lead(state, &write, &taken);
+        match state.lock_to_write() {
+            Ok(write) => lead(state, &write, &taken),
+            // The other processes' lock of a shared vault could not be had: each write
+            // gets that answer, nothing was written.
+            Err(e) => {
+                for job in &taken {
+                    *job.answer.lock() = Some(Err(e.clone()));
+                }
+            }
         }
         drop(leading);
         let answer = job.answer.lock().take();

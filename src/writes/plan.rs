@@ -56,11 +56,24 @@ fn target_path(state: &State, slug: &str) -> Result<crate::vault::path::SafePath
     Ok(safe)
 }
 
+/// A shared vault has no folder beside it: its folders are those its notes are in.
+fn folder_exists(state: &State, folder: &str) -> bool {
+    match state.shared {
+        None => state.paths.root.join(folder).is_dir(),
+        Some(_) => state
+            .catalog
+            .read()
+            .iter_prefix(&format!("{folder}/"))
+            .next()
+            .is_some(),
+    }
+}
+
 /// The folder of the vault path `rel` exists, or is one the API may make on the way
 /// (one level deep at most).
 pub fn folder_creatable(state: &State, rel: &str) -> Result<()> {
     if let Some((folder, _)) = rel.rsplit_once('/') {
-        if folder.contains('/') && !state.paths.root.join(folder).is_dir() {
+        if folder.contains('/') && !folder_exists(state, folder) {
             return Err(Error::invalid_field(
                 "folder",
                 format!("folder {folder:?} does not exist and the API creates folders only one level deep"),

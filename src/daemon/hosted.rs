@@ -1,0 +1,194 @@
+//! Hosted mode's vaults: each a [`State`] over the database's stores (metadata, revision
+//! bytes; no folder), opened when a request first names it, its catalog and search
+//! index rebuilt from the database into this instance's cache directory, and caught up
+//! with what the other instances recorded before it serves a request.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::hosted::{self, block_on, Database};
+use crate::state::{Shared, State, Stores};
+use crate::vault::catalog::note_from;
+use crate::vault::observe::Observed;
+use crate::vault::path::VaultPaths;
+use crate::vaults::Directory;
+
+/// The vaults one instance serves from one database.
+pub struct HostedVaults {
+    db: Database,
+    /// The settings every vault is served with (`auth_required` always on).
+    config: Config,
+    /// This instance's cache: one folder per vault opened (its search index).
+    cache: PathBuf,
+    open: Mutex<HashMap<String, Arc<State>>>,
+}
+
+impl HostedVaults {
+    pub fn new(db: Database, config: Config, cache: PathBuf) -> Self {
+        Self {
+            db,
+            config,
+            cache,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Stop every vault opened: their index writers finish.
+    pub fn stop(&self) {
+        for state in self.open.lock().drain().map(|(_, s)| s) {
+            stop(&state);
+        }
+    }
+
+    fn load(&self, vault: &hosted::registry::Vault) -> Result<Arc<State>> {
+        let id = vault.id.to_string();
+        let dir = self.cache.join(&id);
+        let (root, state_dir) = (dir.join("vault"), dir.join("state"));
+        for d in [&root, &state_dir] {
+            crate::state::create_state_dir(d).map_err(|e| {
+                Error::internal(format!("cache folder {} is not writable: {e}", d.display()))
+            })?;
+        }
+        let mut config = self.config.clone();
+        config.vault = root.clone();
+        config.state_dir = Some(state_dir.clone());
+        config.org_id = vault.org_id.clone();
+        config.watch = false;
+        let made: [u8; 32] = *blake3::hash(Uuid::new_v4().as_bytes()).as_bytes();
+        let key = block_on(hosted::lookup::setting_or(
+            &self.db,
+            vault.id,
+            "page_token_key",
+            &hex_of(&made),
+        ))?;
+        let token_key = parse_key(&key)
+            .ok_or_else(|| Error::internal("the vault's page token key is corrupt"))?;
+        let index =
+            crate::index::SearchIndex::open_with_model(&state_dir, config.embed_model.as_deref())
+                .map_err(|e| Error::internal(format!("cannot open the search index: {e}")))?;
+        let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
+        let state = State::new(
+            config,
+            VaultPaths::new(root, state_dir),
+            Stores {
+                meta: Box::new(crate::meta::Meta::open(&dir.join("state/meta.sqlite"))?), // SWAP-PGMETA
+                history: Box::new(revisions),
+                files: Box::new(hosted::files::PgFiles),
+            },
+            index,
+            token_key,
+            id,
+        )?
+        .shared(Shared {
+            fence: Box::new(hosted::fence::VaultFence::new(self.db.clone(), vault.id)),
+            catch_up: crate::record::follow::catch_up,
+        });
+        let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
+        build(&state, &revisions)?;
+        Ok(Arc::new(state))
+    }
+}
+
+/// The catalog and the search index from the database: every note as of the stored
+/// seq, then whatever was recorded meanwhile, taken in from the op log.
+fn build(state: &State, revisions: &hosted::revisions::PgRevisions) -> Result<()> {
+    let write = state.lock();
+    let seq = state.meta.committed_seq()?;
+    let rows = state.meta.all_notes()?;
+    let hashes: Vec<String> = rows.iter().map(|r| r.content_hash.clone()).collect();
+    let mut bytes: HashMap<String, Arc<[u8]>> = HashMap::with_capacity(hashes.len());
+    for chunk in hashes.chunks(1000) {
+        for (hash, b) in revisions.bytes_of(chunk)? {
+            bytes.insert(hash, b.into());
+        }
+    }
+    let mut notes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(b) = bytes.get(&row.content_hash).cloned() else {
+            tracing::warn!(note = %row.note_id, "a note's bytes are missing from the database; it is left out");
+            continue;
+        };
+        let at = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .unwrap_or_else(|_| chrono::Utc::now())
+        };
+        let (created, observed_at) = (at(&row.created_at), at(&row.observed_at));
+        let observed = Observed {
+            rel: row.path.clone(),
+            size: b.len() as u64,
+            mtime: observed_at.into(),
+            created: created.into(),
+            content_hash: row.content_hash.clone(),
+            facts: crate::vault::markdown::facts(&b),
+            content: Some(b),
+            stamp: None,
+        };
+        notes.push(Arc::new(note_from(
+            observed,
+            row.note_id,
+            row.version_id,
+            created,
+            observed_at,
+        )));
+    }
+    state.catalog.write().insert_all(notes);
+    state.set_committed_seq(seq);
+    let all: Vec<_> = state.catalog.read().iter().cloned().collect();
+    state.index.start(all, seq);
+    // Rows written after the seq was read are taken in again from the op log (an
+    // upsert of what the catalog holds already changes nothing).
+    crate::record::follow::catch_up(state, &write)
+}
+
+fn stop(state: &State) {
+    state
+        .stopped
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let _recording = state.lock();
+    state.index.shutdown();
+}
+
+impl Directory for HostedVaults {
+    fn open(&self, vault_id: &str) -> Result<Option<Arc<State>>> {
+        let Some(vault) = block_on(hosted::lookup::served(&self.db, vault_id))? else {
+            // Deleted (or being deleted) since it was opened: served no more.
+            if let Some(state) = self.open.lock().remove(vault_id) {
+                stop(&state);
+            }
+            return Ok(None);
+        };
+        let known = self.open.lock().get(vault_id).cloned();
+        let state = match known {
+            Some(state) => state,
+            None => {
+                let state = self.load(&vault)?;
+                let mut open = self.open.lock();
+                // Two requests may have opened it at once: the first one kept serves.
+                open.entry(vault_id.to_string()).or_insert(state).clone()
+            }
+        };
+        crate::record::follow::refresh(&state)?;
+        Ok(Some(state))
+    }
+
+    fn vault_of_token(&self, prefix: &str) -> Result<Option<String>> {
+        block_on(hosted::lookup::vault_of_token(&self.db, prefix))
+    }
+
+    fn vault_of_session(&self, digest: &str) -> Result<Option<String>> {
+        block_on(hosted::lookup::vault_of_session(&self.db, digest))
+    }
+
+    fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {
+        block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
+    }
+}
+
+use super::{hex_of, parse_key};

@@ -1,0 +1,98 @@
+//! What a serving instance asks the database across vaults: which vault a credential
+//! belongs to, whether a vault is still served, and the settings every instance must
+//! agree on (made once, by whichever instance asks first).
+
+use uuid::Uuid;
+
+use crate::error::Result;
+
+use super::registry::Vault;
+use super::{db_error, Database};
+
+/// The vault `id`, unless there is none or it is being deleted.
+pub async fn served(db: &Database, id: &str) -> Result<Option<Vault>> {
+    let Ok(id) = Uuid::parse_str(id) else {
+        return Ok(None);
+    };
+    let client = db.client().await?;
+    let row = client
+        .query_opt(
+            "SELECT id, name, org_id, created_at, deleting FROM vaults WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row
+        .map(|r| Vault {
+            id: r.get("id"),
+            name: r.get("name"),
+            org_id: r.get("org_id"),
+            created_at: r.get("created_at"),
+            deleting: r.get("deleting"),
+        })
+        .filter(|v| !v.deleting))
+}
+
+async fn vault_where(db: &Database, sql: &str, key: &str) -> Result<Option<String>> {
+    let client = db.client().await?;
+    let row = client.query_opt(sql, &[&key]).await.map_err(db_error)?;
+    Ok(row.map(|r| r.get::<_, Uuid>(0).to_string()))
+}
+
+/// The vault of the personal access token with this public prefix.
+pub async fn vault_of_token(db: &Database, prefix: &str) -> Result<Option<String>> {
+    vault_where(
+        db,
+        "SELECT vault_id FROM personal_tokens WHERE prefix = $1",
+        prefix,
+    )
+    .await
+}
+
+/// The vault of the console session with this digest.
+pub async fn vault_of_session(db: &Database, digest: &str) -> Result<Option<String>> {
+    vault_where(
+        db,
+        "SELECT vault_id FROM console_sessions WHERE digest = $1",
+        digest,
+    )
+    .await
+}
+
+/// The vaults of an organization, oldest first.
+pub async fn vaults_of_org(db: &Database, org_id: &str) -> Result<Vec<String>> {
+    let client = db.client().await?;
+    let rows = client
+        .query(
+            "SELECT id FROM vaults WHERE org_id = $1 AND NOT deleting ORDER BY created_at, id",
+            &[&org_id],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| r.get::<_, Uuid>(0).to_string())
+        .collect())
+}
+
+/// The setting `key` of a vault; when it has none, `made` becomes it. Two instances
+/// asking at once agree on one value.
+pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Result<String> {
+    let client = db.client().await?;
+    client
+        .execute(
+            "INSERT INTO settings (vault_id, key, value) VALUES ($1, $2, $3)
+             ON CONFLICT (vault_id, key) DO NOTHING",
+            &[&vault, &key, &made],
+        )
+        .await
+        .map_err(db_error)?;
+    let row = client
+        .query_one(
+            "SELECT value FROM settings WHERE vault_id = $1 AND key = $2",
+            &[&vault, &key],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.get(0))
+}

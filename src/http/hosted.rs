@@ -1,0 +1,147 @@
+//! Hosted mode's side of finding a request's vault: the database holds many vaults, so
+//! before the credential is checked (by the same `resolve` as local mode's), the vaults it
+//! may be for are found by what it carries (a static token's `vault_id`, a personal
+//! access token's prefix, a JWT's `vault_id` or `org_id`, a console session) and opened.
+//! No path names a vault; a request that names none reaches the lobby.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap, HeaderValue};
+use parking_lot::Mutex;
+
+use crate::api::error;
+use crate::auth::{self, jwt, pat, session, Presented};
+use crate::error::{Error, Result};
+use crate::state::State;
+use crate::vaults::Directory;
+
+use super::{AppState, ServedVault};
+
+/// The database's vaults as this instance serves them.
+pub struct HostedServed {
+    directory: Arc<dyn Directory>,
+    /// Each vault served so far, with its MCP service (its sessions live as long).
+    served: Mutex<HashMap<String, Arc<ServedVault>>>,
+}
+
+impl HostedServed {
+    pub fn new(directory: Arc<dyn Directory>) -> Self {
+        Self {
+            directory,
+            served: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The vaults the request's credential may be for, opened and caught up; the lobby
+    /// when it names none. A database that cannot be reached is the error.
+    pub async fn candidates(
+        &self,
+        app: &AppState,
+        headers: &HeaderMap,
+    ) -> Result<Vec<Arc<ServedVault>>> {
+        let ids = named(app, headers);
+        let found = if ids.is_empty() {
+            Vec::new()
+        } else {
+            let directory = self.directory.clone();
+            tokio::task::spawn_blocking(move || -> Result<Vec<Arc<State>>> {
+                let mut found = Vec::new();
+                for id in lookups(&*directory, ids)? {
+                    found.extend(directory.open(&id)?);
+                }
+                Ok(found)
+            })
+            .await
+            .map_err(|e| Error::internal(format!("opening a vault failed: {e}")))??
+        };
+        if found.is_empty() {
+            return Ok(vec![app.vaults[0].clone()]);
+        }
+        let mut served = self.served.lock();
+        Ok(found
+            .into_iter()
+            .map(|state| {
+                let entry = served
+                    .entry(state.vault_id.clone())
+                    .or_insert_with(|| serve(app, &state));
+                // Opened again after it was closed: a new state, served anew.
+                if !Arc::ptr_eq(&entry.state, &state) {
+                    *entry = serve(app, &state);
+                }
+                entry.clone()
+            })
+            .collect())
+    }
+}
+
+fn serve(app: &AppState, state: &Arc<State>) -> Arc<ServedVault> {
+    Arc::new(ServedVault {
+        mcp: crate::mcp::service(state.clone(), app.docs_url.clone(), app.mcp_cancel.clone()),
+        vault_prefix: error::vault_prefix(&state.paths.root),
+        state: state.clone(),
+        pat_key: std::sync::OnceLock::new(),
+    })
+}
+
+/// What to look up: a vault id named outright, or a key that finds one.
+enum Named {
+    Vault(String),
+    Token(String),
+    Session(String),
+    Org(String),
+}
+
+/// What the credential carries that names vaults (nothing is verified here).
+fn named(app: &AppState, headers: &HeaderMap) -> Vec<Named> {
+    let values: Vec<&[u8]> = headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    match auth::presented(&values) {
+        Presented::Bearer(token) => {
+            if let Some((_, entry)) = app.static_tokens.find(token) {
+                return entry
+                    .vault_id
+                    .clone()
+                    .map(Named::Vault)
+                    .into_iter()
+                    .collect();
+            }
+            if pat::looks_like(token) {
+                return vec![Named::Token(pat::public_prefix(token).to_string())];
+            }
+            if app.jwt.is_some() && jwt::looks_like(token) {
+                return match jwt::claimed_vault(token) {
+                    (Some(vault), _) => vec![Named::Vault(vault)],
+                    (None, Some(org)) => vec![Named::Org(org)],
+                    (None, None) => Vec::new(),
+                };
+            }
+            Vec::new()
+        }
+        Presented::Nothing => session::cookie(
+            headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()),
+            session::cookie_name(app.config.tls_configured()),
+        )
+        .filter(|s| session::well_formed(s))
+        .map(|secret| Named::Session(session::digest(secret)))
+        .into_iter()
+        .collect(),
+        Presented::OtherScheme | Presented::Malformed(_) => Vec::new(),
+    }
+}
+
+fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for n in named {
+        match n {
+            Named::Vault(id) => ids.push(id),
+            Named::Token(prefix) => ids.extend(directory.vault_of_token(&prefix)?),
+            Named::Session(digest) => ids.extend(directory.vault_of_session(&digest)?),
+            Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
+        }
+    }
+    Ok(ids)
+}

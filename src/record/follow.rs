@@ -1,0 +1,114 @@
+//! Following the stores of a shared vault (hosted mode): the changes other processes
+//! recorded are taken into this process's catalog, search index and seq, in seq order,
+//! from the op log and the revisions' bytes. Nothing is written to the stores: the
+//! recorder of the process that made a change wrote them.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+use crate::state::{State, WriteLock};
+use crate::storage::rows::OpRow;
+use crate::storage::Stored;
+use crate::vault::catalog::note_from;
+use crate::vault::observe::Observed;
+
+/// Ops read from the store at a time.
+const PAGE: usize = 512;
+
+/// Take in every change the stores hold past this state's seq, under the write lock.
+pub fn catch_up(state: &State, write: &WriteLock<'_>) -> Result<()> {
+    if !state.holds(write) {
+        return Err(Error::internal(
+            "a vault was caught up under another vault's write lock",
+        ));
+    }
+    let stored = state.meta.committed_seq()?;
+    let mut at = state.committed_seq();
+    while at < stored {
+        let ops = state.meta.ops_page(at, stored, PAGE)?;
+        let Some(last) = ops.last().map(|op| op.seq) else {
+            break;
+        };
+        for op in &ops {
+            take_in(state, op)?;
+        }
+        // Readers of the catalog never see a note newer than the seq they are answered
+        // with: the seq moves once the page is in.
+        state.set_committed_seq(last);
+        at = last;
+    }
+    if at < stored {
+        // Seqs without ops (compacted away): nothing of them is left to take in.
+        state.set_committed_seq(stored);
+        state.index.advance(stored);
+    }
+    Ok(())
+}
+
+/// Take in what the other processes recorded, if anything: one read of the stored seq
+/// when nothing is new.
+pub fn refresh(state: &State) -> Result<()> {
+    if state.shared.is_none() || state.meta.committed_seq()? <= state.committed_seq() {
+        return Ok(());
+    }
+    let write = state.lock();
+    catch_up(state, &write)
+}
+
+/// One op into the catalog and the index. Ops of what the catalog does not hold
+/// (attachments, private notes, key changes) only advance the index's seq.
+fn take_in(state: &State, op: &OpRow) -> Result<()> {
+    let note_id = match (&op.note_id, op.visibility.as_str()) {
+        (Some(id), "standard") if matches!(op.kind.as_str(), "upsert" | "move" | "delete") => id,
+        _ => {
+            state.index.advance(op.seq);
+            return Ok(());
+        }
+    };
+    let known = state.catalog.read().get_by_id(note_id).cloned();
+    if op.kind == "delete" {
+        if let Some(note) = known {
+            state.catalog.write().remove(note.slug());
+        }
+        state.index.remove(note_id, op.seq);
+        return Ok(());
+    }
+    let bytes: Arc<[u8]> = match state.history.content_at_seq(op.seq, &op.path)? {
+        Stored::Bytes(bytes) => bytes.into(),
+        other => {
+            return Err(Error::internal(format!(
+                "the bytes of seq {} ({}) cannot be read back: {other:?}",
+                op.seq, op.path
+            )))
+        }
+    };
+    let at = DateTime::parse_from_rfc3339(&op.created_at)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(|_| Utc::now());
+    let created_at = known.as_ref().map_or(at, |n| n.created_at);
+    let observed = Observed {
+        rel: op.path.clone(),
+        size: bytes.len() as u64,
+        mtime: at.into(),
+        created: created_at.into(),
+        content_hash: crate::vault::content_hash(&bytes),
+        facts: crate::vault::markdown::facts(&bytes),
+        content: Some(bytes),
+        stamp: None,
+    };
+    let version_id = op.version_id.clone().unwrap_or_default();
+    let note = note_from(observed, note_id.clone(), version_id, created_at, at);
+    let note = {
+        let mut catalog = state.catalog.write();
+        if let Some(old) = &known {
+            if old.path != note.path {
+                catalog.remove(old.slug());
+            }
+        }
+        catalog.insert(note)
+    };
+    state.index.upsert(note, op.seq);
+    Ok(())
+}

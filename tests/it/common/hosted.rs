@@ -1,0 +1,146 @@
+//! Hosted mode as a user runs it: a database migrated and a vault created with the
+//! CLI, then `notevault serve --database URL` instances on it, each with a cache of its
+//! own, reached with a static token that names the vault.
+
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::daemon::{self, Daemon};
+use super::postgres::{self, TestDb};
+use super::BIN;
+
+/// The static token of the tests' vault.
+pub const TOKEN: &str = "hosted-test-token-0123456789abcdef";
+
+/// A migrated database holding one vault.
+pub struct Hosted {
+    pub db: TestDb,
+    /// The vault's id, as `vault create` printed it.
+    pub vault: String,
+}
+
+/// `notevault ARGS --database URL`, which must succeed: its stdout.
+pub fn cli(url: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--database", url])
+        .env_remove("NOTEVAULT_CONFIG")
+        .env_remove("NOTEVAULT_DATABASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Hosted {
+    /// `None` when PostgreSQL is missing and the developer opted out.
+    pub fn new() -> Option<Self> {
+        let db = postgres::database()?;
+        cli(&db.url, &["db", "migrate"]);
+        let vault = cli(&db.url, &["vault", "create", "team"])
+            .trim()
+            .to_string();
+        Some(Self { db, vault })
+    }
+
+    /// The static tokens every instance knows: `TOKEN` for the vault (writes and
+    /// reviews), and one naming a vault the database does not hold.
+    fn tokens(&self) -> String {
+        serde_json::json!([
+            {"token": TOKEN, "vault_id": self.vault, "permissions": ["notes.write", "notes.review"]},
+            {"token": "hosted-test-token-of-no-vault-0123", "vault_id": uuid_nobody()},
+        ])
+        .to_string()
+    }
+
+    /// A new instance on the database, with an empty cache of its own.
+    pub fn instance(&self) -> Instance {
+        self.instance_with(&[])
+    }
+
+    /// [`Self::instance`] with more environment.
+    pub fn instance_with(&self, env: &[(&str, &str)]) -> Instance {
+        let cache = tempfile::tempdir().unwrap();
+        let mut command = daemon::serve(BIN);
+        command
+            .args(["--listen", "127.0.0.1:0", "--database", &self.db.url])
+            .arg("--state-dir")
+            .arg(cache.path())
+            .env_remove("NOTEVAULT_DATABASE_URL")
+            .env("NOTEVAULT_STATIC_TOKENS", self.tokens())
+            .envs(env.iter().copied());
+        let daemon = daemon::start(command).expect("the hosted instance serves");
+        Instance {
+            daemon,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+            _cache: cache,
+        }
+    }
+}
+
+fn uuid_nobody() -> &'static str {
+    "01000000-0000-7000-8000-000000000000"
+}
+
+/// The token naming a vault that does not exist.
+pub const NO_VAULT_TOKEN: &str = "hosted-test-token-of-no-vault-0123";
+
+/// One serving instance.
+pub struct Instance {
+    pub daemon: Daemon,
+    client: reqwest::Client,
+    _cache: tempfile::TempDir,
+}
+
+impl Instance {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.daemon.base)
+    }
+
+    /// `method path` with the vault's token, an `Idempotency-Key` and a JSON body when
+    /// given.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> reqwest::Response {
+        let mut req = self
+            .client
+            .request(method, self.url(path))
+            .bearer_auth(TOKEN);
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// [`Self::send`], answered with `status`: its JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        status: u16,
+    ) -> Value {
+        let what = format!("{method} {path}");
+        let res = self.send(method, path, key, body).await;
+        super::res_json(res, status, &what).await
+    }
+
+    pub async fn get(&self, path: &str, status: u16) -> Value {
+        self.call(Method::GET, path, None, None, status).await
+    }
+}

@@ -1,0 +1,217 @@
+//! Hosted mode served: `notevault serve --database URL` instances on one real
+//! PostgreSQL (`common::hosted`), reached over HTTP as a client would. A write answered
+//! by one instance is read and found on another; the token selects the vault; an
+//! instance started with an empty cache rebuilds it from the database.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::common::hosted::{cli, Hosted, Instance, NO_VAULT_TOKEN};
+use crate::common::{assert_envelope, res_json};
+
+async fn create(on: &Instance, slug: &str, content: &str, key: &str) -> Value {
+    on.call(
+        Method::POST,
+        "/v1/notes",
+        Some(key),
+        Some(json!({"slug": slug, "content": content})),
+        201,
+    )
+    .await
+}
+
+/// The note as `on` reads it: its version and its lines' text.
+async fn read(on: &Instance, slug: &str) -> (String, String) {
+    let note = on.get(&format!("/v1/notes/{slug}"), 200).await;
+    let text: Vec<&str> = note["lines"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    (
+        note["version_id"].as_str().unwrap().to_string(),
+        text.join("\n"),
+    )
+}
+
+async fn found(on: &Instance, query: &str, seq: i64) -> Vec<String> {
+    let res = on
+        .get(&format!("/v1/search?q={query}&min_seq={seq}"), 200)
+        .await;
+    res["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["slug"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_on_one_instance_is_read_and_found_on_another() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let (a, b) = (hosted.instance(), hosted.instance());
+
+    let made = create(&a, "plan", "# Plan\nalpha bravo charlie\n", "k-plan").await;
+    let seq = made["committed_seq"].as_i64().unwrap();
+    let version = made["version_id"].as_str().unwrap().to_string();
+    // Read on B at once: reads see what the database committed.
+    assert_eq!(
+        read(&b, "plan").await,
+        (version.clone(), "# Plan\nalpha bravo charlie".to_string())
+    );
+    assert_eq!(found(&b, "bravo", seq).await, ["plan"]);
+
+    // An edit on B from A's version; A reads it.
+    let edited = b
+        .call(
+            Method::POST,
+            "/v1/notes/plan:edit",
+            Some("k-edit"),
+            Some(json!({"version_id": version, "old_string": "bravo", "new_string": "delta"})),
+            200,
+        )
+        .await;
+    let edited_version = edited["version_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        read(&a, "plan").await,
+        (
+            edited_version.clone(),
+            "# Plan\nalpha delta charlie".to_string()
+        )
+    );
+    let seq = edited["committed_seq"].as_i64().unwrap();
+    assert_eq!(found(&a, "delta", seq).await, ["plan"]);
+    assert!(found(&a, "bravo", seq).await.is_empty());
+
+    // Two instances writing from the same version: one applies, one is told it moved.
+    let edit = |on: &'static str, key: &'static str| json!({"version_id": edited_version, "old_string": "alpha", "new_string": on, "agent_id": key});
+    let (ra, rb) = tokio::join!(
+        a.send(
+            Method::POST,
+            "/v1/notes/plan:edit",
+            Some("k-race-a"),
+            Some(edit("from-a", "a"))
+        ),
+        b.send(
+            Method::POST,
+            "/v1/notes/plan:edit",
+            Some("k-race-b"),
+            Some(edit("from-b", "b"))
+        ),
+    );
+    let mut statuses = [ra.status().as_u16(), rb.status().as_u16()];
+    let bodies = [
+        ra.json::<Value>().await.unwrap(),
+        rb.json::<Value>().await.unwrap(),
+    ];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{bodies:?}");
+    let refused = bodies.iter().find(|b| b["statusCode"] == 409).unwrap();
+    assert_envelope(refused, 409, "VERSION_MOVED");
+
+    // One Idempotency-Key sent to both at once: one write, one receipt, replayed.
+    let body = json!({"slug": "once", "content": "exactly once\n"});
+    let (ra, rb) = tokio::join!(
+        a.send(
+            Method::POST,
+            "/v1/notes",
+            Some("k-once"),
+            Some(body.clone())
+        ),
+        b.send(
+            Method::POST,
+            "/v1/notes",
+            Some("k-once"),
+            Some(body.clone())
+        ),
+    );
+    let ra = res_json(ra, 201, "create on A").await;
+    let rb = res_json(rb, 201, "create on B").await;
+    assert_eq!(ra["note_id"], rb["note_id"]);
+    assert_eq!(ra["version_id"], rb["version_id"]);
+    let revisions = b.get("/v1/notes/once/revisions", 200).await;
+    assert_eq!(
+        revisions["revisions"].as_array().unwrap().len(),
+        1,
+        "{revisions}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_selects_the_vault_and_a_deleted_vault_is_refused() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let a = hosted.instance();
+    create(&a, "kept", "kept\n", "k1").await;
+    let client = reqwest::Client::new();
+
+    // No credential: auth is always on in hosted mode; the contract stays public.
+    let res = client.get(a.url("/v1/notes")).send().await.unwrap();
+    assert_envelope(&res_json(res, 401, "no token").await, 401, "AUTH_MISSING");
+    let res = client.get(a.url("/openapi.json")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+
+    // A token for a vault the database does not hold.
+    let res = client
+        .get(a.url("/v1/notes"))
+        .bearer_auth(NO_VAULT_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(
+        &res_json(res, 403, "no vault").await,
+        403,
+        "VAULT_FORBIDDEN",
+    );
+
+    // The vault deleted: its token is refused at once, its rows are gone.
+    cli(&hosted.db.url, &["vault", "delete", "team"]);
+    let res = a.send(Method::GET, "/v1/notes/kept", None, None).await;
+    assert_envelope(
+        &res_json(res, 403, "deleted vault").await,
+        403,
+        "VAULT_FORBIDDEN",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_instance_rebuilds_its_cache_from_the_database() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let a = hosted.instance();
+    let mut seq = 0;
+    for (i, word) in ["marmalade", "quince", "rhubarb"].iter().enumerate() {
+        let made = create(
+            &a,
+            &format!("jam-{i}"),
+            &format!("# Jam {i}\n{word}\n"),
+            word,
+        )
+        .await;
+        seq = made["committed_seq"].as_i64().unwrap();
+    }
+    let deleted = a
+        .call(Method::DELETE, "/v1/notes/jam-1", Some("k-del"), None, 200)
+        .await;
+    seq = deleted["committed_seq"].as_i64().unwrap_or(seq);
+    drop(a);
+
+    let c = hosted.instance();
+    let list = c.get("/v1/notes", 200).await;
+    let mut slugs: Vec<&str> = list["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["slug"].as_str().unwrap())
+        .collect();
+    slugs.sort();
+    assert_eq!(slugs, ["jam-0", "jam-2"]);
+    assert_eq!(found(&c, "rhubarb", seq).await, ["jam-2"]);
+    assert!(found(&c, "quince", seq).await.is_empty());
+    assert_eq!(read(&c, "jam-0").await.1, "# Jam 0\nmarmalade");
+}
