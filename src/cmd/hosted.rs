@@ -173,6 +173,7 @@ pub async fn serve(
         config.clone(),
         cache.join("vaults"),
     ));
+    crate::daemon::hosted::HostedVaults::follow(&directory);
     let addr = listener.local_addr()?;
     {
         use std::io::Write;

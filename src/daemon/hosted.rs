@@ -39,6 +39,45 @@ impl HostedVaults {
         }
     }
 
+    /// Follow the commits of every instance: each vault this one has open takes in the
+    /// others' changes as they are notified (`hosted::listen`), on a thread of its own.
+    /// Ends with the last reference to `vaults`.
+    pub fn follow(vaults: &Arc<Self>) {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        hosted::listen::follow(&vaults.db, move |id| {
+            let _ = tx.send(id.to_string());
+        });
+        let weak = Arc::downgrade(vaults);
+        let spawned = std::thread::Builder::new()
+            .name("hosted-follow".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let Some(vaults) = weak.upgrade() else {
+                        return;
+                    };
+                    // Notifications that came meanwhile are served by one catch-up each.
+                    let mut ids: std::collections::BTreeSet<String> =
+                        std::iter::once(first).chain(rx.try_iter()).collect();
+                    let open: Vec<Arc<State>> = {
+                        let open = vaults.open.lock();
+                        if ids.remove(hosted::listen::EVERY_VAULT) {
+                            open.values().cloned().collect()
+                        } else {
+                            ids.iter().filter_map(|id| open.get(id).cloned()).collect()
+                        }
+                    };
+                    for state in open {
+                        if let Err(e) = crate::record::follow::refresh(&state) {
+                            tracing::warn!(vault = %state.vault_id, error = %e.message, "cannot take in another instance's changes; the next request tries again");
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot follow other instances' commits; each request catches up");
+        }
+    }
+
     /// Stop every vault opened: their index writers finish.
     pub fn stop(&self) {
         for state in self.open.lock().drain().map(|(_, s)| s) {

@@ -8,6 +8,7 @@
 
 pub mod fence;
 pub mod files;
+pub mod listen;
 pub mod lookup;
 pub mod registry;
 pub mod revisions;
@@ -50,6 +51,8 @@ impl Default for Options {
 pub struct Database {
     pool: Pool,
     options: Options,
+    /// What the pool connects with, for a connection of its own (`listen`).
+    config: tokio_postgres::Config,
 }
 
 /// A connection taken from the pool; back to the pool when dropped.
@@ -78,7 +81,7 @@ impl Database {
             config.application_name("notevault");
         }
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             tls(),
             ManagerConfig {
                 // A connection whose socket closed (a restart) is dropped, not handed out.
@@ -93,7 +96,11 @@ impl Database {
             .recycle_timeout(Some(options.acquire_timeout))
             .build()
             .map_err(|e| Error::internal(format!("database pool: {e}")))?;
-        Ok(Self { pool, options })
+        Ok(Self {
+            pool,
+            options,
+            config,
+        })
     }
 
     /// A connection, within [`Options::acquire_timeout`] or `STORAGE_UNAVAILABLE`.

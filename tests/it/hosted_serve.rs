@@ -215,3 +215,45 @@ async fn a_new_instance_rebuilds_its_cache_from_the_database() {
     assert!(found(&c, "quince", seq).await.is_empty());
     assert_eq!(read(&c, "jam-0").await.1, "# Jam 0\nmarmalade");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_down_is_storage_unavailable_at_once_and_recovered_from() {
+    let Some(cluster) = crate::common::postgres::Cluster::start() else {
+        return;
+    };
+    let hosted = Hosted::on(cluster.database());
+    let a = hosted.instance();
+    create(&a, "before", "before the fault\n", "k-before").await;
+
+    cluster.stop_immediate();
+    let body = json!({"slug": "during", "content": "written across the fault\n"});
+    for (method, path, key, body) in [
+        (Method::GET, "/v1/notes/before", None, None),
+        (Method::GET, "/v1/search?q=fault", None, None),
+        (
+            Method::POST,
+            "/v1/notes",
+            Some("k-during"),
+            Some(body.clone()),
+        ),
+    ] {
+        let begin = std::time::Instant::now();
+        let res = a.send(method.clone(), path, key, body).await;
+        let took = begin.elapsed();
+        let retry = res.headers().get("retry-after").cloned();
+        let answer = res_json(res, 503, path).await;
+        assert_envelope(&answer, 503, "STORAGE_UNAVAILABLE");
+        assert!(retry.is_some(), "{method} {path}: Retry-After");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{method} {path} answered in {took:?}"
+        );
+    }
+
+    // Back: the instance recovers by itself; the retry is applied once.
+    cluster.restart();
+    let made = create(&a, "during", "written across the fault\n", "k-during").await;
+    let again = create(&a, "during", "written across the fault\n", "k-during").await;
+    assert_eq!(made["version_id"], again["version_id"]);
+    assert_eq!(read(&a, "before").await.1, "before the fault");
+}

@@ -39,12 +39,16 @@ pub fn cli(url: &str, args: &[&str]) -> String {
 impl Hosted {
     /// `None` when PostgreSQL is missing and the developer opted out.
     pub fn new() -> Option<Self> {
-        let db = postgres::database()?;
+        Some(Self::on(postgres::database()?))
+    }
+
+    /// A vault in the database `db` (of a cluster a test stops and starts).
+    pub fn on(db: TestDb) -> Self {
         cli(&db.url, &["db", "migrate"]);
         let vault = cli(&db.url, &["vault", "create", "team"])
             .trim()
             .to_string();
-        Some(Self { db, vault })
+        Self { db, vault }
     }
 
     /// The static tokens every instance knows: `TOKEN` for the vault (writes and

@@ -161,39 +161,7 @@ impl Cluster {
         );
         for _ in 0..5 {
             let port = free_port();
-            let log = std::fs::File::create(dir.join("server.log")).unwrap();
-            let mut cmd = as_server("postgres");
-            cmd.args(["-D", "data", "-p", &port.to_string()])
-                .args(["-c", "listen_addresses=127.0.0.1"])
-                .arg("-c")
-                .arg(format!("unix_socket_directories={}", dir.display()))
-                // A throwaway cluster: durability buys nothing here.
-                .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-                .args(["-c", "full_page_writes=off", "-c", "shared_buffers=16MB"])
-                .args(["-c", "max_connections=200"])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log);
-            // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT);
-                    Ok(())
-                });
-            }
-            let child = if detached {
-                let (tx, rx) = std::sync::mpsc::channel();
-                std::thread::spawn(move || {
-                    tx.send(cmd.spawn()).unwrap();
-                    loop {
-                        std::thread::park();
-                    }
-                });
-                rx.recv().unwrap()
-            } else {
-                cmd.spawn()
-            }
-            .expect("postgres starts");
+            let child = spawn_server(bin, user, &dir, port, detached);
             let mut cluster = Cluster {
                 dir: dir.clone(),
                 port,
@@ -219,6 +187,19 @@ impl Cluster {
         );
     }
 
+    /// Start the server again on its data and port (after [`Self::stop_immediate`]),
+    /// as an operator's `pg_ctl start` would; it recovers from its WAL.
+    pub fn restart(&self) {
+        let (bin, user) = (bin_dir().unwrap(), server_user().unwrap());
+        let child = spawn_server(&bin, user, &self.dir, self.port, false);
+        *self.server.lock().unwrap() = Some(child);
+        assert!(
+            self.wait_ready(),
+            "postgres did not start again: {}",
+            self.log()
+        );
+    }
+
     /// Wait until the server accepts a connection, or has exited.
     fn wait_ready(&self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -234,6 +215,17 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+
+    /// A fresh, empty database on this cluster.
+    pub fn database(&self) -> TestDb {
+        let admin = self.admin_url();
+        query(&admin, "CREATE DATABASE notevault");
+        TestDb {
+            url: with_database(&admin, "notevault"),
+            admin,
+            name: "notevault".into(),
+        }
     }
 
     /// The superuser's URL to its `postgres` database.
@@ -274,6 +266,59 @@ impl Drop for Cluster {
         self.stop_immediate();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `postgres` on `dir`'s data at `port`, its output appended to `dir`'s `server.log`;
+/// `detached`: started from a thread that lives as long as the process (the server gets
+/// SIGQUIT when the thread that started it ends).
+fn spawn_server(
+    bin: &Path,
+    user: Option<(u32, u32)>,
+    dir: &Path,
+    port: u16,
+    detached: bool,
+) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
+    let mut cmd = Command::new(bin.join("postgres"));
+    cmd.current_dir(dir).env_remove("PGDATA");
+    if let Some((uid, gid)) = user {
+        cmd.uid(uid).gid(gid);
+    }
+    cmd.args(["-D", "data", "-p", &port.to_string()])
+        .args(["-c", "listen_addresses=127.0.0.1"])
+        .arg("-c")
+        .arg(format!("unix_socket_directories={}", dir.display()))
+        // A throwaway cluster: durability buys nothing here.
+        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+        .args(["-c", "full_page_writes=off", "-c", "shared_buffers=16MB"])
+        .args(["-c", "max_connections=200"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT);
+            Ok(())
+        });
+    }
+    if detached {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            tx.send(cmd.spawn()).unwrap();
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().unwrap()
+    } else {
+        cmd.spawn()
+    }
+    .expect("postgres starts")
 }
 
 fn free_port() -> u16 {

@@ -1,0 +1,62 @@
+//! Commits as they happen: each metadata transaction that records a change of a vault
+//! sends `NOTIFY notevault_commits, '<vault id>'`, and every instance listens on a
+//! connection of its own, so a vault it serves catches up at once rather than at its
+//! next request. A lost connection is made again (each second at most); what was
+//! missed meanwhile is caught up by the `*` that follows a new connection.
+
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use tokio_postgres::AsyncMessage;
+
+use super::{runtime, Database};
+
+/// The channel of commit notifications.
+pub const CHANNEL: &str = "notevault_commits";
+
+/// What `on` is told after a connection is (re)made: every vault may have changed.
+pub const EVERY_VAULT: &str = "*";
+
+/// Listen until the process ends, calling `on` with each notified vault id (or
+/// [`EVERY_VAULT`]). `on` runs on the database runtime: it must hand work off, not do it.
+pub fn follow(db: &Database, on: impl Fn(&str) + Send + Sync + 'static) {
+    let config = db.config.clone();
+    runtime().spawn(async move {
+        let mut connected_before = false;
+        loop {
+            match config.connect(super::tls()).await {
+                Ok((client, mut connection)) => {
+                    let (tx, mut rx) = futures::channel::mpsc::unbounded();
+                    let pump = futures::stream::poll_fn(move |cx| connection.poll_message(cx))
+                        .map(Ok)
+                        .forward(tx)
+                        .map(|_| ());
+                    let pump = tokio::spawn(pump);
+                    match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                        Ok(()) => {
+                            if connected_before {
+                                tracing::info!("listening for commits again");
+                            }
+                            connected_before = true;
+                            on(EVERY_VAULT);
+                            while let Some(message) = rx.next().await {
+                                if let Ok(AsyncMessage::Notification(n)) = message {
+                                    on(n.payload());
+                                }
+                            }
+                            tracing::warn!(
+                                "the connection listening for commits was lost; making it again"
+                            );
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot listen for commits; trying again")
+                        }
+                    }
+                    pump.abort();
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot connect to listen for commits"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
