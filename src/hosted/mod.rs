@@ -1,11 +1,13 @@
 //! Hosted mode's PostgreSQL: the connection pool, its errors as the one `Error` type, the
-//! schema ([`schema`]) and the vault registry ([`registry`]).
+//! schema ([`schema`]), the vault registry ([`registry`]) and one vault's metadata
+//! ([`meta::PgMeta`], the storage seam's metadata traits).
 //!
 //! Infrastructure like `meta`: it names SQL tables and knows no request, route or
 //! surface. Nothing here waits on a dead server for long: taking a connection is bounded
 //! by [`Options::acquire_timeout`] (the TCP connect, TLS and start-up included), and a
 //! database that cannot be reached answers `STORAGE_UNAVAILABLE` with `Retry-After`.
 
+pub mod meta;
 pub mod registry;
 pub mod schema;
 

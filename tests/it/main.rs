@@ -32,6 +32,7 @@ mod fuzz;
 mod grep;
 mod history;
 mod hosted_db;
+mod hosted_meta;
 mod http_edges;
 mod hybrid;
 mod idp;
