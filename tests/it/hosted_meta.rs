@@ -391,3 +391,62 @@ fn a_stopped_database_answers_storage_unavailable_at_once() {
     assert!(begin.elapsed() < Duration::from_millis(2500));
     assert_eq!(err.reason, Reason::STORAGE_UNAVAILABLE, "{}", err.message);
 }
+
+#[test]
+fn instances_racing_on_one_vault_leave_a_gapless_log() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let first = pg_vault(&db.url, "busy");
+    let vault = first.vault_id();
+    let (threads, each) = (4, 10);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            // Each thread an instance of its own: its own pool.
+            let m = PgMeta::new(Database::open(&db.url, Options::default()).unwrap(), vault);
+            s.spawn(move || {
+                let mut done = 0;
+                let mut refused = 0;
+                while done < each {
+                    let seq = m.committed_seq().unwrap() + 1;
+                    let id = format!("t{t}-{done}");
+                    let rev = RevisionRow {
+                        version_id: id.clone(),
+                        ..revision(
+                            seq,
+                            &id,
+                            &format!("{id}.md"),
+                            None,
+                            Some("blake3:x"),
+                            "create",
+                        )
+                    };
+                    let op = op(seq, "upsert", Some(&id), &format!("{id}.md"), T1);
+                    match m.record(&[rev], &[op], &[], &[]) {
+                        Ok(()) => done += 1,
+                        Err(e) => {
+                            assert_eq!(e.reason, Reason::SERVER_BUSY, "{}", e.message);
+                            refused += 1;
+                            assert!(refused < 10_000, "never got through");
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let total = threads * each;
+    assert_eq!(first.committed_seq().unwrap(), total);
+    assert_eq!(
+        seqs(&first.revisions_after(0).unwrap()),
+        (1..=total).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        first
+            .ops_page(0, total, usize::MAX)
+            .unwrap()
+            .iter()
+            .map(|o| o.seq)
+            .collect::<Vec<_>>(),
+        (1..=total).collect::<Vec<_>>()
+    );
+}
