@@ -1,5 +1,6 @@
 //! Hosted mode's PostgreSQL: the connection pool, its errors as the one `Error` type, the
-//! schema ([`schema`]) and the vault registry ([`registry`]).
+//! schema ([`schema`]), the vault registry ([`registry`]) and one vault's metadata
+//! ([`meta::PgMeta`], the storage seam's metadata traits).
 //!
 //! Infrastructure like `meta`: it names SQL tables and knows no request, route or
 //! surface. Nothing here waits on a dead server for long: taking a connection is bounded
@@ -10,6 +11,7 @@ pub mod fence;
 pub mod files;
 pub mod listen;
 pub mod lookup;
+pub mod meta;
 pub mod registry;
 pub mod revisions;
 pub mod schema;

@@ -208,6 +208,92 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (vault_id, id)
     );
     CREATE INDEX audit_events_by_time ON audit_events (vault_id, created_at);",
+    // 2: what the metadata traits' rows (`storage::rows`) need and 1 lacks.
+    // - Times are `text COLLATE "C"`, as the rows carry them (RFC 3339, milliseconds,
+    //   UTC): a reader gets back the very string written, and comparing or ordering them
+    //   is byte order, as in SQLite (for that format, time order too).
+    // - Names and paths that answers are ordered by compare in byte order ("C"), as
+    //   SQLite's do, whatever the database's default collation.
+    // - No foreign key from notes and revisions to `contents`: the revision store writes
+    //   a note's bytes before the metadata transaction, but the metadata is complete
+    //   without them (a delete's revision has none; `contents` rows are collected by
+    //   reference), and the metadata alone is tested without bytes.
+    // - `notes.title` and `notes.seq` may be unknown: the recorder's note row (`NoteRow`)
+    //   does not carry them.
+    // - The attachment tables, write intents, a revision's history commit, whether a
+    //   pending write holds the pipeline's request (`domain`).
+    r#"ALTER TABLE notes DROP CONSTRAINT notes_vault_id_content_hash_fkey;
+    ALTER TABLE revisions DROP CONSTRAINT revisions_vault_id_content_hash_fkey;
+    ALTER TABLE notes ALTER COLUMN title DROP NOT NULL;
+    ALTER TABLE notes ALTER COLUMN seq DROP NOT NULL;
+    ALTER TABLE notes ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE notes ALTER COLUMN observed_at TYPE text COLLATE "C" USING to_char(observed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE revisions ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE sync_ops ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE sync_checkpoints ALTER COLUMN updated_at TYPE text COLLATE "C" USING to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE e2ee_keys ALTER COLUMN enabled_at TYPE text COLLATE "C" USING to_char(enabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE e2ee_keys ALTER COLUMN updated_at TYPE text COLLATE "C" USING to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE idempotency ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE pending_writes ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE pending_writes ALTER COLUMN decided_at TYPE text COLLATE "C" USING to_char(decided_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE applied_writes ALTER COLUMN at TYPE text COLLATE "C" USING to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE personal_tokens ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE personal_tokens ALTER COLUMN expires_at TYPE text COLLATE "C" USING to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE personal_tokens ALTER COLUMN last_used_at TYPE text COLLATE "C" USING to_char(last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE sign_in_codes ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE sign_in_codes ALTER COLUMN expires_at TYPE text COLLATE "C" USING to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE sign_in_codes ALTER COLUMN used_at TYPE text COLLATE "C" USING to_char(used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE console_sessions ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE console_sessions ALTER COLUMN expires_at TYPE text COLLATE "C" USING to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE console_sessions ALTER COLUMN last_seen_at TYPE text COLLATE "C" USING to_char(last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE idp_sign_ins ALTER COLUMN expires_at TYPE text COLLATE "C" USING to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE audit_events ALTER COLUMN created_at TYPE text COLLATE "C" USING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+    ALTER TABLE notes ALTER COLUMN path TYPE text COLLATE "C";
+    ALTER TABLE revisions ALTER COLUMN path TYPE text COLLATE "C";
+    ALTER TABLE sync_ops ALTER COLUMN path TYPE text COLLATE "C";
+    ALTER TABLE sync_ops ALTER COLUMN note_id TYPE text COLLATE "C";
+    ALTER TABLE sync_checkpoints ALTER COLUMN device_id TYPE text COLLATE "C";
+    ALTER TABLE pending_writes ALTER COLUMN id TYPE text COLLATE "C";
+    ALTER TABLE personal_tokens ALTER COLUMN name TYPE text COLLATE "C";
+    ALTER TABLE revisions ADD COLUMN commit_id text;
+    ALTER TABLE pending_writes ADD COLUMN domain boolean NOT NULL DEFAULT false;
+    -- the latest op of each note (or file kept by path): `live_at`, compaction
+    CREATE INDEX sync_ops_by_key
+        ON sync_ops (vault_id, (COALESCE(note_id, 'path:' || path)), seq);
+
+    -- the intents of writes under way, resolved after a crash
+    CREATE TABLE write_intents (
+        vault_id   uuid NOT NULL REFERENCES vaults (id) ON DELETE CASCADE,
+        key        text COLLATE "C" NOT NULL,
+        op_hash    text NOT NULL,
+        intent     text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (vault_id, key)
+    );
+
+    -- attachments' facts, and the log of their changes (each at its seq)
+    CREATE TABLE attachments (
+        vault_id     uuid NOT NULL REFERENCES vaults (id) ON DELETE CASCADE,
+        path         text COLLATE "C" NOT NULL,
+        size         bigint NOT NULL,
+        mtime_ns     bigint NOT NULL,
+        inode        bigint NOT NULL,
+        sha256       text NOT NULL,
+        content_type text NOT NULL,
+        modified_at  text COLLATE "C" NOT NULL,
+        PRIMARY KEY (vault_id, path)
+    );
+    CREATE TABLE attachment_changes (
+        vault_id   uuid NOT NULL REFERENCES vaults (id) ON DELETE CASCADE,
+        seq        bigint NOT NULL,
+        path       text COLLATE "C" NOT NULL,
+        sha256     text,
+        kind       text NOT NULL,
+        actor      text NOT NULL,
+        created_at text COLLATE "C" NOT NULL,
+        commit_id  text,
+        PRIMARY KEY (vault_id, seq)
+    );"#,
 ];
 
 /// The schema version this build migrates a database to.

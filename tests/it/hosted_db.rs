@@ -250,7 +250,10 @@ const ROWS: &str = "
     INSERT INTO idp_sign_ins VALUES ('i' || $T, $V, 'n', 'v', 'http://x', now());
     INSERT INTO presign_nonces VALUES ($V, 'nonce', 0);
     INSERT INTO audit_events (vault_id, kind, actor, created_at) VALUES ($V, 'token_created', 'cli', now());
-    UPDATE vault_counters SET committed_seq = 1 WHERE vault_id = $V;";
+    INSERT INTO write_intents (vault_id, key, op_hash, intent) VALUES ($V, 'k2', 'h', '{}');
+    INSERT INTO attachments VALUES ($V, 'p.png', 1, 0, 0, 'aa', 'image/png', '2026-01-01T00:00:00.000Z');
+    INSERT INTO attachment_changes VALUES ($V, 2, 'p.png', 'aa', 'create', 'cli', '2026-01-01T00:00:00.000Z', NULL);
+    UPDATE vault_counters SET committed_seq = 2 WHERE vault_id = $V;";
 
 #[test]
 fn a_delete_removes_every_row_of_its_vault_only() {

@@ -1,0 +1,290 @@
+//! Note and attachment rows and the revision chain: what the recorder writes, each
+//! batch in one transaction that also claims its seqs.
+
+use tokio_postgres::Row;
+
+use super::oplog::insert_ops;
+use super::{claim_seqs, execute_each, limit, seq_span, PgMeta};
+use crate::error::Result;
+use crate::hosted::{block_on, db_error};
+use crate::storage::metadata::Records;
+use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
+
+const REVISION_COLUMNS: &str = "seq, version_id, note_id, path, prev_version_id, content_hash, \
+                                actor, kind, created_at, commit_id";
+
+fn revision_from(r: &Row) -> RevisionRow {
+    RevisionRow {
+        seq: r.get(0),
+        version_id: r.get(1),
+        note_id: r.get(2),
+        path: r.get(3),
+        prev_version_id: r.get(4),
+        content_hash: r.get(5),
+        actor: r.get(6),
+        kind: r.get(7),
+        created_at: r.get(8),
+        commit_id: r.get(9),
+    }
+}
+
+impl PgMeta {
+    fn revisions_where(&self, clause: &str, params: super::Params<'_>) -> Result<Vec<RevisionRow>> {
+        let sql =
+            format!("SELECT {REVISION_COLUMNS} FROM revisions WHERE vault_id = $1 AND {clause}");
+        Ok(self
+            .query(&sql, params)?
+            .iter()
+            .map(revision_from)
+            .collect())
+    }
+}
+
+impl Records for PgMeta {
+    fn all_notes(&self) -> Result<Vec<NoteRow>> {
+        let rows = self.query(
+            "SELECT note_id, path, version_id, content_hash, created_at, observed_at
+             FROM notes WHERE vault_id = $1 ORDER BY note_id COLLATE \"C\"",
+            &[&self.vault],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| NoteRow {
+                note_id: r.get(0),
+                path: r.get(1),
+                version_id: r.get(2),
+                content_hash: r.get(3),
+                created_at: r.get(4),
+                observed_at: r.get(5),
+            })
+            .collect())
+    }
+
+    fn committed_seq(&self) -> Result<i64> {
+        Ok(self
+            .query_opt(
+                "SELECT committed_seq FROM vault_counters WHERE vault_id = $1",
+                &[&self.vault],
+            )?
+            .map(|r| r.get(0))
+            .unwrap_or(0))
+    }
+
+    fn record(
+        &self,
+        revisions: &[RevisionRow],
+        ops: &[OpRow],
+        notes: &[NoteRow],
+        removed: &[String],
+    ) -> Result<()> {
+        let span = seq_span(
+            revisions
+                .iter()
+                .map(|r| r.seq)
+                .chain(ops.iter().map(|o| o.seq)),
+        );
+        let vault = &self.vault;
+        block_on(async {
+            let mut client = self.db.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            claim_seqs(&tx, *vault, span).await?;
+            insert_ops(&tx, vault, ops).await?;
+            execute_each(
+                &tx,
+                "INSERT INTO revisions (vault_id, seq, version_id, note_id, path,
+                   prev_version_id, content_hash, actor, kind, created_at, commit_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                revisions,
+                |r| {
+                    vec![
+                        vault,
+                        &r.seq,
+                        &r.version_id,
+                        &r.note_id,
+                        &r.path,
+                        &r.prev_version_id,
+                        &r.content_hash,
+                        &r.actor,
+                        &r.kind,
+                        &r.created_at,
+                        &r.commit_id,
+                    ]
+                },
+            )
+            .await?;
+            execute_each(
+                &tx,
+                "DELETE FROM notes WHERE vault_id = $1 AND note_id = $2",
+                removed,
+                |id| vec![vault, id],
+            )
+            .await?;
+            execute_each(
+                &tx,
+                "INSERT INTO notes (vault_id, note_id, path, version_id, content_hash,
+                   created_at, observed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (vault_id, note_id) DO UPDATE SET path = excluded.path,
+                   version_id = excluded.version_id, content_hash = excluded.content_hash,
+                   observed_at = excluded.observed_at",
+                notes,
+                |n| {
+                    vec![
+                        vault,
+                        &n.note_id,
+                        &n.path,
+                        &n.version_id,
+                        &n.content_hash,
+                        &n.created_at,
+                        &n.observed_at,
+                    ]
+                },
+            )
+            .await?;
+            tx.commit().await.map_err(db_error)
+        })
+    }
+
+    fn revision(&self, version_id: &str) -> Result<Option<RevisionRow>> {
+        Ok(self
+            .revisions_where("version_id = $2", &[&self.vault, &version_id])?
+            .pop())
+    }
+
+    fn latest_revision_at(&self, path: &str) -> Result<Option<RevisionRow>> {
+        Ok(self
+            .revisions_where("path = $2 ORDER BY seq DESC LIMIT 1", &[&self.vault, &path])?
+            .pop())
+    }
+
+    fn revisions_page(
+        &self,
+        note_id: &str,
+        after: Option<i64>,
+        descending: bool,
+        limit_to: usize,
+    ) -> Result<Vec<RevisionRow>> {
+        let clause = if descending {
+            "note_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4"
+        } else {
+            "note_id = $2 AND seq > $3 ORDER BY seq ASC LIMIT $4"
+        };
+        let bound = after.unwrap_or(if descending { i64::MAX } else { i64::MIN });
+        self.revisions_where(clause, &[&self.vault, &note_id, &bound, &limit(limit_to)])
+    }
+
+    fn revisions_of(&self, note_id: &str) -> Result<Vec<RevisionRow>> {
+        self.revisions_where("note_id = $2 ORDER BY seq", &[&self.vault, &note_id])
+    }
+
+    fn revisions_after(&self, after: i64) -> Result<Vec<RevisionRow>> {
+        self.revisions_where("seq > $2 ORDER BY seq", &[&self.vault, &after])
+    }
+
+    fn all_attachments(&self) -> Result<Vec<AttachmentRow>> {
+        let rows = self.query(
+            "SELECT path, size, mtime_ns, inode, sha256, content_type, modified_at
+             FROM attachments WHERE vault_id = $1 ORDER BY path",
+            &[&self.vault],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| AttachmentRow {
+                path: r.get(0),
+                size: r.get::<_, i64>(1) as u64,
+                mtime_ns: r.get(2),
+                inode: r.get::<_, i64>(3) as u64,
+                sha256: r.get(4),
+                content_type: r.get(5),
+                modified_at: r.get(6),
+            })
+            .collect())
+    }
+
+    fn record_attachments(
+        &self,
+        changes: &[AttachmentChangeRow],
+        ops: &[OpRow],
+        upserts: &[AttachmentRow],
+        removed: &[String],
+    ) -> Result<()> {
+        let span = seq_span(
+            changes
+                .iter()
+                .map(|c| c.seq)
+                .chain(ops.iter().map(|o| o.seq)),
+        );
+        let vault = &self.vault;
+        block_on(async {
+            let mut client = self.db.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            claim_seqs(&tx, *vault, span).await?;
+            insert_ops(&tx, vault, ops).await?;
+            execute_each(
+                &tx,
+                "INSERT INTO attachment_changes (vault_id, seq, path, sha256, kind, actor,
+                   created_at, commit_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                changes,
+                |c| {
+                    vec![
+                        vault,
+                        &c.seq,
+                        &c.path,
+                        &c.sha256,
+                        &c.kind,
+                        &c.actor,
+                        &c.created_at,
+                        &c.commit_id,
+                    ]
+                },
+            )
+            .await?;
+            execute_each(
+                &tx,
+                "DELETE FROM attachments WHERE vault_id = $1 AND path = $2",
+                removed,
+                |p| vec![vault, p],
+            )
+            .await?;
+            // As SQLite stores them: the bits of a u64 in a signed column.
+            let numbers: Vec<(i64, i64)> = upserts
+                .iter()
+                .map(|a| (a.size as i64, a.inode as i64))
+                .collect();
+            execute_each(
+                &tx,
+                "INSERT INTO attachments (vault_id, path, size, mtime_ns, inode, sha256,
+                   content_type, modified_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (vault_id, path) DO UPDATE SET size = excluded.size,
+                   mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+                   sha256 = excluded.sha256, content_type = excluded.content_type,
+                   modified_at = excluded.modified_at",
+                upserts.iter().zip(&numbers),
+                |(a, (size, inode))| {
+                    vec![
+                        vault,
+                        &a.path,
+                        size,
+                        &a.mtime_ns,
+                        inode,
+                        &a.sha256,
+                        &a.content_type,
+                        &a.modified_at,
+                    ]
+                },
+            )
+            .await?;
+            tx.commit().await.map_err(db_error)
+        })
+    }
+
+    fn set_commit_ids(&self, seqs: &[i64], commit_id: &str) -> Result<()> {
+        self.execute(
+            "UPDATE revisions SET commit_id = $2 WHERE vault_id = $1 AND seq = ANY($3)",
+            &[&self.vault, &commit_id, &seqs],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,225 @@
+//! The review queue's rows, and the receipts and intents kept by `Idempotency-Key`.
+
+use tokio_postgres::Row;
+
+use super::PgMeta;
+use crate::error::Result;
+use crate::hosted::{block_on, db_error};
+use crate::storage::metadata::{Idempotency, ReviewQueue};
+use crate::storage::rows::{IdempotencyRow, IntentRow, PendingRow};
+
+const PENDING_COLUMNS: &str = "id, kind, status, agent_id, created_at, decided_at, error, \
+                               payload, result, preview, slug, domain, decided_by";
+
+fn pending_from(r: &Row) -> PendingRow {
+    PendingRow {
+        id: r.get(0),
+        kind: r.get(1),
+        status: r.get(2),
+        agent_id: r.get(3),
+        created_at: r.get(4),
+        decided_at: r.get(5),
+        error: r.get(6),
+        payload: r.get(7),
+        result: r.get(8),
+        preview: r.get(9),
+        slug: r.get(10),
+        domain: r.get(11),
+        decided_by: r.get(12),
+    }
+}
+
+impl PgMeta {
+    fn pending_where(&self, clause: &str, params: super::Params<'_>) -> Result<Vec<PendingRow>> {
+        let sql =
+            format!("SELECT {PENDING_COLUMNS} FROM pending_writes WHERE vault_id = $1 {clause}");
+        Ok(self.query(&sql, params)?.iter().map(pending_from).collect())
+    }
+}
+
+impl ReviewQueue for PgMeta {
+    fn insert_pending(&self, row: &PendingRow) -> Result<()> {
+        self.execute(
+            "INSERT INTO pending_writes (vault_id, id, kind, status, agent_id, created_at,
+               decided_at, error, payload, result, preview, slug, domain, decided_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            &[
+                &self.vault,
+                &row.id,
+                &row.kind,
+                &row.status,
+                &row.agent_id,
+                &row.created_at,
+                &row.decided_at,
+                &row.error,
+                &row.payload,
+                &row.result,
+                &row.preview,
+                &row.slug,
+                &row.domain,
+                &row.decided_by,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn pending(&self, id: &str) -> Result<Option<PendingRow>> {
+        Ok(self
+            .pending_where("AND id = $2", &[&self.vault, &id])?
+            .pop())
+    }
+
+    fn all_pending(&self) -> Result<Vec<PendingRow>> {
+        self.pending_where("ORDER BY created_at, id", &[&self.vault])
+    }
+
+    fn count_pending(&self) -> Result<usize> {
+        let rows = self.query(
+            "SELECT COUNT(*) FROM pending_writes WHERE vault_id = $1 AND status = 'pending'",
+            &[&self.vault],
+        )?;
+        Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0) as usize)
+    }
+
+    fn pending_ids(&self, limit: usize) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT id FROM pending_writes WHERE vault_id = $1 AND status = 'pending'
+             ORDER BY created_at, id LIMIT $2",
+            &[&self.vault, &super::limit(limit)],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn pending_rows(&self, decided: bool, limit: usize) -> Result<Vec<PendingRow>> {
+        // NULLS LAST: where SQLite puts them (a NULL is its smallest value).
+        let clause = if decided {
+            "AND status != 'pending' ORDER BY decided_at DESC NULLS LAST, id LIMIT $2"
+        } else {
+            "AND status = 'pending' ORDER BY created_at, id LIMIT $2"
+        };
+        self.pending_where(clause, &[&self.vault, &super::limit(limit)])
+    }
+
+    fn decide_pending(
+        &self,
+        id: &str,
+        status: &str,
+        decided_at: &str,
+        decided_by: &str,
+        error: Option<&str>,
+        result: Option<&str>,
+    ) -> Result<bool> {
+        let changed = self.execute(
+            "UPDATE pending_writes SET status = $3, decided_at = $4, decided_by = $5,
+               error = $6, result = $7
+             WHERE vault_id = $1 AND id = $2 AND status = 'pending'",
+            &[
+                &self.vault,
+                &id,
+                &status,
+                &decided_at,
+                &decided_by,
+                &error,
+                &result,
+            ],
+        )?;
+        Ok(changed == 1)
+    }
+
+    fn legacy_pending(&self) -> Result<Vec<PendingRow>> {
+        self.pending_where(
+            "AND NOT domain AND status = 'pending' ORDER BY created_at, id",
+            &[&self.vault],
+        )
+    }
+
+    fn upgrade_pending(&self, id: &str, request: &str) -> Result<()> {
+        self.execute(
+            "UPDATE pending_writes SET payload = $3, domain = true
+             WHERE vault_id = $1 AND id = $2 AND NOT domain",
+            &[&self.vault, &id, &request],
+        )?;
+        Ok(())
+    }
+}
+
+impl Idempotency for PgMeta {
+    fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>> {
+        // Hosted mode keeps receipts only: no row predates them (SQLite's rows from
+        // before its migration 5 replay `status` and `body`; a receipt's are 0 and "").
+        Ok(self
+            .query_opt(
+                "SELECT key, op_hash, receipt FROM idempotency WHERE vault_id = $1 AND key = $2",
+                &[&self.vault, &key],
+            )?
+            .map(|r| IdempotencyRow {
+                key: r.get(0),
+                op_hash: r.get(1),
+                receipt: Some(r.get(2)),
+                status: 0,
+                body: String::new(),
+            }))
+    }
+
+    fn store_receipt(
+        &self,
+        key: &str,
+        op_hash: &str,
+        receipt: &str,
+        created_at: &str,
+    ) -> Result<()> {
+        let vault = &self.vault;
+        block_on(async {
+            let mut client = self.db.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            tx.execute(
+                "INSERT INTO idempotency (vault_id, key, op_hash, receipt, created_at)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[vault, &key, &op_hash, &receipt, &created_at],
+            )
+            .await
+            .map_err(db_error)?;
+            tx.execute(
+                "DELETE FROM write_intents WHERE vault_id = $1 AND key = $2",
+                &[vault, &key],
+            )
+            .await
+            .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)
+        })
+    }
+
+    fn store_intent(&self, key: &str, op_hash: &str, intent: &str) -> Result<()> {
+        self.execute(
+            "INSERT INTO write_intents (vault_id, key, op_hash, intent) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (vault_id, key) DO UPDATE SET op_hash = excluded.op_hash,
+               intent = excluded.intent, created_at = excluded.created_at",
+            &[&self.vault, &key, &op_hash, &intent],
+        )?;
+        Ok(())
+    }
+
+    fn forget_intent(&self, key: &str) -> Result<()> {
+        self.execute(
+            "DELETE FROM write_intents WHERE vault_id = $1 AND key = $2",
+            &[&self.vault, &key],
+        )?;
+        Ok(())
+    }
+
+    fn intents(&self) -> Result<Vec<IntentRow>> {
+        let rows = self.query(
+            "SELECT key, op_hash, intent FROM write_intents WHERE vault_id = $1
+             ORDER BY created_at, key",
+            &[&self.vault],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| IntentRow {
+                key: r.get(0),
+                op_hash: r.get(1),
+                intent: r.get(2),
+            })
+            .collect())
+    }
+}
