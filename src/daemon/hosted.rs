@@ -116,7 +116,7 @@ impl HostedVaults {
             config,
             VaultPaths::new(root, state_dir),
             Stores {
-                meta: Box::new(crate::meta::Meta::open(&dir.join("state/meta.sqlite"))?), // SWAP-PGMETA
+                meta: Box::new(hosted::meta::PgMeta::new(self.db.clone(), vault.id)),
                 history: Box::new(revisions),
                 files: Box::new(hosted::files::PgFiles),
             },

@@ -148,6 +148,13 @@ async fn claim_seqs(
         )
         .with_retry_after(1));
     }
+    // Told to every listening instance when (and only if) the transaction commits.
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&super::listen::CHANNEL, &vault.to_string()],
+    )
+    .await
+    .map_err(db_error)?;
     Ok(())
 }
 
