@@ -92,6 +92,11 @@ pub struct Shared {
 pub trait Fence: Send + Sync {
     /// Hold the lock until the returned guard is dropped.
     fn hold(&self) -> crate::error::Result<Box<dyn Send>>;
+
+    /// Hold the lock of one `Idempotency-Key` of the vault (taken before
+    /// [`hold`](Self::hold)'s,
+    /// never after), so a key sent to two processes at once is applied once.
+    fn hold_key(&self, key: &str) -> crate::error::Result<Box<dyn Send>>;
 }
 
 /// Writes waiting to be applied (`writes::group`'s jobs): whoever holds

@@ -14,7 +14,7 @@ use super::config_file;
     clippy::disallowed_methods,
     reason = "the CLI hands the environment to Config::load"
 )]
-fn database(args: DatabaseArgs) -> anyhow::Result<Database> {
+pub(super) fn database(args: DatabaseArgs) -> anyhow::Result<Database> {
     let flags = Layer {
         database_url: args.database.map(Secret::new),
         ..Layer::default()
@@ -30,7 +30,18 @@ fn database(args: DatabaseArgs) -> anyhow::Result<Database> {
     Database::open(url.expose(), Options::default()).map_err(message)
 }
 
-fn message(e: crate::error::Error) -> anyhow::Error {
+/// The database at `url` and its vault `name_or_id`, for a one-shot command.
+pub fn vault_of(url: &str, name_or_id: &str) -> anyhow::Result<(Database, registry::Vault)> {
+    let db = Database::open(url, Options::default()).map_err(message)?;
+    let vault = crate::hosted::block_on(async {
+        schema::check(&db).await?;
+        registry::find(&db, name_or_id).await
+    })
+    .map_err(message)?;
+    Ok((db, vault))
+}
+
+pub(super) fn message(e: crate::error::Error) -> anyhow::Error {
     anyhow::anyhow!("{}", e.message)
 }
 
@@ -144,7 +155,13 @@ pub async fn serve(
         .database_url
         .clone()
         .ok_or_else(|| anyhow::anyhow!("no database is configured"))?;
-    let db = Database::open(url.expose(), Options::default()).map_err(message)?;
+    // A write in flight holds up to two connections (its key's lock, and its vault's
+    // while it is applied) beside the queries it makes.
+    let options = Options {
+        max_connections: 64,
+        ..Options::default()
+    };
+    let db = Database::open(url.expose(), options).map_err(message)?;
     if migrate {
         let done = on_db(schema::migrate(&db)).map_err(message)?;
         if done.from != done.to {

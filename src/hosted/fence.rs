@@ -1,7 +1,11 @@
-//! One writer per vault across every instance: a session advisory lock on the vault,
-//! held on a connection of its own for the change, let go when the change is recorded.
-//! A lock whose connection dies is let go by the server, so a killed instance never
-//! holds a vault.
+//! One writer per vault, and one write per `Idempotency-Key`, across every instance:
+//! session advisory locks, each held on a connection of its own for as long as the
+//! change (or the keyed write) takes, let go when it is done. A lock whose connection
+//! dies is let go by the server, so a killed instance never holds a vault or a key.
+//!
+//! A vault's lock has the one-bigint key; a write key's the two-int form (vault, key),
+//! a key space of its own. A keyed write takes its key's lock before its vault's, never
+//! the other way round, so the two never wait on each other in a circle.
 
 use uuid::Uuid;
 
@@ -10,49 +14,83 @@ use crate::state::Fence;
 
 use super::{block_on, db_error, Client, Database};
 
-/// The longest a change waits for another instance's change of the same vault.
+/// The longest a change waits for another instance's change of the same vault, or for
+/// another instance's write under the same key.
 const WAIT_MS: i64 = 10_000;
 
 pub struct VaultFence {
     db: Database,
-    key: i64,
+    vault: Uuid,
 }
 
 impl VaultFence {
     pub fn new(db: Database, vault: Uuid) -> Self {
-        // The lock's key: the vault id's first 8 bytes (UUIDv4/v7 bits are random or
-        // time-ordered there; a clash only makes two vaults share a lock).
-        let bytes = vault.as_bytes();
-        let key = i64::from_be_bytes(bytes[8..16].try_into().expect("8 bytes"));
-        Self { db, key }
+        Self { db, vault }
+    }
+}
+
+/// Which lock.
+#[derive(Clone, Copy)]
+enum Key {
+    Vault(i64),
+    Write(i32, i32),
+}
+
+impl Key {
+    fn of_vault(vault: Uuid) -> Self {
+        // The vault id's last 8 bytes (random in UUIDv4 and v7; a clash only makes two
+        // vaults share a lock).
+        Key::Vault(i64::from_be_bytes(
+            vault.as_bytes()[8..16].try_into().expect("8 bytes"),
+        ))
+    }
+
+    fn of_write(vault: Uuid, key: &str) -> Self {
+        let v = i32::from_be_bytes(vault.as_bytes()[12..16].try_into().expect("4 bytes"));
+        let k = blake3::hash(key.as_bytes());
+        Key::Write(
+            v,
+            i32::from_be_bytes(k.as_bytes()[..4].try_into().expect("4 bytes")),
+        )
+    }
+
+    async fn run(
+        self,
+        client: &Client,
+        what: &str,
+    ) -> std::result::Result<u64, tokio_postgres::Error> {
+        match self {
+            Key::Vault(k) => client.execute(&format!("SELECT {what}($1)"), &[&k]).await,
+            Key::Write(a, b) => {
+                client
+                    .execute(&format!("SELECT {what}($1, $2)"), &[&a, &b])
+                    .await
+            }
+        }
     }
 }
 
 struct Held {
     client: Option<Client>,
-    key: i64,
+    key: Key,
 }
 
-impl Fence for VaultFence {
-    fn hold(&self) -> Result<Box<dyn Send>> {
+impl VaultFence {
+    fn take(&self, key: Key, busy: &'static str) -> Result<Box<dyn Send>> {
         let client = block_on(async {
             let client = self.db.client().await?;
             client
                 .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
                 .await
                 .map_err(db_error)?;
-            match client
-                .execute("SELECT pg_advisory_lock($1)", &[&self.key])
-                .await
-            {
+            match key.run(&client, "pg_advisory_lock").await {
                 Ok(_) => Ok(client),
-                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+                Err(e)
+                    if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+                {
                     Err(Error::new(
                         Reason::SERVER_BUSY,
-                        format!(
-                            "another instance has been writing this vault for {} s; nothing was written",
-                            WAIT_MS / 1000
-                        ),
+                        format!("{busy} for {} s; nothing was written", WAIT_MS / 1000),
                     )
                     .with_retry_after(1))
                 }
@@ -61,8 +99,24 @@ impl Fence for VaultFence {
         })?;
         Ok(Box::new(Held {
             client: Some(client),
-            key: self.key,
+            key,
         }))
+    }
+}
+
+impl Fence for VaultFence {
+    fn hold(&self) -> Result<Box<dyn Send>> {
+        self.take(
+            Key::of_vault(self.vault),
+            "another instance has been writing this vault",
+        )
+    }
+
+    fn hold_key(&self, key: &str) -> Result<Box<dyn Send>> {
+        self.take(
+            Key::of_write(self.vault, key),
+            "another instance has been applying a write with this Idempotency-Key",
+        )
     }
 }
 
@@ -71,11 +125,11 @@ impl Drop for Held {
         let Some(client) = self.client.take() else {
             return;
         };
-        let unlocked = block_on(client.execute("SELECT pg_advisory_unlock($1)", &[&self.key]));
+        let unlocked = block_on(self.key.run(&client, "pg_advisory_unlock"));
         if let Err(e) = unlocked {
             // The connection is closed rather than handed out again still holding the
             // lock; the server lets go of a closed session's locks.
-            tracing::warn!(error = %e, "cannot let go of a vault's write lock; its connection is closed");
+            tracing::warn!(error = %e, "cannot let go of an advisory lock; its connection is closed");
             drop(deadpool_postgres::Object::take(client));
         }
     }

@@ -35,6 +35,11 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
     let identity = request.identity();
     let key_lock = state.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
+    // Other processes serving the vault apply writes too: the key is theirs to wait on.
+    let _shared_key = match &state.shared {
+        Some(shared) => Some(shared.fence.hold_key(idem.key)?),
+        None => None,
+    };
     if let Some(row) = state.meta.idempotency(idem.key)? {
         if !is_bound(&row.op_hash, &identity, idem.legacy.as_deref()) {
             return Err(Error::new(
