@@ -92,6 +92,18 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
     if matched.access == routes::REVIEW && *credential == auth::Credential::Open {
         review_by_anyone(&state)?;
     }
+    if matches!(
+        matched.op,
+        Op::UploadAttachment
+            | Op::PresignAttachment
+            | Op::GetAttachment
+            | Op::PutAttachment
+            | Op::DeleteAttachment
+            | Op::MoveAttachment
+            | Op::RenameAttachment
+    ) {
+        crate::writes::attachments::blob_store(&state)?;
+    }
     let presigned = match credential {
         auth::Credential::Presigned { nonce } => Some(nonce.clone()),
         _ => None,

@@ -12,8 +12,21 @@ use crate::vault::observe::hash_file;
 
 use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
 
+/// Attachment bytes live in the vault folder; a hosted vault has none, and keeps them in
+/// blob storage, which this build does not reach yet: `BLOB_STORE_UNAVAILABLE`.
+pub fn blob_store(state: &State) -> Result<()> {
+    match state.shared {
+        None => Ok(()),
+        Some(_) => Err(crate::error::Error::new(
+            crate::error::Reason::BLOB_STORE_UNAVAILABLE,
+            "attachments of a hosted vault are kept in blob storage, which is not configured",
+        )),
+    }
+}
+
 /// Apply an attachment operation as `actor`. Under the write lock (`write`).
 pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) -> Result<Receipt> {
+    blob_store(state)?;
     match op {
         Op::PutAttachment {
             path,

@@ -11,7 +11,7 @@
 //! recorded, and its idempotency record is stored before the receipt leaves the daemon.
 
 mod apply;
-mod attachments;
+pub mod attachments;
 pub mod folders;
 mod group;
 pub mod links;
