@@ -95,6 +95,9 @@ pub enum Command {
     /// Hosted mode's vaults in PostgreSQL: create, list and delete them.
     #[command(subcommand)]
     Vault(VaultCommand),
+    /// Bring a folder vault into a hosted vault, with its history: every revision, its
+    /// actor and time, and the notes as they are now.
+    Import(ImportArgs),
     /// Serve MCP over stdio (for clients that launch a command): through the daemon serving
     /// the vault when one answers, else from the vault itself.
     Mcp(McpArgs),
@@ -329,11 +332,15 @@ pub enum TokenCommand {
     Revoke(TokenRevokeArgs),
 }
 
-/// Where the tokens are kept: the vault's state directory.
+/// Where the tokens are kept: the vault's state directory, or with `--database` a hosted
+/// vault's rows.
 #[derive(clap::Args)]
 pub struct TokenStoreArgs {
-    /// The vault folder [default: .]
+    /// The vault folder [default: .]; with --database, the hosted vault's name or id
     pub vault: Option<PathBuf>,
+    /// Hosted mode: the PostgreSQL database holding the vault
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
     /// Where history, metadata and index live [default: <VAULT>/.notevault]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -423,6 +430,23 @@ pub enum DbCommand {
     /// Apply the schema migrations this notevault embeds (each once; a database with a
     /// newer schema is refused untouched).
     Migrate(DatabaseArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// The folder vault to bring in (a daemon has served it: its history is in its state
+    /// directory)
+    #[arg(value_name = "FOLDER")]
+    pub folder: PathBuf,
+    /// The hosted vault to fill, by name or id (made with `notevault vault create`; it
+    /// must hold no note yet)
+    #[arg(long, value_name = "NAME|ID")]
+    pub vault: String,
+    /// The folder's state directory [default: <FOLDER>/.notevault]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
 }
 
 /// Which PostgreSQL database: --database, else NOTEVAULT_DATABASE_URL, else

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::Device(command) => exit(cmd::device(command)),
         Command::Db(command) => exit(cmd::db(command)),
         Command::Vault(command) => exit(cmd::vault(command)),
+        Command::Import(args) => exit(cmd::import(args)),
         Command::Mcp(args) => exit(cmd::mcp(args)),
     }
 }

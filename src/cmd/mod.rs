@@ -3,6 +3,7 @@
 
 mod device;
 mod hosted;
+mod import;
 mod maintenance;
 mod mcp;
 mod reach;
@@ -17,6 +18,7 @@ use crate::config::{Config, Layer};
 
 pub use device::device;
 pub use hosted::{db, vault};
+pub use import::import;
 pub use maintenance::{completions, export, notevault_check, reindex};
 pub use mcp::mcp;
 pub use reads::{ls, read, search};

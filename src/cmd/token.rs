@@ -6,7 +6,7 @@ use crate::auth::Permission;
 use crate::cli::{TokenCommand, TokenStoreArgs};
 use crate::clock::timestamp;
 use crate::meta::Meta;
-use crate::storage::metadata::{Audit, Settings, Tokens};
+use crate::storage::metadata::Metadata;
 use crate::storage::rows::{AuditEvent, AuditKind};
 
 use super::offline_config;
@@ -19,24 +19,33 @@ pub fn login_link(store: TokenStoreArgs) -> anyhow::Result<()> {
         anyhow::bail!("no daemon has served this vault yet: start `notevault serve` first");
     };
     let link =
-        crate::console::sign_in_link(&meta, &url).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        crate::console::sign_in_link(&*meta, &url).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     println!("{link}");
     Ok(())
 }
 
 /// The metadata store of the vault the token command names (made if the daemon never ran
-/// there). Only the store: a daemon may be serving the vault meanwhile.
-fn token_store(store: TokenStoreArgs) -> anyhow::Result<Meta> {
+/// there). Only the store: a daemon may be serving the vault meanwhile. With
+/// `--database`, the hosted vault's rows.
+fn token_store(store: TokenStoreArgs) -> anyhow::Result<Box<dyn Metadata>> {
+    if let Some(url) = &store.database {
+        let Some(vault) = store.vault.as_ref().and_then(|v| v.to_str()) else {
+            anyhow::bail!("with --database, name the hosted vault (its name or id)");
+        };
+        let (db, vault) = super::hosted::vault_of(url, vault)?;
+        return Ok(Box::new(crate::hosted::meta::PgMeta::new(db, vault.id)));
+    }
     let config = offline_config(store.vault, store.state_dir, store.config)?;
     let dir = config.state_dir_of_vault()?;
     crate::state::create_state_dir(&dir)
         .map_err(|e| anyhow::anyhow!("state dir {} is not writable: {e}", dir.display()))?;
-    Meta::open(&dir.join("meta.sqlite"))
-        .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))
+    let meta = Meta::open(&dir.join("meta.sqlite"))
+        .map_err(|e| anyhow::anyhow!("state dir {}: {}", dir.display(), e.message))?;
+    Ok(Box::new(meta))
 }
 
 /// Append an audit row; a failure is a warning (the token was made or revoked).
-fn audit(meta: &Meta, event: AuditEvent<'_>) {
+fn audit(meta: &dyn Metadata, event: AuditEvent<'_>) {
     if let Err(e) = meta.append_audit(&event, &timestamp(chrono::Utc::now())) {
         eprintln!(
             "notevault: warning: cannot append to the audit log: {}",
@@ -65,7 +74,7 @@ pub fn token(command: TokenCommand) -> anyhow::Result<()> {
                 .create_pat(&args.name, &scopes, lifetime, chrono::Utc::now())
                 .map_err(|e| anyhow::anyhow!("{}", e.message))?;
             audit(
-                &meta,
+                &*meta,
                 AuditEvent::new(AuditKind::TokenCreated, "cli").subject(&row.prefix),
             );
             println!("{token}");
@@ -105,7 +114,7 @@ pub fn token(command: TokenCommand) -> anyhow::Result<()> {
             };
             meta.revoke_pat(&prefix)?;
             audit(
-                &meta,
+                &*meta,
                 AuditEvent::new(AuditKind::TokenRevoked, "cli").subject(&prefix),
             );
             eprintln!("notevault: revoked {}", args.token);
