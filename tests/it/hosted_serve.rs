@@ -132,9 +132,9 @@ async fn a_write_on_one_instance_is_read_and_found_on_another() {
     let rb = res_json(rb, 201, "create on B").await;
     assert_eq!(ra["note_id"], rb["note_id"]);
     assert_eq!(ra["version_id"], rb["version_id"]);
-    let revisions = b.get("/v1/notes/once/revisions", 200).await;
+    let revisions = b.get("/v1/notes/once:listRevisions", 200).await;
     assert_eq!(
-        revisions["revisions"].as_array().unwrap().len(),
+        revisions["versions"].as_array().unwrap().len(),
         1,
         "{revisions}"
     );
@@ -256,4 +256,149 @@ async fn a_database_down_is_storage_unavailable_at_once_and_recovered_from() {
     let again = create(&a, "during", "written across the fault\n", "k-during").await;
     assert_eq!(made["version_id"], again["version_id"]);
     assert_eq!(read(&a, "before").await.1, "before the fault");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_vault_comes_in_with_its_history() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    // A folder served in local mode, one of its notes edited there.
+    let local = crate::common::TestServer::start(Some("vault-example"), |_| {}).await;
+    let note = local.get_json("/v1/notes/Inbox?limit=1", 200).await;
+    let first = note["version_id"].as_str().unwrap().to_string();
+    let edited = local
+        .call(
+            Method::POST,
+            "/v1/notes/Inbox:append",
+            Some("k-append"),
+            Some(json!({"content": "brought along\n", "version_id": first, "agent_id": "mover"})),
+            200,
+        )
+        .await;
+    let local_list = local.get_json("/v1/notes?page_size=500", 200).await;
+    let local_revisions = local.get_json("/v1/notes/Inbox:listRevisions", 200).await;
+    let (_dir, vault, state) = local.stop().await;
+
+    let out = cli(
+        &hosted.db.url,
+        &[
+            "import",
+            vault.to_str().unwrap(),
+            "--vault",
+            "team",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    assert!(out.starts_with("imported "), "{out}");
+
+    let a = hosted.instance();
+    let slugs = |list: &Value| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = list["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                (
+                    n["slug"].as_str().unwrap().into(),
+                    n["version_id"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        slugs(&a.get("/v1/notes?page_size=500", 200).await),
+        slugs(&local_list)
+    );
+    let (version, text) = read(&a, "Inbox").await;
+    assert_eq!(version, edited["version_id"].as_str().unwrap());
+    assert!(text.ends_with("brought along"), "{text}");
+    let revisions = a.get("/v1/notes/Inbox:listRevisions", 200).await;
+    let ids = |r: &Value| -> Vec<(Value, Value, Value)> {
+        r["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["version_id"].clone(),
+                    x["actor"].clone(),
+                    x["created_at"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(ids(&revisions), ids(&local_revisions));
+    // The first version's bytes came from the folder's history.
+    let diff = a
+        .get(&format!("/v1/notes/Inbox:diff?from={first}"), 200)
+        .await;
+    assert!(
+        diff["diff"].as_str().unwrap().contains("+brought along"),
+        "{diff}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_killed_mid_write_loses_nothing_its_retries_land_once() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let (mut a, b) = (hosted.instance(), hosted.instance());
+    let pid = a.daemon.child.id() as i32;
+    let body =
+        |i: usize| json!({"slug": format!("burst/n{i}"), "content": format!("burst note {i}\n")});
+    // Writes in flight on A when it is killed: some answered, some cut off.
+    let keys: Vec<String> = (0..24).map(|i| format!("k-burst-{i}")).collect();
+    let sends: Vec<_> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| a.try_send(Method::POST, "/v1/notes", Some(key), Some(body(i))))
+        .collect();
+    let killer = async {
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+        // SAFETY: the pid of our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    };
+    let (answers, ()) = tokio::join!(futures::future::join_all(sends), killer);
+    let _ = a.daemon.child.wait();
+    let mut acknowledged = std::collections::HashMap::new();
+    for (i, res) in answers.into_iter().enumerate() {
+        let Ok(res) = res else {
+            continue;
+        };
+        if res.status() == 201 {
+            let r: Value = res.json().await.unwrap();
+            acknowledged.insert(i, r["version_id"].clone());
+        }
+    }
+    // Every write retried on B: one receipt each, an acknowledged one the same.
+    for i in 0..24 {
+        let r = b
+            .call(
+                Method::POST,
+                "/v1/notes",
+                Some(&format!("k-burst-{i}")),
+                Some(body(i)),
+                201,
+            )
+            .await;
+        if let Some(version) = acknowledged.get(&i) {
+            assert_eq!(
+                &r["version_id"], version,
+                "write {i} answered before the kill"
+            );
+        }
+        let versions = b
+            .get(&format!("/v1/notes/burst%2Fn{i}:listRevisions"), 200)
+            .await;
+        assert_eq!(
+            versions["versions"].as_array().unwrap().len(),
+            1,
+            "write {i}: {versions}"
+        );
+    }
 }

@@ -130,6 +130,27 @@ impl Instance {
         req.send().await.unwrap()
     }
 
+    /// [`Self::send`], which may fail to get an answer (an instance killed meanwhile).
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> reqwest::Result<reqwest::Response> {
+        let mut req = self
+            .client
+            .request(method, self.url(path))
+            .bearer_auth(TOKEN);
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        req.send().await
+    }
+
     /// [`Self::send`], answered with `status`: its JSON body.
     pub async fn call(
         &self,
