@@ -450,3 +450,63 @@ fn instances_racing_on_one_vault_leave_a_gapless_log() {
         (1..=total).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_record_stuck_behind_a_lock_is_cancelled_not_left_waiting() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let holder = pg_vault(&db.url, "locked");
+    let options = Options {
+        statement_timeout: Duration::from_millis(300),
+        ..Options::default()
+    };
+    let waiter = PgMeta::new(Database::open(&db.url, options).unwrap(), holder.vault_id());
+    // Another instance froze inside its transaction, holding the vault's seq row.
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let url = db.url.clone();
+    let vault = holder.vault_id();
+    let frozen = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            let tx = client.transaction().await.unwrap();
+            tx.execute(
+                "UPDATE vault_counters SET committed_seq = committed_seq WHERE vault_id = $1",
+                &[&vault],
+            )
+            .await
+            .unwrap();
+            locked_tx.send(()).unwrap();
+            let _ = release_rx.await;
+            drop(tx);
+        });
+    });
+    locked_rx.recv().unwrap();
+    let begin = Instant::now();
+    let err = waiter
+        .record(&[], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
+        .unwrap_err();
+    let took = begin.elapsed();
+    release_tx.send(()).unwrap();
+    frozen.join().unwrap();
+    assert_eq!(err.reason, Reason::STORAGE_UNAVAILABLE, "{}", err.message);
+    assert!(err.retry_after.is_some());
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        waiter.ops_page(0, 10, 10).unwrap().is_empty(),
+        "nothing written"
+    );
+    // Free again, the same store records.
+    waiter
+        .record(&[], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
+        .unwrap();
+    assert_eq!(holder.committed_seq().unwrap(), 1);
+}
