@@ -5,8 +5,9 @@
 //! run finds the first's rows only if a statement forgot its vault.
 //!
 //! Then what only hosted mode has: vaults side by side, a record from a stale seq
-//! refused with nothing written, and a stopped server answering `STORAGE_UNAVAILABLE`
-//! at once.
+//! refused with nothing written, instances racing on one vault, a record stuck behind a
+//! lock cancelled, and a stopped or unreachable server answering `STORAGE_UNAVAILABLE`
+//! at once, then served again when it is back.
 
 #![allow(
     clippy::cloned_ref_to_slice_refs,
@@ -509,4 +510,112 @@ fn a_record_stuck_behind_a_lock_is_cancelled_not_left_waiting() {
         .record(&[], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
         .unwrap();
     assert_eq!(holder.committed_seq().unwrap(), 1);
+}
+
+/// A TCP proxy to the test server, stopped (every connection cut, the port closed) and
+/// started again on the same port: the database going away and coming back, as an
+/// instance sees it, without restarting the shared server.
+struct Proxy {
+    port: u16,
+    upstream: u16,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Proxy {
+    fn start(port: u16, upstream: u16) -> Proxy {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        rt.spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let upstream = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await;
+                    if let Ok(mut outbound) = upstream {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Proxy {
+            port,
+            upstream,
+            rt: Some(rt),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.stop();
+        *self = Proxy::start(self.port, self.upstream);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[test]
+fn a_database_gone_and_back_is_unavailable_then_served_again() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let config: tokio_postgres::Config = db.url.parse().unwrap();
+    let (Some(tokio_postgres::config::Host::Tcp(_)), Some(&upstream)) =
+        (config.get_hosts().first(), config.get_ports().first())
+    else {
+        eprintln!("skipped: the test server is not reached over TCP");
+        return;
+    };
+    pg_vault(&db.url, "v");
+    let mut proxy = Proxy::start(0, upstream);
+    let mut url = format!(
+        "host=127.0.0.1 port={} dbname={} user={}",
+        proxy.port,
+        config.get_dbname().unwrap(),
+        config.get_user().unwrap()
+    );
+    if let Some(password) = config.get_password() {
+        url.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
+    }
+    let vault = hosted::block_on(registry::find(
+        &Database::open(&db.url, Options::default()).unwrap(),
+        "v",
+    ))
+    .unwrap();
+    let m = PgMeta::new(Database::open(&url, Options::default()).unwrap(), vault.id);
+    m.set_setting("k", "v").unwrap();
+
+    proxy.stop();
+    for _ in 0..2 {
+        let begin = Instant::now();
+        let err = m.setting("k").unwrap_err();
+        assert!(
+            begin.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            begin.elapsed()
+        );
+        assert_eq!(err.reason, Reason::STORAGE_UNAVAILABLE, "{}", err.message);
+        assert!(err.retry_after.is_some());
+    }
+
+    // Back: the next call is served, on a new connection, with nothing restarted here.
+    proxy.restart();
+    assert_eq!(m.setting("k").unwrap().as_deref(), Some("v"));
+    let r1 = revision(1, "a", "a.md", None, Some("blake3:1"), "create");
+    m.record(&[r1], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
+        .unwrap();
+    assert_eq!(m.committed_seq().unwrap(), 1);
 }
