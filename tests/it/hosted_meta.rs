@@ -256,6 +256,12 @@ fn two_vaults_of_one_database_never_see_each_others_rows() {
     .unwrap();
     assert_eq!(a.all_notes().unwrap(), []);
     assert_eq!(snapshot(&b), before);
+    let late = revision(3, "l", "l.md", None, Some("blake3:3"), "create");
+    let err = a
+        .record(&[late], &[op(3, "upsert", Some("l"), "l.md", T1)], &[], &[])
+        .unwrap_err();
+    assert_eq!(err.reason, Reason::VAULT_FORBIDDEN, "{}", err.message);
+    assert_eq!(snapshot(&b), before);
 }
 
 fn checks_pending(id: &str) -> PendingRow {
