@@ -37,6 +37,11 @@ pub struct Options {
     pub acquire_timeout: Duration,
     /// Connections kept open at most.
     pub max_connections: usize,
+    /// The longest one statement runs, or waits for a lock (another instance's
+    /// transaction on the vault's seq), before the server cancels it; also the longest a
+    /// transaction may sit idle holding its locks. Set per connection unless the URL
+    /// sets `options` itself.
+    pub statement_timeout: Duration,
 }
 
 impl Default for Options {
@@ -44,6 +49,7 @@ impl Default for Options {
         Self {
             acquire_timeout: Duration::from_secs(2),
             max_connections: 16,
+            statement_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -79,6 +85,15 @@ impl Database {
         // A peer gone without a word (a host down, a cut network) is noticed by keepalives.
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(30));
+        // Nothing waits on the server without end: a statement stuck behind a lock, or a
+        // transaction left open by an instance that froze, is cancelled (and answered
+        // `STORAGE_UNAVAILABLE`, retried).
+        if config.get_options().is_none() {
+            let ms = options.statement_timeout.as_millis().max(1);
+            config.options(format!(
+                "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}"
+            ));
+        }
         if config.get_application_name().is_none() {
             config.application_name("notevault");
         }
@@ -180,9 +195,10 @@ fn pool_error(err: deadpool_postgres::PoolError, limit: Duration) -> Error {
 }
 
 /// A driver error as the one `Error`: a server that cannot be reached, is starting,
-/// stopping, read-only or full of connections is `STORAGE_UNAVAILABLE` with
-/// `Retry-After`; a refused login or a missing database is `STORAGE_UNAVAILABLE` too
-/// (storage not configured), without; anything else is a bug here (`INTERNAL`).
+/// stopping, read-only or full of connections, or a statement it cancelled at
+/// [`Options::statement_timeout`], is `STORAGE_UNAVAILABLE` with `Retry-After`; a
+/// refused login or a missing database is `STORAGE_UNAVAILABLE` too (storage not
+/// configured), without; anything else is a bug here (`INTERNAL`).
 pub fn db_error(err: tokio_postgres::Error) -> Error {
     let Some(db) = err.as_db_error() else {
         // No answer from the server: IO, TLS, a closed connection, a timeout.
@@ -204,6 +220,8 @@ pub fn db_error(err: tokio_postgres::Error) -> Error {
         || code.code().starts_with("57P") // shutting down, cannot connect now
         || code.code().starts_with("53") // too many connections, out of memory or disk
         || code == SqlState::READ_ONLY_SQL_TRANSACTION
+        || code == SqlState::QUERY_CANCELED // statement_timeout
+        || code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
         || code == SqlState::T_R_SERIALIZATION_FAILURE
         || code == SqlState::T_R_DEADLOCK_DETECTED;
     let configured = code.code().starts_with("28") // authentication

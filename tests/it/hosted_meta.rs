@@ -5,8 +5,9 @@
 //! run finds the first's rows only if a statement forgot its vault.
 //!
 //! Then what only hosted mode has: vaults side by side, a record from a stale seq
-//! refused with nothing written, and a stopped server answering `STORAGE_UNAVAILABLE`
-//! at once.
+//! refused with nothing written, instances racing on one vault, a record stuck behind a
+//! lock cancelled, and a stopped or unreachable server answering `STORAGE_UNAVAILABLE`
+//! at once, then served again when it is back.
 
 #![allow(
     clippy::cloned_ref_to_slice_refs,
@@ -255,6 +256,12 @@ fn two_vaults_of_one_database_never_see_each_others_rows() {
     .unwrap();
     assert_eq!(a.all_notes().unwrap(), []);
     assert_eq!(snapshot(&b), before);
+    let late = revision(3, "l", "l.md", None, Some("blake3:3"), "create");
+    let err = a
+        .record(&[late], &[op(3, "upsert", Some("l"), "l.md", T1)], &[], &[])
+        .unwrap_err();
+    assert_eq!(err.reason, Reason::VAULT_FORBIDDEN, "{}", err.message);
+    assert_eq!(snapshot(&b), before);
 }
 
 fn checks_pending(id: &str) -> PendingRow {
@@ -449,4 +456,172 @@ fn instances_racing_on_one_vault_leave_a_gapless_log() {
             .collect::<Vec<_>>(),
         (1..=total).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_record_stuck_behind_a_lock_is_cancelled_not_left_waiting() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let holder = pg_vault(&db.url, "locked");
+    let options = Options {
+        statement_timeout: Duration::from_millis(300),
+        ..Options::default()
+    };
+    let waiter = PgMeta::new(Database::open(&db.url, options).unwrap(), holder.vault_id());
+    // Another instance froze inside its transaction, holding the vault's seq row.
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let url = db.url.clone();
+    let vault = holder.vault_id();
+    let frozen = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            let tx = client.transaction().await.unwrap();
+            tx.execute(
+                "UPDATE vault_counters SET committed_seq = committed_seq WHERE vault_id = $1",
+                &[&vault],
+            )
+            .await
+            .unwrap();
+            locked_tx.send(()).unwrap();
+            let _ = release_rx.await;
+            drop(tx);
+        });
+    });
+    locked_rx.recv().unwrap();
+    let begin = Instant::now();
+    let err = waiter
+        .record(&[], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
+        .unwrap_err();
+    let took = begin.elapsed();
+    release_tx.send(()).unwrap();
+    frozen.join().unwrap();
+    assert_eq!(err.reason, Reason::STORAGE_UNAVAILABLE, "{}", err.message);
+    assert!(err.retry_after.is_some());
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        waiter.ops_page(0, 10, 10).unwrap().is_empty(),
+        "nothing written"
+    );
+    // Free again, the same store records.
+    waiter
+        .record(&[], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
+        .unwrap();
+    assert_eq!(holder.committed_seq().unwrap(), 1);
+}
+
+/// A TCP proxy to the test server, stopped (every connection cut, the port closed) and
+/// started again on the same port: the database going away and coming back, as an
+/// instance sees it, without restarting the shared server.
+struct Proxy {
+    port: u16,
+    upstream: u16,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Proxy {
+    fn start(port: u16, upstream: u16) -> Proxy {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        rt.spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let upstream = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await;
+                    if let Ok(mut outbound) = upstream {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Proxy {
+            port,
+            upstream,
+            rt: Some(rt),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.stop();
+        *self = Proxy::start(self.port, self.upstream);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[test]
+fn a_database_gone_and_back_is_unavailable_then_served_again() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let config: tokio_postgres::Config = db.url.parse().unwrap();
+    let (Some(tokio_postgres::config::Host::Tcp(_)), Some(&upstream)) =
+        (config.get_hosts().first(), config.get_ports().first())
+    else {
+        eprintln!("skipped: the test server is not reached over TCP");
+        return;
+    };
+    pg_vault(&db.url, "v");
+    let mut proxy = Proxy::start(0, upstream);
+    let mut url = format!(
+        "host=127.0.0.1 port={} dbname={} user={}",
+        proxy.port,
+        config.get_dbname().unwrap(),
+        config.get_user().unwrap()
+    );
+    if let Some(password) = config.get_password() {
+        url.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
+    }
+    let vault = hosted::block_on(registry::find(
+        &Database::open(&db.url, Options::default()).unwrap(),
+        "v",
+    ))
+    .unwrap();
+    let m = PgMeta::new(Database::open(&url, Options::default()).unwrap(), vault.id);
+    m.set_setting("k", "v").unwrap();
+
+    proxy.stop();
+    for _ in 0..2 {
+        let begin = Instant::now();
+        let err = m.setting("k").unwrap_err();
+        assert!(
+            begin.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            begin.elapsed()
+        );
+        assert_eq!(err.reason, Reason::STORAGE_UNAVAILABLE, "{}", err.message);
+        assert!(err.retry_after.is_some());
+    }
+
+    // Back: the next call is served, on a new connection, with nothing restarted here.
+    proxy.restart();
+    assert_eq!(m.setting("k").unwrap().as_deref(), Some("v"));
+    let r1 = revision(1, "a", "a.md", None, Some("blake3:1"), "create");
+    m.record(&[r1], &[op(1, "upsert", Some("a"), "a.md", T1)], &[], &[])
+        .unwrap();
+    assert_eq!(m.committed_seq().unwrap(), 1);
 }

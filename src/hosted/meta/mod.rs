@@ -121,7 +121,8 @@ fn seq_span(seqs: impl IntoIterator<Item = i64>) -> Option<(i64, i64)> {
 /// Move the vault's `committed_seq` from `first - 1` to `last` inside the caller's
 /// transaction, before it writes a row: the counter's row lock queues writers of one
 /// vault, and a writer that started from a seq another instance has since passed is
-/// refused (`SERVER_BUSY`, nothing written) instead of writing rows at taken seqs.
+/// refused (`SERVER_BUSY`, nothing written) instead of writing rows at taken seqs; a
+/// writer of a vault deleted meanwhile gets `VAULT_FORBIDDEN`.
 async fn claim_seqs(
     tx: &deadpool_postgres::Transaction<'_>,
     vault: Uuid,
@@ -142,6 +143,19 @@ async fn claim_seqs(
         .await
         .map_err(db_error)?;
     if moved != 1 {
+        let counter = tx
+            .query_opt(
+                "SELECT 1 FROM vault_counters WHERE vault_id = $1",
+                &[&vault],
+            )
+            .await
+            .map_err(db_error)?;
+        if counter.is_none() {
+            return Err(Error::new(
+                Reason::VAULT_FORBIDDEN,
+                "this vault was deleted; nothing was written",
+            ));
+        }
         return Err(Error::new(
             Reason::SERVER_BUSY,
             "another instance recorded a change of this vault meanwhile; nothing was written",

@@ -3,8 +3,8 @@
 use tokio_postgres::Row;
 
 use super::PgMeta;
-use crate::error::Result;
-use crate::hosted::{block_on, db_error};
+use crate::error::{Error, Reason, Result};
+use crate::hosted::{block_on, db_error, is_unique_violation, RETRY_AFTER_SECONDS};
 use crate::storage::metadata::{Idempotency, ReviewQueue};
 use crate::storage::rows::{IdempotencyRow, IntentRow, PendingRow};
 
@@ -178,7 +178,19 @@ impl Idempotency for PgMeta {
                 &[vault, &key, &op_hash, &receipt, &created_at],
             )
             .await
-            .map_err(db_error)?;
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    // Another instance kept a receipt under this key meanwhile: a retry
+                    // with the key replays it (SQLite's store answers this reason too).
+                    Error::new(
+                        Reason::STORAGE_UNAVAILABLE,
+                        format!("a receipt is stored under this idempotency key already: {e}"),
+                    )
+                    .with_retry_after(RETRY_AFTER_SECONDS)
+                } else {
+                    db_error(e)
+                }
+            })?;
             tx.execute(
                 "DELETE FROM write_intents WHERE vault_id = $1 AND key = $2",
                 &[vault, &key],

@@ -191,9 +191,17 @@ pub fn idempotency(m: &dyn Metadata) {
             body: String::new(),
         })
     );
-    assert!(
-        m.store_receipt("k1", "h1", receipt, T1).is_err(),
-        "one receipt a key"
+    // One receipt a key: a second is refused (retry, and the first replays).
+    let again = m.store_receipt("k1", "h1", "{}", T2).unwrap_err();
+    assert_eq!(
+        again.reason,
+        Reason::STORAGE_UNAVAILABLE,
+        "{}",
+        again.message
+    );
+    assert_eq!(
+        m.idempotency("k1").unwrap().unwrap().receipt.as_deref(),
+        Some(receipt)
     );
 }
 
