@@ -402,3 +402,92 @@ async fn an_instance_killed_mid_write_loses_nothing_its_retries_land_once() {
         );
     }
 }
+
+/// A stateless MCP call (the 2026-07-28 revision) on `on` with the vault's token: the
+/// JSON-RPC result.
+async fn mcp_call(on: &Instance, tool: &str, arguments: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "hosted-test", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    }});
+    let res = reqwest::Client::new()
+        .post(on.url("/mcp"))
+        .bearer_auth(crate::common::hosted::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    let answer: Value = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .chain(std::iter::once(text.as_str()))
+        .find_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"));
+    answer["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_and_mcp_run_across_instances() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let (a, b) = (hosted.instance(), hosted.instance());
+    a.call(
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "review"})),
+        200,
+    )
+    .await;
+    // Queued on A, seen and approved on B, applied for both.
+    let queued = a
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("k-queued"),
+            Some(json!({"slug": "reviewed", "content": "# Reviewed\nsaffron pistachio\n", "agent_id": "bot"})),
+            202,
+        )
+        .await;
+    let id = queued["pending_id"].as_str().unwrap();
+    assert_eq!(
+        b.get(&format!("/v1/writes/{id}"), 200).await["status"],
+        "pending"
+    );
+    a.get("/v1/notes/reviewed", 404).await;
+    let decided = b
+        .call(
+            Method::POST,
+            &format!("/v1/writes/{id}:approve"),
+            None,
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(decided["status"], "applied", "{decided}");
+    assert_eq!(
+        read(&a, "reviewed").await.1,
+        "# Reviewed\nsaffron pistachio"
+    );
+
+    // MCP on B finds and reads what was applied.
+    let seq = decided["result"]["committed_seq"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("the receipt's seq in {decided}"));
+    let found = mcp_call(&b, "search", json!({"q": "pistachio", "min_seq": seq})).await;
+    assert!(found.to_string().contains("reviewed"), "{found}");
+    let note = mcp_call(&b, "read_note", json!({"note": "reviewed"})).await;
+    assert!(note.to_string().contains("saffron"), "{note}");
+}
