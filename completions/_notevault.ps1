@@ -40,6 +40,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
             [CompletionResult]::new('vault', 'vault', [CompletionResultType]::ParameterValue, 'Hosted mode''s vaults in PostgreSQL: create, list and delete them')
+            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Bring a folder vault into a hosted vault, with its history: every revision, its actor and time, and the notes as they are now')
             [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP over stdio (for clients that launch a command): through the daemon serving the vault when one answers, else from the vault itself')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -50,9 +51,11 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Serve HTTPS with this PEM certificate chain (also NOTEVAULT_TLS_CERT); needs --tls-key')
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)')
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'Hosted mode: serve the vaults of this PostgreSQL database (no folder; also NOTEVAULT_DATABASE_URL or `database_url` in the config file)')
             [CompletionResult]::new('--insecure-open', '--insecure-open', [CompletionResultType]::ParameterName, 'Serve a non-loopback address without authentication and TLS (accept the risk)')
             [CompletionResult]::new('--no-watch', '--no-watch', [CompletionResultType]::ParameterName, 'Do not watch the folder (external edits are then seen when a note is read)')
             [CompletionResult]::new('--review', '--review', [CompletionResultType]::ParameterName, 'Queue every agent write for review, and take review decisions only from a person signed in to the console or a notes.review token (kept in the vault''s settings)')
+            [CompletionResult]::new('--migrate', '--migrate', [CompletionResultType]::ParameterName, 'Hosted mode: apply the database''s schema migrations before serving')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -82,6 +85,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'A name for the token, unique in this vault (who or what uses it)')
             [CompletionResult]::new('--scope', '--scope', [CompletionResultType]::ParameterName, 'A permission beyond reading (repeat for both)')
             [CompletionResult]::new('--expires-in', '--expires-in', [CompletionResultType]::ParameterName, 'Lifetime: a number and s, m, h, d or w (30d) [default: no expiry]')
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'Hosted mode: the PostgreSQL database holding the vault')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -89,6 +93,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;token;list' {
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'Hosted mode: the PostgreSQL database holding the vault')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -96,6 +101,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;token;revoke' {
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'Hosted mode: the PostgreSQL database holding the vault')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -122,6 +128,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;login-link' {
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'Hosted mode: the PostgreSQL database holding the vault')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -355,6 +362,15 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
         'notevault;vault;help;help' {
             break
         }
+        'notevault;import' {
+            [CompletionResult]::new('--vault', '--vault', [CompletionResultType]::ParameterName, 'The hosted vault to fill, by name or id (made with `notevault vault create`; it must hold no note yet)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'The folder''s state directory [default: <FOLDER>/.notevault]')
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'notevault;mcp' {
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'A bearer token: the write tools need one holding notes.write (also NOTEVAULT_TOKEN)')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'The daemon''s base URL [default: the one serving the vault, if any]')
@@ -382,6 +398,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('device', 'device', [CompletionResultType]::ParameterValue, 'The reference device client: keep a folder in step with a daemon over the sync plane; private notes are encrypted on the device and never leave it in plaintext')
             [CompletionResult]::new('db', 'db', [CompletionResultType]::ParameterValue, 'Hosted mode''s PostgreSQL database: bring its schema up to this notevault''s')
             [CompletionResult]::new('vault', 'vault', [CompletionResultType]::ParameterValue, 'Hosted mode''s vaults in PostgreSQL: create, list and delete them')
+            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Bring a folder vault into a hosted vault, with its history: every revision, its actor and time, and the notes as they are now')
             [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP over stdio (for clients that launch a command): through the daemon serving the vault when one answers, else from the vault itself')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -477,6 +494,9 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;help;vault;delete' {
+            break
+        }
+        'notevault;help;import' {
             break
         }
         'notevault;help;mcp' {

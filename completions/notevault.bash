@@ -34,6 +34,9 @@ _notevault() {
             notevault,help)
                 cmd="notevault__subcmd__help"
                 ;;
+            notevault,import)
+                cmd="notevault__subcmd__import"
+                ;;
             notevault,login-link)
                 cmd="notevault__subcmd__login__subcmd__link"
                 ;;
@@ -132,6 +135,9 @@ _notevault() {
                 ;;
             notevault__subcmd__help,help)
                 cmd="notevault__subcmd__help__subcmd__help"
+                ;;
+            notevault__subcmd__help,import)
+                cmd="notevault__subcmd__help__subcmd__import"
                 ;;
             notevault__subcmd__help,login-link)
                 cmd="notevault__subcmd__help__subcmd__login__subcmd__link"
@@ -257,7 +263,7 @@ _notevault() {
 
     case "${cmd}" in
         notevault)
-            opts="-h -V --help --version serve reindex openapi token login-link export check status search read ls completions device db vault mcp help"
+            opts="-h -V --help --version serve reindex openapi token login-link export check status search read ls completions device db vault import mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -657,7 +663,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help)
-            opts="serve reindex openapi token login-link export check status search read ls completions device db vault mcp help"
+            opts="serve reindex openapi token login-link export check status search read ls completions device db vault import mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -825,6 +831,20 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__help__subcmd__import)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1076,13 +1096,47 @@ _notevault() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        notevault__subcmd__login__subcmd__link)
-            opts="-h --state-dir --config --help"
+        notevault__subcmd__import)
+            opts="-h --vault --state-dir --database --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --vault)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        notevault__subcmd__login__subcmd__link)
+            opts="-h --database --state-dir --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1287,7 +1341,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__serve)
-            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --help"
+            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --migrate --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1310,6 +1364,10 @@ _notevault() {
                     return 0
                     ;;
                 --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --database)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1369,7 +1427,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__token__subcmd__create)
-            opts="-h --name --scope --expires-in --state-dir --config --help"
+            opts="-h --name --scope --expires-in --database --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1384,6 +1442,10 @@ _notevault() {
                     return 0
                     ;;
                 --expires-in)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --database)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1473,12 +1535,16 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__token__subcmd__list)
-            opts="-h --state-dir --config --help"
+            opts="-h --database --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1495,12 +1561,16 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__token__subcmd__revoke)
-            opts="-h --state-dir --config --help"
+            opts="-h --database --state-dir --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

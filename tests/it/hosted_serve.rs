@@ -168,6 +168,29 @@ async fn the_token_selects_the_vault_and_a_deleted_vault_is_refused() {
         "VAULT_FORBIDDEN",
     );
 
+    // A personal access token made from the command line for the vault, then revoked.
+    let pat = cli(
+        &hosted.db.url,
+        &[
+            "token",
+            "create",
+            "--name",
+            "ci",
+            "--scope",
+            "notes.write",
+            "team",
+        ],
+    )
+    .trim()
+    .to_string();
+    let with_pat = || client.get(a.url("/v1/notes/kept")).bearer_auth(&pat);
+    assert_eq!(with_pat().send().await.unwrap().status(), 200);
+    let listed = cli(&hosted.db.url, &["token", "list", "team"]);
+    assert!(listed.contains("ci\tnvp_"), "{listed}");
+    cli(&hosted.db.url, &["token", "revoke", "ci", "team"]);
+    let res = with_pat().send().await.unwrap();
+    assert_envelope(&res_json(res, 401, "revoked").await, 401, "AUTH_INVALID");
+
     // The vault deleted: its token is refused at once, its rows are gone.
     cli(&hosted.db.url, &["vault", "delete", "team"]);
     let res = a.send(Method::GET, "/v1/notes/kept", None, None).await;
