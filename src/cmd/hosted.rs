@@ -155,13 +155,14 @@ pub async fn serve(
         .database_url
         .clone()
         .ok_or_else(|| anyhow::anyhow!("no database is configured"))?;
-    // A write in flight holds up to two connections (its key's lock, and its vault's
-    // while it is applied) beside the queries it makes.
-    let options = Options {
-        max_connections: 64,
+    // The stores' pool (queries, and each vault's fence while a change is recorded),
+    // and one for the locks that writes waiting on their Idempotency-Key hold.
+    let pool = |max_connections| Options {
+        max_connections,
         ..Options::default()
     };
-    let db = Database::open(url.expose(), options).map_err(message)?;
+    let db = Database::open(url.expose(), pool(32)).map_err(message)?;
+    let keys = Database::open(url.expose(), pool(32)).map_err(message)?;
     if migrate {
         let done = on_db(schema::migrate(&db)).map_err(message)?;
         if done.from != done.to {
@@ -187,6 +188,7 @@ pub async fn serve(
     let lobby = tokio::task::spawn_blocking(move || crate::daemon::open(lobby)).await??;
     let directory = std::sync::Arc::new(crate::daemon::hosted::HostedVaults::new(
         db,
+        keys,
         config.clone(),
         cache.join("vaults"),
     ));

@@ -22,20 +22,26 @@ use crate::vaults::Directory;
 /// The vaults one instance serves from one database.
 pub struct HostedVaults {
     db: Database,
+    /// A pool of its own for the locks of write keys (`hosted::fence`).
+    keys: Database,
     /// The settings every vault is served with (`auth_required` always on).
     config: Config,
     /// This instance's cache: one folder per vault opened (its search index).
     cache: PathBuf,
     open: Mutex<HashMap<String, Arc<State>>>,
+    /// Held while a vault is loaded: two first requests load it once.
+    loading: Mutex<()>,
 }
 
 impl HostedVaults {
-    pub fn new(db: Database, config: Config, cache: PathBuf) -> Self {
+    pub fn new(db: Database, keys: Database, config: Config, cache: PathBuf) -> Self {
         Self {
             db,
+            keys,
             config,
             cache,
             open: Mutex::new(HashMap::new()),
+            loading: Mutex::new(()),
         }
     }
 
@@ -67,8 +73,15 @@ impl HostedVaults {
                         }
                     };
                     for state in open {
-                        if let Err(e) = crate::record::follow::refresh(&state) {
-                            tracing::warn!(vault = %state.vault_id, error = %e.message, "cannot take in another instance's changes; the next request tries again");
+                        let before = state.committed_seq();
+                        match crate::record::follow::refresh(&state) {
+                            Ok(()) if state.committed_seq() > before => tracing::debug!(
+                                vault = %state.vault_id,
+                                seq = state.committed_seq(),
+                                "took in other instances' changes"
+                            ),
+                            Ok(()) => {}
+                            Err(e) => tracing::warn!(vault = %state.vault_id, error = %e.message, "cannot take in another instance's changes; the next request tries again"),
                         }
                     }
                 }
@@ -125,7 +138,11 @@ impl HostedVaults {
             id,
         )?
         .shared(Shared {
-            fence: Box::new(hosted::fence::VaultFence::new(self.db.clone(), vault.id)),
+            fence: Box::new(hosted::fence::VaultFence::new(
+                self.db.clone(),
+                self.keys.clone(),
+                vault.id,
+            )),
             catch_up: crate::record::follow::catch_up,
         });
         let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
@@ -196,6 +213,11 @@ fn stop(state: &State) {
 
 impl Directory for HostedVaults {
     fn open(&self, vault_id: &str) -> Result<Option<Arc<State>>> {
+        // One spelling of an id (a UUID may be written several ways).
+        let Ok(id) = Uuid::parse_str(vault_id) else {
+            return Ok(None);
+        };
+        let vault_id = &id.to_string();
         let Some(vault) = block_on(hosted::lookup::served(&self.db, vault_id))? else {
             // Deleted (or being deleted) since it was opened: served no more.
             if let Some(state) = self.open.lock().remove(vault_id) {
@@ -207,10 +229,17 @@ impl Directory for HostedVaults {
         let state = match known {
             Some(state) => state,
             None => {
-                let state = self.load(&vault)?;
-                let mut open = self.open.lock();
-                // Two requests may have opened it at once: the first one kept serves.
-                open.entry(vault_id.to_string()).or_insert(state).clone()
+                let _loading = self.loading.lock();
+                // Loaded by another request while this one waited.
+                let known = self.open.lock().get(vault_id).cloned();
+                match known {
+                    Some(state) => state,
+                    None => {
+                        let state = self.load(&vault)?;
+                        self.open.lock().insert(vault_id.clone(), state.clone());
+                        state
+                    }
+                }
             }
         };
         crate::record::follow::refresh(&state)?;

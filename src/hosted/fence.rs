@@ -15,17 +15,21 @@ use crate::state::Fence;
 use super::{block_on, db_error, Client, Database};
 
 /// The longest a change waits for another instance's change of the same vault, or for
-/// another instance's write under the same key.
-const WAIT_MS: i64 = 10_000;
+/// another instance's write under the same key: below the pool's statement timeout, so
+/// a wait that runs out is told apart from a database that does not answer.
+const WAIT_MS: i64 = 4_000;
 
 pub struct VaultFence {
     db: Database,
+    /// The pool of the write keys' locks, a pool of its own: writes waiting for their
+    /// turn hold these, and must not take the connections the writing one needs.
+    keys: Database,
     vault: Uuid,
 }
 
 impl VaultFence {
-    pub fn new(db: Database, vault: Uuid) -> Self {
-        Self { db, vault }
+    pub fn new(db: Database, keys: Database, vault: Uuid) -> Self {
+        Self { db, keys, vault }
     }
 }
 
@@ -76,15 +80,21 @@ struct Held {
 }
 
 impl VaultFence {
-    fn take(&self, key: Key, busy: &'static str) -> Result<Box<dyn Send>> {
+    fn take(&self, db: &Database, key: Key, busy: &'static str) -> Result<Box<dyn Send>> {
         let client = block_on(async {
-            let client = self.db.client().await?;
+            let client = db.client().await?;
             client
                 .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
                 .await
                 .map_err(db_error)?;
             match key.run(&client, "pg_advisory_lock").await {
-                Ok(_) => Ok(client),
+                Ok(_) => {
+                    client
+                        .batch_execute("RESET lock_timeout")
+                        .await
+                        .map_err(db_error)?;
+                    Ok(client)
+                }
                 Err(e)
                     if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
                 {
@@ -107,6 +117,7 @@ impl VaultFence {
 impl Fence for VaultFence {
     fn hold(&self) -> Result<Box<dyn Send>> {
         self.take(
+            &self.db,
             Key::of_vault(self.vault),
             "another instance has been writing this vault",
         )
@@ -114,6 +125,7 @@ impl Fence for VaultFence {
 
     fn hold_key(&self, key: &str) -> Result<Box<dyn Send>> {
         self.take(
+            &self.keys,
             Key::of_write(self.vault, key),
             "another instance has been applying a write with this Idempotency-Key",
         )

@@ -148,8 +148,9 @@ pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock<'_>) -> Result<(
             &taken
         }
     };
-    // A stopping daemon records nothing more (a read answers from what is recorded).
-    if state.closed() {
+    // A stopping daemon records nothing more (a read answers from what is recorded); a
+    // shared vault has no folder whose files could say anything.
+    if state.closed() || state.shared.is_some() {
         return Ok(());
     }
     let (observed, removed) =

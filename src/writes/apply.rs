@@ -354,7 +354,11 @@ pub(crate) fn record_staged(
                 created: created_at.into(),
                 content_hash: crate::vault::content_hash(new),
                 facts: crate::vault::markdown::facts(new),
-                content: crate::vault::observe::keep_content(new.clone()),
+                // A shared vault has no file to read a large note back from.
+                content: match state.shared {
+                    Some(_) => Some(new.clone()),
+                    None => crate::vault::observe::keep_content(new.clone()),
+                },
                 stamp: None,
             }
         });

@@ -240,6 +240,11 @@ pub(crate) fn queue(state: &State, write: &WriteLock<'_>, request: &Request) -> 
 pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<PendingRow> {
     let lock = state.key_locks.get(&format!("pending:{id}"));
     let _guard = lock.lock();
+    // Another process may be deciding the same write: one decision, the other sees it.
+    let _shared = match &state.shared {
+        Some(shared) => Some(shared.fence.hold_key(&format!("pending:{id}"))?),
+        None => None,
+    };
     let row = state.meta.pending(id)?.ok_or_else(|| {
         Error::new(
             Reason::PENDING_WRITE_NOT_FOUND,

@@ -370,19 +370,36 @@ async fn an_instance_killed_mid_write_loses_nothing_its_retries_land_once() {
     let Some(hosted) = Hosted::new() else {
         return;
     };
-    let (mut a, b) = (hosted.instance(), hosted.instance());
+    let unlimited = [("RATE_LIMIT_WRITE_PER_MINUTE", "100000")];
+    let (mut a, b) = (
+        hosted.instance_with(&unlimited),
+        hosted.instance_with(&unlimited),
+    );
     let pid = a.daemon.child.id() as i32;
     let body =
         |i: usize| json!({"slug": format!("burst/n{i}"), "content": format!("burst note {i}\n")});
-    // Writes in flight on A when it is killed: some answered, some cut off.
-    let keys: Vec<String> = (0..24).map(|i| format!("k-burst-{i}")).collect();
+    // Writes in flight on A when it is killed, once the first of them was answered.
+    const WRITES: usize = 64;
+    let first_answer = tokio::sync::Notify::new();
+    let keys: Vec<String> = (0..WRITES).map(|i| format!("k-burst-{i}")).collect();
     let sends: Vec<_> = keys
         .iter()
         .enumerate()
-        .map(|(i, key)| a.try_send(Method::POST, "/v1/notes", Some(key), Some(body(i))))
+        .map(|(i, key)| {
+            let (a, first_answer) = (&a, &first_answer);
+            async move {
+                let res = a
+                    .try_send(Method::POST, "/v1/notes", Some(key), Some(body(i)))
+                    .await;
+                if res.as_ref().is_ok_and(|r| r.status() == 201) {
+                    first_answer.notify_one();
+                }
+                res
+            }
+        })
         .collect();
     let killer = async {
-        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+        first_answer.notified().await;
         // SAFETY: the pid of our own child, not yet reaped.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     };
@@ -398,8 +415,9 @@ async fn an_instance_killed_mid_write_loses_nothing_its_retries_land_once() {
             acknowledged.insert(i, r["version_id"].clone());
         }
     }
+    assert!(!acknowledged.is_empty());
     // Every write retried on B: one receipt each, an acknowledged one the same.
-    for i in 0..24 {
+    for i in 0..WRITES {
         let r = b
             .call(
                 Method::POST,
@@ -513,4 +531,109 @@ async fn review_and_mcp_run_across_instances() {
     assert!(found.to_string().contains("reviewed"), "{found}");
     let note = mcp_call(&b, "read_note", json!({"note": "reviewed"})).await;
     assert!(note.to_string().contains("saffron"), "{note}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_reach_other_instances_by_listen_also_after_it_was_lost() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let follow = [(
+        "NOTEVAULT_LOG",
+        "notevault=info,notevault::daemon::hosted=debug",
+    )];
+    let (a, b) = (hosted.instance_with(&follow), hosted.instance());
+    // A opens the vault; B's write reaches A without a request to A.
+    create(&a, "first", "first\n", "k-first").await;
+    let made = create(&b, "second", "second\n", "k-second").await;
+    let seq = made["committed_seq"].as_i64().unwrap();
+    let heard = |seq: i64| {
+        format!(
+            "took in other instances' changes vault={} seq={seq}",
+            hosted.vault
+        )
+    };
+    let within = std::time::Duration::from_secs(10);
+    assert!(
+        a.daemon.wait_logged(&heard(seq), within),
+        "A heard B's commit"
+    );
+
+    // The server ends A's listening session (as a restart or a cut network would): A
+    // makes it again, and hears the next commit.
+    let cut = crate::common::postgres::query(
+        &hosted.db.url,
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN%') AS cut",
+    );
+    assert_eq!(
+        cut[0].get::<_, i64>(0),
+        2,
+        "one listening session per instance"
+    );
+    assert!(
+        a.daemon.wait_logged("listening for commits again", within),
+        "the listen connection is made again"
+    );
+    let made = create(&b, "third", "third\n", "k-third").await;
+    let seq = made["committed_seq"].as_i64().unwrap();
+    assert!(
+        a.daemon.wait_logged(&heard(seq), within),
+        "A heard B's next commit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_note_and_a_decision_race_across_instances() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let (a, b) = (hosted.instance(), hosted.instance());
+    // Over the catalog's 10 MiB in-memory cap of local mode: a hosted vault has no file to
+    // read it back from, so it is kept.
+    let big = format!(
+        "# Big\n{}\n",
+        "lorem ipsum dolor sit amet ".repeat(12 * 1024 * 1024 / 27)
+    );
+    create(&a, "big", &big, "k-big").await;
+    for on in [&a, &b] {
+        let raw = on.get("/v1/notes/big/raw", 200).await;
+        assert_eq!(raw["content"].as_str().unwrap().len(), big.len());
+    }
+
+    // One queued write approved on both instances at once: applied once.
+    a.call(
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "review"})),
+        200,
+    )
+    .await;
+    let queued = a
+        .call(
+            Method::POST,
+            "/v1/notes/big:append",
+            Some("k-append"),
+            Some(json!({"content": "appended once\n", "agent_id": "bot"})),
+            202,
+        )
+        .await;
+    let path = format!(
+        "/v1/writes/{}:approve",
+        queued["pending_id"].as_str().unwrap()
+    );
+    let (ra, rb) = tokio::join!(
+        a.send(Method::POST, &path, None, None),
+        b.send(Method::POST, &path, None, None)
+    );
+    let mut statuses = [ra.status().as_u16(), rb.status().as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409]);
+    let versions = a.get("/v1/notes/big:listRevisions", 200).await;
+    assert_eq!(
+        versions["versions"].as_array().unwrap().len(),
+        2,
+        "{versions}"
+    );
 }
