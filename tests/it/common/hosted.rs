@@ -117,17 +117,7 @@ impl Instance {
         key: Option<&str>,
         body: Option<Value>,
     ) -> reqwest::Response {
-        let mut req = self
-            .client
-            .request(method, self.url(path))
-            .bearer_auth(TOKEN);
-        if let Some(key) = key {
-            req = req.header("Idempotency-Key", key);
-        }
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        req.send().await.unwrap()
+        self.try_send(method, path, key, body).await.unwrap()
     }
 
     /// [`Self::send`], which may fail to get an answer (an instance killed meanwhile).
