@@ -97,6 +97,9 @@ pub struct Config {
     pub embed_model: Option<PathBuf>,
     /// Hosted mode's PostgreSQL (`database_url`, `NOTEVAULT_DATABASE_URL`, `--database`).
     pub database_url: Option<Secret>,
+    /// Hosted mode: a vault no request asked for in this many seconds is closed (its
+    /// catalog and index leave the instance's memory) (`vault_idle_seconds`).
+    pub vault_idle_seconds: u64,
     /// Who may approve or reject a pending write and change the write settings in open
     /// local mode (`review_decisions`, `NOTEVAULT_REVIEW_DECISIONS`): `anyone` (the spec's
     /// open-mode rule) or `signed_in` (a person signed in to the console, or a token with
@@ -195,6 +198,7 @@ impl Default for Config {
             sync_retention_days: 30,
             embed_model: None,
             database_url: None,
+            vault_idle_seconds: 600,
             review_decisions: ReviewDecisions::Anyone,
             vaults: Vec::new(),
         }
@@ -243,6 +247,7 @@ pub struct Layer {
     pub sync_retention_days: Option<u32>,
     pub embed_model: Option<PathBuf>,
     pub database_url: Option<Secret>,
+    pub vault_idle_seconds: Option<u64>,
     pub review_decisions: Option<ReviewDecisions>,
     pub vaults: Option<Vec<VaultEntry>>,
 }
@@ -329,6 +334,10 @@ impl Layer {
             database_url: own("DATABASE_URL")
                 .filter(|v| !v.trim().is_empty())
                 .map(Secret::new),
+            vault_idle_seconds: parse_opt(
+                "NOTEVAULT_VAULT_IDLE_SECONDS",
+                own("VAULT_IDLE_SECONDS"),
+            )?,
             review_decisions: own("REVIEW_DECISIONS")
                 .map(|v| {
                     ReviewDecisions::parse(v.trim()).ok_or_else(|| {
@@ -384,6 +393,7 @@ impl Config {
             max_upload_bytes,
             upload_types,
             sync_retention_days,
+            vault_idle_seconds,
             review_decisions
         );
         for (field, seconds) in [

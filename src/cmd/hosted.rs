@@ -193,6 +193,7 @@ pub async fn serve(
         cache.join("vaults"),
     ));
     crate::daemon::hosted::HostedVaults::follow(&directory);
+    crate::daemon::hosted::HostedVaults::close_idle(&directory);
     let addr = listener.local_addr()?;
     {
         use std::io::Write;

@@ -31,6 +31,8 @@ pub struct HostedVaults {
     open: Mutex<HashMap<String, Arc<State>>>,
     /// Held while a vault is loaded: two first requests load it once.
     loading: Mutex<()>,
+    /// When each open vault was last asked for.
+    used: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl HostedVaults {
@@ -42,6 +44,7 @@ impl HostedVaults {
             cache,
             open: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
+            used: Mutex::new(HashMap::new()),
         }
     }
 
@@ -88,6 +91,42 @@ impl HostedVaults {
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot follow other instances' commits; each request catches up");
+        }
+    }
+
+    /// Close the vaults no request asked for in `vault_idle_seconds` (their catalog and
+    /// index leave memory; the index stays in the cache folder for the next open),
+    /// checked every quarter of it, on a thread of its own that ends with the last
+    /// reference to `vaults`.
+    pub fn close_idle(vaults: &Arc<Self>) {
+        let idle = std::time::Duration::from_secs(vaults.config.vault_idle_seconds.max(1));
+        let weak = Arc::downgrade(vaults);
+        let spawned = std::thread::Builder::new()
+            .name("hosted-idle".into())
+            .spawn(move || loop {
+                std::thread::sleep(idle / 4);
+                let Some(vaults) = weak.upgrade() else {
+                    return;
+                };
+                let now = std::time::Instant::now();
+                let idle_ids: Vec<String> = vaults
+                    .used
+                    .lock()
+                    .iter()
+                    .filter(|(_, at)| now.duration_since(**at) >= idle)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in idle_ids {
+                    vaults.used.lock().remove(&id);
+                    let closed = vaults.open.lock().remove(&id);
+                    if let Some(state) = closed {
+                        tracing::debug!(vault = %id, "closed an idle vault");
+                        stop(&state);
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot close idle vaults; they stay open");
         }
     }
 
@@ -242,6 +281,9 @@ impl Directory for HostedVaults {
                 }
             }
         };
+        self.used
+            .lock()
+            .insert(vault_id.clone(), std::time::Instant::now());
         crate::record::follow::refresh(&state)?;
         Ok(Some(state))
     }

@@ -59,6 +59,8 @@ impl HostedServed {
             return Ok(vec![app.vaults[0].clone()]);
         }
         let mut served = self.served.lock();
+        // Vaults closed meanwhile (idle, deleted) leave memory with their service.
+        served.retain(|_, v| !v.state.closed());
         Ok(found
             .into_iter()
             .map(|state| {

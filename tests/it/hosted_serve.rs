@@ -637,3 +637,28 @@ async fn a_large_note_and_a_decision_race_across_instances() {
         "{versions}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_vault_leaves_memory_and_opens_again() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let a = hosted.instance_with(&[
+        ("NOTEVAULT_VAULT_IDLE_SECONDS", "1"),
+        (
+            "NOTEVAULT_LOG",
+            "notevault=info,notevault::daemon::hosted=debug",
+        ),
+    ]);
+    let made = create(&a, "kept", "# Kept\nquokka\n", "k-kept").await;
+    let closed = format!("closed an idle vault vault={}", hosted.vault);
+    assert!(
+        a.daemon
+            .wait_logged(&closed, std::time::Duration::from_secs(10)),
+        "the idle vault is closed"
+    );
+    // The next request opens it again from the database.
+    let seq = made["committed_seq"].as_i64().unwrap();
+    assert_eq!(read(&a, "kept").await.1, "# Kept\nquokka");
+    assert_eq!(found(&a, "quokka", seq).await, ["kept"]);
+}
