@@ -82,6 +82,8 @@ pub struct Stores {
 /// What a vault recorded by several processes needs: one writer at a time across them,
 /// and the changes of the others taken in before a change is planned.
 pub struct Shared {
+    /// The vault's name in its registry (what a purge is confirmed with).
+    pub name: String,
     pub fence: Box<dyn Fence>,
     /// Bring the catalog, the index and the seq up to what the stores hold
     /// (`record::follow`), under the write lock.
@@ -97,6 +99,9 @@ pub trait Fence: Send + Sync {
     /// [`hold`](Self::hold)'s,
     /// never after), so a key sent to two processes at once is applied once.
     fn hold_key(&self, key: &str) -> crate::error::Result<Box<dyn Send>>;
+
+    /// Delete the vault from the stores, for every process at once (a purge).
+    fn delete_vault(&self) -> crate::error::Result<()>;
 }
 
 /// Writes waiting to be applied (`writes::group`'s jobs): whoever holds

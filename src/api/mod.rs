@@ -101,6 +101,8 @@ async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, Api
             | Op::DeleteAttachment
             | Op::MoveAttachment
             | Op::RenameAttachment
+            // The archive holds the attachments.
+            | Op::Export
     ) {
         crate::writes::attachments::blob_store(&state)?;
     }

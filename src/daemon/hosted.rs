@@ -177,6 +177,7 @@ impl HostedVaults {
             id,
         )?
         .shared(Shared {
+            name: vault.name.clone(),
             fence: Box::new(hosted::fence::VaultFence::new(
                 self.db.clone(),
                 self.keys.clone(),

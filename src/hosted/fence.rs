@@ -123,6 +123,10 @@ impl Fence for VaultFence {
         )
     }
 
+    fn delete_vault(&self) -> Result<()> {
+        block_on(super::registry::delete(&self.db, &self.vault.to_string())).map(|_| ())
+    }
+
     fn hold_key(&self, key: &str) -> Result<Box<dyn Send>> {
         self.take(
             &self.keys,

@@ -191,6 +191,14 @@ async fn the_token_selects_the_vault_and_a_deleted_vault_is_refused() {
     let res = with_pat().send().await.unwrap();
     assert_envelope(&res_json(res, 401, "revoked").await, 401, "AUTH_INVALID");
 
+    // An export needs blob storage (the archive holds the attachments).
+    let res = a.send(Method::POST, "/v1/export", None, None).await;
+    assert_envelope(
+        &res_json(res, 503, "export").await,
+        503,
+        "BLOB_STORE_UNAVAILABLE",
+    );
+
     // The vault deleted: its token is refused at once, its rows are gone.
     cli(&hosted.db.url, &["vault", "delete", "team"]);
     let res = a.send(Method::GET, "/v1/notes/kept", None, None).await;
@@ -661,4 +669,46 @@ async fn an_idle_vault_leaves_memory_and_opens_again() {
     let seq = made["committed_seq"].as_i64().unwrap();
     assert_eq!(read(&a, "kept").await.1, "# Kept\nquokka");
     assert_eq!(found(&a, "quokka", seq).await, ["kept"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_deletes_the_vault_for_every_instance() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let (a, b) = (hosted.instance(), hosted.instance());
+    create(&a, "doomed", "doomed\n", "k-doomed").await;
+    b.get("/v1/notes/doomed", 200).await;
+    // Confirmed with the vault's name in the registry.
+    let res = a
+        .send(
+            Method::POST,
+            "/v1/vault/purge",
+            None,
+            Some(json!({"confirm": "vault"})),
+        )
+        .await;
+    assert_envelope(
+        &res_json(res, 400, "wrong name").await,
+        400,
+        "VALIDATION_FAILED",
+    );
+    let res = a
+        .send(
+            Method::POST,
+            "/v1/vault/purge",
+            None,
+            Some(json!({"confirm": "team"})),
+        )
+        .await;
+    assert_eq!(res.status(), 202);
+    for on in [&a, &b] {
+        let res = on.send(Method::GET, "/v1/notes/doomed", None, None).await;
+        assert_envelope(&res_json(res, 403, "purged").await, 403, "VAULT_FORBIDDEN");
+    }
+    let left = crate::common::postgres::query(
+        &hosted.db.url,
+        "SELECT (SELECT count(*) FROM vaults) + (SELECT count(*) FROM notes) + (SELECT count(*) FROM contents)",
+    );
+    assert_eq!(left[0].get::<_, i64>(0), 0);
 }
