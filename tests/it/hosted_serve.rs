@@ -712,3 +712,78 @@ async fn a_purge_deletes_the_vault_for_every_instance() {
     );
     assert_eq!(left[0].get::<_, i64>(0), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwt_selects_its_vault_by_vault_id_or_org_id() {
+    use crate::common::jwt::{es256, now, sign};
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let other = cli(
+        &hosted.db.url,
+        &["vault", "create", "other", "--org", "acme"],
+    )
+    .trim()
+    .to_string();
+    let key = es256("k1");
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the identity provider's key set, in the test's temp dir"
+    )]
+    std::fs::write(&jwks, json!({"keys": [key.jwk.clone()]}).to_string()).unwrap();
+    let a = hosted.instance_with(&[
+        ("NOTEVAULT_AUTH_ISSUER", "https://idp.example/"),
+        ("NOTEVAULT_AUTH_JWKS_FILE", jwks.to_str().unwrap()),
+    ]);
+    create(&a, "in-team", "team's\n", "k-team").await;
+    let claims = |extra: Value| {
+        let mut c = json!({"iss": "https://idp.example/", "exp": now() + 300, "sub": "u1"});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    };
+    let notes = |token: String| {
+        let url = a.url("/v1/notes");
+        async move {
+            let res = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.unwrap())
+        }
+    };
+    let slugs = |list: &Value| -> Vec<String> {
+        list["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["slug"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // vault_id names the vault; org_id maps to the org's vault.
+    let (status, list) = notes(sign(&key, &claims(json!({"vault_id": hosted.vault})))).await;
+    assert_eq!((status, slugs(&list)), (200, vec!["in-team".to_string()]));
+    let (status, list) = notes(sign(&key, &claims(json!({"org_id": "acme"})))).await;
+    assert_eq!((status, slugs(&list)), (200, Vec::<String>::new()));
+    let (status, list) = notes(sign(&key, &claims(json!({"vault_id": other})))).await;
+    assert_eq!((status, slugs(&list)), (200, Vec::<String>::new()));
+    // No such vault, no such org, a signature of another key.
+    let (status, body) = notes(sign(
+        &key,
+        &claims(json!({"vault_id": "01000000-0000-7000-8000-00000000abcd"})),
+    ))
+    .await;
+    assert_eq!(status, 403);
+    assert_envelope(&body, 403, "VAULT_FORBIDDEN");
+    let (status, body) = notes(sign(&key, &claims(json!({"org_id": "nobody"})))).await;
+    assert_envelope(&body, status, "VAULT_FORBIDDEN");
+    let stranger = es256("k1");
+    let (status, body) = notes(sign(&stranger, &claims(json!({"vault_id": hosted.vault})))).await;
+    assert_envelope(&body, status, "AUTH_INVALID");
+}
