@@ -6,3 +6,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
+
+/// A timestamp as stored (RFC 3339); `now` for one that does not parse.
+pub fn parse_or_now(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(|_| Utc::now())
+}

@@ -210,22 +210,15 @@ fn build(state: &State, revisions: &hosted::revisions::PgRevisions) -> Result<()
             tracing::warn!(note = %row.note_id, "a note's bytes are missing from the database; it is left out");
             continue;
         };
-        let at = |s: &str| {
-            chrono::DateTime::parse_from_rfc3339(s)
-                .map(|t| t.with_timezone(&chrono::Utc))
-                .unwrap_or_else(|_| chrono::Utc::now())
-        };
+        let at = crate::clock::parse_or_now;
         let (created, observed_at) = (at(&row.created_at), at(&row.observed_at));
-        let observed = Observed {
-            rel: row.path.clone(),
-            size: b.len() as u64,
-            mtime: observed_at.into(),
-            created: created.into(),
-            content_hash: row.content_hash.clone(),
-            facts: crate::vault::markdown::facts(&b),
-            content: Some(b),
-            stamp: None,
-        };
+        let observed = Observed::of_bytes(
+            row.path.clone(),
+            b,
+            observed_at.into(),
+            created.into(),
+            true,
+        );
         notes.push(Arc::new(note_from(
             observed,
             row.note_id,

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use axum::http::{header, HeaderMap, HeaderValue};
 use parking_lot::Mutex;
 
-use crate::api::error;
 use crate::auth::{self, jwt, pat, session, Presented};
 use crate::error::{Error, Result};
 use crate::state::State;
@@ -78,12 +77,7 @@ impl HostedServed {
 }
 
 fn serve(app: &AppState, state: &Arc<State>) -> Arc<ServedVault> {
-    Arc::new(ServedVault {
-        mcp: crate::mcp::service(state.clone(), app.docs_url.clone(), app.mcp_cancel.clone()),
-        vault_prefix: error::vault_prefix(&state.paths.root),
-        state: state.clone(),
-        pat_key: std::sync::OnceLock::new(),
-    })
+    ServedVault::new(state, &app.docs_url, &app.mcp_cancel)
 }
 
 /// What to look up: a vault id named outright, or a key that finds one.

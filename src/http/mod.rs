@@ -92,14 +92,7 @@ impl AppState {
         let served = vaults
             .all()
             .iter()
-            .map(|state| {
-                Arc::new(ServedVault {
-                    mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
-                    vault_prefix: error::vault_prefix(&state.paths.root),
-                    state: state.clone(),
-                    pat_key: std::sync::OnceLock::new(),
-                })
-            })
+            .map(|state| ServedVault::new(state, &docs_url, &mcp_cancel))
             .collect();
         Self(Arc::new(AppParts {
             hosted: directory.map(hosted::HostedServed::new),

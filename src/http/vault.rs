@@ -22,6 +22,22 @@ pub struct ServedVault {
     pub pat_key: std::sync::OnceLock<[u8; 32]>,
 }
 
+impl ServedVault {
+    /// `state` as served: with an MCP service of its own.
+    pub fn new(
+        state: &Arc<State>,
+        docs_url: &Arc<str>,
+        mcp_cancel: &tokio_util::sync::CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            mcp: crate::mcp::service(state.clone(), docs_url.clone(), mcp_cancel.clone()),
+            vault_prefix: crate::api::error::vault_prefix(&state.paths.root),
+            state: state.clone(),
+            pat_key: std::sync::OnceLock::new(),
+        })
+    }
+}
+
 /// The vault a request without a bearer reaches among `vaults` (the default first): the
 /// one whose store holds the console session of its cookie, or, for `GET /sign-in`, the
 /// unused sign-in code it presents. A lookup fault is logged and reaches the default.

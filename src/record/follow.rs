@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-
 use crate::error::{Error, Result};
 use crate::state::{State, WriteLock};
 use crate::storage::rows::OpRow;
@@ -85,20 +83,9 @@ fn take_in(state: &State, op: &OpRow) -> Result<()> {
             return Ok(());
         }
     };
-    let at = DateTime::parse_from_rfc3339(&op.created_at)
-        .map(|t| t.with_timezone(&Utc))
-        .unwrap_or_else(|_| Utc::now());
+    let at = crate::clock::parse_or_now(&op.created_at);
     let created_at = known.as_ref().map_or(at, |n| n.created_at);
-    let observed = Observed {
-        rel: op.path.clone(),
-        size: bytes.len() as u64,
-        mtime: at.into(),
-        created: created_at.into(),
-        content_hash: crate::vault::content_hash(&bytes),
-        facts: crate::vault::markdown::facts(&bytes),
-        content: Some(bytes),
-        stamp: None,
-    };
+    let observed = Observed::of_bytes(op.path.clone(), bytes, at.into(), created_at.into(), true);
     let version_id = op.version_id.clone().unwrap_or_default();
     let note = note_from(observed, note_id.clone(), version_id, created_at, at);
     let note = {

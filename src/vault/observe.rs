@@ -74,6 +74,33 @@ pub struct Excluded {
     pub reason: String,
 }
 
+impl Observed {
+    /// A note's bytes held already (a write's, a store's), observed without a file:
+    /// kept whole when `keep_all` (a store with no file to read a large note back from),
+    /// else up to [`MAX_CONTENT_BYTES`].
+    pub fn of_bytes(
+        rel: String,
+        bytes: Arc<[u8]>,
+        mtime: SystemTime,
+        created: SystemTime,
+        keep_all: bool,
+    ) -> Self {
+        Self {
+            rel,
+            size: bytes.len() as u64,
+            mtime,
+            created,
+            content_hash: content_hash(&bytes),
+            facts: markdown::facts(&bytes),
+            content: match keep_all {
+                true => Some(bytes),
+                false => keep_content(bytes),
+            },
+            stamp: None,
+        }
+    }
+}
+
 /// Read one note file.
 pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
     let mut file = std::fs::File::open(root.join(rel))?;

@@ -347,20 +347,13 @@ pub(crate) fn record_staged(
         let created_at = from.as_ref().map_or(now, |n| n.created_at);
         let to = bytes.as_ref().map(|new| {
             let mtime = state.files.modified(&to_rel).unwrap_or_else(|| now.into());
-            Observed {
-                rel: to_rel.clone(),
-                size: new.len() as u64,
+            Observed::of_bytes(
+                to_rel.clone(),
+                new.clone(),
                 mtime,
-                created: created_at.into(),
-                content_hash: crate::vault::content_hash(new),
-                facts: crate::vault::markdown::facts(new),
-                // A shared vault has no file to read a large note back from.
-                content: match state.shared {
-                    Some(_) => Some(new.clone()),
-                    None => crate::vault::observe::keep_content(new.clone()),
-                },
-                stamp: None,
-            }
+                created_at.into(),
+                state.shared.is_some(),
+            )
         });
         shapes.push((from.is_none(), renamed));
         entries.push(crate::record::Entry {
