@@ -288,13 +288,18 @@ fn spawn_server(
     if let Some((uid, gid)) = user {
         cmd.uid(uid).gid(gid);
     }
+    // The shared throwaway cluster is never stopped under a test: durability buys
+    // nothing there. A cluster of a test's own is stopped and started again, and must
+    // keep what it committed, as a real server does.
+    if detached {
+        cmd.args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+            .args(["-c", "full_page_writes=off"]);
+    }
     cmd.args(["-D", "data", "-p", &port.to_string()])
         .args(["-c", "listen_addresses=127.0.0.1"])
         .arg("-c")
         .arg(format!("unix_socket_directories={}", dir.display()))
-        // A throwaway cluster: durability buys nothing here.
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-        .args(["-c", "full_page_writes=off", "-c", "shared_buffers=16MB"])
+        .args(["-c", "shared_buffers=16MB"])
         .args(["-c", "max_connections=200"])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
