@@ -136,6 +136,8 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             break
         }
         'notevault;export' {
+            [CompletionResult]::new('--vault', '--vault', [CompletionResultType]::ParameterName, 'A hosted vault to export instead of a folder, by name or id (with --database)')
+            [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'The hosted vault''s database, postgres://… (also NOTEVAULT_DATABASE_URL)')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'The archive to write (.tar.gz); refused if it exists, unless --force')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'The archive to write (.tar.gz); refused if it exists, unless --force')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Where history, metadata and index live [default: <VAULT>/.notevault]')

@@ -88,6 +88,8 @@ complete -c notevault -n "__fish_notevault_using_subcommand login-link" -l datab
 complete -c notevault -n "__fish_notevault_using_subcommand login-link" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand login-link" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand login-link" -s h -l help -d 'Print help'
+complete -c notevault -n "__fish_notevault_using_subcommand export" -l vault -d 'A hosted vault to export instead of a folder, by name or id (with --database)' -r
+complete -c notevault -n "__fish_notevault_using_subcommand export" -l database -d 'The hosted vault\'s database, postgres://… (also NOTEVAULT_DATABASE_URL)' -r
 complete -c notevault -n "__fish_notevault_using_subcommand export" -s o -l output -d 'The archive to write (.tar.gz); refused if it exists, unless --force' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand export" -l state-dir -d 'Where history, metadata and index live [default: <VAULT>/.notevault]' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand export" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F

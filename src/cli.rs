@@ -136,6 +136,17 @@ pub struct McpArgs {
 pub struct ExportArgs {
     /// The vault folder [default: .]
     pub vault: Option<PathBuf>,
+    /// A hosted vault to export instead of a folder, by name or id (with --database)
+    #[arg(
+        long = "vault",
+        id = "hosted_vault",
+        value_name = "NAME|ID",
+        conflicts_with = "vault"
+    )]
+    pub hosted_vault: Option<String>,
+    /// The hosted vault's database, postgres://… (also NOTEVAULT_DATABASE_URL)
+    #[arg(long, value_name = "URL", requires = "hosted_vault")]
+    pub database: Option<String>,
     /// The archive to write (.tar.gz); refused if it exists, unless --force
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,

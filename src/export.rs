@@ -2,7 +2,8 @@
 //! bytes are on disk, optionally with the history, and a small manifest. No HTTP here:
 //! `notevault export` writes it to a file ([`to_file`]) and the `POST /v1/export` route
 //! streams [`write_paths`] (with the daemon's `State::paths`) or [`write`] into a
-//! response body from a blocking thread.
+//! response body from a blocking thread. A hosted vault's archive is the same layout,
+//! its files read from the database through [`Archive`].
 //!
 //! Layout of the archive (gzip-compressed POSIX/GNU tar):
 //!
@@ -104,18 +105,6 @@ pub fn write(
 /// `State::paths`, canonical, its letter-case rule probed).
 pub fn write_paths(paths: &VaultPaths, options: &Options, out: impl Write) -> io::Result<Manifest> {
     let root = &paths.root;
-    let state_dir = &paths.state_dir;
-    let mut manifest = Manifest {
-        format: "notevault-export",
-        format_version: FORMAT_VERSION,
-        notevault_version: env!("CARGO_PKG_VERSION"),
-        created_at: crate::clock::timestamp(chrono::Utc::now()),
-        notes: 0,
-        attachments: 0,
-        bytes: 0,
-        history: "none",
-        skipped: Vec::new(),
-    };
     let crate::vault::walk::Walk {
         notes,
         excluded,
@@ -130,14 +119,10 @@ pub fn write_paths(paths: &VaultPaths, options: &Options, out: impl Write) -> io
             ..Default::default()
         },
     );
-    manifest
-        .skipped
-        .extend(excluded.into_iter().chain(excluded_files).map(|e| Skipped {
-            path: e.path,
-            reason: e.reason,
-        }));
-    let gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-    let mut tar = tar::Builder::new(gz);
+    let mut archive = Archive::new(out);
+    for e in excluded.into_iter().chain(excluded_files) {
+        archive.skip(e.path, e.reason);
+    }
     let mut all: Vec<(String, bool)> = notes
         .into_iter()
         .map(|n| (n, true))
@@ -145,44 +130,111 @@ pub fn write_paths(paths: &VaultPaths, options: &Options, out: impl Write) -> io
         .collect();
     all.sort();
     for (rel, is_note) in all {
-        match append_file(&mut tar, &root.join(&rel), &format!("vault/{rel}"))? {
-            Ok(size) => {
-                manifest.bytes += size;
-                if is_note {
-                    manifest.notes += 1;
-                } else {
-                    manifest.attachments += 1;
-                }
-            }
-            Err(reason) => manifest.skipped.push(Skipped { path: rel, reason }),
+        match append_file(&mut archive.tar, &root.join(&rel), &format!("vault/{rel}"))? {
+            Ok(size) => archive.count(size, is_note),
+            Err(reason) => archive.skip(rel, reason),
         }
     }
     if options.history {
-        manifest.history = append_history(&mut tar, &state_dir.join("history.git"))?;
+        archive.history(&paths.state_dir.join("history.git"))?;
     }
-    let json = serde_json::to_vec_pretty(&manifest).map_err(io::Error::other)?;
-    let mut header = regular_header(json.len() as u64, 0o644, now_secs());
-    tar.append_data(&mut header, "manifest.json", json.as_slice())?;
-    let gz = tar.into_inner()?;
-    let mut out = gz.finish()?;
-    out.flush()?;
-    Ok(manifest)
+    archive.finish()
+}
+
+/// An archive being written: the vault's files in path order, the history, then the
+/// manifest. A local vault's files come from its folder ([`write_paths`]), a hosted
+/// vault's from its database; the layout is one.
+pub struct Archive<W: Write> {
+    tar: tar::Builder<flate2::write::GzEncoder<W>>,
+    manifest: Manifest,
+}
+
+impl<W: Write> Archive<W> {
+    pub fn new(out: W) -> Self {
+        let gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+        Archive {
+            tar: tar::Builder::new(gz),
+            manifest: Manifest {
+                format: "notevault-export",
+                format_version: FORMAT_VERSION,
+                notevault_version: env!("CARGO_PKG_VERSION"),
+                created_at: crate::clock::timestamp(chrono::Utc::now()),
+                notes: 0,
+                attachments: 0,
+                bytes: 0,
+                history: "none",
+                skipped: Vec::new(),
+            },
+        }
+    }
+
+    /// Store `bytes` as the vault file `rel` (mode 0644, modified at `mtime`, seconds).
+    pub fn add(&mut self, rel: &str, is_note: bool, bytes: &[u8], mtime: u64) -> io::Result<()> {
+        let mut header = regular_header(bytes.len() as u64, 0o644, mtime);
+        self.tar
+            .append_data(&mut header, format!("vault/{rel}"), bytes)?;
+        self.count(bytes.len() as u64, is_note);
+        Ok(())
+    }
+
+    /// Name a file of the vault the archive does not hold, and why.
+    pub fn skip(&mut self, path: String, reason: String) {
+        self.manifest.skipped.push(Skipped { path, reason });
+    }
+
+    /// Add the history of the bare repository `git_dir` (see [`append_history`]).
+    pub fn history(&mut self, git_dir: &Path) -> io::Result<()> {
+        self.manifest.history = append_history(&mut self.tar, git_dir)?;
+        Ok(())
+    }
+
+    fn count(&mut self, size: u64, is_note: bool) {
+        self.manifest.bytes += size;
+        if is_note {
+            self.manifest.notes += 1;
+        } else {
+            self.manifest.attachments += 1;
+        }
+    }
+
+    /// Write the manifest, end the archive and flush the sink.
+    pub fn finish(mut self) -> io::Result<Manifest> {
+        let json = serde_json::to_vec_pretty(&self.manifest).map_err(io::Error::other)?;
+        let mut header = regular_header(json.len() as u64, 0o644, now_secs());
+        self.tar
+            .append_data(&mut header, "manifest.json", json.as_slice())?;
+        let gz = self.tar.into_inner()?;
+        let mut out = gz.finish()?;
+        out.flush()?;
+        Ok(self.manifest)
+    }
 }
 
 /// Write the archive to `dest` without ever leaving a torn file there: a temp file
 /// beside it, fsync, then a link (refusing an existing `dest`) or, with `replace`, a
 /// rename over it, and an fsync of the folder. An existing `dest` without `replace` is
 /// refused before any work.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the export's own output file, chosen by the operator, outside the vault's notes"
-)]
 pub fn to_file(
     vault_root: &Path,
     state_dir: &Path,
     options: &Options,
     dest: &Path,
     replace: bool,
+) -> io::Result<Manifest> {
+    write_file(dest, replace, |out| {
+        write(vault_root, state_dir, options, out)
+    })
+}
+
+/// [`to_file`] with the archive written by `write_to` (a hosted vault's, say).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the export's own output file, chosen by the operator, outside the vault's notes"
+)]
+pub fn write_file(
+    dest: &Path,
+    replace: bool,
+    write_to: impl FnOnce(&mut dyn Write) -> io::Result<Manifest>,
 ) -> io::Result<Manifest> {
     if !replace && dest.symlink_metadata().is_ok() {
         return Err(io::Error::new(
@@ -210,7 +262,7 @@ pub fn to_file(
         .map_err(|e| io::Error::new(e.kind(), format!("cannot write in {}: {e}", dir.display())))?;
     let placed = (|| {
         let mut out = io::BufWriter::with_capacity(1 << 20, file);
-        let manifest = write(vault_root, state_dir, options, &mut out)?;
+        let manifest = write_to(&mut out)?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         drop(file);

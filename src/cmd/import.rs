@@ -164,6 +164,7 @@ fn put(bytes: &PgRevisions, changes: Vec<Change>) -> anyhow::Result<()> {
         trailers: Vec::new(),
         allow_empty: false,
         replace: false,
+        at: None,
     });
     match written.recv() {
         Ok(Ok(_)) => Ok(()),

@@ -11,18 +11,36 @@ use super::{logs, offline_config};
 /// `notevault export`: the archive of `crate::export`, written to a file that is
 /// either whole or absent.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
-    let config = offline_config(args.vault, args.state_dir, args.config)?;
-    let state_dir = config.state_dir_of_vault()?;
     let options = crate::export::Options {
         history: args.history,
     };
-    let manifest = crate::export::to_file(
-        &config.vault,
-        &state_dir,
-        &options,
-        &args.output,
-        args.force,
-    )?;
+    let manifest = match args.hosted_vault {
+        Some(name) => {
+            let db = super::hosted::database(crate::cli::DatabaseArgs {
+                database: args.database,
+                config: args.config,
+            })?;
+            let vault = crate::hosted::block_on(async {
+                crate::hosted::schema::check(&db).await?;
+                crate::hosted::registry::find(&db, &name).await
+            })
+            .map_err(super::hosted::message)?;
+            crate::export::write_file(&args.output, args.force, |out| {
+                crate::hosted::export::write(&db, vault.id, &options, out)
+            })?
+        }
+        None => {
+            let config = offline_config(args.vault, args.state_dir, args.config)?;
+            let state_dir = config.state_dir_of_vault()?;
+            crate::export::to_file(
+                &config.vault,
+                &state_dir,
+                &options,
+                &args.output,
+                args.force,
+            )?
+        }
+    };
     for skipped in &manifest.skipped {
         eprintln!("notevault: left out {}: {}", skipped.path, skipped.reason);
     }

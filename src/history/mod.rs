@@ -58,6 +58,9 @@ pub struct CommitRequest {
     /// The changes are the whole tree (the vault as found at start), not edits of the
     /// last commit's tree.
     pub replace: bool,
+    /// The commit's time when it is not now: a change recorded earlier elsewhere (a
+    /// hosted vault's revision, replayed into an export's history).
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A file left out of a commit, and why (its name is one git cannot store, or it could
@@ -566,7 +569,10 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
     let signature = gix::actor::Signature {
         name: "notevault".into(),
         email: "notevault@localhost".into(),
-        time: gix::date::Time::now_utc(),
+        time: match request.at {
+            Some(at) => gix::date::Time::new(at.timestamp(), 0),
+            None => gix::date::Time::now_utc(),
+        },
     };
     let commit = gix::objs::Commit {
         tree,

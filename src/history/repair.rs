@@ -297,6 +297,7 @@ mod tests {
                 trailers: vec![("Notevault-Seq".into(), seq.to_string())],
                 allow_empty: true,
                 replace: false,
+                at: None,
             })
             .recv()
             .unwrap()

@@ -11,6 +11,7 @@ fn commit(history: &History, changes: Vec<Change>) -> Option<String> {
             trailers: vec![("Notevault-Seq".into(), "1".into())],
             allow_empty: false,
             replace: false,
+            at: None,
         })
         .recv()
         .unwrap()
@@ -90,6 +91,7 @@ fn a_name_git_refuses_is_left_out_and_the_rest_committed() {
                 trailers: vec![("Notevault-Seq".into(), "4".into())],
                 allow_empty: false,
                 replace: false,
+                at: None,
             })
             .recv()
             .unwrap()

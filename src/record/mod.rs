@@ -231,6 +231,7 @@ pub fn record_with(
         // not change (the bytes were already in history): a read of it must find them.
         allow_empty: true,
         replace: whole,
+        at: None,
     });
     let started = std::time::Instant::now();
     let meanwhile = meanwhile();
@@ -438,6 +439,7 @@ pub fn record_key(state: &State, actor: &str, key_version: u32, hierarchy: &str)
         ],
         allow_empty: true,
         replace: false,
+        at: None,
     });
     match commit.recv() {
         Ok(Ok(_)) => {}

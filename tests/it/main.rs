@@ -32,6 +32,7 @@ mod fuzz;
 mod grep;
 mod history;
 mod hosted_db;
+mod hosted_export;
 mod hosted_meta;
 mod hosted_serve;
 mod http_edges;
