@@ -19,7 +19,7 @@ pub fn blob_store(state: &State) -> Result<()> {
         None => Ok(()),
         Some(_) => Err(crate::error::Error::new(
             crate::error::Reason::BLOB_STORE_UNAVAILABLE,
-            "attachments of a hosted vault are kept in blob storage, which is not configured",
+            "attachments and private notes of a hosted vault are kept in blob storage, which is not configured",
         )),
     }
 }

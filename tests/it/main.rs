@@ -34,6 +34,7 @@ mod history;
 mod hosted_db;
 mod hosted_export;
 mod hosted_meta;
+mod hosted_private;
 mod hosted_serve;
 mod http_edges;
 mod hybrid;

@@ -471,3 +471,16 @@ fn a_url_takes_another_database() {
     );
     assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
 }
+
+/// `pg_dump` of the database at `url` (data and schema, plain SQL): every byte the
+/// server keeps of it, as an operator's backup would hold it.
+pub fn dump(url: &str) -> Vec<u8> {
+    let bin = bin_dir().expect("the PostgreSQL binaries");
+    let out = Command::new(bin.join("pg_dump"))
+        .arg("--dbname")
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "pg_dump: {out:?}");
+    out.stdout
+}
