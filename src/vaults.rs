@@ -61,6 +61,9 @@ pub trait Directory: Send + Sync {
     /// The id of the vault whose console session has this digest.
     fn vault_of_session(&self, digest: &str) -> crate::error::Result<Option<String>>;
 
+    /// The id of the vault whose console sign-in code has this digest.
+    fn vault_of_sign_in_code(&self, digest: &str) -> crate::error::Result<Option<String>>;
+
     /// The ids of the vaults of the organization `org_id`.
     fn vaults_of_org(&self, org_id: &str) -> crate::error::Result<Vec<String>>;
 }

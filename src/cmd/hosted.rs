@@ -30,6 +30,18 @@ pub(super) fn database(args: DatabaseArgs) -> anyhow::Result<Database> {
     Database::open(url.expose(), Options::default()).map_err(message)
 }
 
+/// The public base URL the config file or the environment names (`public_url`).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+pub(super) fn public_url(config: Option<PathBuf>) -> anyhow::Result<Option<String>> {
+    let file: Option<PathBuf> = config_file(config);
+    let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), Layer::default())
+        .map_err(anyhow::Error::msg)?;
+    Ok(config.public_url)
+}
+
 /// The database at `url` and its vault `name_or_id`, for a one-shot command.
 pub fn vault_of(url: &str, name_or_id: &str) -> anyhow::Result<(Database, registry::Vault)> {
     let db = Database::open(url, Options::default()).map_err(message)?;

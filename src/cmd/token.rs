@@ -14,9 +14,21 @@ use super::offline_config;
 /// `notevault login-link`: a one-time sign-in link for the daemon serving the vault (the
 /// URL it keeps in the metadata store when it starts).
 pub fn login_link(store: TokenStoreArgs) -> anyhow::Result<()> {
+    let hosted = store.database.is_some();
+    let public = super::hosted::public_url(store.config.clone())?;
     let meta = token_store(store)?;
-    let Some(url) = meta.setting(crate::console::URL_SETTING)? else {
-        anyhow::bail!("no daemon has served this vault yet: start `notevault serve` first");
+    // Hosted instances sit behind a load balancer whose address only the operator knows.
+    let url = match public {
+        Some(url) => url,
+        None if hosted => anyhow::bail!(
+            "a hosted vault's link needs the instances' public URL: set NOTEVAULT_PUBLIC_URL (or public_url in the config file), e.g. https://notes.example.com"
+        ),
+        None => match meta.setting(crate::console::URL_SETTING)? {
+            Some(url) => url,
+            None => anyhow::bail!(
+                "no daemon has served this vault yet: start `notevault serve` first"
+            ),
+        },
     };
     let link =
         crate::console::sign_in_link(&*meta, &url).map_err(|e| anyhow::anyhow!("{}", e.message))?;

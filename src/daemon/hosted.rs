@@ -290,6 +290,10 @@ impl Directory for HostedVaults {
         block_on(hosted::lookup::vault_of_session(&self.db, digest))
     }
 
+    fn vault_of_sign_in_code(&self, digest: &str) -> Result<Option<String>> {
+        block_on(hosted::lookup::vault_of_sign_in_code(&self.db, digest))
+    }
+
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {
         block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
     }

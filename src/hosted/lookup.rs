@@ -59,6 +59,16 @@ pub async fn vault_of_session(db: &Database, digest: &str) -> Result<Option<Stri
     .await
 }
 
+/// The vault of the console sign-in code with this digest.
+pub async fn vault_of_sign_in_code(db: &Database, digest: &str) -> Result<Option<String>> {
+    vault_where(
+        db,
+        "SELECT vault_id FROM sign_in_codes WHERE digest = $1",
+        digest,
+    )
+    .await
+}
+
 /// The vaults of an organization, oldest first.
 pub async fn vaults_of_org(db: &Database, org_id: &str) -> Result<Vec<String>> {
     let client = db.client().await?;

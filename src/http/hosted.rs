@@ -1,13 +1,14 @@
 //! Hosted mode's side of finding a request's vault: the database holds many vaults, so
 //! before the credential is checked (by the same `resolve` as local mode's), the vaults it
 //! may be for are found by what it carries (a static token's `vault_id`, a personal
-//! access token's prefix, a JWT's `vault_id` or `org_id`, a console session) and opened.
+//! access token's prefix, a JWT's `vault_id` or `org_id`, a console session or sign-in
+//! code) and opened.
 //! No path names a vault; a request that names none reaches the lobby.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue, Uri};
 use parking_lot::Mutex;
 
 use crate::auth::{self, jwt, pat, session, Presented};
@@ -38,8 +39,9 @@ impl HostedServed {
         &self,
         app: &AppState,
         headers: &HeaderMap,
+        uri: &Uri,
     ) -> Result<Vec<Arc<ServedVault>>> {
-        let ids = named(app, headers);
+        let ids = named(app, headers, uri);
         let found = if ids.is_empty() {
             Vec::new()
         } else {
@@ -85,11 +87,12 @@ enum Named {
     Vault(String),
     Token(String),
     Session(String),
+    SignInCode(String),
     Org(String),
 }
 
 /// What the credential carries that names vaults (nothing is verified here).
-fn named(app: &AppState, headers: &HeaderMap) -> Vec<Named> {
+fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
     let values: Vec<&[u8]> = headers
         .get_all(header::AUTHORIZATION)
         .iter()
@@ -123,10 +126,23 @@ fn named(app: &AppState, headers: &HeaderMap) -> Vec<Named> {
         )
         .filter(|s| session::well_formed(s))
         .map(|secret| Named::Session(session::digest(secret)))
+        .or_else(|| sign_in_code(uri).map(|code| Named::SignInCode(session::digest(&code))))
         .into_iter()
         .collect(),
         Presented::OtherScheme | Presented::Malformed(_) => Vec::new(),
     }
+}
+
+/// The code of a console sign-in link (`/sign-in?code=…`), when well formed: the link
+/// is the one request of a person that carries nothing else naming their vault.
+fn sign_in_code(uri: &Uri) -> Option<String> {
+    if uri.path() != "/sign-in" {
+        return None;
+    }
+    form_urlencoded::parse(uri.query()?.as_bytes())
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .filter(|code| session::well_formed(code))
 }
 
 fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> {
@@ -136,6 +152,7 @@ fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> 
             Named::Vault(id) => ids.push(id),
             Named::Token(prefix) => ids.extend(directory.vault_of_token(&prefix)?),
             Named::Session(digest) => ids.extend(directory.vault_of_session(&digest)?),
+            Named::SignInCode(digest) => ids.extend(directory.vault_of_sign_in_code(&digest)?),
             Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
         }
     }

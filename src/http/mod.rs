@@ -270,7 +270,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     // Hosted mode: the vaults the credential may be for, opened (and caught up) now.
     let named = match &app.hosted {
         None => None,
-        Some(hosted) => match hosted.candidates(&app, req.headers()).await {
+        Some(hosted) => match hosted.candidates(&app, req.headers(), req.uri()).await {
             Ok(named) => Some(named),
             Err(e) => return ApiError(e).into_response(),
         },

@@ -31,6 +31,7 @@ mod folders;
 mod fuzz;
 mod grep;
 mod history;
+mod hosted_console;
 mod hosted_db;
 mod hosted_export;
 mod hosted_meta;
