@@ -86,9 +86,19 @@ pub async fn vaults_of_org(db: &Database, org_id: &str) -> Result<Vec<String>> {
 }
 
 /// The setting `key` of a vault; when it has none, `made` becomes it. Two instances
-/// asking at once agree on one value.
+/// asking at once agree on one value. Read first: a vault opens on a read-only database
+/// (a replica promoted late, a primary in recovery), which refuses even an insert that
+/// would do nothing.
 pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Result<String> {
     let client = db.client().await?;
+    let read = "SELECT value FROM settings WHERE vault_id = $1 AND key = $2";
+    if let Some(row) = client
+        .query_opt(read, &[&vault, &key])
+        .await
+        .map_err(db_error)?
+    {
+        return Ok(row.get(0));
+    }
     client
         .execute(
             "INSERT INTO settings (vault_id, key, value) VALUES ($1, $2, $3)
@@ -98,10 +108,7 @@ pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Re
         .await
         .map_err(db_error)?;
     let row = client
-        .query_one(
-            "SELECT value FROM settings WHERE vault_id = $1 AND key = $2",
-            &[&vault, &key],
-        )
+        .query_one(read, &[&vault, &key])
         .await
         .map_err(db_error)?;
     Ok(row.get(0))

@@ -34,6 +34,7 @@ mod history;
 mod hosted_console;
 mod hosted_db;
 mod hosted_export;
+mod hosted_faults;
 mod hosted_meta;
 mod hosted_private;
 mod hosted_serve;
