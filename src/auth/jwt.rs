@@ -110,26 +110,6 @@ enum PermissionsClaim {
     Spaced(String),
 }
 
-/// The `vault_id` and `org_id` a JWT claims, read WITHOUT checking its signature: only
-/// to find which vaults to verify it for (hosted mode opens vaults on demand); what it
-/// grants is decided by [`Verifier::verify_among`] alone.
-pub fn claimed_vault(token: &str) -> (Option<String>, Option<String>) {
-    use base64::Engine;
-    let claims = token
-        .split('.')
-        .nth(1)
-        .and_then(|p| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(p)
-                .ok()
-        })
-        .and_then(|b| serde_json::from_slice::<Claims>(&b).ok());
-    match claims {
-        Some(c) => (c.vault_id, c.org_id),
-        None => (None, None),
-    }
-}
-
 /// A verified token: its credential, and the subject the rate limits key on.
 #[derive(Debug)]
 pub struct Verified {
@@ -202,6 +182,19 @@ impl Verifier {
         token: &str,
         vaults: &[(&str, Option<&str>)],
     ) -> Result<(Verified, usize)> {
+        let claims = self.checked(token).await?;
+        self.granted(claims, vaults)
+    }
+
+    /// The `vault_id` and `org_id` of a token whose signature, issuer, audience and times
+    /// hold: hosted mode opens only the vaults a good token names.
+    pub async fn claimed_vault(&self, token: &str) -> Result<(Option<String>, Option<String>)> {
+        let claims = self.checked(token).await?;
+        Ok((claims.vault_id, claims.org_id))
+    }
+
+    /// The claims of `token` once its signature, issuer, audience and times are checked.
+    async fn checked(&self, token: &str) -> Result<Claims> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| invalid("the JWT's header is not valid (or its alg is not supported)"))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
@@ -245,8 +238,15 @@ impl Verifier {
         }
         let data = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)
             .map_err(|e| invalid(refusal(&e)))?;
-        drop(keys);
-        let claims = data.claims;
+        Ok(data.claims)
+    }
+
+    /// What checked `claims` grant, and in which of `vaults` (see [`Self::verify_among`]).
+    fn granted(
+        &self,
+        claims: Claims,
+        vaults: &[(&str, Option<&str>)],
+    ) -> Result<(Verified, usize)> {
         // A token that names a vault is for that vault alone; `org_id` selects a vault only
         // for a token that names none.
         let vault = match (&claims.vault_id, &claims.org_id) {

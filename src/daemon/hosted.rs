@@ -187,6 +187,7 @@ impl HostedVaults {
         });
         let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
         build(&state, &revisions)?;
+        tracing::debug!(vault = %state.vault_id, seq = state.committed_seq(), "opened a vault");
         Ok(Arc::new(state))
     }
 }

@@ -41,7 +41,7 @@ impl HostedServed {
         headers: &HeaderMap,
         uri: &Uri,
     ) -> Result<Vec<Arc<ServedVault>>> {
-        let ids = named(app, headers, uri);
+        let ids = named(app, headers, uri).await;
         let found = if ids.is_empty() {
             Vec::new()
         } else {
@@ -92,7 +92,7 @@ enum Named {
 }
 
 /// What the credential carries that names vaults (nothing is verified here).
-fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
+async fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
     let values: Vec<&[u8]> = headers
         .get_all(header::AUTHORIZATION)
         .iter()
@@ -111,11 +111,13 @@ fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
             if pat::looks_like(token) {
                 return vec![Named::Token(pat::public_prefix(token).to_string())];
             }
-            if app.jwt.is_some() && jwt::looks_like(token) {
-                return match jwt::claimed_vault(token) {
-                    (Some(vault), _) => vec![Named::Vault(vault)],
-                    (None, Some(org)) => vec![Named::Org(org)],
-                    (None, None) => Vec::new(),
+            // Only a token whose signature holds opens the vaults it names: a made-up
+            // one must not load vaults. A bad one reaches the lobby, which refuses it.
+            if let (Some(verifier), true) = (&app.jwt, jwt::looks_like(token)) {
+                return match verifier.claimed_vault(token).await {
+                    Ok((Some(vault), _)) => vec![Named::Vault(vault)],
+                    Ok((None, Some(org))) => vec![Named::Org(org)],
+                    Ok((None, None)) | Err(_) => Vec::new(),
                 };
             }
             Vec::new()

@@ -736,6 +736,7 @@ async fn a_jwt_selects_its_vault_by_vault_id_or_org_id() {
     let a = hosted.instance_with(&[
         ("NOTEVAULT_AUTH_ISSUER", "https://idp.example/"),
         ("NOTEVAULT_AUTH_JWKS_FILE", jwks.to_str().unwrap()),
+        ("NOTEVAULT_LOG", "debug"),
     ]);
     create(&a, "in-team", "team's\n", "k-team").await;
     let claims = |extra: Value| {
@@ -783,7 +784,20 @@ async fn a_jwt_selects_its_vault_by_vault_id_or_org_id() {
     assert_envelope(&body, 403, "VAULT_FORBIDDEN");
     let (status, body) = notes(sign(&key, &claims(json!({"org_id": "nobody"})))).await;
     assert_envelope(&body, status, "VAULT_FORBIDDEN");
+    // A forged token opens nothing: the vault it names is loaded only for a good one.
+    let third = cli(&hosted.db.url, &["vault", "create", "third"])
+        .trim()
+        .to_string();
     let stranger = es256("k1");
-    let (status, body) = notes(sign(&stranger, &claims(json!({"vault_id": hosted.vault})))).await;
+    let (status, body) = notes(sign(&stranger, &claims(json!({"vault_id": third})))).await;
     assert_envelope(&body, status, "AUTH_INVALID");
+    let opened = || {
+        let log = a.daemon.log.lock().unwrap();
+        log.iter()
+            .any(|l| l.contains("opened a vault") && l.contains(&third))
+    };
+    assert!(!opened(), "a forged token loaded its vault");
+    let (status, _) = notes(sign(&key, &claims(json!({"vault_id": third})))).await;
+    assert_eq!(status, 200);
+    assert!(opened(), "a good token loads its vault");
 }
