@@ -66,4 +66,8 @@ pub trait Directory: Send + Sync {
 
     /// The ids of the vaults of the organization `org_id`.
     fn vaults_of_org(&self, org_id: &str) -> crate::error::Result<Vec<String>>;
+
+    /// Each part the directory needs to serve (`database`, `schema`), and why it cannot
+    /// now (for `/readyz`).
+    fn ready(&self) -> Vec<(&'static str, std::result::Result<(), String>)>;
 }

@@ -295,6 +295,30 @@ impl Directory for HostedVaults {
         block_on(hosted::lookup::vault_of_sign_in_code(&self.db, digest))
     }
 
+    fn ready(&self) -> Vec<(&'static str, std::result::Result<(), String>)> {
+        let reached = block_on(async {
+            let client = self.db.client().await?;
+            client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(hosted::db_error)?;
+            Ok::<_, Error>(())
+        });
+        match reached {
+            Ok(()) => {
+                let schema = block_on(hosted::schema::check(&self.db)).map_err(|e| e.message);
+                vec![("database", Ok(())), ("schema", schema)]
+            }
+            Err(e) => vec![
+                ("database", Err(e.message)),
+                (
+                    "schema",
+                    Err("not checked: the database is unreachable".into()),
+                ),
+            ],
+        }
+    }
+
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {
         block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
     }

@@ -33,6 +33,11 @@ impl HostedServed {
         }
     }
 
+    /// The directory of the database's vaults (its readiness, for `/readyz`).
+    pub fn directory(&self) -> Arc<dyn Directory> {
+        self.directory.clone()
+    }
+
     /// The vaults the request's credential may be for, opened and caught up; the lobby
     /// when it names none. A database that cannot be reached is the error.
     pub async fn candidates(

@@ -9,6 +9,7 @@
 //! panic catcher → `/mcp` or `api::dispatch`.
 
 mod hosted;
+mod probes;
 pub mod server;
 pub mod tls;
 mod vault;
@@ -116,6 +117,7 @@ impl AppState {
 /// streamable HTTP service), the web console's pages, and the route table, behind the
 /// same middleware.
 pub fn router(app: AppState) -> Router {
+    let probes = probes::routes(app.clone());
     layered(
         Router::new()
             .route("/mcp", axum::routing::any(mcp))
@@ -123,6 +125,7 @@ pub fn router(app: AppState) -> Router {
             .fallback(dispatch),
         app,
     )
+    .merge(probes)
 }
 
 /// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then the vault's

@@ -105,3 +105,44 @@ async fn a_read_only_database_serves_reads_refuses_writes_and_takes_the_retry_af
         made["version_id"]
     );
 }
+
+/// `/readyz` of a hosted instance names the database while it is down (`/healthz` still
+/// answers: the process serves), and is ready again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_names_the_database_while_it_is_down() {
+    let Some(cluster) = crate::common::postgres::Cluster::start() else {
+        return;
+    };
+    let hosted = Hosted::on(cluster.database());
+    let a = hosted.instance();
+    let probe = |path: &'static str| {
+        let url = a.url(path);
+        async move {
+            let res = reqwest::get(url).await.unwrap();
+            let status = res.status().as_u16();
+            (status, res.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (status, ready) = probe("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["checks"]["database"], "ok");
+    assert_eq!(ready["checks"]["schema"], "ok");
+
+    cluster.stop_immediate();
+    let begin = Instant::now();
+    let (status, ready) = probe("/readyz").await;
+    assert!(
+        begin.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        begin.elapsed()
+    );
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["status"], "not_ready");
+    let why = ready["checks"]["database"].as_str().unwrap();
+    assert!(why.contains("unreachable"), "{ready}");
+    assert_eq!(probe("/healthz").await.0, 200);
+
+    cluster.restart();
+    let (status, ready) = probe("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+}

@@ -50,6 +50,7 @@ mod mcp_writes;
 mod names;
 mod notes;
 mod openapi;
+mod probes;
 mod questions;
 mod races;
 mod readme;
