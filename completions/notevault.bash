@@ -1349,7 +1349,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__serve)
-            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --migrate --help"
+            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --migrate --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1377,6 +1377,10 @@ _notevault() {
                     ;;
                 --database)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)

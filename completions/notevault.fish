@@ -50,6 +50,8 @@ complete -c notevault -n "__fish_notevault_using_subcommand serve" -l config -d 
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-cert -d 'Serve HTTPS with this PEM certificate chain (also NOTEVAULT_TLS_CERT); needs --tls-key' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-key -d 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l database -d 'Hosted mode: serve the vaults of this PostgreSQL database (no folder; also NOTEVAULT_DATABASE_URL or `database_url` in the config file)' -r
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l log-format -d 'Logs on stderr: text for a person, or json (one object per line, with one line per request: id, vault, route, status, latency) for a log shipper (also NOTEVAULT_LOG_FORMAT)' -r -f -a "text\t''
+json\t''"
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l insecure-open -d 'Serve a non-loopback address without authentication and TLS (accept the risk)'
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l no-watch -d 'Do not watch the folder (external edits are then seen when a note is read)'
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l review -d 'Queue every agent write for review, and take review decisions only from a person signed in to the console or a notes.review token (kept in the vault\'s settings)'

@@ -434,6 +434,18 @@ pub struct ServeArgs {
     /// Hosted mode: apply the database's schema migrations before serving
     #[arg(long, requires = "database")]
     pub migrate: bool,
+    /// Logs on stderr: text for a person, or json (one object per line, with one line per
+    /// request: id, vault, route, status, latency) for a log shipper (also
+    /// NOTEVAULT_LOG_FORMAT)
+    #[arg(long, value_name = "FORMAT", env = "NOTEVAULT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How `serve` writes its logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]

@@ -75,17 +75,32 @@ pub async fn dispatch(req: Request) -> Response {
         ))
         .into_response();
     };
-    match dispatch_inner(state, req).await {
+    let path = req.uri().path().to_string();
+    let matched = match recognize(req.method(), &path, |key| {
+        crate::queries::status::note_exists(&state, key)
+    }) {
+        Ok(matched) => matched,
+        Err(e) => return ApiError(e).into_response(),
+    };
+    let template = RouteTemplate(matched.template);
+    let mut response = match dispatch_inner(state, req, matched).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    response.extensions_mut().insert(template);
+    response
 }
 
-async fn dispatch_inner(state: Arc<State>, req: Request) -> Result<Response, ApiError> {
-    let path = req.uri().path().to_string();
-    let matched = recognize(req.method(), &path, |key| {
-        crate::queries::status::note_exists(&state, key)
-    })?;
+/// The template of the route a response answers (`/v1/notes/{note}`), for the request
+/// log: never the path, which names notes.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteTemplate(pub &'static str);
+
+async fn dispatch_inner(
+    state: Arc<State>,
+    req: Request,
+    matched: routes::Matched,
+) -> Result<Response, ApiError> {
     // The one check; a presigned link is a credential like a bearer (`http::authenticate`).
     let credential = credential(req.extensions())?;
     auth::require(credential, matched.access.need)?;

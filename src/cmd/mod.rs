@@ -14,6 +14,7 @@ mod token;
 
 use std::path::PathBuf;
 
+use crate::cli::LogFormat;
 use crate::config::{Config, Layer};
 
 pub use device::device;
@@ -52,14 +53,35 @@ fn offline_config(
 }
 
 fn logs() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NOTEVAULT_LOG")
-                .unwrap_or_else(|_| "notevault=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    log_as(LogFormat::Text);
+}
+
+/// Logs to stderr: `NOTEVAULT_LOG` filters (default `notevault=info`). Text for a
+/// person, without the per-request lines; JSON (tracing's formatter, one object per
+/// line) for an operator's log shipper, with one line per request.
+/// Set once `serve` logs JSON: what it would print for a person is logged instead.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn log_as(format: LogFormat) {
+    JSON_LOGS.store(
+        format == LogFormat::Json,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let default = match format {
+        LogFormat::Text => "notevault=info,notevault::access=warn",
+        LogFormat::Json => "notevault=info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NOTEVAULT_LOG")
+        .unwrap_or_else(|_| default.into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().with_current_span(false).init(),
+    }
 }
 
 #[allow(

@@ -3,7 +3,7 @@
 use crate::cli::ServeArgs;
 use crate::config::{Config, Layer};
 
-use super::{config_file, logs};
+use super::config_file;
 
 /// The target these events had when they were logged from the binary: log lines and
 /// `NOTEVAULT_LOG` filters naming it stay as they were.
@@ -26,7 +26,7 @@ fn limit_malloc_arenas() {
     reason = "the CLI hands the environment to Config::load"
 )]
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    logs();
+    super::log_as(args.log_format);
     let review = args.review;
     let migrate = args.migrate;
     let file = config_file(args.config.clone());
@@ -201,6 +201,11 @@ fn console_link(state: &crate::state::State, url: &str, several: bool) {
     };
     if let Err(e) = meta.set_setting(crate::console::URL_SETTING, url) {
         tracing::warn!(target: TARGET, error = %e.message, "cannot keep the served URL for login-link");
+    }
+    // A log shipper reads one JSON object per line after the address line.
+    if super::JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(target: TARGET, url = %format!("{url}/"), vault = %state.root().display(), "web console (sign in with the link `notevault login-link` prints)");
+        return;
     }
     // Written, not `eprintln!`ed: whoever started the daemon may have closed its stderr
     // after the address line, and a failed print must not stop serving.

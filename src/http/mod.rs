@@ -234,9 +234,22 @@ pub async fn run_with(
     .await
 }
 
-/// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope.
+/// The vault a response answers for, for the request log.
+#[derive(Debug, Clone)]
+struct LoggedVault(String);
+
+/// Give every request an id (`X-Request-Id`, `requestId`), scoped for the error envelope;
+/// and log one line per request (target `notevault::access`): its id, vault, method,
+/// route template, status and latency. Never a path, a token or a body: they name notes.
 async fn request_id(Shared(app): Shared<AppState>, mut req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let id = uuid::Uuid::now_v7().simple().to_string();
+    let method = req.method().clone();
+    let surface = match req.uri().path() {
+        "/mcp" => "/mcp",
+        p if p.starts_with("/v1/") => "unmatched",
+        _ => "console",
+    };
     req.extensions_mut().insert(RequestId(id.clone()));
     let mut response = REQUEST_ID
         .scope(
@@ -250,6 +263,24 @@ async fn request_id(Shared(app): Shared<AppState>, mut req: Request, next: Next)
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    let route = response
+        .extensions()
+        .get::<crate::api::RouteTemplate>()
+        .map_or(surface, |t| t.0);
+    let vault = response
+        .extensions()
+        .get::<LoggedVault>()
+        .map_or("", |v| v.0.as_str());
+    tracing::info!(
+        target: "notevault::access",
+        request_id = %id,
+        vault,
+        method = %method,
+        route,
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
     response
 }
 
@@ -321,8 +352,10 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
         }
     });
     let prefix = vault.vault_prefix.clone();
+    let logged = LoggedVault(vault.state.vault_id.clone());
     req.extensions_mut().insert(vault);
     let mut response = VAULT_PREFIX.scope(prefix, next.run(req)).await;
+    response.extensions_mut().insert(logged);
     if let Some(url) = metadata {
         let headers = response.headers_mut();
         if let Some(challenge) = headers

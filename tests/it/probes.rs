@@ -62,3 +62,82 @@ async fn probes_answer_without_a_token_past_the_rate_limit_and_name_the_index() 
     // The API itself still wants a token.
     s.get_error("/v1/notes", 401, "AUTH_MISSING").await;
 }
+
+/// `serve --log-format json`: every line on stderr after the address is one JSON object,
+/// and each request has its line with its id, vault, route template, status and latency,
+/// never its path, token or the note's text.
+#[tokio::test]
+async fn json_logs_have_one_line_per_request_and_no_token_or_text() {
+    const TOKEN: &str = "json-log-token-0123456789abcdef";
+    let (_dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let tokens = serde_json::json!([{"token": TOKEN, "permissions": ["notes.write"]}]).to_string();
+    let mut daemon = common::spawn(
+        &vault,
+        &state,
+        &[
+            ("NOTEVAULT_LOG_FORMAT", "json"),
+            ("AUTH_REQUIRED", "true"),
+            ("NOTEVAULT_STATIC_TOKENS", &tokens),
+        ],
+    );
+    let client = reqwest::Client::new();
+    let read = client
+        .get(format!("{}/v1/notes/Welcome?limit=20", daemon.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    let id = read.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(read
+        .text()
+        .await
+        .unwrap()
+        .contains("made-up personal knowledge base"));
+    let refused = client
+        .get(format!("{}/v1/notes/Welcome", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let refused_id = refused.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(daemon.wait_logged(&refused_id, Duration::from_secs(10)));
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let lines = daemon.rest();
+    let mut requests = Vec::new();
+    for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            entry["level"].is_string() && entry["timestamp"].is_string(),
+            "{line}"
+        );
+        if entry["target"] == "notevault::access" {
+            requests.push(entry["fields"].clone());
+        }
+    }
+    let of = |id: &str| {
+        requests
+            .iter()
+            .find(|f| f["request_id"] == id)
+            .unwrap_or_else(|| panic!("no line for {id} in {requests:?}"))
+            .clone()
+    };
+    let ok = of(&id);
+    assert_eq!(ok["route"], "/v1/notes/{note}", "{ok}");
+    assert_eq!(ok["method"], "GET");
+    assert_eq!(ok["status"], 200);
+    assert!(ok["latency_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(
+        ok["vault"].as_str().unwrap().len(),
+        36,
+        "the vault's id: {ok}"
+    );
+    assert_eq!(of(&refused_id)["status"], 401);
+    for secret in [TOKEN, "made-up personal knowledge base", "Welcome"] {
+        assert!(!lines.contains(secret), "the log holds {secret:?}");
+    }
+}
