@@ -100,6 +100,10 @@ pub struct Config {
     /// Hosted mode: a vault no request asked for in this many seconds is closed (its
     /// catalog and index leave the instance's memory) (`vault_idle_seconds`).
     pub vault_idle_seconds: u64,
+    /// On SIGTERM or Ctrl-C, how long `/readyz` answers 503 `draining` while requests are
+    /// still served, so a load balancer stops sending before the listener closes
+    /// (`drain_seconds`, `NOTEVAULT_DRAIN_SECONDS`).
+    pub drain_seconds: u64,
     /// Who may approve or reject a pending write and change the write settings in open
     /// local mode (`review_decisions`, `NOTEVAULT_REVIEW_DECISIONS`): `anyone` (the spec's
     /// open-mode rule) or `signed_in` (a person signed in to the console, or a token with
@@ -199,6 +203,7 @@ impl Default for Config {
             embed_model: None,
             database_url: None,
             vault_idle_seconds: 600,
+            drain_seconds: 0,
             review_decisions: ReviewDecisions::Anyone,
             vaults: Vec::new(),
         }
@@ -248,6 +253,7 @@ pub struct Layer {
     pub embed_model: Option<PathBuf>,
     pub database_url: Option<Secret>,
     pub vault_idle_seconds: Option<u64>,
+    pub drain_seconds: Option<u64>,
     pub review_decisions: Option<ReviewDecisions>,
     pub vaults: Option<Vec<VaultEntry>>,
 }
@@ -338,6 +344,7 @@ impl Layer {
                 "NOTEVAULT_VAULT_IDLE_SECONDS",
                 own("VAULT_IDLE_SECONDS"),
             )?,
+            drain_seconds: parse_opt("NOTEVAULT_DRAIN_SECONDS", own("DRAIN_SECONDS"))?,
             review_decisions: own("REVIEW_DECISIONS")
                 .map(|v| {
                     ReviewDecisions::parse(v.trim()).ok_or_else(|| {
@@ -394,6 +401,7 @@ impl Config {
             upload_types,
             sync_retention_days,
             vault_idle_seconds,
+            drain_seconds,
             review_decisions
         );
         for (field, seconds) in [

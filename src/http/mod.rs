@@ -68,6 +68,9 @@ pub struct AppParts {
     /// Hosted mode: the vaults of the database, found by the credential; `vaults` then
     /// holds only the lobby, an empty vault that a request naming no vault reaches.
     pub hosted: Option<hosted::HostedServed>,
+    /// Set when a stop was asked for: `/readyz` answers 503 while requests are still
+    /// served for `drain_seconds`.
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {
@@ -97,6 +100,7 @@ impl AppState {
             .collect();
         Self(Arc::new(AppParts {
             hosted: directory.map(hosted::HostedServed::new),
+            draining: Arc::default(),
             static_tokens,
             jwt: config.jwt_verifier().map(Arc::new),
             docs_url,
@@ -221,11 +225,21 @@ pub async fn run_with(
     let limits = server::Limits::from(&app.config);
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
+    let draining = app.draining.clone();
+    let drain = std::time::Duration::from_secs(app.config.drain_seconds);
     let app = router(app);
     server::serve(listener, app, limits, docs_url, acceptor, async move {
         // The caller's shutdown, or a stop the daemon asked for itself (a purge).
         tokio::select! {
-            () = shutdown => {}
+            () = shutdown => {
+                // Not ready first, still serving: a load balancer stops sending here
+                // before the listener closes on requests it already sent.
+                draining.store(true, std::sync::atomic::Ordering::Relaxed);
+                if !drain.is_zero() {
+                    tracing::info!(seconds = drain.as_secs(), "draining: /readyz answers 503, requests are still served");
+                    tokio::time::sleep(drain).await;
+                }
+            }
             () = stop => {}
         }
         // Open MCP streams would hold the graceful shutdown forever: end them first.

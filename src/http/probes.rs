@@ -4,8 +4,9 @@
 //!
 //! Healthy: the process serves HTTP. Ready: every part a request needs answers: in local
 //! mode each vault's start-up index sync is done (the start-up scan ran before serving);
-//! in hosted mode the database answers and its schema is this binary's. A part that is
-//! not ready is named with why, and the answer is 503.
+//! in hosted mode the database answers and its schema is this binary's; and no stop was
+//! asked for (the drain). A part that is not ready is named with why, and the answer is
+//! 503.
 
 use axum::extract::State as Shared;
 use axum::http::StatusCode;
@@ -29,6 +30,12 @@ async fn healthz() -> Response {
 
 async fn readyz(Shared(app): Shared<AppState>) -> Response {
     let mut checks: Vec<(String, Result<(), String>)> = Vec::new();
+    if app.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        checks.push((
+            "drain".into(),
+            Err("stopping: requests under way are finished, send new ones elsewhere".into()),
+        ));
+    }
     if let Some(hosted) = &app.hosted {
         let directory = hosted.directory();
         match tokio::task::spawn_blocking(move || directory.ready()).await {

@@ -141,3 +141,52 @@ async fn json_logs_have_one_line_per_request_and_no_token_or_text() {
         assert!(!lines.contains(secret), "the log holds {secret:?}");
     }
 }
+
+/// SIGTERM with `drain_seconds`: `/readyz` turns 503 `drain` at once while requests are
+/// still answered, then the listener closes and the process exits 0.
+#[tokio::test]
+async fn sigterm_drains_not_ready_first_still_serving_then_exits_cleanly() {
+    let (_dir, vault, state) = common::temp_vault(Some("vault-example"));
+    let mut daemon = common::spawn(&vault, &state, &[("NOTEVAULT_DRAIN_SECONDS", "5")]);
+    let client = reqwest::Client::new();
+    let ready = |client: reqwest::Client, url: String| async move {
+        let res = client.get(url).send().await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.json::<Value>().await.unwrap())
+    };
+    let url = format!("{}/readyz", daemon.base);
+    common::eventually_within(Duration::from_secs(30), "ready", || {
+        let (client, url) = (client.clone(), url.clone());
+        async move { ready(client, url).await.0 == 200 }
+    })
+    .await;
+
+    // SAFETY: a signal to our own child, whose pid we hold.
+    let sent = unsafe { libc::kill(daemon.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    common::eventually_within(
+        Duration::from_secs(4),
+        "not ready once told to stop",
+        || {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                let (status, body) = ready(client, url).await;
+                status == 503 && body["checks"]["drain"].is_string()
+            }
+        },
+    )
+    .await;
+    let read = client
+        .get(format!("{}/v1/notes/Welcome?limit=1", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200, "still served while draining");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = daemon.child.wait().unwrap();
+        (status, daemon.rest())
+    })
+    .await
+    .unwrap();
+    assert!(status.0.success(), "exit {:?}: {}", status.0, status.1);
+}
