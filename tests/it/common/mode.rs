@@ -71,7 +71,8 @@ pub struct HostedParts {
     lobby: Option<notevault::daemon::Daemon>,
     /// The vault's id, as `vault create` printed it.
     pub vault_id: String,
-    pub db: TestDb,
+    /// Taken by a restart, which serves it anew.
+    pub db: Option<TestDb>,
     _cache: tempfile::TempDir,
 }
 
@@ -127,6 +128,69 @@ impl TestServer {
     pub fn hosted(&self) -> &HostedParts {
         self.hosted.as_ref().expect("a hosted test server")
     }
+
+    /// Stop and serve the same vault again with `tweak`: local, a new daemon on the
+    /// folder and its state; hosted, a new instance (an empty cache) on the database.
+    pub async fn restart(self, tweak: impl FnOnce(&mut Config)) -> Self {
+        match self.mode {
+            Mode::Local => {
+                let (dir, vault, state) = self.stop().await;
+                Self::start_in(dir, vault, state, tweak).await
+            }
+            Mode::Hosted => {
+                let mut this = self;
+                let parts = this.hosted.as_mut().expect("a hosted test server");
+                let (db, vault_id) = (parts.db.take().unwrap(), parts.vault_id.clone());
+                let (dir, vault, state) = this.stop().await;
+                serve_hosted(dir, vault, state, db, vault_id, tweak).await
+            }
+        }
+    }
+
+    /// The file of the note at `rel` (vault-relative, `.md`) as the server holds it:
+    /// local, the folder's bytes; hosted, the database's (as `/raw` answers them, which
+    /// local mode's tests show are the file's). `None`: there is no such note.
+    pub async fn note_file(&self, rel: &str) -> Option<String> {
+        match self.mode {
+            Mode::Local => std::fs::read_to_string(self.vault.join(rel)).ok(),
+            Mode::Hosted => {
+                let slug = rel.strip_suffix(".md").expect("a note's path ends in .md");
+                let res = self.get(&format!("/v1/notes/{}/raw", encode(slug))).await;
+                match res.status().as_u16() {
+                    404 => None,
+                    200 => {
+                        let body: serde_json::Value = res.json().await.unwrap();
+                        assert_eq!(body["path"], rel, "{body}");
+                        Some(body["content"].as_str().unwrap().to_string())
+                    }
+                    other => panic!("GET raw {rel}: {other}"),
+                }
+            }
+        }
+    }
+
+    /// Whether the vault holds `rel`: local, the path exists in the folder; hosted, a note
+    /// at `rel` (an `.md` path) or under it (a folder).
+    pub async fn holds(&self, rel: &str) -> bool {
+        match self.mode {
+            Mode::Local => self.vault.join(rel).exists(),
+            Mode::Hosted if rel.ends_with(".md") => self.note_file(rel).await.is_some(),
+            Mode::Hosted => {
+                let path = format!("/v1/notes?prefix={}/&page_size=1", encode(rel));
+                let list = self.get_json(&path, 200).await;
+                !list["notes"].as_array().unwrap().is_empty()
+            }
+        }
+    }
+}
+
+/// `text` percent-encoded for a path or a query, `/` kept.
+fn encode(text: &str) -> String {
+    text.split('/')
+        .map(|part| form_urlencoded::byte_serialize(part.as_bytes()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("/")
+        .replace('+', "%20")
 }
 
 async fn start_hosted(
@@ -167,7 +231,18 @@ async fn start_hosted(
         ],
     );
     assert!(out.starts_with("imported "), "{out}");
+    serve_hosted(dir, vault, state, db, vault_id, tweak).await
+}
 
+/// A new instance, with an empty cache of its own, serving `vault_id` of `db`.
+async fn serve_hosted(
+    dir: tempfile::TempDir,
+    vault: PathBuf,
+    state: PathBuf,
+    db: TestDb,
+    vault_id: String,
+    tweak: impl FnOnce(&mut Config),
+) -> TestServer {
     let cache = tempfile::tempdir().unwrap();
     let mut config = Config {
         vault: cache.path().join("unused"),
@@ -247,7 +322,7 @@ async fn start_hosted(
             directory,
             lobby: Some(lobby),
             vault_id,
-            db,
+            db: Some(db),
             _cache: cache,
         }),
         _dir: dir,
