@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::{assert_envelope_for, TestServer};
+use common::{assert_envelope_for, Mode, TestServer};
 use notevault::auth::{Permission, StaticToken, TokenKind};
 use notevault::config::{Config, Layer};
 use reqwest::header::{HeaderValue, AUTHORIZATION};
@@ -44,8 +44,8 @@ fn tokens() -> Vec<StaticToken> {
     ]
 }
 
-async fn with_tokens() -> TestServer {
-    TestServer::start(Some("vault-example"), |c| c.static_tokens = tokens()).await
+async fn with_tokens(mode: Mode) -> TestServer {
+    TestServer::start_as(mode, Some("vault-example"), |c| c.static_tokens = tokens()).await
 }
 
 /// How a request presents itself.
@@ -65,7 +65,7 @@ async fn send(
     path: &str,
     body: Option<Value>,
 ) -> reqwest::Response {
-    let mut req = s.client.request(method.clone(), s.url(path));
+    let mut req = s.anonymous().request(method.clone(), s.url(path));
     match auth {
         Auth::None => {}
         Auth::Bearer(t) => req = req.header(AUTHORIZATION, format!("Bearer {t}")),
@@ -167,9 +167,8 @@ async fn open_local_mode_needs_no_credential_and_checks_one_that_is_sent() {
     );
 }
 
-#[tokio::test]
-async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_challenge() {
-    let s = with_tokens().await;
+async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_challenge(mode: Mode) {
+    let s = with_tokens(mode).await;
     let invalid = r#"Bearer realm="notevault", error="invalid_token""#;
     let long = format!("Bearer {}", "a".repeat(100 * 1024));
     let cases: Vec<(&str, Auth, Method, &str, u16, &str, &str)> = vec![
@@ -291,7 +290,7 @@ async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_cha
         assert!(!message.contains("token-0123456789"), "{what}: {message}");
     }
     // Nothing was written, and the daemon keeps serving.
-    assert!(!s.vault.join("open").exists());
+    assert!(!s.holds("open").await);
     answer(
         &s,
         "after",
@@ -325,9 +324,8 @@ async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_cha
     .await;
 }
 
-#[tokio::test]
-async fn writes_need_notes_write_and_reviews_need_notes_review() {
-    let s = with_tokens().await;
+async fn writes_need_notes_write_and_reviews_need_notes_review(mode: Mode) {
+    let s = with_tokens(mode).await;
     let reader = Auth::Bearer("reader-token-0123456789");
     let writer = Auth::Bearer("writer-token-0123456789");
     let reviewer = Auth::Bearer("reviewer-token-0123456789");
@@ -366,7 +364,7 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
         let info = common::detail(&body, "ErrorInfo");
         assert_eq!(info["metadata"]["scope"], "notes.write", "{what}");
     }
-    assert!(!s.vault.join("tokens/one.md").exists());
+    assert!(!s.holds("tokens/one.md").await);
     let (receipt, _) = answer(
         &s,
         "the writer",
@@ -379,7 +377,7 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
     .await;
     assert_eq!(receipt["status"], "applied");
     assert_eq!(
-        std::fs::read_to_string(s.vault.join("tokens/one.md")).unwrap(),
+        s.note_file("tokens/one.md").await.unwrap(),
         "# From a token\n"
     );
 
@@ -459,7 +457,7 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
         REALM,
     )
     .await;
-    assert!(!s.vault.join("tokens/two.md").exists());
+    assert!(!s.holds("tokens/two.md").await);
     answer(
         &s,
         "get by a reviewer",
@@ -481,18 +479,16 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
     )
     .await;
     assert_eq!(decided["status"], "applied", "{decided}");
-    assert!(s.vault.join("tokens/two.md").exists());
+    assert!(s.holds("tokens/two.md").await);
 }
 
-#[tokio::test]
-async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not() {
+async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not(mode: Mode) {
     // Learn the vault's id, then serve the same state with tokens bound to it.
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let id = s.get_json("/v1/vault", 200).await["vault_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let (dir, vault, state) = s.stop().await;
     let here = StaticToken {
         vault_id: Some(id.clone()),
         ..token("here-token-0123456789", &[Permission::NotesWrite])
@@ -501,7 +497,7 @@ async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not() {
         vault_id: Some(format!("{id}-not")),
         ..token("there-token-0123456789", &[Permission::NotesWrite])
     };
-    let s = TestServer::start_in(dir, vault, state, |c| c.static_tokens = vec![here, there]).await;
+    let s = s.restart(|c| c.static_tokens = vec![here, there]).await;
     let (summary, _) = answer(
         &s,
         "here",
@@ -538,12 +534,11 @@ async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not() {
         r#"Bearer realm="notevault", error="insufficient_scope""#,
     )
     .await;
-    assert!(!s.vault.join("there.md").exists());
+    assert!(!s.holds("there.md").await);
 }
 
-#[tokio::test]
-async fn auth_required_without_tokens_refuses_every_request_but_the_contract() {
-    let s = TestServer::start(Some("vault-example"), |c| c.auth_required = true).await;
+async fn auth_required_without_tokens_refuses_every_request_but_the_contract(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| c.auth_required = true).await;
     refused(
         &s,
         "read",
@@ -580,9 +575,8 @@ async fn auth_required_without_tokens_refuses_every_request_but_the_contract() {
     .await;
 }
 
-#[tokio::test]
-async fn mcp_takes_a_token_and_refuses_without_one() {
-    let s = with_tokens().await;
+async fn mcp_takes_a_token_and_refuses_without_one(mode: Mode) {
+    let s = with_tokens(mode).await;
     // A body that is not JSON: past the auth check, the MCP edge answers its parse error.
     let res = s
         .client
@@ -601,14 +595,13 @@ async fn mcp_takes_a_token_and_refuses_without_one() {
     assert_eq!(body["error"]["code"], -32700, "{body}");
 }
 
-#[tokio::test]
-async fn tokens_from_the_environment_work_end_to_end() {
+async fn tokens_from_the_environment_work_end_to_end(mode: Mode) {
     let json = r#"[{"token": "env-token-0123456789", "permissions": ["notes.write"]},
                    {"token": "env-pat-0123456789", "permissions": [], "kind": "pat"}]"#;
     let env = |k: &str| (k == "NOTEVAULT_STATIC_TOKENS").then(|| json.to_string());
     let loaded = Config::load(None, env, Layer::default()).unwrap();
     assert_eq!(loaded.static_tokens.len(), 2);
-    let s = TestServer::start(Some("vault-example"), |c| {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.static_tokens = loaded.static_tokens
     })
     .await;
@@ -648,9 +641,8 @@ async fn tokens_from_the_environment_work_end_to_end() {
     .await;
 }
 
-#[tokio::test]
-async fn rate_limits_count_per_credential() {
-    let s = TestServer::start(Some("vault-example"), |c| {
+async fn rate_limits_count_per_credential(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.static_tokens = tokens();
         c.rate_limit_read_per_minute = 2;
     })
@@ -853,7 +845,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
         invalid,
     )
     .await;
-    assert!(!s.vault.join("pat/two.md").exists());
+    assert!(!s.holds("pat/two.md").await);
     let (ok, _, _) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
     assert!(!ok, "revoking twice fails");
     let (ok, _, err) = token_cli(&["revoke", &reader[..12], "--state-dir", st, v]);
@@ -943,3 +935,13 @@ async fn a_revoked_token_stays_refused_when_auth_is_required() {
     )
     .await;
 }
+
+crate::test_in_both_modes!(
+    requests_without_a_good_token_are_refused_with_the_envelope_and_the_challenge,
+    writes_need_notes_write_and_reviews_need_notes_review,
+    a_token_for_this_vault_is_accepted_and_one_for_another_is_not,
+    auth_required_without_tokens_refuses_every_request_but_the_contract,
+    mcp_takes_a_token_and_refuses_without_one,
+    tokens_from_the_environment_work_end_to_end,
+    rate_limits_count_per_credential,
+);

@@ -124,6 +124,12 @@ impl TestServer {
         }
     }
 
+    /// A client that sends no credential of its own (the harness's client sends the
+    /// vault's token in hosted mode).
+    pub fn anonymous(&self) -> reqwest::Client {
+        reqwest::Client::new()
+    }
+
     /// The hosted parts; panics in local mode.
     pub fn hosted(&self) -> &HostedParts {
         self.hosted.as_ref().expect("a hosted test server")
@@ -255,6 +261,16 @@ async fn serve_hosted(
     tweak(&mut config);
     // As `serve` makes it: auth is always on in hosted mode.
     config.auth_required = true;
+    // A token for any vault the daemon serves is one for this vault here (`serve`
+    // refuses a static token that names none).
+    for token in &mut config.static_tokens {
+        token.vault_id.get_or_insert_with(|| vault_id.clone());
+    }
+    // The harness's own client keeps its token beside a test's (its reads: `note_file`,
+    // `holds`); a test's requests without it go through `anonymous`.
+    if !config.static_tokens.iter().any(|t| t.token == TOKEN) {
+        config.static_tokens.push(vault_token(&vault_id));
+    }
     let pool = |max_connections| Options {
         max_connections,
         ..Options::default()
