@@ -669,6 +669,23 @@ async fn rate_limits_count_per_credential(mode: Mode) {
     assert_eq!(res.headers()["ratelimit-remaining"], "1");
 }
 
+/// Where `notevault token` finds the server's tokens: the flag and its value, then the
+/// vault (local: the state dir and the folder; hosted: the database and the vault's id).
+fn token_store(s: &TestServer) -> (&'static str, String, String) {
+    match s.mode {
+        Mode::Local => (
+            "--state-dir",
+            s.state.to_str().unwrap().into(),
+            s.vault.to_str().unwrap().into(),
+        ),
+        Mode::Hosted => {
+            let hosted = s.hosted();
+            let url = hosted.db.as_ref().unwrap().url.clone();
+            ("--database", url, hosted.vault_id.clone())
+        }
+    }
+}
+
 /// `notevault token ...` on the command line: success, stdout, stderr.
 fn token_cli(args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_notevault"))
@@ -684,14 +701,14 @@ fn token_cli(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-#[tokio::test]
-async fn personal_access_tokens_from_the_cli_count_at_once() {
+async fn personal_access_tokens_from_the_cli_count_at_once(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(Some("vault-example"));
-    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |c| {
+    let s = TestServer::start_in_as(mode, dir, vault.clone(), state.clone(), |c| {
         c.auth_required = true
     })
     .await;
-    let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
+    let (flag, st, v) = token_store(&s);
+    let (st, v) = (st.as_str(), v.as_str());
     let invalid = r#"Bearer realm="notevault", error="invalid_token""#;
     let write_scope =
         r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.write""#;
@@ -704,7 +721,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
         "notes.write",
         "--expires-in",
         "30d",
-        "--state-dir",
+        flag,
         st,
         v,
     ]);
@@ -712,7 +729,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     assert_eq!(out.lines().count(), 1, "the token alone: {out}");
     let agent = out.trim().to_string();
     assert!(agent.starts_with("nvp_") && agent.len() == 42, "{agent}");
-    let (ok, out, _) = token_cli(&["create", "--name", "reader", "--state-dir", st, v]);
+    let (ok, out, _) = token_cli(&["create", "--name", "reader", flag, st, v]);
     assert!(ok);
     let reader = out.trim().to_string();
     refused(
@@ -791,7 +808,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     .await;
 
     // The list shows names, prefixes, scopes and use, never a token.
-    let (ok, list, _) = token_cli(&["list", "--state-dir", st, v]);
+    let (ok, list, _) = token_cli(&["list", flag, st, v]);
     assert!(ok);
     for shown in [
         "agent",
@@ -808,30 +825,34 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
         !agent_line.ends_with("\t-"),
         "last used is noted: {agent_line}"
     );
-    // The metadata store holds no token.
-    for file in ["meta.sqlite", "meta.sqlite-wal"] {
-        let bytes = std::fs::read(state.join(file)).unwrap_or_default();
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains(&agent[12..]), "{file} holds a token");
+    // The metadata store holds no token (local: its files; hosted: its rows).
+    let stored: Vec<(String, String)> = match s.mode {
+        Mode::Local => ["meta.sqlite", "meta.sqlite-wal"]
+            .map(|file| {
+                let bytes = std::fs::read(state.join(file)).unwrap_or_default();
+                (file.into(), String::from_utf8_lossy(&bytes).into_owned())
+            })
+            .into(),
+        Mode::Hosted => ["personal_tokens", "audit_events"]
+            .map(|table| {
+                let sql = format!("SELECT coalesce(string_agg(t::text, ' '), '') FROM {table} t");
+                let rows = common::postgres::query(st, &sql);
+                (table.into(), rows[0].get::<_, String>(0))
+            })
+            .into(),
+    };
+    for (place, text) in stored {
+        assert!(!text.contains(&agent[12..]), "{place} holds a token");
     }
 
     // A name is taken once; a bad lifetime is refused.
-    let (ok, _, err) = token_cli(&["create", "--name", "agent", "--state-dir", st, v]);
+    let (ok, _, err) = token_cli(&["create", "--name", "agent", flag, st, v]);
     assert!(!ok && err.contains("agent"), "{err}");
-    let (ok, _, err) = token_cli(&[
-        "create",
-        "--name",
-        "x",
-        "--expires-in",
-        "soon",
-        "--state-dir",
-        st,
-        v,
-    ]);
+    let (ok, _, err) = token_cli(&["create", "--name", "x", "--expires-in", "soon", flag, st, v]);
     assert!(!ok && err.contains("soon"), "{err}");
 
     // Revoked while the daemon serves: refused at once (by name, then by prefix).
-    let (ok, _, err) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
+    let (ok, _, err) = token_cli(&["revoke", "agent", flag, st, v]);
     assert!(ok, "{err}");
     refused(
         &s,
@@ -846,9 +867,9 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     )
     .await;
     assert!(!s.holds("pat/two.md").await);
-    let (ok, _, _) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
+    let (ok, _, _) = token_cli(&["revoke", "agent", flag, st, v]);
     assert!(!ok, "revoking twice fails");
-    let (ok, _, err) = token_cli(&["revoke", &reader[..12], "--state-dir", st, v]);
+    let (ok, _, err) = token_cli(&["revoke", &reader[..12], flag, st, v]);
     assert!(ok, "{err}");
     refused(
         &s,
@@ -864,15 +885,15 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     .await;
 }
 
-#[tokio::test]
-async fn a_revoked_token_stays_refused_when_auth_is_required() {
+async fn a_revoked_token_stays_refused_when_auth_is_required(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(Some("vault-example"));
-    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |c| {
+    let s = TestServer::start_in_as(mode, dir, vault.clone(), state.clone(), |c| {
         c.auth_required = true
     })
     .await;
-    let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
-    let (ok, out, err) = token_cli(&["create", "--name", "only", "--state-dir", st, v]);
+    let (flag, st, v) = token_store(&s);
+    let (st, v) = (st.as_str(), v.as_str());
+    let (ok, out, err) = token_cli(&["create", "--name", "only", flag, st, v]);
     assert!(ok, "{err}");
     let token = out.trim().to_string();
     answer(
@@ -885,7 +906,7 @@ async fn a_revoked_token_stays_refused_when_auth_is_required() {
         200,
     )
     .await;
-    assert!(token_cli(&["revoke", "only", "--state-dir", st, v]).0);
+    assert!(token_cli(&["revoke", "only", flag, st, v]).0);
     // A token past its lifetime is refused too.
     let (ok, out, err) = token_cli(&[
         "create",
@@ -893,7 +914,7 @@ async fn a_revoked_token_stays_refused_when_auth_is_required() {
         "brief",
         "--expires-in",
         "1s",
-        "--state-dir",
+        flag,
         st,
         v,
     ]);
@@ -944,4 +965,6 @@ crate::test_in_both_modes!(
     mcp_takes_a_token_and_refuses_without_one,
     tokens_from_the_environment_work_end_to_end,
     rate_limits_count_per_credential,
+    personal_access_tokens_from_the_cli_count_at_once,
+    a_revoked_token_stays_refused_when_auth_is_required,
 );
