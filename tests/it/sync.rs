@@ -694,9 +694,8 @@ fn token(token: &str, kind: TokenKind) -> StaticToken {
     }
 }
 
-#[tokio::test]
-async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
-    let s = TestServer::start(None, |c| {
+async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once(mode: Mode) {
+    let s = TestServer::start_as(mode, None, |c| {
         c.rate_limit_read_per_minute = 0;
         c.rate_limit_write_per_minute = 0;
         c.static_tokens = vec![
@@ -1281,4 +1280,5 @@ crate::test_in_both_modes!(
     bad_reads_and_checkpoints_get_their_envelope,
     a_bad_push_is_refused_whole_and_records_nothing,
     a_key_change_keeps_its_seq_across_a_restart,
+    the_key_routes_validate_every_field_refuse_a_pat_and_enable_once,
 );
