@@ -33,6 +33,9 @@ pub struct HostedVaults {
     loading: Mutex<()>,
     /// When each open vault was last asked for.
     used: Mutex<HashMap<String, std::time::Instant>>,
+    /// The `LISTEN` task of [`Self::follow`], ended by [`Self::stop`]: else it would go
+    /// on reconnecting for the rest of a process that outlives the instance.
+    listening: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl HostedVaults {
@@ -45,6 +48,7 @@ impl HostedVaults {
             open: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             used: Mutex::new(HashMap::new()),
+            listening: Mutex::new(None),
         }
     }
 
@@ -53,9 +57,10 @@ impl HostedVaults {
     /// Ends with the last reference to `vaults`.
     pub fn follow(vaults: &Arc<Self>) {
         let (tx, rx) = std::sync::mpsc::channel::<String>();
-        hosted::listen::follow(&vaults.db, move |id| {
+        let listening = hosted::listen::follow(&vaults.db, move |id| {
             let _ = tx.send(id.to_string());
         });
+        *vaults.listening.lock() = Some(listening);
         let weak = Arc::downgrade(vaults);
         let spawned = std::thread::Builder::new()
             .name("hosted-follow".into())
@@ -130,8 +135,11 @@ impl HostedVaults {
         }
     }
 
-    /// Stop every vault opened: their index writers finish.
+    /// Stop listening for commits and every vault opened: their index writers finish.
     pub fn stop(&self) {
+        if let Some(listening) = self.listening.lock().take() {
+            listening.abort();
+        }
         for state in self.open.lock().drain().map(|(_, s)| s) {
             stop(&state);
         }

@@ -17,11 +17,16 @@ pub const CHANNEL: &str = "notevault_commits";
 /// What `on` is told after a connection is (re)made: every vault may have changed.
 pub const EVERY_VAULT: &str = "*";
 
-/// Listen until the process ends, calling `on` with each notified vault id (or
-/// [`EVERY_VAULT`]). `on` runs on the database runtime: it must hand work off, not do it.
-pub fn follow(db: &Database, on: impl Fn(&str) + Send + Sync + 'static) {
+/// Listen until the process ends or the handle returned is aborted (an instance
+/// stopped inside a longer process, as the tests run them), calling `on` with each
+/// notified vault id (or [`EVERY_VAULT`]). `on` runs on the database runtime: it must
+/// hand work off, not do it.
+pub fn follow(
+    db: &Database,
+    on: impl Fn(&str) + Send + Sync + 'static,
+) -> tokio::task::AbortHandle {
     let config = db.config.clone();
-    runtime().spawn(async move {
+    let listening = runtime().spawn(async move {
         let mut connected_before = false;
         loop {
             match config.connect(super::tls()).await {
@@ -59,4 +64,5 @@ pub fn follow(db: &Database, on: impl Fn(&str) + Send + Sync + 'static) {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
+    listening.abort_handle()
 }

@@ -193,7 +193,7 @@ pub fn matching_notes(
                 return false;
             }
             searched.fetch_add(1, Ordering::Relaxed);
-            let Some(bytes) = note.content.as_deref() else {
+            let Some(bytes) = note.searched_bytes().map(|b| &b[..]) else {
                 return false;
             };
             let mut any = Any(false);
@@ -261,7 +261,7 @@ pub fn lines_page(
             out: &mut lines,
             more: false,
         };
-        let bytes = note.content.as_deref().unwrap_or(&[][..]);
+        let bytes = note.searched_bytes().map_or(&[][..], |b| &b[..]);
         let _ = s.search_slice(matcher, bytes, &mut sink);
         let more = sink.more;
         page.lines_returned += lines.len();

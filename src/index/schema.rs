@@ -80,7 +80,7 @@ pub fn stamp_of(note: &Note) -> String {
 
 /// Whether a note goes into the index (and grep): not private, content kept.
 pub fn searchable(note: &Note) -> bool {
-    note.visibility != Visibility::Private && note.content.is_some()
+    note.visibility != Visibility::Private && note.searched_bytes().is_some()
 }
 
 /// A note's document for the index, built by the indexing thread that takes it rather
@@ -170,7 +170,7 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
             doc.add_text(f.properties, props);
         }
     }
-    if let Some(bytes) = &note.content {
+    if let Some(bytes) = note.searched_bytes() {
         let (text, _) = crate::vault::markdown::decode(bytes);
         let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
         let body = &text[body_start..];

@@ -167,7 +167,7 @@ fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
             for note in catalog.iter() {
                 if note.visibility == Visibility::Private {
                     c.private += 1;
-                } else if note.content.is_none() && !note.unread() {
+                } else if note.searched_bytes().is_none() && !note.unread() {
                     c.too_large += 1;
                     c.excluded_count += 1;
                     if c.excluded.len() < MAX_EXCLUDED {

@@ -132,6 +132,18 @@ fn kept_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
     (now == stamp).then(|| kept.clone())
 }
 
+/// The bytes of `note` as its store holds them now, for a writer that checks them against
+/// the note's hash itself: a shared vault's catalog holds every note's (it has no folder),
+/// else its file is read.
+pub(crate) fn stored_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
+    if state.shared.is_some() {
+        return note.content.clone();
+    }
+    std::fs::read(state.paths.root.join(&note.path))
+        .ok()
+        .map(Arc::from)
+}
+
 /// Reconcile one path with the disk (`filesystem` actor).
 pub fn refresh(state: &State, rel: &str) -> Result<()> {
     refresh_with(state, rel, Lock::Take)

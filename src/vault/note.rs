@@ -80,6 +80,15 @@ impl Note {
             && self.size <= crate::vault::observe::MAX_CONTENT_BYTES
     }
 
+    /// The bytes search and grep read: the kept bytes of a note up to
+    /// [`MAX_CONTENT_BYTES`](crate::vault::observe::MAX_CONTENT_BYTES). (A store with no
+    /// folder keeps a larger note whole, to read it back; it is still not searched.)
+    pub fn searched_bytes(&self) -> Option<&Arc<[u8]>> {
+        self.content
+            .as_ref()
+            .filter(|_| self.size <= crate::vault::observe::MAX_CONTENT_BYTES)
+    }
+
     /// A 64-bit hash of the note id: how the search index names the note.
     pub fn key(&self) -> u64 {
         key_of(&self.note_id)

@@ -124,7 +124,7 @@ fn rewrite_each(
     let mut updated = 0;
     let mut failed = Vec::new();
     for note in notes {
-        let Ok(bytes) = std::fs::read(state.paths.root.join(&note.path)) else {
+        let Some(bytes) = crate::record::refresh::stored_bytes(state, note) else {
             failed.push((
                 note.slug().to_string(),
                 "the file could not be read".to_string(),

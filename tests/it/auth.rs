@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::{assert_envelope_for, TestServer};
+use common::{assert_envelope_for, Mode, TestServer};
 use notevault::auth::{Permission, StaticToken, TokenKind};
 use notevault::config::{Config, Layer};
 use reqwest::header::{HeaderValue, AUTHORIZATION};
@@ -44,8 +44,8 @@ fn tokens() -> Vec<StaticToken> {
     ]
 }
 
-async fn with_tokens() -> TestServer {
-    TestServer::start(Some("vault-example"), |c| c.static_tokens = tokens()).await
+async fn with_tokens(mode: Mode) -> TestServer {
+    TestServer::start_as(mode, Some("vault-example"), |c| c.static_tokens = tokens()).await
 }
 
 /// How a request presents itself.
@@ -65,7 +65,7 @@ async fn send(
     path: &str,
     body: Option<Value>,
 ) -> reqwest::Response {
-    let mut req = s.client.request(method.clone(), s.url(path));
+    let mut req = s.anonymous().request(method.clone(), s.url(path));
     match auth {
         Auth::None => {}
         Auth::Bearer(t) => req = req.header(AUTHORIZATION, format!("Bearer {t}")),
@@ -167,9 +167,8 @@ async fn open_local_mode_needs_no_credential_and_checks_one_that_is_sent() {
     );
 }
 
-#[tokio::test]
-async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_challenge() {
-    let s = with_tokens().await;
+async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_challenge(mode: Mode) {
+    let s = with_tokens(mode).await;
     let invalid = r#"Bearer realm="notevault", error="invalid_token""#;
     let long = format!("Bearer {}", "a".repeat(100 * 1024));
     let cases: Vec<(&str, Auth, Method, &str, u16, &str, &str)> = vec![
@@ -291,7 +290,7 @@ async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_cha
         assert!(!message.contains("token-0123456789"), "{what}: {message}");
     }
     // Nothing was written, and the daemon keeps serving.
-    assert!(!s.vault.join("open").exists());
+    assert!(!s.holds("open").await);
     answer(
         &s,
         "after",
@@ -325,9 +324,8 @@ async fn requests_without_a_good_token_are_refused_with_the_envelope_and_the_cha
     .await;
 }
 
-#[tokio::test]
-async fn writes_need_notes_write_and_reviews_need_notes_review() {
-    let s = with_tokens().await;
+async fn writes_need_notes_write_and_reviews_need_notes_review(mode: Mode) {
+    let s = with_tokens(mode).await;
     let reader = Auth::Bearer("reader-token-0123456789");
     let writer = Auth::Bearer("writer-token-0123456789");
     let reviewer = Auth::Bearer("reviewer-token-0123456789");
@@ -366,7 +364,7 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
         let info = common::detail(&body, "ErrorInfo");
         assert_eq!(info["metadata"]["scope"], "notes.write", "{what}");
     }
-    assert!(!s.vault.join("tokens/one.md").exists());
+    assert!(!s.holds("tokens/one.md").await);
     let (receipt, _) = answer(
         &s,
         "the writer",
@@ -379,7 +377,7 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
     .await;
     assert_eq!(receipt["status"], "applied");
     assert_eq!(
-        std::fs::read_to_string(s.vault.join("tokens/one.md")).unwrap(),
+        s.note_file("tokens/one.md").await.unwrap(),
         "# From a token\n"
     );
 
@@ -459,7 +457,7 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
         REALM,
     )
     .await;
-    assert!(!s.vault.join("tokens/two.md").exists());
+    assert!(!s.holds("tokens/two.md").await);
     answer(
         &s,
         "get by a reviewer",
@@ -481,18 +479,16 @@ async fn writes_need_notes_write_and_reviews_need_notes_review() {
     )
     .await;
     assert_eq!(decided["status"], "applied", "{decided}");
-    assert!(s.vault.join("tokens/two.md").exists());
+    assert!(s.holds("tokens/two.md").await);
 }
 
-#[tokio::test]
-async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not() {
+async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not(mode: Mode) {
     // Learn the vault's id, then serve the same state with tokens bound to it.
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let id = s.get_json("/v1/vault", 200).await["vault_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let (dir, vault, state) = s.stop().await;
     let here = StaticToken {
         vault_id: Some(id.clone()),
         ..token("here-token-0123456789", &[Permission::NotesWrite])
@@ -501,7 +497,7 @@ async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not() {
         vault_id: Some(format!("{id}-not")),
         ..token("there-token-0123456789", &[Permission::NotesWrite])
     };
-    let s = TestServer::start_in(dir, vault, state, |c| c.static_tokens = vec![here, there]).await;
+    let s = s.restart(|c| c.static_tokens = vec![here, there]).await;
     let (summary, _) = answer(
         &s,
         "here",
@@ -538,12 +534,11 @@ async fn a_token_for_this_vault_is_accepted_and_one_for_another_is_not() {
         r#"Bearer realm="notevault", error="insufficient_scope""#,
     )
     .await;
-    assert!(!s.vault.join("there.md").exists());
+    assert!(!s.holds("there.md").await);
 }
 
-#[tokio::test]
-async fn auth_required_without_tokens_refuses_every_request_but_the_contract() {
-    let s = TestServer::start(Some("vault-example"), |c| c.auth_required = true).await;
+async fn auth_required_without_tokens_refuses_every_request_but_the_contract(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| c.auth_required = true).await;
     refused(
         &s,
         "read",
@@ -580,9 +575,8 @@ async fn auth_required_without_tokens_refuses_every_request_but_the_contract() {
     .await;
 }
 
-#[tokio::test]
-async fn mcp_takes_a_token_and_refuses_without_one() {
-    let s = with_tokens().await;
+async fn mcp_takes_a_token_and_refuses_without_one(mode: Mode) {
+    let s = with_tokens(mode).await;
     // A body that is not JSON: past the auth check, the MCP edge answers its parse error.
     let res = s
         .client
@@ -601,14 +595,13 @@ async fn mcp_takes_a_token_and_refuses_without_one() {
     assert_eq!(body["error"]["code"], -32700, "{body}");
 }
 
-#[tokio::test]
-async fn tokens_from_the_environment_work_end_to_end() {
+async fn tokens_from_the_environment_work_end_to_end(mode: Mode) {
     let json = r#"[{"token": "env-token-0123456789", "permissions": ["notes.write"]},
                    {"token": "env-pat-0123456789", "permissions": [], "kind": "pat"}]"#;
     let env = |k: &str| (k == "NOTEVAULT_STATIC_TOKENS").then(|| json.to_string());
     let loaded = Config::load(None, env, Layer::default()).unwrap();
     assert_eq!(loaded.static_tokens.len(), 2);
-    let s = TestServer::start(Some("vault-example"), |c| {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.static_tokens = loaded.static_tokens
     })
     .await;
@@ -648,9 +641,8 @@ async fn tokens_from_the_environment_work_end_to_end() {
     .await;
 }
 
-#[tokio::test]
-async fn rate_limits_count_per_credential() {
-    let s = TestServer::start(Some("vault-example"), |c| {
+async fn rate_limits_count_per_credential(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.static_tokens = tokens();
         c.rate_limit_read_per_minute = 2;
     })
@@ -677,6 +669,23 @@ async fn rate_limits_count_per_credential() {
     assert_eq!(res.headers()["ratelimit-remaining"], "1");
 }
 
+/// Where `notevault token` finds the server's tokens: the flag and its value, then the
+/// vault (local: the state dir and the folder; hosted: the database and the vault's id).
+fn token_store(s: &TestServer) -> (&'static str, String, String) {
+    match s.mode {
+        Mode::Local => (
+            "--state-dir",
+            s.state.to_str().unwrap().into(),
+            s.vault.to_str().unwrap().into(),
+        ),
+        Mode::Hosted => {
+            let hosted = s.hosted();
+            let url = hosted.db.as_ref().unwrap().url.clone();
+            ("--database", url, hosted.vault_id.clone())
+        }
+    }
+}
+
 /// `notevault token ...` on the command line: success, stdout, stderr.
 fn token_cli(args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_notevault"))
@@ -692,14 +701,14 @@ fn token_cli(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-#[tokio::test]
-async fn personal_access_tokens_from_the_cli_count_at_once() {
+async fn personal_access_tokens_from_the_cli_count_at_once(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(Some("vault-example"));
-    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |c| {
+    let s = TestServer::start_in_as(mode, dir, vault.clone(), state.clone(), |c| {
         c.auth_required = true
     })
     .await;
-    let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
+    let (flag, st, v) = token_store(&s);
+    let (st, v) = (st.as_str(), v.as_str());
     let invalid = r#"Bearer realm="notevault", error="invalid_token""#;
     let write_scope =
         r#"Bearer realm="notevault", error="insufficient_scope", scope="notes.write""#;
@@ -712,7 +721,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
         "notes.write",
         "--expires-in",
         "30d",
-        "--state-dir",
+        flag,
         st,
         v,
     ]);
@@ -720,7 +729,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     assert_eq!(out.lines().count(), 1, "the token alone: {out}");
     let agent = out.trim().to_string();
     assert!(agent.starts_with("nvp_") && agent.len() == 42, "{agent}");
-    let (ok, out, _) = token_cli(&["create", "--name", "reader", "--state-dir", st, v]);
+    let (ok, out, _) = token_cli(&["create", "--name", "reader", flag, st, v]);
     assert!(ok);
     let reader = out.trim().to_string();
     refused(
@@ -799,7 +808,7 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     .await;
 
     // The list shows names, prefixes, scopes and use, never a token.
-    let (ok, list, _) = token_cli(&["list", "--state-dir", st, v]);
+    let (ok, list, _) = token_cli(&["list", flag, st, v]);
     assert!(ok);
     for shown in [
         "agent",
@@ -816,30 +825,34 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
         !agent_line.ends_with("\t-"),
         "last used is noted: {agent_line}"
     );
-    // The metadata store holds no token.
-    for file in ["meta.sqlite", "meta.sqlite-wal"] {
-        let bytes = std::fs::read(state.join(file)).unwrap_or_default();
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains(&agent[12..]), "{file} holds a token");
+    // The metadata store holds no token (local: its files; hosted: its rows).
+    let stored: Vec<(String, String)> = match s.mode {
+        Mode::Local => ["meta.sqlite", "meta.sqlite-wal"]
+            .map(|file| {
+                let bytes = std::fs::read(state.join(file)).unwrap_or_default();
+                (file.into(), String::from_utf8_lossy(&bytes).into_owned())
+            })
+            .into(),
+        Mode::Hosted => ["personal_tokens", "audit_events"]
+            .map(|table| {
+                let sql = format!("SELECT coalesce(string_agg(t::text, ' '), '') FROM {table} t");
+                let rows = common::postgres::query(st, &sql);
+                (table.into(), rows[0].get::<_, String>(0))
+            })
+            .into(),
+    };
+    for (place, text) in stored {
+        assert!(!text.contains(&agent[12..]), "{place} holds a token");
     }
 
     // A name is taken once; a bad lifetime is refused.
-    let (ok, _, err) = token_cli(&["create", "--name", "agent", "--state-dir", st, v]);
+    let (ok, _, err) = token_cli(&["create", "--name", "agent", flag, st, v]);
     assert!(!ok && err.contains("agent"), "{err}");
-    let (ok, _, err) = token_cli(&[
-        "create",
-        "--name",
-        "x",
-        "--expires-in",
-        "soon",
-        "--state-dir",
-        st,
-        v,
-    ]);
+    let (ok, _, err) = token_cli(&["create", "--name", "x", "--expires-in", "soon", flag, st, v]);
     assert!(!ok && err.contains("soon"), "{err}");
 
     // Revoked while the daemon serves: refused at once (by name, then by prefix).
-    let (ok, _, err) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
+    let (ok, _, err) = token_cli(&["revoke", "agent", flag, st, v]);
     assert!(ok, "{err}");
     refused(
         &s,
@@ -853,10 +866,10 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
         invalid,
     )
     .await;
-    assert!(!s.vault.join("pat/two.md").exists());
-    let (ok, _, _) = token_cli(&["revoke", "agent", "--state-dir", st, v]);
+    assert!(!s.holds("pat/two.md").await);
+    let (ok, _, _) = token_cli(&["revoke", "agent", flag, st, v]);
     assert!(!ok, "revoking twice fails");
-    let (ok, _, err) = token_cli(&["revoke", &reader[..12], "--state-dir", st, v]);
+    let (ok, _, err) = token_cli(&["revoke", &reader[..12], flag, st, v]);
     assert!(ok, "{err}");
     refused(
         &s,
@@ -872,15 +885,15 @@ async fn personal_access_tokens_from_the_cli_count_at_once() {
     .await;
 }
 
-#[tokio::test]
-async fn a_revoked_token_stays_refused_when_auth_is_required() {
+async fn a_revoked_token_stays_refused_when_auth_is_required(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(Some("vault-example"));
-    let s = TestServer::start_in(dir, vault.clone(), state.clone(), |c| {
+    let s = TestServer::start_in_as(mode, dir, vault.clone(), state.clone(), |c| {
         c.auth_required = true
     })
     .await;
-    let (v, st) = (vault.to_str().unwrap(), state.to_str().unwrap());
-    let (ok, out, err) = token_cli(&["create", "--name", "only", "--state-dir", st, v]);
+    let (flag, st, v) = token_store(&s);
+    let (st, v) = (st.as_str(), v.as_str());
+    let (ok, out, err) = token_cli(&["create", "--name", "only", flag, st, v]);
     assert!(ok, "{err}");
     let token = out.trim().to_string();
     answer(
@@ -893,7 +906,7 @@ async fn a_revoked_token_stays_refused_when_auth_is_required() {
         200,
     )
     .await;
-    assert!(token_cli(&["revoke", "only", "--state-dir", st, v]).0);
+    assert!(token_cli(&["revoke", "only", flag, st, v]).0);
     // A token past its lifetime is refused too.
     let (ok, out, err) = token_cli(&[
         "create",
@@ -901,7 +914,7 @@ async fn a_revoked_token_stays_refused_when_auth_is_required() {
         "brief",
         "--expires-in",
         "1s",
-        "--state-dir",
+        flag,
         st,
         v,
     ]);
@@ -943,3 +956,15 @@ async fn a_revoked_token_stays_refused_when_auth_is_required() {
     )
     .await;
 }
+
+crate::test_in_both_modes!(
+    requests_without_a_good_token_are_refused_with_the_envelope_and_the_challenge,
+    writes_need_notes_write_and_reviews_need_notes_review,
+    a_token_for_this_vault_is_accepted_and_one_for_another_is_not,
+    auth_required_without_tokens_refuses_every_request_but_the_contract,
+    mcp_takes_a_token_and_refuses_without_one,
+    tokens_from_the_environment_work_end_to_end,
+    rate_limits_count_per_credential,
+    personal_access_tokens_from_the_cli_count_at_once,
+    a_revoked_token_stays_refused_when_auth_is_required,
+);

@@ -8,11 +8,22 @@
 
 use crate::common;
 
-use common::TestServer;
+use common::{Mode, TestServer};
 use serde_json::{json, Value};
 
 const LEGACY: &str = "2025-11-25";
 const MODERN: &str = "2026-07-28";
+
+/// The tools a credential with `notes.write` is offered beside the read tools.
+const WRITE_TOOLS: [&str; 7] = [
+    "write_note",
+    "edit_note",
+    "append_note",
+    "replace_section",
+    "set_frontmatter",
+    "move_note",
+    "delete_note",
+];
 
 /// The body of an MCP answer: plain JSON, or the last `data:` event of an SSE stream.
 async fn rpc_body(res: reqwest::Response) -> Value {
@@ -182,16 +193,15 @@ async fn modern(s: &TestServer, method: &str, params: Value, name: Option<&str>)
     (status, rpc_body(res).await)
 }
 
-async fn vault_example() -> TestServer {
-    TestServer::start(Some("vault-example"), |c| {
+async fn vault_example(mode: Mode) -> TestServer {
+    TestServer::start_as(mode, Some("vault-example"), |c| {
         c.rate_limit_read_per_minute = 0;
     })
     .await
 }
 
-#[tokio::test]
-async fn the_handshake_names_notevault_and_lists_read_only_tools() {
-    let s = vault_example().await;
+async fn the_handshake_names_notevault_and_lists_read_only_tools(mode: Mode) {
+    let s = vault_example(mode).await;
     let (mut session, init) = Session::open(&s).await;
     let result = &init["result"];
     assert_eq!(result["protocolVersion"], LEGACY);
@@ -222,10 +232,16 @@ async fn the_handshake_names_notevault_and_lists_read_only_tools() {
     ] {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
-    // Open local mode is read-only: no write tool is offered.
-    assert!(!names.contains(&"write_note") && !names.contains(&"edit_note"));
+    // Open local mode is read-only: no write tool is offered. Hosted mode's token may
+    // write: the authenticated tool server adds the write tools (spec, mcp_writes.rs).
+    let writes = WRITE_TOOLS;
+    match s.mode {
+        Mode::Local => assert!(!names.iter().any(|n| writes.contains(n)), "{names:?}"),
+        Mode::Hosted => assert!(writes.iter().all(|w| names.contains(w)), "{names:?}"),
+    }
     for tool in tools {
-        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        let read_only = !writes.contains(&tool["name"].as_str().unwrap());
+        assert_eq!(tool["annotations"]["readOnlyHint"], read_only, "{tool}");
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
         assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
         assert!(tool["description"].as_str().unwrap().len() > 200, "{tool}");
@@ -234,9 +250,8 @@ async fn the_handshake_names_notevault_and_lists_read_only_tools() {
     assert_eq!(read["inputSchema"]["required"], json!(["note"]));
 }
 
-#[tokio::test]
-async fn tools_answer_what_v1_answers() {
-    let s = vault_example().await;
+async fn tools_answer_what_v1_answers(mode: Mode) {
+    let s = vault_example(mode).await;
     let (mut session, _) = Session::open(&s).await;
 
     let result = session
@@ -292,19 +307,21 @@ async fn tools_answer_what_v1_answers() {
     assert_eq!(result["structuredContent"], v1);
 
     // An attachment's bytes stay an HTTP download: the tool answers a presigned link,
-    // which works without a bearer.
-    let result = session
-        .call("attachment_link", json!({"file_name": "diagram.png"}))
-        .await;
-    let url = result["structuredContent"]["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(url.starts_with(&s.base), "{url}");
-    assert_eq!(result["structuredContent"]["method"], "GET");
-    let res = reqwest::get(&url).await.unwrap();
-    assert_eq!(res.status(), 200);
-    assert_eq!(res.headers()["content-type"], "image/png");
+    // which works without a bearer. (Hosted mode has no attachments until blob storage.)
+    if s.mode == Mode::Local {
+        let result = session
+            .call("attachment_link", json!({"file_name": "diagram.png"}))
+            .await;
+        let url = result["structuredContent"]["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(url.starts_with(&s.base), "{url}");
+        assert_eq!(result["structuredContent"]["method"], "GET");
+        let res = reqwest::get(&url).await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-type"], "image/png");
+    }
 
     let result = session
         .call("list_revisions", json!({"note": "Welcome"}))
@@ -392,9 +409,8 @@ async fn tools_answer_what_v1_answers() {
     assert_eq!(v1["notes"], 24);
 }
 
-#[tokio::test]
-async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
-    let s = vault_example().await;
+async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope(mode: Mode) {
+    let s = vault_example(mode).await;
     let (mut session, _) = Session::open(&s).await;
 
     let result = session
@@ -470,9 +486,8 @@ async fn tool_errors_carry_the_reason_and_hint_of_the_v1_envelope() {
         .contains("delete_everything"));
 }
 
-#[tokio::test]
-async fn the_stateless_revision_discovers_and_calls_without_a_session() {
-    let s = vault_example().await;
+async fn the_stateless_revision_discovers_and_calls_without_a_session(mode: Mode) {
+    let s = vault_example(mode).await;
     let (status, answer) = modern(&s, "server/discover", json!({}), None).await;
     assert_eq!(status, 200, "{answer}");
     let result = &answer["result"];
@@ -492,7 +507,12 @@ async fn the_stateless_revision_discovers_and_calls_without_a_session() {
 
     let (status, answer) = modern(&s, "tools/list", json!({}), None).await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 12);
+    // Hosted mode's token may write: the write tools are listed too.
+    let listed = match s.mode {
+        Mode::Local => 12,
+        Mode::Hosted => 12 + WRITE_TOOLS.len(),
+    };
+    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), listed);
 
     let (status, answer) = modern(
         &s,
@@ -599,9 +619,8 @@ async fn raw_answer(res: reqwest::Response) -> (u16, String, String) {
 /// service (the direct path); one with a header only rmcp reads (`Mcp-Param-*`, which no
 /// tool's schema names, so rmcp ignores it) goes through rmcp. Both answer the same bytes:
 /// a result, a tool error, a tool this server does not have, the tool list.
-#[tokio::test]
-async fn a_stateless_call_answers_the_same_bytes_with_or_without_rmcp() {
-    let s = vault_example().await;
+async fn a_stateless_call_answers_the_same_bytes_with_or_without_rmcp(mode: Mode) {
+    let s = vault_example(mode).await;
     let seq = s.svc.committed_seq();
     let calls = [
         (
@@ -672,9 +691,8 @@ async fn session_raw(
 /// header only rmcp reads, a write tool, a tool that does not exist, and every call of a
 /// session that asked for log messages go through rmcp. A session rmcp does not hold is
 /// 404 either way.
-#[tokio::test]
-async fn a_session_call_answers_the_same_message_with_or_without_rmcp() {
-    let s = vault_example().await;
+async fn a_session_call_answers_the_same_message_with_or_without_rmcp(mode: Mode) {
+    let s = vault_example(mode).await;
     let seq = s.svc.committed_seq();
     let (session, _) = Session::open(&s).await;
     let calls = [
@@ -731,9 +749,8 @@ async fn a_session_call_answers_the_same_message_with_or_without_rmcp() {
 
 /// Both eras answer a `search` with what `GET /v1/search` answers for the same query: the
 /// same results, and the same bytes as text.
-#[tokio::test]
-async fn search_answers_what_v1_search_answers_in_both_eras() {
-    let s = vault_example().await;
+async fn search_answers_what_v1_search_answers_in_both_eras(mode: Mode) {
+    let s = vault_example(mode).await;
     let seq = s.svc.committed_seq();
     let (mut session, _) = Session::open(&s).await;
     for q in [
@@ -800,9 +817,8 @@ fn url_encode(s: &str) -> String {
         .collect()
 }
 
-#[tokio::test]
-async fn get_is_a_session_stream_or_405() {
-    let s = vault_example().await;
+async fn get_is_a_session_stream_or_405(mode: Mode) {
+    let s = vault_example(mode).await;
     let (session, _) = Session::open(&s).await;
     let res = session.stream().await;
     assert_eq!(res.status(), 200);
@@ -831,9 +847,8 @@ async fn get_is_a_session_stream_or_405() {
     assert_eq!(res.status(), 404);
 }
 
-#[tokio::test]
-async fn foreign_origins_and_hosts_are_refused_like_on_v1() {
-    let s = vault_example().await;
+async fn foreign_origins_and_hosts_are_refused_like_on_v1(mode: Mode) {
+    let s = vault_example(mode).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {},
         "clientInfo": {"name": "evil", "version": "0"}}});
@@ -881,9 +896,8 @@ async fn foreign_origins_and_hosts_are_refused_like_on_v1() {
     }
 }
 
-#[tokio::test]
-async fn mcp_requests_count_against_the_read_rate_limit() {
-    let s = TestServer::start(Some("vault-example"), |c| {
+async fn mcp_requests_count_against_the_read_rate_limit(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.rate_limit_read_per_minute = 2;
     })
     .await;
@@ -976,7 +990,7 @@ async fn the_official_python_sdk_accepts_the_server_in_both_modes() {
     let Some(python) = common::tools::python(&["mcp.client.client", "jsonschema"]) else {
         return;
     };
-    let s = vault_example().await;
+    let s = vault_example(Mode::Local).await;
     let url = s.url("/mcp");
     let script = common::repo_path("tests/mcp/e2e.py");
     for mode in ["legacy", "auto"] {
@@ -1003,9 +1017,8 @@ async fn the_official_python_sdk_accepts_the_server_in_both_modes() {
 /// named as the tool (the route beside it, "over HTTP"); the others read as on `/v1`. The
 /// errors a read tool can meet, one row each: the tool, its arguments, the reason and the
 /// hint the caller reads.
-#[tokio::test]
-async fn tool_error_hints_name_the_tool_to_call_next() {
-    let s = vault_example().await;
+async fn tool_error_hints_name_the_tool_to_call_next(mode: Mode) {
+    let s = vault_example(mode).await;
     let (mut session, _) = Session::open(&s).await;
     let not_found = "List notes with the `list_notes` tool (`GET /v1/notes` over HTTP), then retry with an existing slug or note_id.";
     let cases = [
@@ -1043,3 +1056,17 @@ async fn tool_error_hints_name_the_tool_to_call_next() {
         assert_eq!(text["hint"], hint, "{tool} {arguments}");
     }
 }
+
+crate::test_in_both_modes!(
+    the_handshake_names_notevault_and_lists_read_only_tools,
+    tools_answer_what_v1_answers,
+    tool_errors_carry_the_reason_and_hint_of_the_v1_envelope,
+    the_stateless_revision_discovers_and_calls_without_a_session,
+    a_stateless_call_answers_the_same_bytes_with_or_without_rmcp,
+    a_session_call_answers_the_same_message_with_or_without_rmcp,
+    search_answers_what_v1_search_answers_in_both_eras,
+    get_is_a_session_stream_or_405,
+    foreign_origins_and_hosts_are_refused_like_on_v1,
+    mcp_requests_count_against_the_read_rate_limit,
+    tool_error_hints_name_the_tool_to_call_next,
+);

@@ -7,12 +7,11 @@
 
 use crate::common;
 
-use common::TestServer;
+use common::{Mode, TestServer};
 use serde_json::Value;
 
-#[tokio::test]
-async fn lists_every_note_with_coverage_and_pages_through_them() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn lists_every_note_with_coverage_and_pages_through_them(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let md_files = walk_md(&s.vault);
     let mut seen = Vec::new();
     let mut token: Option<String> = None;
@@ -54,9 +53,8 @@ async fn lists_every_note_with_coverage_and_pages_through_them() {
     assert_eq!(seen, md_files, "the listing equals the folder");
 }
 
-#[tokio::test]
-async fn prefix_listing_and_tokens_bound_to_their_query() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn prefix_listing_and_tokens_bound_to_their_query(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let body = s.get_json("/v1/notes?prefix=daily/&page_size=1", 200).await;
     let daily = walk_md(&s.vault)
         .into_iter()
@@ -86,9 +84,8 @@ async fn prefix_listing_and_tokens_bound_to_their_query() {
     .await;
 }
 
-#[tokio::test]
-async fn aip160_filters_on_the_listing() {
-    let s = TestServer::start(Some("fixtures/edge"), |_| {}).await;
+async fn aip160_filters_on_the_listing(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("fixtures/edge"), |_| {}).await;
     let slugs = |v: &Value| -> Vec<String> {
         v["notes"]
             .as_array()
@@ -149,9 +146,8 @@ async fn aip160_filters_on_the_listing() {
     assert_eq!(slugs(&next), ["tags-styles/comma"]);
 }
 
-#[tokio::test]
-async fn line_sliced_reads_follow_the_design() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn line_sliced_reads_follow_the_design(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let file = std::fs::read_to_string(s.vault.join("projects/roadmap.md")).unwrap();
     let lines: Vec<&str> = file.lines().collect();
     let body = s
@@ -186,9 +182,8 @@ async fn line_sliced_reads_follow_the_design() {
     assert_eq!(d["title"], "Projects roadmap 2027");
 }
 
-#[tokio::test]
-async fn a_note_is_addressed_by_id_slug_raw_or_encoded_slash_spaces_and_unicode() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn a_note_is_addressed_by_id_slug_raw_or_encoded_slash_spaces_and_unicode(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let by_slug = s.get_json("/v1/notes/projects/roadmap?limit=1", 200).await;
     let id = by_slug["note_id"].as_str().unwrap();
     let by_id = s.get_json(&format!("/v1/notes/{id}?limit=1"), 200).await;
@@ -205,9 +200,8 @@ async fn a_note_is_addressed_by_id_slug_raw_or_encoded_slash_spaces_and_unicode(
     assert_eq!(unicode["slug"], "people/Zoë");
 }
 
-#[tokio::test]
-async fn raw_returns_the_whole_file() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn raw_returns_the_whole_file(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let body = s.get_json("/v1/notes/Welcome/raw", 200).await;
     let file = std::fs::read_to_string(s.vault.join("Welcome.md")).unwrap();
     assert_eq!(body["content"], file);
@@ -235,10 +229,11 @@ async fn an_edit_made_beside_the_daemon_is_read_as_a_new_version() {
     assert_eq!(fresh["lines"]["total"], 1);
 }
 
-#[tokio::test]
-async fn openapi_is_served_without_auth_and_head_works() {
-    let s = TestServer::start(None, |_| {}).await;
-    let doc = s.get_json("/openapi.json", 200).await;
+async fn openapi_is_served_without_auth_and_head_works(mode: Mode) {
+    let s = TestServer::start_as(mode, None, |_| {}).await;
+    // Without a token, also where the harness's client sends one (hosted mode).
+    let res = reqwest::get(s.url("/openapi.json")).await.unwrap();
+    let doc = common::res_json(res, 200, "GET /openapi.json").await;
     assert_eq!(doc["info"]["version"], "0.1.0");
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     let head = s.client.head(s.url("/v1/notes")).send().await.unwrap();
@@ -268,9 +263,11 @@ pub fn walk_md(root: &std::path::Path) -> Vec<String> {
     out
 }
 
-#[tokio::test]
-async fn listing_orders_by_title_and_dates_and_pages_in_that_order() {
-    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_read_per_minute = 0).await;
+async fn listing_orders_by_title_and_dates_and_pages_in_that_order(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
+        c.rate_limit_read_per_minute = 0
+    })
+    .await;
     let all = s
         .get_json("/v1/notes?order_by=title%20desc&page_size=500", 200)
         .await;
@@ -394,3 +391,14 @@ async fn a_folder_swapped_for_a_symlink_outside_is_not_read_through() {
         "{body}"
     );
 }
+
+crate::test_in_both_modes!(
+    lists_every_note_with_coverage_and_pages_through_them,
+    prefix_listing_and_tokens_bound_to_their_query,
+    aip160_filters_on_the_listing,
+    line_sliced_reads_follow_the_design,
+    a_note_is_addressed_by_id_slug_raw_or_encoded_slash_spaces_and_unicode,
+    raw_returns_the_whole_file,
+    openapi_is_served_without_auth_and_head_works,
+    listing_orders_by_title_and_dates_and_pages_in_that_order,
+);

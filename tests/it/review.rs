@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use common::{assert_envelope, res_json, TestServer};
+use common::{assert_envelope, res_json, Mode, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -39,13 +39,16 @@ async fn set_budget(s: &TestServer, budget: u64) {
     assert_eq!(r["write_budget"], budget);
 }
 
-fn read(s: &TestServer, rel: &str) -> String {
-    std::fs::read_to_string(s.vault.join(rel)).unwrap()
+/// The note file at `rel`, as the server holds it (the folder's, or hosted the
+/// database's).
+async fn read(s: &TestServer, rel: &str) -> String {
+    s.note_file(rel)
+        .await
+        .unwrap_or_else(|| panic!("{rel} is absent"))
 }
 
-#[tokio::test]
-async fn write_settings_round_trip_and_refuse_bad_input() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn write_settings_round_trip_and_refuse_bad_input(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let r = s.get_json("/v1/vault/write-settings", 200).await;
     assert_eq!(r, json!({"write_policy": "auto_apply", "write_budget": 0}));
     let r = s
@@ -76,8 +79,7 @@ async fn write_settings_round_trip_and_refuse_bad_input() {
             .await;
     }
     // Settings persist across a restart.
-    let (dir, vault, state) = s.stop().await;
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let s = s.restart(|_| {}).await;
     let r = s.get_json("/v1/vault/write-settings", 200).await;
     assert_eq!(
         r,
@@ -85,11 +87,10 @@ async fn write_settings_round_trip_and_refuse_bad_input() {
     );
 }
 
-#[tokio::test]
-async fn review_queues_and_approval_applies_after_a_restart() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn review_queues_and_approval_applies_after_a_restart(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     set_policy(&s, "review").await;
-    let before = read(&s, "Inbox.md");
+    let before = read(&s, "Inbox.md").await;
     let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"].clone();
     let line = before.lines().find(|l| l.len() > 5).unwrap().to_string();
     let body =
@@ -106,7 +107,7 @@ async fn review_queues_and_approval_applies_after_a_restart() {
     assert_eq!(r["status"], "queued");
     let id = r["pending_id"].as_str().unwrap().to_string();
     assert_eq!(
-        read(&s, "Inbox.md"),
+        read(&s, "Inbox.md").await,
         before,
         "a queued write changes nothing"
     );
@@ -147,13 +148,12 @@ async fn review_queues_and_approval_applies_after_a_restart() {
     assert_eq!(list["writes"].as_array().unwrap().len(), 1);
 
     // The queue survives a restart.
-    let (dir, vault, state) = s.stop().await;
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let s = s.restart(|_| {}).await;
     let decided = decide(&s, &id, "approve").await;
     assert_eq!(decided["status"], "applied");
     assert!(decided["decided_at"].is_string());
     assert_eq!(decided["result"]["status"], "applied");
-    assert!(read(&s, "Inbox.md").contains("REVIEWED"));
+    assert!(read(&s, "Inbox.md").await.contains("REVIEWED"));
     for decision in ["approve", "reject"] {
         let path = format!("/v1/writes/{id}:{decision}");
         s.refused(
@@ -187,9 +187,8 @@ async fn review_queues_and_approval_applies_after_a_restart() {
     );
 }
 
-#[tokio::test]
-async fn rejection_legacy_forms_and_bad_ids() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn rejection_legacy_forms_and_bad_ids(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     set_policy(&s, "review").await;
     let r = s
         .call(
@@ -210,7 +209,7 @@ async fn rejection_legacy_forms_and_bad_ids() {
         format!("</v1/writes/{id}:reject>; rel=\"successor-version\"")
     );
     assert_eq!(res_json(res, 200, "reject").await["status"], "rejected");
-    assert!(!s.vault.join("proposal.md").exists());
+    assert!(!s.holds("proposal.md").await);
     let unknown = "01a202ab-b1eb-71ad-8075-4bd827459e8f";
     #[rustfmt::skip]
     let cases = [
@@ -228,9 +227,11 @@ async fn rejection_legacy_forms_and_bad_ids() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_concurrent_double_approve_has_exactly_one_winner() {
-    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 0).await;
+async fn a_concurrent_double_approve_has_exactly_one_winner(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
+        c.rate_limit_write_per_minute = 0
+    })
+    .await;
     set_policy(&s, "review").await;
     let r = s
         .call(
@@ -276,7 +277,7 @@ async fn an_approval_of_a_note_that_moved_is_decided_with_an_error() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
     set_policy(&s, "review").await;
     let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"].clone();
-    let text = read(&s, "Inbox.md");
+    let text = read(&s, "Inbox.md").await;
     let line = text.lines().find(|l| l.len() > 5).unwrap().to_string();
     let r = s
         .call(
@@ -302,12 +303,14 @@ async fn an_approval_of_a_note_that_moved_is_decided_with_an_error() {
             .starts_with("VERSION_MOVED"),
         "{decided}"
     );
-    assert_eq!(read(&s, "Inbox.md"), format!("{text}an editor's line\n"));
+    assert_eq!(
+        read(&s, "Inbox.md").await,
+        format!("{text}an editor's line\n")
+    );
 }
 
-#[tokio::test]
-async fn policies_read_only_and_review_destructive_and_the_budget() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn policies_read_only_and_review_destructive_and_the_budget(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     set_policy(&s, "read_only").await;
     s.refused(
         "a create under read_only",
@@ -319,7 +322,7 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
         "WRITE_REFUSED",
     )
     .await;
-    assert!(!s.vault.join("no.md").exists());
+    assert!(!s.holds("no.md").await);
     set_policy(&s, "review_destructive").await;
     s.call(
         Method::POST,
@@ -333,7 +336,7 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
         .call(Method::DELETE, "/v1/notes/yes", Some("r3"), None, 202)
         .await;
     assert_eq!(r["status"], "queued");
-    assert!(s.vault.join("yes.md").exists());
+    assert!(s.holds("yes.md").await);
     let r = s
         .call(
             Method::POST,
@@ -374,7 +377,7 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
         429,
         "WRITE_BUDGET_EXCEEDED",
     );
-    assert!(!s.vault.join("b2.md").exists());
+    assert!(!s.holds("b2.md").await);
     set_budget(&s, 0).await;
     s.call(
         Method::POST,
@@ -386,10 +389,9 @@ async fn policies_read_only_and_review_destructive_and_the_budget() {
     .await;
 }
 
-#[tokio::test]
-async fn revisions_rollback_and_diffs() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let original = read(&s, "Inbox.md");
+async fn revisions_rollback_and_diffs(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
+    let original = read(&s, "Inbox.md").await;
     let mut version = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"]
         .as_str()
         .unwrap()
@@ -482,7 +484,7 @@ async fn revisions_rollback_and_diffs() {
             200,
         )
         .await;
-    assert_eq!(read(&s, "Inbox.md"), original);
+    assert_eq!(read(&s, "Inbox.md").await, original);
     assert_ne!(r["version_id"], first);
     let other = s.get_json("/v1/notes/Welcome?limit=1", 200).await["version_id"]
         .as_str()
@@ -505,7 +507,7 @@ async fn revisions_rollback_and_diffs() {
         .as_str()
         .unwrap()
         .to_string();
-    let welcome = read(&s, "Welcome.md");
+    let welcome = read(&s, "Welcome.md").await;
     s.call(Method::DELETE, "/v1/notes/Welcome", Some("del"), None, 200)
         .await;
     let gone = s
@@ -523,16 +525,15 @@ async fn revisions_rollback_and_diffs() {
         )
         .await;
     assert_eq!(restored["note_id"], id.as_str());
-    assert_eq!(read(&s, "Welcome.md"), welcome);
+    assert_eq!(read(&s, "Welcome.md").await, welcome);
     common::wait_history(&s.svc).await;
 }
 
 /// An approved write is an applied write: it spends the write budget like a direct one,
 /// and once the budget is spent an approval answers `WRITE_BUDGET_EXCEEDED` and leaves
 /// the write pending (it was approved without counting once).
-#[tokio::test]
-async fn an_approved_write_counts_against_the_budget() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn an_approved_write_counts_against_the_budget(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     s.call(
         Method::PATCH,
         "/v1/vault/write-settings?update_mask=write_policy,write_budget",
@@ -556,7 +557,7 @@ async fn an_approved_write_counts_against_the_budget() {
     }
     let first = decide(&s, &ids[0], "approve").await;
     assert_eq!(first["status"], "applied", "{first}");
-    assert!(s.vault.join("queued 0.md").exists());
+    assert!(s.holds("queued 0.md").await);
     // The one applied write of the hour was the approval: the next one is refused.
     let res = s
         .send(
@@ -572,7 +573,7 @@ async fn an_approved_write_counts_against_the_budget() {
         429,
         "WRITE_BUDGET_EXCEEDED",
     );
-    assert!(!s.vault.join("queued 1.md").exists());
+    assert!(!s.holds("queued 1.md").await);
     let second = s.get_json(&format!("/v1/writes/{}", ids[1]), 200).await;
     assert_eq!(second["status"], "pending", "{second}");
 }
@@ -621,7 +622,17 @@ async fn a_pending_write_queued_by_an_older_version_is_approved_after_the_upgrad
     assert_eq!(decided["result"]["status"], "applied", "{decided}");
     assert_eq!(decided["result"]["slug"], "legacy/queued", "{decided}");
     assert_eq!(
-        read(&s, "legacy/queued.md"),
+        read(&s, "legacy/queued.md").await,
         "# Queued before the upgrade\n"
     );
 }
+
+crate::test_in_both_modes!(
+    write_settings_round_trip_and_refuse_bad_input,
+    review_queues_and_approval_applies_after_a_restart,
+    rejection_legacy_forms_and_bad_ids,
+    a_concurrent_double_approve_has_exactly_one_winner(flavor = "multi_thread", worker_threads = 4),
+    policies_read_only_and_review_destructive_and_the_budget,
+    revisions_rollback_and_diffs,
+    an_approved_write_counts_against_the_budget,
+);

@@ -11,7 +11,7 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::TestServer;
+use common::{Mode, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -62,10 +62,13 @@ fn corpus(vault: &Path) {
     );
 }
 
-async fn start() -> TestServer {
+async fn start(mode: Mode) -> TestServer {
     let (dir, vault, state) = common::temp_vault(None);
     corpus(&vault);
-    TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await
+    TestServer::start_in_as(mode, dir, vault, state, |c| {
+        c.rate_limit_read_per_minute = 0
+    })
+    .await
 }
 
 fn enc(s: &str) -> String {
@@ -100,9 +103,8 @@ async fn settled_within(s: &TestServer, limit: Duration) {
     .await;
 }
 
-#[tokio::test]
-async fn a_title_match_outranks_a_body_mention_and_says_where_it_matched() {
-    let s = start().await;
+async fn a_title_match_outranks_a_body_mention_and_says_where_it_matched(mode: Mode) {
+    let s = start(mode).await;
     settled(&s).await;
     let body = search(&s, "gardening", "").await;
     assert_eq!(slugs(&body), ["gardening", "journal/week"]);
@@ -143,9 +145,8 @@ async fn a_title_match_outranks_a_body_mention_and_says_where_it_matched() {
     }
 }
 
-#[tokio::test]
-async fn phrases_prefixes_exclusions_alternatives_and_fields() {
-    let s = start().await;
+async fn phrases_prefixes_exclusions_alternatives_and_fields(mode: Mode) {
+    let s = start(mode).await;
     settled(&s).await;
     // Both notes have the words; only one has them in this order.
     let mut both = slugs(&search(&s, "quick brown", "").await);
@@ -185,9 +186,8 @@ async fn phrases_prefixes_exclusions_alternatives_and_fields() {
     );
 }
 
-#[tokio::test]
-async fn words_inside_sentences_without_spaces_are_found() {
-    let s = start().await;
+async fn words_inside_sentences_without_spaces_are_found(mode: Mode) {
+    let s = start(mode).await;
     settled(&s).await;
     assert_eq!(slugs(&search(&s, "東京", "").await), ["jp/会議"]);
     assert_eq!(slugs(&search(&s, "会議", "").await), ["jp/会議"]);
@@ -204,9 +204,8 @@ async fn words_inside_sentences_without_spaces_are_found() {
     );
 }
 
-#[tokio::test]
-async fn filters_orders_and_pages() {
-    let s = start().await;
+async fn filters_orders_and_pages(mode: Mode) {
+    let s = start(mode).await;
     settled(&s).await;
     let body = search(&s, "energy", &format!("&filter={}", enc("status = draft"))).await;
     assert_eq!(slugs(&body), ["projects/solar"]);
@@ -247,9 +246,8 @@ async fn filters_orders_and_pages() {
     assert_eq!(paged, all);
 }
 
-#[tokio::test]
-async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
-    let s = start().await;
+async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index(mode: Mode) {
+    let s = start(mode).await;
     // Each write, then a search with its receipt's committed_seq: the index has it.
     let create =
         json!({"slug": "inbox/new", "content": "# New\nflibbertigibbet\n", "agent_id": "t"});
@@ -299,23 +297,27 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
         let want = if burst == "min_seq" { 25 } else { 50 };
         assert_eq!(slugs(&found).len(), want, "{burst}: {found}");
     }
-    // An editor's change on disk reaches the index through the watcher.
-    write(
-        &s.vault,
-        "fox-b.md",
-        "Nothing about animals; only quasar.\n",
-    );
-    common::eventually_within(
-        Duration::from_secs(20),
-        "the external edit becomes searchable",
-        || async { slugs(&search(&s, "quasar", "").await) == ["fox-b"] },
-    )
-    .await;
-    settled(&s).await;
-    assert_eq!(
-        slugs(&search(&s, "\"quick is the fox\"", "").await),
-        Vec::<String>::new()
-    );
+    // An editor's change on disk reaches the index through the watcher (hosted mode has
+    // no folder, so no editor).
+    let local = s.mode == Mode::Local;
+    if local {
+        write(
+            &s.vault,
+            "fox-b.md",
+            "Nothing about animals; only quasar.\n",
+        );
+        common::eventually_within(
+            Duration::from_secs(20),
+            "the external edit becomes searchable",
+            || async { slugs(&search(&s, "quasar", "").await) == ["fox-b"] },
+        )
+        .await;
+        settled(&s).await;
+        assert_eq!(
+            slugs(&search(&s, "\"quick is the fox\"", "").await),
+            Vec::<String>::new()
+        );
+    }
     // Once writes pause, the in-memory changes go to the index on disk; answers stay the same.
     let before = s.get_json("/v1/index-status", 200).await["search_index"]["commits"]
         .as_u64()
@@ -325,13 +327,14 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index() {
         st["search_index"]["commits"].as_u64().unwrap() > before
     })
     .await;
-    assert_eq!(slugs(&search(&s, "quasar", "").await), ["fox-b"]);
+    if local {
+        assert_eq!(slugs(&search(&s, "quasar", "").await), ["fox-b"]);
+    }
     assert!(slugs(&search(&s, "flibbertigibbet", "").await).is_empty());
     assert_eq!(slugs(&search(&s, "lazy", "").await), ["fox-a"]);
 }
 
-#[tokio::test]
-async fn a_first_start_leaves_one_segment_and_every_note_searchable() {
+async fn a_first_start_leaves_one_segment_and_every_note_searchable(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(None);
     // Enough notes that both start-up indexing threads write a segment.
     for i in 0..600 {
@@ -341,7 +344,10 @@ async fn a_first_start_leaves_one_segment_and_every_note_searchable() {
             &format!("# Note {i}\nplentiful words number{i}\n"),
         );
     }
-    let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
+    let s = TestServer::start_in_as(mode, dir, vault, state, |c| {
+        c.rate_limit_read_per_minute = 0
+    })
+    .await;
     // (Before any write: the overlay's flush to disk adds a segment again.)
     common::eventually("the index's segments are merged into one", || async {
         let st = s.get_json("/v1/index-status", 200).await;
@@ -360,10 +366,9 @@ async fn a_first_start_leaves_one_segment_and_every_note_searchable() {
     assert_eq!(all["coverage"]["notes_matched"], 601, "{all}");
 }
 
-#[tokio::test]
-async fn coverage_counts_match_the_folder() {
+async fn coverage_counts_match_the_folder(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(Some("fixtures/edge"));
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let s = TestServer::start_in_as(mode, dir, vault, state, |_| {}).await;
     settled(&s).await;
     let files = common::temp_list(&s.vault).len();
     let body = search(&s, "title", "").await;
@@ -385,7 +390,10 @@ async fn coverage_counts_match_the_folder() {
         .iter()
         .map(|e| e["path"].as_str().unwrap())
         .collect();
-    assert!(excluded.contains(&"link-outside.md"), "{cov}");
+    if s.mode == Mode::Local {
+        // A symlink leaving the folder; hosted mode has no folder (nothing was imported).
+        assert!(excluded.contains(&"link-outside.md"), "{cov}");
+    }
     assert_eq!(cov["indexed_seq"], cov["committed_seq"]);
     assert_eq!(cov["excluded_by_reason"]["private"], 0);
 }
@@ -481,9 +489,8 @@ async fn the_index_is_reused_synced_and_rebuilt_when_broken() {
     }
 }
 
-#[tokio::test]
-async fn bad_queries_and_parameters_are_clear_errors() {
-    let s = start().await;
+async fn bad_queries_and_parameters_are_clear_errors(mode: Mode) {
+    let s = start(mode).await;
     let before = common::snapshot(&s.vault);
     let long = "a ".repeat(600);
     for (path, field) in [
@@ -564,9 +571,8 @@ async fn bad_queries_and_parameters_are_clear_errors() {
     );
 }
 
-#[tokio::test]
-async fn tags_roll_up_frontmatter_tags_only() {
-    let s = start().await;
+async fn tags_roll_up_frontmatter_tags_only(mode: Mode) {
+    let s = start(mode).await;
     let body = s.get_json("/v1/tags", 200).await;
     let tags: Vec<(String, u64, u64)> = body["tags"]
         .as_array()
@@ -614,7 +620,7 @@ async fn tags_roll_up_frontmatter_tags_only() {
         .await;
 
     // The fixture with every tag style, and hashtags in the body.
-    let edge = TestServer::start(Some("fixtures/edge"), |_| {}).await;
+    let edge = TestServer::start_as(mode, Some("fixtures/edge"), |_| {}).await;
     let body = edge.get_json("/v1/tags?page_size=1000", 200).await;
     let names: Vec<&str> = body["tags"]
         .as_array()
@@ -637,9 +643,8 @@ async fn tags_roll_up_frontmatter_tags_only() {
     }
 }
 
-#[tokio::test]
-async fn properties_aggregate_and_vault_summary() {
-    let s = start().await;
+async fn properties_aggregate_and_vault_summary(mode: Mode) {
+    let s = start(mode).await;
     let post = |body: Value| {
         s.client
             .post(s.url("/v1/properties:aggregate"))
@@ -691,14 +696,13 @@ async fn properties_aggregate_and_vault_summary() {
     assert_eq!(v["bytes"], bytes);
 }
 
-#[tokio::test]
-async fn a_note_too_large_to_search_is_listed_readable_and_reported() {
+async fn a_note_too_large_to_search_is_listed_readable_and_reported(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(None);
     write(&vault, "small.md", "# Small\nneedle here\n");
     let big = format!("# Big\nneedle\n{}", "filler line of text\n".repeat(600_000));
     assert!(big.len() > 10 * 1024 * 1024);
     write(&vault, "big.md", &big);
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let s = TestServer::start_in_as(mode, dir, vault, state, |_| {}).await;
     settled(&s).await;
     for path in ["/v1/search?q=needle", "/v1/grep?pattern=needle"] {
         let body = s.get_json(path, 200).await;
@@ -731,12 +735,14 @@ async fn a_note_too_large_to_search_is_listed_readable_and_reported() {
 /// full one's, so near-equal notes swapped between a page of 3 and a page of 6: paging
 /// `module` here showed one note twice and skipped another.) Skipped where the shared
 /// corpus is absent, as `tests/it/grep.rs` does.
-#[tokio::test]
-async fn paging_through_near_equal_scores_repeats_and_skips_nothing() {
+async fn paging_through_near_equal_scores_repeats_and_skips_nothing(mode: Mode) {
     let Some((dir, vault, state)) = common::corpus_vault(&["PowerShell-Docs"]) else {
         return;
     };
-    let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
+    let s = TestServer::start_in_as(mode, dir, vault, state, |c| {
+        c.rate_limit_read_per_minute = 0
+    })
+    .await;
     // 3,112 notes, 39 MB, indexed by a debug build beside the other tests: ~4 s alone.
     settled_within(&s, Duration::from_secs(180)).await;
     for q in ["parameter", "process", "module", "object"] {
@@ -762,3 +768,18 @@ async fn paging_through_near_equal_scores_repeats_and_skips_nothing() {
         assert_eq!(paged, want, "{q}: pages of 3 against one page of 45");
     }
 }
+
+crate::test_in_both_modes!(
+    a_title_match_outranks_a_body_mention_and_says_where_it_matched,
+    phrases_prefixes_exclusions_alternatives_and_fields,
+    words_inside_sentences_without_spaces_are_found,
+    filters_orders_and_pages,
+    min_seq_reads_your_own_writes_and_every_change_reaches_the_index,
+    a_first_start_leaves_one_segment_and_every_note_searchable,
+    coverage_counts_match_the_folder,
+    bad_queries_and_parameters_are_clear_errors,
+    tags_roll_up_frontmatter_tags_only,
+    properties_aggregate_and_vault_summary,
+    a_note_too_large_to_search_is_listed_readable_and_reported,
+    paging_through_near_equal_scores_repeats_and_skips_nothing,
+);

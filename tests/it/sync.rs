@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::{assert_envelope_for, detail, eventually, res_json, violated_field, TestServer};
+use common::{assert_envelope_for, detail, eventually, res_json, violated_field, Mode, TestServer};
 use notevault::auth::{Permission, StaticToken, TokenKind};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -604,9 +604,8 @@ async fn compaction_answers_sync_compacted_and_the_snapshot_then_ops_recover() {
     assert_same_folder(&fresh.root, &s.vault);
 }
 
-#[tokio::test]
-async fn bad_reads_and_checkpoints_get_their_envelope() {
-    let s = TestServer::start(Some("vault-example"), |c| {
+async fn bad_reads_and_checkpoints_get_their_envelope(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.rate_limit_read_per_minute = 0;
         c.rate_limit_write_per_minute = 0;
     })
@@ -695,9 +694,8 @@ fn token(token: &str, kind: TokenKind) -> StaticToken {
     }
 }
 
-#[tokio::test]
-async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once() {
-    let s = TestServer::start(None, |c| {
+async fn the_key_routes_validate_every_field_refuse_a_pat_and_enable_once(mode: Mode) {
+    let s = TestServer::start_as(mode, None, |c| {
         c.rate_limit_read_per_minute = 0;
         c.rate_limit_write_per_minute = 0;
         c.static_tokens = vec![
@@ -1099,9 +1097,8 @@ async fn two_devices_push_conflicting_edits_one_wins_the_other_keeps_a_conflicte
     assert_same_folder(&a.root, &s.vault);
 }
 
-#[tokio::test]
-async fn a_bad_push_is_refused_whole_and_records_nothing() {
-    let s = TestServer::start(Some("vault-example"), |c| {
+async fn a_bad_push_is_refused_whole_and_records_nothing(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
         c.rate_limit_read_per_minute = 0;
         c.rate_limit_write_per_minute = 0;
     })
@@ -1232,9 +1229,8 @@ async fn a_bad_push_is_refused_whole_and_records_nothing() {
 
 /// A key change takes a seq of its own: after a restart the next change takes the seq
 /// after it (no seq is used twice), and history is not found behind.
-#[tokio::test]
-async fn a_key_change_keeps_its_seq_across_a_restart() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn a_key_change_keeps_its_seq_across_a_restart(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     s.call(
         Method::POST,
         "/v1/sync/e2ee:enable",
@@ -1248,8 +1244,7 @@ async fn a_key_change_keeps_its_seq_across_a_restart() {
         .await["committed_seq"]
         .as_i64()
         .unwrap();
-    let (dir, vault, state) = s.stop().await;
-    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let s = s.restart(|_| {}).await;
     let after = s
         .get_json("/v1/sync/ops?after_seq=0&page_size=1", 200)
         .await;
@@ -1280,3 +1275,10 @@ async fn a_key_change_keeps_its_seq_across_a_restart() {
     let state = s.get_json("/v1/sync/e2ee", 200).await;
     assert_eq!(state["hierarchy"], keys(1));
 }
+
+crate::test_in_both_modes!(
+    bad_reads_and_checkpoints_get_their_envelope,
+    a_bad_push_is_refused_whole_and_records_nothing,
+    a_key_change_keeps_its_seq_across_a_restart,
+    the_key_routes_validate_every_field_refuse_a_pat_and_enable_once,
+);

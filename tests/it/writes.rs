@@ -8,13 +8,17 @@
 
 use crate::common;
 
-use common::{assert_envelope, assert_envelope_for, git, res_json, TestServer};
+use common::{assert_envelope, assert_envelope_for, git, res_json, Mode, TestServer};
 use serde_json::{json, Value};
 
 use reqwest::Method;
 
-fn read(s: &TestServer, rel: &str) -> String {
-    std::fs::read_to_string(s.vault.join(rel)).unwrap()
+/// The note file at `rel`, as the server holds it (the folder's, or hosted the
+/// database's).
+async fn read(s: &TestServer, rel: &str) -> String {
+    s.note_file(rel)
+        .await
+        .unwrap_or_else(|| panic!("{rel} is absent"))
 }
 
 fn assert_receipt(r: &Value) {
@@ -37,9 +41,8 @@ fn assert_receipt(r: &Value) {
     }
 }
 
-#[tokio::test]
-async fn create_then_replay_then_reuse() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn create_then_replay_then_reuse(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let body = json!({"slug": "projects/new-idea", "content": "# New idea\n\nBody.\n", "tags": ["idea", "draft"], "agent_id": "claude"});
     let r = s
         .call(
@@ -56,7 +59,7 @@ async fn create_then_replay_then_reuse() {
     assert_eq!(r["note"]["title"], "New idea");
     assert_eq!(r["note"]["tags"], json!(["idea", "draft"]));
     assert_eq!(
-        read(&s, "projects/new-idea.md"),
+        read(&s, "projects/new-idea.md").await,
         "---\ntags: [idea, draft]\n---\n# New idea\n\nBody.\n"
     );
     let seq = r["committed_seq"].as_i64().unwrap();
@@ -98,6 +101,16 @@ async fn create_then_replay_then_reuse() {
     )
     .await;
 
+    // The revision says who wrote it.
+    let revisions = s
+        .get_json("/v1/notes/projects%2Fnew-idea:listRevisions", 200)
+        .await;
+    assert_eq!(revisions["versions"][0]["version_id"], r["version_id"]);
+    assert_eq!(revisions["versions"][0]["actor"], "agent:claude");
+    if s.mode == Mode::Hosted {
+        // No history.git: the database holds the revisions.
+        return;
+    }
     // History has the commit, with the actor and the version in its trailers.
     common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "-1", "--format=%B"]);
@@ -109,9 +122,8 @@ async fn create_then_replay_then_reuse() {
     assert!(log.contains(&format!("Notevault-Seq: {seq}")));
 }
 
-#[tokio::test]
-async fn create_by_title_and_folder_and_the_folder_depth_rule() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn create_by_title_and_folder_and_the_folder_depth_rule(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let r = s
         .call(
             Method::POST,
@@ -134,13 +146,12 @@ async fn create_by_title_and_folder_and_the_folder_depth_rule() {
         (slug, Method::POST, "/v1/notes", Some(body), status, reason)
     });
     s.refuse_all(cases).await;
-    assert!(!s.vault.join("a").exists());
+    assert!(!s.holds("a").await);
 }
 
-#[tokio::test]
-async fn edit_exactly_per_the_spec() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let before = read(&s, "Inbox.md");
+async fn edit_exactly_per_the_spec(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
+    let before = read(&s, "Inbox.md").await;
     let note = s.get_json("/v1/notes/Inbox?limit=1", 200).await;
     let v = note["version_id"].as_str().unwrap();
     let first_line = before.lines().find(|l| l.len() > 5).unwrap().to_string();
@@ -154,7 +165,7 @@ async fn edit_exactly_per_the_spec() {
     );
     assert_ne!(r["version_id"], v);
     assert_eq!(
-        read(&s, "Inbox.md"),
+        read(&s, "Inbox.md").await,
         before.replacen(&first_line, "EDITED", 1)
     );
     // The old version is stale now.
@@ -205,9 +216,8 @@ async fn edit_exactly_per_the_spec() {
     );
 }
 
-#[tokio::test]
-async fn edit_bad_input_names_the_field() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn edit_bad_input_names_the_field(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let v = s.get_json("/v1/notes/Inbox?limit=1", 200).await["version_id"]
         .as_str()
         .unwrap()
@@ -277,16 +287,15 @@ async fn edit_bad_input_names_the_field() {
     s.refuse_all([("no such note", Method::POST, path, Some(body), 404, reason)])
         .await;
     assert_eq!(
-        read(&s, "Inbox.md"),
+        read(&s, "Inbox.md").await,
         std::fs::read_to_string(common::repo_path("vault-example/Inbox.md")).unwrap(),
         "nothing was written"
     );
 }
 
-#[tokio::test]
-async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
-    let s = TestServer::start(Some("fixtures/edge"), |_| {}).await;
-    let before = read(&s, "crlf.md");
+async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("fixtures/edge"), |_| {}).await;
+    let before = read(&s, "crlf.md").await;
     let r = s
         .call(
             Method::PATCH,
@@ -298,7 +307,7 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
         .await;
     assert_receipt(&r);
     assert_eq!(r["note"]["status"], "done");
-    let after = read(&s, "crlf.md");
+    let after = read(&s, "crlf.md").await;
     assert!(
         !after.replace("\r\n", "").contains('\n'),
         "still CRLF only: {after:?}"
@@ -341,8 +350,9 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
         .await;
     assert_eq!(r["note"]["tags"], json!(["x", "y z"]));
     assert!(read(&s, "title-rules/h1-title.md")
+        .await
         .starts_with("---\ntags: [x, y z]\n---\nSome text before the heading."));
-    let plain = read(&s, "title-rules/no-title.md");
+    let plain = read(&s, "title-rules/no-title.md").await;
     assert!(!plain.starts_with("---"));
     s.call(
         Method::PATCH,
@@ -353,7 +363,7 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
     )
     .await;
     assert_eq!(
-        read(&s, "title-rules/no-title.md"),
+        read(&s, "title-rules/no-title.md").await,
         format!("---\nstatus: draft\n---\n{plain}")
     );
     let r = s
@@ -366,7 +376,7 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
         )
         .await;
     assert_eq!(
-        read(&s, "title-rules/h1-title.md"),
+        read(&s, "title-rules/h1-title.md").await,
         "---\ntags: [x, y z]\n---\nnew body\n"
     );
     assert_eq!(r["note"]["title"], "h1-title");
@@ -379,12 +389,11 @@ async fn patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments() {
         200,
     )
     .await;
-    assert!(!read(&s, "title-rules/h1-title.md").contains("tags"));
+    assert!(!read(&s, "title-rules/h1-title.md").await.contains("tags"));
 }
 
-#[tokio::test]
-async fn patch_masks_and_preconditions() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn patch_masks_and_preconditions(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let moved = "01a20281-49a4-7122-91be-bfac5236261b";
     #[rustfmt::skip]
     let cases = [
@@ -414,13 +423,13 @@ async fn patch_masks_and_preconditions() {
     assert_eq!(r["note"]["title"], "Inbox zero");
     // The file is read-only for nothing else: the body stays.
     assert!(read(&s, "Inbox.md")
+        .await
         .ends_with(&std::fs::read_to_string(common::repo_path("vault-example/Inbox.md")).unwrap()));
 }
 
-#[tokio::test]
-async fn delete_moves_to_trash_and_history_records_it() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
-    let content = read(&s, "scratchpad.md");
+async fn delete_moves_to_trash_and_history_records_it(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
+    let content = read(&s, "scratchpad.md").await;
     let r = s
         .call(
             Method::DELETE,
@@ -431,8 +440,11 @@ async fn delete_moves_to_trash_and_history_records_it() {
         )
         .await;
     assert_receipt(&r);
-    assert!(!s.vault.join("scratchpad.md").exists());
-    assert_eq!(read(&s, ".trash/scratchpad.md"), content);
+    assert!(!s.holds("scratchpad.md").await);
+    if s.mode == Mode::Local {
+        // Hosted mode has no folder, so no .trash/.
+        assert_eq!(read(&s, ".trash/scratchpad.md").await, content);
+    }
     s.get_error("/v1/notes/scratchpad", 404, "NOTE_NOT_FOUND")
         .await;
     // Replay answers the same receipt; a new key finds nothing.
@@ -457,6 +469,10 @@ async fn delete_moves_to_trash_and_history_records_it() {
         "NOTE_NOT_FOUND",
     )
     .await;
+    if s.mode == Mode::Hosted {
+        // No history.git: the database holds the revisions.
+        return;
+    }
     common::wait_history(&s.svc).await;
     let files = git(&s.state, &["ls-tree", "-r", "--name-only", "HEAD"]);
     assert!(!files.contains("scratchpad.md"));
@@ -464,14 +480,15 @@ async fn delete_moves_to_trash_and_history_records_it() {
     assert!(subject.starts_with("delete scratchpad"), "{subject}");
 }
 
-#[tokio::test]
-async fn move_and_rename_rewrite_links() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn move_and_rename_rewrite_links(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     // Find a note that links to the roadmap by wikilink and one by relative link.
     let linking: Vec<String> = common::temp_list(&s.vault)
         .into_iter()
         .filter(|p| {
-            read(&s, p).contains("[[roadmap") || read(&s, p).contains("(../projects/roadmap.md")
+            // The folder as it was served (hosted: imported).
+            let text = std::fs::read_to_string(s.vault.join(p)).unwrap();
+            text.contains("[[roadmap") || text.contains("(../projects/roadmap.md")
         })
         .collect();
     assert!(!linking.is_empty());
@@ -495,7 +512,7 @@ async fn move_and_rename_rewrite_links() {
         "{r}"
     );
     for p in &linking {
-        let text = read(&s, p);
+        let text = read(&s, p).await;
         assert!(
             !text.contains("[[roadmap") && !text.contains("/roadmap.md)"),
             "{p}: {text}"
@@ -515,7 +532,7 @@ async fn move_and_rename_rewrite_links() {
         )
         .await;
     assert_eq!(r["slug"], "archive/plan-2027");
-    assert!(s.vault.join("archive/plan-2027.md").exists());
+    assert!(s.holds("archive/plan-2027.md").await);
     let res = s
         .send(
             Method::POST,
@@ -559,15 +576,20 @@ async fn an_editor_change_is_never_overwritten() {
         "VERSION_MOVED",
     )
     .await;
-    assert_eq!(read(&s, "Inbox.md"), "# Inbox\n\nthe editor's words\n");
+    assert_eq!(
+        read(&s, "Inbox.md").await,
+        "# Inbox\n\nthe editor's words\n"
+    );
     // The editor's content became a revision.
     let now = s.get_json("/v1/notes/Inbox?limit=1", 200).await;
     assert_ne!(now["version_id"], v);
 }
 
-#[tokio::test]
-async fn the_write_rate_limit_applies() {
-    let s = TestServer::start(Some("vault-example"), |c| c.rate_limit_write_per_minute = 1).await;
+async fn the_write_rate_limit_applies(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |c| {
+        c.rate_limit_write_per_minute = 1
+    })
+    .await;
     s.call(
         Method::POST,
         "/v1/notes",
@@ -586,16 +608,15 @@ async fn the_write_rate_limit_applies() {
         .await;
     assert!(res.headers().get("retry-after").is_some());
     assert_envelope(&res_json(res, 429, "429").await, 429, "RATE_LIMITED");
-    assert!(!s.vault.join("two.md").exists());
+    assert!(!s.holds("two.md").await);
 }
 
-#[tokio::test]
-async fn frontmatter_values_folder_patches_and_trash_names() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn frontmatter_values_folder_patches_and_trash_names(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let r = s.call(Method::POST, "/v1/notes", Some("f1"), Some(json!({"slug": "scratch", "content": "body\n", "status": "draft", "frontmatter": {"rating": 4.5, "done": false, "aliases": ["s", "scr"], "due": "2027-01-01"}})), 201)
         .await;
     assert_eq!(r["note"]["status"], "draft");
-    assert_eq!(read(&s, "scratch.md"), "---\nstatus: draft\nrating: 4.5\ndone: false\naliases: [s, scr]\ndue: 2027-01-01\n---\nbody\n");
+    assert_eq!(read(&s, "scratch.md").await, "---\nstatus: draft\nrating: 4.5\ndone: false\naliases: [s, scr]\ndue: 2027-01-01\n---\nbody\n");
     s.refused(
         "a nested frontmatter value",
         Method::POST,
@@ -618,7 +639,9 @@ async fn frontmatter_values_folder_patches_and_trash_names() {
         .await;
     assert_eq!(r["slug"], "archive/scratch");
     assert_eq!(r["note"]["status"], "done");
-    assert!(read(&s, "archive/scratch.md").contains("status: done\n"));
+    assert!(read(&s, "archive/scratch.md")
+        .await
+        .contains("status: done\n"));
     // Deleting two notes of the same name keeps both in .trash.
     s.call(
         Method::DELETE,
@@ -644,13 +667,16 @@ async fn frontmatter_values_folder_patches_and_trash_names() {
         200,
     )
     .await;
-    assert!(s.vault.join(".trash/archive/scratch.md").exists());
-    assert_eq!(read(&s, ".trash/archive/scratch 2.md"), "second\n");
+    assert!(!s.holds("archive/scratch.md").await);
+    if s.mode == Mode::Local {
+        // Hosted mode has no folder, so no .trash/.
+        assert!(s.holds(".trash/archive/scratch.md").await);
+        assert_eq!(read(&s, ".trash/archive/scratch 2.md").await, "second\n");
+    }
 }
 
-#[tokio::test]
-async fn an_oversized_body_is_payload_too_large_and_writes_nothing() {
-    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+async fn an_oversized_body_is_payload_too_large_and_writes_nothing(mode: Mode) {
+    let s = TestServer::start_as(mode, Some("vault-example"), |_| {}).await;
     let big = "x".repeat(17 * 1024 * 1024);
     let res = s
         .client
@@ -661,7 +687,7 @@ async fn an_oversized_body_is_payload_too_large_and_writes_nothing() {
         .await
         .unwrap();
     assert_envelope(&res_json(res, 413, "big").await, 413, "PAYLOAD_TOO_LARGE");
-    assert!(!s.vault.join("big.md").exists());
+    assert!(!s.holds("big.md").await);
 }
 
 /// The hash a version before request identities bound a key to (route, note, body as
@@ -741,10 +767,7 @@ async fn keys_recorded_by_an_older_version_still_replay_and_refuse() {
         rendered.text().await.unwrap(),
         r#"{"status":"applied","slug":"old/rendered"}"#
     );
-    assert!(
-        !s.vault.join("old/rendered.md").exists(),
-        "a replay writes nothing"
-    );
+    assert!(!s.holds("old/rendered.md").await, "a replay writes nothing");
     for (key, body) in [
         (
             "old-create",
@@ -763,5 +786,19 @@ async fn keys_recorded_by_an_older_version_still_replay_and_refuse() {
             "IDEMPOTENCY_KEY_REUSED",
         );
     }
-    assert_eq!(read(&s, "old/keyed.md"), "kept\n");
+    assert_eq!(read(&s, "old/keyed.md").await, "kept\n");
 }
+
+crate::test_in_both_modes!(
+    create_then_replay_then_reuse,
+    create_by_title_and_folder_and_the_folder_depth_rule,
+    edit_exactly_per_the_spec,
+    edit_bad_input_names_the_field,
+    patch_edits_frontmatter_surgically_and_keeps_crlf_and_comments,
+    patch_masks_and_preconditions,
+    delete_moves_to_trash_and_history_records_it,
+    move_and_rename_rewrite_links,
+    the_write_rate_limit_applies,
+    frontmatter_values_folder_patches_and_trash_names,
+    an_oversized_body_is_payload_too_large_and_writes_nothing,
+);

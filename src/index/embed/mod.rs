@@ -574,7 +574,7 @@ fn embed_note(model: &Model, note: &Note) -> Option<Vec<f32>> {
 /// heading and the text under it; the text before the first heading is the first chunk.
 /// Empty sections are left out; past [`MAX_CHUNKS`] the rest joins the last chunk.
 pub fn chunks(note: &Note) -> Vec<String> {
-    let Some(bytes) = &note.content else {
+    let Some(bytes) = note.searched_bytes() else {
         return Vec::new();
     };
     let (text, _) = crate::vault::markdown::decode(bytes);

@@ -21,10 +21,12 @@ pub mod device;
 pub mod hosted;
 pub mod jwt;
 pub mod loopfs;
+pub mod mode;
 pub mod postgres;
 pub mod tools;
 
 pub use daemon::{Daemon, BIN};
+pub use mode::Mode;
 
 pub struct TestServer {
     pub base: String,
@@ -34,6 +36,10 @@ pub struct TestServer {
     /// The daemon (its watcher); dropped with the server.
     pub daemon: Option<notevault::daemon::Daemon>,
     pub client: reqwest::Client,
+    /// Local: `vault` is served. Hosted: `vault` and `state` are the folder as it was
+    /// imported, `svc` the hosted vault's state (`mode.rs`).
+    pub mode: Mode,
+    hosted: Option<mode::HostedParts>,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -172,6 +178,8 @@ impl TestServer {
             svc,
             daemon: Some(daemon),
             client: reqwest::Client::new(),
+            mode: Mode::Local,
+            hosted: None,
             _dir: dir,
             shutdown: Some(tx),
             task: Some(task),
@@ -191,6 +199,7 @@ impl TestServer {
             daemon,
             shutdown,
             task,
+            hosted,
             ..
         } = self;
         if let Some(tx) = shutdown {
@@ -198,6 +207,11 @@ impl TestServer {
         }
         if let Some(task) = task {
             task.await.unwrap();
+        }
+        if let Some(hosted) = hosted {
+            tokio::task::spawn_blocking(move || drop(hosted))
+                .await
+                .unwrap();
         }
         if let Some(daemon) = daemon {
             tokio::task::spawn_blocking(move || daemon.stop())
