@@ -70,6 +70,10 @@ pub const SEARCH_QUERIES: &[&str] = &[
 #[path = "../../tests/it/common/daemon.rs"]
 mod daemon;
 
+/// `bin serve` without this process's configuring environment, and its start (the hosted
+/// bench builds its own command lines: `--database`, static tokens).
+#[allow(unused_imports)] // only the hosted bench uses them
+pub use daemon::{serve as serve_command, start as start_command};
 pub use daemon::{Daemon, BIN};
 
 pub fn start(vault: &Path, state: &Path) -> Result<Daemon> {
@@ -337,6 +341,18 @@ pub async fn load(
     warmup: Duration,
     duration: Duration,
 ) -> Result<LoadResult> {
+    load_as(addr, None, paths, connections, warmup, duration).await
+}
+
+/// [`load`], each request with `Authorization: Bearer <token>` when given.
+pub async fn load_as(
+    addr: SocketAddr,
+    token: Option<String>,
+    paths: Arc<Vec<String>>,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<LoadResult> {
     ensure!(!paths.is_empty(), "no paths to load");
     let begin = Instant::now();
     let measure_from = begin + warmup;
@@ -344,8 +360,12 @@ pub async fn load(
     let mut tasks = Vec::new();
     for c in 0..connections {
         let paths = paths.clone();
+        let token = token.clone();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::open(addr).await?;
+            let mut conn = match &token {
+                Some(token) => Conn::open_with_token(addr, token).await?,
+                None => Conn::open(addr).await?,
+            };
             let mut latencies = Vec::with_capacity(1 << 16);
             let mut errors = 0u64;
             let mut bytes = 0u64;
