@@ -191,21 +191,17 @@ pub async fn serve(
             (temp.path().to_path_buf(), Some(temp))
         }
     };
-    let mut lobby = config.clone();
-    lobby.vault = cache.join("lobby");
-    lobby.state_dir = Some(cache.join("lobby-state"));
-    lobby.watch = false;
-    lobby.database_url = None;
-    crate::state::create_state_dir(&lobby.vault)?;
-    let lobby = tokio::task::spawn_blocking(move || crate::daemon::open(lobby)).await??;
-    let directory = std::sync::Arc::new(crate::daemon::hosted::HostedVaults::new(
-        db,
-        keys,
-        config.clone(),
-        cache.join("vaults"),
-    ));
-    crate::daemon::hosted::HostedVaults::follow(&directory);
-    crate::daemon::hosted::HostedVaults::close_idle(&directory);
+    // Each vault's cache is checked as a folder whose paths must stay inside it, by
+    // their canonical form: a relative or symlinked --state-dir would leave it.
+    crate::state::create_state_dir(&cache)?;
+    let cache = cache
+        .canonicalize()
+        .map_err(|e| anyhow::anyhow!("cache folder {} is not usable: {e}", cache.display()))?;
+    let opened = config.clone();
+    let hosted = tokio::task::spawn_blocking(move || {
+        crate::daemon::hosted::Hosted::open(&opened, db, keys, &cache)
+    })
+    .await??;
     let addr = listener.local_addr()?;
     {
         use std::io::Write;
@@ -218,16 +214,12 @@ pub async fn serve(
     tracing::info!(%addr, "serving hosted mode");
     let served = crate::http::run_with(
         listener,
-        crate::vaults::Vaults::from(lobby.state.clone()),
-        Some(directory.clone()),
+        crate::vaults::Vaults::from(hosted.lobby.state.clone()),
+        Some(hosted.vaults.clone()),
         shutdown,
     )
     .await;
-    tokio::task::spawn_blocking(move || {
-        directory.stop();
-        lobby.stop();
-    })
-    .await?;
+    tokio::task::spawn_blocking(move || hosted.stop()).await?;
     served?;
     Ok(())
 }

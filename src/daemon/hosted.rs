@@ -38,6 +38,48 @@ pub struct HostedVaults {
     listening: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
+/// Hosted mode as `serve --database` runs it: the lobby (an empty local vault, which a
+/// request naming no vault reaches) and the database's vaults, which follow the other
+/// instances' commits and close when idle. [`Hosted::stop`] ends both.
+pub struct Hosted {
+    pub lobby: super::Daemon,
+    pub vaults: Arc<HostedVaults>,
+}
+
+impl Hosted {
+    /// Open on the pools `db` (the stores) and `keys` (the Idempotency-Key locks), with
+    /// the instance's cache under `cache`. Blocking.
+    pub fn open(
+        config: &Config,
+        db: Database,
+        keys: Database,
+        cache: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        let mut lobby = config.clone();
+        lobby.vault = cache.join("lobby");
+        lobby.state_dir = Some(cache.join("lobby-state"));
+        lobby.watch = false;
+        lobby.database_url = None;
+        crate::state::create_state_dir(&lobby.vault)?;
+        let lobby = super::open(lobby)?;
+        let vaults = Arc::new(HostedVaults::new(
+            db,
+            keys,
+            config.clone(),
+            cache.join("vaults"),
+        ));
+        HostedVaults::follow(&vaults);
+        HostedVaults::close_idle(&vaults);
+        Ok(Self { lobby, vaults })
+    }
+
+    /// Stop the vaults (their `LISTEN` task too) and the lobby.
+    pub fn stop(self) {
+        self.vaults.stop();
+        self.lobby.stop();
+    }
+}
+
 impl HostedVaults {
     pub fn new(db: Database, keys: Database, config: Config, cache: PathBuf) -> Self {
         Self {

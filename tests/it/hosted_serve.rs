@@ -245,6 +245,11 @@ async fn a_new_instance_rebuilds_its_cache_from_the_database() {
     assert_eq!(found(&c, "rhubarb", seq).await, ["jam-2"]);
     assert!(found(&c, "quince", seq).await.is_empty());
     assert_eq!(read(&c, "jam-0").await.1, "# Jam 0\nmarmalade");
+
+    // A cache named by a relative path serves writes too.
+    let d = hosted.instance_relative();
+    create(&d, "relative", "# Relative\n", "k-relative").await;
+    assert_eq!(read(&c, "relative").await.1, "# Relative");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,11 +69,39 @@ impl Hosted {
     /// [`Self::instance`] with more environment.
     pub fn instance_with(&self, env: &[(&str, &str)]) -> Instance {
         let cache = tempfile::tempdir().unwrap();
+        let dir = cache.path().to_path_buf();
+        self.start(cache, &dir, env)
+    }
+
+    /// An instance run from a folder of its own with `--state-dir cache`, a relative path
+    /// (as a service's working directory makes it).
+    pub fn instance_relative(&self) -> Instance {
+        let folder = tempfile::tempdir().unwrap();
         let mut command = daemon::serve(BIN);
+        command.current_dir(folder.path());
+        self.start_command(command, folder, std::path::Path::new("cache"), &[])
+    }
+
+    fn start(
+        &self,
+        cache: tempfile::TempDir,
+        dir: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Instance {
+        self.start_command(daemon::serve(BIN), cache, dir, env)
+    }
+
+    fn start_command(
+        &self,
+        mut command: Command,
+        cache: tempfile::TempDir,
+        dir: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Instance {
         command
             .args(["--listen", "127.0.0.1:0", "--database", &self.db.url])
             .arg("--state-dir")
-            .arg(cache.path())
+            .arg(dir)
             .env_remove("NOTEVAULT_DATABASE_URL")
             .env("NOTEVAULT_STATIC_TOKENS", self.tokens())
             .envs(env.iter().copied());

@@ -2,8 +2,8 @@
 //! folder imported into a hosted vault of a fresh PostgreSQL database (hosted mode), so
 //! that an HTTP-level test runs against both without a second copy.
 //!
-//! Hosted mode runs in this process, as local mode does: the pieces `serve --database`
-//! assembles (a lobby, `daemon::hosted::HostedVaults` on two pools, `http::run_with`),
+//! Hosted mode runs in this process, as local mode does: what `serve --database` opens
+//! (`daemon::hosted::Hosted`: a lobby and the vaults, on two pools) and `http::run_with`,
 //! with the test's `tweak` applied to the one `Config` they share. The folder comes in
 //! by `notevault import` after a local scan recorded its history, as a user brings one
 //! in; the client sends the vault's static token on every request (a default header),
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use notevault::auth::{Permission, StaticToken, TokenKind};
 use notevault::config::Config;
-use notevault::daemon::hosted::HostedVaults;
+use notevault::daemon::hosted::{Hosted as Served, HostedVaults};
 use notevault::hosted::{Database, Options};
 use notevault::vaults::Directory;
 
@@ -68,7 +68,7 @@ macro_rules! test_in_both_modes {
 /// What a hosted [`TestServer`] holds beyond the local one's fields.
 pub struct HostedParts {
     pub directory: Arc<HostedVaults>,
-    lobby: Option<notevault::daemon::Daemon>,
+    served: Option<Served>,
     /// The vault's id, as `vault create` printed it.
     pub vault_id: String,
     /// Taken by a restart, which serves it anew.
@@ -80,9 +80,8 @@ impl Drop for HostedParts {
     /// What `serve --database` does at its end: the vaults and the lobby stop (the
     /// `LISTEN` task too), before the database is dropped under them.
     fn drop(&mut self) {
-        self.directory.stop();
-        if let Some(lobby) = self.lobby.take() {
-            lobby.stop();
+        if let Some(served) = self.served.take() {
+            served.stop();
         }
     }
 }
@@ -277,24 +276,12 @@ async fn serve_hosted(
     };
     let stores = Database::open(&db.url, pool(8)).expect("the database opens");
     let keys = Database::open(&db.url, pool(8)).expect("the database opens");
-    let mut lobby = config.clone();
-    lobby.vault = cache.path().join("lobby");
-    lobby.state_dir = Some(cache.path().join("lobby-state"));
-    lobby.watch = false;
-    lobby.database_url = None;
-    std::fs::create_dir_all(&lobby.vault).unwrap();
-    let lobby = tokio::task::spawn_blocking(move || notevault::daemon::open(lobby))
+    let (opened, at) = (config.clone(), cache.path().to_path_buf());
+    let served = tokio::task::spawn_blocking(move || Served::open(&opened, stores, keys, &at))
         .await
         .unwrap()
-        .expect("the lobby opens");
-    let directory = Arc::new(HostedVaults::new(
-        stores,
-        keys,
-        config.clone(),
-        cache.path().join("vaults"),
-    ));
-    HostedVaults::follow(&directory);
-    HostedVaults::close_idle(&directory);
+        .expect("hosted mode opens");
+    let directory = served.vaults.clone();
     let (opened, id) = (directory.clone(), vault_id.clone());
     let svc = tokio::task::spawn_blocking(move || opened.open(&id))
         .await
@@ -305,12 +292,12 @@ async fn serve_hosted(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let (served, lobby_state) = (directory.clone(), lobby.state.clone());
+    let (directory_served, lobby_state) = (directory.clone(), served.lobby.state.clone());
     let task = tokio::spawn(async move {
         notevault::http::run_with(
             listener,
             notevault::vaults::Vaults::from(lobby_state),
-            Some(served as Arc<dyn Directory>),
+            Some(directory_served as Arc<dyn Directory>),
             async {
                 let _ = rx.await;
             },
@@ -336,7 +323,7 @@ async fn serve_hosted(
         mode: Mode::Hosted,
         hosted: Some(HostedParts {
             directory,
-            lobby: Some(lobby),
+            served: Some(served),
             vault_id,
             db: Some(db),
             _cache: cache,
