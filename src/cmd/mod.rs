@@ -59,14 +59,7 @@ fn logs() {
 /// Logs to stderr: `NOTEVAULT_LOG` filters (default `notevault=info`). Text for a
 /// person, without the per-request lines; JSON (tracing's formatter, one object per
 /// line) for an operator's log shipper, with one line per request.
-/// Set once `serve` logs JSON: what it would print for a person is logged instead.
-static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 fn log_as(format: LogFormat) {
-    JSON_LOGS.store(
-        format == LogFormat::Json,
-        std::sync::atomic::Ordering::Relaxed,
-    );
     let default = match format {
         LogFormat::Text => "notevault=info,notevault::access=warn",
         LogFormat::Json => "notevault=info",

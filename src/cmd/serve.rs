@@ -27,6 +27,7 @@ fn limit_malloc_arenas() {
 )]
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     super::log_as(args.log_format);
+    let json_logs = args.log_format == crate::cli::LogFormat::Json;
     let review = args.review;
     let migrate = args.migrate;
     let file = config_file(args.config.clone());
@@ -131,7 +132,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let base = format!("{scheme}://{shown}");
         for state in &states {
             let url = state.config.public_url.clone().unwrap_or(base.clone());
-            console_link(state, &url, states.len() > 1);
+            console_link(state, &url, states.len() > 1, json_logs);
         }
         let vaults = crate::vaults::Vaults::new(states).map_err(anyhow::Error::msg)?;
         crate::http::run(listener, vaults, stop_signal()).await?;
@@ -190,7 +191,8 @@ async fn stop_signal() {
 /// Keep the URL served (for `notevault login-link`) and, on a terminal, print a one-time
 /// sign-in link to the console. Not into a log: a service's output goes to the journal,
 /// and the link signs in whoever opens it; a service's user asks `notevault login-link`.
-fn console_link(state: &crate::state::State, url: &str, several: bool) {
+/// With `json_logs` the line is logged: a log shipper reads one object per line.
+fn console_link(state: &crate::state::State, url: &str, several: bool, json_logs: bool) {
     use std::io::{IsTerminal, Write};
     let meta = &*state.meta;
     // With several vaults each line names its own.
@@ -202,8 +204,7 @@ fn console_link(state: &crate::state::State, url: &str, several: bool) {
     if let Err(e) = meta.set_setting(crate::console::URL_SETTING, url) {
         tracing::warn!(target: TARGET, error = %e.message, "cannot keep the served URL for login-link");
     }
-    // A log shipper reads one JSON object per line after the address line.
-    if super::JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+    if json_logs {
         tracing::info!(target: TARGET, url = %format!("{url}/"), vault = %state.root().display(), "web console (sign in with the link `notevault login-link` prints)");
         return;
     }

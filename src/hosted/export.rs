@@ -36,11 +36,7 @@ pub fn write(
     let mut archive = Archive::new(out);
     let mut notes = meta.all_notes().map_err(io::Error::other)?;
     notes.sort_by(|a, b| a.path.cmp(&b.path));
-    let mtime = |at: &str| {
-        chrono::DateTime::parse_from_rfc3339(at)
-            .map(|t| t.timestamp().max(0) as u64)
-            .unwrap_or(0)
-    };
+    let mtime = |at: &str| crate::clock::parse_or_now(at).timestamp().max(0) as u64;
     for chunk in notes.chunks(BATCH) {
         let hashes: Vec<String> = chunk.iter().map(|n| n.content_hash.clone()).collect();
         let found: HashMap<String, Vec<u8>> = bytes
@@ -155,9 +151,7 @@ fn commit_of(
         ],
         allow_empty: true,
         replace: false,
-        at: chrono::DateTime::parse_from_rfc3339(&rev.created_at)
-            .ok()
-            .map(|t| t.with_timezone(&chrono::Utc)),
+        at: Some(crate::clock::parse_or_now(&rev.created_at)),
     }
 }
 

@@ -133,15 +133,15 @@ fn kept_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
 }
 
 /// The bytes of `note` as its store holds them now, for a writer that checks them against
-/// the note's hash itself: a shared vault's catalog holds every note's (it has no folder),
-/// else its file is read.
+/// the note's hash itself: its kept bytes while they are current (a shared vault's
+/// catalog holds every note's), else its file read.
 pub(crate) fn stored_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
-    if state.shared.is_some() {
-        return note.content.clone();
-    }
-    std::fs::read(state.paths.root.join(&note.path))
-        .ok()
-        .map(Arc::from)
+    kept_bytes(state, note).or_else(|| match state.shared {
+        Some(_) => None,
+        None => std::fs::read(state.paths.root.join(&note.path))
+            .ok()
+            .map(Arc::from),
+    })
 }
 
 /// Reconcile one path with the disk (`filesystem` actor).

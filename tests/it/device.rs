@@ -26,33 +26,9 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
-/// Run `notevault device ...`; its stdout and stderr, asserting success (or failure).
+/// `notevault device ...` with this file's token: see [`common::device::device_as`].
 fn device(args: &[&str], dir: &Path, env: &[(&str, &str)], ok: bool, out: &mut Vec<u8>) -> String {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("device")
-        .args(args)
-        .arg(dir)
-        .env("NOTEVAULT_TOKEN", TOKEN);
-    for var in [
-        "NOTEVAULT_PASSPHRASE",
-        "NOTEVAULT_NEW_PASSPHRASE",
-        "NOTEVAULT_RECOVERY_KEY",
-    ] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let o = cmd.output().unwrap();
-    out.extend_from_slice(&o.stdout);
-    out.extend_from_slice(&o.stderr);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.success(), ok, "device {args:?}: {text}");
-    String::from_utf8_lossy(&o.stdout).to_string()
+    common::device::device_as(TOKEN, args, dir, env, ok, out)
 }
 
 fn read(root: &Path, rel: &str) -> String {

@@ -9,7 +9,6 @@
 )]
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::hosted::{cli, Hosted, TOKEN};
 use crate::common::postgres;
@@ -20,28 +19,10 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
-/// `notevault device ARGS DIR` with the vault's token and `passphrase`: its output;
-/// whether it succeeded must be `ok`.
+/// `notevault device ARGS DIR` with the vault's token and `passphrase`: its stdout.
 fn device(args: &[&str], dir: &Path, passphrase: &str, ok: bool, out: &mut Vec<u8>) -> String {
-    let o = Command::new(crate::common::BIN)
-        .arg("device")
-        .args(args)
-        .arg(dir)
-        .env("NOTEVAULT_TOKEN", TOKEN)
-        .env("NOTEVAULT_PASSPHRASE", passphrase)
-        .env_remove("NOTEVAULT_NEW_PASSPHRASE")
-        .env_remove("NOTEVAULT_RECOVERY_KEY")
-        .output()
-        .unwrap();
-    out.extend_from_slice(&o.stdout);
-    out.extend_from_slice(&o.stderr);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.success(), ok, "device {args:?}: {text}");
-    text
+    let env = [("NOTEVAULT_PASSPHRASE", passphrase)];
+    crate::common::device::device_as(TOKEN, args, dir, &env, ok, out)
 }
 
 /// Whether a `pg_dump` holds `text`: as text, or as a `bytea` column's hex.
@@ -93,8 +74,14 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
     std::fs::write(laptop.join("shared.md"), "# Shared\n\nfrom the laptop\n").unwrap();
     let secret = format!("# Diary\n\nthe password is {canary}\n");
     std::fs::write(laptop.join("diary.private.md"), &secret).unwrap();
-    let pushed = device(&["push"], &laptop, passphrase, false, &mut out);
-    assert!(pushed.contains("BLOB_STORE_UNAVAILABLE"), "{pushed}");
+    let mut pushed = Vec::new();
+    device(&["push"], &laptop, passphrase, false, &mut pushed);
+    let pushed_text = String::from_utf8_lossy(&pushed).into_owned();
+    assert!(
+        pushed_text.contains("BLOB_STORE_UNAVAILABLE"),
+        "{pushed_text}"
+    );
+    out.extend_from_slice(&pushed);
     assert_eq!(
         std::fs::read_to_string(laptop.join("diary.private.md")).unwrap(),
         secret

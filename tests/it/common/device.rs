@@ -41,3 +41,40 @@ pub fn user_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         })
         .collect()
 }
+
+/// `notevault device <args> <dir>` with the bearer `token` and `env` (the passphrase
+/// variables unset unless `env` sets them): its stdout; its stdout and stderr are also
+/// appended to `out` (what a test checks holds no secret). Success must be `ok`.
+pub fn device_as(
+    token: &str,
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+    ok: bool,
+    out: &mut Vec<u8>,
+) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_notevault"));
+    command
+        .arg("device")
+        .args(args)
+        .arg(dir)
+        .env("NOTEVAULT_TOKEN", token);
+    for var in [
+        "NOTEVAULT_PASSPHRASE",
+        "NOTEVAULT_NEW_PASSPHRASE",
+        "NOTEVAULT_RECOVERY_KEY",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    let o = command.output().unwrap();
+    out.extend_from_slice(&o.stdout);
+    out.extend_from_slice(&o.stderr);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.success(), ok, "device {args:?}: {text}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
