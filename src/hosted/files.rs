@@ -20,6 +20,10 @@ impl NoteFiles for PgFiles {
     fn modified(&self, _rel: &str) -> Option<SystemTime> {
         None
     }
+
+    fn lands_with_record(&self) -> bool {
+        true
+    }
 }
 
 struct Nothing {

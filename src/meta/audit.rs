@@ -4,7 +4,7 @@
 //! store's callers, the console's sign-in, the settings, export and purge); read newest
 //! first by `GET /v1/audit-events` and the console's activity page.
 
-use rusqlite::params;
+use rusqlite::{params, Connection};
 
 use super::Meta;
 use crate::error::Result;
@@ -13,25 +13,7 @@ use crate::storage::rows::{AuditEvent, AuditRow};
 
 impl Audit for Meta {
     fn append_audit(&self, event: &AuditEvent<'_>, now: &str) -> Result<()> {
-        let counts: serde_json::Map<String, serde_json::Value> = event
-            .counts
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), serde_json::Value::from(*v)))
-            .collect();
-        self.conn
-            .lock()
-            .prepare_cached(
-                "INSERT INTO audit_events (kind, actor, created_at, subject, counts)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                event.kind.as_str(),
-                event.actor,
-                now,
-                event.subject,
-                serde_json::Value::Object(counts).to_string()
-            ])?;
-        Ok(())
+        insert_audit(&self.conn.lock(), event, now)
     }
 
     fn audit_page(
@@ -67,6 +49,27 @@ impl Audit for Meta {
         }
         Ok((page, false))
     }
+}
+
+/// Append `event` at `now` (in the caller's transaction, if it has one).
+pub(super) fn insert_audit(conn: &Connection, event: &AuditEvent<'_>, now: &str) -> Result<()> {
+    let counts: serde_json::Map<String, serde_json::Value> = event
+        .counts
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), serde_json::Value::from(*v)))
+        .collect();
+    conn.prepare_cached(
+        "INSERT INTO audit_events (kind, actor, created_at, subject, counts)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        event.kind.as_str(),
+        event.actor,
+        now,
+        event.subject,
+        serde_json::Value::Object(counts).to_string()
+    ])?;
+    Ok(())
 }
 
 #[cfg(test)]

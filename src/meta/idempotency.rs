@@ -1,11 +1,11 @@
 //! Receipts kept by `Idempotency-Key`, and the intents of writes under way.
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::Meta;
 use crate::error::Result;
 use crate::storage::metadata::Idempotency;
-use crate::storage::rows::{IdempotencyRow, IntentRow};
+use crate::storage::rows::{IdempotencyRow, IntentRow, KeptReceipt};
 
 impl Idempotency for Meta {
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>> {
@@ -37,12 +37,15 @@ impl Idempotency for Meta {
     ) -> Result<()> {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
-        tx.execute(
-            "INSERT INTO idempotency (key, op_hash, receipt, status, body, created_at)
-             VALUES (?1, ?2, ?3, 0, '', ?4)",
-            params![key, op_hash, receipt, created_at],
+        keep_receipt(
+            &tx,
+            &KeptReceipt {
+                key: key.to_string(),
+                op_hash: op_hash.to_string(),
+                receipt: receipt.to_string(),
+                created_at: created_at.to_string(),
+            },
         )?;
-        tx.execute("DELETE FROM write_intents WHERE key = ?1", [key])?;
         tx.commit()?;
         Ok(())
     }
@@ -76,4 +79,21 @@ impl Idempotency for Meta {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+/// Keep a receipt under its key and let go of the key's intent (the caller's transaction).
+pub(super) fn keep_receipt(conn: &Connection, kept: &KeptReceipt) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO idempotency (key, op_hash, receipt, status, body, created_at)
+         VALUES (?1, ?2, ?3, 0, '', ?4)",
+    )?
+    .execute(params![
+        kept.key,
+        kept.op_hash,
+        kept.receipt,
+        kept.created_at
+    ])?;
+    conn.prepare_cached("DELETE FROM write_intents WHERE key = ?1")?
+        .execute([&kept.key])?;
+    Ok(())
 }

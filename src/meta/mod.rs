@@ -24,7 +24,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::Result;
 use crate::storage::metadata::{Records, Settings};
-use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
+use crate::storage::rows::{
+    AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow, Settlement,
+};
 
 pub struct Meta {
     conn: Mutex<Connection>,
@@ -64,10 +66,7 @@ impl Settings for Meta {
     }
 
     fn record_applied_write(&self, at: &str) -> Result<()> {
-        self.conn
-            .lock()
-            .execute("INSERT INTO applied_writes (at) VALUES (?1)", [at])?;
-        Ok(())
+        insert_applied_write(&self.conn.lock(), at)
     }
 
     fn applied_writes_since(&self, since: &str) -> Result<(u64, Option<String>)> {
@@ -118,12 +117,13 @@ impl Records for Meta {
         )?)
     }
 
-    fn record(
+    fn record_settled(
         &self,
         revisions: &[RevisionRow],
         ops: &[OpRow],
         notes: &[NoteRow],
         removed: &[String],
+        settled: &[Settlement],
     ) -> Result<()> {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
@@ -168,6 +168,17 @@ impl Records for Meta {
                     n.created_at,
                     n.observed_at
                 ])?;
+            }
+        }
+        for s in settled {
+            if let Some(r) = &s.receipt {
+                idempotency::keep_receipt(&tx, r)?;
+            }
+            if let Some(at) = &s.applied_at {
+                insert_applied_write(&tx, at)?;
+            }
+            if let Some(a) = &s.audit {
+                audit::insert_audit(&tx, &a.event(), &a.at)?;
             }
         }
         tx.commit()?;
@@ -344,3 +355,9 @@ fn revision_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RevisionRow> {
 
 #[cfg(test)]
 mod tests;
+
+fn insert_applied_write(conn: &Connection, at: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO applied_writes (at) VALUES (?1)")?
+        .execute([at])?;
+    Ok(())
+}

@@ -33,7 +33,9 @@ use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::history::{self, CommitRequest, Content};
 use crate::state::{State, WriteLock};
-use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
+use crate::storage::rows::{
+    AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow, Settlement,
+};
 use crate::vault::attachments::Attachment;
 use crate::vault::catalog::note_from;
 use crate::vault::note::Note;
@@ -131,6 +133,22 @@ pub fn record_with(
     write: &WriteLock<'_>,
     batch: Batch<'_>,
     meanwhile: impl FnOnce() -> Result<()>,
+) -> Result<Recorded> {
+    record_settling(state, write, batch, meanwhile, None)
+}
+
+/// What a batch's writes keep in the transaction that records them (`rows::Settlement`,
+/// one per entry or none), made from each entry's revision and its note as recorded (as it
+/// was, for a delete), and what went wrong in history (`Recorded::history_problem`).
+pub type Settle<'a> = &'a dyn Fn(&[(&RevisionRow, &Note)], Option<&str>) -> Result<Vec<Settlement>>;
+
+/// [`record_with`], the batch's writes keeping what `settle` makes in its transaction.
+pub fn record_settling(
+    state: &State,
+    write: &WriteLock<'_>,
+    batch: Batch<'_>,
+    meanwhile: impl FnOnce() -> Result<()>,
+    settle: Option<Settle<'_>>,
 ) -> Result<Recorded> {
     if !state.holds(write) {
         return Err(crate::error::Error::internal(
@@ -318,7 +336,22 @@ pub fn record_with(
             observed_at: now_s.clone(),
         })
         .collect::<Vec<_>>();
-    state.meta.record(&revisions, &ops, &rows, &deleted)?;
+    let settled = match settle {
+        Some(settle) => {
+            let mut view = Vec::with_capacity(revisions.len());
+            for (r, (from, to)) in revisions.iter().zip(&notes) {
+                let note = to.as_ref().or(from.as_deref()).ok_or_else(|| {
+                    Error::internal("a recorded change has no note before or after it")
+                })?;
+                view.push((r, note));
+            }
+            settle(&view, history_problem.as_deref())?
+        }
+        None => Vec::new(),
+    };
+    state
+        .meta
+        .record_settled(&revisions, &ops, &rows, &deleted, &settled)?;
     let meta_us = started.elapsed().as_micros() as u64 - history_us;
 
     // 3. Catalog.

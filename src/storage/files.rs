@@ -21,6 +21,13 @@ pub trait NoteFiles: Send + Sync {
 
     /// When the note at `rel` was last modified, where the store knows (a file's mtime).
     fn modified(&self, rel: &str) -> Option<SystemTime>;
+
+    /// Whether a change lands only with the transaction that records it (no file is
+    /// placed before): then a write whose receipt that transaction keeps needs no intent
+    /// stored ahead of it, as nothing can land without its receipt.
+    fn lands_with_record(&self) -> bool {
+        false
+    }
 }
 
 /// Note changes under way. `expect` is the content hash of the version the change was

@@ -11,7 +11,7 @@
 
 use super::rows::{
     AttachmentChangeRow, AttachmentRow, AuditEvent, AuditRow, CheckpointRow, IdempotencyRow,
-    IdpSignIn, IntentRow, NoteRow, OpRow, PatRow, PendingRow, RevisionRow, SessionRow,
+    IdpSignIn, IntentRow, NoteRow, OpRow, PatRow, PendingRow, RevisionRow, SessionRow, Settlement,
 };
 use crate::error::Result;
 
@@ -58,6 +58,20 @@ pub trait Records: Send + Sync {
         ops: &[OpRow],
         notes: &[NoteRow],
         removed: &[String],
+    ) -> Result<()> {
+        self.record_settled(revisions, ops, notes, removed, &[])
+    }
+
+    /// [`Records::record`], and in the same transaction what the batch's writes keep
+    /// with them (their receipts, budget counts, audit events): a write and its answer
+    /// are stored together or not at all.
+    fn record_settled(
+        &self,
+        revisions: &[RevisionRow],
+        ops: &[OpRow],
+        notes: &[NoteRow],
+        removed: &[String],
+        settled: &[Settlement],
     ) -> Result<()>;
 
     /// One revision by its version id.

@@ -269,3 +269,43 @@ impl<'a> AuditEvent<'a> {
         self
     }
 }
+
+/// What a write keeps in the transaction that records its revision, so that a write and
+/// its answer are stored together (exactly once by construction): its receipt under its
+/// `Idempotency-Key` (the key's intent let go), its count against the write budget, its
+/// audit event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settlement {
+    pub receipt: Option<KeptReceipt>,
+    /// When the write was asked for: one applied write for the budget.
+    pub applied_at: Option<String>,
+    pub audit: Option<SettledAudit>,
+}
+
+/// A receipt kept under its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptReceipt {
+    pub key: String,
+    pub op_hash: String,
+    /// The receipt as JSON.
+    pub receipt: String,
+    pub created_at: String,
+}
+
+/// An audit event appended with the write it tells of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledAudit {
+    pub kind: AuditKind,
+    pub actor: String,
+    pub subject: String,
+    pub counts: Vec<(&'static str, i64)>,
+    pub at: String,
+}
+
+impl SettledAudit {
+    pub fn event(&self) -> AuditEvent<'_> {
+        AuditEvent::new(self.kind, &self.actor)
+            .subject(&self.subject)
+            .counts(&self.counts)
+    }
+}

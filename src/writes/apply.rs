@@ -4,12 +4,14 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
+use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::record::crash_point;
 use crate::state::{State, WriteLock};
 use crate::storage::files::Placements;
+use crate::storage::rows::{AuditKind, KeptReceipt, RevisionRow, SettledAudit, Settlement};
 use crate::vault::note::Note;
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
@@ -156,7 +158,7 @@ pub(crate) fn commit_change(
         Stage::Staged(staged) => {
             crash_point(state, "after-file");
             crate::record::full_point(state, "after-file")?;
-            let receipts = record_staged(state, write, actor, vec![staged], &mut *files)?;
+            let receipts = record_staged(state, write, actor, vec![staged], &mut *files, &[])?;
             receipts
                 .into_iter()
                 .next()
@@ -296,6 +298,7 @@ pub(crate) fn record_change(
         change.actor,
         vec![staged],
         &mut *state.files.placements(),
+        &[],
     )?;
     receipts
         .into_iter()
@@ -303,17 +306,29 @@ pub(crate) fn record_change(
         .ok_or_else(|| Error::internal("the recorder recorded nothing"))
 }
 
+/// What a staged write keeps in the transaction that records it (`rows::Settlement`):
+/// its count against the write budget, and for a submitted write (one with an intent
+/// key) its receipt under the key and its audit event.
+pub(crate) struct Keep<'a> {
+    pub intent: Option<IntentKey<'a>>,
+    pub agent: &'a str,
+    /// When it was asked for (what the budget counts).
+    pub at: DateTime<Utc>,
+}
+
 /// Record changes that are on disk as one batch of the one recorder, durably: one
 /// history commit carries them all, one transaction records their revisions and sync
 /// ops, each with its own seq and version. `files` (the placements that made them) are
-/// synced while history writes the commit, before anything else is recorded. Answers a receipt
-/// per change, in order. Under the write lock (`write`).
+/// synced while history writes the commit, before anything else is recorded. `keep`
+/// (empty, or one per change): what each write keeps in that transaction. Answers a
+/// receipt per change, in order. Under the write lock (`write`).
 pub(crate) fn record_staged(
     state: &State,
     write: &WriteLock<'_>,
     actor: &str,
     staged: Vec<Staged>,
     files: &mut dyn Placements,
+    keep: &[Keep<'_>],
 ) -> Result<Vec<Receipt>> {
     let now = Utc::now();
     let subject = match staged.as_slice() {
@@ -366,7 +381,27 @@ pub(crate) fn record_staged(
             created_at,
         });
     }
-    let recorded = crate::record::record_with(
+    if !keep.is_empty() && keep.len() != shapes.len() {
+        return Err(Error::internal(
+            "a write to keep has no change, or a change two",
+        ));
+    }
+    // The receipts are made once, as the transaction keeps them: a replay answers the
+    // same bytes as the first answer.
+    let made = std::cell::RefCell::new(Vec::with_capacity(shapes.len()));
+    let settle = |entries: &[(&RevisionRow, &Note)], problem: Option<&str>| {
+        let mut settled = Vec::with_capacity(keep.len());
+        let now = timestamp(Utc::now());
+        for (i, ((revision, note), (created, renamed))) in entries.iter().zip(&shapes).enumerate() {
+            let receipt = receipt_for(revision, note, *created, *renamed, problem);
+            if let Some(keep) = keep.get(i) {
+                settled.push(settlement(&receipt, keep, &now)?);
+            }
+            made.borrow_mut().push(receipt);
+        }
+        Ok(settled)
+    };
+    crate::record::record_settling(
         state,
         write,
         crate::record::Batch {
@@ -379,28 +414,58 @@ pub(crate) fn record_staged(
             marks: Vec::new(),
         },
         || files.sync(),
+        Some(&settle),
     )?;
-    let receipts = recorded
-        .entries
-        .into_iter()
-        .zip(shapes)
-        .map(|(entry, (created, renamed))| {
-            let deleted = entry.revision.content_hash.is_none();
-            let mut receipt = receipt_of(&entry.note, entry.revision.seq, created);
-            receipt.version_id = entry.revision.version_id;
-            receipt.content_hash = entry.revision.content_hash.unwrap_or_default();
-            receipt.flow_back_error = recorded.history_problem.clone();
-            receipt.renamed = renamed;
-            if deleted {
-                receipt.subject = Subject::Note(None);
-            }
-            receipt
-        })
-        .collect();
-    Ok(receipts)
+    Ok(made.into_inner())
 }
 
-fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
+/// The receipt of a recorded change: `note` as recorded (as it was, for a delete).
+fn receipt_for(
+    revision: &RevisionRow,
+    note: &Note,
+    created: bool,
+    renamed: bool,
+    history_problem: Option<&str>,
+) -> Receipt {
+    let mut receipt = receipt_of(note, revision.seq, created);
+    receipt.version_id = revision.version_id.clone();
+    receipt.content_hash = revision.content_hash.clone().unwrap_or_default();
+    receipt.flow_back_error = history_problem.map(str::to_string);
+    receipt.renamed = renamed;
+    if revision.content_hash.is_none() {
+        receipt.subject = Subject::Note(None);
+    }
+    receipt
+}
+
+/// What a write keeps with its recorded change (see [`Keep`]).
+fn settlement(receipt: &Receipt, keep: &Keep<'_>, now: &str) -> Result<Settlement> {
+    let kept = match keep.intent {
+        Some(key) => Some(KeptReceipt {
+            key: key.key.to_string(),
+            op_hash: key.op_hash.to_string(),
+            receipt: serde_json::to_string(receipt).map_err(|e| {
+                Error::internal(format!("cannot store a receipt: {e}")).with_cause(e)
+            })?,
+            created_at: now.to_string(),
+        }),
+        None => None,
+    };
+    let audit = keep.intent.map(|_| SettledAudit {
+        kind: AuditKind::WriteApplied,
+        actor: keep.agent.to_string(),
+        subject: receipt.note_id.clone(),
+        counts: vec![("links_updated", receipt.links_updated as i64)],
+        at: now.to_string(),
+    });
+    Ok(Settlement {
+        receipt: kept,
+        applied_at: Some(timestamp(keep.at)),
+        audit,
+    })
+}
+
+fn receipt_of(note: &Note, seq: i64, created: bool) -> Receipt {
     Receipt {
         status: ReceiptStatus::Applied,
         slug: note.slug().to_string(),
@@ -415,6 +480,6 @@ fn receipt_of(note: &Arc<Note>, seq: i64, created: bool) -> Receipt {
         flow_back_error: None,
         pending_id: None,
         created,
-        subject: Subject::Note(Some(NoteFacts::from(note.as_ref()))),
+        subject: Subject::Note(Some(NoteFacts::from(note))),
     }
 }

@@ -8,7 +8,8 @@
 //! 2. the temp files are fsynced at once, then each is put in place;
 //! 3. the one recorder records them as one batch: one history commit, during which the
 //!    folders they touched are fsynced once each, then (both done) one transaction of
-//!    revisions and sync ops, each write its own seq and version;
+//!    revisions and sync ops, each write its own seq and version, and each write's
+//!    receipt (under its key), budget count and audit event;
 //! 4. each write gets its receipt (or the batch's error).
 //!
 //! The writes of one group never touch the same note: a write naming a note that a
@@ -36,8 +37,8 @@ use crate::record::crash_point;
 use crate::state::{State, WriteLock, WriteQueue};
 use crate::storage::files::Placements;
 
-use super::apply::{record_staged, stage_change, Stage, Staged};
-use super::{apply, plan, Change, IntentKey, Op, Receipt, Request};
+use super::apply::{record_staged, stage_change, Keep, Stage, Staged};
+use super::{apply, plan, Applied, Change, IntentKey, Op, Receipt, Request};
 
 /// One queued write and, once applied, its answer.
 pub struct Job {
@@ -46,7 +47,7 @@ pub struct Job {
     intent: Option<(String, String)>,
     /// When it was asked for (what the write budget counts).
     at: DateTime<Utc>,
-    answer: Mutex<Option<Result<Receipt>>>,
+    answer: Mutex<Option<Result<Applied>>>,
 }
 
 /// Apply `request` with whatever writes are queued with it (see the module doc). The
@@ -56,7 +57,7 @@ pub(crate) fn apply_grouped(
     request: &Request,
     intent: Option<IntentKey<'_>>,
     at: DateTime<Utc>,
-) -> Result<Receipt> {
+) -> Result<Applied> {
     let job = Arc::new(Job {
         request: request.clone(),
         intent: intent.map(|k| (k.key.to_string(), k.op_hash.to_string())),
@@ -184,7 +185,7 @@ impl<'a> Group<'a> {
                     self.staged.push(staged);
                     self.jobs.push(job);
                 }
-                Err(e) => answer(state, &job, Err(e)),
+                Err(e) => answer(state, &job, Err(e), false),
             }
         }
     }
@@ -233,8 +234,22 @@ impl<'a> Group<'a> {
         let writes = staged.len();
         let started = std::time::Instant::now();
         crash_point(state, "after-file");
+        // Each write keeps its receipt, budget count and audit event in the transaction
+        // that records it.
+        let keep: Vec<Keep<'_>> = jobs
+            .iter()
+            .map(|job| Keep {
+                intent: job.intent.as_ref().map(|(key, op_hash)| IntentKey {
+                    key,
+                    op_hash,
+                    legacy: None,
+                }),
+                agent: &job.request.agent_id,
+                at: job.at,
+            })
+            .collect();
         let recorded = crate::record::full_point(state, "after-file")
-            .and_then(|()| record_staged(state, write, &actor, staged, &mut *self.files));
+            .and_then(|()| record_staged(state, write, &actor, staged, &mut *self.files, &keep));
         tracing::debug!(
             writes,
             staged_us = self.since.map_or(0, |t| (started - t).as_micros() as u64),
@@ -248,12 +263,12 @@ impl<'a> Group<'a> {
         match recorded {
             Ok(receipts) => {
                 for (job, receipt) in jobs.iter().zip(receipts) {
-                    answer(state, job, Ok(receipt));
+                    answer(state, job, Ok(receipt), true);
                 }
             }
             Err(e) => {
                 for job in &jobs {
-                    answer(state, job, Err(e.clone()));
+                    answer(state, job, Err(e.clone()), false);
                 }
             }
         }
@@ -287,7 +302,7 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
         let actor = format!("agent:{agent_id}");
         if !groupable(op) {
             group.flush(state, write);
-            answer(state, job, apply(state, write, op, agent_id, intent));
+            answer(state, job, apply(state, write, op, agent_id, intent), false);
             continue;
         }
         if group.actor.as_ref().is_some_and(|a| *a != actor) || group.touches(state, op) {
@@ -309,7 +324,7 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
         let planned = match planned {
             Ok(planned) => planned,
             Err(e) => {
-                answer(state, job, Err(e));
+                answer(state, job, Err(e), false);
                 continue;
             }
         };
@@ -320,7 +335,7 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
         {
             // A move: the links to it are rewritten once it is recorded; alone.
             group.flush(state, write);
-            answer(state, job, apply(state, write, op, agent_id, intent));
+            answer(state, job, apply(state, write, op, agent_id, intent), false);
             continue;
         }
         let super::Plan {
@@ -341,25 +356,29 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
             renamed,
         };
         let t = std::time::Instant::now();
-        let staged = stage_change(state, write, change, intent, &mut *group.files, true);
+        // Where nothing lands before its record, the receipt kept in the record's
+        // transaction is all a retry needs: no intent ahead of it.
+        let stage_intent = intent.filter(|_| !state.files.lands_with_record());
+        let staged = stage_change(state, write, change, stage_intent, &mut *group.files, true);
         group.stage_us += t.elapsed().as_micros() as u64;
         match staged {
-            Ok(Stage::Unchanged(receipt)) => answer(state, job, Ok(*receipt)),
+            Ok(Stage::Unchanged(receipt)) => answer(state, job, Ok(*receipt), false),
             Ok(Stage::Staged(staged)) => group.push(actor, staged, job.clone()),
             Ok(Stage::Prepared(staged)) => group.push_prepared(actor, staged, job.clone()),
-            Err(e) => answer(state, job, Err(e)),
+            Err(e) => answer(state, job, Err(e), false),
         }
     }
     group.flush(state, write);
 }
 
-/// Give `job` its answer; an applied write is counted against the write budget.
-fn answer(state: &State, job: &Job, result: Result<Receipt>) {
+/// Give `job` its answer. An applied write is counted against the write budget, unless
+/// it was `settled` (counted, and its receipt kept, in the transaction that recorded it).
+fn answer(state: &State, job: &Job, result: Result<Receipt>, settled: bool) {
     let result = result.and_then(|receipt| {
-        if !receipt.unchanged {
+        if !settled && !receipt.unchanged {
             state.meta.record_applied_write(&timestamp(job.at))?;
         }
-        Ok(receipt)
+        Ok(Applied { receipt, settled })
     });
     *job.answer.lock() = Some(result);
 }

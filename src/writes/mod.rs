@@ -34,5 +34,5 @@ pub use receipt::{
     AttachmentFacts, FolderFacts, FolderIntent, Intent, NoteFacts, Receipt, ReceiptStatus, Subject,
 };
 pub use request::{is_spec_uuid, NewNote, NotePatch, MAX_BODY};
-pub(crate) use submit::{apply_now, store_receipt};
+pub(crate) use submit::{apply_now, store_receipt, Applied};
 pub use submit::{submit, Idempotency, IntentKey};

@@ -16,7 +16,7 @@ pub use crate::queries::settings::{
 use crate::state::{State, WriteLock};
 use crate::storage::rows::PendingRow;
 use crate::storage::rows::{AuditEvent, AuditKind};
-use crate::writes::{apply_now, plan, Op, Receipt, ReceiptStatus, Request, Subject};
+use crate::writes::{apply_now, plan, Applied, Op, Receipt, ReceiptStatus, Request, Subject};
 
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
@@ -270,7 +270,7 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
             Error::internal(format!("a stored pending write is corrupt: {e}")).with_cause(e)
         })?;
         match apply_now(state, &settings(state)?, &request, None) {
-            Ok(receipt) => {
+            Ok(Applied { receipt, .. }) => {
                 let json = serde_json::to_string(&receipt).map_err(|e| {
                     Error::internal(format!("cannot store a receipt: {e}")).with_cause(e)
                 })?;

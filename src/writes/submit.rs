@@ -70,11 +70,15 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
         state
             .lock_to_record()
             .and_then(|write| review::queue(state, &write, &request))
+            .map(|receipt| Applied {
+                receipt,
+                settled: false,
+            })
     } else {
         apply_now(state, &settings, &request, Some(intent))
     };
-    let receipt = match applied {
-        Ok(receipt) => receipt,
+    let Applied { receipt, settled } = match applied {
+        Ok(applied) => applied,
         Err(e) => {
             // The error is the answer, unless the change landed before it (then the retry
             // gets its receipt).
@@ -83,6 +87,10 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
         }
     };
     crash_point(state, "before-receipt");
+    if settled {
+        // Its receipt, budget count and audit event were kept as it was recorded.
+        return Ok(receipt);
+    }
     store_receipt(state, intent, &receipt)?;
     let (kind, subject) = match receipt.status {
         ReceiptStatus::Applied => (AuditKind::WriteApplied, receipt.note_id.as_str()),
@@ -135,6 +143,15 @@ fn resolve(state: &State, request: Request) -> Result<Request> {
     Ok(super::op::validated(op, agent_id))
 }
 
+/// A write applied now.
+pub(crate) struct Applied {
+    pub receipt: Receipt,
+    /// Whether the transaction that recorded it also kept its receipt (under the intent's
+    /// key), its budget count and (a submitted write) its audit event: then nobody keeps
+    /// them again.
+    pub settled: bool,
+}
+
 /// Apply a request now, spending the write budget: the one door of a direct write and of
 /// an approved one. Past the budget it is `WRITE_BUDGET_EXCEEDED` and nothing changes.
 /// Writes that arrive together are applied as a group (see `writes::group`).
@@ -143,7 +160,7 @@ pub(crate) fn apply_now(
     settings: &review::WriteSettings,
     request: &Request,
     intent: Option<IntentKey<'_>>,
-) -> Result<Receipt> {
+) -> Result<Applied> {
     let now = Utc::now();
     review::check_budget(state, settings, now)?;
     super::group::apply_grouped(state, request, intent, now)

@@ -139,6 +139,11 @@ fn receipts_replace_intents_and_replay() {
 }
 
 #[test]
+fn a_write_keeps_its_receipt_count_and_audit_with_its_revision() {
+    on_both(checks::settled);
+}
+
+#[test]
 fn op_log_pages_live_set_checkpoints_compaction_and_keys() {
     on_both(checks::oplog);
 }

@@ -3,22 +3,16 @@
 //! An id is unique and increasing within the vault (the table's identity, shared by every
 //! vault of the database, so one vault's ids have gaps where another's rows were made).
 
-use super::PgMeta;
+use super::{execute_each, PgMeta};
 use crate::error::Result;
 use crate::storage::metadata::Audit;
-use crate::storage::rows::{AuditEvent, AuditRow};
+use crate::storage::rows::{AuditEvent, AuditRow, SettledAudit};
 
 /// Rows read at once while a page is filled (`keep` may pass over many).
 const CHUNK: usize = 256;
 
 impl Audit for PgMeta {
     fn append_audit(&self, event: &AuditEvent<'_>, now: &str) -> Result<()> {
-        // The same JSON as SQLite's store writes: an object of numbers, in the event's order.
-        let counts: serde_json::Map<String, serde_json::Value> = event
-            .counts
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), serde_json::Value::from(*v)))
-            .collect();
         self.execute(
             "INSERT INTO audit_events (vault_id, kind, actor, created_at, subject, counts)
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -28,7 +22,7 @@ impl Audit for PgMeta {
                 &event.actor,
                 &now,
                 &event.subject,
-                &serde_json::Value::Object(counts).to_string(),
+                &counts_json(event),
             ],
         )?;
         Ok(())
@@ -77,4 +71,34 @@ impl Audit for PgMeta {
             }
         }
     }
+}
+
+/// The same JSON as SQLite's store writes: an object of numbers, in the event's order.
+fn counts_json(event: &AuditEvent<'_>) -> String {
+    let counts: serde_json::Map<String, serde_json::Value> = event
+        .counts
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), serde_json::Value::from(*v)))
+        .collect();
+    serde_json::Value::Object(counts).to_string()
+}
+
+/// Append audit events told with the writes they are of, in the caller's transaction.
+pub(super) async fn insert_audits(
+    tx: &deadpool_postgres::Transaction<'_>,
+    vault: &uuid::Uuid,
+    audits: &[&SettledAudit],
+) -> Result<()> {
+    let rows: Vec<(&SettledAudit, &'static str, String)> = audits
+        .iter()
+        .map(|a| (*a, a.kind.as_str(), counts_json(&a.event())))
+        .collect();
+    execute_each(
+        tx,
+        "INSERT INTO audit_events (vault_id, kind, actor, created_at, subject, counts)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &rows,
+        |(a, kind, counts)| vec![vault, kind, &a.actor, &a.at, &a.subject, counts],
+    )
+    .await
 }

@@ -90,18 +90,29 @@ async fn execute_each<'a, T: Copy + 'a>(
     rows: impl IntoIterator<Item = T>,
     params: impl Fn(T) -> Vec<&'a (dyn ToSql + Sync)>,
 ) -> Result<()> {
+    execute_each_raw(tx, sql, rows, params)
+        .await
+        .map_err(db_error)
+}
+
+/// [`execute_each`], answering the driver's error (for a caller that tells some apart).
+async fn execute_each_raw<'a, T: Copy + 'a>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    sql: &str,
+    rows: impl IntoIterator<Item = T>,
+    params: impl Fn(T) -> Vec<&'a (dyn ToSql + Sync)>,
+) -> std::result::Result<(), tokio_postgres::Error> {
     let mut rows = rows.into_iter().peekable();
     if rows.peek().is_none() {
         return Ok(());
     }
-    let stmt = tx.prepare_cached(sql).await.map_err(db_error)?;
+    let stmt = tx.prepare_cached(sql).await?;
     let stmt = &stmt;
     try_join_all(rows.map(|row| {
         let bound = params(row);
         async move { tx.execute(stmt, &bound).await }
     }))
-    .await
-    .map_err(db_error)?;
+    .await?;
     Ok(())
 }
 

@@ -3,12 +3,16 @@
 
 use tokio_postgres::Row;
 
+use super::audit::insert_audits;
 use super::oplog::insert_ops;
+use super::review::keep_receipts;
 use super::{claim_seqs, execute_each, limit, seq_span, PgMeta};
 use crate::error::Result;
 use crate::hosted::{block_on, db_error};
 use crate::storage::metadata::Records;
-use crate::storage::rows::{AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow};
+use crate::storage::rows::{
+    AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow, SettledAudit, Settlement,
+};
 
 const REVISION_COLUMNS: &str = "seq, version_id, note_id, path, prev_version_id, content_hash, \
                                 actor, kind, created_at, commit_id";
@@ -70,12 +74,13 @@ impl Records for PgMeta {
             .unwrap_or(0))
     }
 
-    fn record(
+    fn record_settled(
         &self,
         revisions: &[RevisionRow],
         ops: &[OpRow],
         notes: &[NoteRow],
         removed: &[String],
+        settled: &[Settlement],
     ) -> Result<()> {
         let span = seq_span(
             revisions
@@ -141,6 +146,7 @@ impl Records for PgMeta {
                 },
             )
             .await?;
+            settle(&tx, vault, settled).await?;
             tx.commit().await.map_err(db_error)
         })
     }
@@ -287,4 +293,22 @@ impl Records for PgMeta {
         )?;
         Ok(())
     }
+}
+
+/// Keep what a batch's writes settle with them (`rows::Settlement`) in its transaction.
+async fn settle(
+    tx: &deadpool_postgres::Transaction<'_>,
+    vault: &uuid::Uuid,
+    settled: &[Settlement],
+) -> Result<()> {
+    keep_receipts(tx, vault, settled.iter().filter_map(|s| s.receipt.as_ref())).await?;
+    execute_each(
+        tx,
+        "INSERT INTO applied_writes (vault_id, at) VALUES ($1, $2)",
+        settled.iter().filter_map(|s| s.applied_at.as_ref()),
+        |at| vec![vault, at],
+    )
+    .await?;
+    let audits: Vec<&SettledAudit> = settled.iter().filter_map(|s| s.audit.as_ref()).collect();
+    insert_audits(tx, vault, &audits).await
 }

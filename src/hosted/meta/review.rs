@@ -2,11 +2,13 @@
 
 use tokio_postgres::Row;
 
-use super::PgMeta;
+use uuid::Uuid;
+
+use super::{execute_each, execute_each_raw, PgMeta};
 use crate::error::{Error, Reason, Result};
 use crate::hosted::{block_on, db_error, is_unique_violation, RETRY_AFTER_SECONDS};
 use crate::storage::metadata::{Idempotency, ReviewQueue};
-use crate::storage::rows::{IdempotencyRow, IntentRow, PendingRow};
+use crate::storage::rows::{IdempotencyRow, IntentRow, KeptReceipt, PendingRow};
 
 const PENDING_COLUMNS: &str = "id, kind, status, agent_id, created_at, decided_at, error, \
                                payload, result, preview, slug, domain, decided_by";
@@ -168,35 +170,16 @@ impl Idempotency for PgMeta {
         receipt: &str,
         created_at: &str,
     ) -> Result<()> {
-        let vault = &self.vault;
+        let kept = KeptReceipt {
+            key: key.to_string(),
+            op_hash: op_hash.to_string(),
+            receipt: receipt.to_string(),
+            created_at: created_at.to_string(),
+        };
         block_on(async {
             let mut client = self.db.client().await?;
             let tx = client.transaction().await.map_err(db_error)?;
-            tx.execute(
-                "INSERT INTO idempotency (vault_id, key, op_hash, receipt, created_at)
-                 VALUES ($1, $2, $3, $4, $5)",
-                &[vault, &key, &op_hash, &receipt, &created_at],
-            )
-            .await
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    // Another instance kept a receipt under this key meanwhile: a retry
-                    // with the key replays it (SQLite's store answers this reason too).
-                    Error::new(
-                        Reason::STORAGE_UNAVAILABLE,
-                        format!("a receipt is stored under this idempotency key already: {e}"),
-                    )
-                    .with_retry_after(RETRY_AFTER_SECONDS)
-                } else {
-                    db_error(e)
-                }
-            })?;
-            tx.execute(
-                "DELETE FROM write_intents WHERE vault_id = $1 AND key = $2",
-                &[vault, &key],
-            )
-            .await
-            .map_err(db_error)?;
+            keep_receipts(&tx, &self.vault, [&kept]).await?;
             tx.commit().await.map_err(db_error)
         })
     }
@@ -234,4 +217,41 @@ impl Idempotency for PgMeta {
             })
             .collect())
     }
+}
+
+/// Keep receipts under their keys and let go of the keys' intents, in the caller's
+/// transaction (sent pipelined).
+pub(super) async fn keep_receipts<'a>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    vault: &Uuid,
+    kept: impl IntoIterator<Item = &'a KeptReceipt> + Clone,
+) -> Result<()> {
+    execute_each_raw(
+        tx,
+        "INSERT INTO idempotency (vault_id, key, op_hash, receipt, created_at)
+         VALUES ($1, $2, $3, $4, $5)",
+        kept.clone(),
+        |k| vec![vault, &k.key, &k.op_hash, &k.receipt, &k.created_at],
+    )
+    .await
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            // Another instance kept a receipt under this key meanwhile: a retry with the
+            // key replays it (SQLite's store answers this reason too).
+            Error::new(
+                Reason::STORAGE_UNAVAILABLE,
+                format!("a receipt is stored under this idempotency key already: {e}"),
+            )
+            .with_retry_after(RETRY_AFTER_SECONDS)
+        } else {
+            db_error(e)
+        }
+    })?;
+    execute_each(
+        tx,
+        "DELETE FROM write_intents WHERE vault_id = $1 AND key = $2",
+        kept,
+        |k| vec![vault, &k.key],
+    )
+    .await
 }

@@ -508,3 +508,80 @@ pub fn audit(m: &dyn Metadata) {
     assert_eq!(page, [every[0].clone(), every[2].clone(), every[4].clone()]);
     assert!(!more);
 }
+
+/// A write's receipt, budget count and audit event are kept in the transaction that
+/// records its revision: all of them, or (a receipt the key has already) none, the
+/// revision included.
+pub fn settled(m: &dyn Metadata) {
+    m.store_intent("w1", "h1", r#"{"i":1}"#).unwrap();
+    let settlement = |seq: i64| Settlement {
+        receipt: Some(KeptReceipt {
+            key: "w1".into(),
+            op_hash: "h1".into(),
+            receipt: format!(r#"{{"committed_seq":{seq}}}"#),
+            created_at: T1.into(),
+        }),
+        applied_at: Some(T1.into()),
+        audit: Some(SettledAudit {
+            kind: AuditKind::WriteApplied,
+            actor: "agent".into(),
+            subject: format!("n{seq}"),
+            counts: vec![("links_updated", 0)],
+            at: T1.into(),
+        }),
+    };
+    let first = revision(1, "n1", "a.md", None, Some("h"), "create");
+    m.record_settled(
+        &[first.clone()],
+        &[op(1, "upsert", Some("n1"), "a.md", T1)],
+        &[note("n1", "a.md", "v1")],
+        &[],
+        &[settlement(1)],
+    )
+    .unwrap();
+    let kept = |m: &dyn Metadata| {
+        let (audit, _) = m.audit_page(None, None, &|_| true, 10).unwrap();
+        (
+            m.idempotency("w1").unwrap().and_then(|r| r.receipt),
+            m.intents().unwrap().len(),
+            m.applied_writes_since(T0).unwrap(),
+            audit
+                .iter()
+                .map(|r| (r.kind.clone(), r.subject.clone(), r.counts.clone()))
+                .collect::<Vec<_>>(),
+            m.committed_seq().unwrap(),
+            m.revision("v2").unwrap(),
+        )
+    };
+    let after_first = (
+        Some(r#"{"committed_seq":1}"#.to_string()),
+        0,
+        (1, Some(T1.to_string())),
+        vec![(
+            "write.applied".to_string(),
+            Some("n1".to_string()),
+            r#"{"links_updated":0}"#.to_string(),
+        )],
+        1,
+        None,
+    );
+    assert_eq!(kept(m), after_first);
+    assert_eq!(m.revision("v1").unwrap(), Some(first));
+    // The key has its receipt: the whole batch is refused, its revision too.
+    let refused = m
+        .record_settled(
+            &[revision(2, "n2", "b.md", None, Some("h"), "create")],
+            &[op(2, "upsert", Some("n2"), "b.md", T1)],
+            &[note("n2", "b.md", "v2")],
+            &[],
+            &[settlement(2)],
+        )
+        .unwrap_err();
+    assert_eq!(
+        refused.reason,
+        Reason::STORAGE_UNAVAILABLE,
+        "{}",
+        refused.message
+    );
+    assert_eq!(kept(m), after_first);
+}
