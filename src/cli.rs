@@ -434,6 +434,11 @@ pub struct ServeArgs {
     /// Hosted mode: apply the database's schema migrations before serving
     #[arg(long, requires = "database")]
     pub migrate: bool,
+    /// Hosted mode: keep attachment bytes in this object store, s3://BUCKET[/PREFIX]
+    /// (also NOTEVAULT_BLOB_STORE or `blob_store`; credentials and endpoint from the
+    /// standard AWS_* environment)
+    #[arg(long, value_name = "URL")]
+    pub blob_store: Option<String>,
     /// Logs on stderr: text for a person, or json (one object per line, with one line per
     /// request: id, vault, route, status, latency) for a log shipper (also
     /// NOTEVAULT_LOG_FORMAT)

@@ -97,6 +97,12 @@ pub struct Config {
     pub embed_model: Option<PathBuf>,
     /// Hosted mode's PostgreSQL (`database_url`, `NOTEVAULT_DATABASE_URL`, `--database`).
     pub database_url: Option<Secret>,
+    /// Hosted mode's attachment bytes: `s3://BUCKET[/PREFIX]` (`blob_store`,
+    /// `NOTEVAULT_BLOB_STORE`, `--blob-store`); `None`: attachments answer
+    /// `BLOB_STORE_UNAVAILABLE`.
+    pub blob_store: Option<String>,
+    /// The store's `AWS_*` environment (credentials, region, endpoint, `AWS_ALLOW_HTTP`).
+    pub blob_settings: Vec<(String, Secret)>,
     /// Hosted mode: a vault no request asked for in this many seconds is closed (its
     /// catalog and index leave the instance's memory) (`vault_idle_seconds`).
     pub vault_idle_seconds: u64,
@@ -202,6 +208,8 @@ impl Default for Config {
             sync_retention_days: 30,
             embed_model: None,
             database_url: None,
+            blob_store: None,
+            blob_settings: Vec::new(),
             vault_idle_seconds: 600,
             drain_seconds: 0,
             review_decisions: ReviewDecisions::Anyone,
@@ -252,11 +260,26 @@ pub struct Layer {
     pub sync_retention_days: Option<u32>,
     pub embed_model: Option<PathBuf>,
     pub database_url: Option<Secret>,
+    pub blob_store: Option<String>,
+    #[serde(skip)]
+    pub blob_settings: Option<Vec<(String, Secret)>>,
     pub vault_idle_seconds: Option<u64>,
     pub drain_seconds: Option<u64>,
     pub review_decisions: Option<ReviewDecisions>,
     pub vaults: Option<Vec<VaultEntry>>,
 }
+
+/// The standard environment of an S3 client that a blob store takes.
+const BLOB_SETTINGS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT",
+    "AWS_ALLOW_HTTP",
+];
 
 impl Layer {
     /// Read a TOML file.
@@ -340,6 +363,13 @@ impl Layer {
             database_url: own("DATABASE_URL")
                 .filter(|v| !v.trim().is_empty())
                 .map(Secret::new),
+            blob_store: own("BLOB_STORE").filter(|v| !v.trim().is_empty()),
+            blob_settings: Some(
+                BLOB_SETTINGS
+                    .iter()
+                    .filter_map(|k| Some((k.to_string(), Secret::new(var(k)?))))
+                    .collect(),
+            ),
             vault_idle_seconds: parse_opt(
                 "NOTEVAULT_VAULT_IDLE_SECONDS",
                 own("VAULT_IDLE_SECONDS"),
@@ -435,8 +465,12 @@ impl Config {
             tls_cert,
             tls_key,
             embed_model,
-            database_url
+            database_url,
+            blob_store
         );
+        if let Some(settings) = layer.blob_settings {
+            self.blob_settings = settings;
+        }
         if layer.test_crash_at.is_some() {
             self.test_crash_at = layer.test_crash_at;
         }

@@ -57,6 +57,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tls_key: args.tls_key,
         watch: args.no_watch.then_some(false),
         database_url: args.database.clone().map(crate::config::Secret::new),
+        blob_store: args.blob_store.clone(),
         ..Layer::default()
     };
     let mut config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)

@@ -10,6 +10,7 @@
 //! receiver answers; a store that could not keep a revision says so (`Stored::Lost`,
 //! `Stored::LeftOut`), never answers empty bytes.
 
+pub mod blobs;
 pub mod files;
 pub mod folder;
 pub mod local;

@@ -23,6 +23,7 @@ pub mod jwt;
 pub mod loopfs;
 pub mod mode;
 pub mod postgres;
+pub mod s3;
 pub mod tools;
 
 pub use daemon::{Daemon, BIN};
