@@ -88,6 +88,8 @@ pub struct Shared {
     /// Bring the catalog, the index and the seq up to what the stores hold
     /// (`record::follow`), under the write lock.
     pub catch_up: fn(&State, &WriteLock<'_>) -> crate::error::Result<()>,
+    /// Where the vault's attachment bytes are (`None`: no blob store is configured).
+    pub blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
 }
 
 /// The lock that keeps other processes from recording a change of the vault.

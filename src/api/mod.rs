@@ -116,10 +116,12 @@ async fn dispatch_inner(
             | Op::DeleteAttachment
             | Op::MoveAttachment
             | Op::RenameAttachment
-            // The archive holds the attachments.
-            | Op::Export
     ) {
         crate::writes::attachments::blob_store(&state)?;
+    }
+    // The archive holds the attachments, as files.
+    if matched.op == Op::Export {
+        crate::writes::attachments::folder_only(&state)?;
     }
     let presigned = match credential {
         auth::Credential::Presigned { nonce } => Some(nonce.clone()),

@@ -36,6 +36,8 @@ pub struct HostedVaults {
     /// The `LISTEN` task of [`Self::follow`], ended by [`Self::stop`]: else it would go
     /// on reconnecting for the rest of a process that outlives the instance.
     listening: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Every vault's attachment bytes (`None`: `blob_store` is not configured).
+    blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
 }
 
 /// Hosted mode as `serve --database` runs it: the lobby (an empty local vault, which a
@@ -62,12 +64,10 @@ impl Hosted {
         lobby.database_url = None;
         crate::state::create_state_dir(&lobby.vault)?;
         let lobby = super::open(lobby)?;
-        let vaults = Arc::new(HostedVaults::new(
-            db,
-            keys,
-            config.clone(),
-            cache.join("vaults"),
-        ));
+        let vaults = Arc::new(
+            HostedVaults::new(db, keys, config.clone(), cache.join("vaults"))
+                .with_blobs(blobs(config)?),
+        );
         HostedVaults::follow(&vaults);
         HostedVaults::close_idle(&vaults);
         Ok(Self { lobby, vaults })
@@ -91,7 +91,14 @@ impl HostedVaults {
             loading: Mutex::new(()),
             used: Mutex::new(HashMap::new()),
             listening: Mutex::new(None),
+            blobs: None,
         }
+    }
+
+    /// Keep attachment bytes in `blobs`.
+    pub fn with_blobs(mut self, blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>) -> Self {
+        self.blobs = blobs;
+        self
     }
 
     /// Follow the commits of every instance: each vault this one has open takes in the
@@ -234,6 +241,7 @@ impl HostedVaults {
                 vault.id,
             )),
             catch_up: crate::record::follow::catch_up,
+            blobs: self.blobs.clone(),
         });
         let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
         build(&state, &revisions)?;
@@ -279,12 +287,32 @@ fn build(state: &State, revisions: &hosted::revisions::PgRevisions) -> Result<()
         )));
     }
     state.catalog.write().insert_all(notes);
+    {
+        let mut attachments = state.attachments.write();
+        for row in state.meta.all_attachments()? {
+            attachments.insert(crate::record::attachment_of(row));
+        }
+    }
     state.set_committed_seq(seq);
     let all: Vec<_> = state.catalog.read().iter().cloned().collect();
     state.index.start(all, seq);
     // Rows written after the seq was read are taken in again from the op log (an
     // upsert of what the catalog holds already changes nothing).
     crate::record::follow::catch_up(state, &write)
+}
+
+/// The blob store `config` names, if any; a URL it cannot use stops the start.
+pub fn blobs(config: &Config) -> Result<Option<Arc<dyn crate::storage::blobs::BlobStore>>> {
+    let Some(url) = &config.blob_store else {
+        return Ok(None);
+    };
+    let settings: Vec<(String, String)> = config
+        .blob_settings
+        .iter()
+        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+        .collect();
+    let store = crate::storage::blobs::S3Blobs::open(url, &settings)?;
+    Ok(Some(Arc::new(store)))
 }
 
 fn stop(state: &State) {

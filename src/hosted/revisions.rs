@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::storage::{CommitRequest, Content, HistoryStatus, Revisions, Stored, Written};
 
 use super::{block_on, db_error, Database};
@@ -26,22 +26,17 @@ impl PgRevisions {
     async fn put(&self, request: &CommitRequest) -> Result<()> {
         let mut hashes = Vec::new();
         let mut bodies: Vec<&[u8]> = Vec::new();
-        let mut read = Vec::new();
         for change in &request.changes {
             match &change.content {
                 Some(Content::Bytes(bytes)) => {
                     hashes.push(crate::vault::content_hash(bytes));
                     bodies.push(bytes);
                 }
-                // A shared vault has no folder: every change comes with its bytes.
-                Some(Content::File(path)) => read.push(path.display().to_string()),
-                None => {}
+                // A shared vault has no folder: a note comes with its bytes, and an
+                // attachment's are in the blob store already, by the sha256 its row
+                // names (`storage::blobs`), before it is recorded.
+                Some(Content::File(_)) | None => {}
             }
-        }
-        if let Some(path) = read.first() {
-            return Err(Error::internal(format!(
-                "hosted mode was asked to keep the file {path}, but it keeps bytes only"
-            )));
         }
         if hashes.is_empty() {
             return Ok(());

@@ -32,6 +32,9 @@ pub fn catch_up(state: &State, write: &WriteLock<'_>) -> Result<()> {
         for op in &ops {
             take_in(state, op)?;
         }
+        if ops.iter().any(|op| op.kind.starts_with("attachment_")) {
+            attachments_again(state)?;
+        }
         // Readers of the catalog never see a note newer than the seq they are answered
         // with: the seq moves once the page is in.
         state.set_committed_seq(last);
@@ -53,6 +56,26 @@ pub fn refresh(state: &State) -> Result<()> {
     }
     let write = state.lock();
     catch_up(state, &write)
+}
+
+/// The attachments' catalog as the stores hold it (another process uploaded, moved or
+/// deleted one: its row says what is there now).
+fn attachments_again(state: &State) -> Result<()> {
+    let rows = state.meta.all_attachments()?;
+    let mut catalog = state.attachments.write();
+    let stored: std::collections::HashSet<&str> = rows.iter().map(|r| r.path.as_str()).collect();
+    let gone: Vec<String> = catalog
+        .iter()
+        .filter(|a| !stored.contains(a.path.as_str()))
+        .map(|a| a.path.clone())
+        .collect();
+    for path in gone {
+        catalog.remove(&path);
+    }
+    for row in rows {
+        catalog.insert(super::attachment_of(row));
+    }
+    Ok(())
 }
 
 /// One op into the catalog and the index. Ops of what the catalog does not hold

@@ -13,21 +13,47 @@ use crate::vault::observe::hash_file;
 use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
 
 /// Attachment bytes live in the vault folder; a hosted vault has none, and keeps them in
-/// blob storage, which this build does not reach yet: `BLOB_STORE_UNAVAILABLE`.
+/// the blob store (`storage::blobs`): without one, `BLOB_STORE_UNAVAILABLE`.
 pub fn blob_store(state: &State) -> Result<()> {
+    match &state.shared {
+        None => Ok(()),
+        Some(shared) if shared.blobs.is_some() => Ok(()),
+        Some(_) => Err(unconfigured()),
+    }
+}
+
+/// What a hosted vault keeps in a folder's terms only (private notes' files, the export
+/// archive): `BLOB_STORE_UNAVAILABLE`, as before blob stores.
+pub fn folder_only(state: &State) -> Result<()> {
     match state.shared {
         None => Ok(()),
-        Some(_) => Err(crate::error::Error::new(
-            crate::error::Reason::BLOB_STORE_UNAVAILABLE,
-            "attachments and private notes of a hosted vault are kept in blob storage, which is not configured",
-        )),
+        Some(_) => Err(unconfigured()),
     }
+}
+
+fn unconfigured() -> Error {
+    Error::new(
+        Reason::BLOB_STORE_UNAVAILABLE,
+        "attachments and private notes of a hosted vault are kept in blob storage, which is not configured",
+    )
+}
+
+/// Whether this vault's attachments are rows over a blob store (hosted), not files.
+fn in_blobs(state: &State) -> bool {
+    state.shared.is_some()
 }
 
 /// Apply an attachment operation as `actor`. Under the write lock (`write`).
 pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) -> Result<Receipt> {
     blob_store(state)?;
     match op {
+        Op::PutAttachment {
+            path,
+            staged,
+            sha256,
+            size,
+            content_type,
+        } if in_blobs(state) => put_blob(state, write, path, sha256, *size, content_type, actor),
         Op::PutAttachment {
             path,
             staged,
@@ -48,7 +74,8 @@ pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) 
             path,
             ciphertext,
             base,
-        } => put_private(state, write, path, ciphertext, base.as_deref(), actor),
+        } => folder_only(state)
+            .and_then(|()| put_private(state, write, path, ciphertext, base.as_deref(), actor)),
         Op::DeleteAttachment { path, sha256 } => {
             delete(state, write, path, sha256.as_deref(), actor)
         }
@@ -137,7 +164,13 @@ fn destination(
         ));
     }
     super::plan::folder_creatable(state, &dest.rel)?;
-    if dest.rel != known.path && std::fs::symlink_metadata(&dest.abs).is_ok() {
+    // A hosted vault has no folder: its attachments' catalog is what is there.
+    let taken = if in_blobs(state) {
+        state.attachments.read().get(&dest.rel).is_some()
+    } else {
+        std::fs::symlink_metadata(&dest.abs).is_ok()
+    };
+    if dest.rel != known.path && taken {
         return Err(Error::new(
             Reason::NAME_COLLISION,
             format!("{:?} already exists", dest.rel),
@@ -184,10 +217,13 @@ fn move_(
         return Ok(receipt(&known, state.committed_seq(), false, true));
     }
     let linking = linking_to(state, &known);
-    let from_abs = state.paths.root.join(&known.path);
-    fsio::move_unchanged(&from_abs, &dest.abs, &|p: &std::path::Path| {
-        std::fs::metadata(p).ok().map(|m| Stamp::of(&m)) == Some(known.stamp)
-    })?;
+    // A hosted attachment's bytes are named by their sha256: a move changes rows only.
+    if !in_blobs(state) {
+        let from_abs = state.paths.root.join(&known.path);
+        fsio::move_unchanged(&from_abs, &dest.abs, &|p: &std::path::Path| {
+            std::fs::metadata(p).ok().map(|m| Stamp::of(&m)) == Some(known.stamp)
+        })?;
+    }
     let moved = Attachment {
         path: dest.rel.clone(),
         ..(*known).clone()
@@ -445,7 +481,16 @@ fn delete(
         .with_meta("path", path));
     };
     let want = sha256.unwrap_or(&known.sha256);
-    fsio::remove_checked(&safe.abs, want)?;
+    if !in_blobs(state) {
+        fsio::remove_checked(&safe.abs, want)?;
+    } else if want != known.sha256 {
+        // History keeps the bytes: the blob stays, only the row goes.
+        return Err(Error::new(
+            Reason::VERSION_MOVED,
+            format!("{path:?} no longer has the bytes that sha256 names"),
+        )
+        .with_meta("sha256", known.sha256.clone()));
+    }
     let recorded = record(
         state,
         write,
@@ -469,6 +514,71 @@ fn delete(
         .copied()
         .unwrap_or(state.committed_seq());
     let mut r = receipt(&known, seq, false, false);
+    r.flow_back_error = recorded.history_problem;
+    Ok(r)
+}
+
+/// A hosted vault's upload, recorded: its bytes are in the blob store already (the
+/// upload route streamed them there, named by their sha256), so putting it in place is
+/// its attachment row, written by the recorder like a local upload's. Under the write
+/// lock (`write`).
+fn put_blob(
+    state: &State,
+    write: &WriteLock<'_>,
+    path: &str,
+    sha256: &str,
+    size: u64,
+    content_type: &str,
+    actor: &str,
+) -> Result<Receipt> {
+    let safe = state.paths.resolve_new(path)?;
+    if let Some(there) = state.attachments.read().get(&safe.rel) {
+        // The same bytes at the same place: a retry whose first answer was lost.
+        if there.sha256 == sha256 {
+            return Ok(receipt(there, state.committed_seq(), false, true));
+        }
+        return Err(
+            Error::new(Reason::NAME_COLLISION, format!("{path:?} already exists"))
+                .with_meta("path", path),
+        );
+    }
+    let now = chrono::Utc::now();
+    let attachment = Attachment {
+        path: safe.rel.clone(),
+        size,
+        sha256: sha256.to_string(),
+        content_type: content_type.to_string(),
+        modified_at: now,
+        // No file: the stamp is the size and the time it was recorded.
+        stamp: Stamp {
+            size,
+            mtime_ns: now.timestamp_nanos_opt().unwrap_or_default(),
+            inode: 0,
+        },
+    };
+    let recorded = record(
+        state,
+        write,
+        Batch {
+            actor,
+            subject: format!("upload {}", safe.rel),
+            entries: Vec::new(),
+            files: vec![FileEntry {
+                path: safe.rel.clone(),
+                to: Some(attachment.clone()),
+                kind: "create".into(),
+            }],
+            whole_vault: None,
+            durable: true,
+            marks: Vec::new(),
+        },
+    )?;
+    let seq = recorded
+        .file_seqs
+        .first()
+        .copied()
+        .unwrap_or(state.committed_seq());
+    let mut r = receipt(&attachment, seq, true, false);
     r.flow_back_error = recorded.history_problem;
     Ok(r)
 }

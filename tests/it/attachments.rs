@@ -15,7 +15,7 @@ type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
 
 use std::io::{Read, Write};
 
-use common::{assert_envelope_for, eventually, git, res_json, TestServer};
+use common::{assert_envelope_for, eventually, git, res_json, Mode, TestServer};
 use notevault::auth::{Permission, StaticToken, TokenKind};
 use serde_json::{json, Value};
 
@@ -44,7 +44,41 @@ fn put_file(vault: &std::path::Path, rel: &str, bytes: &[u8]) {
 }
 
 async fn fixture(tweak: impl FnOnce(&mut notevault::config::Config)) -> TestServer {
+    fixture_as(Mode::Local, tweak).await
+}
+
+/// The fixture in `mode`. Hosted, the attachments are uploaded after the import (which
+/// brings notes only) into the vault's blob store; a note under `projects/alpha` makes
+/// that folder exist there (a hosted vault's folders are its notes').
+async fn fixture_as(mode: Mode, tweak: impl FnOnce(&mut notevault::config::Config)) -> TestServer {
     let (dir, vault, state) = common::temp_vault(None);
+    let files: [(&str, &str, Vec<u8>); 3] = [
+        ("", "diagram.png", png(1)),
+        ("projects/alpha", "diagram.png", png(2)),
+        ("docs", "a.pdf", PDF.to_vec()),
+    ];
+    if mode == Mode::Hosted {
+        put_file(&vault, "projects/alpha/readme.md", b"# Alpha\n");
+        put_file(
+            &vault,
+            "notes/n.md",
+            b"# N\n\n![[diagram.png]] and [the paper](../docs/a.pdf)\n",
+        );
+        let s = TestServer::start_in_as(mode, dir, vault, state, tweak).await;
+        for (i, (folder, name, bytes)) in files.iter().enumerate() {
+            let res = upload(
+                &s,
+                &format!("fixture-{i}"),
+                &[
+                    ("folder", None, None, folder.as_bytes()),
+                    ("file", Some(name), None, bytes),
+                ],
+            )
+            .await;
+            res_json(res, 201, "fixture upload").await;
+        }
+        return s;
+    }
     put_file(&vault, "diagram.png", &png(1));
     put_file(&vault, "projects/alpha/diagram.png", &png(2));
     put_file(&vault, "docs/a.pdf", PDF);
@@ -112,9 +146,13 @@ fn temps(vault: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn lists_with_coverage_filters_and_references() {
-    let s = fixture(|_| {}).await;
+crate::test_in_both_modes!(
+    lists_with_coverage_filters_and_references,
+    downloads_by_name_sha_and_path_with_etag_and_range
+);
+
+async fn lists_with_coverage_filters_and_references(mode: Mode) {
+    let s = fixture_as(mode, |_| {}).await;
     let all = s.get_json("/v1/attachments", 200).await;
     let paths: Vec<&str> = all["attachments"]
         .as_array()
@@ -172,9 +210,8 @@ async fn lists_with_coverage_filters_and_references() {
     .await;
 }
 
-#[tokio::test]
-async fn downloads_by_name_sha_and_path_with_etag_and_range() {
-    let s = fixture(|_| {}).await;
+async fn downloads_by_name_sha_and_path_with_etag_and_range(mode: Mode) {
+    let s = fixture_as(mode, |_| {}).await;
     let ambiguous = s
         .get_error("/v1/attachments/diagram.png", 409, "ATTACHMENT_AMBIGUOUS")
         .await;

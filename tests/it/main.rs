@@ -12,6 +12,7 @@
 mod common;
 
 mod attachments;
+mod attachments_blobs;
 mod auth;
 mod check;
 mod cli;

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use sha2::Digest;
@@ -11,15 +12,17 @@ use tokio::io::AsyncWriteExt;
 use super::render;
 use crate::error::{Error, Reason};
 use crate::state::State;
+use crate::storage::blobs::BlobUpload;
 use crate::surface::blocking;
 use crate::vault::fsio;
 use crate::vault::observe::{hex, SNIFF_BYTES};
 use crate::writes::{self, Idempotency, Request};
 
-/// A file being received: our temp file, its hash and size so far, its first bytes.
+/// A file being received: our temp file (a hosted vault's: an upload to its blob store,
+/// and no temp file), its hash and size so far, its first bytes.
 pub(super) struct Staged {
     pub(super) temp: std::path::PathBuf,
-    file: tokio::fs::File,
+    sink: Sink,
     hasher: sha2::Sha256,
     size: u64,
     head: Vec<u8>,
@@ -27,6 +30,21 @@ pub(super) struct Staged {
 
 impl Staged {
     pub(super) fn open(state: &State, folder: Option<&str>) -> Result<Self, Error> {
+        if let Some(shared) = &state.shared {
+            let blobs = shared.blobs.as_ref().ok_or_else(|| {
+                Error::new(
+                    Reason::BLOB_STORE_UNAVAILABLE,
+                    "no blob store is configured",
+                )
+            })?;
+            return Ok(Self {
+                temp: std::path::PathBuf::new(),
+                sink: Sink::Blob(blobs.begin(&state.vault_id)),
+                hasher: sha2::Sha256::new(),
+                size: 0,
+                head: Vec::new(),
+            });
+        }
         // In the target folder when it exists (the rename stays in one folder), else at
         // the vault root (no folder is made for an upload that may be refused).
         let dir = folder
@@ -45,14 +63,14 @@ impl Staged {
         })?;
         Ok(Self {
             temp,
-            file: tokio::fs::File::from_std(file),
+            sink: Sink::File(tokio::fs::File::from_std(file)),
             hasher: sha2::Sha256::new(),
             size: 0,
             head: Vec::new(),
         })
     }
 
-    pub(super) async fn push(&mut self, chunk: &[u8], cap: u64) -> Result<(), Error> {
+    pub(super) async fn push(&mut self, chunk: Bytes, cap: u64) -> Result<(), Error> {
         self.size += chunk.len() as u64;
         if self.size > cap {
             return Err(too_large(cap));
@@ -61,8 +79,12 @@ impl Staged {
             let take = (SNIFF_BYTES - self.head.len()).min(chunk.len());
             self.head.extend_from_slice(&chunk[..take]);
         }
-        self.hasher.update(chunk);
-        self.file.write_all(chunk).await.map_err(|e| {
+        self.hasher.update(&chunk);
+        let file = match &mut self.sink {
+            Sink::File(file) => file,
+            Sink::Blob(upload) => return upload.write(chunk).await,
+        };
+        file.write_all(&chunk).await.map_err(|e| {
             let message = format!("the upload could not be stored: {e}");
             if crate::error::storage_full(&e) {
                 Error::new(Reason::INSUFFICIENT_STORAGE, message)
@@ -72,16 +94,26 @@ impl Staged {
         })
     }
 
-    pub(super) async fn finish(
-        mut self,
-    ) -> Result<(std::path::PathBuf, String, u64, Vec<u8>), Error> {
+    pub(super) async fn finish(self) -> Result<(std::path::PathBuf, String, u64, Vec<u8>), Error> {
         let failed =
             |e: std::io::Error| Error::io_write(&e, format!("the upload could not be stored: {e}"));
-        self.file.flush().await.map_err(failed)?;
-        self.file.sync_all().await.map_err(failed)?;
         let sha = hex(&self.hasher.finalize());
+        match self.sink {
+            Sink::File(mut file) => {
+                file.flush().await.map_err(failed)?;
+                file.sync_all().await.map_err(failed)?;
+            }
+            // The bytes become the blob of their sha256 (one object per distinct bytes).
+            Sink::Blob(upload) => upload.finish(&sha).await?,
+        }
         Ok((self.temp, sha, self.size, self.head))
     }
+}
+
+/// Where the bytes go: our temp file in the folder, or the blob store.
+enum Sink {
+    File(tokio::fs::File),
+    Blob(Box<dyn BlobUpload>),
 }
 
 fn too_large(cap: u64) -> Error {
@@ -97,7 +129,7 @@ pub(super) struct TempGuard(pub(super) Option<std::path::PathBuf>);
 
 impl Drop for TempGuard {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
+        if let Some(p) = self.0.take().filter(|p| !p.as_os_str().is_empty()) {
             fsio::discard_temp(&p);
         }
     }
@@ -136,12 +168,16 @@ pub(super) async fn submit_upload(
     route: &str,
     r: Received,
 ) -> Result<Response, Error> {
-    let staged = r
-        .temp
-        .strip_prefix(&state.paths.root)
-        .map_err(Error::internal_cause)?
-        .to_string_lossy()
-        .into_owned();
+    // A hosted upload has no temp file: its bytes are the blob of its sha256.
+    let staged = if r.temp.as_os_str().is_empty() {
+        String::new()
+    } else {
+        r.temp
+            .strip_prefix(&state.paths.root)
+            .map_err(Error::internal_cause)?
+            .to_string_lossy()
+            .into_owned()
+    };
     // What an older version bound the key to.
     let legacy = {
         let mut h = blake3::Hasher::new();
@@ -171,7 +207,9 @@ pub(super) async fn submit_upload(
             },
         );
         // A replay, or a refusal before the file step: the staged bytes are not needed.
-        fsio::discard_temp(&temp);
+        if !temp.as_os_str().is_empty() {
+            fsio::discard_temp(&temp);
+        }
         out
     })
     .await?;

@@ -94,7 +94,7 @@ pub async fn upload(state: Arc<State>, parts: Parts, body: Body) -> ApiResult<Re
                         })?
                         .map_err(multipart_error)?;
                     let Some(chunk) = chunk else { break };
-                    staged.push(&chunk, cap).await?;
+                    staged.push(chunk, cap).await?;
                 }
                 let (_, sha, size, head) = staged.finish().await?;
                 received = Some((file_name, declared, sha, size, head));
@@ -232,7 +232,7 @@ pub async fn put(
                 format!("the upload body could not be read: {e}"),
             )
         })?;
-        staged.push(&chunk, cap).await?;
+        staged.push(chunk, cap).await?;
     }
     let (_, sha256, size, head) = staged.finish().await?;
     if size == 0 {

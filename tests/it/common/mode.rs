@@ -73,6 +73,9 @@ pub struct HostedParts {
     pub vault_id: String,
     /// Taken by a restart, which serves it anew.
     pub db: Option<TestDb>,
+    /// The S3 server holding the vault's attachment bytes (`None`: s3s-fs is missing and
+    /// the developer opted out; attachments then answer `BLOB_STORE_UNAVAILABLE`).
+    pub s3: Option<super::s3::S3Server>,
     _cache: tempfile::TempDir,
 }
 
@@ -134,6 +137,15 @@ impl TestServer {
         self.hosted.as_ref().expect("a hosted test server")
     }
 
+    /// The S3 server of a hosted test server, to stop and resume it.
+    pub fn s3_mut(&mut self) -> &mut super::s3::S3Server {
+        let parts = self.hosted.as_mut().expect("a hosted test server");
+        parts
+            .s3
+            .as_mut()
+            .expect("s3s-fs serves the hosted vault's blobs")
+    }
+
     /// Stop and serve the same vault again with `tweak`: local, a new daemon on the
     /// folder and its state; hosted, a new instance (an empty cache) on the database.
     pub async fn restart(self, tweak: impl FnOnce(&mut Config)) -> Self {
@@ -146,8 +158,9 @@ impl TestServer {
                 let mut this = self;
                 let parts = this.hosted.as_mut().expect("a hosted test server");
                 let (db, vault_id) = (parts.db.take().unwrap(), parts.vault_id.clone());
+                let s3 = parts.s3.take();
                 let (dir, vault, state) = this.stop().await;
-                serve_hosted(dir, vault, state, db, vault_id, tweak).await
+                serve_hosted(dir, vault, state, db, vault_id, s3, tweak).await
             }
         }
     }
@@ -236,7 +249,8 @@ async fn start_hosted(
         ],
     );
     assert!(out.starts_with("imported "), "{out}");
-    serve_hosted(dir, vault, state, db, vault_id, tweak).await
+    let s3 = super::s3::S3Server::start();
+    serve_hosted(dir, vault, state, db, vault_id, s3, tweak).await
 }
 
 /// A new instance, with an empty cache of its own, serving `vault_id` of `db`.
@@ -246,6 +260,7 @@ async fn serve_hosted(
     state: PathBuf,
     db: TestDb,
     vault_id: String,
+    s3: Option<super::s3::S3Server>,
     tweak: impl FnOnce(&mut Config),
 ) -> TestServer {
     let cache = tempfile::tempdir().unwrap();
@@ -257,6 +272,9 @@ async fn serve_hosted(
         static_tokens: vec![vault_token(&vault_id)],
         ..Config::default()
     };
+    if let Some(s3) = &s3 {
+        s3.configure(&mut config, "tests");
+    }
     tweak(&mut config);
     // As `serve` makes it: auth is always on in hosted mode.
     config.auth_required = true;
@@ -326,6 +344,7 @@ async fn serve_hosted(
             served: Some(served),
             vault_id,
             db: Some(db),
+            s3,
             _cache: cache,
         }),
         _dir: dir,
