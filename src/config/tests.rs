@@ -189,3 +189,29 @@ fn bad_values_are_one_line_errors() {
     std::fs::write(&file, "no_such_key = 1\n").unwrap();
     assert!(Config::load(Some(&file), |_| None, Layer::default()).is_err());
 }
+
+#[test]
+fn a_blob_store_takes_the_standard_aws_environment() {
+    let env = |k: &str| match k {
+        "NOTEVAULT_BLOB_STORE" => Some("s3://notes/prod".to_string()),
+        "AWS_ACCESS_KEY_ID" => Some("key".to_string()),
+        "AWS_ENDPOINT_URL" => Some("http://127.0.0.1:9000".to_string()),
+        _ => None,
+    };
+    let config = Config::load(None, env, Layer::default()).unwrap();
+    assert_eq!(config.blob_store.as_deref(), Some("s3://notes/prod"));
+    let keys: Vec<&str> = config
+        .blob_settings
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(keys, ["AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL"]);
+    // The flag wins, and no secret is printed.
+    let flags = Layer {
+        blob_store: Some("s3://other".into()),
+        ..Layer::default()
+    };
+    let config = Config::load(None, env, flags).unwrap();
+    assert_eq!(config.blob_store.as_deref(), Some("s3://other"));
+    assert!(!format!("{config:?}").contains("\"key\""));
+}

@@ -338,3 +338,24 @@ fn classify(url: &str, text: &str) -> Error {
     )
     .with_retry_after(RETRY_AFTER_SECONDS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_that_is_not_s3_is_refused_naming_the_setting() {
+        for url in ["http://bucket/x", "s3://", "bucket"] {
+            let Err(e) = S3Blobs::open(url, &Vec::new()) else {
+                panic!("{url} was taken");
+            };
+            assert_eq!(e.reason, Reason::BLOB_STORE_UNAVAILABLE);
+            assert!(e.message.contains("blob_store"), "{}", e.message);
+        }
+        let store = S3Blobs::open("s3://bucket/a/b/", &Vec::new()).unwrap();
+        assert_eq!(
+            store.path("v1", "blobs", "abc").as_ref(),
+            "a/b/vaults/v1/blobs/abc"
+        );
+    }
+}

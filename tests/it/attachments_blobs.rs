@@ -166,14 +166,15 @@ async fn hosted_uploads_live_in_the_store_and_relocations_are_rows() {
     assert_eq!(paths, ["big.png"], "{list}");
 }
 
-/// An upload whose body stops halfway: no row, no visible object; its retry with the
-/// same key is applied.
+/// An upload whose body stops halfway, past the multipart threshold (a part is up
+/// already): no row, no visible object, its parts aborted; its retry with the same key
+/// is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_cut_off_halfway_leaves_nothing_and_its_retry_succeeds() {
     let Some(s) = hosted(|_| {}).await else {
         return;
     };
-    let bytes = png(3, 3 * 1024 * 1024);
+    let bytes = png(3, notevault::storage::blobs::MULTIPART_ABOVE * 3 / 2);
     let addr = s.base.strip_prefix("http://").unwrap().to_string();
     {
         let mut conn = std::net::TcpStream::connect(&addr).unwrap();
@@ -184,14 +185,17 @@ async fn an_upload_cut_off_halfway_leaves_nothing_and_its_retry_succeeds() {
             bytes.len()
         )
         .unwrap();
-        conn.write_all(&bytes[..bytes.len() / 2]).unwrap();
+        conn.write_all(&bytes[..bytes.len() * 5 / 6]).unwrap();
         conn.flush().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(300));
         conn.shutdown(std::net::Shutdown::Both).unwrap();
         let mut rest = Vec::new();
         let _ = conn.read_to_end(&mut rest);
     }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    common::eventually("the cut-off upload's parts are aborted", || async {
+        s.hosted().s3.as_ref().unwrap().pending_parts().is_empty()
+    })
+    .await;
     let list = s.get_json("/v1/attachments", 200).await;
     assert_eq!(list["attachments"], json!([]), "{list}");
     let objects = s.hosted().s3.as_ref().unwrap().objects();

@@ -200,6 +200,20 @@ impl S3Server {
     }
 }
 
+impl S3Server {
+    /// Parts of multipart uploads not completed nor aborted (s3s-fs keeps them at its
+    /// root as `.upload_id-<id>.part-<n>`).
+    pub fn pending_parts(&self) -> Vec<String> {
+        std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".upload_id-"))
+            .collect()
+    }
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
         self.stop();
