@@ -113,3 +113,16 @@ pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Re
         .map_err(db_error)?;
     Ok(row.get(0))
 }
+
+/// Writes waiting for review across every vault of the database (for the metrics).
+pub async fn pending_writes(db: &Database) -> Result<i64> {
+    let client = db.client().await?;
+    let row = client
+        .query_one(
+            "SELECT COUNT(*) FROM pending_writes WHERE status = 'pending'",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.get(0))
+}
