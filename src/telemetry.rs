@@ -97,7 +97,7 @@ fn describe() {
     );
     describe_gauge!(
         REVIEW_QUEUE,
-        "Writes waiting for a review decision (hosted: across the database's vaults), at the last scrape."
+        "Writes waiting for a review decision in the vaults open on this instance, at the last scrape."
     );
     describe_gauge!(
         OPLOG_LAG,

@@ -79,7 +79,7 @@ pub trait Directory: Send + Sync {
     /// Set its database pools' gauges (`telemetry`), for a scrape.
     fn sample_pools(&self) {}
 
-    /// The writes waiting for review across its vaults; `None` when it cannot tell now.
+    /// The writes waiting for review in the vaults open now; `None` when it cannot tell.
     fn pending_writes(&self) -> Option<usize> {
         None
     }

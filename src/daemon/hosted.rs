@@ -388,7 +388,13 @@ impl Directory for HostedVaults {
     }
 
     fn pending_writes(&self) -> Option<usize> {
-        match block_on(hosted::lookup::pending_writes(&self.db)) {
+        let open: Vec<Uuid> = self
+            .open
+            .lock()
+            .keys()
+            .filter_map(|id| Uuid::parse_str(id).ok())
+            .collect();
+        match block_on(hosted::lookup::pending_writes(&self.db, &open)) {
             Ok(n) => usize::try_from(n).ok(),
             Err(e) => {
                 tracing::debug!(error = %e.message, "cannot count the review queue for a scrape");

@@ -132,7 +132,7 @@ pub fn router(app: AppState) -> Router {
     let open_metrics = match app.hosted {
         None => Some(metrics::routes(app.clone())),
         Some(_) => {
-            routes = routes.route("/metrics", axum::routing::get(metrics::elsewhere));
+            routes = routes.route("/metrics", axum::routing::any(metrics::elsewhere));
             None
         }
     };

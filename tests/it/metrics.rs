@@ -250,6 +250,19 @@ async fn hosted_metrics_are_on_metrics_listen_only() {
     on.call(Method::POST, "/v1/notes", Some("hk-1"), Some(body), 201)
         .await;
 
+    // Then review: the next write waits in the queue.
+    on.call(
+        Method::PATCH,
+        "/v1/vault/write-settings?update_mask=write_policy",
+        None,
+        Some(json!({"write_policy": "review"})),
+        200,
+    )
+    .await;
+    let queued = json!({"slug": "board-agenda", "content": "# Agenda\n", "agent_id": "bot"});
+    on.call(Method::POST, "/v1/notes", Some("hk-2"), Some(queued), 202)
+        .await;
+
     let text = scrape_text(&client, &url).await;
     let Some(scrape) = parse(&text) else {
         return;
@@ -257,6 +270,11 @@ async fn hosted_metrics_are_on_metrics_listen_only() {
     // A process of its own: exact counts.
     assert_eq!(
         value(&scrape, "notevault_writes_total", &[("outcome", "applied")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(&scrape, "notevault_writes_total", &[("outcome", "queued")]),
         1.0,
         "{text}"
     );
@@ -276,7 +294,7 @@ async fn hosted_metrics_are_on_metrics_listen_only() {
     assert_eq!(value(&scrape, "notevault_vaults_open", &[]), 1.0, "{text}");
     assert_eq!(
         value(&scrape, "notevault_review_queue_depth", &[]),
-        0.0,
+        1.0,
         "{text}"
     );
     for pool in ["stores", "keys"] {
@@ -298,6 +316,7 @@ async fn hosted_metrics_are_on_metrics_listen_only() {
         HOSTED_TOKEN,
         "board",
         "quiet",
+        "agenda",
         "team",
         hosted.vault.as_str(),
     ] {
