@@ -136,9 +136,7 @@ impl Database {
             Err(_) => Err(unreachable_after(limit)),
         }
     }
-}
 
-impl Database {
     /// Set the pool's gauges (connections in use and idle, callers waiting) for a scrape.
     pub fn sample_pool(&self) {
         let status = self.pool.status();
