@@ -330,3 +330,32 @@ async fn hosted_metrics_are_on_metrics_listen_only() {
         .unwrap();
     assert_eq!(other.status(), 404);
 }
+
+/// `serve --metrics-listen` in local mode: `/metrics` on both listeners, its line on
+/// stderr before the address line (after which a JSON log has only JSON lines).
+#[tokio::test]
+async fn local_metrics_listen_serves_beside_the_daemons_listener() {
+    let (_dir, vault, state) = crate::common::temp_vault(Some("vault-example"));
+    let daemon = crate::common::spawn(
+        &vault,
+        &state,
+        &[
+            ("NOTEVAULT_METRICS_LISTEN", "127.0.0.1:0"),
+            ("NOTEVAULT_LOG_FORMAT", "json"),
+        ],
+    );
+    let url = metrics_url(&daemon);
+    let at = |needle: &str| {
+        let log = daemon.log.lock().unwrap();
+        log.iter().position(|l| l.contains(needle)).unwrap()
+    };
+    assert!(at("metrics at http://") < at(" on http://"));
+    let client = reqwest::Client::new();
+    for url in [url, format!("{}/metrics", daemon.base)] {
+        let text = scrape_text(&client, &url).await;
+        let Some(scrape) = parse(&text) else {
+            return;
+        };
+        assert!(has(&scrape, "notevault_vaults_open"), "{url}:\n{text}");
+    }
+}
