@@ -21,13 +21,26 @@ use crate::error::{Error, Reason};
 
 use super::AppState;
 
+/// Where `/metrics` goes on the daemon's listener: `routes` (inside every layer) and a
+/// router outside them. Local mode: served outside, beside the probes. Hosted mode: an
+/// envelope naming `metrics_listen`, inside (a request id, the access log).
+pub(super) fn place(routes: Router<AppState>, app: &AppState) -> (Router<AppState>, Router) {
+    match app.hosted {
+        None => (routes, self::routes(app.clone())),
+        Some(_) => (
+            routes.route("/metrics", axum::routing::any(elsewhere)),
+            Router::new(),
+        ),
+    }
+}
+
 /// The route of `/metrics` on a listener that serves it.
-pub(super) fn routes(app: AppState) -> Router {
+fn routes(app: AppState) -> Router {
     Router::new().route("/metrics", get(scrape)).with_state(app)
 }
 
 /// Hosted mode's public listener: `/metrics` is not served there.
-pub(super) async fn elsewhere() -> Response {
+async fn elsewhere() -> Response {
     ApiError(
         Error::new(
             Reason::ROUTE_NOT_FOUND,
@@ -101,13 +114,14 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     Ok(listener)
 }
 
-/// Serve `/metrics` alone on `listener` until `stop` is cancelled (plain HTTP: a
-/// private network's scraper).
+/// Serve `/metrics` alone on `listener` until the guard returned is dropped (plain
+/// HTTP: a private network's scraper).
 pub(super) fn serve(
     listener: tokio::net::TcpListener,
     app: AppState,
-    stop: tokio_util::sync::CancellationToken,
-) {
+) -> tokio_util::sync::DropGuard {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let guard = stop.clone().drop_guard();
     let app = routes(app);
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
@@ -117,4 +131,5 @@ pub(super) fn serve(
             tracing::warn!(error = %e, "the metrics listener stopped");
         }
     });
+    guard
 }

@@ -124,23 +124,13 @@ impl AppState {
 /// same middleware.
 pub fn router(app: AppState) -> Router {
     let probes = probes::routes(app.clone());
-    let mut routes = Router::new()
+    let routes = Router::new()
         .route("/mcp", axum::routing::any(mcp))
         .merge(crate::console::routes());
-    // `/metrics`: open beside the probes in local mode; hosted mode's is on
-    // `metrics_listen` only, and here an envelope naming it.
-    let open_metrics = match app.hosted {
-        None => Some(metrics::routes(app.clone())),
-        Some(_) => {
-            routes = routes.route("/metrics", axum::routing::any(metrics::elsewhere));
-            None
-        }
-    };
-    let routes = layered(routes.fallback(dispatch), app).merge(probes);
-    match open_metrics {
-        Some(open) => routes.merge(open),
-        None => routes,
-    }
+    let (routes, open_metrics) = metrics::place(routes, &app);
+    layered(routes.fallback(dispatch), app)
+        .merge(probes)
+        .merge(open_metrics)
 }
 
 /// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then the vault's
@@ -245,12 +235,8 @@ pub async fn run_with_metrics(
         futures::future::select_all(any).await;
     };
     let app = AppState::build(vaults, directory);
-    // Ends with this function: the metrics listener closes with the main one.
-    let metrics_stop = tokio_util::sync::CancellationToken::new();
-    if let Some(listener) = metrics {
-        metrics::serve(listener, app.clone(), metrics_stop.clone());
-    }
-    let _metrics_stop = metrics_stop.drop_guard();
+    // Dropped at the end of this function: the metrics listener closes with the main one.
+    let _metrics = metrics.map(|listener| metrics::serve(listener, app.clone()));
     let limits = server::Limits::from(&app.config);
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
