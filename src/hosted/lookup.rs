@@ -113,3 +113,17 @@ pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Re
         .map_err(db_error)?;
     Ok(row.get(0))
 }
+
+/// Writes waiting for review in `vaults` (for the metrics: the vaults open on an
+/// instance, so that a scrape reads their index, never the whole table).
+pub async fn pending_writes(db: &Database, vaults: &[Uuid]) -> Result<i64> {
+    let client = db.client().await?;
+    let row = client
+        .query_one(
+            "SELECT COUNT(*) FROM pending_writes WHERE vault_id = ANY($1) AND status = 'pending'",
+            &[&vaults],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.get(0))
+}
