@@ -303,7 +303,8 @@ impl Directory for HostedVaults {
             return Ok(None);
         };
         let vault_id = &id.to_string();
-        let Some(vault) = block_on(hosted::lookup::served(&self.db, vault_id))? else {
+        let Some((vault, stored_seq)) = block_on(hosted::lookup::served(&self.db, vault_id))?
+        else {
             // Deleted (or being deleted) since it was opened: served no more.
             if let Some(state) = self.open.lock().remove(vault_id) {
                 stop(&state);
@@ -334,7 +335,7 @@ impl Directory for HostedVaults {
         self.used
             .lock()
             .insert(vault_id.clone(), std::time::Instant::now());
-        crate::record::follow::refresh(&state)?;
+        crate::record::follow::refresh_from(&state, stored_seq)?;
         Ok(Some(state))
     }
 
