@@ -1349,7 +1349,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__serve)
-            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --migrate --blob-store --log-format --help"
+            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --metrics-listen --migrate --blob-store --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1376,6 +1376,10 @@ _notevault() {
                     return 0
                     ;;
                 --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-listen)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -50,6 +50,7 @@ complete -c notevault -n "__fish_notevault_using_subcommand serve" -l config -d 
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-cert -d 'Serve HTTPS with this PEM certificate chain (also NOTEVAULT_TLS_CERT); needs --tls-key' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l tls-key -d 'The PEM private key of --tls-cert: PKCS#8, RSA or EC, unencrypted (also NOTEVAULT_TLS_KEY)' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l database -d 'Hosted mode: serve the vaults of this PostgreSQL database (no folder; also NOTEVAULT_DATABASE_URL or `database_url` in the config file)' -r
+complete -c notevault -n "__fish_notevault_using_subcommand serve" -l metrics-listen -d 'Serve GET /metrics (Prometheus text, no credential) on this second address too, for a scraper on a private network; hosted mode serves it there only (also NOTEVAULT_METRICS_LISTEN or `metrics_listen` in the config file)' -r
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l blob-store -d 'Hosted mode: keep attachment bytes in this object store, s3://BUCKET[/PREFIX] (also NOTEVAULT_BLOB_STORE or `blob_store`; credentials and endpoint from the standard AWS_* environment)' -r
 complete -c notevault -n "__fish_notevault_using_subcommand serve" -l log-format -d 'Logs on stderr: text for a person, or json (one object per line, with one line per request: id, vault, route, status, latency) for a log shipper (also NOTEVAULT_LOG_FORMAT)' -r -f -a "text\t''
 json\t''"

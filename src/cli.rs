@@ -431,6 +431,11 @@ pub struct ServeArgs {
     /// NOTEVAULT_DATABASE_URL or `database_url` in the config file)
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
+    /// Serve GET /metrics (Prometheus text, no credential) on this second address too, for
+    /// a scraper on a private network; hosted mode serves it there only (also
+    /// NOTEVAULT_METRICS_LISTEN or `metrics_listen` in the config file)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Hosted mode: apply the database's schema migrations before serving
     #[arg(long, requires = "database")]
     pub migrate: bool,

@@ -110,6 +110,10 @@ pub struct Config {
     /// still served, so a load balancer stops sending before the listener closes
     /// (`drain_seconds`, `NOTEVAULT_DRAIN_SECONDS`).
     pub drain_seconds: u64,
+    /// A second listener serving only `GET /metrics`, without a credential, for a
+    /// scraper on a private network (`metrics_listen`, `NOTEVAULT_METRICS_LISTEN`,
+    /// `--metrics-listen`). Hosted mode serves `/metrics` there only.
+    pub metrics_listen: Option<SocketAddr>,
     /// Who may approve or reject a pending write and change the write settings in open
     /// local mode (`review_decisions`, `NOTEVAULT_REVIEW_DECISIONS`): `anyone` (the spec's
     /// open-mode rule) or `signed_in` (a person signed in to the console, or a token with
@@ -212,6 +216,7 @@ impl Default for Config {
             blob_settings: Vec::new(),
             vault_idle_seconds: 600,
             drain_seconds: 0,
+            metrics_listen: None,
             review_decisions: ReviewDecisions::Anyone,
             vaults: Vec::new(),
         }
@@ -265,6 +270,7 @@ pub struct Layer {
     pub blob_settings: Option<Vec<(String, Secret)>>,
     pub vault_idle_seconds: Option<u64>,
     pub drain_seconds: Option<u64>,
+    pub metrics_listen: Option<SocketAddr>,
     pub review_decisions: Option<ReviewDecisions>,
     pub vaults: Option<Vec<VaultEntry>>,
 }
@@ -375,6 +381,7 @@ impl Layer {
                 own("VAULT_IDLE_SECONDS"),
             )?,
             drain_seconds: parse_opt("NOTEVAULT_DRAIN_SECONDS", own("DRAIN_SECONDS"))?,
+            metrics_listen: parse_opt("NOTEVAULT_METRICS_LISTEN", own("METRICS_LISTEN"))?,
             review_decisions: own("REVIEW_DECISIONS")
                 .map(|v| {
                     ReviewDecisions::parse(v.trim()).ok_or_else(|| {
@@ -466,7 +473,8 @@ impl Config {
             tls_key,
             embed_model,
             database_url,
-            blob_store
+            blob_store,
+            metrics_listen
         );
         if let Some(settings) = layer.blob_settings {
             self.blob_settings = settings;

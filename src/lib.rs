@@ -30,6 +30,7 @@ pub mod state; // the stores and the seq, as plain data
 pub mod storage; // the storage seam: traits the pipeline, recorder and queries reach stores by
 pub mod surface; // what api, mcp and console share: the calls, their params and answers, the envelope
 pub mod sync; // the device sync plane: op log reads, snapshot, checkpoints, compaction, E2EE state
+pub mod telemetry; // the metrics: one Prometheus recorder, names and labels; imports nothing of the crate
 pub mod vault; // domain core: notes, frontmatter, paths; no HTTP
 pub mod vaults; // the vault registry: every vault one daemon serves, the default first
 pub mod watch; // the live watcher

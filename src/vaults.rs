@@ -70,4 +70,17 @@ pub trait Directory: Send + Sync {
     /// Each part the directory needs to serve (`database`, `schema`), and why it cannot
     /// now (for `/readyz`).
     fn ready(&self) -> Vec<(&'static str, std::result::Result<(), String>)>;
+
+    /// The vaults open on this instance now (a scrape's op-log lag).
+    fn open_vaults(&self) -> Vec<Arc<State>> {
+        Vec::new()
+    }
+
+    /// Set its database pools' gauges (`telemetry`), for a scrape.
+    fn sample_pools(&self) {}
+
+    /// The writes waiting for review in the vaults open now; `None` when it cannot tell.
+    fn pending_writes(&self) -> Option<usize> {
+        None
+    }
 }

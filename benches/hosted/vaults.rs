@@ -339,7 +339,24 @@ pub async fn many(bench: &Bench, rows: &mut Vec<Row>) -> Result<()> {
     wait_idle(pid, Duration::from_secs(600)).await?;
     let open_rss = proc_status_mib(pid, "VmRSS:")?;
     let per = (open_rss - start_rss) / count as f64;
+    // What the memory is: mapped files (the indexes' segments) or the heap and stacks,
+    // and how many threads the open vaults keep.
+    let (anon, file) = (
+        proc_status_mib(pid, "RssAnon:")?,
+        proc_status_mib(pid, "RssFile:")?,
+    );
+    let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))?
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:").map(|t| t.trim().to_string()))
+        .unwrap_or_default();
     drop(inst);
+    row(
+        rows,
+        &format!("after {count} vaults opened: RssAnon / RssFile / threads"),
+        format!("{anon:.1} MiB / {file:.1} MiB / {threads}"),
+        "what the per-vault memory is made of",
+        "",
+    );
     row(
         rows,
         &format!("instance VmRSS: after start / after one request to each of {count} vaults"),

@@ -151,7 +151,7 @@ pub fn vault(command: VaultCommand) -> anyhow::Result<()> {
 /// end) and a lobby (an empty vault that requests naming no vault reach).
 pub async fn serve(
     config: Config,
-    listener: tokio::net::TcpListener,
+    (listener, metrics): (tokio::net::TcpListener, Option<tokio::net::TcpListener>),
     migrate: bool,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -174,7 +174,14 @@ pub async fn serve(
         ..Options::default()
     };
     let db = Database::open(url.expose(), pool(32)).map_err(message)?;
-    let keys = Database::open(url.expose(), pool(32)).map_err(message)?;
+    let keys = Database::open(
+        url.expose(),
+        Options {
+            name: "keys",
+            ..pool(32)
+        },
+    )
+    .map_err(message)?;
     if migrate {
         let done = on_db(schema::migrate(&db)).map_err(message)?;
         if done.from != done.to {
@@ -212,8 +219,9 @@ pub async fn serve(
         );
     }
     tracing::info!(%addr, "serving hosted mode");
-    let served = crate::http::run_with(
+    let served = crate::http::run_with_metrics(
         listener,
+        metrics,
         crate::vaults::Vaults::from(hosted.lobby.state.clone()),
         Some(hosted.vaults.clone()),
         shutdown,

@@ -58,6 +58,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watch: args.no_watch.then_some(false),
         database_url: args.database.clone().map(crate::config::Secret::new),
         blob_store: args.blob_store.clone(),
+        metrics_listen: args.metrics_listen,
         ..Layer::default()
     };
     let mut config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), flags)
@@ -88,8 +89,13 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(crate::http::metrics::bind(addr).await?),
+            None => None,
+        };
         if config.database_url.is_some() {
-            return super::hosted::serve(config, listener, migrate, stop_signal()).await;
+            let listeners = (listener, metrics);
+            return super::hosted::serve(config, listeners, migrate, stop_signal()).await;
         }
         let configs = config.vault_configs().map_err(anyhow::Error::msg)?;
         let daemons =
@@ -136,7 +142,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             console_link(state, &url, states.len() > 1, json_logs);
         }
         let vaults = crate::vaults::Vaults::new(states).map_err(anyhow::Error::msg)?;
-        crate::http::run(listener, vaults, stop_signal()).await?;
+        crate::http::run_with_metrics(listener, metrics, vaults, None, stop_signal()).await?;
         // What the index and the history hold goes to disk before the process ends;
         // a second Ctrl-C or SIGTERM ends it at once (writes are crash-safe).
         tokio::spawn(async {

@@ -174,6 +174,7 @@ impl HostedVaults {
                     vaults.used.lock().remove(&id);
                     let closed = vaults.open.lock().remove(&id);
                     if let Some(state) = closed {
+                        crate::telemetry::vault_evicted();
                         tracing::debug!(vault = %id, "closed an idle vault");
                         stop(&state);
                     }
@@ -330,7 +331,8 @@ impl Directory for HostedVaults {
             return Ok(None);
         };
         let vault_id = &id.to_string();
-        let Some(vault) = block_on(hosted::lookup::served(&self.db, vault_id))? else {
+        let Some((vault, stored_seq)) = block_on(hosted::lookup::served(&self.db, vault_id))?
+        else {
             // Deleted (or being deleted) since it was opened: served no more.
             if let Some(state) = self.open.lock().remove(vault_id) {
                 stop(&state);
@@ -339,7 +341,10 @@ impl Directory for HostedVaults {
         };
         let known = self.open.lock().get(vault_id).cloned();
         let state = match known {
-            Some(state) => state,
+            Some(state) => {
+                crate::telemetry::vault_cache(true);
+                state
+            }
             None => {
                 let _loading = self.loading.lock();
                 // Loaded by another request while this one waited.
@@ -347,6 +352,7 @@ impl Directory for HostedVaults {
                 match known {
                     Some(state) => state,
                     None => {
+                        crate::telemetry::vault_cache(false);
                         let state = self.load(&vault)?;
                         self.open.lock().insert(vault_id.clone(), state.clone());
                         state
@@ -357,7 +363,7 @@ impl Directory for HostedVaults {
         self.used
             .lock()
             .insert(vault_id.clone(), std::time::Instant::now());
-        crate::record::follow::refresh(&state)?;
+        crate::record::follow::refresh_from(&state, stored_seq)?;
         Ok(Some(state))
     }
 
@@ -399,6 +405,31 @@ impl Directory for HostedVaults {
 
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {
         block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
+    }
+
+    fn open_vaults(&self) -> Vec<Arc<State>> {
+        self.open.lock().values().cloned().collect()
+    }
+
+    fn sample_pools(&self) {
+        self.db.sample_pool();
+        self.keys.sample_pool();
+    }
+
+    fn pending_writes(&self) -> Option<usize> {
+        let open: Vec<Uuid> = self
+            .open
+            .lock()
+            .keys()
+            .filter_map(|id| Uuid::parse_str(id).ok())
+            .collect();
+        match block_on(hosted::lookup::pending_writes(&self.db, &open)) {
+            Ok(n) => usize::try_from(n).ok(),
+            Err(e) => {
+                tracing::debug!(error = %e.message, "cannot count the review queue for a scrape");
+                None
+            }
+        }
     }
 }
 

@@ -62,13 +62,18 @@ impl Key {
         self,
         client: &Client,
         what: &str,
-    ) -> std::result::Result<u64, tokio_postgres::Error> {
+    ) -> std::result::Result<tokio_postgres::Row, tokio_postgres::Error> {
+        // Prepared once per connection: a write takes and lets go of two locks.
         match self {
-            Key::Vault(k) => client.execute(&format!("SELECT {what}($1)"), &[&k]).await,
+            Key::Vault(k) => {
+                let stmt = client.prepare_cached(&format!("SELECT {what}($1)")).await?;
+                client.query_one(&stmt, &[&k]).await
+            }
             Key::Write(a, b) => {
-                client
-                    .execute(&format!("SELECT {what}($1, $2)"), &[&a, &b])
-                    .await
+                let stmt = client
+                    .prepare_cached(&format!("SELECT {what}($1, $2)"))
+                    .await?;
+                client.query_one(&stmt, &[&a, &b]).await
             }
         }
     }
@@ -83,6 +88,14 @@ impl VaultFence {
     fn take(&self, db: &Database, key: Key, busy: &'static str) -> Result<Box<dyn Send>> {
         let client = block_on(async {
             let client = db.client().await?;
+            // Free (the common case): taken in one round trip.
+            let taken = key
+                .run(&client, "pg_try_advisory_lock")
+                .await
+                .map_err(db_error)?;
+            if taken.get::<_, bool>(0) {
+                return Ok(client);
+            }
             client
                 .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
                 .await

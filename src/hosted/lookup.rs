@@ -9,28 +9,33 @@ use crate::error::Result;
 use super::registry::Vault;
 use super::{db_error, Database};
 
-/// The vault `id`, unless there is none or it is being deleted.
-pub async fn served(db: &Database, id: &str) -> Result<Option<Vault>> {
+/// The vault `id`, unless there is none or it is being deleted, and its committed seq
+/// (read together: a request learns both in one round trip).
+pub async fn served(db: &Database, id: &str) -> Result<Option<(Vault, i64)>> {
     let Ok(id) = Uuid::parse_str(id) else {
         return Ok(None);
     };
     let client = db.client().await?;
-    let row = client
-        .query_opt(
-            "SELECT id, name, org_id, created_at, deleting FROM vaults WHERE id = $1",
-            &[&id],
+    let stmt = client
+        .prepare_cached(
+            "SELECT v.id, v.name, v.org_id, v.created_at, v.deleting, c.committed_seq
+             FROM vaults v LEFT JOIN vault_counters c ON c.vault_id = v.id WHERE v.id = $1",
         )
         .await
         .map_err(db_error)?;
+    let row = client.query_opt(&stmt, &[&id]).await.map_err(db_error)?;
     Ok(row
-        .map(|r| Vault {
-            id: r.get("id"),
-            name: r.get("name"),
-            org_id: r.get("org_id"),
-            created_at: r.get("created_at"),
-            deleting: r.get("deleting"),
+        .map(|r| {
+            let vault = Vault {
+                id: r.get("id"),
+                name: r.get("name"),
+                org_id: r.get("org_id"),
+                created_at: r.get("created_at"),
+                deleting: r.get("deleting"),
+            };
+            (vault, r.get::<_, Option<i64>>("committed_seq").unwrap_or(0))
         })
-        .filter(|v| !v.deleting))
+        .filter(|(v, _)| !v.deleting))
 }
 
 async fn vault_where(db: &Database, sql: &str, key: &str) -> Result<Option<String>> {
@@ -109,6 +114,20 @@ pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Re
         .map_err(db_error)?;
     let row = client
         .query_one(read, &[&vault, &key])
+        .await
+        .map_err(db_error)?;
+    Ok(row.get(0))
+}
+
+/// Writes waiting for review in `vaults` (for the metrics: the vaults open on an
+/// instance, so that a scrape reads their index, never the whole table).
+pub async fn pending_writes(db: &Database, vaults: &[Uuid]) -> Result<i64> {
+    let client = db.client().await?;
+    let row = client
+        .query_one(
+            "SELECT COUNT(*) FROM pending_writes WHERE vault_id = ANY($1) AND status = 'pending'",
+            &[&vaults],
+        )
         .await
         .map_err(db_error)?;
     Ok(row.get(0))

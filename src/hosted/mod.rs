@@ -43,6 +43,8 @@ pub struct Options {
     /// transaction may sit idle holding its locks. Set per connection unless the URL
     /// sets `options` itself.
     pub statement_timeout: Duration,
+    /// The pool's name in the metrics (`pool` label): `stores` or `keys`.
+    pub name: &'static str,
 }
 
 impl Default for Options {
@@ -51,6 +53,7 @@ impl Default for Options {
             acquire_timeout: Duration::from_secs(2),
             max_connections: 16,
             statement_timeout: Duration::from_secs(5),
+            name: "stores",
         }
     }
 }
@@ -124,11 +127,25 @@ impl Database {
     /// A connection, within [`Options::acquire_timeout`] or `STORAGE_UNAVAILABLE`.
     pub async fn client(&self) -> Result<Client> {
         let limit = self.options.acquire_timeout;
-        match tokio::time::timeout(limit, self.pool.get()).await {
+        let asked = std::time::Instant::now();
+        let got = tokio::time::timeout(limit, self.pool.get()).await;
+        crate::telemetry::pool_wait(self.options.name, asked.elapsed());
+        match got {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(pool_error(e, limit)),
             Err(_) => Err(unreachable_after(limit)),
         }
+    }
+
+    /// Set the pool's gauges (connections in use and idle, callers waiting) for a scrape.
+    pub fn sample_pool(&self) {
+        let status = self.pool.status();
+        crate::telemetry::set_pool(
+            self.options.name,
+            status.size.saturating_sub(status.available),
+            status.available,
+            status.waiting,
+        );
     }
 }
 

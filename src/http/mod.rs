@@ -9,6 +9,7 @@
 //! panic catcher → `/mcp` or `api::dispatch`.
 
 mod hosted;
+pub mod metrics;
 mod probes;
 pub mod server;
 pub mod tls;
@@ -85,6 +86,7 @@ impl AppState {
     }
 
     fn build(vaults: Vaults, directory: Option<Arc<dyn Directory>>) -> Self {
+        crate::telemetry::install();
         let config = vaults.default_vault().config.clone();
         let guards = Arc::new(Guards {
             hosts: HostGuard::new(&config),
@@ -122,14 +124,13 @@ impl AppState {
 /// same middleware.
 pub fn router(app: AppState) -> Router {
     let probes = probes::routes(app.clone());
-    layered(
-        Router::new()
-            .route("/mcp", axum::routing::any(mcp))
-            .merge(crate::console::routes())
-            .fallback(dispatch),
-        app,
-    )
-    .merge(probes)
+    let routes = Router::new()
+        .route("/mcp", axum::routing::any(mcp))
+        .merge(crate::console::routes());
+    let (routes, open_metrics) = metrics::place(routes, &app);
+    layered(routes.fallback(dispatch), app)
+        .merge(probes)
+        .merge(open_metrics)
 }
 
 /// `/mcp`: the same one check as a routed request ([`routes::MCP`]), then the vault's
@@ -200,6 +201,18 @@ pub async fn run_with(
     directory: Option<Arc<dyn Directory>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    run_with_metrics(listener, None, vaults, directory, shutdown).await
+}
+
+/// [`run_with`], serving `GET /metrics` alone on `metrics` too (`metrics_listen`, bound
+/// by the caller, which says where it listens).
+pub async fn run_with_metrics(
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    vaults: Vaults,
+    directory: Option<Arc<dyn Directory>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let acceptor = tls::acceptor(&vaults.default_vault().config)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     for state in vaults.all() {
@@ -222,6 +235,8 @@ pub async fn run_with(
         futures::future::select_all(any).await;
     };
     let app = AppState::build(vaults, directory);
+    // Dropped at the end of this function: the metrics listener closes with the main one.
+    let _metrics = metrics.map(|listener| metrics::serve(listener, app.clone()));
     let limits = server::Limits::from(&app.config);
     let docs_url = app.docs_url.clone();
     let mcp_cancel = app.mcp_cancel.clone();
@@ -285,14 +300,16 @@ async fn request_id(Shared(app): Shared<AppState>, mut req: Request, next: Next)
         .extensions()
         .get::<LoggedVault>()
         .map_or("", |v| v.0.as_str());
+    let (status, took) = (response.status().as_u16(), started.elapsed());
+    crate::telemetry::request(route, status, took);
     tracing::info!(
         target: "notevault::access",
         request_id = %id,
         vault,
         method = %method,
         route,
-        status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        status,
+        latency_ms = took.as_secs_f64() * 1000.0,
         "request"
     );
     response

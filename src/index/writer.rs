@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::Schema;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
@@ -34,9 +35,32 @@ const SMALL_WRITER_BYTES: usize = 15_000_000;
 /// with 30-40 MiB less at the first start's peak; 16 MB took ~1.4x as long.
 const START_WRITER_BYTES_PER_THREAD: usize = 32_000_000;
 
+/// A start-up sync of fewer notes than this is written by the small writer: a large one
+/// costs more to start (its threads, its per-thread term tables) than it saves there.
+const LARGE_START: usize = 2_000;
+
+/// A writer of one indexing thread with the smallest budget and one merge thread (not
+/// tantivy's four): what changes arriving a few at a time need. An instance serving many
+/// vaults keeps two such writers per open vault.
+fn small_writer(index: &Index) -> tantivy::Result<IndexWriter<NoteDoc>> {
+    index.writer_with_options(
+        IndexWriterOptions::builder()
+            .num_worker_threads(1)
+            .memory_budget_per_thread(SMALL_WRITER_BYTES)
+            .num_merge_threads(1)
+            .build(),
+    )
+}
+
+/// The start-up writer: every core (at most four), a large memory budget.
+fn large_writer(index: &Index) -> tantivy::Result<IndexWriter<NoteDoc>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    index.writer_with_num_threads(threads, START_WRITER_BYTES_PER_THREAD * threads)
+}
+
 /// A writer on an empty in-memory index, to hold the place of one being dropped.
 fn placeholder_writer() -> tantivy::Result<IndexWriter<NoteDoc>> {
-    Index::create_in_ram(schema().0).writer_with_num_threads(1, SMALL_WRITER_BYTES)
+    small_writer(&Index::create_in_ram(schema().0))
 }
 
 /// Changes that follow one another closely are made searchable together, at most this
@@ -132,9 +156,7 @@ impl Worker {
         fields: Fields,
         lock: std::fs::File,
     ) -> anyhow::Result<Self> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let writer: IndexWriter<NoteDoc> = index
-            .writer_with_num_threads(threads, START_WRITER_BYTES_PER_THREAD * threads)
+        let writer = small_writer(&index)
             .map_err(|e| anyhow::anyhow!("cannot open the search index: {e}"))?;
         let reader = index
             .reader_builder()
@@ -151,7 +173,7 @@ impl Worker {
             retry: Backoff::default(),
             main_reader: reader,
             fields,
-            ram_writer: ram.writer_with_num_threads(1, SMALL_WRITER_BYTES)?,
+            ram_writer: small_writer(&ram)?,
             ram_reader: ram
                 .reader_builder()
                 .reload_policy(ReloadPolicy::Manual)
@@ -181,11 +203,19 @@ impl Worker {
         }
     }
 
-    /// Replace the start-up writer by a one-thread writer with the smallest budget.
+    /// Replace the start-up writer by a small one ([`small_writer`]).
     fn shrink(&mut self) -> tantivy::Result<()> {
+        self.replace_main(small_writer)
+    }
+
+    /// Replace the writer by the one `make` opens on the index.
+    fn replace_main(
+        &mut self,
+        make: fn(&Index) -> tantivy::Result<IndexWriter<NoteDoc>>,
+    ) -> tantivy::Result<()> {
         let small = loop {
             // The old writer holds the lock until it is dropped: swap through a wait.
-            match self.index.writer_with_num_threads(1, SMALL_WRITER_BYTES) {
+            match make(&self.index) {
                 Ok(w) => break w,
                 Err(tantivy::TantivyError::LockFailure(..)) => {
                     // Dropping it stops its merges (they are considered again at the next
@@ -391,16 +421,24 @@ impl SearchIndex {
             // `indexed_seq` only passes it with a later change (as it always did).
             let r = match msg {
                 Msg::Sync { notes, seq } => {
-                    // The start-up sync goes straight to disk, with every core and a large
-                    // memory budget; later changes come a few at a time, and a writer's
-                    // memory grows with its budget, so a small writer takes over.
+                    // A large start-up sync goes straight to disk, with every core and a
+                    // large memory budget; later changes come a few at a time, and a
+                    // writer's memory grows with its budget, so a small writer takes over.
                     let mut differing = notes.len();
-                    let r = self.sync(&w.main, &notes, &HashSet::new()).and_then(|n| {
-                        differing = n;
-                        w.main.commit()?;
-                        self.reader.reload()?;
-                        Ok(n)
-                    });
+                    let large = notes.len() >= LARGE_START;
+                    let grown = if large {
+                        w.replace_main(large_writer)
+                    } else {
+                        Ok(())
+                    };
+                    let r = grown
+                        .and_then(|()| self.sync(&w.main, &notes, &HashSet::new()))
+                        .and_then(|n| {
+                            differing = n;
+                            w.main.commit()?;
+                            self.reader.reload()?;
+                            Ok(n)
+                        });
                     // The vectors catch up beside the writer: the lexical index is
                     // published with this batch, and changes go on meanwhile
                     // (`Vectors::sync` never replaces an entry a change wrote since it
@@ -413,7 +451,11 @@ impl SearchIndex {
                             w.hold(None, seq);
                             // A swap that failed half way may leave the placeholder in
                             // place: a real writer is opened before the next commit.
-                            w.shrink().inspect_err(|_| w.discard_main())
+                            if large {
+                                w.shrink().inspect_err(|_| w.discard_main())
+                            } else {
+                                Ok(())
+                            }
                         }
                         Err(e) => {
                             // Kept, and tried again with the overlay's next flush; its

@@ -78,6 +78,16 @@ fn attachments_again(state: &State) -> Result<()> {
     Ok(())
 }
 
+/// [`refresh`], the stored seq read already (with the vault's row, by the request that
+/// opens it).
+pub fn refresh_from(state: &State, stored: i64) -> Result<()> {
+    if state.shared.is_none() || stored <= state.committed_seq() {
+        return Ok(());
+    }
+    let write = state.lock();
+    catch_up(state, &write)
+}
+
 /// One op into the catalog and the index. Ops of what the catalog does not hold
 /// (attachments, private notes, key changes) only advance the index's seq.
 fn take_in(state: &State, op: &OpRow) -> Result<()> {

@@ -29,9 +29,23 @@ pub struct IntentKey<'a> {
     pub legacy: Option<&'a str>,
 }
 
+/// Submit a write (see [`answer`]), counted by its outcome: applied, queued, refused by
+/// reason, or replayed from its receipt (`telemetry`).
+pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Receipt> {
+    use crate::telemetry::{self, WriteOutcome};
+    let (answered, replay) = telemetry::counting_replays(|| answer(state, request, idem));
+    telemetry::write(match &answered {
+        _ if replay => WriteOutcome::Replayed,
+        Ok(receipt) if receipt.status == ReceiptStatus::Queued => WriteOutcome::Queued,
+        Ok(_) => WriteOutcome::Applied,
+        Err(e) => WriteOutcome::Refused(e.reason.as_str()),
+    });
+    answered
+}
+
 /// Submit a write: replay it if this key already ran this request, refuse a key reused
 /// for another request, else apply it (or queue it) and store its receipt under the key.
-pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Receipt> {
+fn answer(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Receipt> {
     let identity = request.identity();
     let key_lock = state.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
@@ -48,6 +62,7 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
             )
             .with_meta("idempotency_key", idem.key));
         }
+        crate::telemetry::replayed();
         return match row.receipt {
             Some(json) => serde_json::from_str(&json).map_err(|e| {
                 Error::internal(format!("a stored receipt is corrupt: {e}")).with_cause(e)

@@ -146,3 +146,110 @@ async fn readiness_names_the_database_while_it_is_down() {
     let (status, ready) = probe("/readyz").await;
     assert_eq!(status, 200, "{ready}");
 }
+
+/// The database refusing new connections (the role's connection limit reached, as a
+/// cluster's `max_connections` would): a request that needs one is `503
+/// STORAGE_UNAVAILABLE` with `Retry-After`, its message naming the limit; nothing is
+/// half-written; once connections are allowed again the retry lands once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_limit_reached_is_unavailable_then_served_again() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let role = format!("nv_limited_{}", uuid::Uuid::new_v4().simple());
+    query(
+        &hosted.db.url,
+        &format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'limited-pw';
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO {role};
+             GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ),
+    );
+    let (scheme, rest) = hosted.db.url.split_once("://").unwrap();
+    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+    let a = hosted.instance_at(&format!("{scheme}://{role}:limited-pw@{host}"));
+    a.call(
+        Method::POST,
+        "/v1/notes",
+        Some("k-before"),
+        Some(json!({"slug": "before", "content": "# Before\n"})),
+        201,
+    )
+    .await;
+
+    // No new connection for the role, and the ones it has cut.
+    let cut = |limit: i32| {
+        query(
+            &hosted.db.url,
+            &format!(
+                "ALTER ROLE {role} CONNECTION LIMIT {limit};
+                 SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE usename = '{role}') AS cut"
+            ),
+        )
+    };
+    cut(0);
+    // A pooled connection cut under a request answers first (as a restart would); then
+    // every new one is refused for the limit. Each answer is the envelope.
+    let write = json!({"slug": "during", "content": "# During\n"});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let res = a
+            .send(
+                Method::POST,
+                "/v1/notes",
+                Some("k-during"),
+                Some(write.clone()),
+            )
+            .await;
+        assert!(res.headers().contains_key("retry-after"), "{res:?}");
+        let refused = res_json(res, 503, "a write past the connection limit").await;
+        assert_envelope(&refused, 503, "STORAGE_UNAVAILABLE");
+        if refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many connections")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never the limit: {refused}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rows = query(
+        &hosted.db.url,
+        "SELECT count(*) FROM notes WHERE path = 'during.md'",
+    );
+    assert_eq!(rows[0].get::<_, i64>(0), 0, "nothing half-written");
+
+    // Allowed again: the retry lands, once.
+    query(
+        &hosted.db.url,
+        &format!("ALTER ROLE {role} CONNECTION LIMIT -1"),
+    );
+    let made = a
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("k-during"),
+            Some(write.clone()),
+            201,
+        )
+        .await;
+    let again = a
+        .call(
+            Method::POST,
+            "/v1/notes",
+            Some("k-during"),
+            Some(write),
+            201,
+        )
+        .await;
+    assert_eq!(made["version_id"], again["version_id"]);
+    drop(a);
+    query(
+        &hosted.db.url,
+        &format!(
+            "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; DROP ROLE {role}"
+        ),
+    );
+}

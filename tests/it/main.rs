@@ -48,6 +48,7 @@ mod mcp;
 mod mcp_sections;
 mod mcp_stdio;
 mod mcp_writes;
+mod metrics;
 mod names;
 mod notes;
 mod openapi;

@@ -12,7 +12,7 @@ use tantivy::{IndexWriter, Term};
 
 use super::super::schema::{stamp_of, NoteDoc};
 use super::super::{searchable, SearchIndex};
-use super::{placeholder_writer, Worker, MERGE_AFTER, SMALL_WRITER_BYTES};
+use super::{placeholder_writer, small_writer, Worker, MERGE_AFTER};
 use crate::vault::note::Note;
 
 /// The first pause after a failed commit of the index on disk.
@@ -90,7 +90,7 @@ impl Worker {
     /// Open a new writer in place of one given up.
     pub(super) fn renew(&mut self) -> tantivy::Result<()> {
         if self.main_dead {
-            self.main = self.index.writer_with_num_threads(1, SMALL_WRITER_BYTES)?;
+            self.main = small_writer(&self.index)?;
             self.main_dead = false;
         }
         Ok(())

@@ -91,6 +91,15 @@ impl Hosted {
         self.start_command(daemon::serve(BIN), cache, dir, env)
     }
 
+    /// An instance that connects to the database with another URL (another role).
+    pub fn instance_at(&self, url: &str) -> Instance {
+        let cache = tempfile::tempdir().unwrap();
+        let dir = cache.path().to_path_buf();
+        let mut command = daemon::serve(BIN);
+        command.args(["--database", url]);
+        self.start_command(command, cache, &dir, &[])
+    }
+
     fn start_command(
         &self,
         mut command: Command,
@@ -98,8 +107,11 @@ impl Hosted {
         dir: &std::path::Path,
         env: &[(&str, &str)],
     ) -> Instance {
+        if !command.get_args().any(|a| a == "--database") {
+            command.args(["--database", &self.db.url]);
+        }
         command
-            .args(["--listen", "127.0.0.1:0", "--database", &self.db.url])
+            .args(["--listen", "127.0.0.1:0"])
             .arg("--state-dir")
             .arg(dir)
             .env_remove("NOTEVAULT_DATABASE_URL")
