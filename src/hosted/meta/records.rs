@@ -93,9 +93,12 @@ impl Records for PgMeta {
             let mut client = self.db.client().await?;
             let tx = client.transaction().await.map_err(db_error)?;
             claim_seqs(&tx, *vault, span).await?;
-            insert_ops(&tx, vault, ops).await?;
-            execute_each(
-                &tx,
+            // The seqs are this transaction's: its rows go out pipelined on the one
+            // connection (each statement group waits only for its own answers; the
+            // deletes of notes before their upserts).
+            let t = &tx;
+            let revisions_in = execute_each(
+                t,
                 "INSERT INTO revisions (vault_id, seq, version_id, note_id, path,
                    prev_version_id, content_hash, actor, kind, created_at, commit_id)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -115,38 +118,45 @@ impl Records for PgMeta {
                         &r.commit_id,
                     ]
                 },
-            )
-            .await?;
-            execute_each(
-                &tx,
-                "DELETE FROM notes WHERE vault_id = $1 AND note_id = $2",
-                removed,
-                |id| vec![vault, id],
-            )
-            .await?;
-            execute_each(
-                &tx,
-                "INSERT INTO notes (vault_id, note_id, path, version_id, content_hash,
+            );
+            let notes_in = async {
+                execute_each(
+                    t,
+                    "DELETE FROM notes WHERE vault_id = $1 AND note_id = $2",
+                    removed,
+                    |id| vec![vault, id],
+                )
+                .await?;
+                execute_each(
+                    t,
+                    "INSERT INTO notes (vault_id, note_id, path, version_id, content_hash,
                    created_at, observed_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (vault_id, note_id) DO UPDATE SET path = excluded.path,
                    version_id = excluded.version_id, content_hash = excluded.content_hash,
                    observed_at = excluded.observed_at",
-                notes,
-                |n| {
-                    vec![
-                        vault,
-                        &n.note_id,
-                        &n.path,
-                        &n.version_id,
-                        &n.content_hash,
-                        &n.created_at,
-                        &n.observed_at,
-                    ]
-                },
-            )
-            .await?;
-            settle(&tx, vault, settled).await?;
+                    notes,
+                    |n| {
+                        vec![
+                            vault,
+                            &n.note_id,
+                            &n.path,
+                            &n.version_id,
+                            &n.content_hash,
+                            &n.created_at,
+                            &n.observed_at,
+                        ]
+                    },
+                )
+                .await
+            };
+            let (a, b, c, d) = futures::join!(
+                insert_ops(t, vault, ops),
+                revisions_in,
+                notes_in,
+                settle(t, vault, settled),
+            );
+            first_cause([a, b, c, d])?;
             tx.commit().await.map_err(db_error)
         })
     }
@@ -301,14 +311,34 @@ async fn settle(
     vault: &uuid::Uuid,
     settled: &[Settlement],
 ) -> Result<()> {
-    keep_receipts(tx, vault, settled.iter().filter_map(|s| s.receipt.as_ref())).await?;
-    execute_each(
-        tx,
-        "INSERT INTO applied_writes (vault_id, at) VALUES ($1, $2)",
-        settled.iter().filter_map(|s| s.applied_at.as_ref()),
-        |at| vec![vault, at],
-    )
-    .await?;
     let audits: Vec<&SettledAudit> = settled.iter().filter_map(|s| s.audit.as_ref()).collect();
-    insert_audits(tx, vault, &audits).await
+    let (a, b, c) = futures::join!(
+        keep_receipts(tx, vault, settled.iter().filter_map(|s| s.receipt.as_ref())),
+        execute_each(
+            tx,
+            "INSERT INTO applied_writes (vault_id, at) VALUES ($1, $2)",
+            settled.iter().filter_map(|s| s.applied_at.as_ref()),
+            |at| vec![vault, at],
+        ),
+        insert_audits(tx, vault, &audits),
+    );
+    first_cause([a, b, c])
+}
+
+/// The outcome of statements sent together in one transaction. Once one fails, the
+/// server answers each one after it "current transaction is aborted" (25P02): the
+/// error to answer is the one that is not that.
+fn first_cause<const N: usize>(results: [Result<()>; N]) -> Result<()> {
+    let aborted = |e: &crate::error::Error| {
+        std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<tokio_postgres::Error>())
+            .and_then(tokio_postgres::Error::code)
+            == Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION)
+    };
+    let mut errors: Vec<crate::error::Error> =
+        results.into_iter().filter_map(Result::err).collect();
+    match errors.iter().position(|e| !aborted(e)) {
+        Some(i) => Err(errors.swap_remove(i)),
+        None => errors.into_iter().next().map_or(Ok(()), Err),
+    }
 }
