@@ -340,31 +340,7 @@ fn put(
             .unwrap_or_default(),
         stamp: Stamp::of(&meta),
     };
-    let recorded = record(
-        state,
-        write,
-        Batch {
-            actor,
-            subject: format!("upload {}", safe.rel),
-            entries: Vec::new(),
-            files: vec![FileEntry {
-                path: safe.rel.clone(),
-                to: Some(attachment.clone()),
-                kind: "create".into(),
-            }],
-            whole_vault: None,
-            durable: true,
-            marks: Vec::new(),
-        },
-    )?;
-    let seq = recorded
-        .file_seqs
-        .first()
-        .copied()
-        .unwrap_or(state.committed_seq());
-    let mut r = receipt(&attachment, seq, true, false);
-    r.flow_back_error = recorded.history_problem;
-    Ok(r)
+    record_upload(state, write, actor, &safe.rel, attachment)
 }
 
 /// Write a private note's ciphertext file (see [`Op::PutPrivate`]): atomically, checked
@@ -556,15 +532,27 @@ fn put_blob(
             inode: 0,
         },
     };
+    record_upload(state, write, actor, &safe.rel, attachment)
+}
+
+/// Record an uploaded attachment (its bytes in place, in the folder or the blob store):
+/// one durable batch, and its receipt.
+fn record_upload(
+    state: &State,
+    write: &WriteLock<'_>,
+    actor: &str,
+    rel: &str,
+    attachment: Attachment,
+) -> Result<Receipt> {
     let recorded = record(
         state,
         write,
         Batch {
             actor,
-            subject: format!("upload {}", safe.rel),
+            subject: format!("upload {rel}"),
             entries: Vec::new(),
             files: vec![FileEntry {
-                path: safe.rel.clone(),
+                path: rel.to_string(),
                 to: Some(attachment.clone()),
                 kind: "create".into(),
             }],
