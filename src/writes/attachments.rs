@@ -406,31 +406,17 @@ fn put_private(
         .map_err(|e| {
             Error::internal(format!("cannot read {path:?} just written: {e}")).with_cause(e)
         })?;
-    let recorded = record(
+    let kind = if base.is_none() { "create" } else { "update" };
+    let subject = format!("private note {}", safe.rel);
+    record_file(
         state,
         write,
-        Batch {
-            actor,
-            subject: format!("private note {}", safe.rel),
-            entries: Vec::new(),
-            files: vec![FileEntry {
-                path: safe.rel.clone(),
-                to: Some(attachment.clone()),
-                kind: if base.is_none() { "create" } else { "update" }.into(),
-            }],
-            whole_vault: None,
-            durable: true,
-            marks: Vec::new(),
-        },
-    )?;
-    let seq = recorded
-        .file_seqs
-        .first()
-        .copied()
-        .unwrap_or(state.committed_seq());
-    let mut r = receipt(&attachment, seq, base.is_none(), false);
-    r.flow_back_error = recorded.history_problem;
-    Ok(r)
+        actor,
+        subject,
+        (&safe.rel, kind),
+        Some(attachment.clone()),
+        &attachment,
+    )
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -467,31 +453,16 @@ fn delete(
         )
         .with_meta("sha256", known.sha256.clone()));
     }
-    let recorded = record(
+    let subject = format!("delete {}", safe.rel);
+    record_file(
         state,
         write,
-        Batch {
-            actor,
-            subject: format!("delete {}", safe.rel),
-            entries: Vec::new(),
-            files: vec![FileEntry {
-                path: safe.rel.clone(),
-                to: None,
-                kind: "delete".into(),
-            }],
-            whole_vault: None,
-            durable: true,
-            marks: Vec::new(),
-        },
-    )?;
-    let seq = recorded
-        .file_seqs
-        .first()
-        .copied()
-        .unwrap_or(state.committed_seq());
-    let mut r = receipt(&known, seq, false, false);
-    r.flow_back_error = recorded.history_problem;
-    Ok(r)
+        actor,
+        subject,
+        (&safe.rel, "delete"),
+        None,
+        &known,
+    )
 }
 
 /// A hosted vault's upload, recorded: its bytes are in the blob store already (the
@@ -535,8 +506,7 @@ fn put_blob(
     record_upload(state, write, actor, &safe.rel, attachment)
 }
 
-/// Record an uploaded attachment (its bytes in place, in the folder or the blob store):
-/// one durable batch, and its receipt.
+/// Record an uploaded attachment (its bytes in place, in the folder or the blob store).
 fn record_upload(
     state: &State,
     write: &WriteLock<'_>,
@@ -544,17 +514,41 @@ fn record_upload(
     rel: &str,
     attachment: Attachment,
 ) -> Result<Receipt> {
+    let subject = format!("upload {rel}");
+    record_file(
+        state,
+        write,
+        actor,
+        subject,
+        (rel, "create"),
+        Some(attachment.clone()),
+        &attachment,
+    )
+}
+
+/// Record one change of a file kept by path (an attachment, a private note): one durable
+/// batch at `rel` (`kind`: create, update, delete), and its receipt, which tells of
+/// `facts` (the file as it is now, or was).
+fn record_file(
+    state: &State,
+    write: &WriteLock<'_>,
+    actor: &str,
+    subject: String,
+    (rel, kind): (&str, &str),
+    to: Option<Attachment>,
+    facts: &Attachment,
+) -> Result<Receipt> {
     let recorded = record(
         state,
         write,
         Batch {
             actor,
-            subject: format!("upload {rel}"),
+            subject,
             entries: Vec::new(),
             files: vec![FileEntry {
                 path: rel.to_string(),
-                to: Some(attachment.clone()),
-                kind: "create".into(),
+                to,
+                kind: kind.into(),
             }],
             whole_vault: None,
             durable: true,
@@ -566,7 +560,7 @@ fn record_upload(
         .first()
         .copied()
         .unwrap_or(state.committed_seq());
-    let mut r = receipt(&attachment, seq, true, false);
+    let mut r = receipt(facts, seq, kind == "create", false);
     r.flow_back_error = recorded.history_problem;
     Ok(r)
 }
