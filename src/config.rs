@@ -106,6 +106,9 @@ pub struct Config {
     /// Hosted mode: a vault no request asked for in this many seconds is closed (its
     /// catalog and index leave the instance's memory) (`vault_idle_seconds`).
     pub vault_idle_seconds: u64,
+    /// Hosted mode: a blob-store object no row references (or an upload left unfinished)
+    /// is collected once this many seconds old (`blob_grace_seconds`).
+    pub blob_grace_seconds: u64,
     /// On SIGTERM or Ctrl-C, how long `/readyz` answers 503 `draining` while requests are
     /// still served, so a load balancer stops sending before the listener closes
     /// (`drain_seconds`, `NOTEVAULT_DRAIN_SECONDS`).
@@ -215,6 +218,7 @@ impl Default for Config {
             blob_store: None,
             blob_settings: Vec::new(),
             vault_idle_seconds: 600,
+            blob_grace_seconds: 24 * 3600,
             drain_seconds: 0,
             metrics_listen: None,
             review_decisions: ReviewDecisions::Anyone,
@@ -269,6 +273,7 @@ pub struct Layer {
     #[serde(skip)]
     pub blob_settings: Option<Vec<(String, Secret)>>,
     pub vault_idle_seconds: Option<u64>,
+    pub blob_grace_seconds: Option<u64>,
     pub drain_seconds: Option<u64>,
     pub metrics_listen: Option<SocketAddr>,
     pub review_decisions: Option<ReviewDecisions>,
@@ -380,6 +385,10 @@ impl Layer {
                 "NOTEVAULT_VAULT_IDLE_SECONDS",
                 own("VAULT_IDLE_SECONDS"),
             )?,
+            blob_grace_seconds: parse_opt(
+                "NOTEVAULT_BLOB_GRACE_SECONDS",
+                own("BLOB_GRACE_SECONDS"),
+            )?,
             drain_seconds: parse_opt("NOTEVAULT_DRAIN_SECONDS", own("DRAIN_SECONDS"))?,
             metrics_listen: parse_opt("NOTEVAULT_METRICS_LISTEN", own("METRICS_LISTEN"))?,
             review_decisions: own("REVIEW_DECISIONS")
@@ -438,6 +447,7 @@ impl Config {
             upload_types,
             sync_retention_days,
             vault_idle_seconds,
+            blob_grace_seconds,
             drain_seconds,
             review_decisions
         );

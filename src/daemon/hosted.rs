@@ -70,6 +70,7 @@ impl Hosted {
         );
         HostedVaults::follow(&vaults);
         HostedVaults::close_idle(&vaults);
+        HostedVaults::collect_blobs(&vaults);
         Ok(Self { lobby, vaults })
     }
 
@@ -182,6 +183,38 @@ impl HostedVaults {
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot close idle vaults; they stay open");
+        }
+    }
+
+    /// Collect what the blob store holds that no row references (`hosted::collect`),
+    /// every quarter of `blob_grace_seconds`, on a thread of its own that ends with the
+    /// last reference to `vaults`. Nothing without a blob store.
+    pub fn collect_blobs(vaults: &Arc<Self>) {
+        if vaults.blobs.is_none() {
+            return;
+        }
+        let grace = std::time::Duration::from_secs(vaults.config.blob_grace_seconds);
+        let weak = Arc::downgrade(vaults);
+        let spawned = std::thread::Builder::new()
+            .name("hosted-blobs".into())
+            .spawn(move || loop {
+                std::thread::sleep(hosted::collect::every(grace));
+                let Some(vaults) = weak.upgrade() else {
+                    return;
+                };
+                let Some(blobs) = vaults.blobs.clone() else {
+                    return;
+                };
+                match block_on(hosted::collect::collect(&vaults.db, &*blobs, grace)) {
+                    Ok(Some(c)) if c != Default::default() => {
+                        tracing::info!(blobs = c.blobs, uploads = c.uploads, "blobs collected")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "blob collection failed; retried later"),
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot collect unreferenced blobs");
         }
     }
 

@@ -7,6 +7,7 @@
 //! by [`Options::acquire_timeout`] (the TCP connect, TLS and start-up included), and a
 //! database that cannot be reached answers `STORAGE_UNAVAILABLE` with `Retry-After`.
 
+pub mod collect;
 pub mod export;
 pub mod fence;
 pub mod files;

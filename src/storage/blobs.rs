@@ -4,9 +4,12 @@
 //!
 //! Bytes are content-addressed: `<prefix>/vaults/<vault_id>/blobs/<sha256>`, so a
 //! rename, a move or a delete changes rows only, and the same bytes uploaded twice are
-//! one object. An upload is streamed under `<prefix>/vaults/<vault_id>/uploads/<id>`
-//! (one `PUT` up to [`MULTIPART_ABOVE`], a multipart upload past it: an upload cut off
-//! is never a visible object), then copied to its sha256 once the caller has hashed it.
+//! one object. An upload up to [`MULTIPART_ABOVE`] is one `PUT` to its sha256 once the
+//! caller has hashed it; a larger one is a multipart upload to
+//! `<prefix>/vaults/<vault_id>/uploads/<id>` (beside a marker naming it, so the parts of
+//! one cut off by a crash can be aborted), then copied to its sha256. An upload cut off
+//! is never a visible blob. [`BlobStore::inventory`] and [`BlobStore::sweep`] serve the
+//! collector (`hosted::collect`).
 //!
 //! What a caller may count on: every failure is an `Error` with `BLOB_STORE_UNAVAILABLE`
 //! (`Retry-After` when the store did not answer) naming what to fix, or
@@ -17,14 +20,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use object_store::aws::AmazonS3Builder;
-use object_store::buffered::BufWriter;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
-use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
+use object_store::{
+    ClientOptions, GetOptions, GetRange, MultipartId, ObjectStore, PutPayload, RetryConfig,
+};
 
 use crate::error::{Error, Reason, Result};
 
@@ -56,6 +64,41 @@ pub trait BlobStore: Send + Sync {
 
     /// Where the store is, for messages (`s3://bucket/prefix`).
     fn describe(&self) -> String;
+
+    /// The vaults with objects in the store.
+    fn vaults(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+
+    /// Every object of `vault`: its blobs and what uploads left.
+    fn inventory<'a>(&'a self, vault: &'a str) -> BoxFuture<'a, Result<Vec<Stored>>>;
+
+    /// Remove `item` if it was last written before `before` (checked again now: the same
+    /// bytes uploaded since renew a blob); an unfinished multipart upload is aborted.
+    /// Whether it was removed.
+    fn sweep<'a>(
+        &'a self,
+        vault: &'a str,
+        item: &'a Stored,
+        before: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<bool>>;
+}
+
+/// An object of a vault in the store, as the collector sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub kind: StoredKind,
+    /// Its name under the vault's folder of its kind.
+    pub name: String,
+    pub modified: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredKind {
+    /// The bytes of the sha256 `name`.
+    Blob,
+    /// A multipart upload's result not yet copied to its sha256.
+    Staged,
+    /// The marker of a multipart upload under way (its id inside).
+    Multipart,
 }
 
 /// An upload under way. Dropped unfinished, it is aborted.
@@ -70,7 +113,7 @@ pub trait BlobUpload: Send {
 
 /// A blob store on S3 (or a store speaking its protocol).
 pub struct S3Blobs {
-    store: Arc<dyn ObjectStore>,
+    store: Arc<AmazonS3>,
     url: String,
     prefix: String,
     /// The bucket was seen to exist (checked before the first upload: some stores make
@@ -135,7 +178,10 @@ impl S3Blobs {
     }
 
     fn path(&self, vault: &str, kind: &str, name: &str) -> Path {
-        let rel = format!("vaults/{vault}/{kind}/{name}");
+        self.path_of(&format!("vaults/{vault}/{kind}/{name}"))
+    }
+
+    fn path_of(&self, rel: &str) -> Path {
         if self.prefix.is_empty() {
             Path::from(rel)
         } else {
@@ -149,16 +195,14 @@ impl BlobStore for S3Blobs {
         let staging = self.path(vault, "uploads", &uuid::Uuid::now_v7().to_string());
         let blobs = self.path(vault, "blobs", "");
         Box::new(S3Upload {
-            writer: Some(BufWriter::with_capacity(
-                self.store.clone(),
-                staging.clone(),
-                MULTIPART_ABOVE,
-            )),
             store: self.store.clone(),
             staging,
             blobs,
             url: self.url.clone(),
             bucket_seen: self.bucket_seen.clone(),
+            buffer: BytesMut::new(),
+            multipart: None,
+            finished: false,
         })
     }
 
@@ -211,17 +255,180 @@ impl BlobStore for S3Blobs {
     fn describe(&self) -> String {
         self.url.clone()
     }
+
+    fn vaults(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        async move {
+            let root = self.path_of("vaults");
+            let listed = self
+                .store
+                .list_with_delimiter(Some(&root))
+                .await
+                .map_err(|e| blob_error(&self.url, e))?;
+            Ok(listed
+                .common_prefixes
+                .iter()
+                .filter_map(|p| p.filename().map(String::from))
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn inventory<'a>(&'a self, vault: &'a str) -> BoxFuture<'a, Result<Vec<Stored>>> {
+        async move {
+            let mut found = Vec::new();
+            for (dir, blobs) in [("blobs", true), ("uploads", false)] {
+                let prefix = self.path(vault, dir, "");
+                let mut listing = self.store.list(Some(&prefix));
+                while let Some(meta) = listing.next().await {
+                    let meta = meta.map_err(|e| blob_error(&self.url, e))?;
+                    let Some(name) = meta.location.filename().map(String::from) else {
+                        continue;
+                    };
+                    let kind = match (blobs, name.ends_with(MARKER)) {
+                        (true, _) => StoredKind::Blob,
+                        (false, true) => StoredKind::Multipart,
+                        (false, false) => StoredKind::Staged,
+                    };
+                    found.push(Stored {
+                        kind,
+                        name,
+                        modified: meta.last_modified,
+                    });
+                }
+            }
+            Ok(found)
+        }
+        .boxed()
+    }
+
+    fn sweep<'a>(
+        &'a self,
+        vault: &'a str,
+        item: &'a Stored,
+        before: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<bool>> {
+        async move {
+            let dir = match item.kind {
+                StoredKind::Blob => "blobs",
+                StoredKind::Staged | StoredKind::Multipart => "uploads",
+            };
+            let path = self.path(vault, dir, &item.name);
+            let meta = match self.store.head(&path).await {
+                Ok(meta) => meta,
+                Err(object_store::Error::NotFound { .. }) => return Ok(false),
+                Err(e) => return Err(blob_error(&self.url, e)),
+            };
+            if meta.last_modified >= before {
+                return Ok(false);
+            }
+            if item.kind == StoredKind::Multipart {
+                let id = self
+                    .store
+                    .get(&path)
+                    .await
+                    .map_err(|e| blob_error(&self.url, e))?
+                    .bytes()
+                    .await
+                    .map_err(|e| blob_error(&self.url, e))?;
+                let staging = self.path(vault, dir, item.name.trim_end_matches(MARKER));
+                let id = String::from_utf8_lossy(&id).into_owned();
+                match self.store.abort_multipart(&staging, &id).await {
+                    // Finished or aborted already: nothing of it is left to abort.
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(blob_error(&self.url, e)),
+                }
+            }
+            match self.store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(true),
+                Err(e) => Err(blob_error(&self.url, e)),
+            }
+        }
+        .boxed()
+    }
 }
 
 struct S3Upload {
-    writer: Option<BufWriter>,
-    store: Arc<dyn ObjectStore>,
+    store: Arc<AmazonS3>,
     staging: Path,
     /// `.../blobs/` (the sha256 is appended when known).
     blobs: Path,
     url: String,
     bucket_seen: Arc<AtomicBool>,
+    /// Bytes not sent yet: never more than [`MULTIPART_ABOVE`] plus a chunk.
+    buffer: BytesMut,
+    /// Past [`MULTIPART_ABOVE`]: the multipart upload, its parts in flight (in order)
+    /// and those sent.
+    multipart: Option<Multipart>,
+    finished: bool,
 }
+
+struct Multipart {
+    id: MultipartId,
+    in_flight: VecDeque<tokio::task::JoinHandle<object_store::Result<PartId>>>,
+    sent: Vec<PartId>,
+}
+
+/// Parts sent at once: two keep the link busy while one is acknowledged.
+const PARTS_IN_FLIGHT: usize = 2;
+
+impl S3Upload {
+    /// Send `part` as the next part, starting the multipart upload (and leaving its
+    /// marker, so a crash's parts can be aborted by the collector) on the first.
+    async fn send(&mut self, part: Bytes) -> Result<()> {
+        if self.multipart.is_none() {
+            let id = self
+                .store
+                .create_multipart(&self.staging)
+                .await
+                .map_err(|e| blob_error(&self.url, e))?;
+            self.store
+                .put(&marker(&self.staging), PutPayload::from(id.clone()))
+                .await
+                .map_err(|e| blob_error(&self.url, e))?;
+            self.multipart = Some(Multipart {
+                id,
+                in_flight: VecDeque::new(),
+                sent: Vec::new(),
+            });
+        }
+        let Some(multipart) = self.multipart.as_mut() else {
+            return Err(Error::internal("a multipart upload was not started"));
+        };
+        if multipart.in_flight.len() >= PARTS_IN_FLIGHT {
+            let oldest = multipart.in_flight.pop_front();
+            multipart.sent.push(joined(&self.url, oldest).await?);
+        }
+        let (store, path, id) = (
+            self.store.clone(),
+            self.staging.clone(),
+            multipart.id.clone(),
+        );
+        let index = multipart.sent.len() + multipart.in_flight.len();
+        multipart.in_flight.push_back(tokio::spawn(async move {
+            store.put_part(&path, &id, index, part.into()).await
+        }));
+        Ok(())
+    }
+}
+
+/// The part id a part's task answered.
+async fn joined(
+    url: &str,
+    task: Option<tokio::task::JoinHandle<object_store::Result<PartId>>>,
+) -> Result<PartId> {
+    let task = task.ok_or_else(|| Error::internal("no part in flight"))?;
+    match task.await {
+        Ok(part) => part.map_err(|e| blob_error(url, e)),
+        Err(e) => Err(Error::internal(format!("a part upload ended: {e}"))),
+    }
+}
+
+/// The object naming the multipart upload of `staging` while it is under way.
+fn marker(staging: &Path) -> Path {
+    Path::from(format!("{}{MARKER}", staging.as_ref()))
+}
+
+const MARKER: &str = ".multipart";
 
 impl BlobUpload for S3Upload {
     fn write(&mut self, chunk: Bytes) -> BoxFuture<'_, Result<()>> {
@@ -239,31 +446,52 @@ impl BlobUpload for S3Upload {
                     })?;
                 self.bucket_seen.store(true, Ordering::Relaxed);
             }
-            let writer = self
-                .writer
-                .as_mut()
-                .ok_or_else(|| Error::internal("an upload was written after it ended"))?;
-            writer
-                .put(chunk)
-                .await
-                .map_err(|e| blob_error(&self.url, e))
+            if self.finished {
+                return Err(Error::internal("an upload was written after it ended"));
+            }
+            self.buffer.extend_from_slice(&chunk);
+            while self.buffer.len() > MULTIPART_ABOVE {
+                let part = self.buffer.split_to(MULTIPART_ABOVE).freeze();
+                self.send(part).await?;
+            }
+            Ok(())
         }
         .boxed()
     }
 
     fn finish<'a>(mut self: Box<Self>, sha256: &'a str) -> BoxFuture<'a, Result<()>> {
         async move {
-            let mut writer = self
-                .writer
-                .take()
-                .ok_or_else(|| Error::internal("an upload was finished twice"))?;
-            tokio::io::AsyncWriteExt::shutdown(&mut writer)
-                .await
-                .map_err(|e| io_blob_error(&self.url, e))?;
             let target = Path::from(format!("{}/{sha256}", self.blobs.as_ref()));
+            let rest = std::mem::take(&mut self.buffer).freeze();
+            let Some(_) = &self.multipart else {
+                // Small: one `PUT` straight to its name, no staged copy.
+                self.store
+                    .put(&target, rest.into())
+                    .await
+                    .map_err(|e| blob_error(&self.url, e))?;
+                self.finished = true;
+                return Ok(());
+            };
+            if !rest.is_empty() {
+                self.send(rest).await?;
+            }
+            let Some(multipart) = self.multipart.as_mut() else {
+                return Err(Error::internal("a multipart upload was not started"));
+            };
+            while let Some(task) = multipart.in_flight.pop_front() {
+                multipart.sent.push(joined(&self.url, Some(task)).await?);
+            }
+            let parts = std::mem::take(&mut multipart.sent);
+            self.store
+                .complete_multipart(&self.staging, &multipart.id, parts)
+                .await
+                .map_err(|e| blob_error(&self.url, e))?;
+            self.finished = true;
             let copied = self.store.copy(&self.staging, &target).await;
-            // The staged object goes either way; a copy that failed is retried whole.
+            // The staged object and the marker go either way; a copy that failed is
+            // retried whole (and what is left, the collector takes).
             let _ = self.store.delete(&self.staging).await;
+            let _ = self.store.delete(&marker(&self.staging)).await;
             copied.map_err(|e| blob_error(&self.url, e))
         }
         .boxed()
@@ -273,13 +501,21 @@ impl BlobUpload for S3Upload {
 impl Drop for S3Upload {
     fn drop(&mut self) {
         // Unfinished: abort the multipart upload, so its parts do not linger.
-        if let (Some(mut writer), Ok(runtime)) =
-            (self.writer.take(), tokio::runtime::Handle::try_current())
-        {
-            runtime.spawn(async move {
-                let _ = writer.abort().await;
-            });
-        }
+        let Some(multipart) = self.multipart.take().filter(|_| !self.finished) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, staging) = (self.store.clone(), self.staging.clone());
+        runtime.spawn(async move {
+            for task in multipart.in_flight {
+                task.abort();
+            }
+            if store.abort_multipart(&staging, &multipart.id).await.is_ok() {
+                let _ = store.delete(&marker(&staging)).await;
+            }
+        });
     }
 }
 
@@ -306,17 +542,6 @@ fn blob_error(url: &str, e: object_store::Error) -> Error {
         }
         _ => classify(url, &text),
     }
-}
-
-fn io_blob_error(url: &str, e: std::io::Error) -> Error {
-    let text = e.to_string();
-    if text.contains("403") || text.contains("401") || text.contains("AccessDenied") {
-        return Error::new(
-            Reason::BLOB_STORE_UNAVAILABLE,
-            format!("the blob store {url} refused the credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY ({text})"),
-        );
-    }
-    classify(url, &text)
 }
 
 fn classify(url: &str, text: &str) -> Error {

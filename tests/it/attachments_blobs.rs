@@ -192,8 +192,10 @@ async fn an_upload_cut_off_halfway_leaves_nothing_and_its_retry_succeeds() {
         let mut rest = Vec::new();
         let _ = conn.read_to_end(&mut rest);
     }
+    // Aborted, then its marker removed (both after the request ended).
     common::eventually("the cut-off upload's parts are aborted", || async {
-        s.hosted().s3.as_ref().unwrap().pending_parts().is_empty()
+        let s3 = s.hosted().s3.as_ref().unwrap();
+        s3.pending_parts().is_empty() && !s3.objects().iter().any(|o| o.contains("/uploads/"))
     })
     .await;
     let list = s.get_json("/v1/attachments", 200).await;
@@ -276,4 +278,93 @@ async fn each_failure_of_the_store_answers_its_envelope_and_notes_keep_working()
         return;
     };
     refused(&s, "bucket", "does not exist", false).await;
+}
+
+/// What a crashed instance leaves of a large upload: a multipart upload with a part
+/// sent, its marker beside it (as `storage::blobs` writes them), made with the same
+/// client crate against the same server.
+async fn leave_a_multipart_upload(s: &TestServer, vault: &str) {
+    use object_store::multipart::MultipartStore;
+    use object_store::ObjectStore;
+    let s3 = s.hosted().s3.as_ref().unwrap();
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(common::s3::BUCKET)
+        .with_access_key_id(common::s3::ACCESS_KEY)
+        .with_secret_access_key(common::s3::SECRET_KEY)
+        .with_region("us-east-1")
+        .with_endpoint(s3.endpoint())
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .build()
+        .unwrap();
+    let staging = object_store::path::Path::from(format!(
+        "tests/vaults/{vault}/uploads/{}",
+        uuid::Uuid::now_v7()
+    ));
+    let id = store.create_multipart(&staging).await.unwrap();
+    store
+        .put_part(&staging, &id, 0, vec![7u8; 64 * 1024].into())
+        .await
+        .unwrap();
+    let marker = object_store::path::Path::from(format!("{staging}.multipart"));
+    store.put(&marker, id.clone().into()).await.unwrap();
+}
+
+/// Bytes no row names (a stray blob, a deleted vault's), a crashed upload's parts and
+/// marker: collected once past `blob_grace_seconds`. A live attachment's bytes and a
+/// deleted one's (history keeps them) stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_collector_takes_unreferenced_blobs_and_cut_off_uploads_only() {
+    let grace = 3;
+    let Some(s) = hosted(|c| c.blob_grace_seconds = grace).await else {
+        return;
+    };
+    let (live, gone) = (png(1, 1000), png(2, 1000));
+    res_json(put(&s, "live.png", "k-live", &live).await, 201, "live").await;
+    res_json(put(&s, "gone.png", "k-gone", &gone).await, 201, "gone").await;
+    let deleted = s
+        .client
+        .delete(s.url("/v1/attachments/gone.png"))
+        .header("Idempotency-Key", "k-del")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let vault = s.hosted().vault_id.clone();
+    let s3 = s.hosted().s3.as_ref().unwrap();
+    let root = s3.dir.path().join(common::s3::BUCKET).join("tests/vaults");
+    let stray = sha(b"stray");
+    let orphan_vault = uuid::Uuid::now_v7().to_string();
+    for (v, name) in [(&vault, &stray), (&orphan_vault, &stray)] {
+        let dir = root.join(v).join("blobs");
+        std::fs::create_dir_all(&dir).unwrap();
+        #[allow(clippy::disallowed_methods)] // the S3 server's folder, not a vault
+        std::fs::write(dir.join(name), b"stray").unwrap();
+    }
+    leave_a_multipart_upload(&s, &vault).await;
+    assert!(!s3.pending_parts().is_empty(), "the crash's part is there");
+
+    let limit = std::time::Duration::from_secs(grace * 10);
+    common::eventually_within(limit, "the unreferenced objects are collected", || async {
+        let objects = s.hosted().s3.as_ref().unwrap().objects();
+        let parts = s.hosted().s3.as_ref().unwrap().pending_parts();
+        parts.is_empty()
+            && !objects
+                .iter()
+                .any(|o| o.contains(&stray) || o.contains("/uploads/"))
+    })
+    .await;
+    let objects = s3.objects();
+    for kept in [sha(&live), sha(&gone)] {
+        let at = format!("tests/vaults/{vault}/blobs/{kept}");
+        assert!(objects.contains(&at), "{at} kept: {objects:?}");
+    }
+    let read = s
+        .client
+        .get(s.url("/v1/attachments/live.png"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.bytes().await.unwrap().as_ref(), live.as_slice());
 }
