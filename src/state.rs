@@ -90,7 +90,14 @@ pub struct Shared {
     pub catch_up: fn(&State, &WriteLock<'_>) -> crate::error::Result<()>,
     /// Where the vault's attachment bytes are (`None`: no blob store is configured).
     pub blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
+    /// Write the vault's export archive (`crate::export`'s layout) from the stores.
+    pub export: Box<Exporter>,
 }
+
+/// Writes a vault's export archive to a sink.
+pub type Exporter = dyn Fn(&crate::export::Options, &mut dyn std::io::Write) -> std::io::Result<crate::export::Manifest>
+    + Send
+    + Sync;
 
 /// The lock that keeps other processes from recording a change of the vault.
 pub trait Fence: Send + Sync {

@@ -119,10 +119,6 @@ async fn dispatch_inner(
     ) {
         crate::writes::attachments::blob_store(&state)?;
     }
-    // The archive holds the attachments, as files.
-    if matched.op == Op::Export {
-        crate::writes::attachments::folder_only(&state)?;
-    }
     let presigned = match credential {
         auth::Credential::Presigned { nonce } => Some(nonce.clone()),
         _ => None,

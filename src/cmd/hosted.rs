@@ -42,6 +42,20 @@ pub(super) fn public_url(config: Option<PathBuf>) -> anyhow::Result<Option<Strin
     Ok(config.public_url)
 }
 
+/// The blob store the config file or the environment names (`blob_store`), if any.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the CLI hands the environment to Config::load"
+)]
+pub(super) fn blobs(
+    config: Option<PathBuf>,
+) -> anyhow::Result<Option<std::sync::Arc<dyn crate::storage::blobs::BlobStore>>> {
+    let file: Option<PathBuf> = config_file(config);
+    let config = Config::load(file.as_deref(), |k| std::env::var(k).ok(), Layer::default())
+        .map_err(anyhow::Error::msg)?;
+    crate::daemon::hosted::blobs(&config).map_err(message)
+}
+
 /// The database at `url` and its vault `name_or_id`, for a one-shot command.
 pub fn vault_of(url: &str, name_or_id: &str) -> anyhow::Result<(Database, registry::Vault)> {
     let db = Database::open(url, Options::default()).map_err(message)?;

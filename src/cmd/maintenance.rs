@@ -16,6 +16,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     };
     let manifest = match args.hosted_vault {
         Some(name) => {
+            let blobs = super::hosted::blobs(args.config.clone())?;
             let db = super::hosted::database(crate::cli::DatabaseArgs {
                 database: args.database,
                 config: args.config,
@@ -26,7 +27,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             })
             .map_err(super::hosted::message)?;
             crate::export::write_file(&args.output, args.force, |out| {
-                crate::hosted::export::write(&db, vault.id, &options, out)
+                crate::hosted::export::write(&db, vault.id, &options, blobs.as_deref(), out)
             })?
         }
         None => {

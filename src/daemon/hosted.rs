@@ -276,6 +276,12 @@ impl HostedVaults {
             )),
             catch_up: crate::record::follow::catch_up,
             blobs: self.blobs.clone(),
+            export: {
+                let (db, id, blobs) = (self.db.clone(), vault.id, self.blobs.clone());
+                Box::new(move |options, out| {
+                    hosted::export::write(&db, id, options, blobs.as_deref(), out)
+                })
+            },
         });
         let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
         build(&state, &revisions)?;

@@ -74,8 +74,12 @@ pub fn export_response(state: Arc<State>, history: bool, actor: &'static str) ->
             buf: Vec::with_capacity(CHUNK),
         };
         let options = crate::export::Options { history };
-        let written = crate::export::write_paths(&state.paths, &options, &mut writer)
-            .and_then(|manifest| writer.send().map(|()| manifest));
+        // A hosted vault's files are rows and blobs, not a folder.
+        let written = match &state.shared {
+            Some(shared) => (shared.export)(&options, &mut writer),
+            None => crate::export::write_paths(&state.paths, &options, &mut writer),
+        }
+        .and_then(|manifest| writer.send().map(|()| manifest));
         match written {
             Ok(manifest) => {
                 let counts = [

@@ -22,8 +22,8 @@ pub fn blob_store(state: &State) -> Result<()> {
     }
 }
 
-/// What a hosted vault keeps in a folder's terms only (private notes' files, the export
-/// archive): `BLOB_STORE_UNAVAILABLE`, as before blob stores.
+/// What a hosted vault keeps in a folder's terms only (private notes' files):
+/// `BLOB_STORE_UNAVAILABLE`, as before blob stores.
 pub fn folder_only(state: &State) -> Result<()> {
     match state.shared {
         None => Ok(()),

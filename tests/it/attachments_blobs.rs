@@ -368,3 +368,61 @@ async fn the_collector_takes_unreferenced_blobs_and_cut_off_uploads_only() {
     assert_eq!(read.status(), 200);
     assert_eq!(read.bytes().await.unwrap().as_ref(), live.as_slice());
 }
+
+/// `POST /v1/export` of a hosted vault: its notes from the database and its attachments
+/// from the blob store, byte for byte; with the store stopped, no archive passed off as
+/// whole (the body is cut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_export_holds_the_attachments_from_the_store() {
+    let Some(mut s) = hosted(|_| {}).await else {
+        return;
+    };
+    let bytes = png(4, 300_000);
+    res_json(
+        put(&s, "pics/one.png", "k-one", &bytes).await,
+        201,
+        "upload",
+    )
+    .await;
+    let note = s
+        .client
+        .post(s.url("/v1/notes"))
+        .header("Idempotency-Key", "k-note")
+        .json(&json!({"slug": "hello", "content": "# Hello\n"}))
+        .send()
+        .await
+        .unwrap();
+    res_json(note, 201, "note").await;
+    let res = s
+        .client
+        .post(s.url("/v1/export"))
+        .json(&json!({"history": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let unpacked = crate::console::unpack(&res.bytes().await.unwrap());
+    let vault = unpacked.path().join("vault");
+    assert_eq!(std::fs::read(vault.join("pics/one.png")).unwrap(), bytes);
+    assert_eq!(
+        std::fs::read_to_string(vault.join("hello.md")).unwrap(),
+        "# Hello\n"
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(unpacked.path().join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["attachments"], 1, "{manifest}");
+    assert_eq!(manifest["skipped"], json!([]), "{manifest}");
+    assert!(unpacked.path().join("history.bundle").is_file());
+
+    s.s3_mut().stop();
+    let res = s.client.post(s.url("/v1/export")).send().await.unwrap();
+    // The headers went out before the archive was written: the body is cut.
+    let body = res.bytes().await;
+    assert!(
+        body.is_err(),
+        "a whole body without the store: {:?}",
+        body.map(|b| b.len())
+    );
+    s.s3_mut().resume();
+}

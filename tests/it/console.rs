@@ -1191,7 +1191,7 @@ async fn the_console_purge_needs_the_typed_name() {
 }
 
 /// Unpack a `.tar.gz` into a new folder with the system `tar`.
-fn unpack(archive: &[u8]) -> tempfile::TempDir {
+pub(crate) fn unpack(archive: &[u8]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("export.tar.gz");
     std::fs::write(&file, archive).unwrap();

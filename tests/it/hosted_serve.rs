@@ -191,12 +191,18 @@ async fn the_token_selects_the_vault_and_a_deleted_vault_is_refused() {
     let res = with_pat().send().await.unwrap();
     assert_envelope(&res_json(res, 401, "revoked").await, 401, "AUTH_INVALID");
 
-    // An export needs blob storage (the archive holds the attachments).
+    // The export archive, from the database (no blob store: no attachment to hold).
     let res = a.send(Method::POST, "/v1/export", None, None).await;
-    assert_envelope(
-        &res_json(res, 503, "export").await,
-        503,
-        "BLOB_STORE_UNAVAILABLE",
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/gzip");
+    let unpacked = crate::console::unpack(&res.bytes().await.unwrap());
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(unpacked.path().join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["skipped"], serde_json::json!([]), "{manifest}");
+    assert!(
+        unpacked.path().join("vault/kept.md").is_file(),
+        "{manifest}"
     );
 
     // The vault deleted: its token is refused at once, its rows are gone.
