@@ -28,6 +28,8 @@ const CACHE_HITS: &str = "notevault_vault_cache_hits_total";
 const CACHE_MISSES: &str = "notevault_vault_cache_misses_total";
 const CACHE_EVICTIONS: &str = "notevault_vault_cache_evictions_total";
 const RESIDENT: &str = "notevault_process_resident_memory_bytes";
+const BLOB_ERRORS: &str = "notevault_blob_store_errors_total";
+const BLOBS_COLLECTED: &str = "notevault_blobs_collected_total";
 
 /// Histogram buckets, in seconds: a request or a wait for a connection, 1 ms to 10 s.
 const BUCKETS: &[f64] = &[
@@ -129,6 +131,14 @@ fn describe() {
         CACHE_EVICTIONS,
         "Hosted vaults closed after vault_idle_seconds without a request."
     );
+    describe_counter!(
+        BLOB_ERRORS,
+        "Blob store requests that failed, by kind: unreachable, credentials, no_bucket, missing (bytes a row names are not in the store)."
+    );
+    describe_counter!(
+        BLOBS_COLLECTED,
+        "Objects the blob collector removed, by kind: blob (no row names it), upload (what a cut-off upload left)."
+    );
     describe_gauge!(
         RESIDENT,
         metrics::Unit::Bytes,
@@ -225,6 +235,18 @@ pub fn vault_cache(hit: bool) {
 /// A hosted vault closed for being idle.
 pub fn vault_evicted() {
     counter!(CACHE_EVICTIONS).increment(1);
+}
+
+/// A blob store request failed (`kind`: see [`BLOB_ERRORS`]'s description).
+pub fn blob_error(kind: &'static str) {
+    counter!(BLOB_ERRORS, "kind" => kind).increment(1);
+}
+
+/// The blob collector removed `count` objects of `kind` (`blob`, `upload`).
+pub fn blobs_collected(kind: &'static str, count: usize) {
+    if count > 0 {
+        counter!(BLOBS_COLLECTED, "kind" => kind).increment(count as u64);
+    }
 }
 
 /// Read the process's resident size now (Linux; elsewhere nothing is set).

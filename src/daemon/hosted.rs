@@ -207,6 +207,8 @@ impl HostedVaults {
                 };
                 match block_on(hosted::collect::collect(&vaults.db, &*blobs, grace)) {
                     Ok(Some(c)) if c != Default::default() => {
+                        crate::telemetry::blobs_collected("blob", c.blobs);
+                        crate::telemetry::blobs_collected("upload", c.uploads);
                         tracing::info!(blobs = c.blobs, uploads = c.uploads, "blobs collected")
                     }
                     Ok(_) => {}
@@ -427,7 +429,7 @@ impl Directory for HostedVaults {
                 .map_err(hosted::db_error)?;
             Ok::<_, Error>(())
         });
-        match reached {
+        let mut checks = match reached {
             Ok(()) => {
                 let schema = block_on(hosted::schema::check(&self.db)).map_err(|e| e.message);
                 vec![("database", Ok(())), ("schema", schema)]
@@ -439,7 +441,11 @@ impl Directory for HostedVaults {
                     Err("not checked: the database is unreachable".into()),
                 ),
             ],
+        };
+        if let Some(blobs) = &self.blobs {
+            checks.push(("blob_store", block_on(blobs.check()).map_err(|e| e.message)));
         }
+        checks
     }
 
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {

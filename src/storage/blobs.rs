@@ -65,6 +65,10 @@ pub trait BlobStore: Send + Sync {
     /// Where the store is, for messages (`s3://bucket/prefix`).
     fn describe(&self) -> String;
 
+    /// Whether the store answers, takes the credentials and has the bucket (one listing
+    /// of an empty prefix), for `/readyz`.
+    fn check(&self) -> BoxFuture<'_, Result<()>>;
+
     /// The vaults with objects in the store.
     fn vaults(&self) -> BoxFuture<'_, Result<Vec<String>>>;
 
@@ -254,6 +258,22 @@ impl BlobStore for S3Blobs {
 
     fn describe(&self) -> String {
         self.url.clone()
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<()>> {
+        async move {
+            let probe = self.path_of("probe/");
+            match self.store.list(Some(&probe)).next().await {
+                None | Some(Ok(_)) => Ok(()),
+                // A listing finds no object as an empty list: only the bucket can be
+                // missing.
+                Some(Err(object_store::Error::NotFound { .. })) => {
+                    Err(classify(&self.url, "NoSuchBucket"))
+                }
+                Some(Err(e)) => Err(blob_error(&self.url, e)),
+            }
+        }
+        .boxed()
     }
 
     fn vaults(&self) -> BoxFuture<'_, Result<Vec<String>>> {
@@ -530,11 +550,16 @@ fn unconfigured(url: &str, why: &str) -> Error {
 fn blob_error(url: &str, e: object_store::Error) -> Error {
     let text = e.to_string();
     match e {
-        object_store::Error::NotFound { .. } if !text.contains("NoSuchBucket") => Error::new(
-            Reason::ATTACHMENT_NOT_FOUND,
-            "the attachment's bytes are not in the blob store",
-        ),
-        object_store::Error::Unauthenticated { .. } | object_store::Error::PermissionDenied { .. } => {
+        object_store::Error::NotFound { .. } if !text.contains("NoSuchBucket") => {
+            crate::telemetry::blob_error("missing");
+            Error::new(
+                Reason::ATTACHMENT_NOT_FOUND,
+                "the attachment's bytes are not in the blob store",
+            )
+        }
+        object_store::Error::Unauthenticated { .. }
+        | object_store::Error::PermissionDenied { .. } => {
+            crate::telemetry::blob_error("credentials");
             Error::new(
                 Reason::BLOB_STORE_UNAVAILABLE,
                 format!("the blob store {url} refused the credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY ({text})"),
@@ -546,17 +571,20 @@ fn blob_error(url: &str, e: object_store::Error) -> Error {
 
 fn classify(url: &str, text: &str) -> Error {
     if text.contains("NoSuchBucket") {
+        crate::telemetry::blob_error("no_bucket");
         return Error::new(
             Reason::BLOB_STORE_UNAVAILABLE,
             format!("the bucket of {url} does not exist: create it, or fix blob_store"),
         );
     }
     if text.contains("InvalidAccessKeyId") || text.contains("SignatureDoesNotMatch") {
+        crate::telemetry::blob_error("credentials");
         return Error::new(
             Reason::BLOB_STORE_UNAVAILABLE,
             format!("the blob store {url} refused the credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
         );
     }
+    crate::telemetry::blob_error("unreachable");
     Error::new(
         Reason::BLOB_STORE_UNAVAILABLE,
         format!("the blob store {url} cannot be reached: check AWS_ENDPOINT_URL and that the store is running ({text})"),

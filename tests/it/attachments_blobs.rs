@@ -223,6 +223,8 @@ async fn refused(s: &TestServer, key: &str, hint: &str, retry: bool) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_failure_of_the_store_answers_its_envelope_and_notes_keep_working() {
+    // The process's recorder (as `serve` installs it), for the scrape below.
+    notevault::telemetry::install();
     // Not configured: as before blob stores.
     let Some(s) = hosted(|c| c.blob_store = None).await else {
         return;
@@ -258,8 +260,27 @@ async fn each_failure_of_the_store_answers_its_envelope_and_notes_keep_working()
         )
         .await;
     assert!(note.status().is_success(), "{}", note.status());
-    // Back: the same bytes are served again.
+    // Not ready while the store is away, the part named; counted for a scrape.
+    let ready = s.client.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let ready: Value = ready.json().await.unwrap();
+    assert!(
+        ready["checks"]["blob_store"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be reached"),
+        "{ready}"
+    );
+    assert_eq!(ready["checks"]["database"], "ok", "{ready}");
+    let scrape = notevault::telemetry::render();
+    assert!(
+        scrape.contains("notevault_blob_store_errors_total{kind=\"unreachable\"}"),
+        "{scrape}"
+    );
+    // Back: the same bytes are served again, and ready.
     s.s3_mut().resume();
+    let ready = s.client.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
     let res = s.get("/v1/attachments/kept.png").await;
     assert_eq!(res.bytes().await.unwrap().as_ref(), kept.as_slice());
     drop(s);
