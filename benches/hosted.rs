@@ -17,6 +17,8 @@
 //! 7. `fault`: 8 writers while PostgreSQL is stopped (`pg_ctl stop -m immediate`) and
 //!    started, and while an instance is killed (SIGKILL) and restarted: acknowledged
 //!    writes lost (must be 0), retries answered with their receipt.
+//! 8. `blobs`: a 20 MiB attachment up and down through an instance beside the same
+//!    transfer straight to the blob store (`s3s-fs`), same client crate; target ≥ 0.7×.
 //!
 //! Each pair runs interleaved over `NOTEVAULT_BENCH_ROUNDS` (default 3) rounds.
 //! `NOTEVAULT_BENCH_PARTS` (e.g. `create,writes`; default all), `NOTEVAULT_BENCH_SECONDS`
@@ -30,6 +32,8 @@
     reason = "benchmarks play the operator: they write folders and read the environment"
 )]
 
+#[path = "hosted/blobs.rs"]
+mod blobs;
 mod common;
 #[path = "hosted/fault.rs"]
 mod fault;
@@ -183,7 +187,7 @@ fn main() -> ExitCode {
 
 async fn run() -> Result<()> {
     let parts: Vec<String> = std::env::var("NOTEVAULT_BENCH_PARTS")
-        .unwrap_or_else(|_| "create,writes,fresh,import,read,vaults,fault".into())
+        .unwrap_or_else(|_| "create,writes,fresh,import,read,vaults,fault,blobs".into())
         .split(',')
         .map(|p| p.trim().to_string())
         .collect();
@@ -228,6 +232,9 @@ async fn run() -> Result<()> {
     }
     if want("fault") {
         fault::run(&bench, &mut rows).await?;
+    }
+    if want("blobs") {
+        blobs::run(&bench, &mut rows).await?;
     }
     println!(
         "\n## hosted ({version}: {settings}; {} rounds, {} s loads; load average at the end {})\n",
