@@ -90,6 +90,9 @@ pub struct Shared {
     pub catch_up: fn(&State, &WriteLock<'_>) -> crate::error::Result<()>,
     /// Where the vault's attachment bytes are (`None`: no blob store is configured).
     pub blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
+    /// Links the blob store serves itself (`None`: `blob_public_endpoint` is not set,
+    /// and a presigned link is the instance's own).
+    pub links: Option<Arc<crate::storage::presign::StoreLinks>>,
 }
 
 /// The lock that keeps other processes from recording a change of the vault.
