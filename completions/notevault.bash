@@ -1349,7 +1349,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__serve)
-            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --metrics-listen --migrate --blob-store --log-format --help"
+            opts="-h --listen --state-dir --config --tls-cert --tls-key --insecure-open --no-watch --review --database --metrics-listen --migrate --blob-store --blob-public-endpoint --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1384,6 +1384,10 @@ _notevault() {
                     return 0
                     ;;
                 --blob-store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --blob-public-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

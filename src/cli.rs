@@ -444,6 +444,11 @@ pub struct ServeArgs {
     /// standard AWS_* environment)
     #[arg(long, value_name = "URL")]
     pub blob_store: Option<String>,
+    /// Hosted mode: where clients reach the blob store, http(s)://HOST[:PORT]; presigned
+    /// links are then the store's own, so attachment bytes skip the instance (also
+    /// NOTEVAULT_BLOB_PUBLIC_ENDPOINT or `blob_public_endpoint`)
+    #[arg(long, value_name = "URL")]
+    pub blob_public_endpoint: Option<String>,
     /// Logs on stderr: text for a person, or json (one object per line, with one line per
     /// request: id, vault, route, status, latency) for a log shipper (also
     /// NOTEVAULT_LOG_FORMAT)

@@ -101,6 +101,10 @@ pub struct Config {
     /// `NOTEVAULT_BLOB_STORE`, `--blob-store`); `None`: attachments answer
     /// `BLOB_STORE_UNAVAILABLE`.
     pub blob_store: Option<String>,
+    /// Where clients reach the blob store (`blob_public_endpoint`,
+    /// `NOTEVAULT_BLOB_PUBLIC_ENDPOINT`, `--blob-public-endpoint`): presigned links are
+    /// then the store's own; `None`: the instance's.
+    pub blob_public_endpoint: Option<String>,
     /// The store's `AWS_*` environment (credentials, region, endpoint, `AWS_ALLOW_HTTP`).
     pub blob_settings: Vec<(String, Secret)>,
     /// Hosted mode: a vault no request asked for in this many seconds is closed (its
@@ -216,6 +220,7 @@ impl Default for Config {
             embed_model: None,
             database_url: None,
             blob_store: None,
+            blob_public_endpoint: None,
             blob_settings: Vec::new(),
             vault_idle_seconds: 600,
             blob_grace_seconds: 24 * 3600,
@@ -270,6 +275,7 @@ pub struct Layer {
     pub embed_model: Option<PathBuf>,
     pub database_url: Option<Secret>,
     pub blob_store: Option<String>,
+    pub blob_public_endpoint: Option<String>,
     #[serde(skip)]
     pub blob_settings: Option<Vec<(String, Secret)>>,
     pub vault_idle_seconds: Option<u64>,
@@ -375,6 +381,7 @@ impl Layer {
                 .filter(|v| !v.trim().is_empty())
                 .map(Secret::new),
             blob_store: own("BLOB_STORE").filter(|v| !v.trim().is_empty()),
+            blob_public_endpoint: own("BLOB_PUBLIC_ENDPOINT").filter(|v| !v.trim().is_empty()),
             blob_settings: Some(
                 BLOB_SETTINGS
                     .iter()
@@ -484,6 +491,7 @@ impl Config {
             embed_model,
             database_url,
             blob_store,
+            blob_public_endpoint,
             metrics_listen
         );
         if let Some(settings) = layer.blob_settings {

@@ -92,6 +92,9 @@ pub struct Shared {
     pub blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
     /// Write the vault's export archive (`crate::export`'s layout) from the stores.
     pub export: Box<Exporter>,
+    /// Links the blob store serves itself (`None`: `blob_public_endpoint` is not set,
+    /// and a presigned link is the instance's own).
+    pub links: Option<Arc<crate::storage::presign::StoreLinks>>,
 }
 
 /// Writes a vault's export archive to a sink.

@@ -38,7 +38,9 @@ fn s3s_fs() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("NOTEVAULT_S3S_FS") {
         return Some(PathBuf::from(p));
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     [PathBuf::from("s3s-fs"), home.join(".cargo/bin/s3s-fs")]
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok())
@@ -46,7 +48,9 @@ fn s3s_fs() -> Option<PathBuf> {
 
 fn start_s3(bin: &PathBuf, dir: &std::path::Path) -> Result<S3> {
     std::fs::create_dir_all(dir.join(BUCKET))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let child = Command::new(bin)
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .args(["--access-key", KEY, "--secret-key", SECRET])
@@ -155,8 +159,11 @@ pub async fn run(bench: &Bench, rows: &mut Vec<Row>) -> Result<()> {
                 let bytes = payload(round * 2 + 1);
                 let path = ObjectPath::from(format!("direct/bench-{round}.pdf"));
                 let at = Instant::now();
-                let mut writer =
-                    object_store::buffered::BufWriter::with_capacity(store.clone(), path.clone(), PART);
+                let mut writer = object_store::buffered::BufWriter::with_capacity(
+                    store.clone(),
+                    path.clone(),
+                    PART,
+                );
                 for chunk in bytes.chunks(256 * 1024) {
                     writer.put(bytes::Bytes::copy_from_slice(chunk)).await?;
                 }

@@ -12,51 +12,18 @@ use axum::http::response::Builder;
 /// The policy of every attachment answer, presigned links included.
 pub const CSP: &str = "sandbox; default-src 'none'; frame-ancestors 'none'";
 
-/// Whether a browser may show `content_type` inline: raster images, audio, video and
-/// plain text, which cannot run script. SVG, HTML, XML, PDF and everything unknown are
-/// downloaded instead.
-pub fn inline(content_type: &str) -> bool {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    matches!(
-        essence.as_str(),
-        "image/png"
-            | "image/jpeg"
-            | "image/gif"
-            | "image/webp"
-            | "image/avif"
-            | "image/bmp"
-            | "image/x-icon"
-            | "image/vnd.microsoft.icon"
-            | "text/plain"
-    ) || (essence.starts_with("audio/") || essence.starts_with("video/"))
-        && !essence.contains("xml")
-}
+// Whether a browser may show a type inline: shared with the blob store's links.
+pub use crate::surface::attachments::inline;
 
 /// `builder` with the shield headers and the `Content-Disposition` for `file_name`.
 pub fn apply(builder: Builder, content_type: &str, file_name: &str) -> Builder {
-    let disposition = if inline(content_type) {
-        "inline"
-    } else {
-        "attachment"
-    };
     builder
         .header("content-security-policy", CSP)
         .header("x-content-type-options", "nosniff")
         .header("cross-origin-resource-policy", "same-origin")
         .header(
             "content-disposition",
-            format!(
-                "{disposition}; filename*=UTF-8''{}",
-                percent_encoding::utf8_percent_encode(
-                    file_name,
-                    percent_encoding::NON_ALPHANUMERIC
-                )
-            ),
+            crate::surface::attachments::disposition(content_type, file_name),
         )
 }
 

@@ -58,6 +58,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watch: args.no_watch.then_some(false),
         database_url: args.database.clone().map(crate::config::Secret::new),
         blob_store: args.blob_store.clone(),
+        blob_public_endpoint: args.blob_public_endpoint.clone(),
         metrics_listen: args.metrics_listen,
         ..Layer::default()
     };

@@ -38,6 +38,8 @@ pub struct HostedVaults {
     listening: Mutex<Option<tokio::task::AbortHandle>>,
     /// Every vault's attachment bytes (`None`: `blob_store` is not configured).
     blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
+    /// Links the blob store serves (`None`: `blob_public_endpoint` is not set).
+    links: Option<Arc<crate::storage::presign::StoreLinks>>,
 }
 
 /// Hosted mode as `serve --database` runs it: the lobby (an empty local vault, which a
@@ -64,9 +66,11 @@ impl Hosted {
         lobby.database_url = None;
         crate::state::create_state_dir(&lobby.vault)?;
         let lobby = super::open(lobby)?;
+        let links = links(config, &db)?;
         let vaults = Arc::new(
             HostedVaults::new(db, keys, config.clone(), cache.join("vaults"))
-                .with_blobs(blobs(config)?),
+                .with_blobs(blobs(config)?)
+                .with_links(links),
         );
         HostedVaults::follow(&vaults);
         HostedVaults::close_idle(&vaults);
@@ -93,7 +97,14 @@ impl HostedVaults {
             used: Mutex::new(HashMap::new()),
             listening: Mutex::new(None),
             blobs: None,
+            links: None,
         }
+    }
+
+    /// Answer presigned links with the blob store's own (`links`).
+    pub fn with_links(mut self, links: Option<Arc<crate::storage::presign::StoreLinks>>) -> Self {
+        self.links = links;
+        self
     }
 
     /// Keep attachment bytes in `blobs`.
@@ -284,6 +295,7 @@ impl HostedVaults {
                     hosted::export::write(&db, id, options, blobs.as_deref(), out)
                 })
             },
+            links: self.links.clone(),
         });
         let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
         build(&state, &revisions)?;
@@ -355,6 +367,76 @@ pub fn blobs(config: &Config) -> Result<Option<Arc<dyn crate::storage::blobs::Bl
         .collect();
     let store = crate::storage::blobs::S3Blobs::open(url, &settings)?;
     Ok(Some(Arc::new(store)))
+}
+
+/// The links of the blob store `config` names, for clients at `blob_public_endpoint`;
+/// `None` without both. A setting it cannot use stops the start.
+pub fn links(
+    config: &Config,
+    db: &Database,
+) -> Result<Option<Arc<crate::storage::presign::StoreLinks>>> {
+    let (Some(url), Some(public)) = (&config.blob_store, &config.blob_public_endpoint) else {
+        return Ok(None);
+    };
+    let settings: Vec<(String, String)> = config
+        .blob_settings
+        .iter()
+        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+        .collect();
+    let pending = Box::new(hosted::presigned::PgPendingUploads::new(db.clone()));
+    let transport = Box::new(HttpTransport::new()?);
+    let links =
+        crate::storage::presign::StoreLinks::open(url, public, &settings, transport, pending)?;
+    Ok(Some(Arc::new(links)))
+}
+
+/// The HTTP client sending this instance's signed requests to the blob store
+/// (`storage::presign::Transport`): a dead store is a quick error.
+pub struct HttpTransport {
+    client: reqwest::Client,
+}
+
+impl HttpTransport {
+    pub fn new() -> Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(1))
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| Error::internal(format!("an HTTP client for the blob store: {e}")))?;
+        Ok(Self { client })
+    }
+}
+
+impl crate::storage::presign::Transport for HttpTransport {
+    fn send<'a>(
+        &'a self,
+        method: &'a str,
+        url: String,
+        headers: &'a [(&'static str, String)],
+    ) -> futures::future::BoxFuture<'a, std::result::Result<crate::storage::presign::Answer, String>>
+    {
+        Box::pin(async move {
+            let method =
+                reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+            let mut request = self.client.request(method, url);
+            for (name, value) in headers {
+                request = request.header(*name, value);
+            }
+            let answer = request.send().await.map_err(|e| e.to_string())?;
+            let status = answer.status().as_u16();
+            let headers = answer
+                .headers()
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+                .collect();
+            let body = answer.text().await.unwrap_or_default();
+            Ok(crate::storage::presign::Answer {
+                status,
+                headers,
+                body,
+            })
+        })
+    }
 }
 
 fn stop(state: &State) {

@@ -70,8 +70,9 @@ async fn sweep_all(
         let referenced = referenced(client, &vault).await?;
         for item in &stored {
             let keep = match item.kind {
-                StoredKind::Blob => referenced.contains(&item.name),
-                StoredKind::Staged | StoredKind::Multipart => false,
+                // A staged object a pending store PUT names waits for its settling.
+                StoredKind::Blob | StoredKind::Staged => referenced.contains(&item.name),
+                StoredKind::Multipart => false,
             };
             if keep || item.modified >= before {
                 continue;
@@ -87,8 +88,9 @@ async fn sweep_all(
     Ok(collected)
 }
 
-/// The sha256 of every blob the rows of `vault` name (none: a vault no row names, or a
-/// folder in the store that is not a vault id).
+/// The sha256 of every blob the rows of `vault` name, and the staged objects of its
+/// pending store PUTs (none: a vault no row names, or a folder in the store that is not
+/// a vault id).
 async fn referenced(client: &tokio_postgres::Client, vault: &str) -> Result<HashSet<String>> {
     let Ok(id) = uuid::Uuid::parse_str(vault) else {
         return Ok(HashSet::new());
@@ -97,7 +99,8 @@ async fn referenced(client: &tokio_postgres::Client, vault: &str) -> Result<Hash
         .query(
             "SELECT sha256 FROM attachments WHERE vault_id = $1
              UNION SELECT sha256 FROM attachment_changes
-                   WHERE vault_id = $1 AND sha256 IS NOT NULL",
+                   WHERE vault_id = $1 AND sha256 IS NOT NULL
+             UNION SELECT 'presigned-' || id FROM presigned_uploads WHERE vault_id = $1",
             &[&id],
         )
         .await

@@ -14,6 +14,7 @@ pub mod files;
 pub mod listen;
 pub mod lookup;
 pub mod meta;
+pub mod presigned;
 pub mod registry;
 pub mod revisions;
 pub mod schema;

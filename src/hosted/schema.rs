@@ -294,6 +294,18 @@ pub const MIGRATIONS: &[&str] = &[
         commit_id  text,
         PRIMARY KEY (vault_id, seq)
     );"#,
+    // 3: PUT links the blob store serves (`storage::presign`): what each object becomes.
+    r#"CREATE TABLE presigned_uploads (
+        vault_id     uuid NOT NULL REFERENCES vaults (id) ON DELETE CASCADE,
+        id           text NOT NULL,
+        path         text COLLATE "C" NOT NULL,
+        sha256       text NOT NULL,
+        size         bigint NOT NULL,
+        content_type text NOT NULL,
+        agent_id     text NOT NULL,
+        expires_at   bigint NOT NULL,
+        PRIMARY KEY (vault_id, id)
+    );"#,
 ];
 
 /// The schema version this build migrates a database to.

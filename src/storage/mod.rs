@@ -15,6 +15,7 @@ pub mod files;
 pub mod folder;
 pub mod local;
 pub mod metadata;
+pub mod presign;
 pub mod rows;
 
 use std::path::Path;

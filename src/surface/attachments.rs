@@ -123,6 +123,7 @@ pub async fn list_attachments(
         Some(t) => tokens.open_offset(&fingerprint, t)?,
         None => 0,
     };
+    settle_quietly(&state).await;
     let state2 = state.clone();
     let page = blocking(move || {
         Ok(crate::queries::attachments::list(
@@ -188,6 +189,8 @@ pub async fn attachment_link(
         sha256: p.sha256,
         method: Some("GET".into()),
         expires_in: p.expires_in,
+        size: None,
+        content_type: None,
     };
     presign_link(state, req, base, false).await
 }
@@ -201,15 +204,25 @@ pub struct PresignRequest {
     pub file_name: Option<String>,
     /// A vault-relative path (instead of `file_name`).
     pub path: Option<String>,
-    /// With `file_name`, which of several files of that name (GET).
+    /// With `file_name`, which of several files of that name (GET). A PUT link the blob
+    /// store serves: the SHA-256 (hex) of the bytes, required; the store refuses others.
     pub sha256: Option<String>,
-    /// `GET` (default; reusable until it expires) or `PUT` (once; needs `notes.write`).
+    /// `GET` (default; reusable until it expires) or `PUT` (needs `notes.write`; once,
+    /// or, served by the blob store, until it expires, each time the same bytes).
     pub method: Option<String>,
     /// Seconds, clamped to 10..86400 (default 300).
     pub expires_in: Option<i64>,
+    /// A PUT link the blob store serves: the body's size in bytes, required (signed as
+    /// `Content-Length`). Ignored by the instance's own links.
+    pub size: Option<u64>,
+    /// A PUT link the blob store serves: the body's media type, required (signed as
+    /// `Content-Type`). Ignored by the instance's own links.
+    pub content_type: Option<String>,
 }
 
-/// A presigned link.
+/// A presigned link. With `blob_public_endpoint` set (hosted mode), the blob store's own
+/// SigV4 URL: the bytes go between the client and the store; a PUT's object becomes the
+/// attachment at `path` at the vault's next attachment listing or presign call.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PresignResponse {
     pub url: String,
@@ -217,6 +230,10 @@ pub struct PresignResponse {
     pub expires_at: String,
     /// The vault-relative path the link reads or creates.
     pub path: String,
+    /// A PUT link the blob store serves: the headers the request must send as given
+    /// (they are signed). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// What a path segment of a link escapes.
@@ -263,6 +280,15 @@ pub async fn presign_link(
             ))
         }
     };
+    if let Some(links) = state.shared.as_ref().and_then(|s| s.links.clone()) {
+        let link = StoreLink {
+            method,
+            ttl,
+            name,
+            can_write,
+        };
+        return store_link(state, links, req, link).await;
+    }
     let state2 = state.clone();
     let path = if method == "GET" {
         let sha = req.sha256.clone();
@@ -317,6 +343,7 @@ pub async fn presign_link(
             chrono::DateTime::from_timestamp(expires, 0).unwrap_or_default(),
         ),
         path,
+        headers: None,
     })
 }
 
@@ -372,4 +399,284 @@ pub fn target_path(state: &State, folder: &str, name: &str) -> Result<String, Er
     // The API makes folders one level deep, for attachments as for notes.
     crate::writes::folder_creatable(state, &rel)?;
     Ok(rel)
+}
+
+/// Whether an upload of type `effective` is allowed here (`upload_types`), else
+/// `UNSUPPORTED_MEDIA_TYPE`.
+pub fn allowed_type(state: &State, effective: &str) -> Result<(), Error> {
+    let allowed = state.config.upload_types.iter().any(|a| {
+        let a = a.to_ascii_lowercase();
+        match a.strip_suffix("/*") {
+            Some(family) => effective.split('/').next() == Some(family),
+            None => a == effective,
+        }
+    });
+    if !allowed {
+        return Err(Error::new(
+            Reason::UNSUPPORTED_MEDIA_TYPE,
+            format!("uploads of type {effective} are not allowed here"),
+        )
+        .with_meta("content_type", effective.to_string())
+        .with_meta("allowed", state.config.upload_types.join(" ")));
+    }
+    Ok(())
+}
+
+/// Whether a browser may show `content_type` inline: raster images, audio, video and
+/// plain text, which cannot run script. SVG, HTML, XML, PDF and everything unknown are
+/// downloaded instead.
+pub fn inline(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "image/png"
+            | "image/jpeg"
+            | "image/gif"
+            | "image/webp"
+            | "image/avif"
+            | "image/bmp"
+            | "image/x-icon"
+            | "image/vnd.microsoft.icon"
+            | "text/plain"
+    ) || (essence.starts_with("audio/") || essence.starts_with("video/"))
+        && !essence.contains("xml")
+}
+
+/// The `Content-Disposition` of an attachment named `file_name` of `content_type`.
+pub fn disposition(content_type: &str, file_name: &str) -> String {
+    let how = if inline(content_type) {
+        "inline"
+    } else {
+        "attachment"
+    };
+    format!(
+        "{how}; filename*=UTF-8''{}",
+        percent_encoding::utf8_percent_encode(file_name, percent_encoding::NON_ALPHANUMERIC)
+    )
+}
+
+/// What `presign_link` checked of a link before it went to the blob store.
+struct StoreLink {
+    method: String,
+    ttl: i64,
+    name: String,
+    can_write: bool,
+}
+
+/// A link the blob store serves: a GET of the attachment's blob, or a PUT of exactly the
+/// declared bytes to a staging object, with its pending row.
+async fn store_link(
+    state: Arc<State>,
+    links: Arc<crate::storage::presign::StoreLinks>,
+    req: PresignRequest,
+    link: StoreLink,
+) -> Result<PresignResponse, Error> {
+    // A finished PUT is an attachment before anything is looked up.
+    settle_quietly(&state).await;
+    let ttl = std::time::Duration::from_secs(link.ttl as u64);
+    let expires = chrono::Utc::now().timestamp() + link.ttl;
+    let expires_at =
+        crate::clock::timestamp(chrono::DateTime::from_timestamp(expires, 0).unwrap_or_default());
+    let state2 = state.clone();
+    if link.method == "GET" {
+        let (name, sha) = (link.name, req.sha256.clone());
+        let a = blocking(move || crate::queries::attachments::find(&state2, &name, sha.as_deref()))
+            .await?;
+        let url = links.get_url(
+            &state.vault_id,
+            &a.sha256,
+            ttl,
+            &a.content_type,
+            &disposition(&a.content_type, a.file_name()),
+        )?;
+        return Ok(PresignResponse {
+            url,
+            method: link.method,
+            expires_at,
+            path: a.path.clone(),
+            headers: None,
+        });
+    }
+    if !link.can_write {
+        return Err(Error::new(
+            Reason::PERMISSION_MISSING,
+            "a presigned PUT link needs the notes.write permission",
+        )
+        .with_meta("scope", "notes.write"));
+    }
+    let size = req.size.ok_or_else(|| {
+        Error::invalid_field("size", "a PUT link of the blob store needs the body's size")
+    })?;
+    let cap = state.config.max_upload_bytes;
+    if size == 0 {
+        return Err(Error::invalid_field(
+            "size",
+            "is 0: an attachment has at least one byte",
+        ));
+    }
+    if size > cap {
+        return Err(Error::new(
+            Reason::PAYLOAD_TOO_LARGE,
+            format!("the upload is over the byte cap of {cap} bytes"),
+        )
+        .with_meta("max_upload_bytes", cap.to_string()));
+    }
+    let content_type = req
+        .content_type
+        .as_deref()
+        .map(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|t| t.contains('/') && !t.chars().any(|c| c.is_whitespace() || c.is_control()))
+        .ok_or_else(|| {
+            Error::invalid_field(
+                "content_type",
+                "a PUT link of the blob store needs the body's media type (type/subtype)",
+            )
+        })?;
+    allowed_type(&state, &content_type)?;
+    let sha256 = req
+        .sha256
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .ok_or_else(|| {
+            Error::invalid_field(
+                "sha256",
+                "a PUT link of the blob store needs the body's SHA-256",
+            )
+        })?;
+    crate::storage::presign::sha256_base64(&sha256)?;
+    let (folder, file) = match link.name.rsplit_once('/') {
+        Some((f, n)) => (f.to_string(), n.to_string()),
+        None => (default_folder(&state), link.name.clone()),
+    };
+    let path = target_path(&state, &folder, &file)?;
+    if state.attachments.read().get(&path).is_some() {
+        return Err(Error::new(
+            Reason::NAME_COLLISION,
+            format!("{path:?} already exists"),
+        ));
+    }
+    let pending = crate::storage::presign::Pending {
+        id: uuid::Uuid::now_v7().simple().to_string(),
+        path: path.clone(),
+        sha256,
+        size,
+        content_type,
+        agent_id: "presigned-link".into(),
+        // The row outlives the link a little: an upload started in time may end late.
+        expires_at: expires,
+    };
+    let (url, headers) = links.put_url(&state.vault_id, &pending, ttl)?;
+    let links2 = links.clone();
+    let vault = state.vault_id.clone();
+    blocking(move || links2.pending.add(&vault, &pending)).await?;
+    Ok(PresignResponse {
+        url,
+        method: link.method,
+        expires_at,
+        path,
+        headers: Some(
+            headers
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        ),
+    })
+}
+
+/// [`settle_store_uploads`], its failure logged: a listing or a link does not wait on
+/// uploads the store cannot tell about now (the next call tries again).
+async fn settle_quietly(state: &Arc<State>) {
+    if let Err(e) = settle_store_uploads(state).await {
+        tracing::warn!(vault = %state.vault_id, error = %e.message, "presigned uploads not settled");
+    }
+}
+
+/// Turn the vault's finished PUT links of the blob store into attachments: each staging
+/// object of the declared size and SHA-256 (the store's checksum) is copied to its blob
+/// by the store and recorded through the write pipeline (its link's id is the
+/// `Idempotency-Key`, so instances settling at once record it once); an object that
+/// does not match is removed; a link expired unused (after [`PUT_GRACE_SECS`]) leaves
+/// nothing.
+///
+/// [`PUT_GRACE_SECS`]: crate::storage::presign::PUT_GRACE_SECS
+pub async fn settle_store_uploads(state: &Arc<State>) -> Result<(), Error> {
+    let Some(links) = state.shared.as_ref().and_then(|s| s.links.clone()) else {
+        return Ok(());
+    };
+    let vault = state.vault_id.clone();
+    let (links2, vault2) = (links.clone(), vault.clone());
+    let pending = blocking(move || links2.pending.list(&vault2)).await?;
+    let now = chrono::Utc::now().timestamp();
+    for p in pending {
+        let over = now > p.expires_at + crate::storage::presign::PUT_GRACE_SECS;
+        let want = crate::storage::presign::sha256_base64(&p.sha256)?;
+        match links.staged(&vault, &p.id).await? {
+            Some(s) if s.size == p.size && s.sha256_base64.as_deref() == Some(want.as_str()) => {}
+            found => {
+                // Bytes the store took against its checksum (some stores keep them) go;
+                // the link may still be used with the right ones until it expires.
+                if found.is_some() {
+                    links.discard(&vault, &p.id).await?;
+                }
+                if over {
+                    forget(&links, &vault, &p.id).await?;
+                }
+                continue;
+            }
+        }
+        links.adopt(&vault, &p.id, &p.sha256).await?;
+        let request = crate::writes::Request::put_attachment(
+            p.path.clone(),
+            String::new(),
+            p.sha256.clone(),
+            p.size,
+            p.content_type.clone(),
+            Some(p.agent_id.clone()),
+        )?;
+        let key = format!("presigned-put:{}", p.id);
+        let state2 = state.clone();
+        let recorded = blocking(move || {
+            crate::writes::submit(
+                &state2,
+                request,
+                crate::writes::Idempotency {
+                    key: &key,
+                    legacy: None,
+                },
+            )
+        })
+        .await;
+        match recorded {
+            Ok(_) => {}
+            // The store or the database did not answer: the next call tries again.
+            Err(e) if e.retry_after.is_some() || e.reason.status() >= 500 => return Err(e),
+            // Refused (a file took the path meanwhile): the blob stays for the collector.
+            Err(e) => {
+                tracing::warn!(vault = %vault, path = %p.path, error = %e.message, "a presigned upload was refused");
+            }
+        }
+        forget(&links, &vault, &p.id).await?;
+        links.discard(&vault, &p.id).await?;
+    }
+    Ok(())
+}
+
+async fn forget(
+    links: &Arc<crate::storage::presign::StoreLinks>,
+    vault: &str,
+    id: &str,
+) -> Result<(), Error> {
+    let (links, vault, id) = (links.clone(), vault.to_string(), id.to_string());
+    blocking(move || links.pending.remove(&vault, &id)).await
 }

@@ -16,6 +16,12 @@ use crate::state::State;
 use crate::surface::attachments::{presign_link, PresignRequest, PresignResponse};
 
 /// Make a presigned link to read (GET) or create (PUT) an attachment without a bearer.
+///
+/// The instance's own link, or, for a hosted vault with `blob_public_endpoint` set, the
+/// blob store's SigV4 presigned URL: the bytes go between the client and the store. A
+/// store PUT link needs `size`, `content_type` and `sha256`, and signs them
+/// (`Content-Length`, `Content-Type`, `x-amz-checksum-sha256`: send the answer's
+/// `headers`); the object becomes the attachment at the vault's next listing.
 #[utoipa::path(
     post,
     path = "/v1/attachments:presign",
@@ -24,10 +30,13 @@ use crate::surface::attachments::{presign_link, PresignRequest, PresignResponse}
     request_body = PresignRequest,
     responses(
         (status = 200, description = "The link and its expiry.", body = PresignResponse),
-        (status = 400, description = "Bad body.", body = ErrorEnvelope),
+        (status = 400, description = "Bad body; a store PUT link without `size`, `content_type` or `sha256`.", body = ErrorEnvelope),
         (status = 403, description = "A PUT link without `notes.write`.", body = ErrorEnvelope),
         (status = 404, description = "No such attachment (GET).", body = ErrorEnvelope),
         (status = 409, description = "Ambiguous name (GET), or the path exists (PUT).", body = ErrorEnvelope),
+        (status = 413, description = "A store PUT link's `size` over the byte cap.", body = ErrorEnvelope),
+        (status = 415, description = "A store PUT link's `content_type` not allowed.", body = ErrorEnvelope),
+        (status = 503, description = "The blob store or the database did not answer (`Retry-After`).", body = ErrorEnvelope),
     )
 )]
 pub async fn presign(

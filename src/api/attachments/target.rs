@@ -46,20 +46,6 @@ pub(super) fn media_type(
     let effective = sniffed
         .or(declared)
         .unwrap_or_else(|| domain::by_extension(name));
-    let allowed = state.config.upload_types.iter().any(|a| {
-        let a = a.to_ascii_lowercase();
-        match a.strip_suffix("/*") {
-            Some(family) => effective.split('/').next() == Some(family),
-            None => a == effective,
-        }
-    });
-    if !allowed {
-        return Err(Error::new(
-            Reason::UNSUPPORTED_MEDIA_TYPE,
-            format!("uploads of type {effective} are not allowed here"),
-        )
-        .with_meta("content_type", effective.clone())
-        .with_meta("allowed", state.config.upload_types.join(" ")));
-    }
+    crate::surface::attachments::allowed_type(state, &effective)?;
     Ok(effective)
 }
