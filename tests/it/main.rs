@@ -13,6 +13,7 @@ mod common;
 
 mod attachments;
 mod attachments_blobs;
+mod attachments_local;
 mod auth;
 mod check;
 mod cli;
