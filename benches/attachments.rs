@@ -287,7 +287,7 @@ fn run() -> Result<()> {
         median(cp_out),
     );
     row(
-        "upload, POST /v1/attachments (durable, in history)",
+        "upload, POST /v1/attachments (durable in the folder)",
         format!("{:.0} MB/s ({})", mbps(up_m), common::ms(up_m)),
         "",
     );
