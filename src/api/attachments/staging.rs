@@ -143,6 +143,10 @@ impl TempWriter {
     }
 
     async fn push(&mut self, chunk: Bytes) -> Result<(), Error> {
+        // An empty chunk (an empty part) writes nothing: `writev` of it would answer 0.
+        if chunk.is_empty() {
+            return Ok(());
+        }
         self.batched += chunk.len();
         self.batch.push(chunk);
         if self.batched >= BATCH_BYTES || self.batch.len() >= BATCH_CHUNKS {
