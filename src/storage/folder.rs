@@ -163,17 +163,27 @@ fn sync_all(prepared: &[Temp]) -> Vec<Result<()>> {
     })
 }
 
-/// Where a deleted note goes: `.trash/<path>`, Obsidian's convention, with a numeric
-/// suffix when a note of that name was trashed before.
+/// Where a deleted note (or attachment) goes: `.trash/<path>`, Obsidian's convention,
+/// with a numeric suffix before the extension when a file of that name was trashed before
+/// (`a 2.md`, `chart 2.png`).
 pub fn trash_path(root: &Path, rel: &str) -> PathBuf {
     let base = root.join(".trash");
     let first = base.join(rel);
     if !first.exists() {
         return first;
     }
-    let stem = rel.strip_suffix(".md").unwrap_or(rel);
+    let (stem, ext) = match rel.strip_suffix(".md") {
+        Some(stem) => (stem, ".md"),
+        None => {
+            let name_at = rel.rfind('/').map_or(0, |i| i + 1);
+            match rel[name_at..].rfind('.').filter(|dot| *dot > 0) {
+                Some(dot) => rel.split_at(name_at + dot),
+                None => (rel, ""),
+            }
+        }
+    };
     (2..)
-        .map(|i| base.join(format!("{stem} {i}.md")))
+        .map(|i| base.join(format!("{stem} {i}{ext}")))
         .find(|p| !p.exists())
         .unwrap_or(first)
 }

@@ -1,7 +1,10 @@
-//! Attachment writes: put an uploaded file in place, remove one. Each applies under the
-//! write lock through the same door as a note write (`apply_now`: budget, idempotency
-//! receipt) and is recorded by the one recorder as a durable batch, so its receipt
-//! leaves only once its bytes are in `history.git`.
+//! Attachment writes: put an uploaded file in place, move one to `.trash/`. Each applies
+//! under the write lock through the same door as a note write (`apply_now`: budget,
+//! idempotency receipt) and is recorded by the one recorder. Its receipt leaves once the
+//! file is durable in the folder (temp file, fsync, rename, fsync of the folder: DESIGN's
+//! invariant 3) and its rows are written; it waits for `history.git` too (a durable batch),
+//! except for a large upload ([`HISTORY_ON_PATH_BELOW`]), whose history commit follows on
+//! the history thread.
 
 use crate::error::{Error, Reason, Result};
 use crate::record::{record, Batch, FileEntry};
@@ -11,6 +14,14 @@ use crate::vault::fsio;
 use crate::vault::observe::hash_file;
 
 use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
+
+/// Uploads of this many bytes or more are recorded without waiting for history: writing
+/// their history object costs a second copy of the file and a second fsync, as much as
+/// the upload itself. The receipt still waits for the file to be durable in the folder,
+/// the truth (the queued commit reads it from there; a crash before it lands finds history
+/// behind at the next start, which records the folder as found). Smaller ones wait for
+/// history too: a few milliseconds.
+pub const HISTORY_ON_PATH_BELOW: u64 = 4 * 1024 * 1024;
 
 /// Attachment bytes live in the vault folder; a hosted vault has none, and keeps them in
 /// the blob store (`storage::blobs`): without one, `BLOB_STORE_UNAVAILABLE`.
@@ -219,6 +230,7 @@ fn move_(
     let linking = linking_to(state, &known);
     // A hosted attachment's bytes are named by their sha256: a move changes rows only.
     if !in_blobs(state) {
+        settle_history(state, &known);
         let from_abs = state.paths.root.join(&known.path);
         fsio::move_unchanged(&from_abs, &dest.abs, &|p: &std::path::Path| {
             std::fs::metadata(p).ok().map(|m| Stamp::of(&m)) == Some(known.stamp)
@@ -269,6 +281,15 @@ fn move_(
     r.links_failed = failed;
     r.renamed = true;
     Ok(r)
+}
+
+/// A large upload's history commit reads the file late, at its path: before the file
+/// leaves that path, let it read the bytes it records (as a note write does for a note
+/// whose bytes are not kept).
+fn settle_history(state: &State, a: &Attachment) {
+    if a.size >= HISTORY_ON_PATH_BELOW {
+        state.history.flush(std::time::Duration::from_secs(30));
+    }
 }
 
 fn receipt(a: &Attachment, seq: i64, created: bool, unchanged: bool) -> Receipt {
@@ -340,7 +361,8 @@ fn put(
             .unwrap_or_default(),
         stamp: Stamp::of(&meta),
     };
-    record_upload(state, write, actor, &safe.rel, attachment)
+    let durable = size < HISTORY_ON_PATH_BELOW;
+    record_upload(state, write, actor, &safe.rel, attachment, durable)
 }
 
 /// Write a private note's ciphertext file (see [`Op::PutPrivate`]): atomically, checked
@@ -413,7 +435,7 @@ fn put_private(
         write,
         actor,
         subject,
-        (&safe.rel, kind),
+        (&safe.rel, kind, true),
         Some(attachment.clone()),
         &attachment,
     )
@@ -444,7 +466,11 @@ fn delete(
     };
     let want = sha256.unwrap_or(&known.sha256);
     if !in_blobs(state) {
-        fsio::remove_checked(&safe.abs, want)?;
+        settle_history(state, &known);
+        // Into `.trash/`, like a deleted note (Obsidian's convention): the bytes stay at
+        // hand in the folder, and history keeps them too.
+        let trash = crate::storage::folder::trash_path(&state.paths.root, &safe.rel);
+        fsio::move_checked(&safe.abs, &trash, want)?;
     } else if want != known.sha256 {
         // History keeps the bytes: the blob stays, only the row goes.
         return Err(Error::new(
@@ -459,7 +485,7 @@ fn delete(
         write,
         actor,
         subject,
-        (&safe.rel, "delete"),
+        (&safe.rel, "delete", true),
         None,
         &known,
     )
@@ -503,16 +529,18 @@ fn put_blob(
             inode: 0,
         },
     };
-    record_upload(state, write, actor, &safe.rel, attachment)
+    record_upload(state, write, actor, &safe.rel, attachment, true)
 }
 
-/// Record an uploaded attachment (its bytes in place, in the folder or the blob store).
+/// Record an uploaded attachment (its bytes in place, in the folder or the blob store);
+/// `durable`: its receipt waits for its history commit.
 fn record_upload(
     state: &State,
     write: &WriteLock<'_>,
     actor: &str,
     rel: &str,
     attachment: Attachment,
+    durable: bool,
 ) -> Result<Receipt> {
     let subject = format!("upload {rel}");
     record_file(
@@ -520,21 +548,21 @@ fn record_upload(
         write,
         actor,
         subject,
-        (rel, "create"),
+        (rel, "create", durable),
         Some(attachment.clone()),
         &attachment,
     )
 }
 
-/// Record one change of a file kept by path (an attachment, a private note): one durable
-/// batch at `rel` (`kind`: create, update, delete), and its receipt, which tells of
-/// `facts` (the file as it is now, or was).
+/// Record one change of a file kept by path (an attachment, a private note): one batch
+/// at `rel` (`kind`: create, update, delete; `durable`: the receipt waits for history),
+/// and its receipt, which tells of `facts` (the file as it is now, or was).
 fn record_file(
     state: &State,
     write: &WriteLock<'_>,
     actor: &str,
     subject: String,
-    (rel, kind): (&str, &str),
+    (rel, kind, durable): (&str, &str, bool),
     to: Option<Attachment>,
     facts: &Attachment,
 ) -> Result<Receipt> {
@@ -551,7 +579,7 @@ fn record_file(
                 kind: kind.into(),
             }],
             whole_vault: None,
-            durable: true,
+            durable,
             marks: Vec::new(),
         },
     )?;

@@ -253,6 +253,7 @@ const ROWS: &str = "
     INSERT INTO write_intents (vault_id, key, op_hash, intent) VALUES ($V, 'k2', 'h', '{}');
     INSERT INTO attachments VALUES ($V, 'p.png', 1, 0, 0, 'aa', 'image/png', '2026-01-01T00:00:00.000Z');
     INSERT INTO attachment_changes VALUES ($V, 2, 'p.png', 'aa', 'create', 'cli', '2026-01-01T00:00:00.000Z', NULL);
+    INSERT INTO presigned_uploads VALUES ($V, 'u1', 'q.png', 'bb', 1, 'image/png', 'api', 0);
     UPDATE vault_counters SET committed_seq = 2 WHERE vault_id = $V;";
 
 #[test]

@@ -2,13 +2,14 @@
 //! `If-None-Match`, the bytes streamed from the file (a hosted vault's: from its blob
 //! store).
 
+use std::io::{Read, Seek};
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::Response;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use futures::StreamExt;
 
 use super::presigned::PRESIGN_PARAMS;
 use crate::api::error::{ApiResult, ErrorEnvelope};
@@ -91,18 +92,7 @@ pub async fn get(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Res
             let asked = range.map(|_| start..start + len);
             Body::from_stream(blobs.get(&state.vault_id, &a.sha256, asked).await?)
         }
-        None => {
-            let abs = state.paths.root.join(&a.path);
-            let mut file = tokio::fs::File::open(&abs)
-                .await
-                .map_err(|e| Error::io(Reason::ATTACHMENT_NOT_FOUND, e))?;
-            if start > 0 {
-                file.seek(std::io::SeekFrom::Start(start))
-                    .await
-                    .map_err(Error::internal_cause)?;
-            }
-            Body::from_stream(chunks(file.take(len)))
-        }
+        None => local_body(state.paths.root.join(&a.path), start, len).await?,
     };
     Ok(base
         .status(status)
@@ -112,22 +102,64 @@ pub async fn get(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Res
         .map_err(Error::internal_cause)?)
 }
 
-/// A reader as a stream of chunks.
-fn chunks<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
-    reader: R,
-) -> impl futures::Stream<Item = std::io::Result<axum::body::Bytes>> + Send {
-    futures::stream::unfold(Some(reader), |reader| async move {
-        let mut reader = reader?;
-        let mut buf = vec![0u8; 256 * 1024];
-        match reader.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(axum::body::Bytes::from(buf)), Some(reader)))
-            }
-            Err(e) => Some((Err(e), None)),
+/// Bytes read from a file at a time: large reads, few blocking-pool hops, and each
+/// handed to hyper as it is (no copy on our side).
+const READ_BYTES: usize = 2 * 1024 * 1024;
+
+/// `len` bytes of the file at `abs` from `start`: read whole at once when they fit in
+/// one read, else streamed by a blocking thread of their own that reads the next chunk
+/// while hyper sends the last (two chunks in flight at most). Not a memory map: an
+/// editor truncating the file meanwhile would kill the daemon (`SIGBUS`); not
+/// `sendfile`: hyper writes from buffers only.
+async fn local_body(abs: std::path::PathBuf, start: u64, len: u64) -> Result<Body, Error> {
+    let first = len.min(READ_BYTES as u64);
+    let (file, head) = blocking(move || {
+        let mut file =
+            std::fs::File::open(&abs).map_err(|e| Error::io(Reason::ATTACHMENT_NOT_FOUND, e))?;
+        if start > 0 {
+            file.seek(std::io::SeekFrom::Start(start))
+                .map_err(Error::internal_cause)?;
         }
+        let head = read_chunk(&mut file, first).map_err(Error::internal_cause)?;
+        Ok((file, head))
     })
+    .await?;
+    if len <= first || (head.len() as u64) < first {
+        return Ok(Body::from(head));
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(2);
+    let mut left = len - first;
+    tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        while left > 0 {
+            match read_chunk(&mut file, left.min(READ_BYTES as u64)) {
+                // Shorter than it was listed (an editor truncated it): the body ends short.
+                Ok(b) if b.is_empty() => break,
+                Ok(b) => {
+                    left -= b.len() as u64;
+                    // The client went away: nothing more to read.
+                    if tx.blocking_send(Ok(b)).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    break;
+                }
+            }
+        }
+    });
+    let rest = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    Ok(Body::from_stream(
+        futures::stream::once(async move { Ok(head) }).chain(rest),
+    ))
+}
+
+/// Up to `n` bytes from the file's position (fewer at its end), in one buffer.
+fn read_chunk(file: &mut std::fs::File, n: u64) -> std::io::Result<Bytes> {
+    let mut buf = Vec::with_capacity(n as usize);
+    file.take(n).read_to_end(&mut buf)?;
+    Ok(Bytes::from(buf))
 }
 
 /// One `bytes=` range, as `(first, last)` inclusive; `None` for a header we do not

@@ -7,7 +7,6 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use sha2::Digest;
-use tokio::io::AsyncWriteExt;
 
 use super::render;
 use crate::error::{Error, Reason};
@@ -23,6 +22,7 @@ use crate::writes::{self, Idempotency, Request};
 pub(super) struct Staged {
     pub(super) temp: std::path::PathBuf,
     sink: Sink,
+    /// The blob store's bytes are hashed here; a temp file's on its writer's thread.
     hasher: sha2::Sha256,
     size: u64,
     head: Vec<u8>,
@@ -63,7 +63,7 @@ impl Staged {
         })?;
         Ok(Self {
             temp,
-            sink: Sink::File(tokio::fs::File::from_std(file)),
+            sink: Sink::File(TempWriter::start(file)),
             hasher: sha2::Sha256::new(),
             size: 0,
             head: Vec::new(),
@@ -79,41 +79,186 @@ impl Staged {
             let take = (SNIFF_BYTES - self.head.len()).min(chunk.len());
             self.head.extend_from_slice(&chunk[..take]);
         }
-        self.hasher.update(&chunk);
-        let file = match &mut self.sink {
-            Sink::File(file) => file,
-            Sink::Blob(upload) => return upload.write(chunk).await,
-        };
-        file.write_all(&chunk).await.map_err(|e| {
-            let message = format!("the upload could not be stored: {e}");
-            if crate::error::storage_full(&e) {
-                Error::new(Reason::INSUFFICIENT_STORAGE, message)
-            } else {
-                Error::new(Reason::BLOB_STORE_UNAVAILABLE, message)
+        match &mut self.sink {
+            Sink::File(writer) => writer.push(chunk).await,
+            Sink::Blob(upload) => {
+                self.hasher.update(&chunk);
+                upload.write(chunk).await
             }
-        })
+        }
     }
 
     pub(super) async fn finish(self) -> Result<(std::path::PathBuf, String, u64, Vec<u8>), Error> {
-        let failed =
-            |e: std::io::Error| Error::io_write(&e, format!("the upload could not be stored: {e}"));
-        let sha = hex(&self.hasher.finalize());
-        match self.sink {
-            Sink::File(mut file) => {
-                file.flush().await.map_err(failed)?;
-                file.sync_all().await.map_err(failed)?;
-            }
+        let sha = match self.sink {
+            Sink::File(writer) => hex(&writer.finish().await?),
             // The bytes become the blob of their sha256 (one object per distinct bytes).
-            Sink::Blob(upload) => upload.finish(&sha).await?,
-        }
+            Sink::Blob(upload) => {
+                let sha = hex(&self.hasher.finalize());
+                upload.finish(&sha).await?;
+                sha
+            }
+        };
         Ok((self.temp, sha, self.size, self.head))
     }
 }
 
 /// Where the bytes go: our temp file in the folder, or the blob store.
 enum Sink {
-    File(tokio::fs::File),
+    File(TempWriter),
     Blob(Box<dyn BlobUpload>),
+}
+
+/// Bytes gathered before they go to the writer's thread: one `writev` of this much.
+const BATCH_BYTES: usize = 1024 * 1024;
+/// At most this many chunks in one `writev` (under the system's `IOV_MAX`).
+const BATCH_CHUNKS: usize = 512;
+
+/// The temp file written on a blocking thread of its own: the chunks that arrive are
+/// gathered into batches of [`BATCH_BYTES`]; the thread hashes each (SHA-256) and writes
+/// it with one `writev` while the next batch arrives, and starts the disk's writeback as
+/// it goes, so the one fsync at the end waits for little. The bytes are hashed once and
+/// never copied on our side.
+struct TempWriter {
+    batch: Vec<Bytes>,
+    batched: usize,
+    to_thread: Option<tokio::sync::mpsc::Sender<Job>>,
+    thread: tokio::task::JoinHandle<Result<[u8; 32], Error>>,
+}
+
+enum Job {
+    Write(Vec<Bytes>),
+    /// Every batch was sent: fsync the file and answer its hash.
+    Finish,
+}
+
+impl TempWriter {
+    fn start(file: std::fs::File) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        Self {
+            batch: Vec::new(),
+            batched: 0,
+            to_thread: Some(tx),
+            thread: tokio::task::spawn_blocking(move || write_temp(file, rx)),
+        }
+    }
+
+    async fn push(&mut self, chunk: Bytes) -> Result<(), Error> {
+        // An empty chunk (an empty part) writes nothing: `writev` of it would answer 0.
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        self.batched += chunk.len();
+        self.batch.push(chunk);
+        if self.batched >= BATCH_BYTES || self.batch.len() >= BATCH_CHUNKS {
+            let batch = std::mem::take(&mut self.batch);
+            self.batched = 0;
+            self.send(Job::Write(batch)).await?;
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self, job: Job) -> Result<(), Error> {
+        let sent = match &self.to_thread {
+            Some(tx) => tx.send(job).await.is_ok(),
+            None => false,
+        };
+        if sent {
+            return Ok(());
+        }
+        // The thread stopped on an error: that error is the answer.
+        self.to_thread = None;
+        match (&mut self.thread).await {
+            Ok(Err(e)) => Err(e),
+            _ => Err(Error::internal("the upload's writer stopped")),
+        }
+    }
+
+    async fn finish(mut self) -> Result<[u8; 32], Error> {
+        if !self.batch.is_empty() {
+            let batch = std::mem::take(&mut self.batch);
+            self.send(Job::Write(batch)).await?;
+        }
+        self.send(Job::Finish).await?;
+        self.to_thread = None;
+        match (&mut self.thread).await {
+            Ok(done) => done,
+            Err(_) => Err(Error::internal("the upload's writer failed")),
+        }
+    }
+}
+
+/// The writer's thread: each batch hashed and written; on `Finish`, the file fsynced.
+/// A channel closed without `Finish` is an upload abandoned: nothing is synced.
+fn write_temp(
+    mut file: std::fs::File,
+    mut jobs: tokio::sync::mpsc::Receiver<Job>,
+) -> Result<[u8; 32], Error> {
+    let stored = |e: std::io::Error| {
+        let message = format!("the upload could not be stored: {e}");
+        if crate::error::storage_full(&e) {
+            Error::new(Reason::INSUFFICIENT_STORAGE, message)
+        } else {
+            Error::new(Reason::BLOB_STORE_UNAVAILABLE, message)
+        }
+    };
+    let mut hasher = sha2::Sha256::new();
+    let mut written = 0u64;
+    while let Some(job) = jobs.blocking_recv() {
+        match job {
+            Job::Write(batch) => {
+                for chunk in &batch {
+                    hasher.update(chunk);
+                }
+                write_all_chunks(&mut file, &batch).map_err(stored)?;
+                let len: usize = batch.iter().map(Bytes::len).sum();
+                start_writeback(&file, written, len as u64);
+                written += len as u64;
+            }
+            Job::Finish => {
+                file.sync_all().map_err(|e| {
+                    Error::io_write(&e, format!("the upload could not be stored: {e}"))
+                })?;
+                return Ok(hasher.finalize().into());
+            }
+        }
+    }
+    Err(Error::internal("the upload was abandoned"))
+}
+
+/// One `writev` for the batch (more when the kernel takes part of it).
+fn write_all_chunks(file: &mut std::fs::File, chunks: &[Bytes]) -> std::io::Result<()> {
+    use std::io::{IoSlice, Write};
+    let mut slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
+    let mut left = &mut slices[..];
+    while !left.is_empty() {
+        match file.write_vectored(left) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut left, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Ask the kernel to start writing these bytes to the disk now (Linux), so the fsync at
+/// the end finds most of them there already; elsewhere the fsync does it all.
+fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain syscall on an open descriptor we own; it reads no memory of ours.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                offset as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
 }
 
 fn too_large(cap: u64) -> Error {
