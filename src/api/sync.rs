@@ -560,6 +560,7 @@ fn private_push_op(i: usize, o: PushOpRequest) -> Result<domain::push::PushOp, E
         (status = 403, description = "The token lacks `notes.write`.", body = ErrorEnvelope),
         (status = 413, description = "The batch is over the byte cap.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 503, description = "`STORAGE_UNAVAILABLE`: storage refused every op for now; nothing applied, retry after `Retry-After`.", body = ErrorEnvelope),
     )
 )]
 pub async fn push_route(
@@ -594,6 +595,18 @@ pub async fn push_route(
         Ok((outcomes, state.committed_seq()))
     })
     .await?;
+    // Nothing applied, each op refused by storage that is away for now: the whole push
+    // is that 503 with `Retry-After`, which a client or a load balancer retries.
+    if !outcomes.is_empty()
+        && outcomes
+            .iter()
+            .all(|o| o.as_ref().is_err_and(|e| e.retry_after.is_some()))
+    {
+        if let Some(Err(e)) = outcomes.into_iter().next() {
+            return Err(e.into());
+        }
+        return Err(Error::internal("a push without outcomes").into());
+    }
     let results = outcomes
         .into_iter()
         .enumerate()

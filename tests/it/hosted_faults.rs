@@ -59,6 +59,17 @@ async fn a_read_only_database_serves_reads_refuses_writes_and_takes_the_retry_af
         "{refused}"
     );
     b.get("/v1/notes/during", 404).await;
+    // A device's push whose every op the storage refused: the whole push is that 503
+    // with Retry-After (a load balancer or the device retries it), not a 200 of failures.
+    let push = json!({"device_id": "laptop", "ops": [
+        {"kind": "upsert", "path": "pushed.md", "content_base64": "IyBQdXNoZWQK"},
+    ]});
+    let res = b
+        .send(Method::POST, "/v1/sync/ops", Some("k-push"), Some(push))
+        .await;
+    assert!(res.headers().contains_key("retry-after"), "{res:?}");
+    let refused = res_json(res, 503, "a push on a read-only database").await;
+    assert_envelope(&refused, 503, "STORAGE_UNAVAILABLE");
 
     // Writable again, and the sessions of the read-only time ended (as a failover ends
     // them): the retry, sent as Retry-After says, lands once.
