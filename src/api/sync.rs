@@ -596,11 +596,14 @@ pub async fn push_route(
     })
     .await?;
     // Nothing applied, each op refused by storage that is away for now: the whole push
-    // is that 503 with `Retry-After`, which a client or a load balancer retries.
+    // is that 503 with `Retry-After`, which a client or a load balancer retries. (A
+    // refusal of the ops themselves, a spent budget say, stays per op.)
     if !outcomes.is_empty()
-        && outcomes
-            .iter()
-            .all(|o| o.as_ref().is_err_and(|e| e.retry_after.is_some()))
+        && outcomes.iter().all(|o| {
+            o.as_ref().is_err_and(|e| {
+                e.reason == crate::error::Reason::STORAGE_UNAVAILABLE && e.retry_after.is_some()
+            })
+        })
     {
         if let Some(Err(e)) = outcomes.into_iter().next() {
             return Err(e.into());
