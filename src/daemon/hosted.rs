@@ -355,16 +355,21 @@ fn build(state: &State, revisions: &hosted::revisions::PgRevisions) -> Result<()
     crate::record::follow::catch_up(state, &write)
 }
 
+/// The store's `AWS_*` settings as the storage seam takes them.
+fn store_settings(config: &Config) -> crate::storage::blobs::S3Settings {
+    config
+        .blob_settings
+        .iter()
+        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+        .collect()
+}
+
 /// The blob store `config` names, if any; a URL it cannot use stops the start.
 pub fn blobs(config: &Config) -> Result<Option<Arc<dyn crate::storage::blobs::BlobStore>>> {
     let Some(url) = &config.blob_store else {
         return Ok(None);
     };
-    let settings: Vec<(String, String)> = config
-        .blob_settings
-        .iter()
-        .map(|(k, v)| (k.clone(), v.expose().to_string()))
-        .collect();
+    let settings = store_settings(config);
     let store = crate::storage::blobs::S3Blobs::open(url, &settings)?;
     Ok(Some(Arc::new(store)))
 }
@@ -378,11 +383,7 @@ pub fn links(
     let (Some(url), Some(public)) = (&config.blob_store, &config.blob_public_endpoint) else {
         return Ok(None);
     };
-    let settings: Vec<(String, String)> = config
-        .blob_settings
-        .iter()
-        .map(|(k, v)| (k.clone(), v.expose().to_string()))
-        .collect();
+    let settings = store_settings(config);
     let pending = Box::new(hosted::presigned::PgPendingUploads::new(db.clone()));
     let transport = Box::new(HttpTransport::new()?);
     let links =

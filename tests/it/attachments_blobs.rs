@@ -12,13 +12,13 @@ use serde_json::{json, Value};
 const PNG: &[u8] =
     b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
 
-fn png(tag: u8, len: usize) -> Vec<u8> {
+pub(crate) fn png(tag: u8, len: usize) -> Vec<u8> {
     let mut v = PNG.to_vec();
     v.extend(std::iter::repeat_n(tag, len));
     v
 }
 
-fn sha(bytes: &[u8]) -> String {
+pub(crate) fn sha(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
         .iter()

@@ -13,23 +13,9 @@ use common::{assert_envelope_for, res_json, Mode, TestServer};
 use notevault::auth::{StaticToken, TokenKind};
 use serde_json::{json, Value};
 
-const PNG: &[u8] =
-    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+use crate::attachments_blobs::{png, sha};
+
 const READER: &str = "reader-token-0123456789";
-
-fn png(tag: u8, len: usize) -> Vec<u8> {
-    let mut v = PNG.to_vec();
-    v.extend(std::iter::repeat_n(tag, len));
-    v
-}
-
-fn sha(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// A hosted instance whose links are the store's (`public`: set the endpoint).
 async fn hosted(public: bool) -> Option<TestServer> {
