@@ -71,6 +71,8 @@ pub struct IndexState {
     pub commits: u64,
     pub last_commit_ms: Option<u64>,
     pub last_error: Option<String>,
+    /// The writers are open (they close while idle: `writer.rs`).
+    pub writers_open: bool,
 }
 
 impl IndexState {
@@ -137,6 +139,7 @@ impl SearchIndex {
             live: AtomicBool::new(false),
             state: Mutex::new(IndexState {
                 rebuilt,
+                writers_open: true,
                 ..IndexState::default()
             }),
             seq_tx,

@@ -18,10 +18,11 @@ use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::Schema;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
-use super::schema::{schema, Fields, NoteDoc};
+use super::schema::{Fields, NoteDoc};
 use super::{key_of, searchable, tokenizer, SearchIndex};
 use crate::vault::note::Note;
 
+mod park;
 mod publish;
 mod retry;
 
@@ -58,11 +59,6 @@ fn large_writer(index: &Index) -> tantivy::Result<IndexWriter<NoteDoc>> {
     index.writer_with_num_threads(threads, START_WRITER_BYTES_PER_THREAD * threads)
 }
 
-/// A writer on an empty in-memory index, to hold the place of one being dropped.
-fn placeholder_writer() -> tantivy::Result<IndexWriter<NoteDoc>> {
-    small_writer(&Index::create_in_ram(schema().0))
-}
-
 /// Changes that follow one another closely are made searchable together, at most this
 /// often. Each commit of the overlay is a new in-memory segment whatever its size
 /// (tantivy fills a 4 MiB term table, starts an indexing thread, reloads and merges
@@ -91,6 +87,13 @@ const MERGE_AFTER: Duration = Duration::from_secs(3);
 
 /// Writes pause this long before the overlay goes to disk.
 const FLUSH_IDLE: Duration = Duration::from_secs(1);
+/// With nothing to write for this long, the writers are closed (their threads end and
+/// their memory goes back), to be opened again by the next change: an instance keeps
+/// many vaults open that are read, not written.
+#[cfg(not(test))]
+const PARK_AFTER: Duration = Duration::from_secs(30);
+#[cfg(test)]
+const PARK_AFTER: Duration = Duration::from_millis(100);
 /// The overlay goes to disk once it holds this many notes...
 const FLUSH_MAX: usize = 1_000;
 /// ...or its oldest change is this old.
@@ -109,10 +112,13 @@ pub(super) struct Overlay {
 /// What the writer thread owns.
 pub(super) struct Worker {
     index: Index,
-    main: IndexWriter<NoteDoc>,
-    /// `main` was given up after a failed commit (tantivy's writer is dead once one of
-    /// its indexing threads failed): a new one is opened before the next try.
-    main_dead: bool,
+    /// `None`: closed while idle ([`PARK_AFTER`]), or given up after a failed commit
+    /// (tantivy's writer is dead once one of its indexing threads failed); a new one is
+    /// opened when next needed.
+    main: Option<IndexWriter<NoteDoc>>,
+    /// A merge of `main`'s segments runs ([`SearchIndex::merge_segments`]): `main` stays
+    /// open until it is done.
+    merging: bool,
     /// The start-up sync, while its commit has not landed.
     sync_pending: Option<PendingSync>,
     /// The highest seq published while a start-up sync is pending, which `indexed_seq`
@@ -122,7 +128,9 @@ pub(super) struct Worker {
     retry: Backoff,
     pub(super) main_reader: IndexReader,
     fields: Fields,
-    ram_writer: IndexWriter<NoteDoc>,
+    /// The overlay's in-memory index, and its writer (`None` while closed, as `main`).
+    ram: Index,
+    ram_writer: Option<IndexWriter<NoteDoc>>,
     ram_reader: IndexReader,
     /// Key → current version (`None`: deleted or not searchable) since the last commit
     /// on disk.
@@ -166,18 +174,19 @@ impl Worker {
         tokenizer::register(&ram);
         Ok(Worker {
             index,
-            main: writer,
-            main_dead: false,
+            main: Some(writer),
+            merging: false,
             sync_pending: None,
             deferred_seq: i64::MIN,
             retry: Backoff::default(),
             main_reader: reader,
             fields,
-            ram_writer: small_writer(&ram)?,
+            ram_writer: None,
             ram_reader: ram
                 .reader_builder()
                 .reload_policy(ReloadPolicy::Manual)
                 .try_into()?,
+            ram,
             changed: HashMap::new(),
             first_change: None,
             held: Vec::new(),
@@ -208,24 +217,15 @@ impl Worker {
         self.replace_main(small_writer)
     }
 
-    /// Replace the writer by the one `make` opens on the index.
+    /// Replace the writer by the one `make` opens on the index. The old one holds the
+    /// lock until it is dropped; dropping it stops its merges (they are considered again
+    /// at the next commit).
     fn replace_main(
         &mut self,
         make: fn(&Index) -> tantivy::Result<IndexWriter<NoteDoc>>,
     ) -> tantivy::Result<()> {
-        let small = loop {
-            // The old writer holds the lock until it is dropped: swap through a wait.
-            match make(&self.index) {
-                Ok(w) => break w,
-                Err(tantivy::TantivyError::LockFailure(..)) => {
-                    // Dropping it stops its merges (they are considered again at the next
-                    // commit) and releases the lock.
-                    drop(std::mem::replace(&mut self.main, placeholder_writer()?));
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        self.main = small;
+        drop(self.main.take());
+        self.main = Some(make(&self.index)?);
         Ok(())
     }
 }
@@ -358,7 +358,21 @@ impl SearchIndex {
                     other => other,
                 },
                 (Some(w), _) => rx.recv_timeout(w),
-                (None, _) => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                (None, _) if w.parked() => {
+                    rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+                }
+                // Nothing to write: the writers close after a while of that.
+                (None, _) => match rx.recv_timeout(PARK_AFTER) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        w.park();
+                        match weak.upgrade() {
+                            Some(this) => this.state.lock().writers_open = !w.parked(),
+                            None => break,
+                        }
+                        continue;
+                    }
+                    other => other,
+                },
             };
             match next {
                 Ok(first) => {
@@ -399,7 +413,9 @@ impl SearchIndex {
         }
         // The vectors too (the service may be gone: they are held apart).
         vectors.persist(true);
-        let _ = w.main.wait_merging_threads();
+        if let Some(main) = w.main.take() {
+            let _ = main.wait_merging_threads();
+        }
     }
 
     /// Apply `first` and whatever else is queued; publish it (make it searchable) now
@@ -431,14 +447,13 @@ impl SearchIndex {
                     } else {
                         Ok(())
                     };
-                    let r = grown
-                        .and_then(|()| self.sync(&w.main, &notes, &HashSet::new()))
-                        .and_then(|n| {
-                            differing = n;
-                            w.main.commit()?;
-                            self.reader.reload()?;
-                            Ok(n)
-                        });
+                    let r = grown.and_then(|()| w.open_main()).and_then(|main| {
+                        let n = self.sync(main, &notes, &HashSet::new())?;
+                        differing = n;
+                        main.commit()?;
+                        self.reader.reload()?;
+                        Ok(n)
+                    });
                     // The vectors catch up beside the writer: the lexical index is
                     // published with this batch, and changes go on meanwhile
                     // (`Vectors::sync` never replaces an entry a change wrote since it
@@ -475,15 +490,16 @@ impl SearchIndex {
                 Msg::Upsert { note, seq } => {
                     let key = note.key();
                     w.overlay_dirty = true;
-                    w.ram_writer
-                        .delete_term(Term::from_field_u64(self.fields.key, key));
-                    let r = if searchable(&note) {
-                        w.ram_writer
-                            .add_document(NoteDoc::new(self.fields, note.clone()))
-                            .map(|_| ())
-                    } else {
-                        Ok(())
-                    };
+                    let fields = self.fields;
+                    let r = w.open_overlay().and_then(|ram| {
+                        ram.delete_term(Term::from_field_u64(fields.key, key));
+                        if searchable(&note) {
+                            ram.add_document(NoteDoc::new(fields, note.clone()))
+                                .map(|_| ())
+                        } else {
+                            Ok(())
+                        }
+                    });
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
                     // Embedded before `indexed_seq` moves: a search that waited for this
@@ -500,20 +516,22 @@ impl SearchIndex {
                 Msg::Remove { note_id, seq } => {
                     let key = key_of(&note_id);
                     w.overlay_dirty = true;
-                    w.ram_writer
-                        .delete_term(Term::from_field_u64(self.fields.key, key));
+                    let r = w.open_overlay().map(|ram| {
+                        ram.delete_term(Term::from_field_u64(self.fields.key, key));
+                    });
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
                     self.vectors.remove(key);
                     w.changed.insert(key, None);
                     w.hold(Some(note_id), seq);
-                    Ok(())
+                    r
                 }
                 Msg::Publish => {
                     asked = true;
                     Ok(())
                 }
                 Msg::Merged => {
+                    w.merging = false;
                     let r = self.reader.reload();
                     self.refresh_counts();
                     r
@@ -540,6 +558,7 @@ impl SearchIndex {
             tracing::info!(notes = n, ms, "search index up to date");
             crate::memory::release_free_memory();
         }
+        self.state.lock().writers_open = !w.parked();
         let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
         if publish_now(
             w.overlay_dirty,

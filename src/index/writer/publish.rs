@@ -12,9 +12,9 @@ impl SearchIndex {
     /// scores every term once per segment (the figure: benches/README.md, "one segment").
     /// Changes go on meanwhile (tantivy applies their deletes to the merged segment).
     pub(super) fn merge_segments(&self, w: &mut Worker) {
-        if w.main_dead {
+        let Some(main) = w.main.as_mut() else {
             return;
-        }
+        };
         let ids = match w.index.searchable_segment_ids() {
             Ok(ids) if ids.len() > 1 => ids,
             _ => return,
@@ -22,7 +22,8 @@ impl SearchIndex {
         let Some(tx) = self.tx.lock().clone() else {
             return;
         };
-        let merge = w.main.merge(&ids);
+        let merge = main.merge(&ids);
+        w.merging = true;
         let segments = ids.len();
         let wait = move || {
             let started = Instant::now();
@@ -35,8 +36,12 @@ impl SearchIndex {
                     );
                     let _ = tx.send(Msg::Merged);
                 }
-                // Stopped (a shutdown) or failed: the segments stay as they were.
-                Err(e) => tracing::debug!(error = %e, "index segments not merged"),
+                // Stopped (a shutdown) or failed: the segments stay as they were; the
+                // writer hears of it all the same (it waits for the merge to close).
+                Err(e) => {
+                    tracing::debug!(error = %e, "index segments not merged");
+                    let _ = tx.send(Msg::Merged);
+                }
             }
         };
         if let Err(e) = std::thread::Builder::new()
@@ -56,8 +61,8 @@ impl SearchIndex {
             w.last_publish = Some(Instant::now());
             let committed = w
                 .ram_writer
-                .commit()
-                .map(|_| ())
+                .as_mut()
+                .map_or(Ok(0), |ram| ram.commit())
                 .and_then(|_| w.ram_reader.reload());
             if let Err(e) = committed {
                 // Held, and tried again when writes pause (`flush`).

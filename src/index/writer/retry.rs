@@ -12,7 +12,7 @@ use tantivy::{IndexWriter, Term};
 
 use super::super::schema::{stamp_of, NoteDoc};
 use super::super::{searchable, SearchIndex};
-use super::{placeholder_writer, small_writer, Worker, MERGE_AFTER};
+use super::{small_writer, Worker, MERGE_AFTER};
 use crate::vault::note::Note;
 
 /// The first pause after a failed commit of the index on disk.
@@ -81,19 +81,7 @@ impl Worker {
     /// Give up the writer after a failed commit: dropping it discards what it had not
     /// committed (replayed at the next try) and lets go of tantivy's lock.
     pub(super) fn discard_main(&mut self) {
-        if let Ok(placeholder) = placeholder_writer() {
-            drop(std::mem::replace(&mut self.main, placeholder));
-        }
-        self.main_dead = true;
-    }
-
-    /// Open a new writer in place of one given up.
-    pub(super) fn renew(&mut self) -> tantivy::Result<()> {
-        if self.main_dead {
-            self.main = small_writer(&self.index)?;
-            self.main_dead = false;
-        }
-        Ok(())
+        drop(self.main.take());
     }
 
     /// Commit the overlay's notes (after what `first` writes: a pending start-up sync) to
@@ -104,22 +92,26 @@ impl Worker {
         if self.changed.is_empty() && first.is_none() {
             return Ok(0);
         }
-        self.renew()?;
+        if self.main.is_none() {
+            self.main = Some(small_writer(&self.index)?);
+        }
+        let (fields, changed, reader) = (self.fields, &self.changed, &self.main_reader);
+        let Some(main) = self.main.as_mut() else {
+            return Ok(0);
+        };
         let mut write = || -> tantivy::Result<usize> {
             let count = match first {
-                Some(first) => first(&self.main)?,
+                Some(first) => first(main)?,
                 None => 0,
             };
-            for (key, note) in &self.changed {
-                self.main
-                    .delete_term(Term::from_field_u64(self.fields.key, *key));
+            for (key, note) in changed {
+                main.delete_term(Term::from_field_u64(fields.key, *key));
                 if let Some(note) = note {
-                    self.main
-                        .add_document(NoteDoc::new(self.fields, note.clone()))?;
+                    main.add_document(NoteDoc::new(fields, note.clone()))?;
                 }
             }
-            self.main.commit()?;
-            self.main_reader.reload()?;
+            main.commit()?;
+            reader.reload()?;
             Ok(count)
         };
         let count = match write() {
@@ -131,8 +123,10 @@ impl Worker {
         };
         self.changed.clear();
         self.first_change = None;
-        self.ram_writer.delete_all_documents()?;
-        self.ram_writer.commit()?;
+        if let Some(ram) = self.ram_writer.as_mut() {
+            ram.delete_all_documents()?;
+            ram.commit()?;
+        }
         self.ram_reader.reload()?;
         Ok(count)
     }
