@@ -220,7 +220,13 @@ impl HostedVaults {
                     Ok(Some(c)) if c != Default::default() => {
                         crate::telemetry::blobs_collected("blob", c.blobs);
                         crate::telemetry::blobs_collected("upload", c.uploads);
-                        tracing::info!(blobs = c.blobs, uploads = c.uploads, "blobs collected")
+                        crate::telemetry::blobs_collected("export", c.exports);
+                        tracing::info!(
+                            blobs = c.blobs,
+                            uploads = c.uploads,
+                            exports = c.exports,
+                            "blobs collected"
+                        )
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "blob collection failed; retried later"),

@@ -98,6 +98,10 @@ enum Named {
 
 /// What the credential carries that names vaults (nothing is verified here).
 async fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
+    // An export's link stands in for the bearer (`vault::presigned` checks it).
+    if let Some(vault) = export_link_vault(uri) {
+        return vec![Named::Vault(vault)];
+    }
     let values: Vec<&[u8]> = headers
         .get_all(header::AUTHORIZATION)
         .iter()
@@ -150,6 +154,30 @@ fn sign_in_code(uri: &Uri) -> Option<String> {
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned())
         .filter(|code| session::well_formed(code))
+}
+
+/// Whether the request is an export's link (its `signature` decides, not a bearer).
+pub fn is_export_link(uri: &Uri) -> bool {
+    uri.path().starts_with("/v1/exports/") && uri.query().is_some_and(|q| q.contains("signature"))
+}
+
+/// The vault an export's link names (`GET /v1/exports/…?vault=…&signature=…`), when it
+/// has not expired: an expired or malformed one opens no vault.
+fn export_link_vault(uri: &Uri) -> Option<String> {
+    if !is_export_link(uri) {
+        return None;
+    }
+    let (mut vault, mut expires, mut signed) = (None, None, false);
+    for (k, v) in form_urlencoded::parse(uri.query()?.as_bytes()) {
+        match &*k {
+            "vault" => vault = uuid::Uuid::parse_str(&v).ok(),
+            "expires" => expires = v.parse::<i64>().ok(),
+            "signature" => signed = true,
+            _ => {}
+        }
+    }
+    let live = expires? >= chrono::Utc::now().timestamp();
+    (signed && live).then(|| vault.map(|v| v.to_string()))?
 }
 
 fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> {
