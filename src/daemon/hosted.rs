@@ -541,6 +541,17 @@ impl Directory for HostedVaults {
         block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
     }
 
+    fn link_key(&self, vault_id: &str) -> Result<Option<[u8; 32]>> {
+        let Ok(id) = Uuid::parse_str(vault_id) else {
+            return Ok(None);
+        };
+        let key = block_on(hosted::lookup::setting(&self.db, id, "page_token_key"))?;
+        Ok(key
+            .as_deref()
+            .and_then(parse_key)
+            .map(|k| crate::state::presign_key(&k)))
+    }
+
     fn open_vaults(&self) -> Vec<Arc<State>> {
         self.open.lock().values().cloned().collect()
     }

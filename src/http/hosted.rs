@@ -94,13 +94,15 @@ enum Named {
     Session(String),
     SignInCode(String),
     Org(String),
+    /// An export's link: its vault, opened only if the link holds under its key.
+    Link(String, Uri),
 }
 
 /// What the credential carries that names vaults (nothing is verified here).
 async fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
     // An export's link stands in for the bearer (`vault::presigned` checks it).
     if let Some(vault) = export_link_vault(uri) {
-        return vec![Named::Vault(vault)];
+        return vec![Named::Link(vault, uri.clone())];
     }
     let values: Vec<&[u8]> = headers
         .get_all(header::AUTHORIZATION)
@@ -180,6 +182,25 @@ fn export_link_vault(uri: &Uri) -> Option<String> {
     (signed && live).then(|| vault.map(|v| v.to_string()))?
 }
 
+/// Whether the export link `uri` was signed with the key of the vault `id` (else it
+/// opens nothing, and is refused against the lobby).
+fn link_holds(directory: &dyn Directory, id: &str, uri: &Uri) -> Result<bool> {
+    let (Some(key), Some(link)) = (
+        directory.link_key(id)?,
+        crate::auth::presigned::Link::from_query(uri.query()),
+    ) else {
+        return Ok(false);
+    };
+    let param = crate::api::routes::recognize(&axum::http::Method::GET, uri.path(), |_| false)
+        .ok()
+        .and_then(|m| m.param);
+    let Some(param) = param else {
+        return Ok(false);
+    };
+    let path = crate::surface::export::link_path(&param);
+    link.signed_with(&key, "GET", &path)
+}
+
 fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> {
     let mut ids = Vec::new();
     for n in named {
@@ -189,6 +210,11 @@ fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> 
             Named::Session(digest) => ids.extend(directory.vault_of_session(&digest)?),
             Named::SignInCode(digest) => ids.extend(directory.vault_of_sign_in_code(&digest)?),
             Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
+            Named::Link(id, uri) => {
+                if link_holds(directory, &id, &uri)? {
+                    ids.push(id);
+                }
+            }
         }
     }
     Ok(ids)
