@@ -374,7 +374,8 @@ mod tests {
         // IDP_UNAVAILABLE and IDP_NOT_CONFIGURED: the token proxy's refusals.
         // RANGE_NOT_SATISFIABLE: an attachment download's `Range` past its end.
         // INSUFFICIENT_STORAGE (507): a write on a full disk.
-        assert_eq!(Reason::ALL.len(), 47);
+        // EXPORT_NOT_FOUND: an export link whose archive is gone from the blob store.
+        assert_eq!(Reason::ALL.len(), 48);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");
