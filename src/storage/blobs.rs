@@ -139,7 +139,7 @@ pub trait BlobUpload: Send {
     fn write(&mut self, chunk: Bytes) -> BoxFuture<'_, Result<()>>;
 
     /// Finish: the bytes become the blob `sha256` (the hash of what was written, which
-    /// the caller computed while streaming).
+    /// the caller computed while streaming), or the export the upload was begun for.
     fn finish<'a>(self: Box<Self>, sha256: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 

@@ -406,3 +406,73 @@ async fn the_collector_takes_an_old_export_and_leaves_a_fresh_one() {
         "{blobs_left:?}"
     );
 }
+
+/// The console's export button answers what `POST /v1/export` does: a redirect to the
+/// archive in the store, which the browser follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consoles_export_button_redirects_to_the_archive() {
+    let Some(s) = hosted(false).await else {
+        return;
+    };
+    let attachment = fill(&s).await;
+    let (cookie, csrf) = crate::console::sign_in(&s).await;
+    let form = [("csrf", csrf.as_str()), ("history", "true")];
+    let res = crate::console::post_form(&s, "/export", Some(&cookie), &form).await;
+    assert_eq!(res.status(), 303);
+    let location = res.headers()["location"].to_str().unwrap().to_string();
+    assert!(location.starts_with(&s.url("/v1/exports/")), "{location}");
+    let res = reqwest::get(&location).await.unwrap();
+    assert_eq!(res.status(), 200);
+    unpacked_holds(&res.bytes().await.unwrap(), &attachment, true);
+}
+
+/// An archive past the single-`PUT` size goes up in parts, as a large attachment does:
+/// the export is whole, and no staged object or multipart marker is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_export_goes_up_in_parts_and_leaves_nothing_staged() {
+    let Some(s) = hosted(false).await else {
+        return;
+    };
+    // Bytes gzip cannot shrink, so that the archive is past the threshold too.
+    let mut noise = png(0, 0);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while noise.len() < notevault::storage::blobs::MULTIPART_ABOVE + 512 * 1024 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.extend_from_slice(&x.to_le_bytes());
+    }
+    let res = s
+        .client
+        .put(s.url("/v1/attachments/noise.png"))
+        .header("Idempotency-Key", "k-noise")
+        .header("Content-Type", "image/png")
+        .body(noise.clone())
+        .send()
+        .await
+        .unwrap();
+    res_json(res, 201, "upload").await;
+    let link = export_link(&s, json!({})).await;
+    let size = link["size"].as_u64().unwrap();
+    assert!(
+        size > notevault::storage::blobs::MULTIPART_ABOVE as u64,
+        "{size}"
+    );
+    let res = reqwest::get(link["url"].as_str().unwrap()).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let archive = res.bytes().await.unwrap();
+    assert_eq!(sha(&archive), link["sha256"]);
+    let unpacked = crate::console::unpack(&archive);
+    assert_eq!(
+        std::fs::read(unpacked.path().join("vault/noise.png")).unwrap(),
+        noise
+    );
+    let s3 = s.hosted().s3.as_ref().unwrap();
+    let staged: Vec<String> = s3
+        .objects()
+        .into_iter()
+        .filter(|o| o.contains("/uploads/"))
+        .collect();
+    assert!(staged.is_empty(), "{staged:?}");
+    assert!(s3.pending_parts().is_empty());
+}
