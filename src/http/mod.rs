@@ -342,7 +342,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     };
     let vaults = named.as_deref().unwrap_or(&app.vaults);
     let presigned = match named {
-        // A hosted vault's link names its vault: only an export's does (`vault`).
+        // Hosted: only an export's link names its vault (`vault`); an attachment's none.
         Some(_) if !hosted::is_export_link(req.uri()) => None,
         _ => vault::presigned(vaults, req.method(), req.uri()),
     };
