@@ -95,9 +95,8 @@ fn find(
 
 /// The credential and vault of a presigned attachment link, when the request is one: a
 /// GET, HEAD or PUT of an attachment (or a GET of an export) whose query carries a
-/// `signature`. The link is the
-/// vault's whose key signed it for this method and attachment; it must not have expired,
-/// and a PUT link's nonce is spent now (it works once). A link that fails a check is a
+/// `signature`. The link is the vault's whose key signed it for this method and object;
+/// it must not have expired, and a PUT link's nonce is spent now (it works once). A link that fails a check is a
 /// refusal (`AUTH_INVALID`, saying why), never a fall back to the bearer.
 pub fn presigned(
     vaults: &[Arc<ServedVault>],
