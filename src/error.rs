@@ -69,6 +69,7 @@ mod table {
         FOLDER_NOT_FOUND => (404, "List folders with `GET /v1/folders`, then retry with an existing path."),
         ATTACHMENT_NOT_FOUND => (404, "List attachments with `GET /v1/attachments`, then retry with an existing name."),
         ATTACHMENT_AMBIGUOUS => (409, "Retry the attachment read with one `sha256` listed in the `details` metadata."),
+        EXPORT_NOT_FOUND => (404, "Ask `POST /v1/export` again for a new archive and its link."),
         PENDING_WRITE_NOT_FOUND => (404, "List pending writes with `GET /v1/writes`, then retry with an existing id."),
         ROUTE_NOT_FOUND => (404, "Read `GET /openapi.json`, then call a documented route and method."),
         VALIDATION_FAILED => (400, "Fix the `fieldViolations` listed in `details`, then retry the same request."),
@@ -373,7 +374,8 @@ mod tests {
         // IDP_UNAVAILABLE and IDP_NOT_CONFIGURED: the token proxy's refusals.
         // RANGE_NOT_SATISFIABLE: an attachment download's `Range` past its end.
         // INSUFFICIENT_STORAGE (507): a write on a full disk.
-        assert_eq!(Reason::ALL.len(), 47);
+        // EXPORT_NOT_FOUND: an export link whose archive is gone from the blob store.
+        assert_eq!(Reason::ALL.len(), 48);
         for reason in Reason::ALL {
             let hint = reason.hint();
             assert!(hint.ends_with('.'), "{reason}: a hint is one sentence");

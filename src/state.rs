@@ -161,10 +161,7 @@ impl State {
             catalog: RwLock::new(Catalog::default()),
             attachments: RwLock::new(AttachmentCatalog::default()),
             committed_seq,
-            presign_key: blake3::derive_key(
-                "notevault 2026 presigned attachment links",
-                &token_key,
-            ),
+            presign_key: presign_key(&token_key),
             token_key,
             vault_id,
             write_mutex: Mutex::new(()),
@@ -290,6 +287,11 @@ impl KeyLocks {
         }
         locks.entry(key.to_string()).or_default().clone()
     }
+}
+
+/// The secret of a vault's presigned links, derived from its page-token key.
+pub fn presign_key(token_key: &[u8; 32]) -> [u8; 32] {
+    blake3::derive_key("notevault 2026 presigned attachment links", token_key)
 }
 
 /// The answer to a change asked for once the daemon is stopping.

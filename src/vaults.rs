@@ -67,6 +67,10 @@ pub trait Directory: Send + Sync {
     /// The ids of the vaults of the organization `org_id`.
     fn vaults_of_org(&self, org_id: &str) -> crate::error::Result<Vec<String>>;
 
+    /// The secret of the vault's presigned links (`State::presign_key`), read without
+    /// opening it, so that only a link it signed opens it; `None`: no such vault yet.
+    fn link_key(&self, vault_id: &str) -> crate::error::Result<Option<[u8; 32]>>;
+
     /// Each part the directory needs to serve (`database`, `schema`), and why it cannot
     /// now (for `/readyz`).
     fn ready(&self) -> Vec<(&'static str, std::result::Result<(), String>)>;

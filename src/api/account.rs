@@ -1,7 +1,8 @@
 //! The session-only account routes (a personal access token gets 403
 //! `CREDENTIAL_FORBIDDEN`, and open local mode `AUTH_MISSING`: the route table's `Need::SignedIn`):
 //! `GET /v1/audit-events` (the audit log, newest first: ids and counters only),
-//! `POST /v1/export` (the archive of `crate::export`, streamed) and
+//! `POST /v1/export` (the archive of `crate::export`, streamed, or a link to it in the
+//! blob store) and
 //! `POST /v1/vault/purge` (everything the daemon holds about the vault, behind the
 //! vault's name typed as confirmation; it also needs `notes.write` and `notes.review`).
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use crate::api::wire::Json;
 use axum::body::Bytes;
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,7 +24,7 @@ use crate::filter;
 use crate::state::State;
 use crate::storage::rows::AuditRow;
 use crate::surface::blocking;
-use crate::surface::export::export_response;
+use crate::surface::export::{ExportLink, Exported};
 
 /// One row of the audit log.
 #[derive(Debug, Serialize, ToSchema)]
@@ -204,7 +205,12 @@ pub struct ExportRequest {
 
 /// A `.tar.gz` of the vault's notes and attachments (private notes as the ciphertext
 /// files they are), optionally with the history as a git bundle, and a manifest (session
-/// only). Streamed; `Content-Disposition` names `notevault-<vault>-<date>.tar.gz`.
+/// only). Streamed (200); `Content-Disposition` names `notevault-<vault>-<date>.tar.gz`.
+/// A hosted vault with a blob store has the archive written whole to the store first,
+/// then answers 303 See Other: `Location` is a link to it (the store's own with
+/// `blob_public_endpoint`, else this service's, served by any instance), for the same
+/// life as a presigned attachment link; the body says the same. A client following
+/// redirects gets the archive.
 #[utoipa::path(
     post,
     path = "/v1/export",
@@ -212,12 +218,15 @@ pub struct ExportRequest {
     request_body(content = Option<ExportRequest>, description = "Optional: `{\"history\": true}` adds the history."),
     responses(
         (status = 200, description = "The archive (application/gzip), streamed.", content_type = "application/gzip"),
+        (status = 303, description = "Hosted, with a blob store: the archive is in the store; `Location` is the link to GET it (also `url` in the body). `Cache-Control: no-store`.", body = ExportLink,
+            headers(("Location" = String, description = "The link to the archive."))),
         (status = 400, description = "`VALIDATION_FAILED`: a bad body.", body = ErrorEnvelope),
         (status = 401, description = "No credential (or open local mode: nobody is signed in).", body = ErrorEnvelope),
         (status = 403, description = "`CREDENTIAL_FORBIDDEN` for a personal access token.", body = ErrorEnvelope),
         (status = 413, description = "Body too large.", body = ErrorEnvelope),
         (status = 415, description = "Not JSON.", body = ErrorEnvelope),
         (status = 429, description = "Rate limited.", body = ErrorEnvelope),
+        (status = 503, description = "`BLOB_STORE_UNAVAILABLE` (`Retry-After`): the store did not take or give the bytes; nothing was kept, and no export recorded. `STORAGE_UNAVAILABLE`: the database.", body = ErrorEnvelope),
     )
 )]
 pub async fn export(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<Response> {
@@ -228,5 +237,15 @@ pub async fn export(state: Arc<State>, parts: Parts, body: Bytes) -> ApiResult<R
         let (_, req): (_, ExportRequest) = crate::api::writes::parsed(&parts, &body)?;
         req.history
     };
-    Ok(export_response(state, history, "api"))
+    let base = crate::surface::origin::public_base(&state.config, &parts.headers);
+    let link = match crate::surface::export::export(state, history, "api", base).await? {
+        Exported::Streamed(response) => return Ok(response),
+        Exported::Stored(link) => link,
+    };
+    let location = HeaderValue::from_str(&link.url).map_err(Error::internal_cause)?;
+    let mut response = (StatusCode::SEE_OTHER, Json(link)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::LOCATION, location);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }

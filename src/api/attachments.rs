@@ -16,6 +16,7 @@ use crate::writes;
 
 // One file per part of the surface; `openapi.rs` names the handlers by these paths.
 pub(crate) mod download;
+pub(crate) mod export_link;
 pub(crate) mod listing;
 pub(crate) mod presigned;
 pub(crate) mod relocate;

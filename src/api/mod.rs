@@ -219,6 +219,7 @@ async fn dispatch_inner(
         Op::RenameAttachment => attachments::rename(state, note()?, parts, bytes).await?,
         Op::AuditEvents => account::audit_events(state, parts).await?.into_response(),
         Op::Export => account::export(state, parts, bytes).await?,
+        Op::GetExport => attachments::export_link::get(state, note()?, parts).await?,
         Op::PurgeVault => account::purge(state, parts, bytes).await?,
         Op::SyncOps => sync::ops_route(state, parts).await?.into_response(),
         Op::SyncPush => sync::push_route(state, parts, bytes).await?.into_response(),

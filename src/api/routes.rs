@@ -66,6 +66,7 @@ pub enum Op {
     RenameAttachment,
     AuditEvents,
     Export,
+    GetExport,
     PurgeVault,
     SyncOps,
     SyncPush,
@@ -144,6 +145,12 @@ pub const SESSION_READ: Access = Access {
 pub const EXPORT: Access = Access {
     class: Some(Class::Write),
     need: Need::SignedIn(&[]),
+};
+/// An export archive in the blob store: its presigned link (or a signed-in session),
+/// limited as a read.
+pub const EXPORT_LINK: Access = Access {
+    class: Some(Class::Read),
+    need: Need::Link,
 };
 /// Purge: a signed-in session with `notes.write` and `notes.review` ([`auth::OWNER`]),
 /// limited as a write.
@@ -315,6 +322,7 @@ fn build() -> Vec<Route> {
         ),
         r(M::GET, "/v1/audit-events", Op::AuditEvents, SESSION_READ),
         r(M::POST, "/v1/export", Op::Export, EXPORT),
+        r(M::GET, "/v1/exports/{export}", Op::GetExport, EXPORT_LINK),
         r(M::POST, "/v1/vault/purge", Op::PurgeVault, PURGE),
         r(M::GET, "/v1/sync/ops", Op::SyncOps, READ),
         r(M::POST, "/v1/sync/ops", Op::SyncPush, WRITE),

@@ -101,8 +101,8 @@ pub enum Credential {
         /// The refusal's `ErrorInfo.metadata` (a presigned link's `expired_at`).
         metadata: std::collections::BTreeMap<String, String>,
     },
-    /// A presigned attachment link, checked by `http::authenticate` for exactly this
-    /// request's method and attachment (so it meets the need of that one route);
+    /// A presigned attachment (or export) link, checked by `http::authenticate` for
+    /// exactly this request's method and object (so it meets the need of that one route);
     /// `nonce`: a PUT link's one-time nonce, spent by that check.
     Presigned { nonce: Option<String> },
 }
@@ -311,6 +311,9 @@ pub enum Need {
     /// these routes answer `AUTH_MISSING` there: they are the console's (which signs a
     /// person in) or a session token's, never any local program's.
     SignedIn(&'static [Permission]),
+    /// A presigned link of the route (an export's), else what `SignedIn(&[])` asks: the
+    /// archive is the export's, so the export's caller may read it too.
+    Link,
 }
 
 /// What changes the vault's keys or wipes it (the key routes, purge) asks for: a writer who
@@ -329,7 +332,7 @@ impl Need {
         match self {
             Need::Permission(p) => std::slice::from_ref(p),
             Need::Session(ps) | Need::SignedIn(ps) => ps,
-            Need::Nothing | Need::Read => &[],
+            Need::Nothing | Need::Read | Need::Link => &[],
         }
     }
 }
@@ -338,7 +341,11 @@ impl Need {
 /// `AUTH_MISSING` (no credential), `CREDENTIAL_FORBIDDEN` (a personal access token where a
 /// session is needed) or `PERMISSION_MISSING` (the permission named in `scope`).
 pub fn require(credential: &Credential, need: impl Into<Need>) -> Result<()> {
-    let need = need.into();
+    let need = match (credential, need.into()) {
+        (Credential::Presigned { .. }, Need::Link) => return Ok(()),
+        (_, Need::Link) => Need::SignedIn(&[]),
+        (_, need) => need,
+    };
     match (credential, need) {
         (_, Need::Nothing) => return Ok(()),
         (Credential::Open, Need::SignedIn(_)) => {

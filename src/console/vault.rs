@@ -292,7 +292,8 @@ fn vault_page(
     )
 }
 
-/// `POST /export`: the export archive, downloaded (the same stream as `POST /v1/export`).
+/// `POST /export`: the export archive, downloaded (what `POST /v1/export` answers: the
+/// stream, or a redirect to the archive in the blob store).
 pub async fn export(
     Extension(console): Extension<Console>,
     headers: HeaderMap,
@@ -303,7 +304,15 @@ pub async fn export(
         Err(page) => return *page,
     };
     let history = field(&fields, "history") == Some("true");
-    crate::surface::export::export_response(console.state.clone(), history, "console")
+    let base = crate::surface::origin::public_base(&console.state.config, &headers);
+    let state = console.state.clone();
+    match crate::surface::export::export(state, history, "console", base).await {
+        Ok(crate::surface::export::Exported::Streamed(response)) => response,
+        Ok(crate::surface::export::Exported::Stored(link)) => {
+            Redirect::to(&link.url).into_response()
+        }
+        Err(e) => page(&console.state, move |_| Err(e)).await,
+    }
 }
 
 /// `GET /vault`: the overview, private notes, export and purge.

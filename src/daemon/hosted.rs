@@ -220,7 +220,13 @@ impl HostedVaults {
                     Ok(Some(c)) if c != Default::default() => {
                         crate::telemetry::blobs_collected("blob", c.blobs);
                         crate::telemetry::blobs_collected("upload", c.uploads);
-                        tracing::info!(blobs = c.blobs, uploads = c.uploads, "blobs collected")
+                        crate::telemetry::blobs_collected("export", c.exports);
+                        tracing::info!(
+                            blobs = c.blobs,
+                            uploads = c.uploads,
+                            exports = c.exports,
+                            "blobs collected"
+                        )
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "blob collection failed; retried later"),
@@ -533,6 +539,17 @@ impl Directory for HostedVaults {
 
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {
         block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
+    }
+
+    fn link_key(&self, vault_id: &str) -> Result<Option<[u8; 32]>> {
+        let Ok(id) = Uuid::parse_str(vault_id) else {
+            return Ok(None);
+        };
+        let key = block_on(hosted::lookup::setting(&self.db, id, "page_token_key"))?;
+        Ok(key
+            .as_deref()
+            .and_then(parse_key)
+            .map(|k| crate::state::presign_key(&k)))
     }
 
     fn open_vaults(&self) -> Vec<Arc<State>> {

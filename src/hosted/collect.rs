@@ -7,12 +7,16 @@
 //! The grace is what makes it safe beside uploads under way: an upload's bytes land before
 //! its row, and renew the object's time when the same bytes land again; each object is
 //! checked again just before it goes ([`BlobStore::sweep`]).
+//!
+//! Export archives (`exports/`) are named by no row: each goes once older than
+//! [`EXPORT_KEEP_SECS`] (its link's life and a margin for a download begun just before
+//! the link expired), whatever `blob_grace_seconds` says.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::storage::blobs::{BlobStore, StoredKind};
+use crate::storage::blobs::{BlobStore, StoredKind, EXPORT_KEEP_SECS};
 
 use super::{db_error, Database};
 
@@ -26,6 +30,8 @@ pub struct Collected {
     pub blobs: usize,
     /// Staged uploads and aborted multipart uploads.
     pub uploads: usize,
+    /// Export archives past their keeping.
+    pub exports: usize,
 }
 
 /// One pass over every vault in `blobs`; `None` when another instance is collecting.
@@ -57,8 +63,9 @@ async fn sweep_all(
     blobs: &dyn BlobStore,
     grace: Duration,
 ) -> Result<Collected> {
-    let before = chrono::Utc::now()
-        - chrono::Duration::from_std(grace).unwrap_or_else(|_| chrono::Duration::days(3650));
+    let now = chrono::Utc::now();
+    let before = now - chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::days(3650));
+    let exports_before = now - chrono::Duration::seconds(EXPORT_KEEP_SECS as i64);
     let mut collected = Collected::default();
     for vault in blobs.vaults().await? {
         // Listed first, rows read after: a blob whose row commits meanwhile is seen
@@ -72,7 +79,11 @@ async fn sweep_all(
             let keep = match item.kind {
                 // A staged object a pending store PUT names waits for its settling.
                 StoredKind::Blob | StoredKind::Staged => referenced.contains(&item.name),
-                StoredKind::Multipart => false,
+                StoredKind::Multipart | StoredKind::Export => false,
+            };
+            let before = match item.kind {
+                StoredKind::Export => exports_before,
+                _ => before,
             };
             if keep || item.modified >= before {
                 continue;
@@ -80,6 +91,7 @@ async fn sweep_all(
             if blobs.sweep(&vault, item, before).await? {
                 match item.kind {
                     StoredKind::Blob => collected.blobs += 1,
+                    StoredKind::Export => collected.exports += 1,
                     _ => collected.uploads += 1,
                 }
             }

@@ -74,8 +74,9 @@ pub fn write(
                 file.path,
                 "its bytes are missing from the blob store".into(),
             ),
-            // The store did not answer: no archive rather than one passed off as whole.
-            Err(e) => return Err(io::Error::other(e.message)),
+            // The store did not answer: no archive rather than one passed off as whole
+            // (the error kept whole, for its reason and `Retry-After`).
+            Err(e) => return Err(io::Error::other(e)),
         }
     }
     if options.history {
@@ -179,11 +180,10 @@ async fn read_blob(store: &dyn BlobStore, vault: &str, sha256: &str) -> Result<V
     use futures::TryStreamExt;
     let mut stream = store.get(vault, sha256, None).await?;
     let mut bytes = Vec::new();
-    while let Some(chunk) = stream
-        .try_next()
-        .await
-        .map_err(|e| crate::error::Error::new(Reason::BLOB_STORE_UNAVAILABLE, e.to_string()))?
-    {
+    while let Some(chunk) = stream.try_next().await.map_err(|e| {
+        crate::error::Error::new(Reason::BLOB_STORE_UNAVAILABLE, e.to_string())
+            .with_retry_after(crate::storage::blobs::RETRY_AFTER_SECONDS)
+    })? {
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)

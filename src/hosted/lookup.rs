@@ -90,6 +90,17 @@ pub async fn vaults_of_org(db: &Database, org_id: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// The setting `key` of a vault, `None` when it has none.
+pub async fn setting(db: &Database, vault: Uuid, key: &str) -> Result<Option<String>> {
+    let client = db.client().await?;
+    let read = "SELECT value FROM settings WHERE vault_id = $1 AND key = $2";
+    let row = client
+        .query_opt(read, &[&vault, &key])
+        .await
+        .map_err(db_error)?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 /// The setting `key` of a vault; when it has none, `made` becomes it. Two instances
 /// asking at once agree on one value. Read first: a vault opens on a read-only database
 /// (a replica promoted late, a primary in recovery), which refuses even an insert that

@@ -94,10 +94,16 @@ enum Named {
     Session(String),
     SignInCode(String),
     Org(String),
+    /// An export's link: its vault, opened only if the link holds under its key.
+    Link(String, Uri),
 }
 
 /// What the credential carries that names vaults (nothing is verified here).
 async fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
+    // An export's link stands in for the bearer (`vault::presigned` checks it).
+    if let Some(vault) = export_link_vault(uri) {
+        return vec![Named::Link(vault, uri.clone())];
+    }
     let values: Vec<&[u8]> = headers
         .get_all(header::AUTHORIZATION)
         .iter()
@@ -152,6 +158,49 @@ fn sign_in_code(uri: &Uri) -> Option<String> {
         .filter(|code| session::well_formed(code))
 }
 
+/// Whether the request is an export's link (its `signature` decides, not a bearer).
+pub fn is_export_link(uri: &Uri) -> bool {
+    uri.path().starts_with("/v1/exports/") && uri.query().is_some_and(|q| q.contains("signature"))
+}
+
+/// The vault an export's link names (`GET /v1/exports/…?vault=…&signature=…`), when it
+/// has not expired: an expired or malformed one opens no vault.
+fn export_link_vault(uri: &Uri) -> Option<String> {
+    if !is_export_link(uri) {
+        return None;
+    }
+    let (mut vault, mut expires, mut signed) = (None, None, false);
+    for (k, v) in form_urlencoded::parse(uri.query()?.as_bytes()) {
+        match &*k {
+            "vault" => vault = uuid::Uuid::parse_str(&v).ok(),
+            "expires" => expires = v.parse::<i64>().ok(),
+            "signature" => signed = true,
+            _ => {}
+        }
+    }
+    let live = expires? >= chrono::Utc::now().timestamp();
+    (signed && live).then(|| vault.map(|v| v.to_string()))?
+}
+
+/// Whether the export link `uri` was signed with the key of the vault `id` (else it
+/// opens nothing, and is refused against the lobby).
+fn link_holds(directory: &dyn Directory, id: &str, uri: &Uri) -> Result<bool> {
+    let (Some(key), Some(link)) = (
+        directory.link_key(id)?,
+        crate::auth::presigned::Link::from_query(uri.query()),
+    ) else {
+        return Ok(false);
+    };
+    let param = crate::api::routes::recognize(&axum::http::Method::GET, uri.path(), |_| false)
+        .ok()
+        .and_then(|m| m.param);
+    let Some(param) = param else {
+        return Ok(false);
+    };
+    let path = crate::surface::export::link_path(&param);
+    link.signed_with(&key, "GET", &path)
+}
+
 fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> {
     let mut ids = Vec::new();
     for n in named {
@@ -161,6 +210,11 @@ fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> 
             Named::Session(digest) => ids.extend(directory.vault_of_session(&digest)?),
             Named::SignInCode(digest) => ids.extend(directory.vault_of_sign_in_code(&digest)?),
             Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
+            Named::Link(id, uri) => {
+                if link_holds(directory, &id, &uri)? {
+                    ids.push(id);
+                }
+            }
         }
     }
     Ok(ids)

@@ -342,9 +342,9 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     };
     let vaults = named.as_deref().unwrap_or(&app.vaults);
     let presigned = match named {
-        // Attachments of a hosted vault wait for blob storage: no presigned link.
-        Some(_) => None,
-        None => vault::presigned(vaults, req.method(), req.uri()),
+        // Hosted: only an export's link names its vault (`vault`); an attachment's none.
+        Some(_) if !hosted::is_export_link(req.uri()) => None,
+        _ => vault::presigned(vaults, req.method(), req.uri()),
     };
     let (credential, key, vault) = match presigned {
         Some(Ok((credential, vault))) => (credential, None, vault),

@@ -94,9 +94,9 @@ fn find(
 }
 
 /// The credential and vault of a presigned attachment link, when the request is one: a
-/// GET, HEAD or PUT of an attachment whose query carries a `signature`. The link is the
-/// vault's whose key signed it for this method and attachment; it must not have expired,
-/// and a PUT link's nonce is spent now (it works once). A link that fails a check is a
+/// GET, HEAD or PUT of an attachment (or a GET of an export) whose query carries a
+/// `signature`. The link is the vault's whose key signed it for this method and object;
+/// it must not have expired, and a PUT link's nonce is spent now (it works once). A link that fails a check is a
 /// refusal (`AUTH_INVALID`, saying why), never a fall back to the bearer.
 pub fn presigned(
     vaults: &[Arc<ServedVault>],
@@ -107,16 +107,23 @@ pub fn presigned(
     use crate::auth::presigned::{invalid, Link};
     let link = Link::from_query(uri.query())?;
     let matched = recognize(method, uri.path(), |_| false).ok()?;
-    let (Op::GetAttachment | Op::PutAttachment) = matched.op else {
+    let (Op::GetAttachment | Op::PutAttachment | Op::GetExport) = matched.op else {
         return None;
     };
-    let path = matched.param?;
+    let path = match matched.op {
+        Op::GetExport => crate::surface::export::link_path(&matched.param?),
+        _ => matched.param?,
+    };
     let method = if method == axum::http::Method::HEAD {
         "GET"
     } else {
         method.as_str()
     };
     let checked = (|| {
+        // Expired first: the expiry is the link's own text, and an expired export link
+        // opened no vault to check its signature with.
+        let now = chrono::Utc::now().timestamp();
+        link.check(method, now)?;
         let mut signer = None;
         for (i, vault) in vaults.iter().enumerate() {
             if link.signed_with(&vault.state.presign_key, method, &path)? {
@@ -125,8 +132,6 @@ pub fn presigned(
             }
         }
         let vault = signer.ok_or_else(|| invalid("its signature does not match"))?;
-        let now = chrono::Utc::now().timestamp();
-        link.check(method, now)?;
         if method != "PUT" {
             return Ok((crate::auth::Credential::Presigned { nonce: None }, vault));
         }

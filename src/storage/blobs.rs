@@ -8,8 +8,9 @@
 //! caller has hashed it; a larger one is a multipart upload to
 //! `<prefix>/vaults/<vault_id>/uploads/<id>` (beside a marker naming it, so the parts of
 //! one cut off by a crash can be aborted), then copied to its sha256. An upload cut off
-//! is never a visible blob. [`BlobStore::inventory`] and [`BlobStore::sweep`] serve the
-//! collector (`hosted::collect`).
+//! is never a visible blob. An export archive goes up the same way to
+//! `<prefix>/vaults/<vault_id>/exports/<name>`. [`BlobStore::inventory`] and
+//! [`BlobStore::sweep`] serve the collector (`hosted::collect`).
 //!
 //! What a caller may count on: every failure is an `Error` with `BLOB_STORE_UNAVAILABLE`
 //! (`Retry-After` when the store did not answer) naming what to fix, or
@@ -40,6 +41,10 @@ use crate::error::{Error, Reason, Result};
 /// smaller ones are one `PUT` (held in memory until then, never more than this).
 pub const MULTIPART_ABOVE: usize = 8 * 1024 * 1024;
 
+/// Seconds an export archive is kept: its link's life (the default of presigned links,
+/// 300 s) and a margin for a download begun just before the link expired.
+pub const EXPORT_KEEP_SECS: u64 = 300 + 900;
+
 /// Seconds a client waits before retrying when the store did not answer.
 pub const RETRY_AFTER_SECONDS: u64 = 2;
 
@@ -47,6 +52,26 @@ pub const RETRY_AFTER_SECONDS: u64 = 2;
 pub trait BlobStore: Send + Sync {
     /// Start an upload for `vault`; its bytes are visible only once it is finished.
     fn begin(&self, vault: &str) -> Box<dyn BlobUpload>;
+
+    /// Start an upload of the export archive `name` of `vault` (`exports/<name>`): the
+    /// same machinery as [`begin`](Self::begin), its object named up front (`finish`'s
+    /// sha256 is not its name).
+    fn begin_export(&self, vault: &str, name: &str) -> Box<dyn BlobUpload>;
+
+    /// The bytes of the export `name` (`range`: only those), streamed.
+    fn get_export<'a>(
+        &'a self,
+        vault: &'a str,
+        name: &'a str,
+        range: Option<Range<u64>>,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, std::io::Result<Bytes>>>>;
+
+    /// The size of the export `name`, `None` when there is none.
+    fn head_export<'a>(
+        &'a self,
+        vault: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>>>;
 
     /// The bytes of `sha256` (`range`: only those), streamed.
     fn get<'a>(
@@ -103,6 +128,9 @@ pub enum StoredKind {
     Staged,
     /// The marker of a multipart upload under way (its id inside).
     Multipart,
+    /// An export archive (`exports/<name>`): no row names it; it goes once its link
+    /// cannot be used any more.
+    Export,
 }
 
 /// An upload under way. Dropped unfinished, it is aborted.
@@ -111,7 +139,7 @@ pub trait BlobUpload: Send {
     fn write(&mut self, chunk: Bytes) -> BoxFuture<'_, Result<()>>;
 
     /// Finish: the bytes become the blob `sha256` (the hash of what was written, which
-    /// the caller computed while streaming).
+    /// the caller computed while streaming), or the export the upload was begun for.
     fn finish<'a>(self: Box<Self>, sha256: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 
@@ -185,23 +213,15 @@ impl S3Blobs {
         self.path_of(&format!("vaults/{vault}/{kind}/{name}"))
     }
 
-    fn path_of(&self, rel: &str) -> Path {
-        if self.prefix.is_empty() {
-            Path::from(rel)
-        } else {
-            Path::from(format!("{}/{rel}", self.prefix))
-        }
-    }
-}
-
-impl BlobStore for S3Blobs {
-    fn begin(&self, vault: &str) -> Box<dyn BlobUpload> {
+    /// An upload to the blob of its sha256 (`target` `None`), or to `target`.
+    fn upload(&self, vault: &str, target: Option<Path>) -> Box<dyn BlobUpload> {
         let staging = self.path(vault, "uploads", &uuid::Uuid::now_v7().to_string());
         let blobs = self.path(vault, "blobs", "");
         Box::new(S3Upload {
             store: self.store.clone(),
             staging,
             blobs,
+            target,
             url: self.url.clone(),
             bucket_seen: self.bucket_seen.clone(),
             buffer: BytesMut::new(),
@@ -210,12 +230,11 @@ impl BlobStore for S3Blobs {
         })
     }
 
-    fn get<'a>(
-        &'a self,
-        vault: &'a str,
-        sha256: &'a str,
+    fn get_at(
+        &self,
+        path: Path,
         range: Option<Range<u64>>,
-    ) -> BoxFuture<'a, Result<BoxStream<'static, std::io::Result<Bytes>>>> {
+    ) -> BoxFuture<'_, Result<BoxStream<'static, std::io::Result<Bytes>>>> {
         async move {
             let options = GetOptions {
                 range: range.map(GetRange::Bounded),
@@ -223,7 +242,7 @@ impl BlobStore for S3Blobs {
             };
             let got = self
                 .store
-                .get_opts(&self.path(vault, "blobs", sha256), options)
+                .get_opts(&path, options)
                 .await
                 .map_err(|e| blob_error(&self.url, e))?;
             let url = self.url.clone();
@@ -235,15 +254,63 @@ impl BlobStore for S3Blobs {
         .boxed()
     }
 
-    fn head<'a>(&'a self, vault: &'a str, sha256: &'a str) -> BoxFuture<'a, Result<Option<u64>>> {
+    fn head_at(&self, path: Path) -> BoxFuture<'_, Result<Option<u64>>> {
         async move {
-            match self.store.head(&self.path(vault, "blobs", sha256)).await {
+            match self.store.head(&path).await {
                 Ok(meta) => Ok(Some(meta.size)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(blob_error(&self.url, e)),
             }
         }
         .boxed()
+    }
+
+    fn path_of(&self, rel: &str) -> Path {
+        if self.prefix.is_empty() {
+            Path::from(rel)
+        } else {
+            Path::from(format!("{}/{rel}", self.prefix))
+        }
+    }
+}
+
+impl BlobStore for S3Blobs {
+    fn begin(&self, vault: &str) -> Box<dyn BlobUpload> {
+        self.upload(vault, None)
+    }
+
+    fn begin_export(&self, vault: &str, name: &str) -> Box<dyn BlobUpload> {
+        self.upload(vault, Some(self.path(vault, "exports", name)))
+    }
+
+    fn get<'a>(
+        &'a self,
+        vault: &'a str,
+        sha256: &'a str,
+        range: Option<Range<u64>>,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, std::io::Result<Bytes>>>> {
+        self.get_at(self.path(vault, "blobs", sha256), range)
+    }
+
+    fn head<'a>(&'a self, vault: &'a str, sha256: &'a str) -> BoxFuture<'a, Result<Option<u64>>> {
+        self.head_at(self.path(vault, "blobs", sha256))
+    }
+
+    fn get_export<'a>(
+        &'a self,
+        vault: &'a str,
+        name: &'a str,
+        range: Option<Range<u64>>,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, std::io::Result<Bytes>>>> {
+        self.get_at(self.path(vault, "exports", name), range)
+    }
+
+    fn head_export<'a>(
+        &'a self,
+        vault: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>>> {
+        self.head_at(self.path(vault, "exports", name))
     }
 
     fn delete<'a>(&'a self, vault: &'a str, sha256: &'a str) -> BoxFuture<'a, Result<()>> {
@@ -296,7 +363,7 @@ impl BlobStore for S3Blobs {
     fn inventory<'a>(&'a self, vault: &'a str) -> BoxFuture<'a, Result<Vec<Stored>>> {
         async move {
             let mut found = Vec::new();
-            for (dir, blobs) in [("blobs", true), ("uploads", false)] {
+            for dir in ["blobs", "uploads", "exports"] {
                 let prefix = self.path(vault, dir, "");
                 let mut listing = self.store.list(Some(&prefix));
                 while let Some(meta) = listing.next().await {
@@ -304,10 +371,11 @@ impl BlobStore for S3Blobs {
                     let Some(name) = meta.location.filename().map(String::from) else {
                         continue;
                     };
-                    let kind = match (blobs, name.ends_with(MARKER)) {
-                        (true, _) => StoredKind::Blob,
-                        (false, true) => StoredKind::Multipart,
-                        (false, false) => StoredKind::Staged,
+                    let kind = match (dir, name.ends_with(MARKER)) {
+                        ("blobs", _) => StoredKind::Blob,
+                        ("exports", _) => StoredKind::Export,
+                        (_, true) => StoredKind::Multipart,
+                        (_, false) => StoredKind::Staged,
                     };
                     found.push(Stored {
                         kind,
@@ -330,6 +398,7 @@ impl BlobStore for S3Blobs {
         async move {
             let dir = match item.kind {
                 StoredKind::Blob => "blobs",
+                StoredKind::Export => "exports",
                 StoredKind::Staged | StoredKind::Multipart => "uploads",
             };
             let path = self.path(vault, dir, &item.name);
@@ -372,6 +441,8 @@ struct S3Upload {
     staging: Path,
     /// `.../blobs/` (the sha256 is appended when known).
     blobs: Path,
+    /// Where the bytes go instead of their sha256 (an export archive).
+    target: Option<Path>,
     url: String,
     bucket_seen: Arc<AtomicBool>,
     /// Bytes not sent yet: never more than [`MULTIPART_ABOVE`] plus a chunk.
@@ -481,7 +552,10 @@ impl BlobUpload for S3Upload {
 
     fn finish<'a>(mut self: Box<Self>, sha256: &'a str) -> BoxFuture<'a, Result<()>> {
         async move {
-            let target = Path::from(format!("{}/{sha256}", self.blobs.as_ref()));
+            let target = match &self.target {
+                Some(target) => target.clone(),
+                None => Path::from(format!("{}/{sha256}", self.blobs.as_ref())),
+            };
             let rest = std::mem::take(&mut self.buffer).freeze();
             let Some(_) = &self.multipart else {
                 // Small: one `PUT` straight to its name, no staged copy.

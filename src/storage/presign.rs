@@ -2,8 +2,8 @@
 //! signed with `aws-sigv4` (the AWS SDK's signer) for the public endpoint, so an
 //! attachment's bytes go between the client and the store and never through an instance.
 //!
-//! A GET link names the blob of one sha256 and signs the `response-content-type` and
-//! `response-content-disposition` the store answers with. A PUT link names a fresh
+//! A GET link names the blob of one sha256 (or one export archive) and signs the
+//! `response-content-type` and `response-content-disposition` the store answers with. A PUT link names a fresh
 //! staging key (`<prefix>/vaults/<vault>/uploads/presigned-<id>`, never a blob) and
 //! signs `content-length`, `content-type` and `x-amz-checksum-sha256`, so the store
 //! refuses a body of another size, type or hash. Its [`Pending`] row says what the
@@ -198,6 +198,23 @@ impl StoreLinks {
             &[],
             ttl,
         )
+    }
+
+    /// A GET link to the export archive `name` (`exports/<name>`), answered as
+    /// `application/gzip` with `disposition`.
+    pub fn export_url(
+        &self,
+        vault: &str,
+        name: &str,
+        ttl: Duration,
+        disposition: &str,
+    ) -> Result<String> {
+        let query = [
+            ("response-content-disposition", disposition.to_string()),
+            ("response-content-type", "application/gzip".to_string()),
+        ];
+        let key = self.key(vault, "exports", name);
+        self.presign("GET", &self.public, &key, &query, &[], ttl)
     }
 
     /// A PUT link for the staging object of `pending`, and the headers its request

@@ -43,7 +43,7 @@ fn plain_client() -> reqwest::Client {
 }
 
 /// Sign in with a fresh link: the session cookie (`name=value`) and the page's CSRF token.
-async fn sign_in(s: &TestServer) -> (String, String) {
+pub(crate) async fn sign_in(s: &TestServer) -> (String, String) {
     let link = notevault::console::sign_in_link(&*s.svc.meta, &s.base).unwrap();
     let client = plain_client();
     let res = client.get(&link).send().await.unwrap();
@@ -78,7 +78,7 @@ async fn sign_in(s: &TestServer) -> (String, String) {
     (cookie, csrf)
 }
 
-async fn post_form(
+pub(crate) async fn post_form(
     s: &TestServer,
     path: &str,
     cookie: Option<&str>,

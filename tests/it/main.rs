@@ -38,6 +38,7 @@ mod history;
 mod hosted_console;
 mod hosted_db;
 mod hosted_export;
+mod hosted_export_link;
 mod hosted_faults;
 mod hosted_meta;
 mod hosted_private;

@@ -165,7 +165,7 @@ fn read_chunk(file: &mut std::fs::File, n: u64) -> std::io::Result<Bytes> {
 /// One `bytes=` range, as `(first, last)` inclusive; `None` for a header we do not
 /// honour (several ranges, another unit: the whole file is answered, as RFC 9110
 /// allows); `RANGE_NOT_SATISFIABLE` past the end.
-fn parse_range(header: &str, size: u64) -> Result<Option<(u64, u64)>, Error> {
+pub(super) fn parse_range(header: &str, size: u64) -> Result<Option<(u64, u64)>, Error> {
     let Some(spec) = header.trim().strip_prefix("bytes=") else {
         return Ok(None);
     };

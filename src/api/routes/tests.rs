@@ -43,6 +43,8 @@ fn each_route_needs_what_the_spec_says() {
             ("POST", "/v1/auth/token") => Need::Nothing,
             // Session-only (interface, "Authentication" item 5).
             ("GET", "/v1/audit-events") | ("POST", "/v1/export") => Need::SignedIn(&[]),
+            // The export's archive: its link, or the export's own caller.
+            ("GET", "/v1/exports/{export}") => Need::Link,
             // Wipes the vault: an owner (a writer who is also a reviewer).
             ("POST", "/v1/vault/purge") => Need::SignedIn(crate::auth::OWNER),
             ("GET", "/v1/writes/{id}") => Need::Permission(NotesReview),
