@@ -66,6 +66,20 @@ impl Idempotency for Meta {
         Ok(())
     }
 
+    fn intent(&self, key: &str) -> Result<Option<IntentRow>> {
+        let conn = self.conn.lock();
+        let mut stmt =
+            conn.prepare_cached("SELECT key, op_hash, intent FROM write_intents WHERE key = ?1")?;
+        let mut rows = stmt.query_map([key], |r| {
+            Ok(IntentRow {
+                key: r.get(0)?,
+                op_hash: r.get(1)?,
+                intent: r.get(2)?,
+            })
+        })?;
+        Ok(rows.next().transpose()?)
+    }
+
     fn intents(&self) -> Result<Vec<IntentRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn

@@ -324,15 +324,10 @@ fn recorded_meanwhile(state: &State, intent: &Intent) -> Result<Option<RevisionR
 
 /// The op hash and note intent stored under `key` (a folder's is not resolved live).
 fn intent_of(state: &State, key: &str) -> Result<Option<(String, Intent)>> {
-    Ok(state
-        .meta
-        .intents()?
-        .into_iter()
-        .find(|row| row.key == key)
-        .and_then(|row| {
-            let intent = serde_json::from_str::<Intent>(&row.intent).ok()?;
-            Some((row.op_hash, intent))
-        }))
+    Ok(state.meta.intent(key)?.and_then(|row| {
+        let intent = serde_json::from_str::<Intent>(&row.intent).ok()?;
+        Some((row.op_hash, intent))
+    }))
 }
 
 /// Whether the intent's change is what the folder holds now (checked against the files,

@@ -202,6 +202,18 @@ impl Idempotency for PgMeta {
         Ok(())
     }
 
+    fn intent(&self, key: &str) -> Result<Option<IntentRow>> {
+        let rows = self.query(
+            "SELECT key, op_hash, intent FROM write_intents WHERE vault_id = $1 AND key = $2",
+            &[&self.vault, &key],
+        )?;
+        Ok(rows.first().map(|r| IntentRow {
+            key: r.get(0),
+            op_hash: r.get(1),
+            intent: r.get(2),
+        }))
+    }
+
     fn intents(&self) -> Result<Vec<IntentRow>> {
         let rows = self.query(
             "SELECT key, op_hash, intent FROM write_intents WHERE vault_id = $1
