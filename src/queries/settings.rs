@@ -50,14 +50,18 @@ pub struct WriteSettings {
 
 /// The write settings as stored (auto-apply and no budget when unset).
 pub fn settings(state: &State) -> Result<WriteSettings> {
-    let policy = state
+    let mut read = state
         .meta
-        .setting("write_policy")?
+        .settings(&["write_policy", "write_budget"])?
+        .into_iter();
+    let policy = read
+        .next()
+        .flatten()
         .and_then(|p| WritePolicy::parse(&p))
         .unwrap_or(WritePolicy::AutoApply);
-    let budget = state
-        .meta
-        .setting("write_budget")?
+    let budget = read
+        .next()
+        .flatten()
         .and_then(|b| b.parse().ok())
         .unwrap_or(0);
     Ok(WriteSettings { policy, budget })

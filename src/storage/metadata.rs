@@ -30,6 +30,12 @@ impl<T> Metadata for T where
 pub trait Settings: Send + Sync {
     fn setting(&self, key: &str) -> Result<Option<String>>;
 
+    /// The settings `keys`, in their order: one read where a store can (every write
+    /// reads the policy and the budget).
+    fn settings(&self, keys: &[&str]) -> Result<Vec<Option<String>>> {
+        keys.iter().map(|k| self.setting(k)).collect()
+    }
+
     fn set_setting(&self, key: &str, value: &str) -> Result<()>;
 
     fn record_applied_write(&self, at: &str) -> Result<()>;

@@ -193,6 +193,21 @@ impl Settings for PgMeta {
             .map(|r| r.get(0)))
     }
 
+    fn settings(&self, keys: &[&str]) -> Result<Vec<Option<String>>> {
+        let rows = self.query(
+            "SELECT key, value FROM settings WHERE vault_id = $1 AND key = ANY($2)",
+            &[&self.vault, &keys],
+        )?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                rows.iter()
+                    .find(|r| r.get::<_, &str>(0) == *k)
+                    .map(|r| r.get(1))
+            })
+            .collect())
+    }
+
     fn set_setting(&self, key: &str, value: &str) -> Result<()> {
         self.execute(
             "INSERT INTO settings (vault_id, key, value) VALUES ($1, $2, $3)
