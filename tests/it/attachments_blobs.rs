@@ -26,7 +26,7 @@ pub(crate) fn sha(bytes: &[u8]) -> String {
         .collect()
 }
 
-async fn put(s: &TestServer, path: &str, key: &str, bytes: &[u8]) -> reqwest::Response {
+pub(crate) async fn put(s: &TestServer, path: &str, key: &str, bytes: &[u8]) -> reqwest::Response {
     s.client
         .put(s.url(&format!("/v1/attachments/{path}")))
         .header("Idempotency-Key", key)
@@ -37,7 +37,9 @@ async fn put(s: &TestServer, path: &str, key: &str, bytes: &[u8]) -> reqwest::Re
         .unwrap()
 }
 
-async fn hosted(tweak: impl FnOnce(&mut notevault::config::Config)) -> Option<TestServer> {
+pub(crate) async fn hosted(
+    tweak: impl FnOnce(&mut notevault::config::Config),
+) -> Option<TestServer> {
     if !common::mode::hosted_available() {
         return None;
     }

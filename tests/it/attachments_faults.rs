@@ -5,29 +5,10 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use crate::attachments_blobs::{png, sha};
+use crate::attachments_blobs::{hosted, png, put, sha};
 use crate::common;
-use common::{assert_envelope_for, res_json, Mode, TestServer};
+use common::{assert_envelope_for, res_json};
 use serde_json::{json, Value};
-
-async fn hosted() -> Option<TestServer> {
-    if !common::mode::hosted_available() {
-        return None;
-    }
-    let s = TestServer::start_as(Mode::Hosted, None, |_| {}).await;
-    s.hosted().s3.is_some().then_some(s)
-}
-
-async fn put(s: &TestServer, path: &str, key: &str, bytes: &[u8]) -> reqwest::Response {
-    s.client
-        .put(s.url(&format!("/v1/attachments/{path}")))
-        .header("Idempotency-Key", key)
-        .header("Content-Type", "image/png")
-        .body(bytes.to_vec())
-        .send()
-        .await
-        .unwrap()
-}
 
 /// An HTTP/1.1 answer read off a raw connection: status, headers (lower-cased names),
 /// body.
@@ -58,7 +39,7 @@ fn parse_answer(raw: &[u8], read: std::io::Result<()>) -> (u16, Vec<(String, Str
 /// is back, no part, marker or blob is left; the retry with the same key is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_stopped_mid_upload_answers_its_envelope_and_leaves_nothing() {
-    let Some(mut s) = hosted().await else {
+    let Some(mut s) = hosted(|_| {}).await else {
         return;
     };
     let bytes = png(5, notevault::storage::blobs::MULTIPART_ABOVE * 3);
@@ -143,7 +124,7 @@ async fn the_store_stopped_mid_upload_answers_its_envelope_and_leaves_nothing() 
 /// `Retry-After`, and once the store is back the rest is read with `Range`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_stopped_mid_download_cuts_the_transfer_and_a_range_resumes_it() {
-    let Some(mut s) = hosted().await else {
+    let Some(mut s) = hosted(|_| {}).await else {
         return;
     };
     let bytes = png(6, 24 * 1024 * 1024);
