@@ -17,10 +17,9 @@
 
 mod common;
 
-/// The tests' harness, by path: one way to start PostgreSQL, the store and an instance.
-#[allow(dead_code)]
-#[path = "../tests/it/common/daemon.rs"]
-mod daemon;
+/// The tests' harness, by path: one way to start PostgreSQL, the store and an instance
+/// (the daemon's through `common`, which includes it already).
+use common::daemon;
 #[allow(dead_code)]
 #[path = "../tests/it/common/fleet.rs"]
 mod fleet;
@@ -61,12 +60,7 @@ fn run() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let report = runtime.block_on(async {
-        let Some(fleet) = fleet::Fleet::start(settings).await else {
-            return None;
-        };
-        Some(fleet.run().await)
-    });
+    let report = runtime.block_on(async { Some(fleet::Fleet::start(settings).await?.run().await) });
     let Some(report) = report else {
         println!("fleet bench: skipped (PostgreSQL or s3s-fs missing)");
         return Ok(());

@@ -17,7 +17,6 @@
 )]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -496,10 +495,11 @@ impl Fleet {
             .flatten()
             .map(|n| (n.daemon.base.clone(), n.metrics.clone()))
             .collect();
+        let objects = self.s3.lock().unwrap().objects();
         checks::report(checks::Inputs {
             shared: &shared,
             db_url: &self.db_url,
-            objects: self.s3.lock().unwrap().objects(),
+            objects,
             bases,
             windows: &self.windows,
             events: &self.events,
@@ -508,11 +508,6 @@ impl Fleet {
             load_took,
         })
         .await
-    }
-
-    /// Where the fleet's files are.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 }
 
@@ -538,9 +533,4 @@ async fn create_vaults(url: &str, n: usize) -> Vec<String> {
     }
     let ids = ids.lock().unwrap();
     ids.values().cloned().collect()
-}
-
-/// `PathBuf` of the config file (for a bench that prints it).
-pub fn config_path(fleet: &Fleet) -> PathBuf {
-    fleet.dir().join("fleet.toml")
 }

@@ -447,12 +447,12 @@ async fn create(sh: &Shared, v: usize, name: &str) {
     let Some(a) = answered(
         sh,
         Call {
-            route: route,
+            route,
             method: Method::POST,
             path: "/v1/notes",
             vault: v,
             key: Some(&key),
-            payload: payload,
+            payload,
             avoid: None,
         },
     )
@@ -500,12 +500,12 @@ async fn replay(sh: &Shared, rng: &mut Rng, v: usize, name: &str) {
     let Some(a) = answered(
         sh,
         Call {
-            route: route,
+            route,
             method: Method::POST,
             path: "/v1/notes",
             vault: v,
             key: Some(&key),
-            payload: payload,
+            payload,
             avoid: Some(instance),
         },
     )
@@ -549,12 +549,12 @@ async fn push(sh: &Shared, rng: &mut Rng, v: usize, name: &str) {
         let Some(a) = answered(
             sh,
             Call {
-                route: route,
+                route,
                 method: Method::POST,
                 path: "/v1/sync/ops",
                 vault: v,
                 key: Some(&key),
-                payload: payload,
+                payload,
                 avoid: None,
             },
         )
@@ -605,12 +605,12 @@ async fn review(sh: &Shared, v: usize, name: &str) {
     let Some(a) = answered(
         sh,
         Call {
-            route: route,
+            route,
             method: Method::POST,
             path: "/v1/notes",
             vault: v,
             key: Some(&key),
-            payload: payload,
+            payload,
             avoid: None,
         },
     )
@@ -627,7 +627,7 @@ async fn review(sh: &Shared, v: usize, name: &str) {
     let Some(d) = answered(
         sh,
         Call {
-            route: route,
+            route,
             method: Method::POST,
             path: &path,
             vault: v,
@@ -690,7 +690,7 @@ async fn upload(sh: &Shared, v: usize, name: &str) {
     let Some(a) = answered(
         sh,
         Call {
-            route: route,
+            route,
             method: Method::PUT,
             path: &path,
             vault: v,
@@ -726,9 +726,9 @@ pub async fn set_review_policy(sh: &Shared, v: usize) {
     let a = answered(
         sh,
         Call {
-            route: route,
+            route,
             method: Method::PATCH,
-            path: path,
+            path,
             vault: v,
             key: None,
             payload: body,
