@@ -357,7 +357,25 @@ pub(crate) async fn report(i: Inputs<'_>) -> Report {
         scraped == i.bases.len(),
     );
 
-    // The issue's targets (the bench's verdicts).
+    // The issue's targets (the bench's verdicts), and a known defect.
+    let lost_landed = rec
+        .decisions_lost
+        .iter()
+        .filter(|(v, path, _)| notes.contains_key(&(sh.vault_ids[*v].clone(), path.clone())))
+        .count();
+    let ids: Vec<String> = rec.decisions_lost.iter().map(|d| d.2.clone()).collect();
+    check(
+        &mut targets,
+        "approvals retried after a fault and recorded `rejected` (NAME_COLLISION) though \
+         their write landed (defect: the decision is not atomic with its write)",
+        format!(
+            "{} (their notes in the database: {lost_landed}) {}",
+            ids.len(),
+            show(&ids)
+        ),
+        "0",
+        ids.is_empty(),
+    );
     check(
         &mut targets,
         "5xx answers outside the fault windows",

@@ -110,6 +110,12 @@ pub struct Record {
     pub done: BTreeMap<&'static str, u64>,
     /// Answers checked for another vault's marker.
     pub isolation_checked: u64,
+    /// Approvals answered `rejected` (`NAME_COLLISION`) after an attempt that failed: the
+    /// first attempt applied the write, then lost the database before it recorded the
+    /// decision (`writes::review::decide` applies, then records, in two transactions), so
+    /// the retry applied it again. A product defect, reported, not the load's fault:
+    /// (vault, path, pending id).
+    pub decisions_lost: Vec<(usize, String, String)>,
 }
 
 impl Record {
@@ -128,6 +134,7 @@ impl Record {
             gave_up: BTreeMap::new(),
             done: BTreeMap::new(),
             isolation_checked: 0,
+            decisions_lost: Vec::new(),
         }
     }
 }
@@ -178,6 +185,8 @@ struct Answer {
     status: u16,
     text: String,
     instance: usize,
+    /// Whether an earlier attempt of the operation failed (a 5xx or no answer).
+    retried: bool,
 }
 
 /// The instance after the last one picked (skipping `avoid` when another is up):
@@ -267,6 +276,7 @@ async fn attempt(
             status,
             text,
             instance,
+            retried: false,
         },
         retry,
     ))
@@ -276,12 +286,17 @@ async fn attempt(
 /// `None`: given up after `give_up`.
 async fn answered(sh: &Shared, call: Call<'_>) -> Option<Answer> {
     let deadline = Instant::now() + sh.settings.give_up;
+    let mut retried = false;
     loop {
         let wait = match pick(sh, call.avoid) {
             None => Duration::from_millis(100),
             Some(target) => {
-                match attempt(sh, &call, target).await {
-                    Some((a, _)) if a.status < 500 => return Some(a),
+                let answer = attempt(sh, &call, target).await;
+                if answer.as_ref().is_none_or(|(a, _)| a.status >= 500) {
+                    retried = true;
+                }
+                match answer {
+                    Some((a, _)) if a.status < 500 => return Some(Answer { retried, ..a }),
                     // As Retry-After asks, within reason for a test.
                     Some((_, retry)) => Duration::from_secs(retry.unwrap_or(1).min(2)),
                     None => Duration::from_millis(100),
@@ -653,6 +668,18 @@ async fn review(sh: &Shared, v: usize, name: &str) {
         }
         _ => return unexpected(sh, route, &d),
     };
+    let collided = decided["error"]
+        .as_str()
+        .is_some_and(|e| e.starts_with("NAME_COLLISION"));
+    if d.status == 200 && d.retried && decided["status"] == "rejected" && collided {
+        // A known defect (see `Record::decisions_lost`): the first attempt applied the
+        // write, its decision was lost with the database; the retry applied it again.
+        let mut rec = sh.rec.lock().unwrap();
+        rec.decisions_lost
+            .push((v, format!("{slug}.md"), id.to_string()));
+        rec.notes[v].push(slug);
+        return;
+    }
     if decided["status"] != "applied" {
         return unexpected(sh, route, &d);
     }
