@@ -379,7 +379,15 @@ pub(crate) async fn report(i: Inputs<'_>) -> Report {
     check(
         &mut targets,
         "5xx answers outside the fault windows",
-        outside_5xx.to_string(),
+        {
+            let outside: Vec<String> = rec
+                .unavailable
+                .iter()
+                .filter(|(a, b, _)| !in_window(i.windows, *a, *b))
+                .map(|(a, _, why)| format!("at {:.1} s {why}", (*a - sh.started).as_secs_f64()))
+                .collect();
+            format!("{outside_5xx} {}", show(&outside))
+        },
         "0",
         outside_5xx == 0,
     );

@@ -116,6 +116,8 @@ pub struct Record {
     /// the retry applied it again. A product defect, reported, not the load's fault:
     /// (vault, path, pending id).
     pub decisions_lost: Vec<(usize, String, String)>,
+    /// Every 5xx: when, and its route, instance, reason and message.
+    pub unavailable: Vec<(Instant, Instant, String)>,
 }
 
 impl Record {
@@ -135,6 +137,7 @@ impl Record {
             done: BTreeMap::new(),
             isolation_checked: 0,
             decisions_lost: Vec::new(),
+            unavailable: Vec::new(),
         }
     }
 }
@@ -263,6 +266,13 @@ async fn attempt(
     });
     let (status, retry, text) = answer?;
     if status >= 500 {
+        let body: Value = serde_json::from_str(&text).unwrap_or_default();
+        let why = format!(
+            "{route} on instance {instance}: {} {}",
+            body["reason"].as_str().unwrap_or("?"),
+            body["message"].as_str().unwrap_or("?")
+        );
+        rec.unavailable.push((start, end, why));
         let fine = status == 503 && retry.is_some() && is_envelope(&text, 503);
         if !fine {
             let cut: String = text.chars().take(300).collect();
