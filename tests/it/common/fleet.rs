@@ -78,7 +78,7 @@ pub(crate) struct Shared {
     pub vault_ids: Vec<String>,
     pub tokens: Vec<String>,
     pub review: Vec<bool>,
-    pub zipf: load::Zipf,
+    pub zipf: Zipf,
     pub rec: Mutex<load::Record>,
     pub ops: AtomicU64,
     pub faults_done: AtomicBool,
@@ -185,7 +185,7 @@ impl Fleet {
             slots: RwLock::new(vec![None; 3]),
             next_slot: AtomicUsize::new(0),
             tokens: (0..settings.vaults).map(token).collect(),
-            zipf: load::Zipf::new(settings.vaults, settings.zipf_s),
+            zipf: Zipf::new(settings.vaults, settings.zipf_s),
             rec: Mutex::new(load::Record::new(settings.vaults)),
             ops: AtomicU64::new(0),
             faults_done: AtomicBool::new(false),
@@ -533,4 +533,53 @@ async fn create_vaults(url: &str, n: usize) -> Vec<String> {
     }
     let ids = ids.lock().unwrap();
     ids.values().cloned().collect()
+}
+
+/// splitmix64: a small seeded generator (no dependency for a load's dice).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Zipf over `0..n`: index `k` drawn with weight `1 / (k + 1)^s` (by its cumulative
+/// weights and a binary search).
+pub struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    pub fn new(n: usize, s: f64) -> Self {
+        let mut total = 0.0;
+        let cdf = (1..=n)
+            .map(|k| {
+                total += 1.0 / (k as f64).powf(s);
+                total
+            })
+            .collect();
+        Self { cdf }
+    }
+
+    pub fn sample(&self, rng: &mut Rng) -> usize {
+        let u = rng.unit() * self.cdf.last().copied().unwrap_or(0.0);
+        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
+    }
 }

@@ -12,56 +12,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use sha2::Digest;
 
-use super::Shared;
-
-/// splitmix64: a small seeded generator (no dependency for a load's dice).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// Zipf over `0..n`: index `k` drawn with weight `1 / (k + 1)^s` (by its cumulative
-/// weights and a binary search).
-pub struct Zipf {
-    cdf: Vec<f64>,
-}
-
-impl Zipf {
-    pub fn new(n: usize, s: f64) -> Self {
-        let mut total = 0.0;
-        let cdf = (1..=n)
-            .map(|k| {
-                total += 1.0 / (k as f64).powf(s);
-                total
-            })
-            .collect();
-        Self { cdf }
-    }
-
-    pub fn sample(&self, rng: &mut Rng) -> usize {
-        let u = rng.unit() * self.cdf.last().copied().unwrap_or(0.0);
-        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
-    }
-}
+use super::{Rng, Shared};
 
 /// One attempt: its route, when, and its status (0: no answer, the connection failed).
 pub struct Sample {
@@ -170,17 +121,41 @@ struct Call<'a> {
     avoid: Option<usize>,
 }
 
+impl<'a> Call<'a> {
+    fn new(route: &'static str, method: Method, path: &'a str, vault: usize) -> Self {
+        Call {
+            route,
+            method,
+            path,
+            vault,
+            key: None,
+            payload: Payload::None,
+            avoid: None,
+        }
+    }
+
+    fn key(self, key: &'a str) -> Self {
+        Call {
+            key: Some(key),
+            ..self
+        }
+    }
+
+    fn body(self, payload: Payload) -> Self {
+        Call { payload, ..self }
+    }
+
+    fn avoid(self, instance: usize) -> Self {
+        Call {
+            avoid: Some(instance),
+            ..self
+        }
+    }
+}
+
 /// A request without a body or key.
 fn get<'a>(route: &'static str, path: &'a str, vault: usize) -> Call<'a> {
-    Call {
-        route,
-        method: Method::GET,
-        path,
-        vault,
-        key: None,
-        payload: Payload::None,
-        avoid: None,
-    }
+    Call::new(route, Method::GET, path, vault)
 }
 
 /// An answer.
@@ -469,20 +444,10 @@ async fn create(sh: &Shared, v: usize, name: &str) {
     let body =
         json!({"slug": slug, "content": note_text(v, name), "agent_id": "fleet-agent"}).to_string();
     let payload = Payload::Json(body.clone());
-    let Some(a) = answered(
-        sh,
-        Call {
-            route,
-            method: Method::POST,
-            path: "/v1/notes",
-            vault: v,
-            key: Some(&key),
-            payload,
-            avoid: None,
-        },
-    )
-    .await
-    else {
+    let call = Call::new(route, Method::POST, "/v1/notes", v)
+        .key(&key)
+        .body(payload);
+    let Some(a) = answered(sh, call).await else {
         return;
     };
     let receipt: Value = serde_json::from_str(&a.text).unwrap_or_default();
@@ -522,20 +487,11 @@ async fn replay(sh: &Shared, rng: &mut Rng, v: usize, name: &str) {
     };
     let route = "POST /v1/notes (replay)";
     let payload = Payload::Json(body);
-    let Some(a) = answered(
-        sh,
-        Call {
-            route,
-            method: Method::POST,
-            path: "/v1/notes",
-            vault: v,
-            key: Some(&key),
-            payload,
-            avoid: Some(instance),
-        },
-    )
-    .await
-    else {
+    let call = Call::new(route, Method::POST, "/v1/notes", v)
+        .key(&key)
+        .body(payload)
+        .avoid(instance);
+    let Some(a) = answered(sh, call).await else {
         return;
     };
     let mut rec = sh.rec.lock().unwrap();
@@ -571,20 +527,10 @@ async fn push(sh: &Shared, rng: &mut Rng, v: usize, name: &str) {
     let deadline = Instant::now() + sh.settings.give_up;
     loop {
         let payload = Payload::Json(body.clone());
-        let Some(a) = answered(
-            sh,
-            Call {
-                route,
-                method: Method::POST,
-                path: "/v1/sync/ops",
-                vault: v,
-                key: Some(&key),
-                payload,
-                avoid: None,
-            },
-        )
-        .await
-        else {
+        let call = Call::new(route, Method::POST, "/v1/sync/ops", v)
+            .key(&key)
+            .body(payload);
+        let Some(a) = answered(sh, call).await else {
             return;
         };
         let answer: Value = serde_json::from_str(&a.text).unwrap_or_default();
@@ -627,20 +573,10 @@ async fn review(sh: &Shared, v: usize, name: &str) {
     let body =
         json!({"slug": slug, "content": note_text(v, name), "agent_id": "fleet-agent"}).to_string();
     let payload = Payload::Json(body);
-    let Some(a) = answered(
-        sh,
-        Call {
-            route,
-            method: Method::POST,
-            path: "/v1/notes",
-            vault: v,
-            key: Some(&key),
-            payload,
-            avoid: None,
-        },
-    )
-    .await
-    else {
+    let call = Call::new(route, Method::POST, "/v1/notes", v)
+        .key(&key)
+        .body(payload);
+    let Some(a) = answered(sh, call).await else {
         return;
     };
     let queued: Value = serde_json::from_str(&a.text).unwrap_or_default();
@@ -649,20 +585,8 @@ async fn review(sh: &Shared, v: usize, name: &str) {
     };
     let route = "POST /v1/writes/{id}:approve";
     let path = format!("/v1/writes/{id}:approve");
-    let Some(d) = answered(
-        sh,
-        Call {
-            route,
-            method: Method::POST,
-            path: &path,
-            vault: v,
-            key: None,
-            payload: Payload::None,
-            avoid: Some(a.instance),
-        },
-    )
-    .await
-    else {
+    let call = Call::new(route, Method::POST, &path, v).avoid(a.instance);
+    let Some(d) = answered(sh, call).await else {
         return;
     };
     let decided: Value = match d.status {
@@ -724,20 +648,10 @@ async fn upload(sh: &Shared, v: usize, name: &str) {
         .collect();
     let key = format!("upload-{file}");
     let path = format!("/v1/attachments/{file}");
-    let Some(a) = answered(
-        sh,
-        Call {
-            route,
-            method: Method::PUT,
-            path: &path,
-            vault: v,
-            key: Some(&key),
-            payload: Payload::Png(bytes),
-            avoid: None,
-        },
-    )
-    .await
-    else {
+    let call = Call::new(route, Method::PUT, &path, v)
+        .key(&key)
+        .body(Payload::Png(bytes));
+    let Some(a) = answered(sh, call).await else {
         return;
     };
     let receipt: Value = serde_json::from_str(&a.text).unwrap_or_default();
@@ -760,19 +674,8 @@ pub async fn set_review_policy(sh: &Shared, v: usize) {
     let route = "PATCH /v1/vault/write-settings";
     let path = "/v1/vault/write-settings?update_mask=write_policy";
     let body = Payload::Json(json!({"write_policy": "review"}).to_string());
-    let a = answered(
-        sh,
-        Call {
-            route,
-            method: Method::PATCH,
-            path,
-            vault: v,
-            key: None,
-            payload: body,
-            avoid: None,
-        },
-    )
-    .await
-    .expect("the policy is set");
+    let a = answered(sh, Call::new(route, Method::PATCH, path, v).body(body))
+        .await
+        .expect("the policy is set");
     assert_eq!(a.status, 200, "{}", a.text);
 }
