@@ -68,7 +68,7 @@ pub const SEARCH_QUERIES: &[&str] = &[
 
 /// The one daemon-spawning helper, the tests' own (`tests/it/common/daemon.rs`).
 #[path = "../../tests/it/common/daemon.rs"]
-mod daemon;
+pub mod daemon;
 
 /// `bin serve` without this process's configuring environment, and its start (the hosted
 /// bench builds its own command lines: `--database`, static tokens).

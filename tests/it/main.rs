@@ -30,6 +30,7 @@ mod disk_full;
 mod errors;
 mod export;
 mod fidelity;
+mod fleet;
 mod folder_writes;
 mod folders;
 mod fuzz;

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 pub mod daemon;
 pub mod device;
+pub mod fleet;
 pub mod hosted;
 pub mod jwt;
 pub mod loopfs;
