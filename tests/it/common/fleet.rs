@@ -121,7 +121,8 @@ pub struct Fleet {
     events: Vec<String>,
     windows: Vec<Window>,
     drain_ok: Vec<String>,
-    /// Holds the thread that started PostgreSQL again (dropped: the thread ends).
+    /// Holds the thread that started PostgreSQL (dropped: the thread ends, and the server
+    /// with it).
     keep_postgres: Option<std::sync::mpsc::Sender<()>>,
     pub setup_took: Duration,
 }
@@ -144,16 +145,28 @@ fn cli(url: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `f` run on a thread of its own, which lives until the returned sender is dropped.
+async fn on_kept_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> (T, std::sync::mpsc::Sender<()>) {
+    let (done, result) = tokio::sync::oneshot::channel();
+    let (keep, kept) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+        let _ = kept.recv();
+    });
+    (result.await.unwrap(), keep)
+}
+
 impl Fleet {
     /// PostgreSQL, the store, the vaults (made with the CLI, `vault create`) and three
     /// instances. `None`: PostgreSQL or s3s-fs is missing and the developer opted out.
     pub async fn start(settings: Settings) -> Option<Fleet> {
         let begin = Instant::now();
-        let cluster = Arc::new(
-            tokio::task::spawn_blocking(postgres::Cluster::start)
-                .await
-                .unwrap()?,
-        );
+        // Not a blocking-pool thread: those end after 10 s idle, and the server gets
+        // SIGQUIT when the thread that started it ends (PR_SET_PDEATHSIG).
+        let (cluster, keep_postgres) = on_kept_thread(postgres::Cluster::start).await;
+        let cluster = Arc::new(cluster?);
         let s3 = tokio::task::spawn_blocking(s3::S3Server::start)
             .await
             .unwrap()?;
@@ -204,7 +217,7 @@ impl Fleet {
             events: Vec::new(),
             windows: Vec::new(),
             drain_ok: Vec::new(),
-            keep_postgres: None,
+            keep_postgres: Some(keep_postgres),
             setup_took: Duration::ZERO,
         };
         for i in 0..3 {
@@ -258,20 +271,32 @@ impl Fleet {
     /// is ready; then clients may pick it.
     async fn boot(&mut self, i: usize) {
         let cache = tempfile::tempdir().unwrap();
-        let mut command = daemon::serve(daemon::BIN);
-        command
-            .args(["--database", &self.db_url])
-            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-            .arg("--config")
-            .arg(self.dir.path().join("fleet.toml"))
-            .arg("--state-dir")
-            .arg(cache.path())
-            .env_remove("NOTEVAULT_DATABASE_URL")
-            .envs(self.env());
-        let daemon = tokio::task::spawn_blocking(move || daemon::start(command))
-            .await
-            .unwrap()
-            .expect("a fleet instance serves");
+        // As a supervisor restarts a service that exits at start (PostgreSQL may be down
+        // at that moment: `serve` refuses to start without its database), until a bound.
+        let deadline = std::time::Instant::now() + self.shared.settings.give_up;
+        let daemon = loop {
+            let mut command = daemon::serve(daemon::BIN);
+            command
+                .args(["--database", &self.db_url])
+                .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+                .arg("--config")
+                .arg(self.dir.path().join("fleet.toml"))
+                .arg("--state-dir")
+                .arg(cache.path())
+                .env_remove("NOTEVAULT_DATABASE_URL")
+                .envs(self.env());
+            match tokio::task::spawn_blocking(move || daemon::start(command))
+                .await
+                .unwrap()
+            {
+                Ok(daemon) => break daemon,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    eprintln!("fleet: instance {i} did not start ({e}); starting it again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("a fleet instance serves: {e}"),
+            }
+        };
         let metrics = daemon
             .log
             .lock()
