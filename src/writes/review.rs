@@ -16,6 +16,7 @@ pub use crate::queries::settings::{
 use crate::state::{State, WriteLock};
 use crate::storage::rows::PendingRow;
 use crate::storage::rows::{AuditEvent, AuditKind};
+use crate::writes::submit::{store_receipt, IntentKey};
 use crate::writes::{apply_now, plan, Applied, Op, Receipt, ReceiptStatus, Request, Subject};
 
 /// The length of the budget window.
@@ -269,13 +270,33 @@ pub fn decide(state: &State, id: &str, approve: bool, reviewer: &str) -> Result<
         let request: Request = serde_json::from_str(&row.payload).map_err(|e| {
             Error::internal(format!("a stored pending write is corrupt: {e}")).with_cause(e)
         })?;
-        match apply_now(state, &settings(state)?, &request, None) {
-            Ok(Applied { receipt, .. }) => {
-                let json = serde_json::to_string(&receipt).map_err(|e| {
-                    Error::internal(format!("cannot store a receipt: {e}")).with_cause(e)
-                })?;
-                ("applied", None, Some(json))
-            }
+        // The approval's write keeps its receipt under a key of its own, in the write's
+        // transaction where the store can: an approval retried after the write landed but
+        // before its decision was recorded (the database gone between the two) finds that
+        // receipt, and is decided applied, not applied twice nor refused as a collision.
+        let key = format!("approve:{id}");
+        let intent = IntentKey {
+            key: &key,
+            op_hash: &key,
+            legacy: None,
+        };
+        let landed = state.meta.idempotency(&key)?.and_then(|row| row.receipt);
+        let applied = match landed {
+            Some(json) => Ok(json),
+            None => apply_now(state, &settings(state)?, &request, Some(intent)).and_then(
+                |Applied { receipt, settled }| {
+                    if !settled {
+                        store_receipt(state, intent, &receipt)?;
+                    }
+                    serde_json::to_string(&receipt).map_err(|e| {
+                        Error::internal(format!("cannot store a receipt: {e}")).with_cause(e)
+                    })
+                },
+            ),
+        };
+        crate::record::crash_point(state, "before-decision");
+        match applied {
+            Ok(json) => ("applied", None, Some(json)),
             // Spent budget: nothing was decided; the approver retries later.
             Err(e) if e.reason == Reason::WRITE_BUDGET_EXCEEDED => return Err(e),
             Err(e) => (

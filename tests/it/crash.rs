@@ -592,3 +592,67 @@ async fn a_folder_operation_retried_after_a_crash_at_any_step_gets_its_receipt()
         }
     }
 }
+
+/// An approval whose write landed, stopped (as `kill -9` would) before its decision was
+/// recorded: after a restart the retried approval is decided `applied` with the write's
+/// receipt, the note written once, never `rejected` for colliding with itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_retried_after_a_crash_before_its_decision_is_applied_once() {
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let vault = dir.path().join("vault");
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("a.md"), "# A\n").unwrap();
+    let (mut daemon, base) = start_with(&vault, &state, Some("before-decision"));
+    let set = client
+        .patch(format!(
+            "{base}/v1/vault/write-settings?update_mask=write_policy"
+        ))
+        .json(&json!({"write_policy": "review"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200);
+    let queued = client
+        .post(format!("{base}/v1/notes"))
+        .header("Idempotency-Key", "queued")
+        .json(&json!({"slug": "new", "content": "# New\n", "agent_id": "t"}))
+        .send()
+        .await
+        .unwrap();
+    let queued: Value = common::res_json(queued, 202, "queued").await;
+    let id = queued["pending_id"].as_str().unwrap().to_string();
+    let approve = format!("/v1/writes/{id}:approve");
+    let res = client.post(format!("{base}{approve}")).send().await;
+    assert!(res.is_err(), "answered before the crash point: {res:?}");
+    assert!(
+        !daemon.child.wait().unwrap().success(),
+        "the daemon aborted"
+    );
+    assert_eq!(
+        std::fs::read_to_string(vault.join("new.md")).unwrap(),
+        "# New\n",
+        "the write landed before the crash"
+    );
+
+    let (mut daemon, base) = start(&vault, &state);
+    let res = client
+        .post(format!("{base}{approve}"))
+        .send()
+        .await
+        .unwrap();
+    let decided: Value = common::res_json(res, 200, "the retried approval").await;
+    assert_eq!(decided["status"], "applied", "{decided}");
+    assert!(decided["error"].is_null(), "{decided}");
+    let revisions: Value = get_json(&client, format!("{base}/v1/notes/new:listRevisions")).await;
+    let by_agent = revisions["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["actor"] == "agent:t")
+        .count();
+    assert_eq!(by_agent, 1, "written once: {revisions}");
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+}

@@ -655,10 +655,17 @@ async fn upload(sh: &Shared, v: usize, name: &str) {
         return;
     };
     let receipt: Value = serde_json::from_str(&a.text).unwrap_or_default();
-    if a.status != 201 || receipt["attachment"]["sha256"] != sha.as_str() {
+    // A retry after a fault may find the first attempt's bytes recorded without its
+    // receipt (an attachment's receipt is kept after its record, not in its transaction:
+    // a known gap of issue 43): 200, unchanged, the same bytes. Counted apart.
+    let found_stored = a.retried && a.status == 200 && receipt["unchanged"] == true;
+    if !(a.status == 201 || found_stored) || receipt["attachment"]["sha256"] != sha.as_str() {
         return unexpected(sh, route, &a);
     }
     let mut rec = sh.rec.lock().unwrap();
+    if found_stored {
+        *rec.done.entry("upload retried, found stored").or_default() += 1;
+    }
     rec.acks.push(Ack {
         kind: "upload",
         vault: v,
