@@ -16,8 +16,10 @@ pub use crate::queries::settings::{
 use crate::state::{State, WriteLock};
 use crate::storage::rows::PendingRow;
 use crate::storage::rows::{AuditEvent, AuditKind};
-use crate::writes::submit::{store_receipt, IntentKey};
-use crate::writes::{apply_now, plan, Applied, Op, Receipt, ReceiptStatus, Request, Subject};
+use crate::writes::{
+    apply_now, plan, store_receipt, Applied, IntentKey, Op, Receipt, ReceiptStatus, Request,
+    Subject,
+};
 
 /// The length of the budget window.
 pub const BUDGET_WINDOW_SECS: i64 = 3600;
