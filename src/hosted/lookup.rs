@@ -90,12 +90,14 @@ pub async fn vaults_of_org(db: &Database, org_id: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// One setting of a vault.
+const READ_SETTING: &str = "SELECT value FROM settings WHERE vault_id = $1 AND key = $2";
+
 /// The setting `key` of a vault, `None` when it has none.
 pub async fn setting(db: &Database, vault: Uuid, key: &str) -> Result<Option<String>> {
     let client = db.client().await?;
-    let read = "SELECT value FROM settings WHERE vault_id = $1 AND key = $2";
     let row = client
-        .query_opt(read, &[&vault, &key])
+        .query_opt(READ_SETTING, &[&vault, &key])
         .await
         .map_err(db_error)?;
     Ok(row.map(|r| r.get(0)))
@@ -107,9 +109,8 @@ pub async fn setting(db: &Database, vault: Uuid, key: &str) -> Result<Option<Str
 /// would do nothing.
 pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Result<String> {
     let client = db.client().await?;
-    let read = "SELECT value FROM settings WHERE vault_id = $1 AND key = $2";
     if let Some(row) = client
-        .query_opt(read, &[&vault, &key])
+        .query_opt(READ_SETTING, &[&vault, &key])
         .await
         .map_err(db_error)?
     {
@@ -124,7 +125,7 @@ pub async fn setting_or(db: &Database, vault: Uuid, key: &str, made: &str) -> Re
         .await
         .map_err(db_error)?;
     let row = client
-        .query_one(read, &[&vault, &key])
+        .query_one(READ_SETTING, &[&vault, &key])
         .await
         .map_err(db_error)?;
     Ok(row.get(0))

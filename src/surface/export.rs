@@ -207,7 +207,7 @@ pub async fn export(
         .await
         .map_err(|e| Error::internal(format!("the export stopped: {e}")))?
         .map_err(export_error)?;
-    let sha256 = hex(&hasher.finalize());
+    let sha256 = crate::vault::observe::hex(&hasher.finalize());
     upload.finish(&sha256).await?;
     let state2 = state.clone();
     crate::surface::blocking(move || {
@@ -265,8 +265,4 @@ fn export_error(e: std::io::Error) -> Error {
         )
         .with_retry_after(crate::storage::blobs::RETRY_AFTER_SECONDS),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
