@@ -64,6 +64,13 @@ pub trait Directory: Send + Sync {
     /// The id of the vault whose console sign-in code has this digest.
     fn vault_of_sign_in_code(&self, digest: &str) -> crate::error::Result<Option<String>>;
 
+    /// The id of the vault whose sign-in through the identity provider has a `state`
+    /// with this digest.
+    fn vault_of_idp_sign_in(&self, digest: &str) -> crate::error::Result<Option<String>>;
+
+    /// The id of the vault a person names (its name or id) to sign in to.
+    fn vault_named(&self, name_or_id: &str) -> crate::error::Result<Option<String>>;
+
     /// The ids of the vaults of the organization `org_id`.
     fn vaults_of_org(&self, org_id: &str) -> crate::error::Result<Vec<String>>;
 

@@ -89,6 +89,17 @@ pub struct Verifier {
     fetching: tokio::sync::Mutex<()>,
 }
 
+/// A token's claims after its signature, issuer, audience and times were checked.
+#[derive(Debug)]
+pub struct Checked(Claims);
+
+impl Checked {
+    /// The `vault_id` and `org_id` it names.
+    pub fn vault(&self) -> (Option<&str>, Option<&str>) {
+        (self.0.vault_id.as_deref(), self.0.org_id.as_deref())
+    }
+}
+
 /// The claims read from a verified token.
 #[derive(Debug, Deserialize)]
 struct Claims {
@@ -186,11 +197,20 @@ impl Verifier {
         self.granted(claims, vaults)
     }
 
-    /// The `vault_id` and `org_id` of a token whose signature, issuer, audience and times
-    /// hold: hosted mode opens only the vaults a good token names.
-    pub async fn claimed_vault(&self, token: &str) -> Result<(Option<String>, Option<String>)> {
-        let claims = self.checked(token).await?;
-        Ok((claims.vault_id, claims.org_id))
+    /// `token`'s claims once its signature, issuer, audience and times hold: hosted mode
+    /// opens only the vaults a good token names, then grants it one of them
+    /// ([`Self::grant`]) without checking the signature again.
+    pub async fn check(&self, token: &str) -> Result<Checked> {
+        self.checked(token).await.map(Checked)
+    }
+
+    /// What a token [`Self::check`] passed grants, in which of `vaults`.
+    pub fn grant(
+        &self,
+        checked: Checked,
+        vaults: &[(&str, Option<&str>)],
+    ) -> Result<(Verified, usize)> {
+        self.granted(checked.0, vaults)
     }
 
     /// The claims of `token` once its signature, issuer, audience and times are checked.

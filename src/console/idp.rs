@@ -63,14 +63,37 @@ fn redirect_uri(console: &Console, headers: &HeaderMap) -> String {
     )
 }
 
-/// `GET /sign-in/idp`: off to the provider.
-pub(super) async fn start(Extension(console): Extension<Console>, headers: HeaderMap) -> Response {
+/// `GET /sign-in/idp` (in hosted mode `?vault=NAME`): off to the provider.
+pub(super) async fn start(
+    Extension(console): Extension<Console>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
     if !configured(&console) {
         return sign_in_page(
             &console,
             StatusCode::NOT_FOUND,
             Some("This daemon has no identity provider to sign in with (idp_authorize_url, idp_client_id, auth_issuer, idp_token_url and IDP_API_KEY)."),
         );
+    }
+    if console.lobby() {
+        // Hosted mode: the sign-in is kept in the vault's rows, where the callback finds
+        // it on any instance, so it starts for a vault the database has.
+        let named = form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes())
+            .find(|(k, _)| k == "vault")
+            .map(|(_, v)| v.chars().take(64).collect::<String>())
+            .filter(|v| !v.is_empty());
+        let (status, why) = match named {
+            Some(name) => (
+                StatusCode::NOT_FOUND,
+                format!("There is no vault named \u{201c}{name}\u{201d}. Check its name and sign in again."),
+            ),
+            None => (
+                StatusCode::BAD_REQUEST,
+                "Name the vault to sign in to.".to_string(),
+            ),
+        };
+        return sign_in_page(&console, status, Some(&why));
     }
     let secrets = (|| -> std::result::Result<_, String> {
         Ok((
@@ -236,9 +259,15 @@ async fn verified(console: &Console, grant: &Grant) -> Result<String> {
         .jwt
         .as_ref()
         .ok_or_else(|| Error::internal("no JWT verifier"))?;
+    // The vault's own organization (hosted mode keeps one per vault).
+    let state = &console.state;
     let verified = verifier
-        .verify(&tokens.access_token, &console.state.vault_id)
-        .await?;
+        .verify_among(
+            &tokens.access_token,
+            &[(state.vault_id.as_str(), state.config.org_id.as_deref())],
+        )
+        .await?
+        .0;
     match &verified.credential {
         // The console approves writes, makes tokens and purges: a person signs in with a
         // token that may review, not with any token of the organization.

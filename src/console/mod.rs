@@ -50,6 +50,21 @@ pub struct Console {
     /// The identity provider's JWT verifier, when an issuer is configured (the sign-in
     /// through the provider checks the token it hands back).
     pub jwt: Option<Arc<crate::auth::jwt::Verifier>>,
+    /// Hosted mode: a person names the vault to sign in to (the lobby, an empty vault
+    /// without a name, answers requests that name none).
+    pub hosted: bool,
+}
+
+impl Console {
+    /// The vault's name in hosted mode (`None` in local mode and in the lobby).
+    fn vault_name(&self) -> Option<&str> {
+        self.state.shared.as_ref().map(|s| s.name.as_str())
+    }
+
+    /// Whether this is hosted mode's lobby: the request named no vault it could find.
+    fn lobby(&self) -> bool {
+        self.hosted && self.vault_name().is_none()
+    }
 }
 
 /// The console's routes; each request carries the [`Console`] of the vault it reaches
@@ -232,11 +247,20 @@ struct SignInPage<'a> {
     problem: Option<&'a str>,
     /// Offer the sign-in through the identity provider.
     idp: bool,
+    /// Hosted mode: the provider's sign-in asks which vault (filled in with `vault`).
+    hosted: bool,
+    vault: &'a str,
 }
 
 fn sign_in_page(console: &Console, status: StatusCode, problem: Option<&str>) -> Response {
     let idp = idp::configured(console);
-    html(status, SignInPage { problem, idp }.render())
+    let page = SignInPage {
+        problem,
+        idp,
+        hosted: console.hosted,
+        vault: console.vault_name().unwrap_or_default(),
+    };
+    html(status, page.render())
 }
 
 /// Start a session (after a sign-in code or the identity provider said who it is):

@@ -537,6 +537,14 @@ impl Directory for HostedVaults {
         checks
     }
 
+    fn vault_of_idp_sign_in(&self, digest: &str) -> Result<Option<String>> {
+        block_on(hosted::lookup::vault_of_idp_sign_in(&self.db, digest))
+    }
+
+    fn vault_named(&self, name_or_id: &str) -> Result<Option<String>> {
+        block_on(hosted::lookup::vault_named(&self.db, name_or_id))
+    }
+
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {
         block_on(hosted::lookup::vaults_of_org(&self.db, org_id))
     }

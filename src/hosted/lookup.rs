@@ -74,6 +74,30 @@ pub async fn vault_of_sign_in_code(db: &Database, digest: &str) -> Result<Option
     .await
 }
 
+/// The vault of the sign-in through the identity provider whose `state` has this digest
+/// (its callback may reach any instance).
+pub async fn vault_of_idp_sign_in(db: &Database, digest: &str) -> Result<Option<String>> {
+    vault_where(
+        db,
+        "SELECT vault_id FROM idp_sign_ins WHERE state_digest = $1",
+        digest,
+    )
+    .await
+}
+
+/// The vault a person names at sign-in: by its id, or by its name.
+pub async fn vault_named(db: &Database, name_or_id: &str) -> Result<Option<String>> {
+    if let Ok(id) = Uuid::parse_str(name_or_id) {
+        return Ok(Some(id.to_string()));
+    }
+    vault_where(
+        db,
+        "SELECT id FROM vaults WHERE name = $1 AND NOT deleting",
+        name_or_id,
+    )
+    .await
+}
+
 /// The vaults of an organization, oldest first.
 pub async fn vaults_of_org(db: &Database, org_id: &str) -> Result<Vec<String>> {
     let client = db.client().await?;

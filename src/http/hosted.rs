@@ -39,14 +39,20 @@ impl HostedServed {
     }
 
     /// The vaults the request's credential may be for, opened and caught up; the lobby
-    /// when it names none. A database that cannot be reached is the error.
+    /// when it names none. A database that cannot be reached is the error. With a JWT,
+    /// its checked claims too (`resolve` grants from them: one signature check).
     pub async fn candidates(
         &self,
         app: &AppState,
         headers: &HeaderMap,
         uri: &Uri,
-    ) -> Result<Vec<Arc<ServedVault>>> {
-        let ids = named(app, headers, uri).await;
+    ) -> Result<(Vec<Arc<ServedVault>>, Option<jwt::Checked>)> {
+        let (ids, checked) = named(app, headers, uri).await;
+        let vaults = self.open_named(app, ids).await?;
+        Ok((vaults, checked))
+    }
+
+    async fn open_named(&self, app: &AppState, ids: Vec<Named>) -> Result<Vec<Arc<ServedVault>>> {
         let found = if ids.is_empty() {
             Vec::new()
         } else {
@@ -93,23 +99,56 @@ enum Named {
     Token(String),
     Session(String),
     SignInCode(String),
+    /// A sign-in through the identity provider: started for a vault a person names,
+    /// finished (the provider's callback) by its `state`.
+    VaultName(String),
+    IdpSignIn(String),
     Org(String),
     /// An export's link: its vault, opened only if the link holds under its key.
     Link(String, Uri),
 }
 
-/// What the credential carries that names vaults (nothing is verified here).
-async fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
-    // An export's link stands in for the bearer (`vault::presigned` checks it).
-    if let Some(vault) = export_link_vault(uri) {
-        return vec![Named::Link(vault, uri.clone())];
+/// What the credential carries that names vaults (only a JWT's signature is checked
+/// here: its checked claims come along).
+async fn named(
+    app: &AppState,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> (Vec<Named>, Option<jwt::Checked>) {
+    // Only a token whose signature holds opens the vaults it names: a made-up one must
+    // not load vaults. A bad one reaches the lobby, which refuses it.
+    if let (Some(verifier), Presented::Bearer(token)) = (&app.jwt, bearer(headers)) {
+        if jwt::looks_like(token) && app.static_tokens.find(token).is_none() {
+            let Ok(checked) = verifier.check(token).await else {
+                return (Vec::new(), None);
+            };
+            let named = match checked.vault() {
+                (Some(vault), _) => vec![Named::Vault(vault.to_string())],
+                (None, Some(org)) => vec![Named::Org(org.to_string())],
+                (None, None) => Vec::new(),
+            };
+            return (named, Some(checked));
+        }
     }
+    (credential_names(app, headers, uri), None)
+}
+
+fn bearer(headers: &HeaderMap) -> Presented<'_> {
     let values: Vec<&[u8]> = headers
         .get_all(header::AUTHORIZATION)
         .iter()
         .map(HeaderValue::as_bytes)
         .collect();
-    match auth::presented(&values) {
+    auth::presented(&values)
+}
+
+/// What a credential other than a JWT carries that names vaults (nothing is verified).
+fn credential_names(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
+    // An export's link stands in for the bearer (`vault::presigned` checks it).
+    if let Some(vault) = export_link_vault(uri) {
+        return vec![Named::Link(vault, uri.clone())];
+    }
+    match bearer(headers) {
         Presented::Bearer(token) => {
             if let Some((_, entry)) = app.static_tokens.find(token) {
                 return entry
@@ -122,17 +161,11 @@ async fn named(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
             if pat::looks_like(token) {
                 return vec![Named::Token(pat::public_prefix(token).to_string())];
             }
-            // Only a token whose signature holds opens the vaults it names: a made-up
-            // one must not load vaults. A bad one reaches the lobby, which refuses it.
-            if let (Some(verifier), true) = (&app.jwt, jwt::looks_like(token)) {
-                return match verifier.claimed_vault(token).await {
-                    Ok((Some(vault), _)) => vec![Named::Vault(vault)],
-                    Ok((None, Some(org))) => vec![Named::Org(org)],
-                    Ok((None, None)) | Err(_) => Vec::new(),
-                };
-            }
             Vec::new()
         }
+        // The two steps of a sign-in through the provider name their vault themselves,
+        // whatever session the browser holds.
+        Presented::Nothing if idp_step(uri).is_some() => idp_step(uri).into_iter().collect(),
         Presented::Nothing => session::cookie(
             headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()),
             session::cookie_name(app.config.tls_configured()),
@@ -156,6 +189,20 @@ fn sign_in_code(uri: &Uri) -> Option<String> {
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned())
         .filter(|code| session::well_formed(code))
+}
+
+/// The vault a step of a sign-in through the identity provider names: `GET
+/// /sign-in/idp?vault=NAME` the one a person typed, `GET /sign-in/callback?state=…` the
+/// one its start was kept for.
+fn idp_step(uri: &Uri) -> Option<Named> {
+    let (name, make): (&str, fn(String) -> Named) = match uri.path() {
+        "/sign-in/idp" => ("vault", Named::VaultName),
+        "/sign-in/callback" => ("state", |s| Named::IdpSignIn(session::digest(&s))),
+        _ => return None,
+    };
+    form_urlencoded::parse(uri.query()?.as_bytes())
+        .find(|(k, v)| k == name && !v.is_empty() && v.len() <= 256)
+        .map(|(_, v)| make(v.into_owned()))
 }
 
 /// Whether the request is an export's link (its `signature` decides, not a bearer).
@@ -209,6 +256,8 @@ fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> 
             Named::Token(prefix) => ids.extend(directory.vault_of_token(&prefix)?),
             Named::Session(digest) => ids.extend(directory.vault_of_session(&digest)?),
             Named::SignInCode(digest) => ids.extend(directory.vault_of_sign_in_code(&digest)?),
+            Named::VaultName(name) => ids.extend(directory.vault_named(&name)?),
+            Named::IdpSignIn(digest) => ids.extend(directory.vault_of_idp_sign_in(&digest)?),
             Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
             Named::Link(id, uri) => {
                 if link_holds(directory, &id, &uri)? {

@@ -333,10 +333,10 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     // A presigned link stands in for the bearer (never for the Host/Origin guard, which
     // ran before); a bad one is refused, never served.
     // Hosted mode: the vaults the credential may be for, opened (and caught up) now.
-    let named = match &app.hosted {
-        None => None,
+    let (named, checked) = match &app.hosted {
+        None => (None, None),
         Some(hosted) => match hosted.candidates(&app, req.headers(), req.uri()).await {
-            Ok(named) => Some(named),
+            Ok((named, checked)) => (Some(named), checked),
             Err(e) => return ApiError(e).into_response(),
         },
     };
@@ -349,7 +349,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     let (credential, key, vault) = match presigned {
         Some(Ok((credential, vault))) => (credential, None, vault),
         Some(Err(e)) => refused_error(&e, ""),
-        None => resolve(&app, vaults, req.headers(), req.uri()).await,
+        None => resolve(&app, vaults, req.headers(), req.uri(), checked).await,
     };
     let vault = vaults[vault].clone();
     let who = match (&credential, &key) {
@@ -370,6 +370,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
         req.extensions_mut().insert(crate::console::Console {
             state: vault.state.clone(),
             jwt: app.jwt.clone(),
+            hosted: app.hosted.is_some(),
         });
     }
     req.extensions_mut().insert(vault.state.clone());
@@ -427,6 +428,7 @@ async fn resolve(
     vaults: &[Arc<ServedVault>],
     headers: &axum::http::HeaderMap,
     uri: &axum::http::Uri,
+    checked: Option<jwt::Checked>,
 ) -> Resolved {
     let unnamed = || {
         vault::without_bearer(
@@ -473,7 +475,12 @@ async fn resolve(
                 .iter()
                 .map(|v| (v.state.vault_id.as_str(), v.state.config.org_id.as_deref()))
                 .collect();
-            return match verifier.verify_among(token, &vaults).await {
+            // Hosted mode checked the token to find its vaults: granted from its claims.
+            let verified = match checked {
+                Some(checked) => verifier.grant(checked, &vaults),
+                None => verifier.verify_among(token, &vaults).await,
+            };
+            return match verified {
                 Ok((verified, vault)) => {
                     let key = RateKey {
                         key: format!("jwt:{}", verified.subject),

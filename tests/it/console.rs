@@ -706,75 +706,6 @@ fn the_console_in_a_browser() {
     }
 }
 
-/// The fake identity provider of the PKCE sign-in: what `/authorize` was asked (the
-/// challenge by state) and the keys it signs with.
-#[derive(Default)]
-struct Idp {
-    challenges: parking_lot::Mutex<std::collections::HashMap<String, (String, String)>>,
-    issuer: parking_lot::Mutex<String>,
-    vault_id: parking_lot::Mutex<String>,
-    /// The `permissions` claim of the tokens it issues.
-    permissions: parking_lot::Mutex<Value>,
-    /// The `client_id` of each token request.
-    client_ids: parking_lot::Mutex<Vec<Option<String>>>,
-}
-
-const IDP_KEY: &str = "sk_test_console_idp_key";
-
-/// `GET /authorize`: the person "signs in" at once; back to `redirect_uri` with a code.
-async fn authorize(
-    axum::extract::State(idp): axum::extract::State<std::sync::Arc<Idp>>,
-    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    assert_eq!(q["response_type"], "code");
-    assert_eq!(q["code_challenge_method"], "S256");
-    let code = format!("code-{}", q["state"].len() + idp.challenges.lock().len());
-    idp.challenges.lock().insert(
-        code.clone(),
-        (q["code_challenge"].clone(), q["redirect_uri"].clone()),
-    );
-    let to = format!("{}?code={code}&state={}", q["redirect_uri"], q["state"]);
-    (axum::http::StatusCode::FOUND, [("location", to)]).into_response()
-}
-
-/// `POST /token`: the code, its verifier (S256 of it must be the challenge), the same
-/// redirect URI, and the daemon's API key; answers an ES256 access token.
-async fn idp_token(
-    axum::extract::State((idp, key)): axum::extract::State<(
-        std::sync::Arc<Idp>,
-        std::sync::Arc<common::jwt::SigningKey>,
-    )>,
-    axum::Form(form): axum::Form<std::collections::HashMap<String, String>>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    use sha2::Digest;
-    let refuse = || {
-        (
-            axum::http::StatusCode::BAD_REQUEST,
-            axum::Json(json!({"error": "invalid_grant"})),
-        )
-            .into_response()
-    };
-    if form.get("client_secret").map(String::as_str) != Some(IDP_KEY) {
-        return refuse();
-    }
-    idp.client_ids.lock().push(form.get("client_id").cloned());
-    let Some((challenge, redirect)) = idp.challenges.lock().remove(&form["code"]) else {
-        return refuse();
-    };
-    let computed = common::jwt::b64(&sha2::Sha256::digest(form["code_verifier"].as_bytes()));
-    if computed != challenge || form["redirect_uri"] != redirect {
-        return refuse();
-    }
-    let token = common::jwt::sign(
-        &key,
-        &json!({"iss": *idp.issuer.lock(), "sub": "user_1", "exp": common::jwt::now() + 600,
-                "vault_id": *idp.vault_id.lock(), "permissions": *idp.permissions.lock()}),
-    );
-    axum::Json(json!({"access_token": token, "expires_in": 600})).into_response()
-}
-
 fn cookie_of(res: &reqwest::Response, name: &str) -> Option<String> {
     res.headers()
         .get_all("set-cookie")
@@ -786,36 +717,11 @@ fn cookie_of(res: &reqwest::Response, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
-    let key = std::sync::Arc::new(common::jwt::es256("console-k1"));
-    let idp = std::sync::Arc::new(Idp::default());
-    let jwks_body = json!({"keys": [key.jwk.clone()]});
-    let app = axum::Router::new()
-        .route("/authorize", axum::routing::get(authorize))
-        .with_state(idp.clone())
-        .merge(
-            axum::Router::new()
-                .route("/token", axum::routing::post(idp_token))
-                .with_state((idp.clone(), key.clone())),
-        )
-        .route(
-            "/jwks",
-            axum::routing::get(move || {
-                let body = jwks_body.clone();
-                async move { axum::Json(body) }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let provider = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    *idp.issuer.lock() = format!("{provider}/");
+    let fake = common::idp::FakeIdp::start().await;
+    let (idp, provider) = (fake.idp.clone(), fake.url.clone());
     let p = provider.clone();
     let s = TestServer::start(Some("vault-example"), move |c| {
-        c.auth_issuer = Some(format!("{p}/"));
-        c.auth_jwks_url = Some(format!("{p}/jwks"));
-        c.idp_token_url = Some(format!("{p}/token"));
-        c.idp_authorize_url = Some(format!("{p}/authorize"));
-        c.idp_api_key = Some(notevault::auth::Secret::new(IDP_KEY));
-        c.idp_client_id = Some("notevault-console".into());
+        common::idp::configure(c, &p)
     })
     .await;
     *idp.vault_id.lock() = s.svc.vault_id.clone();
@@ -836,7 +742,7 @@ async fn the_console_signs_in_through_the_identity_provider_with_pkce() {
         let nonce = cookie_of(&res, "notevault_sign_in").expect("the nonce cookie");
         let to = res.headers()["location"].to_str().unwrap().to_string();
         assert!(to.starts_with(&format!("{provider}/authorize?")), "{to}");
-        assert!(!to.contains(IDP_KEY));
+        assert!(!to.contains(common::idp::IDP_KEY));
         let res = client.get(&to).send().await.unwrap();
         assert_eq!(res.status(), 302);
         let back = res.headers()["location"].to_str().unwrap().to_string();

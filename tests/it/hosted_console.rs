@@ -1,14 +1,17 @@
 //! The web console of a hosted vault: `notevault login-link --database URL VAULT` prints
 //! a link on the instances' public URL; the link alone names the vault (no token, no
 //! path), its session works on every instance, and a write queued by an agent is approved
-//! from the console of another instance than the one that queued it.
+//! from the console of another instance than the one that queued it. A person signs in
+//! through the identity provider by naming the vault; the provider's callback may reach
+//! another instance than the one that sent them.
 
 use std::process::Command;
 
 use reqwest::Method;
 use serde_json::json;
 
-use crate::common::hosted::{Hosted, Instance};
+use crate::common::hosted::{cli, Hosted, Instance};
+use crate::common::idp::FakeIdp;
 use crate::common::BIN;
 
 /// `notevault login-link --database URL team`, with `public` as NOTEVAULT_PUBLIC_URL:
@@ -125,4 +128,143 @@ async fn a_sign_in_link_names_its_vault_and_its_session_reviews_on_any_instance(
         "applied"
     );
     b.get("/v1/notes/from-console", 200).await;
+}
+
+fn cookie_of(res: &reqwest::Response, name: &str) -> Option<String> {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap().to_string())
+}
+
+/// `GET /sign-in/idp?vault=NAME` on `from`, through the provider, and the callback on
+/// `back_on`: the callback's answer.
+async fn sign_in(
+    provider: &FakeIdp,
+    from: &Instance,
+    back_on: &Instance,
+    vault: &str,
+) -> reqwest::Response {
+    let client = plain_client();
+    let res = client
+        .get(from.url(&format!("/sign-in/idp?vault={vault}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303, "{}", res.text().await.unwrap());
+    let nonce = cookie_of(&res, "notevault_sign_in").expect("the nonce cookie");
+    let to = res.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        to.starts_with(&format!("{}/authorize?", provider.url)),
+        "{to}"
+    );
+    let res = client.get(&to).send().await.unwrap();
+    let back = res.headers()["location"].to_str().unwrap().to_string();
+    assert!(back.starts_with(&from.url("/sign-in/callback?")), "{back}");
+    let back = back.replace(&from.daemon.base, &back_on.daemon.base);
+    client
+        .get(&back)
+        .header("cookie", &nonce)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_through_the_provider_to_the_vault_they_name_on_any_instance() {
+    let Some(hosted) = Hosted::new() else {
+        return;
+    };
+    let ops = cli(&hosted.db.url, &["vault", "create", "ops", "--org", "acme"])
+        .trim()
+        .to_string();
+    let provider = FakeIdp::start().await;
+    let env = provider.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (a, b) = (hosted.instance_with(&env), hosted.instance_with(&env));
+    let idp = provider.idp.clone();
+    *idp.permissions.lock() = json!(["notes.write", "notes.review"]);
+
+    // The page asks which vault; naming none, or one the database lacks, starts nothing.
+    let html = plain_client()
+        .get(a.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("action=\"/sign-in/idp\"") && html.contains("name=\"vault\""),
+        "{html}"
+    );
+    let res = plain_client()
+        .get(a.url("/sign-in/idp"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("Name the vault"));
+    let res = plain_client()
+        .get(a.url("/sign-in/idp?vault=nosuch"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    assert!(cookie_of(&res, "notevault_sign_in").is_none());
+    assert!(res.text().await.unwrap().contains("no vault named"));
+    assert!(
+        idp.challenges.lock().is_empty(),
+        "nothing reached the provider"
+    );
+
+    // Started on A, back on B: a session of `team`, good on A too.
+    *idp.vault_id.lock() = hosted.vault.clone();
+    let res = sign_in(&provider, &a, &b, "team").await;
+    assert_eq!(res.status(), 200);
+    let session = cookie_of(&res, "notevault_session").expect("a session");
+    let res = page(&a, "/vault", &session).await;
+    assert_eq!(res.status(), 200);
+    assert!(res
+        .text()
+        .await
+        .unwrap()
+        .contains("Vault \u{201c}team\u{201d}"));
+    let audit = page(&b, "/activity", &session).await.text().await.unwrap();
+    assert!(audit.contains("user_1"), "the sign-in is audited: {audit}");
+
+    // A token of `team` does not sign in to `ops`.
+    let res = sign_in(&provider, &b, &a, "ops").await;
+    assert_eq!(res.status(), 403);
+    assert!(cookie_of(&res, "notevault_session").is_none());
+
+    // An organization's token signs in to its vaults (by name or id), not to others.
+    *idp.vault_id.lock() = String::new();
+    *idp.org_id.lock() = Some("acme".into());
+    let res = sign_in(&provider, &b, &a, &ops).await;
+    assert_eq!(res.status(), 200);
+    let ops_session = cookie_of(&res, "notevault_session").expect("a session of ops");
+    let res = page(&b, "/vault", &ops_session).await;
+    assert!(res
+        .text()
+        .await
+        .unwrap()
+        .contains("Vault \u{201c}ops\u{201d}"));
+    let res = sign_in(&provider, &a, &b, "team").await;
+    assert_eq!(res.status(), 403);
+    assert!(cookie_of(&res, "notevault_session").is_none());
+
+    // A callback whose start no instance kept.
+    let res =
+        plain_client()
+            .get(b.url(
+                "/sign-in/callback?code=code-1&state=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            ))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(res.status(), 401);
+    assert!(res.text().await.unwrap().contains("Start it again"));
 }

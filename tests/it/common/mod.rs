@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod device;
 pub mod fleet;
 pub mod hosted;
+pub mod idp;
 pub mod jwt;
 pub mod loopfs;
 pub mod mode;
