@@ -3,25 +3,36 @@
 //! (its note id, version id, actor and time kept; seqs made dense, as the hosted op log
 //! counts them), each with its bytes from `history.git` (or, for a revision whose bytes
 //! history lost, none: it reads back as lost, as it did in the folder); then the notes as
-//! they are now, their bytes read from the folder. Attachments and private notes wait for
-//! blob storage and are counted, not copied.
+//! they are now, their bytes read from the folder; then the attachments as they are now,
+//! their bytes streamed from the folder to the blob store. Private notes wait for hosted
+//! private notes and are counted, not copied.
+//!
+//! Resumable: the vault keeps which folder is coming in (`import.source`, the folder's
+//! vault id) until the end, and every step is a transaction or idempotent, so running the
+//! command again after it was cut off carries on after the last revision recorded.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cli::ImportArgs;
 use crate::history::History;
+use crate::hosted::block_on;
 use crate::hosted::meta::PgMeta;
 use crate::hosted::revisions::PgRevisions;
 use crate::meta::Meta;
-use crate::storage::metadata::Records;
-use crate::storage::rows::{OpRow, RevisionRow};
+use crate::record::FileEntry;
+use crate::storage::blobs::{BlobStore, MULTIPART_ABOVE as MULTIPART};
+use crate::storage::metadata::{Records, Settings};
+use crate::storage::rows::{AttachmentRow, OpRow, RevisionRow};
 use crate::storage::{Change, CommitRequest, Content, Revisions, Stored};
+use crate::vault::is_private_note;
 
 use super::hosted::{database, message};
 
-/// Revisions copied per transaction.
+/// Revisions (or attachments) copied per transaction.
 const BATCH: usize = 500;
+/// The setting that says an import is under way, and from which folder.
+const SOURCE: &str = "import.source";
 
 pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     let folder = args.folder.canonicalize().map_err(|e| {
@@ -38,21 +49,45 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             folder.display()
         );
     }
+    let blobs = super::hosted::blobs(args.database.config.clone())?;
     let db = database(args.database)?;
-    let vault = crate::hosted::block_on(async {
+    let vault = block_on(async {
         crate::hosted::schema::check(&db).await?;
         crate::hosted::registry::find(&db, &args.vault).await
     })
     .map_err(message)?;
     let target = PgMeta::new(db.clone(), vault.id);
-    if target.committed_seq().map_err(message)? != 0 || !target.all_notes()?.is_empty() {
+    let source = Meta::open(&state_dir.join("meta.sqlite")).map_err(message)?;
+    let from = source
+        .setting("vault_id")
+        .map_err(message)?
+        .unwrap_or_else(|| folder.display().to_string());
+    let files = source.all_attachments().map_err(message)?;
+    let attachments = files.iter().filter(|f| !is_private_note(&f.path)).count();
+    if attachments > 0 && blobs.is_none() && !args.skip_attachments {
         anyhow::bail!(
-            "the hosted vault {} holds notes already: import into a new vault (`notevault vault create NAME`)",
-            vault.name
+            "the folder holds {attachments} attachments, and a hosted vault keeps their bytes in a blob store: name one (--blob-store s3://BUCKET/PREFIX, or NOTEVAULT_BLOB_STORE), or import without them (--skip-attachments)"
         );
     }
+    let done = target.committed_seq().map_err(message)?;
+    match target.setting(SOURCE).map_err(message)?.filter(|s| !s.is_empty()) {
+        Some(under_way) if under_way == from => {
+            if done > 0 {
+                println!("resuming the import into {} after seq {done}", vault.name);
+            }
+        }
+        Some(_) => anyhow::bail!(
+            "an import of another folder into {} was cut off: run it again with that folder, or delete the vault (`notevault vault delete {}`) and start over",
+            vault.name,
+            vault.name
+        ),
+        None if done != 0 || !target.all_notes()?.is_empty() => anyhow::bail!(
+            "the hosted vault {} holds notes already: import into a new vault (`notevault vault create NAME`)",
+            vault.name
+        ),
+        None => target.set_setting(SOURCE, &from).map_err(message)?,
+    }
     let bytes = PgRevisions::new(db, vault.id);
-    let source = Meta::open(&state_dir.join("meta.sqlite")).map_err(message)?;
     let history = History::open(&state_dir.join("history.git")).map_err(message)?;
 
     let revisions = source.revisions_after(0).map_err(message)?;
@@ -60,6 +95,17 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     let mut lost = 0usize;
     let mut paths: HashMap<String, String> = HashMap::new();
     for chunk in revisions.chunks(BATCH) {
+        // Copied before a cut: only where each note was is needed again.
+        if seq + chunk.len() as i64 <= done {
+            for rev in chunk {
+                match &rev.content_hash {
+                    Some(_) => paths.insert(rev.note_id.clone(), rev.path.clone()),
+                    None => paths.remove(&rev.note_id),
+                };
+            }
+            seq += chunk.len() as i64;
+            continue;
+        }
         let mut changes = Vec::new();
         let mut rows = Vec::with_capacity(chunk.len());
         let mut ops = Vec::with_capacity(chunk.len());
@@ -135,22 +181,135 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     }
     put(&bytes, changes)?;
     target.record(&[], &[], &notes, &[]).map_err(message)?;
-    let files = source.all_attachments().map_err(message)?.len();
+    let copied = match (&blobs, args.skip_attachments) {
+        (Some(blobs), false) => {
+            copy_attachments(&target, &**blobs, &folder, &files, &vault.id.to_string())?
+        }
+        _ => 0,
+    };
+    target.set_setting(SOURCE, "").map_err(message)?;
+    let private = files.len() - attachments;
+    let mut left = Vec::new();
+    if attachments > copied {
+        left.push(format!("{} attachments not copied", attachments - copied));
+    }
+    if private > 0 {
+        left.push(format!(
+            "{private} private notes not copied: a hosted vault keeps none yet"
+        ));
+    }
     println!(
-        "imported {} notes and {} revisions into {} ({} revisions without bytes in history{})",
+        "imported {} notes, {} revisions and {copied} attachments into {} ({} revisions without bytes in history{})",
         notes.len(),
         seq,
         vault.name,
         lost,
-        if files > 0 {
-            format!(
-                "; {files} attachments and private notes wait for blob storage and were not copied"
-            )
-        } else {
-            String::new()
-        }
+        left.iter().map(|l| format!("; {l}")).collect::<String>()
     );
     Ok(())
+}
+
+/// The folder's attachments as they are now, each streamed from the folder into the
+/// blob store and then recorded (a row, a change and an op, after the notes' seqs), a
+/// batch per transaction. One already recorded with the same bytes (a run cut off) is
+/// skipped. The folder is the truth: a file changed since the daemon last saw it goes in
+/// as it is now; one gone is skipped. How many are in the vault now.
+fn copy_attachments(
+    target: &PgMeta,
+    blobs: &dyn BlobStore,
+    folder: &std::path::Path,
+    files: &[AttachmentRow],
+    vault: &str,
+) -> anyhow::Result<usize> {
+    let there: HashMap<String, String> = target
+        .all_attachments()
+        .map_err(message)?
+        .into_iter()
+        .map(|a| (a.path, a.sha256))
+        .collect();
+    let mut in_vault = 0;
+    let mut batch: Vec<FileEntry> = Vec::new();
+    for row in files.iter().filter(|f| !is_private_note(&f.path)) {
+        if there.contains_key(&row.path) {
+            in_vault += 1;
+            continue;
+        }
+        let Some((sha256, size)) = upload(blobs, vault, &folder.join(&row.path))? else {
+            continue;
+        };
+        let mut attachment = crate::record::attachment_of(row.clone());
+        attachment.sha256 = sha256;
+        attachment.size = size;
+        attachment.stamp.size = size;
+        attachment.stamp.inode = 0;
+        batch.push(FileEntry {
+            path: row.path.clone(),
+            to: Some(attachment),
+            kind: "create".into(),
+        });
+        in_vault += 1;
+        if batch.len() == BATCH {
+            record_files(target, std::mem::take(&mut batch))?;
+        }
+    }
+    record_files(target, batch)?;
+    Ok(in_vault)
+}
+
+/// Stream `file` into the blob store, hashing as it goes: its sha256 and size, `None`
+/// when it is gone from the folder.
+fn upload(
+    blobs: &dyn BlobStore,
+    vault: &str,
+    file: &std::path::Path,
+) -> anyhow::Result<Option<(String, u64)>> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut f = match std::fs::File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!("cannot read {}: {e}", file.display()),
+    };
+    // Chunks of the store's part size, or the file's size when smaller.
+    let part = f.metadata().map_or(0, |m| m.len()).clamp(1, MULTIPART as u64) as usize;
+    let mut upload = blobs.begin(vault);
+    let mut hasher = sha2::Sha256::new();
+    let mut size = 0u64;
+    loop {
+        let mut chunk = vec![0u8; part];
+        let n = f
+            .read(&mut chunk)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+        if n == 0 {
+            break;
+        }
+        chunk.truncate(n);
+        hasher.update(&chunk);
+        size += n as u64;
+        block_on(upload.write(chunk.into())).map_err(message)?;
+    }
+    let sha256 = crate::vault::observe::hex(&hasher.finalize());
+    block_on(upload.finish(&sha256)).map_err(message)?;
+    Ok(Some((sha256, size)))
+}
+
+/// Record `files` (created) in one transaction, at the seqs after the vault's last.
+fn record_files(target: &PgMeta, files: Vec<FileEntry>) -> anyhow::Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let next = target.committed_seq().map_err(message)? + 1;
+    let now = crate::clock::timestamp(chrono::Utc::now());
+    let (mut changes, mut ops, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+    for (f, seq) in files.iter().zip(next..) {
+        let (change, op) = crate::record::file_rows(f, seq, "import", &now, None);
+        changes.push(change);
+        ops.push(op);
+        rows.extend(f.to.as_ref().map(crate::record::attachment_row));
+    }
+    target
+        .record_attachments(&changes, &ops, &rows, &[])
+        .map_err(message)
 }
 
 fn put(bytes: &PgRevisions, changes: Vec<Change>) -> anyhow::Result<()> {

@@ -535,6 +535,49 @@ pub fn attachment_of(row: AttachmentRow) -> Attachment {
     }
 }
 
+/// The rows of one change of a file kept by path at `seq`: its attachment change and
+/// its op (`import` writes them too).
+pub fn file_rows(
+    f: &FileEntry,
+    seq: i64,
+    actor: &str,
+    now: &str,
+    commit_id: Option<&str>,
+) -> (AttachmentChangeRow, OpRow) {
+    let change = AttachmentChangeRow {
+        seq,
+        path: f.path.clone(),
+        sha256: f.to.as_ref().map(|a| a.sha256.clone()),
+        kind: f.kind.clone(),
+        actor: actor.to_string(),
+        created_at: now.to_string(),
+        commit_id: commit_id.map(str::to_string),
+    };
+    // A private note's file is kept by path like an attachment, but its ops are a
+    // note's (`upsert`, `delete`) with visibility `private`.
+    let private = crate::vault::is_private_note(&f.path);
+    let op = OpRow {
+        seq,
+        kind: match (private, f.to.is_some()) {
+            (true, true) => "upsert",
+            (true, false) => "delete",
+            (false, true) => "attachment_upsert",
+            (false, false) => "attachment_delete",
+        }
+        .to_string(),
+        note_id: None,
+        path: f.path.clone(),
+        from_path: None,
+        version_id: None,
+        prev_version_id: None,
+        content_hash: f.to.as_ref().map(|a| format!("sha256:{}", a.sha256)),
+        visibility: if private { "private" } else { "standard" }.to_string(),
+        actor: actor.to_string(),
+        created_at: now.to_string(),
+    };
+    (change, op)
+}
+
 /// Attachment rows and catalog, for changes that are in history's queue already. The
 /// caller holds the notes' catalog lock, so readers see notes and attachments move on
 /// together.
@@ -551,37 +594,9 @@ fn record_files(
     let mut upserts = Vec::new();
     let mut removed = Vec::new();
     for (f, seq) in files.iter().zip(seqs) {
-        changes.push(AttachmentChangeRow {
-            seq: *seq,
-            path: f.path.clone(),
-            sha256: f.to.as_ref().map(|a| a.sha256.clone()),
-            kind: f.kind.clone(),
-            actor: actor.to_string(),
-            created_at: now.to_string(),
-            commit_id: commit_id.map(str::to_string),
-        });
-        // A private note's file is kept by path like an attachment, but its ops are a
-        // note's (`upsert`, `delete`) with visibility `private`.
-        let private = crate::vault::is_private_note(&f.path);
-        ops.push(OpRow {
-            seq: *seq,
-            kind: match (private, f.to.is_some()) {
-                (true, true) => "upsert",
-                (true, false) => "delete",
-                (false, true) => "attachment_upsert",
-                (false, false) => "attachment_delete",
-            }
-            .to_string(),
-            note_id: None,
-            path: f.path.clone(),
-            from_path: None,
-            version_id: None,
-            prev_version_id: None,
-            content_hash: f.to.as_ref().map(|a| format!("sha256:{}", a.sha256)),
-            visibility: if private { "private" } else { "standard" }.to_string(),
-            actor: actor.to_string(),
-            created_at: now.to_string(),
-        });
+        let (change, op) = file_rows(f, *seq, actor, now, commit_id);
+        changes.push(change);
+        ops.push(op);
         match &f.to {
             Some(a) => upserts.push(attachment_row(a)),
             None => removed.push(f.path.clone()),

@@ -331,6 +331,7 @@ async fn a_folder_vault_comes_in_with_its_history() {
             "team",
             "--state-dir",
             state.to_str().unwrap(),
+            "--skip-attachments",
         ],
     );
     assert!(out.starts_with("imported "), "{out}");

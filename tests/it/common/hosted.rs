@@ -24,11 +24,18 @@ pub struct Hosted {
 
 /// `notevault ARGS --database URL`, which must succeed: its stdout.
 pub fn cli(url: &str, args: &[&str]) -> String {
+    cli_with(url, args, &[])
+}
+
+/// [`cli`] with more environment (`env`).
+pub fn cli_with(url: &str, args: &[&str], env: &[(String, String)]) -> String {
     let out = Command::new(BIN)
         .args(args)
         .args(["--database", url])
         .env_remove("NOTEVAULT_CONFIG")
         .env_remove("NOTEVAULT_DATABASE_URL")
+        .env_remove("NOTEVAULT_BLOB_STORE")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -18,7 +18,7 @@ use notevault::daemon::hosted::{Hosted as Served, HostedVaults};
 use notevault::hosted::{Database, Options};
 use notevault::vaults::Directory;
 
-use super::hosted::{cli, Hosted, TOKEN};
+use super::hosted::{cli_with, Hosted, TOKEN};
 use super::postgres::{self, TestDb};
 use super::TestServer;
 
@@ -237,19 +237,25 @@ async fn start_hosted(
         db,
         vault: vault_id,
     } = Hosted::on(db);
-    let out = cli(
-        &db.url,
-        &[
-            "import",
-            vault.to_str().unwrap(),
-            "--vault",
-            &vault_id,
-            "--state-dir",
-            state.to_str().unwrap(),
-        ],
-    );
-    assert!(out.starts_with("imported "), "{out}");
+    // The attachments go to the blob store the instance will read (when there is one).
     let s3 = super::s3::S3Server::start();
+    let mut args = vec![
+        "import",
+        vault.to_str().unwrap(),
+        "--vault",
+        &vault_id,
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    let env = match &s3 {
+        Some(s3) => s3.env("tests"),
+        None => {
+            args.push("--skip-attachments");
+            Vec::new()
+        }
+    };
+    let out = cli_with(&db.url, &args, &env);
+    assert!(out.starts_with("imported "), "{out}");
     serve_hosted(dir, vault, state, db, vault_id, s3, tweak).await
 }
 

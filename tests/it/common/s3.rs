@@ -164,6 +164,22 @@ impl S3Server {
         self.configure_with(config, &format!("s3://{BUCKET}/{prefix}"), SECRET_KEY);
     }
 
+    /// The environment that points a command at this server's bucket (`prefix` under
+    /// it), as an operator sets it.
+    pub fn env(&self, prefix: &str) -> Vec<(String, String)> {
+        vec![
+            (
+                "NOTEVAULT_BLOB_STORE".into(),
+                format!("s3://{BUCKET}/{prefix}"),
+            ),
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+            ("AWS_ENDPOINT_URL".into(), self.endpoint()),
+            ("AWS_ALLOW_HTTP".into(), "true".into()),
+        ]
+    }
+
     /// Point `config` at `url` of this server, signing with `secret`.
     pub fn configure_with(&self, config: &mut Config, url: &str, secret: &str) {
         config.blob_store = Some(url.to_string());
