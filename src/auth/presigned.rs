@@ -4,8 +4,8 @@
 
 use crate::error::{Error, Reason};
 
-/// The query parameters of a presigned link.
-pub const PARAMS: &[&str] = &["expires", "nonce", "signature"];
+/// The query parameters of a presigned link (`vault`: a hosted vault's links name it).
+pub const PARAMS: &[&str] = &["vault", "expires", "nonce", "signature"];
 
 /// The signature of a presigned link: keyed BLAKE3 over method, path, expiry and nonce.
 pub fn signature(key: &[u8; 32], method: &str, path: &str, expires: i64, nonce: &str) -> String {

@@ -271,7 +271,10 @@ fn upload(
         Err(e) => anyhow::bail!("cannot read {}: {e}", file.display()),
     };
     // Chunks of the store's part size, or the file's size when smaller.
-    let part = f.metadata().map_or(0, |m| m.len()).clamp(1, MULTIPART as u64) as usize;
+    let part = f
+        .metadata()
+        .map_or(0, |m| m.len())
+        .clamp(1, MULTIPART as u64) as usize;
     let mut upload = blobs.begin(vault);
     let mut hasher = sha2::Sha256::new();
     let mut size = 0u64;

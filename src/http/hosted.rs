@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::http::{header, HeaderMap, HeaderValue, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, Uri};
 use parking_lot::Mutex;
 
 use crate::auth::{self, jwt, pat, session, Presented};
@@ -44,10 +44,11 @@ impl HostedServed {
     pub async fn candidates(
         &self,
         app: &AppState,
+        method: &Method,
         headers: &HeaderMap,
         uri: &Uri,
     ) -> Result<(Vec<Arc<ServedVault>>, Option<jwt::Checked>)> {
-        let (ids, checked) = named(app, headers, uri).await;
+        let (ids, checked) = named(app, method, headers, uri).await;
         let vaults = self.open_named(app, ids).await?;
         Ok((vaults, checked))
     }
@@ -104,17 +105,23 @@ enum Named {
     VaultName(String),
     IdpSignIn(String),
     Org(String),
-    /// An export's link: its vault, opened only if the link holds under its key.
-    Link(String, Uri),
+    /// A presigned link (an attachment's or an export's): its vault, opened only if the
+    /// link holds under its key.
+    Link(String, Method, Uri),
 }
 
 /// What the credential carries that names vaults (only a JWT's signature is checked
 /// here: its checked claims come along).
 async fn named(
     app: &AppState,
+    method: &Method,
     headers: &HeaderMap,
     uri: &Uri,
 ) -> (Vec<Named>, Option<jwt::Checked>) {
+    // A presigned link stands in for the bearer (`vault::presigned` checks it).
+    if let Some(vault) = signed_link_vault(uri) {
+        return (vec![Named::Link(vault, method.clone(), uri.clone())], None);
+    }
     // Only a token whose signature holds opens the vaults it names: a made-up one must
     // not load vaults. A bad one reaches the lobby, which refuses it.
     if let (Some(verifier), Presented::Bearer(token)) = (&app.jwt, bearer(headers)) {
@@ -142,12 +149,9 @@ fn bearer(headers: &HeaderMap) -> Presented<'_> {
     auth::presented(&values)
 }
 
-/// What a credential other than a JWT carries that names vaults (nothing is verified).
+/// What a credential other than a JWT or a link carries that names vaults (nothing is
+/// verified).
 fn credential_names(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named> {
-    // An export's link stands in for the bearer (`vault::presigned` checks it).
-    if let Some(vault) = export_link_vault(uri) {
-        return vec![Named::Link(vault, uri.clone())];
-    }
     match bearer(headers) {
         Presented::Bearer(token) => {
             if let Some((_, entry)) = app.static_tokens.find(token) {
@@ -205,15 +209,20 @@ fn idp_step(uri: &Uri) -> Option<Named> {
         .map(|(_, v)| make(v.into_owned()))
 }
 
-/// Whether the request is an export's link (its `signature` decides, not a bearer).
-pub fn is_export_link(uri: &Uri) -> bool {
-    uri.path().starts_with("/v1/exports/") && uri.query().is_some_and(|q| q.contains("signature"))
+/// Whether the request is a presigned link of a hosted vault (an attachment's or an
+/// export's): its `vault` and `signature` decide, not a bearer.
+fn is_signed_link(uri: &Uri) -> bool {
+    let path = uri.path();
+    (path.starts_with("/v1/exports/") || path.starts_with("/v1/attachments/"))
+        && uri
+            .query()
+            .is_some_and(|q| q.contains("signature") && q.contains("vault="))
 }
 
-/// The vault an export's link names (`GET /v1/exports/…?vault=…&signature=…`), when it
-/// has not expired: an expired or malformed one opens no vault.
-fn export_link_vault(uri: &Uri) -> Option<String> {
-    if !is_export_link(uri) {
+/// The vault a presigned link names (`…?vault=…&expires=…&signature=…`), when it has not
+/// expired: an expired or malformed one opens no vault.
+fn signed_link_vault(uri: &Uri) -> Option<String> {
+    if !is_signed_link(uri) {
         return None;
     }
     let (mut vault, mut expires, mut signed) = (None, None, false);
@@ -229,23 +238,17 @@ fn export_link_vault(uri: &Uri) -> Option<String> {
     (signed && live).then(|| vault.map(|v| v.to_string()))?
 }
 
-/// Whether the export link `uri` was signed with the key of the vault `id` (else it
-/// opens nothing, and is refused against the lobby).
-fn link_holds(directory: &dyn Directory, id: &str, uri: &Uri) -> Result<bool> {
-    let (Some(key), Some(link)) = (
+/// Whether the link `uri` (for `method`) was signed with the key of the vault `id` (else
+/// it opens nothing, and is refused against the lobby).
+fn link_holds(directory: &dyn Directory, id: &str, method: &Method, uri: &Uri) -> Result<bool> {
+    let (Some(key), Some(link), Some((method, path))) = (
         directory.link_key(id)?,
         crate::auth::presigned::Link::from_query(uri.query()),
+        super::vault::signed_path(method, uri),
     ) else {
         return Ok(false);
     };
-    let param = crate::api::routes::recognize(&axum::http::Method::GET, uri.path(), |_| false)
-        .ok()
-        .and_then(|m| m.param);
-    let Some(param) = param else {
-        return Ok(false);
-    };
-    let path = crate::surface::export::link_path(&param);
-    link.signed_with(&key, "GET", &path)
+    link.signed_with(&key, method, &path)
 }
 
 fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> {
@@ -259,8 +262,8 @@ fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> 
             Named::VaultName(name) => ids.extend(directory.vault_named(&name)?),
             Named::IdpSignIn(digest) => ids.extend(directory.vault_of_idp_sign_in(&digest)?),
             Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
-            Named::Link(id, uri) => {
-                if link_holds(directory, &id, &uri)? {
+            Named::Link(id, method, uri) => {
+                if link_holds(directory, &id, &method, &uri)? {
                     ids.push(id);
                 }
             }

@@ -335,17 +335,18 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     // Hosted mode: the vaults the credential may be for, opened (and caught up) now.
     let (named, checked) = match &app.hosted {
         None => (None, None),
-        Some(hosted) => match hosted.candidates(&app, req.headers(), req.uri()).await {
+        Some(hosted) => match hosted
+            .candidates(&app, req.method(), req.headers(), req.uri())
+            .await
+        {
             Ok((named, checked)) => (Some(named), checked),
             Err(e) => return ApiError(e).into_response(),
         },
     };
     let vaults = named.as_deref().unwrap_or(&app.vaults);
-    let presigned = match named {
-        // Hosted: only an export's link names its vault (`vault`); an attachment's none.
-        Some(_) if !hosted::is_export_link(req.uri()) => None,
-        _ => vault::presigned(vaults, req.method(), req.uri()),
-    };
+    // Hosted: a link names its vault (`vault`); one that names none was checked against
+    // the lobby's key, and is refused.
+    let presigned = vault::presigned(vaults, req.method(), req.uri());
     let (credential, key, vault) = match presigned {
         Some(Ok((credential, vault))) => (credential, None, vault),
         Some(Err(e)) => refused_error(&e, ""),

@@ -93,6 +93,26 @@ fn find(
     })
 }
 
+/// What a presigned link to this request signs: its method (`HEAD` reads as `GET`) and
+/// path (an attachment's, or an export's link path); `None` for a route links never name.
+pub fn signed_path(
+    method: &axum::http::Method,
+    uri: &axum::http::Uri,
+) -> Option<(&'static str, String)> {
+    use crate::api::routes::{recognize, Op};
+    let matched = recognize(method, uri.path(), |_| false).ok()?;
+    let path = match matched.op {
+        Op::GetExport => crate::surface::export::link_path(&matched.param?),
+        Op::GetAttachment | Op::PutAttachment => matched.param?,
+        _ => return None,
+    };
+    let method = match *method {
+        axum::http::Method::PUT => "PUT",
+        _ => "GET",
+    };
+    Some((method, path))
+}
+
 /// The credential and vault of a presigned attachment link, when the request is one: a
 /// GET, HEAD or PUT of an attachment (or a GET of an export) whose query carries a
 /// `signature`. The link is the vault's whose key signed it for this method and object;
@@ -103,22 +123,9 @@ pub fn presigned(
     method: &axum::http::Method,
     uri: &axum::http::Uri,
 ) -> Option<Result<(crate::auth::Credential, usize), crate::error::Error>> {
-    use crate::api::routes::{recognize, Op};
     use crate::auth::presigned::{invalid, Link};
     let link = Link::from_query(uri.query())?;
-    let matched = recognize(method, uri.path(), |_| false).ok()?;
-    let (Op::GetAttachment | Op::PutAttachment | Op::GetExport) = matched.op else {
-        return None;
-    };
-    let path = match matched.op {
-        Op::GetExport => crate::surface::export::link_path(&matched.param?),
-        _ => matched.param?,
-    };
-    let method = if method == axum::http::Method::HEAD {
-        "GET"
-    } else {
-        method.as_str()
-    };
+    let (method, path) = signed_path(method, uri)?;
     let checked = (|| {
         // Expired first: the expiry is the link's own text, and an expired export link
         // opened no vault to check its signature with.

@@ -336,6 +336,10 @@ pub async fn presign_link(
     if !nonce.is_empty() {
         url.push_str(&format!("&nonce={nonce}"));
     }
+    // Hosted: any instance serves the link, and finds its vault by it.
+    if state.shared.is_some() {
+        url.push_str(&format!("&vault={}", state.vault_id));
+    }
     Ok(PresignResponse {
         url,
         method,

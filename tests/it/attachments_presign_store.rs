@@ -293,3 +293,51 @@ async fn without_a_public_endpoint_the_link_is_the_instances() {
     assert!(url.contains("/v1/attachments/pic.png?expires="), "{url}");
     assert!(link.get("headers").is_none(), "{link}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_public_endpoint_the_instance_link_names_its_vault() {
+    let Some(s) = hosted(false).await else {
+        return;
+    };
+    let bytes = png(7, 300);
+    upload(&s, "pic.png", &bytes).await;
+    let vault = s.hosted().vault_id.clone();
+
+    // A GET link of the instance: it names the vault, and needs no bearer.
+    let link = presign(&s, json!({"path": "pic.png"})).await;
+    let url = link["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with(&s.url("/v1/attachments/pic.png?")), "{url}");
+    assert!(url.contains(&format!("vault={vault}")), "{url}");
+    for _ in 0..2 {
+        let res = reqwest::get(&url).await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.bytes().await.unwrap().as_ref(), bytes.as_slice());
+    }
+    // Another vault named, or none: no vault's key signed it for that.
+    for bad in [
+        url.replace(&vault, "01000000-0000-7000-8000-000000000000"),
+        url.replace(&format!("&vault={vault}"), ""),
+    ] {
+        let res = reqwest::get(&bad).await.unwrap();
+        let body = res_json(res, 401, &bad).await;
+        assert_envelope_for(&bad, &body, 401, "AUTH_INVALID");
+    }
+
+    // A PUT link works once.
+    let link = presign(&s, json!({"path": "up/new.png", "method": "PUT"})).await;
+    let put = link["url"].as_str().unwrap().to_string();
+    assert!(put.contains(&format!("vault={vault}")), "{put}");
+    let send = |body: Vec<u8>| {
+        reqwest::Client::new()
+            .put(&put)
+            .header("Content-Type", "image/png")
+            .body(body)
+            .send()
+    };
+    let r = res_json(send(png(8, 300)).await.unwrap(), 201, "presigned PUT").await;
+    assert_eq!(r["attachment"]["path"], "up/new.png");
+    let body = res_json(send(png(9, 300)).await.unwrap(), 401, "reused PUT").await;
+    assert_envelope_for("reused PUT", &body, 401, "AUTH_INVALID");
+    let res = s.get("/v1/attachments/up/new.png").await;
+    assert_eq!(res.bytes().await.unwrap().to_vec(), png(8, 300));
+}

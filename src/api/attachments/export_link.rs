@@ -40,9 +40,7 @@ use crate::state::State;
     )
 )]
 pub async fn get(state: Arc<State>, object: String, parts: Parts) -> ApiResult<Response> {
-    let mut allowed = vec!["vault"];
-    allowed.extend(PRESIGN_PARAMS);
-    Query::parse(parts.uri.query(), &allowed)?;
+    Query::parse(parts.uri.query(), PRESIGN_PARAMS)?;
     let not_found = || {
         Error::new(
             Reason::EXPORT_NOT_FOUND,
