@@ -93,12 +93,18 @@ pub fn reconcile_with_files(
                 None => match gone
                     .get_mut(&obs.content_hash)
                     .and_then(Vec::pop)
-                    .or_else(|| state.recently_removed.take(&obs.content_hash))
+                    .or_else(|| state.recently_removed.take(&obs.content_hash, &obs.rel))
                 {
                     Some(moved) => {
                         found_again.insert(moved.note_id.clone());
                         let created = moved.created_at;
-                        (Some(moved), created, "move")
+                        // Back at its own path (deleted, then created): an update.
+                        let kind = if moved.path == obs.rel {
+                            "update"
+                        } else {
+                            "move"
+                        };
+                        (Some(moved), created, kind)
                     }
                     None => (None, DateTime::<Utc>::from(obs.created), "create"),
                 },

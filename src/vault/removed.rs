@@ -1,5 +1,5 @@
-//! Notes that left the folder a moment ago, remembered by content hash, so that a move
-//! whose halves reach two batches (or a delete then create) keeps its note id.
+//! Notes that left the folder a moment ago, remembered by content hash and path, so that
+//! a move whose halves reach two batches (or a delete then create) keeps its note id.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,10 +27,15 @@ impl RecentlyRemoved {
         notes.push((Instant::now(), note.content_hash.clone(), note));
     }
 
-    pub fn take(&self, content_hash: &str) -> Option<Arc<Note>> {
+    /// The note that left with `content_hash` (the other half of a move), else the one
+    /// that left `path` (an editor's delete, then create, of the note with new bytes).
+    pub fn take(&self, content_hash: &str, path: &str) -> Option<Arc<Note>> {
         let mut notes = self.notes.lock();
         notes.retain(|(at, _, _)| at.elapsed() < REMEMBER);
-        let i = notes.iter().position(|(_, h, _)| h == content_hash)?;
+        let i = notes
+            .iter()
+            .position(|(_, h, _)| h == content_hash)
+            .or_else(|| notes.iter().position(|(_, _, n)| n.path == path))?;
         Some(Arc::new(notes.remove(i).2))
     }
 }

@@ -94,6 +94,42 @@ async fn every_editor_save_pattern_is_one_modification() {
     assert_eq!(blob, "# Recreated\n");
 }
 
+/// An editor's delete, then create, whose halves reach two batches (a loaded machine
+/// delivers the create after the delete was recorded): still the same note, updated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_then_create_seen_apart_keeps_the_note() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    let id = handle(&s, "Inbox").await.unwrap()["note_id"].clone();
+    let path = s.vault.join("Inbox.md");
+    std::fs::remove_file(&path).unwrap();
+    eventually("the delete is recorded", || async {
+        handle(&s, "Inbox").await.is_none()
+    })
+    .await;
+    std::fs::write(&path, "# Written anew\n").unwrap();
+    eventually("the create is recorded", || async {
+        handle(&s, "Inbox").await.is_some()
+    })
+    .await;
+    let after = handle(&s, "Inbox").await.unwrap();
+    assert_eq!(after["note_id"], id, "the note keeps its id");
+    assert_eq!(after["title"], "Written anew");
+    let revs = s.get_json("/v1/notes/Inbox:listRevisions", 200).await;
+    let versions = revs["versions"].as_array().unwrap();
+    assert!(
+        versions.len() >= 3,
+        "created, deleted, written anew: {revs}"
+    );
+    // A new file at another path with other bytes is a new note.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(s.vault.join("Elsewhere.md"), "# Elsewhere\n").unwrap();
+    eventually("the new note is listed", || async {
+        handle(&s, "Elsewhere").await.is_some() && handle(&s, "Inbox").await.is_none()
+    })
+    .await;
+    assert_ne!(handle(&s, "Elsewhere").await.unwrap()["note_id"], id);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renames_of_notes_and_folders_keep_ids() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
