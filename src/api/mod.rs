@@ -22,6 +22,7 @@ pub mod routes;
 pub mod search;
 pub mod strict_json;
 pub mod sync;
+mod sync_blobs;
 pub mod sync_keys;
 pub mod tags;
 pub mod vault;

@@ -589,12 +589,32 @@ pub async fn push_route(
         .map(|(i, o)| push_op(i, o))
         .collect::<Result<Vec<_>, _>>()?;
     let device = req.device_id;
-    let (outcomes, committed) = blocking(move || {
+    // Hosted: private notes' ciphertext into the blob store first; an op whose bytes
+    // the store did not take is refused alone, the others go on.
+    let refused = super::sync_blobs::store_private(&state, &ops).await;
+    let (ops, op_keys): (Vec<_>, Vec<_>) = ops
+        .into_iter()
+        .zip(op_keys)
+        .zip(&refused)
+        .filter(|(_, r)| r.is_none())
+        .map(|(kept, _)| kept)
+        .unzip();
+    let (applied, committed) = blocking(move || {
         let prepared = domain::push::prepare(&state, &ops)?;
         let outcomes = domain::push::push(&state, &device, &key, &op_keys, prepared);
         Ok((outcomes, state.committed_seq()))
     })
     .await?;
+    let mut applied = applied.into_iter();
+    let outcomes: Vec<_> = refused
+        .into_iter()
+        .map(|r| match r {
+            Some(e) => Err(e),
+            None => applied
+                .next()
+                .unwrap_or_else(|| Err(Error::internal("a push op without an outcome"))),
+        })
+        .collect();
     // Nothing applied, each op refused by storage that is away for now: the whole push
     // is that 503 with `Retry-After`, which a client or a load balancer retries. (A
     // refusal of the ops themselves, a spent budget say, stays per op.)

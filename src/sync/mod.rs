@@ -154,8 +154,16 @@ fn private_bytes(state: &State, path: &str, hash: &str) -> Result<Option<Vec<u8>
 }
 
 /// A private note's file as it is now: its ciphertext and `sha256:<hex>` (`None`: gone).
+/// A hosted vault's is the blob its row names.
 fn private_file(state: &State, path: &str) -> Result<Option<(Vec<u8>, String)>> {
     use sha2::Digest;
+    if let Some(blobs) = state.shared.as_ref().and_then(|s| s.blobs.as_deref()) {
+        let Some(row) = state.attachments.read().get(path).cloned() else {
+            return Ok(None);
+        };
+        let bytes = blob_bytes(blobs, &state.vault_id, &row.sha256)?;
+        return Ok(Some((bytes, format!("sha256:{}", row.sha256))));
+    }
     let abs = state.paths.resolve(path)?.abs;
     match std::fs::read(abs) {
         Ok(bytes) => {
@@ -168,6 +176,33 @@ fn private_file(state: &State, path: &str) -> Result<Option<(Vec<u8>, String)>> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::internal(format!("cannot read {path}: {e}")).with_cause(e)),
     }
+}
+
+/// The whole blob `sha256` of a hosted vault, read from a request's blocking task (the
+/// store's client runs on the request's runtime).
+fn blob_bytes(
+    blobs: &dyn crate::storage::blobs::BlobStore,
+    vault: &str,
+    sha256: &str,
+) -> Result<Vec<u8>> {
+    use futures::StreamExt;
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| Error::internal("the blob store is read from a request's task"))?;
+    runtime.block_on(async {
+        let mut stream = blobs.get(vault, sha256, None).await?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                Error::new(
+                    crate::error::Reason::BLOB_STORE_UNAVAILABLE,
+                    format!("the blob store stopped sending a private note: {e}"),
+                )
+                .with_retry_after(crate::storage::blobs::RETRY_AFTER_SECONDS)
+            })?;
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    })
 }
 
 /// The bytes of a note's version: current bytes, else history's.

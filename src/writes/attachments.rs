@@ -23,21 +23,13 @@ use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
 /// history too: a few milliseconds.
 pub const HISTORY_ON_PATH_BELOW: u64 = 4 * 1024 * 1024;
 
-/// Attachment bytes live in the vault folder; a hosted vault has none, and keeps them in
-/// the blob store (`storage::blobs`): without one, `BLOB_STORE_UNAVAILABLE`.
+/// Attachment bytes (and private notes' ciphertext) live in the vault folder; a hosted
+/// vault has none, and keeps them in the blob store (`storage::blobs`): without one,
+/// `BLOB_STORE_UNAVAILABLE`.
 pub fn blob_store(state: &State) -> Result<()> {
     match &state.shared {
         None => Ok(()),
         Some(shared) if shared.blobs.is_some() => Ok(()),
-        Some(_) => Err(unconfigured()),
-    }
-}
-
-/// What a hosted vault keeps in a folder's terms only (private notes' files):
-/// `BLOB_STORE_UNAVAILABLE`, as before blob stores.
-pub fn folder_only(state: &State) -> Result<()> {
-    match state.shared {
-        None => Ok(()),
         Some(_) => Err(unconfigured()),
     }
 }
@@ -85,8 +77,14 @@ pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) 
             path,
             ciphertext,
             base,
-        } => folder_only(state)
-            .and_then(|()| put_private(state, write, path, ciphertext, base.as_deref(), actor)),
+        } if in_blobs(state) => blob_store(state).and_then(|()| {
+            put_private_blob(state, write, path, ciphertext, base.as_deref(), actor)
+        }),
+        Op::PutPrivate {
+            path,
+            ciphertext,
+            base,
+        } => put_private(state, write, path, ciphertext, base.as_deref(), actor),
         Op::DeleteAttachment { path, sha256 } => {
             delete(state, write, path, sha256.as_deref(), actor)
         }
@@ -376,25 +374,7 @@ fn put_private(
     base: Option<&str>,
     actor: &str,
 ) -> Result<Receipt> {
-    use base64::Engine;
-    if !crate::vault::is_private_note(path) {
-        return Err(Error::invalid_field(
-            "path",
-            format!(
-                "a private note's file ends in {}",
-                crate::vault::PRIVATE_SUFFIX
-            ),
-        ));
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(ciphertext)
-        .map_err(|_| Error::invalid_field("content_base64", "is not valid standard base64"))?;
-    if !bytes.starts_with(crate::vault::PRIVATE_MAGIC) {
-        return Err(Error::invalid_field(
-            "content_base64",
-            "is not a private-note envelope (it must start with `notevault-private v1`)",
-        ));
-    }
+    let bytes = private_envelope(path, ciphertext)?;
     let (safe, expect) = match base {
         None => {
             let safe = state.paths.resolve_new(path)?;
@@ -436,6 +416,96 @@ fn put_private(
         actor,
         subject,
         (&safe.rel, kind, true),
+        Some(attachment.clone()),
+        &attachment,
+    )
+}
+
+/// A private note's ciphertext as a device sent it (standard base64): an envelope, at a
+/// path of a private note. Never a plaintext.
+pub fn private_envelope(path: &str, ciphertext: &str) -> Result<Vec<u8>> {
+    use base64::Engine;
+    if !crate::vault::is_private_note(path) {
+        return Err(Error::invalid_field(
+            "path",
+            format!(
+                "a private note's file ends in {}",
+                crate::vault::PRIVATE_SUFFIX
+            ),
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(ciphertext)
+        .map_err(|_| Error::invalid_field("content_base64", "is not valid standard base64"))?;
+    if !bytes.starts_with(crate::vault::PRIVATE_MAGIC) {
+        return Err(Error::invalid_field(
+            "content_base64",
+            "is not a private-note envelope (it must start with `notevault-private v1`)",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A hosted vault's private note, recorded: its ciphertext is in the blob store already
+/// (the push route put it there, named by its sha256), so, like an upload, it is a row.
+/// `base` (`sha256:<hex>`) is the ciphertext the device last read. Under the write lock.
+fn put_private_blob(
+    state: &State,
+    write: &WriteLock<'_>,
+    path: &str,
+    ciphertext: &str,
+    base: Option<&str>,
+    actor: &str,
+) -> Result<Receipt> {
+    let bytes = private_envelope(path, ciphertext)?;
+    let sha256 = sha256_hex(&bytes);
+    let rel = match base {
+        None => state.paths.resolve_new(path)?.rel,
+        Some(_) => state.paths.resolve(path)?.rel,
+    };
+    let known = state.attachments.read().get(&rel).cloned();
+    let kind = match (base, &known) {
+        // The same bytes: a retry whose first answer was lost.
+        (None, Some(k)) if k.sha256 == sha256 => {
+            return Ok(receipt(k, state.committed_seq(), false, true))
+        }
+        (None, Some(_)) => {
+            return Err(
+                Error::new(Reason::NAME_COLLISION, format!("{path:?} already exists"))
+                    .with_meta("path", path),
+            )
+        }
+        (None, None) => "create",
+        (Some(_), None) => return Err(Error::not_found(path)),
+        (Some(want), Some(k)) if want.strip_prefix("sha256:").unwrap_or(want) != k.sha256 => {
+            return Err(Error::new(
+                Reason::VERSION_MOVED,
+                format!("{path:?} changed since the base the device read"),
+            )
+            .with_meta("path", path))
+        }
+        (Some(_), Some(_)) => "update",
+    };
+    let now = chrono::Utc::now();
+    let size = bytes.len() as u64;
+    let attachment = Attachment {
+        content_type: crate::vault::attachments::sniff(&bytes[..bytes.len().min(512)], &rel),
+        path: rel.clone(),
+        size,
+        sha256,
+        modified_at: now,
+        stamp: Stamp {
+            size,
+            mtime_ns: now.timestamp_nanos_opt().unwrap_or_default(),
+            inode: 0,
+        },
+    };
+    record_file(
+        state,
+        write,
+        actor,
+        format!("private note {rel}"),
+        (&rel, kind, true),
         Some(attachment.clone()),
         &attachment,
     )

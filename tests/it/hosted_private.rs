@@ -1,7 +1,9 @@
-//! Secrets and private plaintext never reach a hosted vault's database or an instance's
-//! log: devices turn private notes on and sync through an instance, a personal access
-//! token is made, and a full `pg_dump` of the database plus every line the instance logged
-//! (at debug) hold none of the canary, the passphrases, the recovery key or a token.
+//! Secrets and private plaintext never reach a hosted vault's database, blob store or an
+//! instance's log: devices turn private notes on and sync a private note through an
+//! instance (its ciphertext in the blob store), a personal access token is made, and a
+//! full `pg_dump` of the database, every object of the store, plus every line the
+//! instance logged (at debug) hold none of the canary, the passphrases, the recovery key
+//! or a token.
 
 #![allow(
     clippy::disallowed_methods,
@@ -12,6 +14,7 @@ use std::path::Path;
 
 use crate::common::hosted::{cli, Hosted, TOKEN};
 use crate::common::postgres;
+use crate::common::s3::S3Server;
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack
@@ -36,7 +39,16 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
     let Some(hosted) = Hosted::new() else {
         return;
     };
-    let mut instance = hosted.instance_with(&[("NOTEVAULT_LOG", "debug")]);
+    let Some(s3) = S3Server::start() else {
+        return;
+    };
+    let store = s3.env("private");
+    let mut env: Vec<(&str, &str)> = store
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    env.push(("NOTEVAULT_LOG", "debug"));
+    let mut instance = hosted.instance_with(&env);
     let base = instance.daemon.base.clone();
     let dir = tempfile::tempdir().unwrap();
     let (laptop, phone) = (dir.path().join("laptop"), dir.path().join("phone"));
@@ -69,23 +81,12 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
         .trim()
         .to_string();
 
-    // A standard note syncs through the database; a private one needs blob storage,
-    // which a hosted vault does not reach yet: refused, and kept on the device.
+    // A standard note syncs through the database, a private one's ciphertext through
+    // the blob store.
     std::fs::write(laptop.join("shared.md"), "# Shared\n\nfrom the laptop\n").unwrap();
     let secret = format!("# Diary\n\nthe password is {canary}\n");
     std::fs::write(laptop.join("diary.private.md"), &secret).unwrap();
-    let mut pushed = Vec::new();
-    device(&["push"], &laptop, passphrase, false, &mut pushed);
-    let pushed_text = String::from_utf8_lossy(&pushed).into_owned();
-    assert!(
-        pushed_text.contains("BLOB_STORE_UNAVAILABLE"),
-        "{pushed_text}"
-    );
-    out.extend_from_slice(&pushed);
-    assert_eq!(
-        std::fs::read_to_string(laptop.join("diary.private.md")).unwrap(),
-        secret
-    );
+    device(&["push"], &laptop, passphrase, true, &mut out);
     let shared = instance.get("/v1/notes/shared", 200).await;
     assert!(
         shared["lines"].to_string().contains("from the laptop"),
@@ -104,6 +105,59 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
         std::fs::read_to_string(phone.join("shared.md")).unwrap(),
         "# Shared\n\nfrom the laptop\n"
     );
+    assert_eq!(
+        std::fs::read_to_string(phone.join("diary.private.md")).unwrap(),
+        secret,
+        "the phone decrypts what the laptop wrote"
+    );
+    // The phone changes it; the laptop pulls the change.
+    let changed = format!("{secret}and a second line\n");
+    std::fs::write(phone.join("diary.private.md"), &changed).unwrap();
+    device(&["push"], &phone, passphrase, true, &mut out);
+    device(&["pull"], &laptop, passphrase, true, &mut out);
+    assert_eq!(
+        std::fs::read_to_string(laptop.join("diary.private.md")).unwrap(),
+        changed
+    );
+    let listed = instance.get("/v1/notes?page_size=100", 200).await;
+    assert!(listed.to_string().contains("diary.nvpriv"), "{listed}");
+    // A private note deleted on one device leaves the other.
+    std::fs::write(laptop.join("gone.private.md"), "# Gone soon\n").unwrap();
+    device(&["push"], &laptop, passphrase, true, &mut out);
+    device(&["pull"], &phone, passphrase, true, &mut out);
+    assert!(phone.join("gone.private.md").exists());
+    std::fs::remove_file(laptop.join("gone.private.md")).unwrap();
+    device(&["push"], &laptop, passphrase, true, &mut out);
+    device(&["pull"], &phone, passphrase, true, &mut out);
+    assert!(!phone.join("gone.private.md").exists());
+
+    // An instance without a blob store refuses a private note, and keeps nothing.
+    let bare = hosted.instance();
+    // A real envelope: the ciphertext the instance serves to devices.
+    let ops = instance
+        .get("/v1/sync/ops?after_seq=0&page_size=500", 200)
+        .await;
+    let envelope = ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|o| o["path"] == "diary.nvpriv")
+        .and_then(|o| o["content_base64"].as_str())
+        .expect("the private op carries its ciphertext")
+        .to_string();
+    let res = reqwest::Client::new()
+        .post(bare.url("/v1/sync/ops"))
+        .bearer_auth(TOKEN)
+        .header("Idempotency-Key", "bare-private")
+        .json(&serde_json::json!({"device_id": "bare", "ops": [
+            {"kind": "upsert", "path": "other.nvpriv", "visibility": "private", "content_base64": envelope}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    let pushed = res.text().await.unwrap();
+    assert!(pushed.contains("BLOB_STORE_UNAVAILABLE"), "{pushed}");
 
     // A personal access token, made for the vault.
     let pat = cli(
@@ -149,4 +203,13 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
         !contains(&out, &canary),
         "a client's output holds the canary"
     );
+    let objects = s3.objects();
+    assert!(!objects.is_empty(), "the ciphertext is in the store");
+    for object in objects {
+        let bytes = std::fs::read(s3.dir.path().join(&object)).unwrap_or_default();
+        assert!(
+            !contains(&bytes, &canary),
+            "the store's {object} holds the canary"
+        );
+    }
 }
