@@ -1105,7 +1105,7 @@ _notevault() {
             return 0
             ;;
         notevault__subcmd__import)
-            opts="-h --vault --state-dir --database --config --help"
+            opts="-h --vault --state-dir --skip-attachments --database --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
