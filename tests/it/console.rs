@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{res_json, spawn, temp_vault, TestServer};
+use common::{cookie_of, res_json, spawn, temp_vault, TestServer};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -704,15 +704,6 @@ fn the_console_in_a_browser() {
     ] {
         assert!(shots.join(format!("{page}.png")).exists(), "{page}");
     }
-}
-
-fn cookie_of(res: &reqwest::Response, name: &str) -> Option<String> {
-    res.headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")))
-        .map(|v| v.split(';').next().unwrap().to_string())
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::common::hosted::{cli, Hosted, Instance};
 use crate::common::idp::FakeIdp;
-use crate::common::BIN;
+use crate::common::{cookie_of, BIN};
 
 /// `notevault login-link --database URL team`, with `public` as NOTEVAULT_PUBLIC_URL:
 /// whether it succeeded and its output.
@@ -128,15 +128,6 @@ async fn a_sign_in_link_names_its_vault_and_its_session_reviews_on_any_instance(
         "applied"
     );
     b.get("/v1/notes/from-console", 200).await;
-}
-
-fn cookie_of(res: &reqwest::Response, name: &str) -> Option<String> {
-    res.headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")))
-        .map(|v| v.split(';').next().unwrap().to_string())
 }
 
 /// `GET /sign-in/idp?vault=NAME` on `from`, through the provider, and the callback on

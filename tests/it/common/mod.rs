@@ -584,3 +584,13 @@ pub fn crash_after_the_exchange(
     };
     rc == 0
 }
+
+/// The `name=value` of the cookie `name` that `res` sets, if it sets one.
+pub fn cookie_of(res: &reqwest::Response, name: &str) -> Option<String> {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap().to_string())
+}
