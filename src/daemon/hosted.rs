@@ -174,22 +174,29 @@ impl HostedVaults {
                 let Some(vaults) = weak.upgrade() else {
                     return;
                 };
-                let now = std::time::Instant::now();
-                let idle_ids: Vec<String> = vaults
-                    .used
-                    .lock()
-                    .iter()
-                    .filter(|(_, at)| now.duration_since(**at) >= idle)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for id in idle_ids {
-                    vaults.used.lock().remove(&id);
-                    let closed = vaults.open.lock().remove(&id);
-                    if let Some(state) = closed {
-                        crate::telemetry::vault_evicted();
-                        tracing::debug!(vault = %id, "closed an idle vault");
-                        stop(&state);
-                    }
+                // Taken out under the `used` lock, which `open` marks first: a vault a
+                // request is opening now is never closed under it.
+                let closed: Vec<(String, Arc<State>)> = {
+                    let mut used = vaults.used.lock();
+                    let now = std::time::Instant::now();
+                    let idle_ids: Vec<String> = used
+                        .iter()
+                        .filter(|(_, at)| now.duration_since(**at) >= idle)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    let mut open = vaults.open.lock();
+                    idle_ids
+                        .into_iter()
+                        .filter_map(|id| {
+                            used.remove(&id);
+                            open.remove(&id).map(|state| (id, state))
+                        })
+                        .collect()
+                };
+                for (id, state) in closed {
+                    crate::telemetry::vault_evicted();
+                    tracing::debug!(vault = %id, "closed an idle vault");
+                    stop(&state);
                 }
             });
         if let Err(e) = spawned {
@@ -469,6 +476,11 @@ impl Directory for HostedVaults {
             }
             return Ok(None);
         };
+        // Marked used before it is taken: the idle closer, which checks this under the
+        // same lock, then leaves it open (or closed it already, and it is loaded anew).
+        self.used
+            .lock()
+            .insert(vault_id.clone(), std::time::Instant::now());
         let known = self.open.lock().get(vault_id).cloned();
         let state = match known {
             Some(state) => {
@@ -490,9 +502,6 @@ impl Directory for HostedVaults {
                 }
             }
         };
-        self.used
-            .lock()
-            .insert(vault_id.clone(), std::time::Instant::now());
         crate::record::follow::refresh_from(&state, stored_seq)?;
         Ok(Some(state))
     }
