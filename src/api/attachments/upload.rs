@@ -35,7 +35,7 @@ use crate::state::State;
         (status = 413, description = "Over the byte cap.", body = ErrorEnvelope),
         (status = 415, description = "A type not allowed, or one the bytes contradict.", body = ErrorEnvelope),
         (status = 422, description = "The Idempotency-Key was used for another upload.", body = ErrorEnvelope),
-        (status = 503, description = "The vault folder is not writable (`BLOB_STORE_UNAVAILABLE`).", body = ErrorEnvelope),
+        (status = 503, description = "`BLOB_STORE_UNAVAILABLE`: the vault folder is not writable, or (hosted) the blob store is not configured or did not answer (`Retry-After`).", body = ErrorEnvelope),
         (status = 507, description = "The disk is full (`INSUFFICIENT_STORAGE`).", body = ErrorEnvelope),
     )
 )]
