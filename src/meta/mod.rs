@@ -170,17 +170,7 @@ impl Records for Meta {
                 ])?;
             }
         }
-        for s in settled {
-            if let Some(r) = &s.receipt {
-                idempotency::keep_receipt(&tx, r)?;
-            }
-            if let Some(at) = &s.applied_at {
-                insert_applied_write(&tx, at)?;
-            }
-            if let Some(a) = &s.audit {
-                audit::insert_audit(&tx, &a.event(), &a.at)?;
-            }
-        }
+        keep_settled(&tx, settled)?;
         tx.commit()?;
         Ok(())
     }
@@ -269,16 +259,18 @@ impl Records for Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn record_attachments(
+    fn record_attachments_settled(
         &self,
         changes: &[AttachmentChangeRow],
         ops: &[OpRow],
         upserts: &[AttachmentRow],
         removed: &[String],
+        settled: &[Settlement],
     ) -> Result<()> {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
         insert_ops(&tx, ops)?;
+        keep_settled(&tx, settled)?;
         {
             let mut log = tx.prepare_cached(
                 "INSERT INTO attachment_changes (seq, path, sha256, kind, actor, created_at, commit_id)
@@ -351,6 +343,22 @@ fn revision_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RevisionRow> {
         created_at: r.get(8)?,
         commit_id: r.get(9)?,
     })
+}
+
+/// What recorded writes keep in the transaction that records them (`rows::Settlement`).
+fn keep_settled(tx: &rusqlite::Transaction<'_>, settled: &[Settlement]) -> Result<()> {
+    for s in settled {
+        if let Some(r) = &s.receipt {
+            idempotency::keep_receipt(tx, r)?;
+        }
+        if let Some(at) = &s.applied_at {
+            insert_applied_write(tx, at)?;
+        }
+        if let Some(a) = &s.audit {
+            audit::insert_audit(tx, &a.event(), &a.at)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -134,7 +134,7 @@ pub fn record_with(
     batch: Batch<'_>,
     meanwhile: impl FnOnce() -> Result<()>,
 ) -> Result<Recorded> {
-    record_settling(state, write, batch, meanwhile, None)
+    record_settling(state, write, batch, meanwhile, None, None)
 }
 
 /// What a batch's writes keep in the transaction that records them (`rows::Settlement`,
@@ -142,13 +142,19 @@ pub fn record_with(
 /// was, for a delete), and what went wrong in history (`Recorded::history_problem`).
 pub type Settle<'a> = &'a dyn Fn(&[(&RevisionRow, &Note)], Option<&str>) -> Result<Vec<Settlement>>;
 
-/// [`record_with`], the batch's writes keeping what `settle` makes in its transaction.
+/// What a batch's file changes keep in the transaction that records them, one per file
+/// or none, made from each file's seq and what went wrong in history.
+pub type SettleFiles<'a> = &'a dyn Fn(&[i64], Option<&str>) -> Result<Vec<Settlement>>;
+
+/// [`record_with`], the batch's writes keeping what `settle` (its notes') and
+/// `settle_files` (its files') make in the transactions that record them.
 pub fn record_settling(
     state: &State,
     write: &WriteLock<'_>,
     batch: Batch<'_>,
     meanwhile: impl FnOnce() -> Result<()>,
     settle: Option<Settle<'_>>,
+    settle_files: Option<SettleFiles<'_>>,
 ) -> Result<Recorded> {
     if !state.holds(write) {
         return Err(crate::error::Error::internal(
@@ -375,13 +381,17 @@ pub fn record_settling(
         // Attachments: their rows (a second transaction), then their catalog.
         let file_seqs: Vec<i64> = (last_note_seq + 1..=last_seq).collect();
         if !files.is_empty() {
+            let settled = match settle_files {
+                Some(settle) => settle(&file_seqs, history_problem.as_deref())?,
+                None => Vec::new(),
+            };
             record_files(
                 state,
-                &files,
-                &file_seqs,
+                (&files, &file_seqs),
                 actor,
                 &now_s,
                 commit_id.as_deref(),
+                &settled,
             )?;
         }
         // 4. The seq, while readers of the catalog wait: they never see a note newer
@@ -583,11 +593,11 @@ pub fn file_rows(
 /// together.
 fn record_files(
     state: &State,
-    files: &[FileEntry],
-    seqs: &[i64],
+    (files, seqs): (&[FileEntry], &[i64]),
     actor: &str,
     now: &str,
     commit_id: Option<&str>,
+    settled: &[Settlement],
 ) -> Result<()> {
     let mut changes = Vec::with_capacity(files.len());
     let mut ops = Vec::with_capacity(files.len());
@@ -604,7 +614,7 @@ fn record_files(
     }
     state
         .meta
-        .record_attachments(&changes, &ops, &upserts, &removed)?;
+        .record_attachments_settled(&changes, &ops, &upserts, &removed, settled)?;
     let mut catalog = state.attachments.write();
     for f in files {
         match &f.to {

@@ -113,6 +113,19 @@ pub trait Records: Send + Sync {
         ops: &[OpRow],
         upserts: &[AttachmentRow],
         removed: &[String],
+    ) -> Result<()> {
+        self.record_attachments_settled(changes, ops, upserts, removed, &[])
+    }
+
+    /// [`Records::record_attachments`], and in the same transaction what the batch's
+    /// writes keep with them, as [`Records::record_settled`] does for notes.
+    fn record_attachments_settled(
+        &self,
+        changes: &[AttachmentChangeRow],
+        ops: &[OpRow],
+        upserts: &[AttachmentRow],
+        removed: &[String],
+        settled: &[Settlement],
     ) -> Result<()>;
 
     /// Name the history commit that holds each of these revisions (by seq).

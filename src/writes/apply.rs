@@ -32,7 +32,7 @@ pub(crate) fn apply(
         return super::folders::apply(state, write, op, &actor, intent);
     }
     if op.is_attachment() {
-        return super::attachments::apply(state, write, op, &actor);
+        return super::attachments::apply(state, write, op, &actor, None).map(|(r, _)| r);
     }
     let plan = plan(state, write, op)?;
     let moved_from = plan
@@ -415,6 +415,7 @@ pub(crate) fn record_staged(
         },
         || files.sync(),
         Some(&settle),
+        None,
     )?;
     Ok(made.into_inner())
 }
@@ -439,7 +440,7 @@ fn receipt_for(
 }
 
 /// What a write keeps with its recorded change (see [`Keep`]).
-fn settlement(receipt: &Receipt, keep: &Keep<'_>, now: &str) -> Result<Settlement> {
+pub(crate) fn settlement(receipt: &Receipt, keep: &Keep<'_>, now: &str) -> Result<Settlement> {
     let kept = match keep.intent {
         Some(key) => Some(KeptReceipt {
             key: key.key.to_string(),

@@ -7,13 +7,13 @@
 //! the history thread.
 
 use crate::error::{Error, Reason, Result};
-use crate::record::{record, Batch, FileEntry};
+use crate::record::{record, record_settling, Batch, FileEntry};
 use crate::state::{State, WriteLock};
 use crate::vault::attachments::{Attachment, Stamp};
 use crate::vault::fsio;
 use crate::vault::observe::hash_file;
 
-use super::{AttachmentFacts, Op, Receipt, ReceiptStatus, Subject};
+use super::{settlement, AttachmentFacts, Keep, Op, Receipt, ReceiptStatus, Subject};
 
 /// Uploads of this many bytes or more are recorded without waiting for history: writing
 /// their history object costs a second copy of the file and a second fsync, as much as
@@ -46,9 +46,23 @@ fn in_blobs(state: &State) -> bool {
     state.shared.is_some()
 }
 
-/// Apply an attachment operation as `actor`. Under the write lock (`write`).
-pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) -> Result<Receipt> {
+/// Apply an attachment operation as `actor`. Under the write lock (`write`). With
+/// `keep`, a change recorded keeps its receipt, budget count and audit event in the
+/// transaction that records it: the answer's `bool` says it did (a move's receipt counts
+/// the links rewritten after, and is kept after).
+pub(crate) fn apply(
+    state: &State,
+    write: &WriteLock<'_>,
+    op: &Op,
+    actor: &str,
+    keep: Option<&Keep<'_>>,
+) -> Result<(Receipt, bool)> {
     blob_store(state)?;
+    let by = By { actor, keep };
+    let settled = |r: Receipt| {
+        let kept = keep.is_some() && !r.unchanged;
+        (r, kept)
+    };
     match op {
         Op::PutAttachment {
             path,
@@ -56,40 +70,33 @@ pub(crate) fn apply(state: &State, write: &WriteLock<'_>, op: &Op, actor: &str) 
             sha256,
             size,
             content_type,
-        } if in_blobs(state) => put_blob(state, write, path, sha256, *size, content_type, actor),
+        } if in_blobs(state) => {
+            put_blob(state, write, path, sha256, *size, content_type, by).map(settled)
+        }
         Op::PutAttachment {
             path,
             staged,
             sha256,
             size,
             content_type,
-        } => put(
-            state,
-            write,
-            path,
-            staged,
-            sha256,
-            *size,
-            content_type,
-            actor,
-        ),
+        } => put(state, write, path, staged, sha256, *size, content_type, by).map(settled),
         Op::PutPrivate {
             path,
             ciphertext,
             base,
         } if in_blobs(state) => blob_store(state).and_then(|()| {
-            put_private_blob(state, write, path, ciphertext, base.as_deref(), actor)
+            put_private_blob(state, write, path, ciphertext, base.as_deref(), by).map(settled)
         }),
         Op::PutPrivate {
             path,
             ciphertext,
             base,
-        } => put_private(state, write, path, ciphertext, base.as_deref(), actor),
+        } => put_private(state, write, path, ciphertext, base.as_deref(), by).map(settled),
         Op::DeleteAttachment { path, sha256 } => {
-            delete(state, write, path, sha256.as_deref(), actor)
+            delete(state, write, path, sha256.as_deref(), by).map(settled)
         }
         Op::MoveAttachment { path, to, sha256 } => {
-            move_(state, write, path, to, sha256.as_deref(), actor)
+            move_(state, write, path, to, sha256.as_deref(), actor).map(|r| (r, false))
         }
         _ => Err(Error::internal("not an attachment operation")),
     }
@@ -321,7 +328,7 @@ fn put(
     sha256: &str,
     size: u64,
     content_type: &str,
-    actor: &str,
+    by: By<'_>,
 ) -> Result<Receipt> {
     let staged = state.paths.root.join(staged);
     let safe = match state.paths.resolve_new(path) {
@@ -360,7 +367,7 @@ fn put(
         stamp: Stamp::of(&meta),
     };
     let durable = size < HISTORY_ON_PATH_BELOW;
-    record_upload(state, write, actor, &safe.rel, attachment, durable)
+    record_upload(state, write, by, &safe.rel, attachment, durable)
 }
 
 /// Write a private note's ciphertext file (see [`Op::PutPrivate`]): atomically, checked
@@ -372,7 +379,7 @@ fn put_private(
     path: &str,
     ciphertext: &str,
     base: Option<&str>,
-    actor: &str,
+    by: By<'_>,
 ) -> Result<Receipt> {
     let bytes = private_envelope(path, ciphertext)?;
     let (safe, expect) = match base {
@@ -413,7 +420,7 @@ fn put_private(
     record_file(
         state,
         write,
-        actor,
+        by,
         subject,
         (&safe.rel, kind, true),
         Some(attachment.clone()),
@@ -455,7 +462,7 @@ fn put_private_blob(
     path: &str,
     ciphertext: &str,
     base: Option<&str>,
-    actor: &str,
+    by: By<'_>,
 ) -> Result<Receipt> {
     let bytes = private_envelope(path, ciphertext)?;
     let sha256 = sha256_hex(&bytes);
@@ -503,7 +510,7 @@ fn put_private_blob(
     record_file(
         state,
         write,
-        actor,
+        by,
         format!("private note {rel}"),
         (&rel, kind, true),
         Some(attachment.clone()),
@@ -524,7 +531,7 @@ fn delete(
     write: &WriteLock<'_>,
     path: &str,
     sha256: Option<&str>,
-    actor: &str,
+    by: By<'_>,
 ) -> Result<Receipt> {
     let safe = state.paths.resolve(path)?;
     let Some(known) = state.attachments.read().get(&safe.rel).cloned() else {
@@ -553,7 +560,7 @@ fn delete(
     record_file(
         state,
         write,
-        actor,
+        by,
         subject,
         (&safe.rel, "delete", true),
         None,
@@ -572,7 +579,7 @@ fn put_blob(
     sha256: &str,
     size: u64,
     content_type: &str,
-    actor: &str,
+    by: By<'_>,
 ) -> Result<Receipt> {
     let safe = state.paths.resolve_new(path)?;
     if let Some(there) = state.attachments.read().get(&safe.rel) {
@@ -599,7 +606,7 @@ fn put_blob(
             inode: 0,
         },
     };
-    record_upload(state, write, actor, &safe.rel, attachment, true)
+    record_upload(state, write, by, &safe.rel, attachment, true)
 }
 
 /// Record an uploaded attachment (its bytes in place, in the folder or the blob store);
@@ -607,7 +614,7 @@ fn put_blob(
 fn record_upload(
     state: &State,
     write: &WriteLock<'_>,
-    actor: &str,
+    by: By<'_>,
     rel: &str,
     attachment: Attachment,
     durable: bool,
@@ -616,7 +623,7 @@ fn record_upload(
     record_file(
         state,
         write,
-        actor,
+        by,
         subject,
         (rel, "create", durable),
         Some(attachment.clone()),
@@ -630,17 +637,31 @@ fn record_upload(
 fn record_file(
     state: &State,
     write: &WriteLock<'_>,
-    actor: &str,
+    by: By<'_>,
     subject: String,
     (rel, kind, durable): (&str, &str, bool),
     to: Option<Attachment>,
     facts: &Attachment,
 ) -> Result<Receipt> {
-    let recorded = record(
+    // The receipt is made once, as the transaction keeps it: a replay answers the same.
+    let made = std::cell::RefCell::new(None);
+    let settle = |seqs: &[i64], problem: Option<&str>| {
+        let seq = seqs.first().copied().unwrap_or(state.committed_seq());
+        let mut r = receipt(facts, seq, kind == "create", false);
+        r.flow_back_error = problem.map(str::to_string);
+        let now = crate::clock::timestamp(chrono::Utc::now());
+        let settled = match by.keep {
+            Some(keep) => vec![settlement(&r, keep, &now)?],
+            None => Vec::new(),
+        };
+        *made.borrow_mut() = Some(r);
+        Ok(settled)
+    };
+    let recorded = record_settling(
         state,
         write,
         Batch {
-            actor,
+            actor: by.actor,
             subject,
             entries: Vec::new(),
             files: vec![FileEntry {
@@ -652,13 +673,21 @@ fn record_file(
             durable,
             marks: Vec::new(),
         },
+        || Ok(()),
+        None,
+        Some(&settle),
     )?;
-    let seq = recorded
-        .file_seqs
-        .first()
-        .copied()
-        .unwrap_or(state.committed_seq());
-    let mut r = receipt(facts, seq, kind == "create", false);
-    r.flow_back_error = recorded.history_problem;
-    Ok(r)
+    made.into_inner().ok_or_else(|| {
+        Error::internal(format!(
+            "{rel:?} was recorded without its receipt (history: {:?})",
+            recorded.history_problem
+        ))
+    })
+}
+
+/// Who makes an attachment change, and what the write keeps with it (see [`apply`]).
+#[derive(Clone, Copy)]
+pub(crate) struct By<'a> {
+    pub actor: &'a str,
+    pub keep: Option<&'a Keep<'a>>,
 }

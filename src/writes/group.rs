@@ -302,6 +302,20 @@ fn lead(state: &State, write: &WriteLock<'_>, jobs: &[Arc<Job>]) {
         let actor = format!("agent:{agent_id}");
         if !groupable(op) {
             group.flush(state, write);
+            if op.is_attachment() {
+                // Its receipt, budget count and audit event go in with its rows.
+                let keep = Keep {
+                    intent,
+                    agent: agent_id,
+                    at: job.at,
+                };
+                let applied = super::attachments::apply(state, write, op, &actor, Some(&keep));
+                match applied {
+                    Ok((receipt, settled)) => answer(state, job, Ok(receipt), settled),
+                    Err(e) => answer(state, job, Err(e), false),
+                }
+                continue;
+            }
             answer(state, job, apply(state, write, op, agent_id, intent), false);
             continue;
         }

@@ -25,7 +25,8 @@ mod sections;
 mod submit;
 
 pub(crate) use apply::{
-    apply, commit_change, linking_to, record_change, rewrite_links, Change, Identity, Recorded,
+    apply, commit_change, linking_to, record_change, rewrite_links, settlement, Change, Identity,
+    Keep, Recorded,
 };
 pub use group::Job;
 pub use op::{Op, PatchChange, Request};

@@ -656,3 +656,41 @@ async fn an_approval_retried_after_a_crash_before_its_decision_is_applied_once()
     daemon.child.kill().unwrap();
     daemon.child.wait().unwrap();
 }
+
+/// An attachment upload stopped (as `kill -9` would) right before its answer: the retry
+/// with the same key answers the original receipt (`201`, created), not an "unchanged"
+/// one, and it replays byte for byte. (Its receipt is kept in the transaction that
+/// records its row.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_retried_after_a_crash_gets_its_original_receipt() {
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (vault, state) = (dir.path().join("vault"), dir.path().join("state"));
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("a.md"), "# A\n").unwrap();
+    let bytes = crate::attachments_blobs::png(3, 200);
+    let upload = |base: String| {
+        client
+            .put(format!("{base}/v1/attachments/pic.png"))
+            .header("Idempotency-Key", "the-upload")
+            .header("Content-Type", "image/png")
+            .body(bytes.clone())
+            .send()
+    };
+    let (mut daemon, base) = start_with(&vault, &state, Some("before-receipt"));
+    assert!(upload(base).await.is_err(), "answered before the crash");
+    assert!(!daemon.child.wait().unwrap().success());
+    assert_eq!(std::fs::read(vault.join("pic.png")).unwrap(), bytes);
+
+    let (mut daemon, base) = start(&vault, &state);
+    let again = || async {
+        let res = upload(base.clone()).await.unwrap();
+        (res.status().as_u16(), res.text().await.unwrap())
+    };
+    let (status, first) = again().await;
+    assert_eq!(status, 201, "{first}");
+    assert!(first.contains("\"unchanged\":false"), "{first}");
+    assert_eq!(again().await, (201, first), "a replay");
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+}

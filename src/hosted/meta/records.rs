@@ -217,12 +217,13 @@ impl Records for PgMeta {
             .collect())
     }
 
-    fn record_attachments(
+    fn record_attachments_settled(
         &self,
         changes: &[AttachmentChangeRow],
         ops: &[OpRow],
         upserts: &[AttachmentRow],
         removed: &[String],
+        settled: &[Settlement],
     ) -> Result<()> {
         let span = seq_span(
             changes
@@ -292,6 +293,7 @@ impl Records for PgMeta {
                 },
             )
             .await?;
+            settle(&tx, vault, settled).await?;
             tx.commit().await.map_err(db_error)
         })
     }
