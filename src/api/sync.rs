@@ -589,22 +589,34 @@ pub async fn push_route(
         .map(|(i, o)| push_op(i, o))
         .collect::<Result<Vec<_>, _>>()?;
     let device = req.device_id;
-    // Hosted: private notes' ciphertext into the blob store first; an op whose bytes
-    // the store did not take is refused alone, the others go on.
-    let refused = super::sync_blobs::store_private(&state, &ops).await;
-    let (ops, op_keys): (Vec<_>, Vec<_>) = ops
+    // Each op's key by its place in the push as sent, so that a retry finds each op's
+    // receipt whichever ops the blob store refused this time.
+    let op_keys: Vec<Option<String>> = op_keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, own)| Some(own.unwrap_or_else(|| format!("{key}#{i}"))))
+        .collect();
+    let checked = state.clone();
+    let prepared = blocking(move || domain::push::prepare(&checked, &ops)).await?;
+    // Hosted: the checked private notes' ciphertext into the blob store first; an op
+    // whose bytes the store did not take is refused alone, the others go on.
+    let refused = super::sync_blobs::store_private(&state, &prepared).await;
+    let (prepared, op_keys): (Vec<_>, Vec<_>) = prepared
         .into_iter()
         .zip(op_keys)
         .zip(&refused)
         .filter(|(_, r)| r.is_none())
         .map(|(kept, _)| kept)
         .unzip();
-    let (applied, committed) = blocking(move || {
-        let prepared = domain::push::prepare(&state, &ops)?;
-        let outcomes = domain::push::push(&state, &device, &key, &op_keys, prepared);
-        Ok((outcomes, state.committed_seq()))
-    })
-    .await?;
+    let (applied, committed) = if prepared.is_empty() {
+        (Vec::new(), state.committed_seq())
+    } else {
+        blocking(move || {
+            let outcomes = domain::push::push(&state, &device, &key, &op_keys, prepared);
+            Ok((outcomes, state.committed_seq()))
+        })
+        .await?
+    };
     let mut applied = applied.into_iter();
     let outcomes: Vec<_> = refused
         .into_iter()
@@ -615,16 +627,18 @@ pub async fn push_route(
                 .unwrap_or_else(|| Err(Error::internal("a push op without an outcome"))),
         })
         .collect();
-    // Nothing applied, each op refused by storage that is away for now: the whole push
-    // is that 503 with `Retry-After`, which a client or a load balancer retries. (A
-    // refusal of the ops themselves, a spent budget say, stays per op.)
-    if !outcomes.is_empty()
-        && outcomes.iter().all(|o| {
-            o.as_ref().is_err_and(|e| {
-                e.reason == crate::error::Reason::STORAGE_UNAVAILABLE && e.retry_after.is_some()
-            })
-        })
-    {
+    // Nothing applied, each op refused by storage that is away for now (the database or
+    // the blob store): the whole push is that 503 with `Retry-After`, which a client or a
+    // load balancer retries. (A refusal of the ops themselves, a spent budget say, stays
+    // per op.)
+    let away = |e: &Error| {
+        matches!(
+            e.reason,
+            crate::error::Reason::STORAGE_UNAVAILABLE
+                | crate::error::Reason::BLOB_STORE_UNAVAILABLE
+        ) && e.retry_after.is_some()
+    };
+    if !outcomes.is_empty() && outcomes.iter().all(|o| o.as_ref().is_err_and(away)) {
         if let Some(Err(e)) = outcomes.into_iter().next() {
             return Err(e.into());
         }

@@ -150,6 +150,16 @@ fn current_bytes(
 /// A private note's ciphertext when the file still has the bytes `hash`
 /// (`sha256:<hex>`) names (`None`: it changed since, or is gone).
 fn private_bytes(state: &State, path: &str, hash: &str) -> Result<Option<Vec<u8>>> {
+    // A hosted vault's row says whether the blob is still those bytes: no fetch if not.
+    let moved_on = state.shared.is_some()
+        && state
+            .attachments
+            .read()
+            .get(path)
+            .is_none_or(|a| format!("sha256:{}", a.sha256) != hash);
+    if moved_on {
+        return Ok(None);
+    }
     Ok(private_file(state, path)?.and_then(|(bytes, now)| (now == hash).then_some(bytes)))
 }
 

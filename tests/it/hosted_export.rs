@@ -250,10 +250,7 @@ async fn an_import_cut_off_carries_on_where_it_stopped() {
     // The store down: the notes and their history go in, the attachment does not.
     s3.stop();
     let (ok, said) = import(&hosted, &folder, &state, &store);
-    assert!(
-        !ok && said.contains("BLOB") || said.contains("blob"),
-        "{said}"
-    );
+    assert!(!ok && said.contains("blob store"), "{said}");
     assert_eq!(
         a.get("/v1/notes?page_size=500", 200).await["notes"]
             .as_array()

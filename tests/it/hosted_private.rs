@@ -39,7 +39,7 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
     let Some(hosted) = Hosted::new() else {
         return;
     };
-    let Some(s3) = S3Server::start() else {
+    let Some(mut s3) = S3Server::start() else {
         return;
     };
     let store = s3.env("private");
@@ -159,6 +159,53 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
     let pushed = res.text().await.unwrap();
     assert!(pushed.contains("BLOB_STORE_UNAVAILABLE"), "{pushed}");
 
+    // The store down: a private note is refused alone, the note beside it goes in; the
+    // retry with the same key (no per-op keys) applies the private note and replays the
+    // note, never writing it twice.
+    s3.stop();
+    let push = |key: &'static str, ops: serde_json::Value| {
+        reqwest::Client::new()
+            .post(instance.url("/v1/sync/ops"))
+            .bearer_auth(TOKEN)
+            .header("Idempotency-Key", key)
+            .json(&serde_json::json!({"device_id": "mixed", "ops": ops}))
+            .send()
+    };
+    let mixed = serde_json::json!([
+        {"kind": "upsert", "path": "later.nvpriv", "visibility": "private", "content_base64": envelope},
+        {"kind": "upsert", "path": "beside.md", "content_base64": "IyBCZXNpZGUK"}
+    ]);
+    let first: serde_json::Value = push("mixed", mixed.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        first["results"][0]["error"]["reason"], "BLOB_STORE_UNAVAILABLE",
+        "{first}"
+    );
+    assert_eq!(first["results"][1]["status"], "applied", "{first}");
+    // Only private notes, the store down: the whole push is a 503 to retry.
+    let res = push("only-private", serde_json::json!([mixed[0].clone()]))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert!(res.headers().contains_key("retry-after"));
+    s3.resume();
+    let again: serde_json::Value = push("mixed", mixed).await.unwrap().json().await.unwrap();
+    assert_eq!(again["results"][0]["status"], "applied", "{again}");
+    assert_eq!(
+        again["results"][1]["receipt"], first["results"][1]["receipt"],
+        "{again}"
+    );
+    let revisions = instance.get("/v1/notes/beside:listRevisions", 200).await;
+    assert_eq!(
+        revisions["versions"].as_array().unwrap().len(),
+        1,
+        "{revisions}"
+    );
+
     // A personal access token, made for the vault.
     let pat = cli(
         &hosted.db.url,
@@ -206,7 +253,8 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
     let objects = s3.objects();
     assert!(!objects.is_empty(), "the ciphertext is in the store");
     for object in objects {
-        let bytes = std::fs::read(s3.dir.path().join(&object)).unwrap_or_default();
+        let bytes =
+            std::fs::read(s3.dir.path().join(crate::common::s3::BUCKET).join(&object)).unwrap();
         assert!(
             !contains(&bytes, &canary),
             "the store's {object} holds the canary"
