@@ -373,7 +373,7 @@ Register-ArgumentCompleter -Native -CommandName 'notevault' -ScriptBlock {
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'The folder''s state directory [default: <FOLDER>/.notevault]')
             [CompletionResult]::new('--database', '--database', [CompletionResultType]::ParameterName, 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A TOML config file (also NOTEVAULT_CONFIG)')
-            [CompletionResult]::new('--skip-attachments', '--skip-attachments', [CompletionResultType]::ParameterName, 'Bring the notes in without the folder''s attachments (else a blob store is needed when it has any: NOTEVAULT_BLOB_STORE or `blob_store`, with the AWS_* settings)')
+            [CompletionResult]::new('--skip-attachments', '--skip-attachments', [CompletionResultType]::ParameterName, 'Bring the notes in without the folder''s attachments and private notes (else a blob store is needed when it has any: NOTEVAULT_BLOB_STORE or `blob_store`, with the AWS_* settings)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break

@@ -203,7 +203,7 @@ complete -c notevault -n "__fish_notevault_using_subcommand import" -l vault -d 
 complete -c notevault -n "__fish_notevault_using_subcommand import" -l state-dir -d 'The folder\'s state directory [default: <FOLDER>/.notevault]' -r -F
 complete -c notevault -n "__fish_notevault_using_subcommand import" -l database -d 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (also NOTEVAULT_DATABASE_URL)' -r
 complete -c notevault -n "__fish_notevault_using_subcommand import" -l config -d 'A TOML config file (also NOTEVAULT_CONFIG)' -r -F
-complete -c notevault -n "__fish_notevault_using_subcommand import" -l skip-attachments -d 'Bring the notes in without the folder\'s attachments (else a blob store is needed when it has any: NOTEVAULT_BLOB_STORE or `blob_store`, with the AWS_* settings)'
+complete -c notevault -n "__fish_notevault_using_subcommand import" -l skip-attachments -d 'Bring the notes in without the folder\'s attachments and private notes (else a blob store is needed when it has any: NOTEVAULT_BLOB_STORE or `blob_store`, with the AWS_* settings)'
 complete -c notevault -n "__fish_notevault_using_subcommand import" -s h -l help -d 'Print help'
 complete -c notevault -n "__fish_notevault_using_subcommand mcp" -l token -d 'A bearer token: the write tools need one holding notes.write (also NOTEVAULT_TOKEN)' -r
 complete -c notevault -n "__fish_notevault_using_subcommand mcp" -l url -d 'The daemon\'s base URL [default: the one serving the vault, if any]' -r

@@ -483,8 +483,9 @@ pub struct ImportArgs {
     /// The folder's state directory [default: <FOLDER>/.notevault]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Bring the notes in without the folder's attachments (else a blob store is needed
-    /// when it has any: NOTEVAULT_BLOB_STORE or `blob_store`, with the AWS_* settings)
+    /// Bring the notes in without the folder's attachments and private notes (else a blob
+    /// store is needed when it has any: NOTEVAULT_BLOB_STORE or `blob_store`, with the
+    /// AWS_* settings)
     #[arg(long)]
     pub skip_attachments: bool,
     #[command(flatten)]

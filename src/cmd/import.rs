@@ -3,13 +3,14 @@
 //! (its note id, version id, actor and time kept; seqs made dense, as the hosted op log
 //! counts them), each with its bytes from `history.git` (or, for a revision whose bytes
 //! history lost, none: it reads back as lost, as it did in the folder); then the notes as
-//! they are now, their bytes read from the folder; then the attachments as they are now,
-//! their bytes streamed from the folder to the blob store. Private notes wait for hosted
-//! private notes and are counted, not copied.
+//! they are now, their bytes read from the folder; then the attachments and private
+//! notes' ciphertext files as they are now, their bytes streamed from the folder to the
+//! blob store.
 //!
-//! Resumable: the vault keeps which folder is coming in (`import.source`, the folder's
-//! vault id) until the end, and every step is a transaction or idempotent, so running the
-//! command again after it was cut off carries on after the last revision recorded.
+//! Resumable: the vault keeps which folder is coming in (`import.source`: the folder's
+//! vault id and how many revisions its history held) until the end, and every step is a
+//! transaction or idempotent, so running the command again with the same folder after it
+//! was cut off carries on after the last batch recorded.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,7 +26,6 @@ use crate::storage::blobs::{BlobStore, MULTIPART_ABOVE as MULTIPART};
 use crate::storage::metadata::{Records, Settings};
 use crate::storage::rows::{AttachmentRow, OpRow, RevisionRow};
 use crate::storage::{Change, CommitRequest, Content, Revisions, Stored};
-use crate::vault::is_private_note;
 
 use super::hosted::{database, message};
 
@@ -58,15 +58,22 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     .map_err(message)?;
     let target = PgMeta::new(db.clone(), vault.id);
     let source = Meta::open(&state_dir.join("meta.sqlite")).map_err(message)?;
-    let from = source
-        .setting("vault_id")
-        .map_err(message)?
-        .unwrap_or_else(|| folder.display().to_string());
+    let revisions = source.revisions_after(0).map_err(message)?;
+    // The folder, and how far its history went: a run cut off carries on only from the
+    // same folder with the same history (batch by batch, as the first run cut it).
+    let from = format!(
+        "{} {}",
+        source
+            .setting("vault_id")
+            .map_err(message)?
+            .unwrap_or_else(|| folder.display().to_string()),
+        revisions.len()
+    );
     let files = source.all_attachments().map_err(message)?;
-    let attachments = files.iter().filter(|f| !is_private_note(&f.path)).count();
-    if attachments > 0 && blobs.is_none() && !args.skip_attachments {
+    if !files.is_empty() && blobs.is_none() && !args.skip_attachments {
         anyhow::bail!(
-            "the folder holds {attachments} attachments, and a hosted vault keeps their bytes in a blob store: name one (--blob-store s3://BUCKET/PREFIX, or NOTEVAULT_BLOB_STORE), or import without them (--skip-attachments)"
+            "the folder holds {} attachments or private notes, and a hosted vault keeps their bytes in a blob store: name one (NOTEVAULT_BLOB_STORE=s3://BUCKET/PREFIX, or `blob_store` in the config file), or import without them (--skip-attachments)",
+            files.len()
         );
     }
     let done = target.committed_seq().map_err(message)?;
@@ -77,7 +84,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             }
         }
         Some(_) => anyhow::bail!(
-            "an import of another folder into {} was cut off: run it again with that folder, or delete the vault (`notevault vault delete {}`) and start over",
+            "an import into {} was cut off, of another folder or of this one before its history changed: run it again with that folder as it was, or delete the vault (`notevault vault delete {}`) and start over",
             vault.name,
             vault.name
         ),
@@ -90,7 +97,6 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     let bytes = PgRevisions::new(db, vault.id);
     let history = History::open(&state_dir.join("history.git")).map_err(message)?;
 
-    let revisions = source.revisions_after(0).map_err(message)?;
     let mut seq = 0i64;
     let mut lost = 0usize;
     let mut paths: HashMap<String, String> = HashMap::new();
@@ -188,18 +194,15 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         _ => 0,
     };
     target.set_setting(SOURCE, "").map_err(message)?;
-    let private = files.len() - attachments;
     let mut left = Vec::new();
-    if attachments > copied {
-        left.push(format!("{} attachments not copied", attachments - copied));
-    }
-    if private > 0 {
+    if files.len() > copied {
         left.push(format!(
-            "{private} private notes not copied: a hosted vault keeps none yet"
+            "{} attachments and private notes not copied",
+            files.len() - copied
         ));
     }
     println!(
-        "imported {} notes, {} revisions and {copied} attachments into {} ({} revisions without bytes in history{})",
+        "imported {} notes, {} revisions and {copied} attachments and private notes into {} ({} revisions copied in this run had no bytes in history{})",
         notes.len(),
         seq,
         vault.name,
@@ -209,9 +212,10 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The folder's attachments as they are now, each streamed from the folder into the
+/// The folder's attachments (and private notes' ciphertext files) as they are now, each
+/// streamed from the folder into the
 /// blob store and then recorded (a row, a change and an op, after the notes' seqs), a
-/// batch per transaction. One already recorded with the same bytes (a run cut off) is
+/// batch per transaction. One already recorded at its path (by a run cut off) is
 /// skipped. The folder is the truth: a file changed since the daemon last saw it goes in
 /// as it is now; one gone is skipped. How many are in the vault now.
 fn copy_attachments(
@@ -229,7 +233,7 @@ fn copy_attachments(
         .collect();
     let mut in_vault = 0;
     let mut batch: Vec<FileEntry> = Vec::new();
-    for row in files.iter().filter(|f| !is_private_note(&f.path)) {
+    for row in files {
         if there.contains_key(&row.path) {
             in_vault += 1;
             continue;

@@ -121,7 +121,7 @@ async fn a_folder_round_trips_through_a_hosted_vault_with_its_history() {
         ],
         &store,
     );
-    assert!(out.contains(" 1 attachments "), "{out}");
+    assert!(out.contains(" 1 attachments and private notes "), "{out}");
 
     // Out again: the same notes and attachment, byte for byte.
     let first = tempfile::tempdir().unwrap();
@@ -239,7 +239,7 @@ async fn an_import_cut_off_carries_on_where_it_stopped() {
 
     // The folder has an attachment: without a blob store nothing is copied.
     let (ok, said) = import(&hosted, &folder, &state, &[]);
-    assert!(!ok && said.contains("--blob-store"), "{said}");
+    assert!(!ok && said.contains("NOTEVAULT_BLOB_STORE"), "{said}");
     let env: Vec<(&str, &str)> = store
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -267,7 +267,7 @@ async fn an_import_cut_off_carries_on_where_it_stopped() {
     let (ok, said) = import(&hosted, &folder, &state, &store);
     assert!(ok, "{said}");
     assert!(
-        said.contains("resuming") && said.contains(" 1 attachments "),
+        said.contains("resuming") && said.contains(" 1 attachments and private notes "),
         "{said}"
     );
     assert_eq!(
