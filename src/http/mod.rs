@@ -346,7 +346,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
     let vaults = named.as_deref().unwrap_or(&app.vaults);
     // Hosted: a link names its vault (`vault`); one that names none was checked against
     // the lobby's key, and is refused.
-    let presigned = vault::presigned(vaults, req.method(), req.uri());
+    let presigned = vault::presigned_blocking(vaults, req.method(), req.uri()).await;
     let (credential, key, vault) = match presigned {
         Some(Ok((credential, vault))) => (credential, None, vault),
         Some(Err(e)) => refused_error(&e, ""),

@@ -113,6 +113,23 @@ pub fn signed_path(
     Some((method, path))
 }
 
+/// [`presigned`], off the async threads when the request is a link (a PUT link's nonce
+/// is spent in the vault's store: SQLite, or PostgreSQL round trips).
+pub async fn presigned_blocking(
+    vaults: &[Arc<ServedVault>],
+    method: &axum::http::Method,
+    uri: &axum::http::Uri,
+) -> Option<Result<(crate::auth::Credential, usize), crate::error::Error>> {
+    crate::auth::presigned::Link::from_query(uri.query())?;
+    let (vaults, method, uri) = (vaults.to_vec(), method.clone(), uri.clone());
+    match tokio::task::spawn_blocking(move || presigned(&vaults, &method, &uri)).await {
+        Ok(checked) => checked,
+        Err(e) => Some(Err(crate::error::Error::internal(format!(
+            "checking a presigned link failed: {e}"
+        )))),
+    }
+}
+
 /// The credential and vault of a presigned attachment link, when the request is one: a
 /// GET, HEAD or PUT of an attachment (or a GET of an export) whose query carries a
 /// `signature`. The link is the vault's whose key signed it for this method and object;
