@@ -9,7 +9,7 @@ use super::notes::{select, sort_notes, Order};
 use crate::error::{Error, Result};
 use crate::filter::Expr;
 pub use crate::index::coverage::{CoverageFacts, Retriever, MAX_EXCLUDED, PRIVATE_REMARK};
-use crate::index::embed::fuse::{rrf, RRF_K};
+use crate::index::embed::fuse::by_confidence;
 use crate::index::embed::VECTOR_DEPTH;
 use crate::index::grep::{GrepPage, Pattern};
 use crate::index::provenance::{Matcher, Provenance};
@@ -346,7 +346,8 @@ fn answer(
 }
 
 /// A hybrid search's page and match count: BM25 hits and the nearest notes by vector,
-/// fused by reciprocal rank fusion (the first [`HYBRID_LEXICAL_DEPTH`] lexical hits and
+/// fused by score, weighted by the lexical winner's lead (`fuse::by_confidence`: the
+/// first [`HYBRID_LEXICAL_DEPTH`] lexical hits and
 /// the [`VECTOR_DEPTH`] nearest notes; lexical hits beyond follow in their order). The
 /// vector side sees the notes the lexical side may return: in the catalog at the version
 /// its vectors were computed from, searchable, allowed by the filter; with required or
@@ -416,15 +417,21 @@ fn hybrid(
                 .to_string(),
         );
     }
-    let head = &lexical_keys[..lexical_keys.len().min(HYBRID_LEXICAL_DEPTH)];
-    let fused = rrf(&[head, &vector_keys], RRF_K);
+    let head = &lexical[..lexical.len().min(HYBRID_LEXICAL_DEPTH)];
+    let vector_hits: Vec<(u64, f32)> = n
+        .hits
+        .iter()
+        .filter(|(k, _)| !constrained || lexical_set.contains(k))
+        .copied()
+        .collect();
+    let fused = by_confidence(head, &vector_hits);
     let in_fused: HashSet<u64> = fused.iter().map(|(k, _)| *k).collect();
+    // Past the fused depth, lexical hits follow in their order, below every fused one.
     let tail = lexical_keys
         .iter()
-        .enumerate()
         .skip(head.len())
-        .filter(|(_, k)| !in_fused.contains(k))
-        .map(|(rank, k)| (*k, 1.0 / (RRF_K + (rank + 1) as f32)));
+        .filter(|k| !in_fused.contains(k))
+        .map(|k| (*k, 0.0));
     let order: Vec<(u64, f32)> = fused.iter().copied().chain(tail).collect();
     // The notes only the vector side found: past the lexical hits fetched, some of them
     // are word matches too, already in `lexical_matched` (asked of the index, for them

@@ -497,6 +497,40 @@ async fn a_note_both_retrievers_match_is_counted_once_past_the_fused_depth() {
     stop(d);
 }
 
+/// Fusion follows the lexical winner's lead: a note far ahead by words stays first when
+/// the vectors rank it last (`fuse.rs` tests the near tie that meaning decides).
+#[tokio::test]
+async fn fusion_keeps_a_clear_keyword_winner_first() {
+    let (dir, vault, state) = temp_vault(None);
+    for (name, text) in [
+        // By words the best `truck` by far (title and body); by meaning mostly money.
+        (
+            "costs.md",
+            "# Truck costs\n\ntruck truck budget money savings groceries money budget savings\n",
+        ),
+        // `truck` once, and only vehicle words: the nearest by meaning.
+        (
+            "depot.md",
+            "# Depot\n\nThe truck waits with an automobile and a vehicle in the depot.\n",
+        ),
+        ("yard.md", "# Yard\n\nA vehicle and an automobile.\n"),
+    ] {
+        std::fs::write(vault.join(name), text).unwrap();
+    }
+    let model = dir.path().join("model-a");
+    model_a(&model);
+    let d = spawn_with_model(&vault, &state, &model);
+    settled(&d.base).await;
+    let lexical = slugs(&ok(&d.base, "/v1/search?q=truck").await);
+    assert_eq!(lexical, ["costs", "depot"]);
+    let hybrid = ok(&d.base, "/v1/search?q=truck&mode=hybrid").await;
+    assert_eq!(slugs(&hybrid)[0], "costs", "{hybrid}");
+    let mut all = slugs(&hybrid);
+    all.sort();
+    assert_eq!(all, ["costs", "depot", "yard"], "{hybrid}");
+    stop(d);
+}
+
 /// A purge removes the note vectors with the rest of the state (they are derived from
 /// the notes' text).
 #[tokio::test]
