@@ -64,12 +64,24 @@ pub trait Directory: Send + Sync {
     /// The id of the vault whose console sign-in code has this digest.
     fn vault_of_sign_in_code(&self, digest: &str) -> crate::error::Result<Option<String>>;
 
-    /// The id of the vault whose sign-in through the identity provider has a `state`
-    /// with this digest.
-    fn vault_of_idp_sign_in(&self, digest: &str) -> crate::error::Result<Option<String>>;
+    /// Keep a sign-in through the identity provider, started for the vault a person
+    /// names (its name or id), in that vault's rows without opening it (an unsigned
+    /// request must not load a vault); `false`: no such vault.
+    fn begin_idp_sign_in(
+        &self,
+        name_or_id: &str,
+        state_digest: &str,
+        sign_in: &crate::storage::rows::IdpSignIn,
+        at: (&str, &str),
+    ) -> crate::error::Result<bool>;
 
-    /// The id of the vault a person names (its name or id) to sign in to.
-    fn vault_named(&self, name_or_id: &str) -> crate::error::Result<Option<String>>;
+    /// Take back (once) the sign-in whose `state` has this digest, unexpired at `now`: its
+    /// vault's id and `org_id`, and the sign-in. Opens nothing.
+    fn take_idp_sign_in(
+        &self,
+        state_digest: &str,
+        now: &str,
+    ) -> crate::error::Result<Option<(String, Option<String>, crate::storage::rows::IdpSignIn)>>;
 
     /// The ids of the vaults of the organization `org_id`.
     fn vaults_of_org(&self, org_id: &str) -> crate::error::Result<Vec<String>>;

@@ -76,24 +76,19 @@ pub(super) async fn start(
             Some("This daemon has no identity provider to sign in with (idp_authorize_url, idp_client_id, auth_issuer, idp_token_url and IDP_API_KEY)."),
         );
     }
-    if console.lobby() {
-        // Hosted mode: the sign-in is kept in the vault's rows, where the callback finds
-        // it on any instance, so it starts for a vault the database has.
-        let named = form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes())
+    // Hosted mode: the lobby keeps the sign-in in the rows of the vault a person names.
+    let named = console.lobby().then(|| {
+        form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes())
             .find(|(k, _)| k == "vault")
             .map(|(_, v)| v.chars().take(64).collect::<String>())
-            .filter(|v| !v.is_empty());
-        let (status, why) = match named {
-            Some(name) => (
-                StatusCode::NOT_FOUND,
-                format!("There is no vault named \u{201c}{name}\u{201d}. Check its name and sign in again."),
-            ),
-            None => (
-                StatusCode::BAD_REQUEST,
-                "Name the vault to sign in to.".to_string(),
-            ),
-        };
-        return sign_in_page(&console, status, Some(&why));
+            .filter(|v| !v.is_empty())
+    });
+    if let Some(None) = named {
+        return sign_in_page(
+            &console,
+            StatusCode::BAD_REQUEST,
+            Some("Name the vault to sign in to."),
+        );
     }
     let secrets = (|| -> std::result::Result<_, String> {
         Ok((
@@ -109,18 +104,38 @@ pub(super) async fn start(
         .encode(sha2::Sha256::digest(verifier.as_bytes()));
     let now = Utc::now();
     let redirect = redirect_uri(&console, &headers);
-    let kept = console.state.meta.insert_idp_sign_in(
-        &session::digest(&state_param),
-        &IdpSignIn {
-            nonce_digest: session::digest(&nonce),
-            verifier,
-            redirect_uri: redirect.clone(),
-        },
-        &timestamp(now),
-        &timestamp(now + FLOW_LIFETIME),
+    let (digest, at) = (
+        session::digest(&state_param),
+        (timestamp(now), timestamp(now + FLOW_LIFETIME)),
     );
-    if let Err(e) = kept {
-        return problem_page(status_of(&e), &e.message);
+    let sign_in = IdpSignIn {
+        nonce_digest: session::digest(&nonce),
+        verifier,
+        redirect_uri: redirect.clone(),
+    };
+    let (keeper, vault) = (console.clone(), named.flatten());
+    let kept = tokio::task::spawn_blocking(move || match (&vault, &keeper.directory) {
+        (Some(name), Some(directory)) => {
+            directory.begin_idp_sign_in(name, &digest, &sign_in, (&at.0, &at.1))
+        }
+        _ => keeper
+            .state
+            .meta
+            .insert_idp_sign_in(&digest, &sign_in, &at.0, &at.1)
+            .map(|()| true),
+    })
+    .await;
+    match kept {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => {
+            return sign_in_page(
+                &console,
+                StatusCode::NOT_FOUND,
+                Some("There is no vault of that name. Check its name and sign in again."),
+            )
+        }
+        Ok(Err(e)) => return problem_page(status_of(&e), &e.message),
+        Err(_) => return problem_page(StatusCode::INTERNAL_SERVER_ERROR, "sign-in failed"),
     }
     let config = &console.state.config;
     let authorize = config.idp_authorize_url.as_deref().unwrap_or_default();
@@ -193,11 +208,21 @@ pub(super) async fn callback(
             "The identity provider sent you back without a code. Start the sign-in again.",
         );
     };
-    let taken = console
-        .state
-        .meta
-        .take_idp_sign_in(&session::digest(state_param), &timestamp(Utc::now()));
-    let sign_in = match taken {
+    // The lobby takes it back through the directory (hosted mode), a vault from its rows.
+    let (taker, digest) = (console.clone(), session::digest(state_param));
+    let taken = tokio::task::spawn_blocking(move || {
+        let now = timestamp(Utc::now());
+        match (&taker.directory, taker.lobby()) {
+            (Some(directory), true) => directory.take_idp_sign_in(&digest, &now),
+            _ => Ok(taker.state.meta.take_idp_sign_in(&digest, &now)?.map(|s| {
+                let vault = taker.state.vault_id.clone();
+                (vault, taker.state.config.org_id.clone(), s)
+            })),
+        }
+    })
+    .await
+    .unwrap_or_else(|_| Err(Error::internal("taking the sign-in failed")));
+    let (vault_id, org_id, sign_in) = match taken {
         Ok(Some(s)) => s,
         Ok(None) => {
             return refused(
@@ -222,7 +247,7 @@ pub(super) async fn callback(
         code_verifier: sign_in.verifier,
         redirect_uri: sign_in.redirect_uri,
     };
-    let subject = match verified(&console, &grant).await {
+    let subject = match verified(&console, &grant, &vault_id, org_id.as_deref()).await {
         Ok(subject) => subject,
         Err(e) => {
             return refused(
@@ -234,9 +259,21 @@ pub(super) async fn callback(
             )
         }
     };
-    let state = console.state.clone();
-    let started =
-        tokio::task::spawn_blocking(move || start_session(&state, "idp", Some(&subject))).await;
+    // The vault is opened (hosted mode) only now, for a token the provider signed.
+    let opener = console.clone();
+    let started = tokio::task::spawn_blocking(move || {
+        let state = match (&opener.directory, opener.lobby()) {
+            (Some(directory), true) => directory.open(&vault_id)?.ok_or_else(|| {
+                Error::new(
+                    crate::error::Reason::VAULT_FORBIDDEN,
+                    "the vault of this sign-in is gone",
+                )
+            })?,
+            _ => opener.state.clone(),
+        };
+        start_session(&state, "idp", Some(&subject))
+    })
+    .await;
     match started {
         Ok(Ok(secret)) => {
             let mut response = signed_in(&console, &secret);
@@ -252,20 +289,21 @@ pub(super) async fn callback(
     }
 }
 
-/// Exchange the code and verify the token: the subject of a session token for this vault.
-async fn verified(console: &Console, grant: &Grant) -> Result<String> {
+/// Exchange the code and verify the token: the subject of a session token for the vault
+/// `vault_id` (of the organization `org_id`: hosted mode keeps one per vault).
+async fn verified(
+    console: &Console,
+    grant: &Grant,
+    vault_id: &str,
+    org_id: Option<&str>,
+) -> Result<String> {
     let tokens = idp::exchange(console.state.config.identity_provider(), grant).await?;
     let verifier = console
         .jwt
         .as_ref()
         .ok_or_else(|| Error::internal("no JWT verifier"))?;
-    // The vault's own organization (hosted mode keeps one per vault).
-    let state = &console.state;
     let verified = verifier
-        .verify_among(
-            &tokens.access_token,
-            &[(state.vault_id.as_str(), state.config.org_id.as_deref())],
-        )
+        .verify_among(&tokens.access_token, &[(vault_id, org_id)])
         .await?
         .0;
     match &verified.credential {

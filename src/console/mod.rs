@@ -53,6 +53,9 @@ pub struct Console {
     /// Hosted mode: a person names the vault to sign in to (the lobby, an empty vault
     /// without a name, answers requests that name none).
     pub hosted: bool,
+    /// Hosted mode: the database's vaults, where the lobby keeps a sign-in through the
+    /// provider and opens its vault once the provider's token holds.
+    pub directory: Option<Arc<dyn crate::vaults::Directory>>,
 }
 
 impl Console {

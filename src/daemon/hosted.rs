@@ -546,12 +546,39 @@ impl Directory for HostedVaults {
         checks
     }
 
-    fn vault_of_idp_sign_in(&self, digest: &str) -> Result<Option<String>> {
-        block_on(hosted::lookup::vault_of_idp_sign_in(&self.db, digest))
+    fn begin_idp_sign_in(
+        &self,
+        name_or_id: &str,
+        state_digest: &str,
+        sign_in: &crate::storage::rows::IdpSignIn,
+        (now, expires): (&str, &str),
+    ) -> Result<bool> {
+        let Some((id, _)) = block_on(hosted::lookup::vault_named(&self.db, name_or_id))? else {
+            return Ok(false);
+        };
+        use crate::storage::metadata::Sessions;
+        let rows = hosted::meta::PgMeta::new(self.db.clone(), id);
+        rows.insert_idp_sign_in(state_digest, sign_in, now, expires)?;
+        Ok(true)
     }
 
-    fn vault_named(&self, name_or_id: &str) -> Result<Option<String>> {
-        block_on(hosted::lookup::vault_named(&self.db, name_or_id))
+    fn take_idp_sign_in(
+        &self,
+        state_digest: &str,
+        now: &str,
+    ) -> Result<Option<(String, Option<String>, crate::storage::rows::IdpSignIn)>> {
+        let Some(vault) = block_on(hosted::lookup::vault_of_idp_sign_in(&self.db, state_digest))?
+        else {
+            return Ok(None);
+        };
+        let Some((id, org)) = block_on(hosted::lookup::vault_named(&self.db, &vault))? else {
+            return Ok(None);
+        };
+        use crate::storage::metadata::Sessions;
+        let rows = hosted::meta::PgMeta::new(self.db.clone(), id);
+        Ok(rows
+            .take_idp_sign_in(state_digest, now)?
+            .map(|sign_in| (id.to_string(), org, sign_in)))
     }
 
     fn vaults_of_org(&self, org_id: &str) -> Result<Vec<String>> {

@@ -85,17 +85,32 @@ pub async fn vault_of_idp_sign_in(db: &Database, digest: &str) -> Result<Option<
     .await
 }
 
-/// The vault a person names at sign-in: by its id, or by its name.
-pub async fn vault_named(db: &Database, name_or_id: &str) -> Result<Option<String>> {
-    if let Ok(id) = Uuid::parse_str(name_or_id) {
-        return Ok(Some(id.to_string()));
+/// The id and `org_id` of the served vault a person names: by its id, or by its name.
+pub async fn vault_named(
+    db: &Database,
+    name_or_id: &str,
+) -> Result<Option<(Uuid, Option<String>)>> {
+    let client = db.client().await?;
+    let row = match Uuid::parse_str(name_or_id) {
+        Ok(id) => {
+            client
+                .query_opt(
+                    "SELECT id, org_id FROM vaults WHERE id = $1 AND NOT deleting",
+                    &[&id],
+                )
+                .await
+        }
+        Err(_) => {
+            client
+                .query_opt(
+                    "SELECT id, org_id FROM vaults WHERE name = $1 AND NOT deleting",
+                    &[&name_or_id],
+                )
+                .await
+        }
     }
-    vault_where(
-        db,
-        "SELECT id FROM vaults WHERE name = $1 AND NOT deleting",
-        name_or_id,
-    )
-    .await
+    .map_err(db_error)?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
 /// The vaults of an organization, oldest first.

@@ -100,10 +100,6 @@ enum Named {
     Token(String),
     Session(String),
     SignInCode(String),
-    /// A sign-in through the identity provider: started for a vault a person names,
-    /// finished (the provider's callback) by its `state`.
-    VaultName(String),
-    IdpSignIn(String),
     Org(String),
     /// A presigned link (an attachment's or an export's): its vault, opened only if the
     /// link holds under its key.
@@ -167,9 +163,10 @@ fn credential_names(app: &AppState, headers: &HeaderMap, uri: &Uri) -> Vec<Named
             }
             Vec::new()
         }
-        // The two steps of a sign-in through the provider name their vault themselves,
-        // whatever session the browser holds.
-        Presented::Nothing if idp_step(uri).is_some() => idp_step(uri).into_iter().collect(),
+        // The two steps of a sign-in through the provider are the lobby's, whatever
+        // session the browser holds: it keeps the flow through the directory, and opens
+        // the vault only for a token the provider signed (`console::idp`).
+        Presented::Nothing if is_idp_step(uri) => Vec::new(),
         Presented::Nothing => session::cookie(
             headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()),
             session::cookie_name(app.config.tls_configured()),
@@ -195,18 +192,9 @@ fn sign_in_code(uri: &Uri) -> Option<String> {
         .filter(|code| session::well_formed(code))
 }
 
-/// The vault a step of a sign-in through the identity provider names: `GET
-/// /sign-in/idp?vault=NAME` the one a person typed, `GET /sign-in/callback?state=…` the
-/// one its start was kept for.
-fn idp_step(uri: &Uri) -> Option<Named> {
-    let (name, make): (&str, fn(String) -> Named) = match uri.path() {
-        "/sign-in/idp" => ("vault", Named::VaultName),
-        "/sign-in/callback" => ("state", |s| Named::IdpSignIn(session::digest(&s))),
-        _ => return None,
-    };
-    form_urlencoded::parse(uri.query()?.as_bytes())
-        .find(|(k, v)| k == name && !v.is_empty() && v.len() <= 256)
-        .map(|(_, v)| make(v.into_owned()))
+/// Whether the request is a step of a sign-in through the identity provider.
+fn is_idp_step(uri: &Uri) -> bool {
+    matches!(uri.path(), "/sign-in/idp" | "/sign-in/callback")
 }
 
 /// Whether the request is a presigned link of a hosted vault (an attachment's or an
@@ -259,8 +247,6 @@ fn lookups(directory: &dyn Directory, named: Vec<Named>) -> Result<Vec<String>> 
             Named::Token(prefix) => ids.extend(directory.vault_of_token(&prefix)?),
             Named::Session(digest) => ids.extend(directory.vault_of_session(&digest)?),
             Named::SignInCode(digest) => ids.extend(directory.vault_of_sign_in_code(&digest)?),
-            Named::VaultName(name) => ids.extend(directory.vault_named(&name)?),
-            Named::IdpSignIn(digest) => ids.extend(directory.vault_of_idp_sign_in(&digest)?),
             Named::Org(org) => ids.extend(directory.vaults_of_org(&org)?),
             Named::Link(id, method, uri) => {
                 if link_holds(directory, &id, &method, &uri)? {

@@ -372,6 +372,7 @@ async fn authenticate(Shared(app): Shared<AppState>, mut req: Request, next: Nex
             state: vault.state.clone(),
             jwt: app.jwt.clone(),
             hosted: app.hosted.is_some(),
+            directory: app.hosted.as_ref().map(|h| h.directory()),
         });
     }
     req.extensions_mut().insert(vault.state.clone());

@@ -205,7 +205,7 @@ async fn a_person_signs_in_through_the_provider_to_the_vault_they_name_on_any_in
         .unwrap();
     assert_eq!(res.status(), 404);
     assert!(cookie_of(&res, "notevault_sign_in").is_none());
-    assert!(res.text().await.unwrap().contains("no vault named"));
+    assert!(res.text().await.unwrap().contains("no vault of that name"));
     assert!(
         idp.challenges.lock().is_empty(),
         "nothing reached the provider"
