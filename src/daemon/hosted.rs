@@ -567,11 +567,9 @@ impl Directory for HostedVaults {
         state_digest: &str,
         now: &str,
     ) -> Result<Option<(String, Option<String>, crate::storage::rows::IdpSignIn)>> {
-        let Some(vault) = block_on(hosted::lookup::vault_of_idp_sign_in(&self.db, state_digest))?
+        let Some((id, org)) =
+            block_on(hosted::lookup::vault_of_idp_sign_in(&self.db, state_digest))?
         else {
-            return Ok(None);
-        };
-        let Some((id, org)) = block_on(hosted::lookup::vault_named(&self.db, &vault))? else {
             return Ok(None);
         };
         use crate::storage::metadata::Sessions;

@@ -74,15 +74,22 @@ pub async fn vault_of_sign_in_code(db: &Database, digest: &str) -> Result<Option
     .await
 }
 
-/// The vault of the sign-in through the identity provider whose `state` has this digest
-/// (its callback may reach any instance).
-pub async fn vault_of_idp_sign_in(db: &Database, digest: &str) -> Result<Option<String>> {
-    vault_where(
-        db,
-        "SELECT vault_id FROM idp_sign_ins WHERE state_digest = $1",
-        digest,
-    )
-    .await
+/// The id and `org_id` of the served vault of the sign-in through the identity provider
+/// whose `state` has this digest (its callback may reach any instance).
+pub async fn vault_of_idp_sign_in(
+    db: &Database,
+    digest: &str,
+) -> Result<Option<(Uuid, Option<String>)>> {
+    let client = db.client().await?;
+    let row = client
+        .query_opt(
+            "SELECT v.id, v.org_id FROM idp_sign_ins s JOIN vaults v ON v.id = s.vault_id
+             WHERE s.state_digest = $1 AND NOT v.deleting",
+            &[&digest],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
 /// The id and `org_id` of the served vault a person names: by its id, or by its name.

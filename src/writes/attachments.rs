@@ -84,9 +84,9 @@ pub(crate) fn apply(
             path,
             ciphertext,
             base,
-        } if in_blobs(state) => blob_store(state).and_then(|()| {
+        } if in_blobs(state) => {
             put_private_blob(state, write, path, ciphertext, base.as_deref(), by).map(settled)
-        }),
+        }
         Op::PutPrivate {
             path,
             ciphertext,
