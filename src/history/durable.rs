@@ -23,13 +23,15 @@ use gix::ObjectId;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
-use super::history_error;
+use super::{history_error, pack, Change, Content};
 use crate::error::{Error, Result};
 
 /// The loose objects of one commit, written (or found intact) and still to be synced.
 pub(crate) struct Objects {
     loose: gix::odb::loose::Store,
     files: Mutex<Vec<PathBuf>>,
+    /// What was written loose (for the packing thread).
+    written: Mutex<super::compact::Written>,
 }
 
 impl Objects {
@@ -37,7 +39,13 @@ impl Objects {
         Self {
             loose: gix::odb::loose::Store::at(repo.objects.store_ref().path(), repo.object_hash()),
             files: Mutex::default(),
+            written: Mutex::default(),
         }
+    }
+
+    /// How many objects, and bytes before compression, were written loose.
+    pub(crate) fn written(&self) -> super::compact::Written {
+        *self.written.lock()
     }
 
     /// Write an object (or find it intact) and remember its file for [`Self::sync`].
@@ -75,6 +83,9 @@ impl Objects {
             .map_err(|e| history_error("write an object", e))?;
         debug_assert_eq!(written, id);
         self.files.lock().push(path);
+        let mut w = self.written.lock();
+        w.objects += 1;
+        w.bytes += data.len() as u64;
         Ok(id)
     }
 
@@ -219,4 +230,81 @@ pub(crate) fn create_marker(path: &Path) -> Result<()> {
         sync_path(path.parent().unwrap_or(Path::new(".")))
     };
     create().map_err(|e| history_error("create the open marker", e))
+}
+
+/// A change's blob: its id, `None` for a removal, `Err` when it is left out (and why).
+pub(crate) type BlobOf = std::result::Result<Option<gix::ObjectId>, String>;
+
+/// A change's blob written as a loose object: the bytes given, or the file read here
+/// (one file at a time per thread).
+pub(crate) fn loose_blob(
+    repo: &gix::Repository,
+    objects: &Objects,
+    change: &Change,
+) -> Result<BlobOf> {
+    let write = |bytes: &[u8]| -> Result<BlobOf> {
+        let id = objects.write(repo, gix::objs::Kind::Blob, bytes)?;
+        Ok(Ok(Some(id)))
+    };
+    match &change.content {
+        None => Ok(Ok(None)),
+        Some(Content::Bytes(bytes)) => write(&bytes[..]),
+        Some(Content::File(path)) => match std::fs::read(path) {
+            Ok(bytes) => write(&bytes),
+            // Gone since it was seen: the next reconcile records the removal.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ok(None)),
+            Err(e) => Ok(Err(format!("unreadable: {e}"))),
+        },
+    }
+}
+
+/// The blobs of a commit of many files: the bytes given (the notes the scan read) as one
+/// pack (`pack.rs`); a file to read (an attachment, a note too large to keep in memory)
+/// as a loose object, one at a time per thread, so a vault of large files is never held
+/// in memory at once.
+pub(crate) fn packed_blobs(
+    sync: &gix::ThreadSafeRepository,
+    objects: &Objects,
+    changes: &[&Change],
+    progress: &crate::progress::Progress,
+) -> Result<Vec<(String, BlobOf)>> {
+    let data: Vec<&[u8]> = changes
+        .iter()
+        .filter_map(|c| match &c.content {
+            Some(Content::Bytes(bytes)) => Some(&bytes[..]),
+            _ => None,
+        })
+        .collect();
+    // Blobs history holds already are not packed again (a vault recorded as found after
+    // history fell behind is mostly those); a first commit has none to look for.
+    let repo = sync.to_thread_local();
+    let bootstrap = repo.head_id().is_err();
+    let held = |id: &gix::ObjectId| -> Result<bool> {
+        if bootstrap {
+            return Ok(false);
+        }
+        objects.has(&repo, id)
+    };
+    let mut packed = pack::write_blobs(sync.git_dir(), &data, &held)?.into_iter();
+    progress.inc(data.len() as u64);
+    let rest: Vec<BlobOf> = changes
+        .par_iter()
+        .filter(|c| !matches!(c.content, Some(Content::Bytes(_))))
+        .inspect(|_| progress.inc(1))
+        .map_init(
+            || sync.to_thread_local(),
+            |repo, c| loose_blob(repo, objects, c),
+        )
+        .collect::<Result<_>>()?;
+    let mut rest = rest.into_iter();
+    Ok(changes
+        .iter()
+        .map(|c| {
+            let id = match c.content {
+                Some(Content::Bytes(_)) => Ok(packed.next()),
+                _ => rest.next().unwrap_or(Ok(None)),
+            };
+            (c.path.clone(), id)
+        })
+        .collect())
 }

@@ -18,6 +18,8 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::vault::path::unstorable;
 
+mod compact;
+mod delta;
 mod durable;
 mod pack;
 mod read;
@@ -147,8 +149,17 @@ pub struct History {
     tx: Mutex<mpsc::Sender<(CommitRequest, Reply)>>,
     status: Arc<Mutex<HistoryStatus>>,
     git_dir: PathBuf,
-    /// The writer thread, joined by [`History::stop`].
+    /// The writer thread and the packing thread, joined by [`History::stop`].
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    packer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stop_packing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// What the history thread shares with the packing thread: the lock it holds for each
+/// commit, and where it says what it wrote loose.
+struct Packing {
+    lock: Arc<Mutex<()>>,
+    tx: mpsc::Sender<compact::Written>,
 }
 
 impl History {
@@ -192,9 +203,13 @@ impl History {
         let (tx, rx) = mpsc::channel::<(CommitRequest, Reply)>();
         let thread_status = status.clone();
         let status_file = git_dir.join(STATUS_FILE);
+        let lock = Arc::new(Mutex::new(()));
+        let stop_packing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (pack_tx, packer) = compact::spawn(sync.clone(), lock.clone(), stop_packing.clone())?;
+        let packing = Packing { lock, tx: pack_tx };
         let thread = std::thread::Builder::new()
             .name("history".into())
-            .spawn(move || writer(sync, rx, thread_status, status_file))
+            .spawn(move || writer(sync, rx, thread_status, status_file, packing))
             .map_err(|e| {
                 Error::internal(format!("cannot start the history thread: {e}")).with_cause(e)
             })?;
@@ -203,6 +218,8 @@ impl History {
             status,
             git_dir: git_dir.to_path_buf(),
             thread: Mutex::new(Some(thread)),
+            packer: Mutex::new(Some(packer)),
+            stop_packing,
         })
     }
 
@@ -229,10 +246,14 @@ impl History {
     /// joined; a commit asked for afterwards fails at once ("the history thread has
     /// stopped"). For a purge, which removes the repository next.
     pub fn stop(&self) {
+        self.stop_packing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let (closed, _) = mpsc::channel();
         drop(std::mem::replace(&mut *self.tx.lock(), closed));
-        if let Some(thread) = self.thread.lock().take() {
-            let _ = thread.join();
+        for thread in [&self.thread, &self.packer] {
+            if let Some(thread) = thread.lock().take() {
+                let _ = thread.join();
+            }
         }
     }
 
@@ -262,6 +283,7 @@ fn writer(
     rx: mpsc::Receiver<(CommitRequest, Reply)>,
     status: Arc<Mutex<HistoryStatus>>,
     status_file: PathBuf,
+    packing: Packing,
 ) {
     let mut queue: std::collections::VecDeque<Queued> = Default::default();
     let push = |queue: &mut std::collections::VecDeque<Queued>, (request, reply)| {
@@ -290,7 +312,7 @@ fn writer(
                         for q in queue.iter_mut() {
                             q.attempts = MAX_ATTEMPTS.saturating_sub(1).min(q.attempts);
                         }
-                        drain(&sync, &mut queue, &status, &status_file);
+                        drain(&sync, &mut queue, &status, &status_file, &packing);
                         if queue.is_empty() {
                             stopped_cleanly(&status_file);
                         }
@@ -302,7 +324,7 @@ fn writer(
         while let Ok(item) = rx.try_recv() {
             push(&mut queue, item);
         }
-        drain(&sync, &mut queue, &status, &status_file);
+        drain(&sync, &mut queue, &status, &status_file, &packing);
     }
 }
 
@@ -323,9 +345,16 @@ fn drain(
     queue: &mut std::collections::VecDeque<Queued>,
     status: &Mutex<HistoryStatus>,
     status_file: &Path,
+    packing: &Packing,
 ) {
     while let Some(front) = queue.front_mut() {
-        let result = apply(sync, front.request.clone());
+        let mut wrote = compact::Written::default();
+        let result = {
+            // The packing thread removes no loose file while a commit may rely on it.
+            let _held = packing.lock.lock();
+            apply(sync, front.request.clone(), &mut wrote)
+        };
+        let _ = packing.tx.send(wrote);
         let mut s = status.lock();
         let mut changed = false;
         match result {
@@ -465,8 +494,24 @@ pub(crate) fn history_error(
     Error::internal(format!("history {what}: {err}")).with_cause(err)
 }
 
-fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Written> {
+fn apply(
+    sync: &gix::ThreadSafeRepository,
+    request: CommitRequest,
+    wrote: &mut compact::Written,
+) -> Result<Written> {
     let repo = sync.to_thread_local();
+    let objects = durable::Objects::new(&repo);
+    let result = write_commit(sync, &repo, &objects, request);
+    *wrote = objects.written();
+    result
+}
+
+fn write_commit(
+    sync: &gix::ThreadSafeRepository,
+    repo: &gix::Repository,
+    objects: &durable::Objects,
+    request: CommitRequest,
+) -> Result<Written> {
     // Names git refuses never reach the tree editor: they are left out, not fatal.
     let mut left_out: Vec<(String, String)> = Vec::new();
     let storable: Vec<&Change> = request
@@ -488,16 +533,20 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
         .iter()
         .filter(|c| matches!(c.content, Some(Content::Bytes(_))))
         .count();
-    let objects = durable::Objects::new(&repo);
-    let blobs: Vec<(String, BlobOf)> = if kept >= pack::AT_LEAST {
-        packed_blobs(sync, &objects, &storable, &progress)?
+    let blobs: Vec<(String, durable::BlobOf)> = if kept >= pack::AT_LEAST {
+        durable::packed_blobs(sync, objects, &storable, &progress)?
     } else {
         storable
             .par_iter()
             .inspect(|_| progress.inc(1))
             .map_init(
                 || sync.to_thread_local(),
-                |repo, change| Ok((change.path.clone(), loose_blob(repo, &objects, change)?)),
+                |repo, change| {
+                    Ok((
+                        change.path.clone(),
+                        durable::loose_blob(repo, objects, change)?,
+                    ))
+                },
             )
             .collect::<Result<_>>()?
     };
@@ -545,7 +594,7 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
             buf.clear();
             gix::objs::WriteTo::write_to(tree, &mut buf)
                 .map_err(|e| history_error("encode tree", e))?;
-            objects.write(&repo, gix::objs::Kind::Tree, &buf)
+            objects.write(repo, gix::objs::Kind::Tree, &buf)
         })
         .map_err(|e| history_error("write tree", e))?;
     if parent.is_some() && tree == base_tree && !request.allow_empty && left_out.is_empty() {
@@ -586,91 +635,14 @@ fn apply(sync: &gix::ThreadSafeRepository, request: CommitRequest) -> Result<Wri
     buf.clear();
     gix::objs::WriteTo::write_to(&commit, &mut buf)
         .map_err(|e| history_error("encode commit", e))?;
-    let id = objects.write(&repo, gix::objs::Kind::Commit, &buf)?;
+    let id = objects.write(repo, gix::objs::Kind::Commit, &buf)?;
     // Every object the commit names is on disk before the ref names it.
     objects.sync()?;
-    durable::set_head(&repo, id)?;
+    durable::set_head(repo, id)?;
     Ok(Written {
         id: Some(id.to_string()),
         left_out,
     })
-}
-
-/// A change's blob: its id, `None` for a removal, `Err` when it is left out (and why).
-type BlobOf = std::result::Result<Option<gix::ObjectId>, String>;
-
-/// A change's blob written as a loose object: the bytes given, or the file read here
-/// (one file at a time per thread).
-fn loose_blob(
-    repo: &gix::Repository,
-    objects: &durable::Objects,
-    change: &Change,
-) -> Result<BlobOf> {
-    let write = |bytes: &[u8]| -> Result<BlobOf> {
-        let id = objects.write(repo, gix::objs::Kind::Blob, bytes)?;
-        Ok(Ok(Some(id)))
-    };
-    match &change.content {
-        None => Ok(Ok(None)),
-        Some(Content::Bytes(bytes)) => write(&bytes[..]),
-        Some(Content::File(path)) => match std::fs::read(path) {
-            Ok(bytes) => write(&bytes),
-            // Gone since it was seen: the next reconcile records the removal.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ok(None)),
-            Err(e) => Ok(Err(format!("unreadable: {e}"))),
-        },
-    }
-}
-
-/// The blobs of a commit of many files: the bytes given (the notes the scan read) as one
-/// pack (`pack.rs`); a file to read (an attachment, a note too large to keep in memory)
-/// as a loose object, one at a time per thread, so a vault of large files is never held
-/// in memory at once.
-fn packed_blobs(
-    sync: &gix::ThreadSafeRepository,
-    objects: &durable::Objects,
-    changes: &[&Change],
-    progress: &crate::progress::Progress,
-) -> Result<Vec<(String, BlobOf)>> {
-    let data: Vec<&[u8]> = changes
-        .iter()
-        .filter_map(|c| match &c.content {
-            Some(Content::Bytes(bytes)) => Some(&bytes[..]),
-            _ => None,
-        })
-        .collect();
-    // Blobs history holds already are not packed again (a vault recorded as found after
-    // history fell behind is mostly those); a first commit has none to look for.
-    let repo = sync.to_thread_local();
-    let bootstrap = repo.head_id().is_err();
-    let held = |id: &gix::ObjectId| -> Result<bool> {
-        if bootstrap {
-            return Ok(false);
-        }
-        objects.has(&repo, id)
-    };
-    let mut packed = pack::write_blobs(sync.git_dir(), &data, &held)?.into_iter();
-    progress.inc(data.len() as u64);
-    let rest: Vec<BlobOf> = changes
-        .par_iter()
-        .filter(|c| !matches!(c.content, Some(Content::Bytes(_))))
-        .inspect(|_| progress.inc(1))
-        .map_init(
-            || sync.to_thread_local(),
-            |repo, c| loose_blob(repo, objects, c),
-        )
-        .collect::<Result<_>>()?;
-    let mut rest = rest.into_iter();
-    Ok(changes
-        .iter()
-        .map(|c| {
-            let id = match c.content {
-                Some(Content::Bytes(_)) => Ok(packed.next()),
-                _ => rest.next().unwrap_or(Ok(None)),
-            };
-            (c.path.clone(), id)
-        })
-        .collect())
 }
 
 pub(crate) const LEFT_OUT_TRAILER: &str = "Notevault-Left-Out: ";

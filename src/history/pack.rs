@@ -32,8 +32,12 @@ pub(crate) const AT_LEAST: usize = 256;
 /// a fraction of a second on 2 cores; `git gc` repacks tighter if one ever wants it).
 const LEVEL: u32 = 1;
 
-/// The pack type number of a blob.
-const OBJ_BLOB: u8 = 3;
+/// The pack type numbers of a commit, a tree, a blob, and a delta against an earlier
+/// entry of the same pack.
+pub(crate) const OBJ_COMMIT: u8 = 1;
+pub(crate) const OBJ_TREE: u8 = 2;
+pub(crate) const OBJ_BLOB: u8 = 3;
+pub(crate) const OBJ_OFS_DELTA: u8 = 6;
 
 /// Where one blob went in the pack: its id, the CRC32 of its bytes in the pack, and
 /// the offset they start at.
@@ -77,16 +81,78 @@ pub(crate) fn write_blobs(
     let dir = git_dir.join("objects").join("pack");
     std::fs::create_dir_all(&dir).map_err(|e| history_error("create the pack folder", e))?;
     let (pack_temp, checksum, placed) = write_pack(&dir, &unique)?;
-    let index = index_bytes(&placed, checksum)?;
+    install(&dir, &pack_temp, checksum, &placed)?;
+    Ok(ids)
+}
+
+/// Write a pack of entries made by [`entry`] (each with the id of the object it holds,
+/// a delta's after its base's) and its index into `git_dir/objects/pack`: its name.
+pub(crate) fn write_entries(git_dir: &Path, entries: &[(ObjectId, Vec<u8>)]) -> Result<String> {
+    let dir = git_dir.join("objects").join("pack");
+    std::fs::create_dir_all(&dir).map_err(|e| history_error("create the pack folder", e))?;
+    let temp = temp_path(&dir, "pack");
+    let written = (|| -> std::io::Result<(ObjectId, Vec<Placed>)> {
+        let mut out = header(&temp, entries.len())?;
+        let mut placed = Vec::with_capacity(entries.len());
+        for (id, bytes) in entries {
+            placed.push(Placed {
+                id: *id,
+                crc: crc32fast::hash(bytes),
+                offset: out.written,
+            });
+            out.write_all(bytes)?;
+        }
+        Ok((finish(out)?, placed))
+    })();
+    let (checksum, placed) = written.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        history_error("write the pack", e)
+    })?;
+    install(&dir, &temp, checksum, &placed)?;
+    Ok(format!("pack-{}", checksum.to_hex()))
+}
+
+/// A new pack file at `temp` with its header for `count` entries, to write them to.
+fn header(
+    temp: &Path,
+    count: usize,
+) -> std::io::Result<Hashing<std::io::BufWriter<std::fs::File>>> {
+    let file = std::fs::File::create_new(temp)?;
+    let mut out = Hashing {
+        inner: std::io::BufWriter::with_capacity(1 << 20, file),
+        hasher: gix::hash::hasher(gix::hash::Kind::Sha1),
+        written: 0,
+    };
+    out.write_all(b"PACK")?;
+    out.write_all(&2u32.to_be_bytes())?;
+    let count =
+        u32::try_from(count).map_err(|_| std::io::Error::other("too many objects for one pack"))?;
+    out.write_all(&count.to_be_bytes())?;
+    Ok(out)
+}
+
+/// The checksum after the entries, and the file synced.
+fn finish(out: Hashing<std::io::BufWriter<std::fs::File>>) -> std::io::Result<ObjectId> {
+    let checksum = out.hasher.try_finalize().map_err(std::io::Error::other)?;
+    let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
+    file.write_all(checksum.as_slice())?;
+    file.sync_all()?;
+    Ok(checksum)
+}
+
+/// Move a written pack into place and write its index beside it (a reader never finds
+/// an index without its whole pack), then sync the folder.
+fn install(dir: &Path, pack_temp: &Path, checksum: ObjectId, placed: &[Placed]) -> Result<()> {
+    let index = index_bytes(placed, checksum)?;
     let name = format!("pack-{}", checksum.to_hex());
     let pack = dir.join(format!("{name}.pack"));
     let idx = dir.join(format!("{name}.idx"));
     if idx.exists() {
         // The same objects were packed before (a retried commit): that pack serves.
-        let _ = std::fs::remove_file(&pack_temp);
+        let _ = std::fs::remove_file(pack_temp);
     } else {
-        rename_into_place(&pack_temp, &pack)?;
-        let idx_temp = temp_path(&dir, "idx");
+        rename_into_place(pack_temp, &pack)?;
+        let idx_temp = temp_path(dir, "idx");
         if let Err(e) =
             write_synced(&idx_temp, &index).and_then(|()| rename_into_place(&idx_temp, &idx))
         {
@@ -96,10 +162,9 @@ pub(crate) fn write_blobs(
         }
     }
     // The renames are durable once the folder is.
-    std::fs::File::open(&dir)
+    std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| history_error("sync the pack folder", e))?;
-    Ok(ids)
+        .map_err(|e| history_error("sync the pack folder", e))
 }
 
 /// The id of a blob.
@@ -108,14 +173,20 @@ fn blob_id(data: &[u8]) -> Result<ObjectId> {
         .map_err(|e| history_error("hash a blob", e))
 }
 
-/// One blob as a pack entry: the entry header (type and size), then the zlib stream,
-/// made by `z` (reset here: a compressor is reused for many blobs, not made for each,
-/// since each holds a few hundred KiB of tables).
-fn entry(z: &mut flate2::Compress, data: &[u8]) -> std::io::Result<Vec<u8>> {
+/// One object as a pack entry: the entry header (type and size; for a delta, the
+/// distance back to its base's entry), then the zlib stream, made by `z` (reset here: a
+/// compressor is reused for many objects, not made for each, since each holds a few
+/// hundred KiB of tables).
+pub(crate) fn entry(
+    z: &mut flate2::Compress,
+    kind: u8,
+    data: &[u8],
+    delta_back: Option<u64>,
+) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(data.len() / 2 + 64);
     // The entry header: type and size, 4 bits of size first, then 7 bits a byte.
     let mut size = data.len() as u64;
-    let mut first = (OBJ_BLOB << 4) | (size & 0x0f) as u8;
+    let mut first = (kind << 4) | (size & 0x0f) as u8;
     size >>= 4;
     if size > 0 {
         first |= 0x80;
@@ -129,11 +200,23 @@ fn entry(z: &mut flate2::Compress, data: &[u8]) -> std::io::Result<Vec<u8>> {
         }
         bytes.push(byte);
     }
+    if let Some(mut back) = delta_back {
+        // Big-endian 7 bits a byte, each continued byte standing for one more than its
+        // bits (git's `OFS_DELTA` offset).
+        let mut offset = vec![(back & 0x7f) as u8];
+        back >>= 7;
+        while back > 0 {
+            back -= 1;
+            offset.push(0x80 | (back & 0x7f) as u8);
+            back >>= 7;
+        }
+        bytes.extend(offset.iter().rev());
+    }
     // zlib takes at most 4 GiB a call, and a `Finish` call ends the stream there: a pack
     // holds the scan's kept bytes (10 MiB at most), so a larger blob is a caller's error.
     if u32::try_from(data.len()).is_err() {
         return Err(std::io::Error::other(
-            "a blob over 4 GiB cannot be a pack entry",
+            "an object over 4 GiB cannot be a pack entry",
         ));
     }
     z.reset();
@@ -155,7 +238,7 @@ fn entry(z: &mut flate2::Compress, data: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 /// A compressor of pack entries (a zlib stream each, at [`LEVEL`]).
-fn compressor() -> flate2::Compress {
+pub(crate) fn compressor() -> flate2::Compress {
     flate2::Compress::new(flate2::Compression::new(LEVEL), true)
 }
 
@@ -184,22 +267,12 @@ impl<W: Write> Write for Hashing<W> {
 fn write_pack(dir: &Path, blobs: &[(ObjectId, &[u8])]) -> Result<(PathBuf, ObjectId, Vec<Placed>)> {
     let temp = temp_path(dir, "pack");
     let written = (|| -> std::io::Result<(ObjectId, Vec<Placed>)> {
-        let file = std::fs::File::create_new(&temp)?;
-        let mut out = Hashing {
-            inner: std::io::BufWriter::with_capacity(1 << 20, file),
-            hasher: gix::hash::hasher(gix::hash::Kind::Sha1),
-            written: 0,
-        };
-        out.write_all(b"PACK")?;
-        out.write_all(&2u32.to_be_bytes())?;
-        let count = u32::try_from(blobs.len())
-            .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
-        out.write_all(&count.to_be_bytes())?;
+        let mut out = header(&temp, blobs.len())?;
         let mut placed = Vec::with_capacity(blobs.len());
         for group in blobs.chunks(GROUP) {
             let entries: Vec<Vec<u8>> = group
                 .par_iter()
-                .map_init(compressor, |z, (_, data)| entry(z, data))
+                .map_init(compressor, |z, (_, data)| entry(z, OBJ_BLOB, data, None))
                 .collect::<std::io::Result<_>>()?;
             for ((id, _), bytes) in group.iter().zip(entries) {
                 placed.push(Placed {
@@ -210,11 +283,7 @@ fn write_pack(dir: &Path, blobs: &[(ObjectId, &[u8])]) -> Result<(PathBuf, Objec
                 out.write_all(&bytes)?;
             }
         }
-        let checksum = out.hasher.try_finalize().map_err(std::io::Error::other)?;
-        let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
-        file.write_all(checksum.as_slice())?;
-        file.sync_all()?;
-        Ok((checksum, placed))
+        Ok((finish(out)?, placed))
     })();
     match written {
         Ok((checksum, placed)) => Ok((temp, checksum, placed)),
@@ -435,7 +504,7 @@ mod tests {
         ];
         let mut z = compressor();
         for blob in &blobs {
-            let entry = entry(&mut z, blob).unwrap();
+            let entry = entry(&mut z, OBJ_BLOB, blob, None).unwrap();
             // The header: a size varint (4 bits, then 7 a byte) after the type.
             let header = entry.iter().position(|b| b & 0x80 == 0).unwrap() + 1;
             let mut size = (entry[0] & 0x0f) as usize;

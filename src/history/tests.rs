@@ -141,3 +141,5 @@ fn unstorable_names() {
         assert_eq!(unstorable(good), None, "{good}");
     }
 }
+
+mod packing;

@@ -1,0 +1,160 @@
+//! The packing thread's work, run directly on a history written by the history thread.
+
+use super::*;
+
+/// Loose object files below `git_dir/objects` (not the pack folder).
+fn loose_files(git_dir: &Path) -> usize {
+    walkdir::WalkDir::new(git_dir.join("objects"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && !e.path().starts_with(git_dir.join("objects/pack")))
+        .count()
+}
+
+fn pack_bytes(git_dir: &Path) -> u64 {
+    std::fs::read_dir(git_dir.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+fn pack_once(git_dir: &Path) -> Option<compact::Done> {
+    let sync = gix::open(git_dir).unwrap().into_sync();
+    compact::pack_newest(
+        &sync,
+        &Mutex::new(()),
+        &std::sync::atomic::AtomicBool::new(false),
+    )
+    .unwrap()
+}
+
+/// `git fsck --full` finds nothing wrong, where git is installed.
+fn fsck(git_dir: &Path) {
+    if let Ok(out) = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["fsck", "--full", "--no-progress", "--no-dangling"])
+        .output()
+    {
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A crowded folder filled one note a commit, and a note edited a commit at a time:
+/// packed, history keeps every revision, no loose file is left, and the trees of the
+/// crowded folder cost a delta each, not a copy.
+#[test]
+fn packing_keeps_every_revision_and_stores_a_crowded_folder_as_deltas() {
+    let dir = tempfile::tempdir().unwrap();
+    let git_dir = dir.path().join("history.git");
+    let history = History::open(&git_dir).unwrap();
+    let bytes = |s: String| Some(Content::Bytes(Arc::from(s.into_bytes())));
+    let crowd: Vec<Change> = (0..2000)
+        .map(|i| Change {
+            path: format!("crowd/n{i:04}.md"),
+            content: bytes(format!("# Note {i}\n")),
+        })
+        .collect();
+    let mut expected: Vec<(String, String, String)> = Vec::new();
+    let first = super::commit(&history, crowd).unwrap();
+    expected.push((first, "crowd/n0007.md".into(), "# Note 7\n".into()));
+    let mut log = String::new();
+    for i in 0..150 {
+        let path = format!("crowd/new-{i:03}.md");
+        let text = format!("# New {i}\n");
+        let id = super::commit(
+            &history,
+            vec![Change {
+                path: path.clone(),
+                content: bytes(text.clone()),
+            }],
+        )
+        .unwrap();
+        expected.push((id, path, text));
+        log.push_str(&format!("line {i}\n"));
+        let id = super::commit(
+            &history,
+            vec![Change {
+                path: "log.md".into(),
+                content: bytes(log.clone()),
+            }],
+        )
+        .unwrap();
+        expected.push((id, "log.md".into(), log.clone()));
+    }
+    history.stop();
+    let loose_before = loose_files(&git_dir);
+    let state = git_dir.join(compact::STATE_FILE);
+    // The packing thread may have packed some of it already; what is left goes now.
+    pack_once(&git_dir);
+    assert_eq!(
+        loose_files(&git_dir),
+        0,
+        "{loose_before} loose files before"
+    );
+    assert_eq!(pack_once(&git_dir), None, "nothing left to pack");
+    for (commit, path, text) in &expected {
+        assert_eq!(
+            read_at(&git_dir, commit, path).unwrap(),
+            Stored::Bytes(text.as_bytes().to_vec()),
+            "{path} at {commit}"
+        );
+    }
+    // 301 trees of a 2,000-entry folder (~80 KB each) and 150 versions of a growing note:
+    // as copies, megabytes; as deltas, the first copy and a few KB.
+    let packed = pack_bytes(&git_dir);
+    assert!(packed < 400_000, "{packed} bytes of packs");
+    fsck(&git_dir);
+
+    // More commits, with a reader open from before: the newest packs are taken into the
+    // next one, and what the reader had found it still finds.
+    let reader = gix::open(&git_dir).unwrap();
+    let (old_commit, old_path, old_text) = expected[1].clone();
+    let old = gix::ObjectId::from_hex(old_commit.as_bytes()).unwrap();
+    assert!(reader.find_commit(old).is_ok());
+    let lists = |state: &Path| -> usize {
+        serde_json::from_slice::<Vec<serde_json::Value>>(&std::fs::read(state).unwrap())
+            .unwrap()
+            .len()
+    };
+    let mut most = 0;
+    for round in 0..6 {
+        let history = History::open(&git_dir).unwrap();
+        for i in 0..20 {
+            let path = format!("crowd/round-{round}-{i}.md");
+            let id = super::commit(
+                &history,
+                vec![Change {
+                    path: path.clone(),
+                    content: bytes(path.clone()),
+                }],
+            )
+            .unwrap();
+            expected.push((id, path.clone(), path));
+        }
+        history.stop();
+        pack_once(&git_dir);
+        most = most.max(lists(&state));
+    }
+    assert!(
+        most <= 4,
+        "at most {most} packs listed: a binary counter keeps few"
+    );
+    assert_eq!(loose_files(&git_dir), 0);
+    for (commit, path, text) in &expected {
+        assert_eq!(
+            read_at(&git_dir, commit, path).unwrap(),
+            Stored::Bytes(text.as_bytes().to_vec()),
+            "{path} at {commit}"
+        );
+    }
+    let tree = reader.find_commit(old).unwrap().tree().unwrap();
+    let entry = tree.lookup_entry_by_path(&old_path).unwrap().unwrap();
+    assert_eq!(entry.object().unwrap().data.as_slice(), old_text.as_bytes());
+    fsck(&git_dir);
+}
