@@ -5,11 +5,11 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use sha2::Digest;
 
 use crate::error::{Error, Result};
 use crate::state::State;
 use crate::storage::blobs::BlobStore;
+use crate::storage::upload::HashedUpload;
 use crate::writes::Op;
 
 /// For each checked op of a push, why its bytes could not be stored (`None`: stored, or
@@ -33,8 +33,7 @@ async fn put(blobs: &dyn BlobStore, vault: &str, ciphertext: &str) -> Result<()>
     let bytes = STANDARD
         .decode(ciphertext)
         .map_err(|_| Error::invalid_field("content_base64", "is not valid standard base64"))?;
-    let sha256 = crate::vault::observe::hex(&sha2::Sha256::digest(&bytes));
-    let mut upload = blobs.begin(vault);
+    let mut upload = HashedUpload::new(blobs.begin(vault));
     upload.write(bytes.into()).await?;
-    upload.finish(&sha256).await
+    upload.finish().await.map(drop)
 }

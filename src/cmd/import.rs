@@ -25,6 +25,7 @@ use crate::record::FileEntry;
 use crate::storage::blobs::{BlobStore, MULTIPART_ABOVE as MULTIPART};
 use crate::storage::metadata::{Records, Settings};
 use crate::storage::rows::{AttachmentRow, OpRow, RevisionRow};
+use crate::storage::upload::{HashedUpload, Uploaded};
 use crate::storage::{Change, CommitRequest, Content, Revisions, Stored};
 
 use super::hosted::{database, message};
@@ -267,7 +268,6 @@ fn upload(
     vault: &str,
     file: &std::path::Path,
 ) -> anyhow::Result<Option<(String, u64)>> {
-    use sha2::Digest;
     use std::io::Read;
     let mut f = match std::fs::File::open(file) {
         Ok(f) => f,
@@ -279,9 +279,7 @@ fn upload(
         .metadata()
         .map_or(0, |m| m.len())
         .clamp(1, MULTIPART as u64) as usize;
-    let mut upload = blobs.begin(vault);
-    let mut hasher = sha2::Sha256::new();
-    let mut size = 0u64;
+    let mut upload = HashedUpload::new(blobs.begin(vault));
     loop {
         let mut chunk = vec![0u8; part];
         let n = f
@@ -291,12 +289,9 @@ fn upload(
             break;
         }
         chunk.truncate(n);
-        hasher.update(&chunk);
-        size += n as u64;
         block_on(upload.write(chunk.into())).map_err(message)?;
     }
-    let sha256 = crate::vault::observe::hex(&hasher.finalize());
-    block_on(upload.finish(&sha256)).map_err(message)?;
+    let Uploaded { sha256, size } = block_on(upload.finish()).map_err(message)?;
     Ok(Some((sha256, size)))
 }
 

@@ -29,8 +29,10 @@ pub struct HostedVaults {
     /// This instance's cache: one folder per vault opened (its search index).
     cache: PathBuf,
     open: Mutex<HashMap<String, Arc<State>>>,
-    /// Held while a vault is loaded: two first requests load it once.
-    loading: Mutex<()>,
+    /// Each vault's slot, held while it is loaded or closed: two first requests load it
+    /// once, and a load never opens the cache folder's index while the closed one still
+    /// shuts down there. One vault's slot never waits on another's; one per vault served.
+    slots: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// When each open vault was last asked for.
     used: Mutex<HashMap<String, std::time::Instant>>,
     /// The `LISTEN` task of [`Self::follow`], ended by [`Self::stop`]: else it would go
@@ -93,7 +95,7 @@ impl HostedVaults {
             config,
             cache,
             open: Mutex::new(HashMap::new()),
-            loading: Mutex::new(()),
+            slots: Mutex::new(HashMap::new()),
             used: Mutex::new(HashMap::new()),
             listening: Mutex::new(None),
             blobs: None,
@@ -174,29 +176,16 @@ impl HostedVaults {
                 let Some(vaults) = weak.upgrade() else {
                     return;
                 };
-                // Taken out under the `used` lock, which `open` marks first: a vault a
-                // request is opening now is never closed under it.
-                let closed: Vec<(String, Arc<State>)> = {
-                    let mut used = vaults.used.lock();
+                let idle_ids: Vec<String> = {
                     let now = std::time::Instant::now();
-                    let idle_ids: Vec<String> = used
-                        .iter()
+                    let used = vaults.used.lock();
+                    used.iter()
                         .filter(|(_, at)| now.duration_since(**at) >= idle)
                         .map(|(id, _)| id.clone())
-                        .collect();
-                    let mut open = vaults.open.lock();
-                    idle_ids
-                        .into_iter()
-                        .filter_map(|id| {
-                            used.remove(&id);
-                            open.remove(&id).map(|state| (id, state))
-                        })
                         .collect()
                 };
-                for (id, state) in closed {
-                    crate::telemetry::vault_evicted();
-                    tracing::debug!(vault = %id, "closed an idle vault");
-                    stop(&state);
+                for id in idle_ids {
+                    vaults.close_if_idle(&id, idle);
                 }
             });
         if let Err(e) = spawned {
@@ -241,6 +230,39 @@ impl HostedVaults {
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot collect unreferenced blobs");
+        }
+    }
+
+    /// The slot of the vault `id` (see [`Self::slots`]).
+    fn slot(&self, id: &str) -> Arc<Mutex<()>> {
+        self.slots.lock().entry(id.to_string()).or_default().clone()
+    }
+
+    /// Close the vault `id` if no request asked for it in `idle`: taken out of `open` and
+    /// stopped under its slot, so a request for it meanwhile waits for the old index to
+    /// let go of the cache folder, then loads it anew. A vault being loaded (its slot
+    /// held) is in use: left for the next round.
+    fn close_if_idle(&self, id: &str, idle: std::time::Duration) {
+        let slot = self.slot(id);
+        let Some(_slot) = slot.try_lock() else {
+            return;
+        };
+        // Taken out under the `used` lock, which `open` marks first: a vault a request is
+        // taking now is never closed under it.
+        let closed = {
+            let mut used = self.used.lock();
+            match used.get(id) {
+                Some(at) if at.elapsed() >= idle => {
+                    used.remove(id);
+                    self.open.lock().remove(id)
+                }
+                _ => None,
+            }
+        };
+        if let Some(state) = closed {
+            crate::telemetry::vault_evicted();
+            tracing::debug!(vault = %id, "closed an idle vault");
+            stop(&state);
         }
     }
 
@@ -470,9 +492,15 @@ impl Directory for HostedVaults {
         let vault_id = &id.to_string();
         let Some((vault, stored_seq)) = block_on(hosted::lookup::served(&self.db, vault_id))?
         else {
-            // Deleted (or being deleted) since it was opened: served no more.
-            if let Some(state) = self.open.lock().remove(vault_id) {
-                stop(&state);
+            // Deleted (or being deleted) since it was opened: served no more, closed
+            // under its slot (an id never loaded here has none, and gets none).
+            let slot = self.slots.lock().get(vault_id).cloned();
+            if let Some(slot) = slot {
+                let _slot = slot.lock();
+                let closed = self.open.lock().remove(vault_id);
+                if let Some(state) = closed {
+                    stop(&state);
+                }
             }
             return Ok(None);
         };
@@ -488,7 +516,9 @@ impl Directory for HostedVaults {
                 state
             }
             None => {
-                let _loading = self.loading.lock();
+                // Waits only for this vault: its load by another request, or its close.
+                let slot = self.slot(vault_id);
+                let _slot = slot.lock();
                 // Loaded by another request while this one waited.
                 let known = self.open.lock().get(vault_id).cloned();
                 match known {
@@ -497,6 +527,11 @@ impl Directory for HostedVaults {
                         crate::telemetry::vault_cache(false);
                         let state = self.load(&vault)?;
                         self.open.lock().insert(vault_id.clone(), state.clone());
+                        // Used as of now: a load longer than the idle time is not closed
+                        // as it is served.
+                        self.used
+                            .lock()
+                            .insert(vault_id.clone(), std::time::Instant::now());
                         state
                     }
                 }

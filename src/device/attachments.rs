@@ -14,7 +14,6 @@
 //! A refusal leaves the file and the state as they were.
 
 use anyhow::Result;
-use sha2::Digest;
 
 use super::push::{PushReport, Refusal};
 use super::{refusal_text, Device, LOCAL_PRIVATE};
@@ -30,11 +29,7 @@ const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 
 /// The daemon's hash of an attachment's bytes.
 pub(super) fn sha256_of(bytes: &[u8]) -> String {
-    let hex: String = sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::vault::observe::sha256_hex(bytes))
 }
 
 /// The route of the attachment at `path`.

@@ -17,6 +17,7 @@ pub mod local;
 pub mod metadata;
 pub mod presign;
 pub mod rows;
+pub mod upload;
 
 use std::path::Path;
 use std::sync::mpsc;

@@ -10,12 +10,12 @@ use axum::body::Bytes;
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 use utoipa::ToSchema;
 
 use crate::error::{Error, Reason};
 use crate::state::State;
 use crate::storage::blobs::EXPORT_KEEP_SECS;
+use crate::storage::upload::{HashedUpload, Uploaded};
 use crate::surface::attachments::PRESIGN_DEFAULT_SECS;
 
 // A link outlives no archive: the collector keeps one its link's life and a margin.
@@ -182,7 +182,7 @@ pub async fn export(
     };
     let made = uuid::Uuid::now_v7();
     let object = format!("{made}.tar.gz");
-    let mut upload = blobs.begin_export(&state.vault_id, &object);
+    let mut upload = HashedUpload::new(blobs.begin_export(&state.vault_id, &object));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     let state2 = state.clone();
     let writing = tokio::task::spawn_blocking(move || {
@@ -192,10 +192,7 @@ pub async fn export(
         };
         write_archive(&state2, history, &mut writer)
     });
-    let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
     while let Some(Ok(chunk)) = rx.recv().await {
-        hasher.update(&chunk);
-        size += chunk.len() as u64;
         if let Err(e) = upload.write(chunk).await {
             // The writer sees the channel closed and stops; the upload, dropped, aborts.
             drop(rx);
@@ -207,8 +204,7 @@ pub async fn export(
         .await
         .map_err(|e| Error::internal(format!("the export stopped: {e}")))?
         .map_err(export_error)?;
-    let sha256 = crate::vault::observe::hex(&hasher.finalize());
-    upload.finish(&sha256).await?;
+    let Uploaded { sha256, size } = upload.finish().await?;
     let state2 = state.clone();
     crate::surface::blocking(move || {
         audit(&state2, &manifest, history, actor);

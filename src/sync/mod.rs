@@ -166,7 +166,6 @@ fn private_bytes(state: &State, path: &str, hash: &str) -> Result<Option<Vec<u8>
 /// A private note's file as it is now: its ciphertext and `sha256:<hex>` (`None`: gone).
 /// A hosted vault's is the blob its row names.
 fn private_file(state: &State, path: &str) -> Result<Option<(Vec<u8>, String)>> {
-    use sha2::Digest;
     if let Some(blobs) = state.shared.as_ref().and_then(|s| s.blobs.as_deref()) {
         let Some(row) = state.attachments.read().get(path).cloned() else {
             return Ok(None);
@@ -177,10 +176,7 @@ fn private_file(state: &State, path: &str) -> Result<Option<(Vec<u8>, String)>> 
     let abs = state.paths.resolve(path)?.abs;
     match std::fs::read(abs) {
         Ok(bytes) => {
-            let hex: String = sha2::Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let hex = crate::vault::observe::sha256_hex(&bytes);
             Ok(Some((bytes, format!("sha256:{hex}"))))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

@@ -183,6 +183,12 @@ pub fn hash_file(path: &Path) -> std::io::Result<(String, u64, Vec<u8>)> {
     Ok((hex(&hasher.finalize()), size, head))
 }
 
+/// SHA-256 (hex) of `bytes`: an attachment's (or a private note's ciphertext's) name in
+/// the blob store and its receipts.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);

@@ -11,7 +11,7 @@ use crate::record::{record, record_settling, Batch, FileEntry};
 use crate::state::{State, WriteLock};
 use crate::vault::attachments::{Attachment, Stamp};
 use crate::vault::fsio;
-use crate::vault::observe::hash_file;
+use crate::vault::observe::{hash_file, sha256_hex};
 
 use super::{settlement, AttachmentFacts, Keep, Op, Receipt, ReceiptStatus, Subject};
 
@@ -516,14 +516,6 @@ fn put_private_blob(
         Some(attachment.clone()),
         &attachment,
     )
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn delete(

@@ -36,4 +36,4 @@ pub use receipt::{
 };
 pub use request::{is_spec_uuid, NewNote, NotePatch, MAX_BODY};
 pub(crate) use submit::{apply_now, store_receipt, Applied};
-pub use submit::{submit, Idempotency, IntentKey};
+pub use submit::{submit, submit_call, Idempotency, IntentKey};

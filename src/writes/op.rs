@@ -214,6 +214,13 @@ impl Request {
     }
 }
 
+/// The identity of a call (see `writes::submit_call`): its canonical JSON, hashed and
+/// tagged as a request's is.
+pub(crate) fn call_identity(call: &serde_json::Value) -> String {
+    let hash = blake3::hash(call.to_string().as_bytes());
+    format!("{IDENTITY_SCHEME}{}", hash.to_hex())
+}
+
 /// Whether `stored` (an idempotency record's or an intent's hash) binds its key to the
 /// request of this `identity`: the same identity, or for a record stored before
 /// identities (no scheme tag) the hash that version took, when the caller can tell it.

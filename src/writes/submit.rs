@@ -32,8 +32,28 @@ pub struct IntentKey<'a> {
 /// Submit a write (see [`answer`]), counted by its outcome: applied, queued, refused by
 /// reason, or replayed from its receipt (`telemetry`).
 pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Receipt> {
+    let identity = request.identity();
+    counted(|| answer(state, &identity, idem, move || Ok(request)))
+}
+
+/// Submit a write whose request names what it changes only once resolved (an attachment
+/// given by its file name): its key binds to `call`, the call as its client made it, and
+/// `build` resolves it only once the key is new, so a retry of a write that was applied
+/// (its attachment gone or moved since) replays its receipt rather than answering what
+/// the name finds now.
+pub fn submit_call(
+    state: &State,
+    call: &serde_json::Value,
+    idem: Idempotency<'_>,
+    build: impl FnOnce() -> Result<Request>,
+) -> Result<Receipt> {
+    let identity = super::op::call_identity(call);
+    counted(|| answer(state, &identity, idem, build))
+}
+
+fn counted(answer: impl FnOnce() -> Result<Receipt>) -> Result<Receipt> {
     use crate::telemetry::{self, WriteOutcome};
-    let (answered, replay) = telemetry::counting_replays(|| answer(state, request, idem));
+    let (answered, replay) = telemetry::counting_replays(answer);
     telemetry::write(match &answered {
         _ if replay => WriteOutcome::Replayed,
         Ok(receipt) if receipt.status == ReceiptStatus::Queued => WriteOutcome::Queued,
@@ -45,8 +65,13 @@ pub fn submit(state: &State, request: Request, idem: Idempotency<'_>) -> Result<
 
 /// Submit a write: replay it if this key already ran this request, refuse a key reused
 /// for another request, else apply it (or queue it) and store its receipt under the key.
-fn answer(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Receipt> {
-    let identity = request.identity();
+/// `identity` is what the key binds to; `build` makes the request once the key is new.
+fn answer(
+    state: &State,
+    identity: &str,
+    idem: Idempotency<'_>,
+    build: impl FnOnce() -> Result<Request>,
+) -> Result<Receipt> {
     let key_lock = state.key_locks.get(idem.key);
     let _key_guard = key_lock.lock();
     // Other processes serving the vault apply writes too: the key is theirs to wait on.
@@ -55,7 +80,7 @@ fn answer(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Rece
         None => None,
     };
     if let Some(row) = state.meta.idempotency(idem.key)? {
-        if !is_bound(&row.op_hash, &identity, idem.legacy.as_deref()) {
+        if !is_bound(&row.op_hash, identity, idem.legacy.as_deref()) {
             return Err(Error::new(
                 Reason::IDEMPOTENCY_KEY_REUSED,
                 "this Idempotency-Key was already used for a different request",
@@ -72,14 +97,14 @@ fn answer(state: &State, request: Request, idem: Idempotency<'_>) -> Result<Rece
     }
     let intent = IntentKey {
         key: idem.key,
-        op_hash: &identity,
+        op_hash: identity,
         legacy: idem.legacy.as_deref(),
     };
     if let Some(receipt) = super::recover::resolve_retry(state, intent)? {
         store_receipt(state, intent, &receipt)?;
         return Ok(receipt);
     }
-    let request = resolve(state, request)?;
+    let request = resolve(state, build()?)?;
     let settings = review::settings(state)?;
     let applied = if review::must_queue(&settings, &request.op)? {
         state

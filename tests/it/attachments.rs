@@ -148,7 +148,8 @@ fn temps(vault: &std::path::Path) -> Vec<String> {
 
 crate::test_in_both_modes!(
     lists_with_coverage_filters_and_references,
-    downloads_by_name_sha_and_path_with_etag_and_range
+    downloads_by_name_sha_and_path_with_etag_and_range,
+    a_retried_attachment_delete_or_rename_replays_its_receipt
 );
 
 async fn lists_with_coverage_filters_and_references(mode: Mode) {
@@ -795,6 +796,95 @@ async fn a_warm_start_keeps_the_facts_and_history_holds_the_first_scan() {
         "nothing changed: nothing recorded"
     );
     assert_eq!(s.svc.attachments.read().len(), 3);
+}
+
+/// The status and bytes of an answer.
+async fn answered(res: reqwest::Response) -> (u16, String) {
+    (res.status().as_u16(), res.text().await.unwrap())
+}
+
+/// A delete (or rename) applied whose answer was lost is retried with its key, also
+/// after a restart: the retry replays the receipt, although the name finds nothing now
+/// (it answered `404` when the name was resolved before the key was looked up); the key
+/// with another request is refused, and a new key finds nothing.
+async fn a_retried_attachment_delete_or_rename_replays_its_receipt(mode: Mode) {
+    use reqwest::Method;
+    let s = fixture_as(mode, |_| {}).await;
+    let delete = "/v1/attachments/a.pdf?agent_id=tidy";
+    let first = answered(s.send(Method::DELETE, delete, Some("del-1"), None).await).await;
+    assert_eq!(first.0, 200, "{}", first.1);
+    let rename = "/v1/attachments/projects%2Falpha%2Fdiagram.png:rename";
+    let body = json!({"name": "chart.png", "agent_id": "tidy"});
+    let renamed = answered(s.write(Method::POST, rename, "ren-1", body.clone()).await).await;
+    assert_eq!(renamed.0, 200, "{}", renamed.1);
+
+    let s = s.restart(|_| {}).await;
+    let again = answered(s.send(Method::DELETE, delete, Some("del-1"), None).await).await;
+    assert_eq!(
+        again, first,
+        "the same delete with its key replays its receipt"
+    );
+    let again = answered(s.write(Method::POST, rename, "ren-1", body).await).await;
+    assert_eq!(
+        again, renamed,
+        "the same rename with its key replays its receipt"
+    );
+
+    let other = json!({"name": "other.png", "agent_id": "tidy"});
+    s.refuse_all([(
+        "a new key finds nothing",
+        Method::DELETE,
+        delete,
+        None,
+        404,
+        "ATTACHMENT_NOT_FOUND",
+    )])
+    .await;
+    for (what, method, path, key, body) in [
+        (
+            "the delete's key, another agent",
+            Method::DELETE,
+            "/v1/attachments/a.pdf?agent_id=x",
+            "del-1",
+            None,
+        ),
+        (
+            "the delete's key, another file",
+            Method::DELETE,
+            "/v1/attachments/diagram.png?agent_id=tidy",
+            "del-1",
+            None,
+        ),
+        (
+            "the rename's key, another name",
+            Method::POST,
+            rename,
+            "ren-1",
+            Some(other),
+        ),
+    ] {
+        let status = 422; // IDEMPOTENCY_KEY_REUSED's row of the reason table
+        s.refused(
+            what,
+            method,
+            path,
+            Some(key),
+            body,
+            status,
+            "IDEMPOTENCY_KEY_REUSED",
+        )
+        .await;
+    }
+    assert!(
+        s.get("/v1/attachments/projects/alpha/chart.png")
+            .await
+            .status()
+            == 200
+    );
+    assert!(
+        s.get("/v1/attachments/diagram.png").await.status() == 200,
+        "the other stays"
+    );
 }
 
 async fn relocate(s: &TestServer, path: &str, key: &str, body: Value, status: u16) -> Value {

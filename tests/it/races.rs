@@ -1,5 +1,6 @@
 //! Concurrency: an editor rewriting a note while API edits run against it, duplicate
-//! requests racing with the same key, and replays after a restart.
+//! requests racing with the same key, replays after a restart, and a hosted vault's
+//! idle close racing its reload.
 
 #![allow(
     clippy::disallowed_methods,
@@ -322,4 +323,60 @@ async fn a_note_open_for_writing_is_left_where_and_as_it_is() {
     assert_eq!(receipt["status"], "applied", "{receipt}");
     assert_eq!(std::fs::read(&moved_to).unwrap(), b"# Moved\n");
     assert!(!path.exists());
+}
+
+/// A hosted vault closed as idle while a request loads it again: the load waits for the
+/// close to finish (its old index shuts down in the same cache folder), then serves. Here
+/// the close is held inside its stop (this test holds the old vault's write lock, which
+/// the stop takes before the index shuts down) while the load runs: before the load
+/// waited for the close, it found the old index still holding the cache folder and
+/// failed after 5 s ("another notevault process serves this vault").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_vault_loaded_while_its_idle_close_runs_waits_for_it() {
+    use notevault::vaults::Directory;
+    if !common::mode::hosted_available() {
+        return;
+    }
+    let s = TestServer::start_as(common::Mode::Hosted, None, |c| c.vault_idle_seconds = 1).await;
+    let res = s
+        .write(
+            reqwest::Method::POST,
+            "/v1/notes",
+            "k-idle",
+            json!({"slug": "kept", "content": "# Kept\n\nwombat\n"}),
+        )
+        .await;
+    let seq = res_json(res, 201, "create").await["committed_seq"]
+        .as_i64()
+        .unwrap();
+    let (directory, id) = (s.hosted().directory.clone(), s.hosted().vault_id.clone());
+    let open = move || {
+        let (directory, id) = (directory.clone(), id.clone());
+        tokio::task::spawn_blocking(move || directory.open(&id))
+    };
+    let old = open().await.unwrap().unwrap().unwrap();
+    let held = old.lock();
+    // `closed` is set as the close begins, after the vault left the open ones.
+    common::eventually("the idle closer begins to close the vault", || async {
+        old.closed()
+    })
+    .await;
+    let mut reload = open();
+    // Held until the load answers (it never does while the close waits here, once loads
+    // wait for closes), at most a while past the 5 s a load waited for the old index.
+    let early = tokio::time::timeout(Duration::from_secs(10), &mut reload).await;
+    drop(held);
+    let loaded = match early {
+        Ok(answer) => answer,
+        Err(_) => reload.await,
+    };
+    let new = loaded
+        .unwrap()
+        .expect("the vault loads once the close is done")
+        .unwrap();
+    assert!(!Arc::ptr_eq(&old, &new) && !new.closed());
+    let hits = s
+        .get_json(&format!("/v1/search?q=wombat&min_seq={seq}"), 200)
+        .await;
+    assert_eq!(hits["results"][0]["slug"], "kept", "{hits}");
 }

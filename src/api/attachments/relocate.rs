@@ -42,26 +42,21 @@ pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<
     let agent_id = crate::api::writes::agent_id(q.owned("agent_id"))?;
     let state2 = state.clone();
     let submitted = blocking(move || {
-        let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
-        // What an older version bound the key to.
-        let legacy = {
-            let mut h = blake3::Hasher::new();
-            for part in ["DELETE /v1/attachments", &a.path, &a.sha256, &agent_id] {
-                h.update(part.as_bytes());
-                h.update(&[0]);
-            }
-            h.finalize().to_hex().to_string()
-        };
-        let request =
-            Request::delete_attachment(a.path.clone(), Some(a.sha256.clone()), Some(agent_id))?;
-        writes::submit(
-            &state2,
-            request,
-            Idempotency {
-                key: &key,
-                legacy: Some(legacy),
-            },
-        )
+        let call = serde_json::json!({
+            "call": "delete_attachment", "name": name, "sha256": sha256, "agent_id": agent_id,
+        });
+        let find = || crate::queries::attachments::find(&state2, &name, sha256.as_deref());
+        // What an older version bound the key to (what the name finds, when it still does).
+        let legacy = find()
+            .ok()
+            .map(|a| legacy_hash(&["DELETE /v1/attachments", &a.path, &a.sha256, &agent_id]));
+        let idem = Idempotency { key: &key, legacy };
+        // The name is resolved only once the key is new: a replay finds its receipt even
+        // when the attachment is gone.
+        writes::submit_call(&state2, &call, idem, || {
+            let a = find()?;
+            Request::delete_attachment(a.path.clone(), Some(a.sha256.clone()), Some(agent_id))
+        })
     })
     .await?;
     Ok(render(&state, &submitted)?)
@@ -123,6 +118,7 @@ pub async fn move_(
         parts,
         req.sha256,
         req.agent_id,
+        serde_json::json!({ "folder": folder }),
         move |path: &str| {
             let file = crate::vault::path::file_name_of(path);
             Ok(if folder.is_empty() {
@@ -177,47 +173,61 @@ pub async fn rename(
         parts,
         req.sha256,
         req.agent_id,
+        serde_json::json!({ "name": req.name }),
         move |path: &str| Ok(crate::vault::path::sibling(path, &new_name)),
     )
     .await
 }
 
 /// Move or rename the attachment `name` names to the path `to` makes of its current one,
-/// through the pipeline.
+/// through the pipeline; `target` is what the call asked for (its key binds to it).
 async fn relocate(
     state: Arc<State>,
     name: String,
     parts: Parts,
     sha256: Option<String>,
     agent_id: Option<String>,
-    to: impl FnOnce(&str) -> Result<String, Error> + Send + 'static,
+    target: serde_json::Value,
+    to: impl Fn(&str) -> Result<String, Error> + Send + 'static,
 ) -> ApiResult<Response> {
     let key = crate::api::writes::idempotency_key(&parts.headers)?;
     let agent_id = crate::api::writes::agent_id(agent_id)?;
     let state2 = state.clone();
     let submitted = blocking(move || {
-        let a = crate::queries::attachments::find(&state2, &name, sha256.as_deref())?;
-        let to = to(&a.path)?;
-        // What an older version bound the key to.
-        let legacy = {
-            let mut h = blake3::Hasher::new();
-            for part in ["MOVE /v1/attachments", &a.path, &a.sha256, &to, &agent_id] {
-                h.update(part.as_bytes());
-                h.update(&[0]);
-            }
-            h.finalize().to_hex().to_string()
-        };
-        let request =
-            Request::move_attachment(a.path.clone(), to, Some(a.sha256.clone()), Some(agent_id))?;
-        writes::submit(
-            &state2,
-            request,
-            Idempotency {
-                key: &key,
-                legacy: Some(legacy),
-            },
-        )
+        let call = serde_json::json!({
+            "call": "relocate_attachment", "name": name, "sha256": sha256,
+            "agent_id": agent_id, "target": target,
+        });
+        let find = || crate::queries::attachments::find(&state2, &name, sha256.as_deref());
+        // What an older version bound the key to (what the name finds, when it still does).
+        let legacy = find().ok().and_then(|a| {
+            let to = to(&a.path).ok()?;
+            Some(legacy_hash(&[
+                "MOVE /v1/attachments",
+                &a.path,
+                &a.sha256,
+                &to,
+                &agent_id,
+            ]))
+        });
+        let idem = Idempotency { key: &key, legacy };
+        writes::submit_call(&state2, &call, idem, || {
+            let a = find()?;
+            let to = to(&a.path)?;
+            Request::move_attachment(a.path.clone(), to, Some(a.sha256.clone()), Some(agent_id))
+        })
     })
     .await?;
     Ok(render(&state, &submitted)?)
+}
+
+/// The hash a version before request identities bound a key to: its parts, each ended
+/// by a NUL.
+fn legacy_hash(parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for part in parts {
+        h.update(part.as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize().to_hex().to_string()
 }

@@ -11,7 +11,7 @@ use sha2::Digest;
 use super::render;
 use crate::error::{Error, Reason};
 use crate::state::State;
-use crate::storage::blobs::BlobUpload;
+use crate::storage::upload::HashedUpload;
 use crate::surface::blocking;
 use crate::vault::fsio;
 use crate::vault::observe::{hex, SNIFF_BYTES};
@@ -22,8 +22,6 @@ use crate::writes::{self, Idempotency, Request};
 pub(super) struct Staged {
     pub(super) temp: std::path::PathBuf,
     sink: Sink,
-    /// The blob store's bytes are hashed here; a temp file's on its writer's thread.
-    hasher: sha2::Sha256,
     size: u64,
     head: Vec<u8>,
 }
@@ -39,8 +37,7 @@ impl Staged {
             })?;
             return Ok(Self {
                 temp: std::path::PathBuf::new(),
-                sink: Sink::Blob(blobs.begin(&state.vault_id)),
-                hasher: sha2::Sha256::new(),
+                sink: Sink::Blob(HashedUpload::new(blobs.begin(&state.vault_id))),
                 size: 0,
                 head: Vec::new(),
             });
@@ -64,7 +61,6 @@ impl Staged {
         Ok(Self {
             temp,
             sink: Sink::File(TempWriter::start(file)),
-            hasher: sha2::Sha256::new(),
             size: 0,
             head: Vec::new(),
         })
@@ -81,10 +77,7 @@ impl Staged {
         }
         match &mut self.sink {
             Sink::File(writer) => writer.push(chunk).await,
-            Sink::Blob(upload) => {
-                self.hasher.update(&chunk);
-                upload.write(chunk).await
-            }
+            Sink::Blob(upload) => upload.write(chunk).await,
         }
     }
 
@@ -92,11 +85,7 @@ impl Staged {
         let sha = match self.sink {
             Sink::File(writer) => hex(&writer.finish().await?),
             // The bytes become the blob of their sha256 (one object per distinct bytes).
-            Sink::Blob(upload) => {
-                let sha = hex(&self.hasher.finalize());
-                upload.finish(&sha).await?;
-                sha
-            }
+            Sink::Blob(upload) => upload.finish().await?.sha256,
         };
         Ok((self.temp, sha, self.size, self.head))
     }
@@ -105,7 +94,7 @@ impl Staged {
 /// Where the bytes go: our temp file in the folder, or the blob store.
 enum Sink {
     File(TempWriter),
-    Blob(Box<dyn BlobUpload>),
+    Blob(HashedUpload),
 }
 
 /// Bytes gathered before they go to the writer's thread: one `writev` of this much.
