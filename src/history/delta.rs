@@ -10,11 +10,20 @@ use std::cmp::Ordering;
 
 /// A delta of `target` from `base`: `None` when it would not save at least half.
 pub(crate) fn tree(base: &[u8], target: &[u8]) -> Option<Vec<u8>> {
-    let (old, new) = (entries(base)?, entries(target)?);
+    let (old, new) = (records(base)?, records(target)?);
     let mut delta = Delta::new(base.len(), target.len());
     let (mut i, mut j) = (0, 0);
     while j < new.len() {
         let n = new[j];
+        if let Some(&o) = old.get(i) {
+            // Most entries are unchanged: equal bytes, no need to order them.
+            if base[o.0..o.1] == target[n.0..n.1] {
+                delta.copy(o.0, o.1 - o.0);
+                i += 1;
+                j += 1;
+                continue;
+            }
+        }
         match old.get(i).map(|&o| (o, order(base, o, target, n))) {
             Some((_, Ordering::Less)) => i += 1,
             Some((o, Ordering::Equal)) => {
@@ -54,11 +63,11 @@ pub(crate) fn ends(base: &[u8], target: &[u8]) -> Option<Vec<u8>> {
 
 /// The byte range of each entry of a tree (`<mode> <name>\0<20-byte id>`), in order;
 /// `None` for bytes that are not a tree.
-fn entries(tree: &[u8]) -> Option<Vec<(usize, usize)>> {
+pub(crate) fn records(tree: &[u8]) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < tree.len() {
-        let nul = at + tree[at..].iter().position(|&b| b == 0)?;
+        let nul = at + memchr::memchr(0, &tree[at..])?;
         let end = nul + 1 + 20;
         if end > tree.len() {
             return None;
@@ -71,7 +80,12 @@ fn entries(tree: &[u8]) -> Option<Vec<(usize, usize)>> {
 
 /// Two entries in git's tree order: by name, a folder's as if it ended in `/`. (Only how
 /// much is copied depends on it: every entry of the target is copied or inserted.)
-fn order(a: &[u8], (a0, a1): (usize, usize), b: &[u8], (b0, b1): (usize, usize)) -> Ordering {
+pub(crate) fn order(
+    a: &[u8],
+    (a0, a1): (usize, usize),
+    b: &[u8],
+    (b0, b1): (usize, usize),
+) -> Ordering {
     let ((an, af), (bn, bf)) = (name(&a[a0..a1 - 21]), name(&b[b0..b1 - 21]));
     let n = an.len().min(bn.len());
     an[..n].cmp(&bn[..n]).then_with(|| {
@@ -83,7 +97,22 @@ fn order(a: &[u8], (a0, a1): (usize, usize), b: &[u8], (b0, b1): (usize, usize))
 /// An entry's name (its record without the id), and whether it is a folder.
 fn name(record: &[u8]) -> (&[u8], bool) {
     let space = record.iter().position(|&c| c == b' ').unwrap_or(0);
-    (&record[space + 1..], record.starts_with(b"40000 "))
+    (
+        record.get(space + 1..).unwrap_or_default(),
+        record.starts_with(b"40000 "),
+    )
+}
+
+/// An entry of a tree found by [`records`]: its mode (`40000` a folder, `160000` a
+/// submodule's commit, else a file), name and id.
+pub(crate) fn record(tree: &[u8], (start, end): (usize, usize)) -> (&[u8], &[u8], &[u8]) {
+    let head = &tree[start..end - 21];
+    let (mode, name) = head.split_at(head.iter().position(|&c| c == b' ').unwrap_or(0));
+    (
+        mode,
+        name.get(1..).unwrap_or_default(),
+        &tree[end - 20..end],
+    )
 }
 
 /// A delta being written: the two sizes, then copy and insert instructions, a copy of

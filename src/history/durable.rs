@@ -77,11 +77,16 @@ impl Objects {
             }
             Err(e) => return Err(history_error("look for an object", e)),
         }
-        let written = self
-            .loose
-            .write_buf(kind, data)
-            .map_err(|e| history_error("write an object", e))?;
-        debug_assert_eq!(written, id);
+        if kind == gix::objs::Kind::Tree && data.len() >= STORED_FROM {
+            write_stored(self.loose.path(), &path, kind, data)
+                .map_err(|e| history_error("write an object", e))?;
+        } else {
+            let written = self
+                .loose
+                .write_buf(kind, data)
+                .map_err(|e| history_error("write an object", e))?;
+            debug_assert_eq!(written, id);
+        }
         self.files.lock().push(path);
         let mut w = self.written.lock();
         w.objects += 1;
@@ -135,6 +140,46 @@ impl Objects {
             .map_err(|e| history_error("sync the objects folder", e))?;
         Ok(())
     }
+}
+
+/// Trees from this size on (a crowded folder's, rewritten by every commit into it) are
+/// written loose as stored zlib blocks, not compressed: compressing them cost
+/// more than the rest of the commit, and the packing thread (`compact.rs`) soon stores
+/// them as deltas.
+const STORED_FROM: usize = 64 << 10;
+
+/// Write a loose object uncompressed (a zlib stream of stored blocks, as git reads any)
+/// under its `path`, through a temporary file in `objects` renamed into place; its id
+/// was computed by the caller, so it is hashed once.
+fn write_stored(
+    objects: &Path,
+    path: &Path,
+    kind: gix::objs::Kind,
+    data: &[u8],
+) -> std::io::Result<()> {
+    let mut z = flate2::write::ZlibEncoder::new(
+        Vec::with_capacity(data.len() + data.len() / 1000 + 64),
+        flate2::Compression::none(),
+    );
+    z.write_all(kind.as_bytes())?;
+    z.write_all(format!(" {}\0", data.len()).as_bytes())?;
+    z.write_all(data)?;
+    let bytes = z.finish()?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let temp = objects.join(format!(
+        "{}{}",
+        pack::TEMP_OBJECT,
+        uuid::Uuid::new_v4().simple()
+    ));
+    let written = std::fs::File::create_new(&temp)
+        .and_then(|mut f| f.write_all(&bytes))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
 }
 
 /// Whether the loose object `id` reads back whole, with the id its bytes hash to.

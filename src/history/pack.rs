@@ -350,18 +350,28 @@ fn temp_path(dir: &Path, ext: &str) -> PathBuf {
     ))
 }
 
-/// Remove the temporary files of a pack whose writing was interrupted (a crash, a kill):
-/// called when the repository is opened, before the history thread writes anything.
+/// Remove the temporary files of a pack or loose object whose writing was interrupted (a
+/// crash, a kill): called when the repository is opened, before the history thread
+/// writes anything.
 pub(crate) fn remove_leftovers(git_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(git_dir.join("objects").join("pack")) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-            let _ = std::fs::remove_file(entry.path());
+    let objects = git_dir.join("objects");
+    for (dir, prefix) in [(objects.join("pack"), TEMP_PREFIX), (objects, TEMP_OBJECT)] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // A pack whose index was never written (installed one after the other).
+            let orphan = name.ends_with(".pack") && !entry.path().with_extension("idx").exists();
+            if name.starts_with(prefix) || orphan {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
     }
 }
+
+/// The prefix of a loose object being written (`durable.rs`), in `objects/`.
+pub(crate) const TEMP_OBJECT: &str = "tmp_notevault_obj_";
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let written = (|| {

@@ -41,6 +41,20 @@ fn lost(what: &str, id: impl std::fmt::Display) -> Stored {
 
 /// What commit `commit` (a hex id) holds of `path`.
 pub fn read_at(git_dir: &Path, commit: &str, path: &str) -> Result<Stored> {
+    again_if_lost(|| read_at_once(git_dir, commit, path))
+}
+
+/// An object that the packing thread (`compact.rs`) moves from its loose file into a pack
+/// between the two steps of a lookup reads as missing: a second look, with a fresh handle
+/// (which finds the new pack), tells a moved object from a lost one.
+fn again_if_lost(read: impl Fn() -> Result<Stored>) -> Result<Stored> {
+    match read()? {
+        Stored::Lost(_) => read(),
+        found => Ok(found),
+    }
+}
+
+fn read_at_once(git_dir: &Path, commit: &str, path: &str) -> Result<Stored> {
     let repo = gix::open(git_dir).map_err(|e| history_error("open", e))?;
     let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| history_error("id", e))?;
     let Ok(commit) = repo.find_commit(id) else {
@@ -87,6 +101,10 @@ fn covers(message: &str, seq: i64) -> bool {
 /// What the commit that carries revision `seq` holds of `path`
 /// ([`Stored::NotRecorded`] when no commit carries it).
 pub fn content_at_seq(git_dir: &Path, seq: i64, path: &str) -> Result<Stored> {
+    again_if_lost(|| content_at_seq_once(git_dir, seq, path))
+}
+
+fn content_at_seq_once(git_dir: &Path, seq: i64, path: &str) -> Result<Stored> {
     let repo = gix::open(git_dir).map_err(|e| history_error("open", e))?;
     let Ok(head) = repo.head_id() else {
         return Ok(Stored::NotRecorded);

@@ -67,7 +67,15 @@ pub(crate) fn at_open(repo: &gix::Repository, unclean: bool) -> Result<Option<Re
         }
         return Ok(None);
     }
-    // HEAD reaches an object that is gone: the newest commit whose history is whole.
+    // HEAD reaches an object that is gone: the newest commit whose history is whole,
+    // loose or packed (the packing thread moves commits into packs).
+    let mut commits: HashSet<ObjectId> = commits.into_iter().collect();
+    if let Ok(all) = repo.objects.iter() {
+        commits.extend(all.filter_map(|id| id.ok()).filter(|id| {
+            repo.find_header(*id)
+                .is_ok_and(|h| h.kind() == gix::objs::Kind::Commit)
+        }));
+    }
     let mut candidates: Vec<(i64, i64, ObjectId)> = commits
         .into_iter()
         .filter_map(|id| {
