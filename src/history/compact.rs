@@ -35,6 +35,12 @@ const DUE_OBJECTS: u64 = 1024;
 /// Loose bytes (before compression) that make it due sooner: the trees of a crowded
 /// folder.
 const DUE_BYTES: u64 = 64 << 20;
+/// How long commits must pause before a packing that is due starts.
+const PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+/// Loose objects and bytes written since the last packing that make it start without
+/// a pause (writes that never pause must not grow loose history without bound).
+const FAR_OBJECTS: u64 = 64 * DUE_OBJECTS;
+const FAR_BYTES: u64 = 16 * DUE_BYTES;
 /// Objects larger than this stay loose (an attachment is read whole to be packed).
 const LARGEST: u64 = 8 << 20;
 /// Versions of a note kept in memory as delta bases are at most this large (a tree's
@@ -43,7 +49,7 @@ const LARGEST_BASE: usize = 1 << 20;
 /// Commits packed in one pass at most.
 const MOST_COMMITS: usize = 4096;
 /// Loose files removed per hold of the objects lock (the history thread waits for it).
-const REMOVE_PER_HOLD: usize = 512;
+const REMOVE_PER_HOLD: usize = 128;
 
 /// What a commit wrote loose, sent by the history thread after each commit.
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,6 +83,18 @@ pub(crate) fn spawn(
             };
             loop {
                 if due.objects >= DUE_OBJECTS || due.bytes >= DUE_BYTES {
+                    // Packing competes with commits for the disk: it waits for a pause in
+                    // them, unless far behind.
+                    while due.objects < FAR_OBJECTS && due.bytes < FAR_BYTES {
+                        match rx.recv_timeout(PAUSE) {
+                            Ok(w) => {
+                                due.objects += w.objects;
+                                due.bytes += w.bytes;
+                            }
+                            Err(mpsc::RecvTimeoutError::Timeout) => break,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                        }
+                    }
                     due = Written::default();
                     match pack_newest(&sync, &lock, &stop) {
                         Ok(Some(done)) => tracing::debug!(
