@@ -322,20 +322,7 @@ mod tests {
         std::fs::write(&path, b"").unwrap();
     }
 
-    fn fsck_clean(git_dir: &std::path::Path) {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(git_dir)
-            .args(["fsck", "--no-dangling"])
-            .output();
-        if let Ok(out) = out {
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    use crate::history::tests::fsck_clean;
 
     #[test]
     fn a_head_naming_a_torn_commit_moves_back_to_the_newest_intact_one() {

@@ -3,12 +3,17 @@
 use super::*;
 
 fn commit(history: &History, changes: Vec<Change>) -> Option<String> {
+    commit_at(history, changes, 1)
+}
+
+/// A commit of `changes` as of `seq`: its id (`None` when nothing changed).
+fn commit_at(history: &History, changes: Vec<Change>, seq: i64) -> Option<String> {
     history
         .commit(CommitRequest {
             subject: "test".into(),
             actor: "test".into(),
             changes,
-            trailers: vec![("Notevault-Seq".into(), "1".into())],
+            trailers: vec![("Notevault-Seq".into(), seq.to_string())],
             allow_empty: false,
             replace: false,
             at: None,
@@ -139,6 +144,23 @@ fn unstorable_names() {
     }
     for good in ["a.md", "git/x.md", ".github/x.md", "new\nline.md", "Zoë.md"] {
         assert_eq!(unstorable(good), None, "{good}");
+    }
+}
+
+/// `git fsck --full` finds nothing wrong, where git is installed.
+pub(super) fn fsck_clean(git_dir: &Path) {
+    if let Ok(out) = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["fsck", "--full", "--no-progress", "--no-dangling"])
+        .output()
+    {
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

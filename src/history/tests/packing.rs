@@ -32,23 +32,6 @@ fn pack_once(git_dir: &Path) -> Option<compact::Done> {
     .unwrap()
 }
 
-/// `git fsck --full` finds nothing wrong, where git is installed.
-fn fsck(git_dir: &Path) {
-    if let Ok(out) = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(["fsck", "--full", "--no-progress", "--no-dangling"])
-        .output()
-    {
-        assert!(
-            out.status.success() && out.stdout.is_empty(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
 /// A crowded folder filled one note a commit, and a note edited a commit at a time:
 /// packed, history keeps every revision, no loose file is left, and the trees of the
 /// crowded folder cost a delta each, not a copy.
@@ -113,7 +96,7 @@ fn packing_keeps_every_revision_and_stores_a_crowded_folder_as_deltas() {
     // as copies, megabytes; as deltas, the first copy and a few KB.
     let packed = pack_bytes(&git_dir);
     assert!(packed < 400_000, "{packed} bytes of packs");
-    fsck(&git_dir);
+    super::fsck_clean(&git_dir);
 
     // More commits, with a reader open from before: the newest packs are taken into the
     // next one, and what the reader had found it still finds.
@@ -178,7 +161,7 @@ fn packing_keeps_every_revision_and_stores_a_crowded_folder_as_deltas() {
     let tree = reader.find_commit(old).unwrap().tree().unwrap();
     let entry = tree.lookup_entry_by_path(&old_path).unwrap().unwrap();
     assert_eq!(entry.object().unwrap().data.as_slice(), old_text.as_bytes());
-    fsck(&git_dir);
+    super::fsck_clean(&git_dir);
 }
 
 /// A repair at open finds the commits the packing thread packed: HEAD naming a lost
@@ -190,24 +173,15 @@ fn a_repair_moves_head_back_to_a_packed_commit() {
     let history = History::open(&git_dir).unwrap();
     let mut last = String::new();
     for i in 0..3 {
-        last = history
-            .commit(CommitRequest {
-                subject: "test".into(),
-                actor: "test".into(),
-                changes: vec![Change {
-                    path: format!("n{i}.md"),
-                    content: Some(Content::Bytes(Arc::from(format!("{i}").into_bytes()))),
-                }],
-                trailers: vec![("Notevault-Seq".into(), format!("{}", i + 1))],
-                allow_empty: false,
-                replace: false,
-                at: None,
-            })
-            .recv()
-            .unwrap()
-            .unwrap()
-            .id
-            .unwrap();
+        last = super::commit_at(
+            &history,
+            vec![Change {
+                path: format!("n{i}.md"),
+                content: Some(Content::Bytes(Arc::from(format!("{i}").into_bytes()))),
+            }],
+            i + 1,
+        )
+        .unwrap();
     }
     history.stop();
     pack_once(&git_dir);
