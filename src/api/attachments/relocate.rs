@@ -33,6 +33,7 @@ use crate::writes::{self, Idempotency, Request};
         (status = 400, description = "Bad parameter, no `Idempotency-Key`, an unsafe path.", body = ErrorEnvelope),
         (status = 404, description = "No such attachment.", body = ErrorEnvelope),
         (status = 409, description = "Ambiguous name, or the bytes changed.", body = ErrorEnvelope),
+        (status = 422, description = "Idempotency-Key reused.", body = ErrorEnvelope),
     )
 )]
 pub async fn delete(state: Arc<State>, name: String, parts: Parts) -> ApiResult<Response> {
