@@ -53,7 +53,7 @@ const REMOVE_PER_HOLD: usize = 128;
 
 /// What a commit wrote loose, sent by the history thread after each commit.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Written {
+pub(crate) struct Loose {
     pub objects: u64,
     pub bytes: u64,
 }
@@ -66,8 +66,8 @@ pub(crate) fn spawn(
     sync: gix::ThreadSafeRepository,
     lock: Arc<Mutex<()>>,
     stop: Arc<AtomicBool>,
-) -> Result<(mpsc::Sender<Written>, std::thread::JoinHandle<()>)> {
-    let (tx, rx) = mpsc::channel::<Written>();
+) -> Result<(mpsc::Sender<Loose>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = mpsc::channel::<Loose>();
     let thread = std::thread::Builder::new()
         .name("history-pack".into())
         .spawn(move || {
@@ -77,7 +77,7 @@ pub(crate) fn spawn(
             unsafe {
                 libc::setpriority(libc::PRIO_PROCESS, 0, 19);
             }
-            let mut due = Written {
+            let mut due = Loose {
                 objects: DUE_OBJECTS,
                 bytes: 0,
             };
@@ -95,7 +95,7 @@ pub(crate) fn spawn(
                             Err(mpsc::RecvTimeoutError::Disconnected) => return,
                         }
                     }
-                    due = Written::default();
+                    due = Loose::default();
                     match pack_newest(&sync, &lock, &stop) {
                         Ok(Some(done)) => tracing::debug!(
                             commits = done.commits,

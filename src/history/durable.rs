@@ -31,7 +31,7 @@ pub(crate) struct Objects {
     loose: gix::odb::loose::Store,
     files: Mutex<Vec<PathBuf>>,
     /// What was written loose (for the packing thread).
-    written: Mutex<super::compact::Written>,
+    written: Mutex<super::compact::Loose>,
 }
 
 impl Objects {
@@ -44,7 +44,7 @@ impl Objects {
     }
 
     /// How many objects, and bytes before compression, were written loose.
-    pub(crate) fn written(&self) -> super::compact::Written {
+    pub(crate) fn written(&self) -> super::compact::Loose {
         *self.written.lock()
     }
 

@@ -159,7 +159,7 @@ pub struct History {
 /// commit, and where it says what it wrote loose.
 struct Packing {
     lock: Arc<Mutex<()>>,
-    tx: mpsc::Sender<compact::Written>,
+    tx: mpsc::Sender<compact::Loose>,
 }
 
 impl History {
@@ -348,7 +348,7 @@ fn drain(
     packing: &Packing,
 ) {
     while let Some(front) = queue.front_mut() {
-        let mut wrote = compact::Written::default();
+        let mut wrote = compact::Loose::default();
         let result = {
             // The packing thread removes no loose file while a commit may rely on it.
             let _held = packing.lock.lock();
@@ -497,7 +497,7 @@ pub(crate) fn history_error(
 fn apply(
     sync: &gix::ThreadSafeRepository,
     request: CommitRequest,
-    wrote: &mut compact::Written,
+    wrote: &mut compact::Loose,
 ) -> Result<Written> {
     let repo = sync.to_thread_local();
     let objects = durable::Objects::new(&repo);
