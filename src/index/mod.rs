@@ -11,8 +11,8 @@
 //!
 //! This file is [`SearchIndex`]'s face: opening, the state it shows, waiting for a seq,
 //! shutdown. `schema.rs` is what the index holds (fields, schema version, a note's
-//! document and stamp); `writer.rs` the writer thread (overlay, flush, start-up sync, the
-//! index lock); `reader.rs` searching (overlay and disk merged by score).
+//! document and stamp); `writer.rs` the writer thread (the overlay's parts, flush, start-up
+//! sync, the index lock); `reader.rs` searching (overlay and disk merged by score).
 //!
 //! Invariants: private notes and notes above `MAX_CONTENT_BYTES` are never indexed; the
 //! index never decides what exists (a hit whose note left the catalog is dropped); no

@@ -1,6 +1,6 @@
-//! Searching: the overlay (changes not yet on disk) first, then the disk index without the
-//! notes the overlay holds; overlay hits are scored with the disk index's statistics, so
-//! the two lists merge by score. Also the document and segment counts of the disk index.
+//! Searching: the disk index without the notes the overlay (changes not yet on disk)
+//! holds, then each of the overlay's parts; their hits are scored with the disk index's
+//! statistics, so the lists merge by score. Also the document and segment counts of the disk index.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -74,28 +74,32 @@ impl SearchIndex {
         let want = offset + limit;
         // On disk: every note but those the overlay holds newer (or no) versions of.
         // (The overlay itself, shared: not a copy of its keys per search.)
-        let stale = (!overlay.keys.is_empty()).then(|| overlay.clone());
+        let stale = (!overlay.current.is_empty()).then(|| overlay.clone());
         let keep_disk: Option<KeyFilter> = match (&allowed, stale) {
             (None, None) => None,
             (allowed, stale) => {
                 let allowed = allowed.clone();
                 Some(Arc::new(move |k: u64| {
-                    stale.as_ref().is_none_or(|s| !s.keys.contains(&k))
+                    stale.as_ref().is_none_or(|s| !s.current.contains_key(&k))
                         && allowed.as_ref().is_none_or(|a| a.contains(&k))
                 }))
             }
         };
+        // One weight, of the disk index's statistics, scores the parts too, so scores
+        // compare (a weight reads statistics, not the documents of a segment).
         let scoring = tantivy::query::EnableScoring::enabled_from_searcher(&searcher);
+        let weight = q.weight(scoring).map_err(internal)?;
         let (mut hits, mut matched) =
-            collect(&searcher, q.as_ref(), scoring, keep_disk, want).map_err(internal)?;
-        // In memory: scored with the disk index's statistics, so scores compare.
-        if let Some(ram) = &overlay.searcher {
-            let keep_ram: Option<KeyFilter> = allowed
-                .clone()
-                .map(|a| Arc::new(move |k: u64| a.contains(&k)) as KeyFilter);
-            let scoring =
-                tantivy::query::EnableScoring::enabled_from_statistics_provider(&searcher, ram);
-            let (more, n) = collect(ram, q.as_ref(), scoring, keep_ram, want).map_err(internal)?;
+            collect(&searcher, weight.as_ref(), keep_disk, want).map_err(internal)?;
+        // In memory, oldest part first: each keeps the notes whose current version it
+        // holds.
+        for (id, part) in &overlay.parts {
+            let (id, holds, allowed) = (*id, overlay.clone(), allowed.clone());
+            let keep: KeyFilter = Arc::new(move |k: u64| {
+                holds.current.get(&k) == Some(&Some(id))
+                    && allowed.as_ref().is_none_or(|a| a.contains(&k))
+            });
+            let (more, n) = collect(part, weight.as_ref(), Some(keep), want).map_err(internal)?;
             hits = merged(hits, more);
             matched += n;
         }
@@ -224,13 +228,10 @@ fn merged(mut disk: Vec<Hit>, overlay: Vec<Hit>) -> Vec<Hit> {
 /// top-k could not be pruned anyway (see `query::Coordinated`).
 fn collect(
     searcher: &tantivy::Searcher,
-    query: &dyn Query,
-    scoring: tantivy::query::EnableScoring<'_>,
+    weight: &dyn tantivy::query::Weight,
     keep: Option<KeyFilter>,
     want: usize,
 ) -> tantivy::Result<(Vec<Hit>, usize)> {
-    let weight = query.weight(scoring)?;
-    let weight = weight.as_ref();
     if want == 0 {
         let matched = match keep {
             Some(keep) => over_segments(

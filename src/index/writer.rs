@@ -1,12 +1,12 @@
 //! The writer thread. Changes arrive with their `committed_seq` ([`SearchIndex::upsert`],
-//! [`SearchIndex::remove`]) and are applied at once to an in-memory overlay index, which
-//! searches read before the disk index, and published (committed, made searchable) at
-//! most every [`PUBLISH_EVERY`], at once when a search waits for one; the overlay goes
-//! to disk when writes pause, or
-//! it grows large or old ([`SearchIndex::flush`]), and at shutdown. At start, the sync
-//! (re)indexes only the notes whose stamp differs from the catalog's, with a large writer
-//! that a small one then replaces. A commit on disk that fails is tried again after a
-//! back-off (`retry.rs`). The thread owns `<state dir>/index.lock`.
+//! [`SearchIndex::remove`]) and are published (made searchable) at most every
+//! [`PUBLISH_EVERY`], at once when a search waits for one, as a new part of the
+//! in-memory overlay (`overlay.rs`), which searches read beside the disk index; the
+//! overlay goes to disk when writes pause, or it grows large or old
+//! ([`SearchIndex::flush`]), and at shutdown. At start, the sync (re)indexes only the
+//! notes whose stamp differs from the catalog's, with a large writer that a small one
+//! then replaces. A commit on disk that fails is tried again after a back-off
+//! (`retry.rs`). The thread owns `<state dir>/index.lock`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -16,16 +16,19 @@ use std::time::{Duration, Instant};
 
 use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::Schema;
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
 
 use super::schema::{Fields, NoteDoc};
-use super::{key_of, searchable, tokenizer, SearchIndex};
+use super::{key_of, searchable, SearchIndex};
 use crate::vault::note::Note;
 
+mod overlay;
 mod park;
 mod publish;
 mod retry;
 
+pub(super) use self::overlay::Overlay;
+use self::overlay::Parts;
 use self::retry::{Backoff, PendingSync};
 
 /// The memory budget of the writers that take small batches (tantivy's minimum).
@@ -60,14 +63,11 @@ fn large_writer(index: &Index) -> tantivy::Result<IndexWriter<NoteDoc>> {
 }
 
 /// Changes that follow one another closely are made searchable together, at most this
-/// often. Each commit of the overlay is a new in-memory segment whatever its size
-/// (tantivy fills a 4 MiB term table, starts an indexing thread, reloads and merges
-/// segments): committing after every change cost 2.7-3.1 ms of the daemon's CPU per
-/// create in a run of sequential creates on the 44k-note corpus, more than the rest of
-/// the create. A change after a quiet moment, a batch that changes no note, and a change
-/// that a search waits for (`min_seq`, [`SearchIndex::want`]) are published at once. At
-/// 20 ms a create in such a run cost 2.2-2.7 ms of CPU, at 50 ms 1.9-2.1 ms (1.6-1.9 ms
-/// with no overlay at all); a search without `min_seq` may miss the last 50 ms of changes.
+/// often: each publish builds a segment of the overlay whatever its size, and a segment's
+/// fixed cost (a term dictionary builder per field, arenas) is most of the cost of a
+/// small one. A change after a quiet moment, a batch that changes no note, and a change
+/// that a search waits for (`min_seq`, [`SearchIndex::want`]) are published at once; a
+/// search without `min_seq` may miss the last 50 ms of changes.
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
 
 /// Whether a batch just applied is published at once: the overlay has nothing
@@ -99,16 +99,6 @@ const FLUSH_MAX: usize = 1_000;
 /// ...or its oldest change is this old.
 const FLUSH_AGE: Duration = Duration::from_secs(10);
 
-/// Changes not yet on disk, searchable from memory: a small in-memory index holding the
-/// current version of every note changed since the last commit on disk.
-#[derive(Default)]
-pub(super) struct Overlay {
-    /// Every note changed since then (also deleted ones): their documents on disk are
-    /// stale and left out.
-    pub(super) keys: HashSet<u64>,
-    pub(super) searcher: Option<tantivy::Searcher>,
-}
-
 /// What the writer thread owns.
 pub(super) struct Worker {
     index: Index,
@@ -128,10 +118,8 @@ pub(super) struct Worker {
     retry: Backoff,
     pub(super) main_reader: IndexReader,
     fields: Fields,
-    /// The overlay's in-memory index, and its writer (`None` while closed, as `main`).
-    ram: Index,
-    ram_writer: Option<IndexWriter<NoteDoc>>,
-    ram_reader: IndexReader,
+    /// The overlay's parts, built in this thread (`overlay.rs`).
+    parts: Parts,
     /// Key → current version (`None`: deleted or not searchable) since the last commit
     /// on disk.
     changed: HashMap<u64, Option<Arc<Note>>>,
@@ -141,8 +129,6 @@ pub(super) struct Worker {
     /// reaches when they are.
     held: Vec<(String, i64)>,
     held_seq: i64,
-    /// Whether the overlay's writer has changes it has not committed.
-    overlay_dirty: bool,
     /// When to merge the index's segments ([`MERGE_AFTER`] after the start-up sync).
     merge_at: Option<Instant>,
     /// When the overlay's writer last committed, or last tried to.
@@ -170,8 +156,6 @@ impl Worker {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
-        let ram = Index::create_in_ram(schema.clone());
-        tokenizer::register(&ram);
         Ok(Worker {
             index,
             main: Some(writer),
@@ -181,17 +165,11 @@ impl Worker {
             retry: Backoff::default(),
             main_reader: reader,
             fields,
-            ram_writer: None,
-            ram_reader: ram
-                .reader_builder()
-                .reload_policy(ReloadPolicy::Manual)
-                .try_into()?,
-            ram,
+            parts: Parts::new(schema.clone(), fields),
             changed: HashMap::new(),
             first_change: None,
             held: Vec::new(),
             held_seq: i64::MIN,
-            overlay_dirty: false,
             last_publish: None,
             merge_at: None,
             publish_failing: false,
@@ -201,7 +179,7 @@ impl Worker {
 
     /// Whether changes were applied that searches do not see yet.
     fn unpublished(&self) -> bool {
-        self.overlay_dirty || self.held_seq != i64::MIN
+        self.parts.dirty() || self.held_seq != i64::MIN
     }
 
     /// A change applied at `seq` (of the note `id`, when it is one), to be published.
@@ -489,17 +467,7 @@ impl SearchIndex {
                 }
                 Msg::Upsert { note, seq } => {
                     let key = note.key();
-                    w.overlay_dirty = true;
-                    let fields = self.fields;
-                    let r = w.open_overlay().and_then(|ram| {
-                        ram.delete_term(Term::from_field_u64(fields.key, key));
-                        if searchable(&note) {
-                            ram.add_document(NoteDoc::new(fields, note.clone()))
-                                .map(|_| ())
-                        } else {
-                            Ok(())
-                        }
-                    });
+                    w.parts.changed(key);
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
                     // Embedded before `indexed_seq` moves: a search that waited for this
@@ -507,7 +475,8 @@ impl SearchIndex {
                     self.vectors.upsert(&note);
                     let id = note.note_id.clone();
                     w.changed.insert(key, searchable(&note).then_some(note));
-                    r.map(|()| w.hold(Some(id), seq))
+                    w.hold(Some(id), seq);
+                    Ok(())
                 }
                 Msg::Advance { seq } => {
                     w.hold(None, seq);
@@ -515,16 +484,13 @@ impl SearchIndex {
                 }
                 Msg::Remove { note_id, seq } => {
                     let key = key_of(&note_id);
-                    w.overlay_dirty = true;
-                    let r = w.open_overlay().map(|ram| {
-                        ram.delete_term(Term::from_field_u64(self.fields.key, key));
-                    });
+                    w.parts.changed(key);
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
                     self.vectors.remove(key);
                     w.changed.insert(key, None);
                     w.hold(Some(note_id), seq);
-                    r
+                    Ok(())
                 }
                 Msg::Publish => {
                     asked = true;
@@ -561,7 +527,7 @@ impl SearchIndex {
         self.state.lock().writers_open = !w.parked();
         let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
         if publish_now(
-            w.overlay_dirty,
+            w.parts.dirty(),
             w.last_publish.map(|t| t.elapsed()),
             asked || waited_for || synced.is_some(),
         ) {

@@ -1,5 +1,5 @@
-//! Writers closed while idle: an instance keeps many vaults open that are read, not
-//! written, and each open writer holds threads and its queue's memory.
+//! The writer of the index on disk closed while idle: an instance keeps many vaults open
+//! that are read, not written, and an open writer holds threads and its queue's memory.
 
 use tantivy::IndexWriter;
 
@@ -16,18 +16,9 @@ impl Worker {
         Ok(self.main.insert(writer))
     }
 
-    /// The overlay's writer, opened if it is closed.
-    pub(super) fn open_overlay(&mut self) -> tantivy::Result<&mut IndexWriter<NoteDoc>> {
-        let writer = match self.ram_writer.take() {
-            Some(w) => w,
-            None => small_writer(&self.ram)?,
-        };
-        Ok(self.ram_writer.insert(writer))
-    }
-
-    /// Both writers are closed.
+    /// The writer is closed (the overlay has no writer of its own: `overlay.rs`).
     pub(super) fn parked(&self) -> bool {
-        self.main.is_none() && self.ram_writer.is_none()
+        self.main.is_none()
     }
 
     /// Close the writers when nothing is left to write ([`super::PARK_AFTER`]): the overlay is
@@ -45,7 +36,6 @@ impl Worker {
         if let Some(main) = self.main.take() {
             let _ = main.wait_merging_threads();
         }
-        drop(self.ram_writer.take());
         crate::memory::release_free_memory();
         tracing::debug!("index writers closed while idle");
     }

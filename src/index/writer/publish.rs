@@ -52,19 +52,15 @@ impl SearchIndex {
         }
     }
 
-    /// Make the held changes searchable: commit the overlay's writer (when it has
-    /// changes), publish its searcher, then [`SearchIndex::settle`]. `started`: when the
+    /// Make the held changes searchable: build the overlay's next part (when notes
+    /// changed), publish the parts, [`SearchIndex::settle`], then merge parts. `started`: when the
     /// batch being published began (for the debug log).
     pub(super) fn publish(&self, w: &mut Worker, started: Option<Instant>) {
         let started = started.unwrap_or_else(Instant::now);
-        if w.overlay_dirty {
+        let mut built = false;
+        if w.parts.dirty() {
             w.last_publish = Some(Instant::now());
-            let committed = w
-                .ram_writer
-                .as_mut()
-                .map_or(Ok(0), |ram| ram.commit())
-                .and_then(|_| w.ram_reader.reload());
-            if let Err(e) = committed {
+            if let Err(e) = w.parts.build(&w.changed) {
                 // Held, and tried again when writes pause (`flush`).
                 if !w.publish_failing {
                     tracing::error!(error = %e, "index update failed; the changes are tried again");
@@ -74,8 +70,8 @@ impl SearchIndex {
                 return;
             }
             w.publish_failing = false;
-            w.overlay_dirty = false;
             self.publish_overlay(w);
+            built = true;
         }
         tracing::debug!(
             us = started.elapsed().as_micros() as u64,
@@ -83,6 +79,14 @@ impl SearchIndex {
             "index batch"
         );
         self.settle(w);
+        // Searches that waited have their change; the merge comes after.
+        if built {
+            match w.parts.merge(&w.changed) {
+                Ok(0) => {}
+                Ok(_) => self.publish_overlay(w),
+                Err(e) => tracing::warn!(error = %e, "the overlay's parts were not merged"),
+            }
+        }
     }
 
     /// The held changes are searchable (from the overlay or the disk index): they leave
@@ -120,10 +124,7 @@ impl SearchIndex {
         let overlay = if w.changed.is_empty() {
             Overlay::default()
         } else {
-            Overlay {
-                keys: w.changed.keys().copied().collect(),
-                searcher: Some(w.ram_reader.searcher()),
-            }
+            w.parts.overlay(&w.changed)
         };
         *self.overlay.write() = Arc::new(overlay);
     }

@@ -123,11 +123,7 @@ impl Worker {
         };
         self.changed.clear();
         self.first_change = None;
-        if let Some(ram) = self.ram_writer.as_mut() {
-            ram.delete_all_documents()?;
-            ram.commit()?;
-        }
-        self.ram_reader.reload()?;
+        self.parts.clear();
         Ok(count)
     }
 }
@@ -162,9 +158,8 @@ impl SearchIndex {
                 // took the old overlay excludes its keys from the disk index, one that
                 // takes the empty overlay finds them on disk.
                 self.publish_overlay(w);
-                // The overlay's writer committed as it emptied; what a failed publish
-                // held is searchable on disk now.
-                w.overlay_dirty = false;
+                // What a failed publish held (notes no part was built for) is
+                // searchable on disk now.
                 w.publish_failing = false;
                 let ms = started.elapsed().as_millis() as u64;
                 if let Some(p) = pending {

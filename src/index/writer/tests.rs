@@ -82,3 +82,141 @@ fn idle_writers_close_and_the_next_change_opens_them() {
     assert_eq!(found(&index, "numbat"), 1, "on disk");
     assert_eq!(found(&index, "quokka"), 0, "removed on disk");
 }
+
+/// The keys of the documents of `part` that contain `word` in their body and whose
+/// current version `overlay` says the part holds.
+fn held_with(overlay: &Overlay, part: usize, word: &str) -> Vec<u64> {
+    let (_, fields) = super::super::schema::schema();
+    let (id, searcher) = &overlay.parts[part];
+    let query = tantivy::query::TermQuery::new(
+        tantivy::Term::from_field_text(fields.body, word),
+        tantivy::schema::IndexRecordOption::Basic,
+    );
+    let docs = searcher
+        .search(&query, &tantivy::collector::DocSetCollector)
+        .unwrap();
+    let mut keys: Vec<u64> = docs
+        .into_iter()
+        .filter_map(|addr| {
+            let column = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .u64("key")
+                .unwrap();
+            column.first(addr.doc_id)
+        })
+        .filter(|k| overlay.current.get(k) == Some(&Some(*id)))
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+fn held_anywhere(overlay: &Overlay, word: &str) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..overlay.parts.len())
+        .flat_map(|p| held_with(overlay, p, word))
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// The overlay's parts, built one change at a time: a few parts however many changes
+/// (the newest merged while they grow), each note's current version searchable in
+/// exactly one of them, an edited note's old words and a deleted note in none.
+#[test]
+fn overlay_parts_stay_few_and_hold_each_current_version_once() {
+    let vault = tempfile::tempdir().unwrap();
+    let (schema, fields) = super::super::schema::schema();
+    let mut parts = overlay::Parts::new(schema, fields);
+    let mut changed: HashMap<u64, Option<Arc<Note>>> = HashMap::new();
+    let mut keys = Vec::new();
+    for i in 0..64u64 {
+        let n = note(
+            vault.path(),
+            &format!("n{i}.md"),
+            &format!("n{i}"),
+            &format!("# Note {i}\n\nshared word{i}\n"),
+        );
+        keys.push(n.key());
+        changed.insert(n.key(), Some(n.clone()));
+        parts.changed(n.key());
+        assert!(parts.dirty());
+        parts.build(&changed).unwrap();
+        parts.merge(&changed).unwrap();
+        assert!(!parts.dirty());
+        let overlay = parts.overlay(&changed);
+        let bound = 1 + (i + 1).ilog2() as usize;
+        assert!(
+            overlay.parts.len() <= bound,
+            "{} parts after {} changes",
+            overlay.parts.len(),
+            i + 1
+        );
+        assert_eq!(held_anywhere(&overlay, "shared").len(), i as usize + 1);
+    }
+    // An edit and a delete, each built apart.
+    let edited = note(vault.path(), "n3.md", "n3", "# Note 3\n\nrewritten\n");
+    changed.insert(edited.key(), Some(edited.clone()));
+    parts.changed(edited.key());
+    parts.build(&changed).unwrap();
+    parts.merge(&changed).unwrap();
+    changed.insert(keys[5], None);
+    parts.changed(keys[5]);
+    parts.build(&changed).unwrap();
+    parts.merge(&changed).unwrap();
+
+    let overlay = parts.overlay(&changed);
+    assert_eq!(
+        overlay.current.get(&keys[5]),
+        Some(&None),
+        "deleted: in no part"
+    );
+    assert_eq!(held_anywhere(&overlay, "rewritten"), vec![keys[3]]);
+    assert!(
+        held_anywhere(&overlay, "word3").is_empty(),
+        "the old version is superseded"
+    );
+    assert!(held_anywhere(&overlay, "word5").is_empty(), "deleted");
+    let mut live: Vec<u64> = keys
+        .iter()
+        .copied()
+        .filter(|k| *k != keys[3] && *k != keys[5])
+        .collect();
+    live.sort_unstable();
+    assert_eq!(held_anywhere(&overlay, "shared"), live);
+
+    parts.clear();
+    assert!(parts.overlay(&HashMap::new()).parts.is_empty());
+}
+
+/// Past the merge's cap the parts stop growing: a few of at most the cap and a counter's
+/// worth of small ones, however long writes go on before the overlay goes to disk.
+#[test]
+fn overlay_parts_past_the_merge_cap_stay_few() {
+    let vault = tempfile::tempdir().unwrap();
+    let (schema, fields) = super::super::schema::schema();
+    let mut parts = overlay::Parts::new(schema, fields);
+    let mut changed: HashMap<u64, Option<Arc<Note>>> = HashMap::new();
+    for batch in 0..100u64 {
+        for i in batch * 8..batch * 8 + 8 {
+            let n = note(
+                vault.path(),
+                &format!("n{i}.md"),
+                &format!("n{i}"),
+                &format!("# Note {i}\n\nshared\n"),
+            );
+            changed.insert(n.key(), Some(n.clone()));
+            parts.changed(n.key());
+        }
+        parts.build(&changed).unwrap();
+        parts.merge(&changed).unwrap();
+        let overlay = parts.overlay(&changed);
+        // Up to 800 notes: at most three parts of 256, and the rest (under 256) in parts
+        // of 128, 64, 32, 16 and 8.
+        assert!(
+            overlay.parts.len() <= 3 + 5,
+            "{} parts",
+            overlay.parts.len()
+        );
+    }
+    assert_eq!(held_anywhere(&parts.overlay(&changed), "shared").len(), 800);
+}

@@ -1,0 +1,249 @@
+//! The overlay's parts: changes not yet on disk, indexed in memory in the writer's own
+//! thread. Each publish builds one small single-segment index of the notes changed since
+//! the last one; the newest parts are then rebuilt as one while a newer part holds as
+//! many notes as the one before it, up to a size (a binary counter: a note is indexed
+//! again a logarithmic number of times, and a few parts are searched). Not tantivy's `IndexWriter`: each of
+//! its commits joins its indexing thread, starts another and zero-fills a term table of
+//! ~4 MiB, which with many vaults written a few notes at a time was most of an instance's
+//! CPU (benches/README.md, "the overlay without an index writer").
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tantivy::directory::RamDirectory;
+use tantivy::schema::Schema;
+use tantivy::tokenizer::TokenizerManager;
+use tantivy::{Index, IndexSettings, Searcher};
+
+use super::super::schema::{Fields, NoteDoc};
+use super::super::tokenizer;
+use crate::vault::note::Note;
+
+/// Changes not yet on disk as searches see them.
+#[derive(Default)]
+pub(crate) struct Overlay {
+    /// Every note changed since the last commit on disk (its documents there are stale
+    /// and left out), with the part that holds its current version (`None`: none does,
+    /// the note was deleted or is not searchable).
+    pub(crate) current: HashMap<u64, Option<u32>>,
+    /// The parts by id, oldest first. A part also holds superseded versions of notes;
+    /// a search of a part keeps only the notes `current` says it holds.
+    pub(crate) parts: Vec<(u32, Searcher)>,
+}
+
+/// One part: a single-segment index in memory.
+struct Part {
+    id: u32,
+    searcher: Searcher,
+    /// The notes indexed into it (some may be superseded since).
+    keys: Vec<u64>,
+}
+
+/// The writer thread's side of the overlay.
+pub(super) struct Parts {
+    schema: Schema,
+    tokenizers: TokenizerManager,
+    fields: Fields,
+    parts: Vec<Part>,
+    /// Note key → the part holding its current version.
+    owner: HashMap<u64, u32>,
+    /// Notes changed since the newest part was built.
+    unbuilt: HashSet<u64>,
+    next_id: u32,
+}
+
+/// Parts are merged up to this many notes: a merge indexes its notes again in the
+/// writer's thread, so changes behind it wait; the overlay goes to disk at
+/// `FLUSH_MAX` (1,000) notes anyway, so a few parts of this size at most.
+const MERGE_MAX: usize = 256;
+
+/// The memory budget of a part's segment writer (its term table takes up to a third):
+/// enough for the notes in hand, not tantivy's 15 MB minimum of an `IndexWriter`.
+fn budget(notes: usize) -> usize {
+    (notes * 96 * 1024).clamp(96 * 1024, 15_000_000)
+}
+
+impl Parts {
+    pub(super) fn new(schema: Schema, fields: Fields) -> Self {
+        let probe = Index::create_in_ram(schema.clone());
+        tokenizer::register(&probe);
+        Parts {
+            schema,
+            tokenizers: probe.tokenizers().clone(),
+            fields,
+            parts: Vec::new(),
+            owner: HashMap::new(),
+            unbuilt: HashSet::new(),
+            next_id: 0,
+        }
+    }
+
+    /// The note `key` changed: the next [`Parts::build`] indexes its current version.
+    pub(super) fn changed(&mut self, key: u64) {
+        self.unbuilt.insert(key);
+    }
+
+    /// Whether notes changed since the last build.
+    pub(super) fn dirty(&self) -> bool {
+        !self.unbuilt.is_empty()
+    }
+
+    /// Index the notes changed since the last build, as they are in `changed` (key →
+    /// current version, `None`: gone), into a new part. On an error nothing changes and
+    /// the same build can be tried again.
+    pub(super) fn build(
+        &mut self,
+        changed: &HashMap<u64, Option<Arc<Note>>>,
+    ) -> tantivy::Result<()> {
+        if self.unbuilt.is_empty() {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let mut keys: Vec<u64> = self.unbuilt.iter().copied().collect();
+        keys.sort_unstable();
+        let notes: Vec<(u64, Arc<Note>)> = keys
+            .iter()
+            .filter_map(|k| changed.get(k).cloned().flatten().map(|n| (*k, n)))
+            .collect();
+        let built = if notes.is_empty() {
+            None
+        } else {
+            Some(self.index(&notes)?)
+        };
+        for k in std::mem::take(&mut self.unbuilt) {
+            self.owner.remove(&k);
+        }
+        if let Some(searcher) = built {
+            let id = self.take_id();
+            for (k, _) in &notes {
+                self.owner.insert(*k, id);
+            }
+            self.parts.push(Part {
+                id,
+                searcher,
+                keys: notes.iter().map(|(k, _)| *k).collect(),
+            });
+        }
+        tracing::debug!(
+            notes = notes.len(),
+            parts = self.parts.len(),
+            us = started.elapsed().as_micros() as u64,
+            "overlay part built"
+        );
+        Ok(())
+    }
+
+    /// Drop parts that hold no current note, then merge the two newest while the newer
+    /// holds as many current notes as the older and both together at most
+    /// [`MERGE_MAX`]. How many notes were indexed again. Apart from [`Parts::build`], so
+    /// that a search waiting for a change does not wait for a merge too; on an error
+    /// the parts stay as they were.
+    pub(super) fn merge(
+        &mut self,
+        changed: &HashMap<u64, Option<Arc<Note>>>,
+    ) -> tantivy::Result<usize> {
+        let started = std::time::Instant::now();
+        let mut merged = 0;
+        let live = |owner: &HashMap<u64, u32>, p: &Part| {
+            p.keys
+                .iter()
+                .filter(|k| owner.get(k) == Some(&p.id))
+                .count()
+        };
+        self.parts.retain(|p| live(&self.owner, p) > 0);
+        while self.parts.len() >= 2 {
+            let n = self.parts.len();
+            let (older, newer) = (&self.parts[n - 2], &self.parts[n - 1]);
+            let (older_live, newer_live) = (live(&self.owner, older), live(&self.owner, newer));
+            if newer_live < older_live || older_live + newer_live > MERGE_MAX {
+                break;
+            }
+            let ids = [older.id, newer.id];
+            let mut notes: Vec<(u64, Arc<Note>)> = older
+                .keys
+                .iter()
+                .chain(&newer.keys)
+                .filter(|k| self.owner.get(k).is_some_and(|id| ids.contains(id)))
+                .filter_map(|k| changed.get(k).cloned().flatten().map(|n| (*k, n)))
+                .collect();
+            notes.sort_unstable_by_key(|(k, _)| *k);
+            notes.dedup_by_key(|(k, _)| *k);
+            let searcher = self.index(&notes)?;
+            merged += notes.len();
+            let id = self.take_id();
+            for (k, _) in &notes {
+                self.owner.insert(*k, id);
+            }
+            self.parts.truncate(n - 2);
+            self.parts.push(Part {
+                id,
+                searcher,
+                keys: notes.into_iter().map(|(k, _)| k).collect(),
+            });
+        }
+        if merged > 0 {
+            tracing::debug!(
+                merged,
+                parts = self.parts.len(),
+                us = started.elapsed().as_micros() as u64,
+                "overlay parts merged"
+            );
+        }
+        Ok(merged)
+    }
+
+    fn take_id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        id
+    }
+
+    /// A single-segment index of `notes`, built in this thread.
+    fn index(&self, notes: &[(u64, Arc<Note>)]) -> tantivy::Result<Searcher> {
+        // No thread of its own anywhere: the store uncompressed and written in this
+        // thread (tantivy's default starts a compressor thread per segment), a reader
+        // that watches nothing.
+        let settings = IndexSettings {
+            docstore_compression: tantivy::store::Compressor::None,
+            docstore_compress_dedicated_thread: false,
+            ..IndexSettings::default()
+        };
+        let mut writer = Index::builder()
+            .schema(self.schema.clone())
+            .settings(settings)
+            .tokenizers(self.tokenizers.clone())
+            .single_segment_index_writer::<NoteDoc>(RamDirectory::default(), budget(notes.len()))?;
+        for (_, note) in notes {
+            writer.add_document(NoteDoc::new(self.fields, note.clone()))?;
+        }
+        let index = writer.finalize()?;
+        let reader: tantivy::IndexReader = index
+            .reader_builder()
+            .reload_policy(tantivy::ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(reader.searcher())
+    }
+
+    /// The overlay searches read, for `changed` (the notes changed since the last
+    /// commit on disk).
+    pub(super) fn overlay(&self, changed: &HashMap<u64, Option<Arc<Note>>>) -> Overlay {
+        Overlay {
+            current: changed
+                .keys()
+                .map(|k| (*k, self.owner.get(k).copied()))
+                .collect(),
+            parts: self
+                .parts
+                .iter()
+                .map(|p| (p.id, p.searcher.clone()))
+                .collect(),
+        }
+    }
+
+    /// Everything went to disk: no part is needed.
+    pub(super) fn clear(&mut self) {
+        self.parts.clear();
+        self.owner.clear();
+        self.unbuilt.clear();
+    }
+}
