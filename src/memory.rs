@@ -31,6 +31,22 @@ pub fn configure() {
     }
 }
 
+/// How long freed pages are kept once the daemon serves ([`serving`]).
+const SERVING_PURGE_DELAY_MS: std::ffi::c_long = 100;
+
+/// Once a local daemon's start is over (the index built, the rescan done): freed pages
+/// are kept [`SERVING_PURGE_DELAY_MS`] before they go back to the system. Every search
+/// index segment, however small, fills and frees ~15 MiB (a term table, arenas, a term
+/// dictionary builder per field); purged at once, its pages were faulted in again at the
+/// next segment: 7.5 ms of CPU for a one-note segment, 1 ms with the pages kept
+/// (benches/README.md, "the overlay without an index writer"). Not in hosted mode: with a
+/// writer thread per open vault, the pages kept doubled an instance's memory per idle
+/// vault (548 to 1,008 KiB in the same bench).
+pub fn serving() {
+    // SAFETY: as in `configure`.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, SERVING_PURGE_DELAY_MS) }
+}
+
 /// Hand memory freed after a burst (the start-up scan, a rescan, the index build) back to
 /// the system, from both allocators: mimalloc's (the Rust code's) and glibc's, which the
 /// C code (SQLite) allocates with; the daemon's resident size would stay at its peak.
