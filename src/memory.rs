@@ -43,7 +43,8 @@ const SERVING_PURGE_DELAY_MS: std::ffi::c_long = 100;
 /// writer thread per open vault, the pages kept doubled an instance's memory per idle
 /// vault (548 to 1,008 KiB in the same bench).
 pub fn serving() {
-    // SAFETY: as in `configure`.
+    // SAFETY: sets a number in mimalloc's option table, which it reads at each purge
+    // (other threads may read the old number once: no memory is involved).
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, SERVING_PURGE_DELAY_MS) }
 }
 

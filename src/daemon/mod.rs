@@ -325,8 +325,11 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                 live::settle_start(&bg);
                 // The rescan read every file once more.
                 release_free_memory();
-                // The start's burst is over: freed pages are kept a moment from now on.
-                crate::memory::serving();
+                // The start's burst is over: freed pages are kept a moment from now on
+                // (a local daemon's watch; a hosted instance's lobby has none).
+                if bg.config.watch {
+                    crate::memory::serving();
+                }
             })?;
     }
     // Sync ops past the retention are compacted hourly (and on demand:

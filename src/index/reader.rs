@@ -46,7 +46,7 @@ impl SearchIndex {
         offset: usize,
         limit: usize,
     ) -> Result<Hits> {
-        // The overlay first, then the disk index (see `flush`, in writer.rs).
+        // The overlay first, then the disk index (see `flush`, in writer/retry.rs).
         let overlay = self.overlay.read().clone();
         let searcher = self.reader.searcher();
         let f = &self.fields;

@@ -131,7 +131,7 @@ pub(super) struct Worker {
     held_seq: i64,
     /// When to merge the index's segments ([`MERGE_AFTER`] after the start-up sync).
     merge_at: Option<Instant>,
-    /// When the overlay's writer last committed, or last tried to.
+    /// When the overlay last built a part, or last tried to.
     last_publish: Option<Instant>,
     /// The last try failed (logged once; tried again at [`FLUSH_IDLE`]'s pace).
     publish_failing: bool,

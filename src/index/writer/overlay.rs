@@ -124,6 +124,11 @@ impl Parts {
                 keys: notes.iter().map(|(k, _)| *k).collect(),
             });
         }
+        // Parts whose every note changed since go (a note edited over and over would
+        // leave one behind at each publish).
+        let owner = &self.owner;
+        self.parts
+            .retain(|p| p.keys.iter().any(|k| owner.get(k) == Some(&p.id)));
         tracing::debug!(
             notes = notes.len(),
             parts = self.parts.len(),
@@ -136,8 +141,9 @@ impl Parts {
     /// Drop parts that hold no current note, then merge the two newest while the newer
     /// holds as many current notes as the older and both together at most
     /// [`MERGE_MAX`]. How many notes were indexed again. Apart from [`Parts::build`], so
-    /// that a search waiting for a change does not wait for a merge too; on an error
-    /// the parts stay as they were.
+    /// that a search waiting for a change does not wait for a merge too. On an error the
+    /// merges done before it stay and the rest are not made; the parts hold every
+    /// current version either way.
     pub(super) fn merge(
         &mut self,
         changed: &HashMap<u64, Option<Arc<Note>>>,

@@ -56,6 +56,12 @@ impl SearchIndex {
     /// changed), publish the parts, [`SearchIndex::settle`], then merge parts. `started`: when the
     /// batch being published began (for the debug log).
     pub(super) fn publish(&self, w: &mut Worker, started: Option<Instant>) {
+        self.publish_then(w, started, true)
+    }
+
+    /// [`SearchIndex::publish`]; without the merge when the overlay goes to disk next
+    /// (`merge` false: the parts are dropped then).
+    pub(super) fn publish_then(&self, w: &mut Worker, started: Option<Instant>, merge: bool) {
         let started = started.unwrap_or_else(Instant::now);
         let mut built = false;
         if w.parts.dirty() {
@@ -80,7 +86,7 @@ impl SearchIndex {
         );
         self.settle(w);
         // Searches that waited have their change; the merge comes after.
-        if built {
+        if built && merge {
             match w.parts.merge(&w.changed) {
                 Ok(0) => {}
                 Ok(_) => self.publish_overlay(w),

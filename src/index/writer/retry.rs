@@ -137,7 +137,7 @@ impl SearchIndex {
     pub(super) fn flush(&self, w: &mut Worker) {
         // What is held is published first: once on disk, it moves `indexed_seq` too.
         if w.unpublished() {
-            self.publish(w, None);
+            self.publish_then(w, None, false);
         }
         if !w.retry.due() {
             return;
@@ -178,6 +178,8 @@ impl SearchIndex {
                 let mut st = self.state.lock();
                 st.commits += 1;
                 st.last_commit_ms = Some(ms);
+                // A flush opens the writer on disk when it was closed.
+                st.writers_open = !w.parked();
                 drop(st);
                 self.refresh_counts();
                 self.vectors.persist(false);

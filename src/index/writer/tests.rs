@@ -218,5 +218,63 @@ fn overlay_parts_past_the_merge_cap_stay_few() {
             overlay.parts.len()
         );
     }
-    assert_eq!(held_anywhere(&parts.overlay(&changed), "shared").len(), 800);
+    let overlay = parts.overlay(&changed);
+    assert_eq!(held_anywhere(&overlay, "shared").len(), 800);
+    // 800 = 3 × 256 + 32: the cap kept the parts apart.
+    let sizes: Vec<usize> = (0..overlay.parts.len())
+        .map(|p| held_with(&overlay, p, "shared").len())
+        .collect();
+    assert_eq!(sizes, vec![256, 256, 256, 32]);
+}
+
+/// Searches across the disk index and several overlay parts: an edited note found by its
+/// new words only, once; a deleted one not at all; the counts the same once all of it is
+/// on disk.
+#[test]
+fn a_search_over_disk_and_parts_finds_each_current_version_once() {
+    let state = tempfile::tempdir().unwrap();
+    let vault = tempfile::tempdir().unwrap();
+    let index = SearchIndex::open(state.path()).unwrap();
+    let start: Vec<Arc<Note>> = (0..4)
+        .map(|i| {
+            note(
+                vault.path(),
+                &format!("s{i}.md"),
+                &format!("s{i}"),
+                &format!("# S {i}\n\nquokka wombat\n"),
+            )
+        })
+        .collect();
+    index.start(start, 1);
+    until("the start-up sync", || index.indexed_seq() >= 1);
+    // Each change published apart (a search waits for it): a part each.
+    let changes = [
+        ("s0", "# S 0\n\nnumbat wombat\n"),
+        ("s1", "# S 1\n\nnumbat wombat\n"),
+        ("s0", "# S 0\n\nnumbat bilby\n"),
+        ("n4", "# N 4\n\nquokka bilby\n"),
+    ];
+    let mut seq = 1;
+    for (id, text) in changes {
+        seq += 1;
+        index.upsert(note(vault.path(), &format!("{id}.md"), id, text), seq);
+        index.want(seq);
+        until("the change is searchable", || index.indexed_seq() >= seq);
+    }
+    seq += 1;
+    index.remove("s2", seq);
+    index.want(seq);
+    until("the removal is searchable", || index.indexed_seq() >= seq);
+    let expect = |when: &str| {
+        // quokka: s3 and n4 (s0, s1 rewritten, s2 deleted); numbat: s0, s1; wombat: s1, s3;
+        // bilby: s0, n4.
+        for (word, n) in [("quokka", 2), ("numbat", 2), ("wombat", 2), ("bilby", 2)] {
+            assert_eq!(found(&index, word), n, "{word} {when}");
+        }
+    };
+    let commits = index.state().commits;
+    expect("with the overlay");
+    until("the overlay on disk", || index.state().commits > commits);
+    assert_eq!(index.state().docs, 4);
+    expect("on disk");
 }
