@@ -34,14 +34,14 @@ pub fn configure() {
 /// How long freed pages are kept once the daemon serves ([`serving`]).
 const SERVING_PURGE_DELAY_MS: std::ffi::c_long = 100;
 
-/// Once a local daemon's start is over (the index built, the rescan done): freed pages
-/// are kept [`SERVING_PURGE_DELAY_MS`] before they go back to the system. Every search
-/// index segment, however small, fills and frees ~15 MiB (a term table, arenas, a term
-/// dictionary builder per field); purged at once, its pages were faulted in again at the
-/// next segment: 7.5 ms of CPU for a one-note segment, 1 ms with the pages kept
-/// (benches/README.md, "the overlay without an index writer"). Not in hosted mode: with a
-/// writer thread per open vault, the pages kept doubled an instance's memory per idle
-/// vault (548 to 1,008 KiB in the same bench).
+/// Once the start of a local daemon that watches its folder is over (the index built,
+/// the rescan done): freed pages are kept [`SERVING_PURGE_DELAY_MS`] before they go back
+/// to the system. Every search index segment, however small, fills and frees ~15 MiB (a
+/// term table, arenas, a term dictionary builder per field); purged at once, its pages
+/// were faulted in again at the next segment: 7.5 ms for a one-note segment, 1 ms with
+/// the pages kept (benches/README.md, "the overlay without an index writer"). Not in
+/// hosted mode: there the pages kept doubled an instance's memory per idle open vault
+/// (548 to 1,008 KiB; where they stay is not known).
 pub fn serving() {
     // SAFETY: sets a number in mimalloc's option table, which it reads at each purge
     // (other threads may read the old number once: no memory is involved).

@@ -2,10 +2,9 @@
 //! thread. Each publish builds one small single-segment index of the notes changed since
 //! the last one; the newest parts are then rebuilt as one while a newer part holds as
 //! many notes as the one before it, up to a size (a binary counter: a note is indexed
-//! again a logarithmic number of times, and a few parts are searched). Not tantivy's `IndexWriter`: each of
-//! its commits joins its indexing thread, starts another and zero-fills a term table of
-//! ~4 MiB, which with many vaults written a few notes at a time was most of an instance's
-//! CPU (benches/README.md, "the overlay without an index writer").
+//! again a logarithmic number of times, and a few parts are searched). Not tantivy's
+//! `IndexWriter`: each of its commits joins its indexing thread, starts another and fills
+//! a term table of ~4 MiB (benches/README.md, "the overlay without an index writer").
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -99,12 +98,7 @@ impl Parts {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let mut keys: Vec<u64> = self.unbuilt.iter().copied().collect();
-        keys.sort_unstable();
-        let notes: Vec<(u64, Arc<Note>)> = keys
-            .iter()
-            .filter_map(|k| changed.get(k).cloned().flatten().map(|n| (*k, n)))
-            .collect();
+        let notes = current(changed, self.unbuilt.iter());
         let built = if notes.is_empty() {
             None
         } else {
@@ -113,24 +107,16 @@ impl Parts {
         for k in std::mem::take(&mut self.unbuilt) {
             self.owner.remove(&k);
         }
+        let count = notes.len();
         if let Some(searcher) = built {
-            let id = self.take_id();
-            for (k, _) in &notes {
-                self.owner.insert(*k, id);
-            }
-            self.parts.push(Part {
-                id,
-                searcher,
-                keys: notes.iter().map(|(k, _)| *k).collect(),
-            });
+            self.add(searcher, notes);
         }
         // Parts whose every note changed since go (a note edited over and over would
         // leave one behind at each publish).
         let owner = &self.owner;
-        self.parts
-            .retain(|p| p.keys.iter().any(|k| owner.get(k) == Some(&p.id)));
+        self.parts.retain(|p| live(owner, p) > 0);
         tracing::debug!(
-            notes = notes.len(),
+            notes = count,
             parts = self.parts.len(),
             us = started.elapsed().as_micros() as u64,
             "overlay part built"
@@ -138,8 +124,8 @@ impl Parts {
         Ok(())
     }
 
-    /// Drop parts that hold no current note, then merge the two newest while the newer
-    /// holds as many current notes as the older and both together at most
+    /// Merge the two newest parts while the newer holds as many current notes as the
+    /// older and both together at most
     /// [`MERGE_MAX`]. How many notes were indexed again. Apart from [`Parts::build`], so
     /// that a search waiting for a change does not wait for a merge too. On an error the
     /// merges done before it stay and the rest are not made; the parts hold every
@@ -150,13 +136,6 @@ impl Parts {
     ) -> tantivy::Result<usize> {
         let started = std::time::Instant::now();
         let mut merged = 0;
-        let live = |owner: &HashMap<u64, u32>, p: &Part| {
-            p.keys
-                .iter()
-                .filter(|k| owner.get(k) == Some(&p.id))
-                .count()
-        };
-        self.parts.retain(|p| live(&self.owner, p) > 0);
         while self.parts.len() >= 2 {
             let n = self.parts.len();
             let (older, newer) = (&self.parts[n - 2], &self.parts[n - 1]);
@@ -165,27 +144,16 @@ impl Parts {
                 break;
             }
             let ids = [older.id, newer.id];
-            let mut notes: Vec<(u64, Arc<Note>)> = older
+            let held = older
                 .keys
                 .iter()
                 .chain(&newer.keys)
-                .filter(|k| self.owner.get(k).is_some_and(|id| ids.contains(id)))
-                .filter_map(|k| changed.get(k).cloned().flatten().map(|n| (*k, n)))
-                .collect();
-            notes.sort_unstable_by_key(|(k, _)| *k);
-            notes.dedup_by_key(|(k, _)| *k);
+                .filter(|k| self.owner.get(k).is_some_and(|id| ids.contains(id)));
+            let notes = current(changed, held);
             let searcher = self.index(&notes)?;
             merged += notes.len();
-            let id = self.take_id();
-            for (k, _) in &notes {
-                self.owner.insert(*k, id);
-            }
             self.parts.truncate(n - 2);
-            self.parts.push(Part {
-                id,
-                searcher,
-                keys: notes.into_iter().map(|(k, _)| k).collect(),
-            });
+            self.add(searcher, notes);
         }
         if merged > 0 {
             tracing::debug!(
@@ -198,10 +166,18 @@ impl Parts {
         Ok(merged)
     }
 
-    fn take_id(&mut self) -> u32 {
+    /// A new newest part, holding the current version of `notes`.
+    fn add(&mut self, searcher: Searcher, notes: Vec<(u64, Arc<Note>)>) {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        id
+        for (k, _) in &notes {
+            self.owner.insert(*k, id);
+        }
+        self.parts.push(Part {
+            id,
+            searcher,
+            keys: notes.into_iter().map(|(k, _)| k).collect(),
+        });
     }
 
     /// A single-segment index of `notes`, built in this thread.
@@ -252,4 +228,25 @@ impl Parts {
         self.owner.clear();
         self.unbuilt.clear();
     }
+}
+
+/// How many of `part`'s notes it holds the current version of.
+fn live(owner: &HashMap<u64, u32>, part: &Part) -> usize {
+    part.keys
+        .iter()
+        .filter(|k| owner.get(k) == Some(&part.id))
+        .count()
+}
+
+/// The current version of each of `keys` that has one, once each, by key.
+fn current<'a>(
+    changed: &HashMap<u64, Option<Arc<Note>>>,
+    keys: impl Iterator<Item = &'a u64>,
+) -> Vec<(u64, Arc<Note>)> {
+    let mut notes: Vec<(u64, Arc<Note>)> = keys
+        .filter_map(|k| changed.get(k).cloned().flatten().map(|n| (*k, n)))
+        .collect();
+    notes.sort_unstable_by_key(|(k, _)| *k);
+    notes.dedup_by_key(|(k, _)| *k);
+    notes
 }

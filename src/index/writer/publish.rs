@@ -53,7 +53,8 @@ impl SearchIndex {
     }
 
     /// Make the held changes searchable: build the overlay's next part (when notes
-    /// changed), publish the parts, [`SearchIndex::settle`], then merge parts. `started`: when the
+    /// changed), publish the parts, [`SearchIndex::settle`], then merge parts. `started`:
+    /// when the
     /// batch being published began (for the debug log).
     pub(super) fn publish(&self, w: &mut Worker, started: Option<Instant>) {
         self.publish_then(w, started, true)

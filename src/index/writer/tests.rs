@@ -119,15 +119,19 @@ fn held_anywhere(overlay: &Overlay, word: &str) -> Vec<u64> {
     keys
 }
 
+/// An overlay with no part yet, and no change.
+fn no_parts() -> (overlay::Parts, HashMap<u64, Option<Arc<Note>>>) {
+    let (schema, fields) = super::super::schema::schema();
+    (overlay::Parts::new(schema, fields), HashMap::new())
+}
+
 /// The overlay's parts, built one change at a time: a few parts however many changes
 /// (the newest merged while they grow), each note's current version searchable in
 /// exactly one of them, an edited note's old words and a deleted note in none.
 #[test]
 fn overlay_parts_stay_few_and_hold_each_current_version_once() {
     let vault = tempfile::tempdir().unwrap();
-    let (schema, fields) = super::super::schema::schema();
-    let mut parts = overlay::Parts::new(schema, fields);
-    let mut changed: HashMap<u64, Option<Arc<Note>>> = HashMap::new();
+    let (mut parts, mut changed) = no_parts();
     let mut keys = Vec::new();
     for i in 0..64u64 {
         let n = note(
@@ -193,9 +197,7 @@ fn overlay_parts_stay_few_and_hold_each_current_version_once() {
 #[test]
 fn overlay_parts_past_the_merge_cap_stay_few() {
     let vault = tempfile::tempdir().unwrap();
-    let (schema, fields) = super::super::schema::schema();
-    let mut parts = overlay::Parts::new(schema, fields);
-    let mut changed: HashMap<u64, Option<Arc<Note>>> = HashMap::new();
+    let (mut parts, mut changed) = no_parts();
     for batch in 0..100u64 {
         for i in batch * 8..batch * 8 + 8 {
             let n = note(
