@@ -29,7 +29,9 @@ use crate::vault::walk::{walk, Want};
 use crate::watch::live::{self, LiveWatcher};
 
 pub mod hosted;
+mod rebuild;
 mod startup;
+mod trusted;
 
 /// A running daemon: its state, and the live watcher once it is up. Dropping it stops
 /// the watcher.
@@ -75,6 +77,7 @@ impl Daemon {
         let recording = self.state.lock();
         self.state.index.shutdown();
         self.state.history.stop();
+        trusted::mark_clean_stop(&self.state);
         recording
     }
 }

@@ -2,6 +2,7 @@
 //! against the metadata store (by path, then by content for renames) and recorded; the
 //! scan cache and the rebuild of what it cannot vouch for.
 
+use super::rebuild::{rebuild, reread, Rebuilt};
 use super::*;
 
 /// The start-up scan; what it read, when the scan cache is to be written from it (no
@@ -23,6 +24,15 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
     // unread, unless the whole vault is to be recorded (its bytes go into history now)
     // or indexed (a new or rebuilt index: `notevault reindex`).
     let use_cache = !(first_history || behind) && state.index.state().rebuilt.is_none();
+    // After a clean stop, the start trusts the cache and the verify walks the vault.
+    let clean = super::trusted::take_clean_stop(state);
+    if use_cache
+        && clean
+        && state.meta.intents()?.is_empty()
+        && super::trusted::start(state, &write, started)?
+    {
+        return Ok(None);
+    }
     // Side by side: the walk that lists the notes (with a stat of each when the cache is
     // to be used) and the attachments, the load of the scan cache and of the stored notes.
     let want = Want {
@@ -126,7 +136,12 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
     let (pairs, unknown) = pair_by_path(stored, observed);
     let rebuilt: Vec<Rebuilt> = pairs
         .into_par_iter()
-        .map(|(row, found_now)| rebuild(state, row, found_now, &recalled))
+        .map(|(row, found_now)| {
+            let unread = found_now
+                .as_ref()
+                .is_some_and(|o| recalled.contains(&o.rel));
+            rebuild(state, row, found_now, unread)
+        })
         .collect();
     let mut removed = Vec::new();
     let mut changed = Vec::new();
@@ -259,20 +274,6 @@ fn settle_gap(
     }
 }
 
-/// A stored note as the start rebuilds it: its catalog entry (the stored version), and
-/// what reconcile is to record of it.
-struct Rebuilt {
-    note: Arc<Note>,
-    /// The file now holds another version.
-    changed: Option<Box<Observed>>,
-    /// The file is gone (its path).
-    removed: Option<String>,
-    /// The file could not be read again.
-    excluded: Option<Excluded>,
-    /// It was recalled from the scan cache and has now been read.
-    reread: bool,
-}
-
 /// Pair each stored row with the observation of its path (both sorted by path); the
 /// observations no row names come back apart.
 fn pair_by_path(
@@ -297,83 +298,4 @@ fn pair_by_path(
     }
     unknown.extend(observed);
     (pairs, unknown)
-}
-
-/// The catalog entry of a stored row, given what the scan found at its path.
-fn rebuild(
-    state: &State,
-    row: crate::storage::rows::NoteRow,
-    mut found_now: Option<Observed>,
-    recalled: &std::collections::HashSet<String>,
-) -> Rebuilt {
-    let created = parse_time(&row.created_at);
-    let observed_at = parse_time(&row.observed_at);
-    let mut excluded = Vec::new();
-    let mut reread_now = false;
-    if found_now
-        .as_ref()
-        .is_some_and(|o| o.content_hash != row.content_hash && recalled.contains(&o.rel))
-    {
-        // Recalled from the cache with a hash the store does not hold: what is built
-        // or recorded from this file is read now.
-        reread_now = true;
-        found_now = reread(state, &row.path, &mut excluded);
-    }
-    let (mut changed, mut removed) = (None, None);
-    let obs = match found_now {
-        Some(obs) if obs.content_hash == row.content_hash => obs,
-        Some(obs) => {
-            // Changed while stopped: the stored version goes in, reconcile records the
-            // new one.
-            let stale = Observed {
-                content_hash: row.content_hash.clone(),
-                stamp: None,
-                ..obs.clone()
-            };
-            changed = Some(Box::new(obs));
-            stale
-        }
-        None => {
-            removed = Some(row.path.clone());
-            Observed {
-                rel: row.path.clone(),
-                size: 0,
-                mtime: std::time::SystemTime::UNIX_EPOCH,
-                created: std::time::SystemTime::UNIX_EPOCH,
-                content_hash: row.content_hash.clone(),
-                facts: Default::default(),
-                content: None,
-                stamp: None,
-            }
-        }
-    };
-    Rebuilt {
-        note: Arc::new(note_from(
-            obs,
-            row.note_id,
-            row.version_id,
-            created,
-            observed_at,
-        )),
-        changed,
-        removed,
-        excluded: excluded.pop(),
-        reread: reread_now,
-    }
-}
-
-/// Read the file `rel` the start had recalled from the scan cache; `None` (and the file
-/// among those left out) when it cannot be read, as the scan does.
-fn reread(state: &State, rel: &str, excluded: &mut Vec<Excluded>) -> Option<Observed> {
-    match crate::vault::observe::observe(&state.paths.root, rel) {
-        Ok(obs) => Some(obs),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            excluded.push(Excluded {
-                path: rel.to_string(),
-                reason: format!("unreadable: {e}"),
-            });
-            None
-        }
-    }
 }

@@ -92,7 +92,8 @@ impl Records for Meta {
     fn all_notes(&self) -> Result<Vec<NoteRow>> {
         let conn = self.conn.lock();
         let mut stmt = conn.prepare(
-            "SELECT note_id, path, version_id, content_hash, created_at, observed_at FROM notes",
+            "SELECT note_id, path, version_id, content_hash, created_at, observed_at FROM notes
+             ORDER BY path",
         )?;
         let rows = stmt.query_map([], |r| {
             Ok(NoteRow {

@@ -122,6 +122,9 @@ impl LinkTables {
             || {
                 rayon::join(
                     || {
+                        // One name each (the tables are empty): no table grows step by step.
+                        by_lower.reserve(notes.len());
+                        by_name.reserve(notes.len());
                         for note in notes {
                             let lower = note.slug().to_lowercase();
                             file(by_name, name_of(&lower).to_string(), note);

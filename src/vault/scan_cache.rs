@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_norway::{Mapping, Number, Value};
 
@@ -34,7 +35,7 @@ pub const TEMP_NAME: &str = "scan.cache.tmp";
 const MAGIC: &[u8] = b"notevault scan cache\n";
 /// Bumped whenever the entry format changes. A new crate version also discards the cache
 /// (what `markdown::facts` derives may have changed).
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// The cached view of one note file.
 #[derive(Debug, Serialize, Deserialize)]
@@ -50,17 +51,37 @@ pub struct ScanCache {
     entries: HashMap<String, Entry>,
 }
 
+/// The file's body: the entries in chunks, each chunk postcard's encoding of its list of
+/// `(path, entry)`, so a start decodes them in parallel.
 #[derive(Serialize, Deserialize)]
-struct Body {
+struct Body<'a> {
     format: u32,
-    version: String,
-    entries: Vec<(String, Entry)>,
+    version: &'a str,
+    #[serde(borrow)]
+    chunks: Vec<&'a [u8]>,
 }
+
+/// Entries in a chunk.
+const CHUNK: usize = 4096;
 
 impl ScanCache {
     /// The cache of the state directory `dir`; `None` when there is none, or it is torn,
     /// from another format or version, or unreadable (then every note is read).
     pub fn load(dir: &Path) -> Option<Self> {
+        Some(Self {
+            entries: Self::load_entries(dir)?.into_iter().collect(),
+        })
+    }
+
+    /// [`load`](Self::load)'s entries as a list, by path.
+    pub fn load_entries(dir: &Path) -> Option<Vec<(String, Entry)>> {
+        Some(Self::load_chunks(dir)?.into_iter().flatten().collect())
+    }
+
+    /// [`load`](Self::load)'s entries in chunks, by path: each chunk in order, and every
+    /// path of a chunk before the next chunk's (one chunk when the file was not written
+    /// in path order).
+    pub fn load_chunks(dir: &Path) -> Option<Vec<Vec<(String, Entry)>>> {
         let bytes = std::fs::read(dir.join(FILE_NAME)).ok()?;
         let body = bytes.strip_prefix(MAGIC)?;
         let (body, sum) = body.split_at_checked(body.len().checked_sub(32)?)?;
@@ -72,9 +93,22 @@ impl ScanCache {
         if body.format != FORMAT || body.version != env!("CARGO_PKG_VERSION") {
             return None;
         }
-        Some(Self {
-            entries: body.entries.into_iter().collect(),
-        })
+        let chunks = body
+            .chunks
+            .par_iter()
+            .map(|chunk| postcard::from_bytes::<Vec<(String, Entry)>>(chunk).ok())
+            .filter(|chunk| chunk.as_ref().is_none_or(|c| !c.is_empty()))
+            .collect::<Option<Vec<_>>>()?;
+        let in_order = chunks.iter().all(|c| c.is_sorted_by(|a, b| a.0 < b.0))
+            && chunks
+                .windows(2)
+                .all(|w| w[0][w[0].len() - 1].0 < w[1][0].0);
+        if in_order {
+            return Some(chunks);
+        }
+        let mut entries: Vec<(String, Entry)> = chunks.into_iter().flatten().collect();
+        entries.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Some(vec![entries])
     }
 
     pub fn len(&self) -> usize {
@@ -111,7 +145,22 @@ impl ScanCache {
         observed: impl IntoIterator<Item = &'a Observed>,
     ) -> std::io::Result<Vec<u8>> {
         let mut out = MAGIC.to_vec();
+        let mut chunks: usize = 0;
+        let mut start = out.len();
         let mut count: usize = 0;
+        // A chunk is a byte string (its length, a varint) holding a sequence (its count,
+        // a varint, then its entries): both go before the chunk once it is complete (only
+        // that chunk's bytes shift).
+        // In path order, so a start pairs each chunk with the stored notes of its range.
+        let mut observed: Vec<&Observed> = observed.into_iter().collect();
+        observed.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+        let close = |out: &mut Vec<u8>, start: usize, count: usize| -> std::io::Result<()> {
+            let count = postcard::to_stdvec(&count).map_err(std::io::Error::other)?;
+            let len = postcard::to_stdvec(&(out.len() - start + count.len()))
+                .map_err(std::io::Error::other)?;
+            out.splice(start..start, len.into_iter().chain(count));
+            Ok(())
+        };
         for o in observed {
             // A note not kept in memory (too large) is read at every start anyway.
             let (Some(stamp), Some(_)) = (o.stamp, o.content.as_ref()) else {
@@ -127,10 +176,18 @@ impl ScanCache {
             };
             out = postcard::to_extend(&(&o.rel, &entry), out).map_err(std::io::Error::other)?;
             count += 1;
+            if count == CHUNK {
+                close(&mut out, start, count)?;
+                (chunks, start, count) = (chunks + 1, out.len(), 0);
+            }
         }
-        // A sequence is its length (a varint), then its elements: the body's two first
-        // fields and the entries' count go before the entries (the entries shift once).
-        let head = postcard::to_stdvec(&(FORMAT, env!("CARGO_PKG_VERSION"), count))
+        if count > 0 {
+            close(&mut out, start, count)?;
+            chunks += 1;
+        }
+        // The body's two first fields and the chunks' count go before the chunks (they
+        // shift once).
+        let head = postcard::to_stdvec(&(FORMAT, env!("CARGO_PKG_VERSION"), chunks))
             .map_err(std::io::Error::other)?;
         out.reserve_exact(head.len() + 32);
         out.splice(MAGIC.len()..MAGIC.len(), head);
@@ -158,6 +215,30 @@ impl ScanCache {
             let _ = std::fs::remove_file(&temp);
         }
         written
+    }
+}
+
+impl Entry {
+    /// The observation of `rel` this entry vouches for while the file's stamp is the
+    /// entry's: no bytes (the verify reads them); `None` when its frontmatter does not
+    /// come back.
+    pub fn into_observed(self, rel: String) -> Option<Observed> {
+        let mtime = std::time::UNIX_EPOCH
+            .checked_add(std::time::Duration::new(
+                u64::try_from(self.stamp.mtime.0).ok()?,
+                u32::try_from(self.stamp.mtime.1).ok()?,
+            ))
+            .unwrap_or(std::time::UNIX_EPOCH);
+        Some(Observed {
+            rel,
+            size: self.stamp.size,
+            mtime,
+            created: mtime,
+            content_hash: self.content_hash,
+            facts: self.facts.into_facts()?,
+            content: None,
+            stamp: Some(self.stamp),
+        })
     }
 }
 
@@ -189,6 +270,16 @@ impl Unread {
             recalled,
             read,
             verifying: recalled > 0,
+        };
+    }
+
+    /// [`begin`](Self::begin) of a start that walked no folder: the verify is to come
+    /// even when every note was read.
+    pub fn begin_verify(&self, read: usize, recalled: usize) {
+        *self.start.lock() = StartScan {
+            recalled,
+            read,
+            verifying: true,
         };
     }
 
@@ -363,12 +454,12 @@ mod tests {
     }
 
     /// The entries written one at a time are byte for byte postcard's encoding of the
-    /// whole body (what `load` decodes), with no entries, one, and a count that takes two
-    /// varint bytes.
+    /// whole body (what `load` decodes), with no entries, one, a count that takes two
+    /// varint bytes, and more than a chunk; they load back in path order.
     #[test]
     fn an_encoding_written_entry_by_entry_is_the_body_s() {
         let vault = tempfile::tempdir().unwrap();
-        for n in [0, 1, 130] {
+        for n in [0, 1, 130, CHUNK + 3] {
             let observed: Vec<Observed> = (0..n)
                 .map(|i| {
                     let text = format!(
@@ -378,25 +469,32 @@ mod tests {
                     observed_of(vault.path(), &format!("n{i}.md"), &text)
                 })
                 .collect();
+            let mut in_order: Vec<&Observed> = observed.iter().collect();
+            in_order.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+            let entries: Vec<(String, Entry)> = in_order
+                .iter()
+                .map(|o| {
+                    let facts = Facts::of(&o.facts).unwrap();
+                    let stamp = o.stamp.unwrap();
+                    let content_hash = o.content_hash.clone();
+                    (
+                        o.rel.clone(),
+                        Entry {
+                            stamp,
+                            content_hash,
+                            facts,
+                        },
+                    )
+                })
+                .collect();
+            let chunks: Vec<Vec<u8>> = entries
+                .chunks(CHUNK)
+                .map(|c| postcard::to_stdvec(c).unwrap())
+                .collect();
             let whole = postcard::to_stdvec(&Body {
                 format: FORMAT,
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                entries: observed
-                    .iter()
-                    .map(|o| {
-                        let facts = Facts::of(&o.facts).unwrap();
-                        let stamp = o.stamp.unwrap();
-                        let content_hash = o.content_hash.clone();
-                        (
-                            o.rel.clone(),
-                            Entry {
-                                stamp,
-                                content_hash,
-                                facts,
-                            },
-                        )
-                    })
-                    .collect(),
+                version: env!("CARGO_PKG_VERSION"),
+                chunks: chunks.iter().map(Vec::as_slice).collect(),
             })
             .unwrap();
             let encoded = ScanCache::encode(&observed).unwrap();
@@ -406,6 +504,15 @@ mod tests {
             assert_eq!(
                 &encoded[encoded.len() - 32..],
                 blake3::hash(body).as_bytes()
+            );
+            let state = tempfile::tempdir().unwrap();
+            ScanCache::store(state.path(), &encoded).unwrap();
+            let loaded = ScanCache::load_entries(state.path()).unwrap();
+            let mut paths: Vec<&str> = observed.iter().map(|o| o.rel.as_str()).collect();
+            paths.sort_unstable();
+            assert!(
+                loaded.iter().map(|(p, _)| p.as_str()).eq(paths),
+                "{n} entries"
             );
         }
     }

@@ -447,13 +447,19 @@ fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<V
         }
     });
     state.catalog.write().excluded = found.excluded;
+    // The verify of a start that walked nothing finds what changed while stopped.
+    let subject = if state.unread.pending() {
+        "Record changes made while notevault was stopped"
+    } else {
+        "Record external edits (rescan)"
+    };
     crate::record::reconcile::reconcile(
         state,
         write,
         changed,
         removed,
         "filesystem",
-        "Record external edits (rescan)",
+        subject,
         None,
     )?;
     tracing::info!(

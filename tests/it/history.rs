@@ -38,6 +38,11 @@ async fn bootstrap_restart_and_offline_changes() {
     .unwrap();
 
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    // After a clean stop the start's verify records what changed while stopped.
+    common::eventually("the start's verify is done", || async {
+        s.get_json("/v1/index-status", 200).await["start_scan"]["verifying"] == false
+    })
+    .await;
     common::wait_history(&s.svc).await;
     let log = git(&s.state, &["log", "--format=%s"]);
     assert_eq!(

@@ -1,8 +1,9 @@
 //! A warm start: a note whose file has the stamp (size, times, inode) the last full scan
 //! saw comes from the scan cache without being read; the verify that follows reads every
 //! file, keeps the bytes, records whatever differs (even a change the stamp does not
-//! show) and starts the search index; what changed while the daemon was stopped is read
-//! at the start itself.
+//! show) and starts the search index. After a stop that was not clean, what changed while
+//! the daemon was stopped is read at the start itself; after a clean stop the start walks
+//! nothing, reads answer what the files hold at once, and lists follow with the verify.
 
 #![allow(
     clippy::disallowed_methods,
@@ -60,6 +61,84 @@ fn edit_same_size(path: &Path, from: &str, to: &str) {
     file.set_modified(before).unwrap();
 }
 
+/// What a stop that was not clean (a crash, `kill -9`) leaves: no mark of a clean stop.
+fn forget_the_clean_stop(state: &Path) {
+    use notevault::storage::metadata::Settings;
+    let meta = notevault::meta::Meta::open(&state.join("meta.sqlite")).unwrap();
+    assert!(
+        meta.setting("stopped_cleanly")
+            .unwrap()
+            .is_some_and(|m| !m.is_empty()),
+        "a clean stop leaves its mark"
+    );
+    meta.set_setting("stopped_cleanly", "").unwrap();
+}
+
+/// While stopped: a same-size edit with its mtime put back, a new note, a deleted one.
+fn change_while_stopped(vault: &Path) {
+    edit_same_size(&vault.join("recipes/sourdough.md"), "Weekend", "Snowday");
+    std::fs::write(vault.join("new-note.md"), "# Brand new\nquokka sightings\n").unwrap();
+    std::fs::remove_file(vault.join("scratchpad.md")).unwrap();
+}
+
+/// After a clean stop nothing is walked before serving: every note is recalled, a read
+/// answers what its file holds now (the edit, the new note, the deleted one), and the
+/// verify brings lists and search level with the folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_clean_stop_the_start_trusts_the_cache_and_the_verify_catches_up() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    cache_written(&s.state).await;
+    settled(&s).await;
+    let total = status(&s).await["notes"].as_u64().unwrap();
+    let (dir, vault, state) = s.stop().await;
+    change_while_stopped(&vault);
+
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let st = status(&s).await;
+    assert_eq!(st["start_scan"]["notes_read"], 0, "nothing read: {st}");
+    assert_eq!(st["start_scan"]["notes_recalled"], total, "{st}");
+    let note = s.get_json("/v1/notes/recipes%2Fsourdough", 200).await;
+    assert_eq!(note["title"], "Snowday Sourdough Loaf", "{note}");
+    assert_eq!(
+        s.get_json("/v1/notes/new-note", 200).await["title"],
+        "Brand new"
+    );
+    s.get_error("/v1/notes/scratchpad", 404, "NOTE_NOT_FOUND")
+        .await;
+    settled(&s).await;
+    let listed = s.get_json("/v1/notes?page_size=500", 200).await;
+    let slugs: Vec<&str> = listed["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["slug"].as_str().unwrap())
+        .collect();
+    assert!(
+        slugs.contains(&"new-note") && !slugs.contains(&"scratchpad"),
+        "{slugs:?}"
+    );
+    assert_eq!(slugs.len() as u64, total, "one note in, one out");
+    assert_eq!(search_slugs(&s, "quokka").await, ["new-note"]);
+    assert_eq!(search_slugs(&s, "snowday").await, ["recipes/sourdough"]);
+    let revs = s
+        .get_json("/v1/notes/recipes%2Fsourdough:listRevisions", 200)
+        .await;
+    assert_eq!(revs["versions"][0]["actor"], "filesystem", "{revs}");
+    // The mark was taken at the start: a crash of this daemon would leave none.
+    {
+        use notevault::storage::metadata::Settings;
+        let meta = notevault::meta::Meta::open(&s.state.join("meta.sqlite")).unwrap();
+        assert_eq!(
+            meta.setting("stopped_cleanly").unwrap().as_deref(),
+            Some("")
+        );
+    }
+    let (_dir, _vault, state) = s.stop().await;
+    forget_the_clean_stop(&state);
+}
+
+/// After a stop that was not clean, the start walks the vault: unchanged notes are
+/// recalled, what changed while stopped is read before serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_start_recalls_unchanged_notes_and_reads_the_changed_ones() {
     let s = TestServer::start(Some("vault-example"), |_| {}).await;
@@ -70,11 +149,9 @@ async fn a_warm_start_recalls_unchanged_notes_and_reads_the_changed_ones() {
     cache_written(&s.state).await;
     settled(&s).await;
     let (dir, vault, state) = s.stop().await;
+    forget_the_clean_stop(&state);
 
-    // While stopped: a same-size edit with its mtime put back, a new note, a deleted one.
-    edit_same_size(&vault.join("recipes/sourdough.md"), "Weekend", "Snowday");
-    std::fs::write(vault.join("new-note.md"), "# Brand new\nquokka sightings\n").unwrap();
-    std::fs::remove_file(vault.join("scratchpad.md")).unwrap();
+    change_while_stopped(&vault);
 
     let s = TestServer::start_in(dir, vault, state, |_| {}).await;
     let st = status(&s).await;
@@ -301,6 +378,7 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
         );
         return;
     }
+    forget_the_clean_stop(&state);
     let s = TestServer::start_in(dir, vault.clone(), state, |c| c.watch = false).await;
     settled(&s).await;
     assert_eq!(
@@ -327,6 +405,7 @@ async fn a_note_swapped_out_by_an_interrupted_write_is_back_after_a_start() {
         "# A\nthe editor's save\n"
     ));
     std::fs::write(&path, "# A\nsaved again after the crash\n").unwrap();
+    forget_the_clean_stop(&state);
     let s = TestServer::start_in(dir, vault.clone(), state, |c| c.watch = false).await;
     settled(&s).await;
     assert_eq!(names(&vault), ["a (recovered).md", "a.md"]);
