@@ -63,6 +63,8 @@ impl Daemon {
     /// would takes the write lock and finds the state closed (`State::lock_to_record`).
     pub fn stop(self) {
         let _recording = self.quiesce();
+        // Not in `quiesce`: a purge goes on changing the folder after it.
+        trusted::mark_clean_stop(&self.state);
     }
 
     /// [`Self::stop`]'s steps; the write lock it returns keeps anything from recording
@@ -77,7 +79,6 @@ impl Daemon {
         let recording = self.state.lock();
         self.state.index.shutdown();
         self.state.history.stop();
-        trusted::mark_clean_stop(&self.state);
         recording
     }
 }

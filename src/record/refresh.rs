@@ -93,7 +93,15 @@ pub(crate) fn read_agreeing(
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 refresh_with(state, &note.path, lock)?;
-                return Err(Error::not_found(key));
+                // Renamed while the daemon was stopped, and paired by the verify.
+                let moved = state.catalog.read().get_by_id(&note.note_id).cloned();
+                match moved {
+                    Some(n) if n.path != note.path => {
+                        note = n;
+                        continue;
+                    }
+                    _ => return Err(Error::not_found(key)),
+                }
             }
             Err(e) => {
                 return Err(Error::internal(format!("cannot read {}: {e}", note.path)).with_cause(e))
@@ -144,6 +152,24 @@ pub(crate) fn stored_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
     })
 }
 
+/// How long a read waits for the verify of a start that walked nothing.
+const WALK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// After a start that walked nothing, a file the catalog does not know, or a note whose
+/// file is gone, may be one side of a rename made while stopped: recorded alone, the
+/// note would lose its id. Such a read waits for the verify, which pairs renames by
+/// content (at most [`WALK_WAIT`]; the caller must not hold the write lock).
+pub(crate) fn await_the_walk(state: &State, rel: &str) {
+    if !state.unread.unwalked() {
+        return;
+    }
+    let known = state.catalog.read().get(slug_of(rel)).is_some();
+    let present = state.paths.root.join(rel).is_file();
+    if known != present {
+        state.unread.wait(std::time::Instant::now() + WALK_WAIT);
+    }
+}
+
 /// Reconcile one path with the disk (`filesystem` actor).
 pub fn refresh(state: &State, rel: &str) -> Result<()> {
     refresh_with(state, rel, Lock::Take)
@@ -152,6 +178,9 @@ pub fn refresh(state: &State, rel: &str) -> Result<()> {
 /// [`refresh`] under the write lock (taken, or held by the caller). An emptied note still
 /// changing (an in-place save half done) is not recorded (`vault::settle`).
 pub(crate) fn refresh_with(state: &State, rel: &str, lock: Lock<'_>) -> Result<()> {
+    if matches!(lock, Lock::Take) {
+        await_the_walk(state, rel);
+    }
     let taken;
     let write = match lock {
         Lock::Held(write) => write,

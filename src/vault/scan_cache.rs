@@ -3,17 +3,20 @@
 //!
 //! An entry is the file's [`FileStamp`] (size, modification and change times, device,
 //! inode), the hash of the bytes read under that stamp, and the facts parsed from them
-//! (`markdown::facts`). A start takes a file's hash and facts from here only when the file's
-//! stamp now is the entry's: any save moves the change time (and a rename the inode), so
-//! a file edited while the daemon was stopped is read as before. The bytes themselves are
+//! (`markdown::facts`). A walked start takes a file's hash and facts from here only when
+//! the file's stamp now is the entry's: any save moves the change time (and a rename the
+//! inode), so a file edited while the daemon was stopped is read as before. A start after
+//! a clean stop walks nothing and takes every entry whose hash the store holds
+//! (`daemon::trusted`); its verify finds what changed. The bytes themselves are
 //! not kept here: they are read by the verify that follows the start (the full rescan),
 //! which also hashes every file again, so even a change the stamp cannot show is found and
 //! recorded then. The cache is derived data: a missing, torn, foreign or outdated file is
 //! ignored (every note is read), and it is rewritten after each full scan.
 //!
 //! Format: a magic line, a checksummed postcard body (a format number, the crate version
-//! that wrote it, the entries). Frontmatter is kept as a YAML value tree; an entry whose
-//! frontmatter does not come back equal is left out.
+//! that wrote it, the entries in path order, in chunks decoded side by side). Frontmatter
+//! is kept as a YAML value tree; an entry whose frontmatter does not come back equal is
+//! left out.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -258,8 +261,12 @@ pub struct StartScan {
     pub recalled: usize,
     /// Notes read, hashed and parsed.
     pub read: usize,
-    /// The recalled notes' bytes are still being read (the verify runs).
+    /// The verify is still to come or under way: the recalled notes' bytes are being
+    /// read, and after a start that walked nothing, the folder walked.
     pub verifying: bool,
+    /// The start walked nothing (after a clean stop): until the verify is done, files
+    /// created, removed or renamed while stopped are not yet in the catalog.
+    pub unwalked: bool,
 }
 
 impl Unread {
@@ -270,6 +277,7 @@ impl Unread {
             recalled,
             read,
             verifying: recalled > 0,
+            unwalked: false,
         };
     }
 
@@ -280,6 +288,7 @@ impl Unread {
             recalled,
             read,
             verifying: true,
+            unwalked: true,
         };
     }
 
@@ -292,8 +301,16 @@ impl Unread {
         self.start.lock().verifying
     }
 
+    /// Whether the start walked nothing and the verify has not walked the folder yet.
+    pub fn unwalked(&self) -> bool {
+        self.start.lock().unwalked
+    }
+
     pub fn finish(&self) {
-        self.start.lock().verifying = false;
+        let mut start = self.start.lock();
+        start.verifying = false;
+        start.unwalked = false;
+        drop(start);
         self.done.notify_all();
     }
 

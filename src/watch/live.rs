@@ -448,7 +448,7 @@ fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<V
     });
     state.catalog.write().excluded = found.excluded;
     // The verify of a start that walked nothing finds what changed while stopped.
-    let subject = if state.unread.pending() {
+    let subject = if state.unread.unwalked() {
         "Record changes made while notevault was stopped"
     } else {
         "Record external edits (rescan)"

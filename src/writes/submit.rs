@@ -104,6 +104,13 @@ fn answer(
         store_receipt(state, intent, &receipt)?;
         return Ok(receipt);
     }
+    // After a start that walked nothing, a write waits for the verify: the note it
+    // names may have been renamed or removed while the daemon was stopped.
+    if state.unread.unwalked() {
+        state
+            .unread
+            .wait(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    }
     let request = resolve(state, build()?)?;
     let settings = review::settings(state)?;
     let applied = if review::must_queue(&settings, &request.op)? {

@@ -137,6 +137,36 @@ async fn after_a_clean_stop_the_start_trusts_the_cache_and_the_verify_catches_up
     forget_the_clean_stop(&state);
 }
 
+/// A rename made while stopped keeps the note's id after a start that walked nothing,
+/// whether the first read names the new path or the old id (the verify pairs the two
+/// sides by content; a read that comes first waits for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_made_while_stopped_keeps_its_id_after_a_start_from_the_cache() {
+    let s = TestServer::start(Some("vault-example"), |_| {}).await;
+    cache_written(&s.state).await;
+    settled(&s).await;
+    let roadmap = s.get_json("/v1/notes/projects%2Froadmap", 200).await;
+    let id = roadmap["note_id"].as_str().unwrap().to_string();
+    let welcome = s.get_json("/v1/notes/Welcome", 200).await;
+    let welcome_id = welcome["note_id"].as_str().unwrap().to_string();
+    let (dir, vault, state) = s.stop().await;
+    std::fs::rename(
+        vault.join("projects/roadmap.md"),
+        vault.join("projects/roadmap-2027.md"),
+    )
+    .unwrap();
+    std::fs::rename(vault.join("Welcome.md"), vault.join("Hello.md")).unwrap();
+
+    let s = TestServer::start_in(dir, vault, state, |_| {}).await;
+    let moved = s.get_json("/v1/notes/projects%2Froadmap-2027", 200).await;
+    assert_eq!(moved["note_id"], id.as_str(), "{moved}");
+    let by_id = s.get_json(&format!("/v1/notes/{welcome_id}"), 200).await;
+    assert_eq!(by_id["slug"], "Hello", "{by_id}");
+    settled(&s).await;
+    s.get_error("/v1/notes/projects%2Froadmap", 404, "NOTE_NOT_FOUND")
+        .await;
+}
+
 /// After a stop that was not clean, the start walks the vault: unchanged notes are
 /// recalled, what changed while stopped is read before serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
