@@ -43,9 +43,9 @@ pub(super) fn take_clean_stop(state: &State) -> bool {
 
 /// The start from the stored notes and the scan cache; `false` (nothing done) when the
 /// cache is missing, damaged, from another build or empty: the start walks the vault
-/// then. What the walk alone would show (files left out of every answer, temp files of
-/// writes a crash cut short before an earlier start could clear them) waits for the
-/// verify.
+/// then. Files left out of every answer are listed by the verify; a temp file of a write
+/// a crash cut short, which an earlier walked start could not clear, waits for the next
+/// start that walks (after a crash) or `notevault check --repair`.
 pub(super) fn start(
     state: &State,
     write: &WriteLock<'_>,
