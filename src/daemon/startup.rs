@@ -206,7 +206,7 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
     // their bytes are in (until then, searches answer from the index as it was stored).
     state
         .unread
-        .begin(found_count - recalled.len(), recalled.len());
+        .begin(found_count - recalled.len(), recalled.len(), true);
     if first_history || behind {
         // Recording the whole vault built rows for every note; hand that memory back
         // before the index build takes its share.

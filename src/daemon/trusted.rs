@@ -1,9 +1,10 @@
 //! A warm start after a clean stop: the catalog is built from the stored notes and the
 //! scan cache, without walking the folder, and serving begins. The verify that follows
 //! every such start (the full rescan) walks, stats and reads every file and records what
-//! changed while the daemon was stopped. Meanwhile a read checks its file's stamp and
-//! takes in a file created since (`record::refresh`), a write reads the bytes it replaces,
-//! and lists and search show the changes made while stopped once the verify is done
+//! changed while the daemon was stopped. Meanwhile a read checks its file's stamp
+//! (`record::refresh`); a read of a file the catalog does not know or of a note whose
+//! file is gone, and every write, wait for the verify (a rename made while stopped keeps
+//! its id); lists and search show the changes made while stopped once the verify is done
 //! (`start_scan.verifying` in `GET /v1/index-status`).
 //!
 //! Trusted only when nothing can be half done: the last daemon stopped cleanly (no write
@@ -131,7 +132,7 @@ pub(super) fn start(
     )?;
     // The verify always follows (it also finds the files created or removed while
     // stopped); it starts the search index.
-    state.unread.begin_verify(total - recalled, recalled);
+    state.unread.begin(total - recalled, recalled, false);
     tracing::info!(
         notes = total,
         recalled,

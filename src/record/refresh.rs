@@ -152,21 +152,18 @@ pub(crate) fn stored_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
     })
 }
 
-/// How long a read waits for the verify of a start that walked nothing.
-const WALK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// After a start that walked nothing, a file the catalog does not know, or a note whose
 /// file is gone, may be one side of a rename made while stopped: recorded alone, the
 /// note would lose its id. Such a read waits for the verify, which pairs renames by
-/// content (at most [`WALK_WAIT`]; the caller must not hold the write lock).
-pub(crate) fn await_the_walk(state: &State, rel: &str) {
+/// content (the caller must not hold the write lock).
+fn await_the_walk(state: &State, rel: &str) {
     if !state.unread.unwalked() {
         return;
     }
     let known = state.catalog.read().get(slug_of(rel)).is_some();
     let present = state.paths.root.join(rel).is_file();
     if known != present {
-        state.unread.wait(std::time::Instant::now() + WALK_WAIT);
+        state.unread.wait_walk();
     }
 }
 

@@ -72,13 +72,8 @@ impl ScanCache {
     /// from another format or version, or unreadable (then every note is read).
     pub fn load(dir: &Path) -> Option<Self> {
         Some(Self {
-            entries: Self::load_entries(dir)?.into_iter().collect(),
+            entries: Self::load_chunks(dir)?.into_iter().flatten().collect(),
         })
-    }
-
-    /// [`load`](Self::load)'s entries as a list, by path.
-    pub fn load_entries(dir: &Path) -> Option<Vec<(String, Entry)>> {
-        Some(Self::load_chunks(dir)?.into_iter().flatten().collect())
     }
 
     /// [`load`](Self::load)'s entries in chunks, by path: each chunk in order, and every
@@ -151,12 +146,12 @@ impl ScanCache {
         let mut chunks: usize = 0;
         let mut start = out.len();
         let mut count: usize = 0;
-        // A chunk is a byte string (its length, a varint) holding a sequence (its count,
-        // a varint, then its entries): both go before the chunk once it is complete (only
-        // that chunk's bytes shift).
         // In path order, so a start pairs each chunk with the stored notes of its range.
         let mut observed: Vec<&Observed> = observed.into_iter().collect();
         observed.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+        // A chunk is a byte string (its length, a varint) holding a sequence (its count,
+        // a varint, then its entries): both go before the chunk once it is complete (only
+        // that chunk's bytes shift).
         let close = |out: &mut Vec<u8>, start: usize, count: usize| -> std::io::Result<()> {
             let count = postcard::to_stdvec(&count).map_err(std::io::Error::other)?;
             let len = postcard::to_stdvec(&(out.len() - start + count.len()))
@@ -245,6 +240,9 @@ impl Entry {
     }
 }
 
+/// How long a request waits for the verify of a start that walked nothing.
+const WALK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What the start took from the scan cache, and whether the verify that reads those
 /// notes' bytes is still to come. Whatever needs every note's bytes (grep, the start of
 /// the search index) waits here until it is done.
@@ -270,25 +268,15 @@ pub struct StartScan {
 }
 
 impl Unread {
-    /// The start observed `read` notes by reading them and recalled `recalled`: when it
-    /// recalled any, the verify is to come.
-    pub fn begin(&self, read: usize, recalled: usize) {
+    /// The start observed `read` notes by reading them and recalled `recalled`, and
+    /// walked the folder or not: when it recalled any or walked nothing, the verify is to
+    /// come.
+    pub fn begin(&self, read: usize, recalled: usize, walked: bool) {
         *self.start.lock() = StartScan {
             recalled,
             read,
-            verifying: recalled > 0,
-            unwalked: false,
-        };
-    }
-
-    /// [`begin`](Self::begin) of a start that walked no folder: the verify is to come
-    /// even when every note was read.
-    pub fn begin_verify(&self, read: usize, recalled: usize) {
-        *self.start.lock() = StartScan {
-            recalled,
-            read,
-            verifying: true,
-            unwalked: true,
+            verifying: recalled > 0 || !walked,
+            unwalked: !walked,
         };
     }
 
@@ -304,6 +292,15 @@ impl Unread {
     /// Whether the start walked nothing and the verify has not walked the folder yet.
     pub fn unwalked(&self) -> bool {
         self.start.lock().unwalked
+    }
+
+    /// While the start has walked nothing, wait for the verify (at most [`WALK_WAIT`]):
+    /// for a read or write that may meet a rename made while stopped, which the verify
+    /// pairs by content. Never with the write lock held (the verify takes it).
+    pub fn wait_walk(&self) {
+        if self.unwalked() {
+            self.wait(std::time::Instant::now() + WALK_WAIT);
+        }
     }
 
     pub fn finish(&self) {
@@ -524,7 +521,11 @@ mod tests {
             );
             let state = tempfile::tempdir().unwrap();
             ScanCache::store(state.path(), &encoded).unwrap();
-            let loaded = ScanCache::load_entries(state.path()).unwrap();
+            let loaded: Vec<(String, Entry)> = ScanCache::load_chunks(state.path())
+                .unwrap()
+                .into_iter()
+                .flatten()
+                .collect();
             let mut paths: Vec<&str> = observed.iter().map(|o| o.rel.as_str()).collect();
             paths.sort_unstable();
             assert!(

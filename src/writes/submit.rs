@@ -106,11 +106,7 @@ fn answer(
     }
     // After a start that walked nothing, a write waits for the verify: the note it
     // names may have been renamed or removed while the daemon was stopped.
-    if state.unread.unwalked() {
-        state
-            .unread
-            .wait(std::time::Instant::now() + std::time::Duration::from_secs(60));
-    }
+    state.unread.wait_walk();
     let request = resolve(state, build()?)?;
     let settings = review::settings(state)?;
     let applied = if review::must_queue(&settings, &request.op)? {
