@@ -27,6 +27,7 @@ use crate::storage::metadata::{Records, Settings};
 use crate::storage::rows::{AttachmentRow, OpRow, RevisionRow};
 use crate::storage::upload::{HashedUpload, Uploaded};
 use crate::storage::{Change, CommitRequest, Content, Revisions, Stored};
+use crate::vault::packed::Packed;
 
 use super::hosted::{database, message};
 
@@ -129,7 +130,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
                     Stored::Bytes(b) if crate::vault::content_hash(&b) == *hash => {
                         changes.push(Change {
                             path: rev.path.clone(),
-                            content: Some(Content::Bytes(Arc::from(b))),
+                            content: Some(Content::Bytes(Packed::plain(Arc::from(b)))),
                         })
                     }
                     // Kept as in the folder: a revision whose bytes are gone reads as lost.
@@ -181,7 +182,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             if crate::vault::content_hash(&b) == note.content_hash {
                 changes.push(Change {
                     path: note.path.clone(),
-                    content: Some(Content::Bytes(Arc::from(b))),
+                    content: Some(Content::Bytes(Packed::plain(Arc::from(b)))),
                 });
             }
         }

@@ -293,7 +293,7 @@ pub(crate) fn loose_blob(
     };
     match &change.content {
         None => Ok(Ok(None)),
-        Some(Content::Bytes(bytes)) => write(&bytes[..]),
+        Some(Content::Bytes(bytes)) => write(&bytes.bytes()),
         Some(Content::File(path)) => match std::fs::read(path) {
             Ok(bytes) => write(&bytes),
             // Gone since it was seen: the next reconcile records the removal.
@@ -313,10 +313,10 @@ pub(crate) fn packed_blobs(
     changes: &[&Change],
     progress: &crate::progress::Progress,
 ) -> Result<Vec<(String, BlobOf)>> {
-    let data: Vec<&[u8]> = changes
+    let data: Vec<&crate::vault::packed::Packed> = changes
         .iter()
         .filter_map(|c| match &c.content {
-            Some(Content::Bytes(bytes)) => Some(&bytes[..]),
+            Some(Content::Bytes(bytes)) => Some(bytes),
             _ => None,
         })
         .collect();

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::vault::packed::Packed;
 use crate::vault::path::unstorable;
 
 mod compact;
@@ -31,8 +32,9 @@ pub use repair::{verify, Repair, Verified};
 /// Where the new content of a changed path comes from.
 #[derive(Debug, Clone)]
 pub enum Content {
-    /// The bytes just written by the write pipeline.
-    Bytes(Arc<[u8]>),
+    /// The bytes a write brought, or the catalog's kept (packed) bytes of a note found:
+    /// unpacked only while a blob is hashed and written.
+    Bytes(Packed),
     /// A file to read when the commit is written: only for notes whose bytes are not kept
     /// in memory (over 10 MiB). The write pipeline waits for pending commits before it
     /// changes such a file, so the late read still sees the recorded version.

@@ -16,6 +16,7 @@
     reason = "writes only history.git's pack folder, in the state directory"
 )]
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,7 @@ use rayon::prelude::*;
 
 use super::history_error;
 use crate::error::Result;
+use crate::vault::packed::Packed;
 
 /// From this many blobs on, a commit's blobs are written as one pack.
 pub(crate) const AT_LEAST: usize = 256;
@@ -51,12 +53,30 @@ struct Placed {
 /// time, so a first commit holds a group's compressed bytes, never the whole pack's.
 const GROUP: usize = 1024;
 
+/// Bytes to pack: unpacked (when packed) only while they are hashed and compressed, so a
+/// first commit never holds a vault's bytes twice.
+pub(crate) trait Blob: Sync {
+    fn bytes(&self) -> Cow<'_, [u8]>;
+}
+
+impl Blob for &[u8] {
+    fn bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl Blob for &Packed {
+    fn bytes(&self) -> Cow<'_, [u8]> {
+        Packed::bytes(self)
+    }
+}
+
 /// Write `blobs` into one pack (and its index) under `git_dir/objects/pack`, returning
 /// each blob's id in the order given; those `held` says the repository holds already
 /// are left out (none left: no pack).
-pub(crate) fn write_blobs(
+pub(crate) fn write_blobs<B: Blob>(
     git_dir: &Path,
-    blobs: &[&[u8]],
+    blobs: &[B],
     held: &dyn Fn(&ObjectId) -> Result<bool>,
 ) -> Result<Vec<ObjectId>> {
     if blobs.is_empty() {
@@ -64,14 +84,14 @@ pub(crate) fn write_blobs(
     }
     let ids: Vec<ObjectId> = blobs
         .par_iter()
-        .map(|data| blob_id(data))
+        .map(|data| blob_id(&data.bytes()))
         .collect::<Result<_>>()?;
     // One entry per id not `held` already; the first one given is kept.
     let mut seen = std::collections::HashSet::with_capacity(ids.len());
-    let mut unique: Vec<(ObjectId, &[u8])> = Vec::new();
+    let mut unique: Vec<(ObjectId, &B)> = Vec::new();
     for (id, data) in ids.iter().zip(blobs) {
         if seen.insert(*id) && !held(id)? {
-            unique.push((*id, *data));
+            unique.push((*id, data));
         }
     }
     drop(seen);
@@ -264,7 +284,10 @@ impl<W: Write> Write for Hashing<W> {
 /// Write the pack of `blobs` (each with its id) to a temporary file in `dir` (synced),
 /// compressing a [`GROUP`] of them at a time in parallel: its path, its checksum, and
 /// where each blob went.
-fn write_pack(dir: &Path, blobs: &[(ObjectId, &[u8])]) -> Result<(PathBuf, ObjectId, Vec<Placed>)> {
+fn write_pack<B: Blob>(
+    dir: &Path,
+    blobs: &[(ObjectId, &B)],
+) -> Result<(PathBuf, ObjectId, Vec<Placed>)> {
     let temp = temp_path(dir, "pack");
     let written = (|| -> std::io::Result<(ObjectId, Vec<Placed>)> {
         let mut out = header(&temp, blobs.len())?;
@@ -272,7 +295,9 @@ fn write_pack(dir: &Path, blobs: &[(ObjectId, &[u8])]) -> Result<(PathBuf, Objec
         for group in blobs.chunks(GROUP) {
             let entries: Vec<Vec<u8>> = group
                 .par_iter()
-                .map_init(compressor, |z, (_, data)| entry(z, OBJ_BLOB, data, None))
+                .map_init(compressor, |z, (_, data)| {
+                    entry(z, OBJ_BLOB, &data.bytes(), None)
+                })
                 .collect::<std::io::Result<_>>()?;
             for ((id, _), bytes) in group.iter().zip(entries) {
                 placed.push(Placed {

@@ -300,7 +300,9 @@ mod tests {
                 actor: "test".into(),
                 changes: vec![Change {
                     path: path.into(),
-                    content: Some(Content::Bytes(Arc::from(text.as_bytes()))),
+                    content: Some(Content::Bytes(crate::vault::packed::Packed::plain(
+                        Arc::from(text.as_bytes()),
+                    ))),
                 }],
                 trailers: vec![("Notevault-Seq".into(), seq.to_string())],
                 allow_empty: true,

@@ -29,7 +29,11 @@ fn commits_chain_and_unchanged_trees_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let git_dir = dir.path().join("history.git");
     let history = History::open(&git_dir).unwrap();
-    let bytes = |s: &str| Some(Content::Bytes(Arc::from(s.as_bytes())));
+    let bytes = |s: &str| {
+        Some(Content::Bytes(crate::vault::packed::Packed::plain(
+            Arc::from(s.as_bytes()),
+        )))
+    };
     let first = commit(
         &history,
         vec![
@@ -77,7 +81,11 @@ fn a_name_git_refuses_is_left_out_and_the_rest_committed() {
     let dir = tempfile::tempdir().unwrap();
     let git_dir = dir.path().join("history.git");
     let history = History::open(&git_dir).unwrap();
-    let bytes = |s: &str| Some(Content::Bytes(Arc::from(s.as_bytes())));
+    let bytes = |s: &str| {
+        Some(Content::Bytes(crate::vault::packed::Packed::plain(
+            Arc::from(s.as_bytes()),
+        )))
+    };
     for bad in [".GIT/x.md", "git~1/x.md", ".Git/y.md"] {
         let written = history
             .commit(CommitRequest {

@@ -16,6 +16,7 @@ use crate::history::History;
 use crate::storage::metadata::Records;
 use crate::storage::rows::RevisionRow;
 use crate::storage::{Change, CommitRequest, Content};
+use crate::vault::packed::Packed;
 
 use crate::error::{Reason, Result};
 use crate::storage::blobs::BlobStore;
@@ -137,7 +138,9 @@ fn commit_of(
     }
     let content = match &rev.content_hash {
         // A revision whose bytes are gone (lost before an import) keeps the old bytes.
-        Some(hash) => found.get(hash).map(|b| Content::Bytes(b.clone())),
+        Some(hash) => found
+            .get(hash)
+            .map(|b| Content::Bytes(Packed::plain(b.clone()))),
         None => None,
     };
     match (&rev.content_hash, content) {

@@ -25,11 +25,12 @@ impl PgRevisions {
 
     async fn put(&self, request: &CommitRequest) -> Result<()> {
         let mut hashes = Vec::new();
-        let mut bodies: Vec<&[u8]> = Vec::new();
+        let mut bodies: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
         for change in &request.changes {
             match &change.content {
-                Some(Content::Bytes(bytes)) => {
-                    hashes.push(crate::vault::content_hash(bytes));
+                Some(Content::Bytes(kept)) => {
+                    let bytes = kept.bytes();
+                    hashes.push(crate::vault::content_hash(&bytes));
                     bodies.push(bytes);
                 }
                 // A shared vault has no folder: a note comes with its bytes, and an

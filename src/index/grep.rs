@@ -193,11 +193,11 @@ pub fn matching_notes(
                 return false;
             }
             searched.fetch_add(1, Ordering::Relaxed);
-            let Some(bytes) = note.searched_bytes().map(|b| &b[..]) else {
+            let Some(bytes) = note.searched_bytes().map(|b| b.bytes()) else {
                 return false;
             };
             let mut any = Any(false);
-            let _ = s.search_slice(matcher, bytes, &mut any);
+            let _ = s.search_slice(matcher, &bytes, &mut any);
             any.0
         })
         .collect();
@@ -261,8 +261,8 @@ pub fn lines_page(
             out: &mut lines,
             more: false,
         };
-        let bytes = note.searched_bytes().map_or(&[][..], |b| &b[..]);
-        let _ = s.search_slice(matcher, bytes, &mut sink);
+        let bytes = note.searched_bytes().map(|b| b.bytes());
+        let _ = s.search_slice(matcher, bytes.as_deref().unwrap_or_default(), &mut sink);
         let more = sink.more;
         page.lines_returned += lines.len();
         let last_line = lines.last().map(|l| l.n);

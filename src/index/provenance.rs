@@ -526,7 +526,8 @@ impl Matcher {
         let mut in_headings = false;
         let mut in_body = false;
         let mut in_props = false;
-        let bytes: &[u8] = note.content.as_deref().unwrap_or(&[]);
+        let kept = note.content.as_ref().map(|b| b.bytes());
+        let bytes: &[u8] = kept.as_deref().unwrap_or_default();
         let body_start = markdown::frontmatter_span_bytes(bytes).map_or(0, |(_, b)| b);
         let mut line_no = 1;
         let mut counted_to = 0;

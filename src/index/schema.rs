@@ -171,7 +171,8 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         }
     }
     if let Some(bytes) = note.searched_bytes() {
-        let (text, _) = crate::vault::markdown::decode(bytes);
+        let bytes = bytes.bytes();
+        let (text, _) = crate::vault::markdown::decode(&bytes);
         let body_start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
         let body = &text[body_start..];
         let mut headings = provenance::headings(body);
@@ -287,7 +288,7 @@ mod tests {
             created: std::time::SystemTime::UNIX_EPOCH,
             content_hash: "hash".into(),
             facts: crate::vault::markdown::facts(&bytes),
-            content: Some(Arc::from(bytes)),
+            content: Some(crate::vault::packed::Packed::new(&bytes)),
             stamp: None,
         };
         Arc::new(crate::vault::catalog::note_from(

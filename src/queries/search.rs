@@ -555,7 +555,7 @@ fn with_bytes(state: &State, note: &Arc<Note>) -> Arc<Note> {
     });
     match read {
         Some(bytes) if crate::vault::content_hash(&bytes) == note.content_hash => Arc::new(Note {
-            content: Some(bytes),
+            content: Some(crate::vault::packed::Packed::plain(bytes)),
             ..note.as_ref().clone()
         }),
         _ => note.clone(),

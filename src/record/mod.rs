@@ -40,6 +40,7 @@ use crate::vault::attachments::Attachment;
 use crate::vault::catalog::note_from;
 use crate::vault::note::Note;
 use crate::vault::observe::Observed;
+use crate::vault::packed::Packed;
 
 /// A commit names the version and note of each of its changes up to this many changes.
 pub const NAMED_ENTRIES: usize = 64;
@@ -643,9 +644,10 @@ pub fn history_change(
     observed: &Observed,
     bytes: Option<&Arc<[u8]>>,
 ) -> history::Change {
-    let content = match bytes.or(observed.content.as_ref()) {
-        Some(bytes) => Content::Bytes(bytes.clone()),
-        None => Content::File(state.paths.root.join(&observed.rel)),
+    let content = match (bytes, &observed.content) {
+        (Some(bytes), _) => Content::Bytes(Packed::plain(bytes.clone())),
+        (None, Some(kept)) => Content::Bytes(kept.clone()),
+        (None, None) => Content::File(state.paths.root.join(&observed.rel)),
     };
     history::Change {
         path: observed.rel.clone(),

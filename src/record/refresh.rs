@@ -133,11 +133,11 @@ pub fn read_kept(state: &State, key: &str) -> Option<NoteBytes> {
 fn kept_bytes(state: &State, note: &Note) -> Option<Arc<[u8]>> {
     // A shared vault has no folder beside it: its catalog holds every note's bytes.
     if state.shared.is_some() {
-        return note.content.clone();
+        return note.content.as_ref().map(|b| b.to_arc());
     }
     let (stamp, kept) = (note.stamp?, note.content.as_ref()?);
     let now = FileStamp::at(&state.paths.stamp_path(&note.path)).ok()?;
-    (now == stamp).then(|| kept.clone())
+    (now == stamp).then(|| kept.to_arc())
 }
 
 /// The bytes of `note` as its store holds them now, for a writer that checks them against

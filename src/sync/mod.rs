@@ -135,7 +135,7 @@ fn current_bytes(
         return Ok(None);
     };
     if let Some(bytes) = &note.content {
-        return Ok(Some(bytes.to_vec()));
+        return Ok(Some(bytes.bytes().into_owned()));
     }
     let abs = state.paths.resolve(&note.path)?.abs;
     match std::fs::read(abs) {

@@ -11,6 +11,7 @@ pub mod links;
 pub mod markdown;
 pub mod note;
 pub mod observe;
+pub mod packed;
 pub mod path;
 pub mod removed;
 pub mod scan;

@@ -1,8 +1,6 @@
 //! One note as the daemon knows it: what the catalog, the link tables and every reader
 //! hold of it.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use serde_norway::Mapping;
 
@@ -49,9 +47,9 @@ pub struct Note {
     pub updated_at: DateTime<Utc>,
     /// When the daemon recorded this version.
     pub observed_at: DateTime<Utc>,
-    /// The file's bytes as of `content_hash`, for search and grep; `None` when the note
-    /// is too large to keep (or private).
-    pub content: Option<Arc<[u8]>>,
+    /// The file's bytes as of `content_hash` (packed), for reads, search and grep;
+    /// `None` when the note is too large to keep (or private).
+    pub content: Option<crate::vault::packed::Packed>,
     /// The file's stamp when the bytes of `content_hash` were read from it (`None`: not
     /// known; a read hashes the file).
     pub stamp: Option<crate::vault::observe::FileStamp>,
@@ -83,7 +81,7 @@ impl Note {
     /// The bytes search and grep read: the kept bytes of a note up to
     /// [`MAX_CONTENT_BYTES`](crate::vault::observe::MAX_CONTENT_BYTES). (A store with no
     /// folder keeps a larger note whole, to read it back; it is still not searched.)
-    pub fn searched_bytes(&self) -> Option<&Arc<[u8]>> {
+    pub fn searched_bytes(&self) -> Option<&crate::vault::packed::Packed> {
         self.content
             .as_ref()
             .filter(|_| self.size <= crate::vault::observe::MAX_CONTENT_BYTES)

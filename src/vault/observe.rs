@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::vault::content_hash;
 use crate::vault::markdown::{self, NoteFacts};
+use crate::vault::packed::Packed;
 
 /// A note file as read from disk.
 #[derive(Debug, Clone)]
@@ -22,8 +23,9 @@ pub struct Observed {
     pub created: SystemTime,
     pub content_hash: String,
     pub facts: NoteFacts,
-    /// The bytes, kept for search and grep; `None` above [`MAX_CONTENT_BYTES`].
-    pub content: Option<Arc<[u8]>>,
+    /// The bytes, kept (packed) for reads, search and grep; `None` above
+    /// [`MAX_CONTENT_BYTES`].
+    pub content: Option<Packed>,
     /// What a stat said of the file both before and after its bytes were read (`None`
     /// when the two differ, or when the bytes did not come from reading the file).
     pub stamp: Option<FileStamp>,
@@ -62,10 +64,14 @@ impl FileStamp {
 /// (`coverage` says so).
 pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
 
-/// What a note's bytes become in the catalog: kept unless too large.
-pub fn keep_content(bytes: Arc<[u8]>) -> Option<Arc<[u8]>> {
-    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then_some(bytes)
+/// What a note's bytes become in the catalog: kept, packed, unless too large.
+pub fn keep_content(bytes: &[u8]) -> Option<Packed> {
+    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then(|| Packed::new(bytes))
 }
+
+/// The packed bytes a caller already holds for a file, by `(rel, content hash)`: the
+/// catalog's kept bytes of that version.
+pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Packed> + Sync);
 
 /// A file the scan could not take in, and why (reported in `coverage`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,8 +99,8 @@ impl Observed {
             content_hash: content_hash(&bytes),
             facts: markdown::facts(&bytes),
             content: match keep_all {
-                true => Some(bytes),
-                false => keep_content(bytes),
+                true => Some(Packed::new(&bytes)),
+                false => keep_content(&bytes),
             },
             stamp: None,
         }
@@ -103,9 +109,44 @@ impl Observed {
 
 /// Read one note file.
 pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
+    observe_sharing(root, rel, None)
+}
+
+/// [`observe`] that takes the bytes `known` holds for the version it read instead of
+/// packing its own copy.
+pub fn observe_sharing(
+    root: &Path,
+    rel: &str,
+    known: Option<Known<'_>>,
+) -> std::io::Result<Observed> {
+    thread_local! {
+        // The bytes are packed for the catalog, so each file is read into this thread's
+        // buffer rather than into one made and freed per file.
+        static READ: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    READ.with_borrow_mut(|buf| {
+        let observed = observe_into(root, rel, known, buf);
+        if buf.capacity() > READ_KEPT {
+            *buf = Vec::new();
+        }
+        observed
+    })
+}
+
+/// The largest read buffer a thread keeps between files.
+const READ_KEPT: usize = 1 << 20;
+
+fn observe_into(
+    root: &Path,
+    rel: &str,
+    known: Option<Known<'_>>,
+    bytes: &mut Vec<u8>,
+) -> std::io::Result<Observed> {
     let mut file = std::fs::File::open(root.join(rel))?;
     let meta = file.metadata()?;
-    let bytes = read_whole(&mut file, meta.len())?;
+    bytes.clear();
+    bytes.reserve(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(bytes)?;
     let before = FileStamp::of(&meta);
     let stamp = file
         .metadata()
@@ -113,14 +154,19 @@ pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
         .map(|m| FileStamp::of(&m))
         .filter(|after| *after == before && after.size == bytes.len() as u64);
     let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    let hash = content_hash(bytes);
+    let content = match known.and_then(|k| k(rel, &hash)) {
+        Some(kept) => Some(kept),
+        None => keep_content(bytes),
+    };
     Ok(Observed {
         rel: rel.to_string(),
         size: bytes.len() as u64,
         mtime,
         created: meta.created().unwrap_or(mtime).min(mtime),
-        content_hash: content_hash(&bytes),
-        facts: markdown::facts(&bytes),
-        content: keep_content(bytes),
+        content_hash: hash,
+        facts: markdown::facts(bytes),
+        content,
         stamp,
     })
 }
@@ -132,9 +178,9 @@ pub fn read_file(path: &Path) -> std::io::Result<Arc<[u8]>> {
     read_whole(&mut file, len)
 }
 
-/// The bytes of `file`, read into the one allocation the catalog keeps (an `Arc<[u8]>`:
-/// its counts and the bytes), sized by the `len` its stat gave; a file that turns out
-/// shorter or longer is read again from its start.
+/// The bytes of `file`, read into one allocation (an `Arc<[u8]>`: its counts and the
+/// bytes), sized by the `len` its stat gave; a file that turns out shorter or longer is
+/// read again from its start.
 fn read_whole(file: &mut std::fs::File, len: u64) -> std::io::Result<Arc<[u8]>> {
     use std::io::{Read, Seek};
     if let Ok(len) = usize::try_from(len) {

@@ -2,12 +2,11 @@
 //! in parallel. Reading never writes: no file, no mtime, no atime beyond the OS default.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use rayon::prelude::*;
 
-use crate::vault::observe::{observe, Excluded, FileStamp, Observed};
+use crate::vault::observe::{observe_sharing, Excluded, FileStamp, Observed};
 use crate::vault::path::VaultPaths;
 use crate::vault::scan_cache::ScanCache;
 use crate::vault::walk::{walk, Walk, Want};
@@ -42,9 +41,7 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
     scan_with(paths, list_note_files(paths), None)
 }
 
-/// The bytes a caller already holds for a file, by `(rel, content hash)`: the catalog's
-/// kept bytes of that version.
-pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Arc<[u8]>> + Sync);
+pub use crate::vault::observe::Known;
 
 /// [`scan`] that keeps the caller's copy of bytes it already holds (`known`) instead of
 /// the one it read: a rescan of a vault whose bytes the catalog keeps then holds one copy
@@ -117,19 +114,10 @@ fn scan_observing(
     let results: Vec<Result<Observed, Excluded>> = to_read
         .par_iter()
         .map(|rel| {
-            let out = observe(&paths.root, rel)
-                .map(|mut o| {
-                    if o.content.is_some() {
-                        if let Some(kept) = known.and_then(|k| k(&o.rel, &o.content_hash)) {
-                            o.content = Some(kept);
-                        }
-                    }
-                    o
-                })
-                .map_err(|err| Excluded {
-                    path: rel.clone(),
-                    reason: format!("unreadable: {err}"),
-                });
+            let out = observe_sharing(&paths.root, rel, known).map_err(|err| Excluded {
+                path: rel.clone(),
+                reason: format!("unreadable: {err}"),
+            });
             progress.inc(1);
             out
         })

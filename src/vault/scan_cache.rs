@@ -458,7 +458,6 @@ fn value(y: Yaml) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn observed_of(dir: &Path, rel: &str, text: &str) -> Observed {
         let path = dir.join(rel);
@@ -577,7 +576,7 @@ mod tests {
         o.content = None;
         ScanCache::save(state.path(), [&o]).unwrap();
         assert!(ScanCache::load(state.path()).unwrap().is_empty());
-        o.content = Some(Arc::from(&b"# A\n"[..]));
+        o.content = Some(crate::vault::packed::Packed::new(b"# A\n"));
         ScanCache::save(state.path(), [&o]).unwrap();
         let path = state.path().join(FILE_NAME);
         let mut bytes = std::fs::read(&path).unwrap();

@@ -154,7 +154,7 @@ fn landed(
             let observed = changed.remove(at);
             take_from(removed);
             let bytes = match observed.content {
-                Some(bytes) => bytes,
+                Some(kept) => kept.to_arc(),
                 // Over 10 MiB: the scan keeps no bytes.
                 None => crate::vault::observe::read_file(&root.join(&intent.to_rel)).ok()?,
             };

@@ -40,7 +40,11 @@ fn packing_keeps_every_revision_and_stores_a_crowded_folder_as_deltas() {
     let dir = tempfile::tempdir().unwrap();
     let git_dir = dir.path().join("history.git");
     let history = History::open(&git_dir).unwrap();
-    let bytes = |s: String| Some(Content::Bytes(Arc::from(s.into_bytes())));
+    let bytes = |s: String| {
+        Some(Content::Bytes(crate::vault::packed::Packed::plain(
+            Arc::from(s.into_bytes()),
+        )))
+    };
     let crowd: Vec<Change> = (0..2000)
         .map(|i| Change {
             path: format!("crowd/n{i:04}.md"),
@@ -177,7 +181,9 @@ fn a_repair_moves_head_back_to_a_packed_commit() {
             &history,
             vec![Change {
                 path: format!("n{i}.md"),
-                content: Some(Content::Bytes(Arc::from(format!("{i}").into_bytes()))),
+                content: Some(Content::Bytes(crate::vault::packed::Packed::plain(
+                    Arc::from(format!("{i}").into_bytes()),
+                ))),
             }],
             i + 1,
         )

@@ -577,7 +577,8 @@ pub fn chunks(note: &Note) -> Vec<String> {
     let Some(bytes) = note.searched_bytes() else {
         return Vec::new();
     };
-    let (text, _) = crate::vault::markdown::decode(bytes);
+    let bytes = bytes.bytes();
+    let (text, _) = crate::vault::markdown::decode(&bytes);
     let start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
     chunk_text(&note.title, &text[start..])
 }

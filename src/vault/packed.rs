@@ -1,0 +1,136 @@
+//! A note's bytes as the catalog keeps them: one LZ4 block when that is smaller, else as
+//! they are. The catalog holds every note's bytes for reads, search and grep, so at
+//! scale they are most of a daemon's memory; markdown packs to about half, and a block
+//! unpacks at several GB/s, so a read or a grep pays little for it.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use lz4_flex::block::CompressTable;
+
+/// The largest output buffer a thread keeps between notes.
+const SCRATCH_KEPT: usize = 1 << 20;
+
+/// A note's bytes, packed. Clones share them.
+#[derive(Clone)]
+pub struct Packed {
+    /// An LZ4 block when shorter than `len`, else the bytes themselves.
+    data: Arc<[u8]>,
+    len: usize,
+}
+
+impl Packed {
+    /// `bytes` packed (read once; kept as they are when LZ4 does not make them smaller).
+    pub fn new(bytes: &[u8]) -> Self {
+        thread_local! {
+            // The encoder's hash table and its output, reused: a table made for each note
+            // slowed the packing (benches/README.md, "packed note bytes").
+            static SCRATCH: RefCell<(CompressTable, Vec<u8>)> = RefCell::default();
+        }
+        let packed = SCRATCH.with_borrow_mut(|(table, out)| {
+            out.resize(lz4_flex::block::get_maximum_output_size(bytes.len()), 0);
+            let n = lz4_flex::block::compress_into_with_table(bytes, out, table).ok()?;
+            let data: Option<Arc<[u8]>> = (n < bytes.len()).then(|| out[..n].into());
+            if out.len() > SCRATCH_KEPT {
+                // A large note's buffer and its larger table are not kept for the next.
+                (*table, *out) = Default::default();
+            }
+            data
+        });
+        Self {
+            data: packed.unwrap_or_else(|| bytes.into()),
+            len: bytes.len(),
+        }
+    }
+
+    /// `bytes` kept as they are, sharing their allocation (a note too small to gain).
+    pub fn plain(bytes: Arc<[u8]>) -> Self {
+        Self {
+            len: bytes.len(),
+            data: bytes,
+        }
+    }
+
+    /// The length of the bytes (not of what is kept).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many bytes are kept for them.
+    pub fn kept_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The bytes: borrowed when kept as they are, else unpacked.
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        match self.unpacked() {
+            None => Cow::Borrowed(&self.data),
+            Some(v) => Cow::Owned(v),
+        }
+    }
+
+    /// The bytes in an `Arc` of their own (shared when kept as they are).
+    pub fn to_arc(&self) -> Arc<[u8]> {
+        match self.unpacked() {
+            None => self.data.clone(),
+            Some(v) => v.into(),
+        }
+    }
+
+    fn unpacked(&self) -> Option<Vec<u8>> {
+        if self.data.len() == self.len {
+            return None;
+        }
+        // Only `new` packs, with this crate's own encoder and the length it read: a
+        // block that does not unpack to it is memory gone bad, not input.
+        Some(
+            lz4_flex::block::decompress(&self.data, self.len)
+                .expect("a block packed by Packed::new unpacks"),
+        )
+    }
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packed")
+            .field("len", &self.len)
+            .field("kept", &self.data.len())
+            .finish()
+    }
+}
+
+impl PartialEq for Packed {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Packed {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_come_back_as_they_went_in_packed_or_not() {
+        let text =
+            "# A note\n\nThe same words again. The same words again. The same words again.\n"
+                .repeat(20);
+        let cases: [&[u8]; 5] = [b"", b"x", b"# A\n", text.as_bytes(), &[0xff, 0, 7, 0xfe]];
+        for bytes in cases {
+            let p = Packed::new(bytes);
+            assert_eq!(p.len(), bytes.len());
+            assert_eq!(&p.bytes()[..], bytes);
+            assert_eq!(&p.to_arc()[..], bytes);
+            assert!(p.kept_len() <= bytes.len());
+        }
+        let long = Packed::new(text.as_bytes());
+        assert!(long.kept_len() * 4 < text.len(), "repeated markdown packs");
+        assert_eq!(long, Packed::plain(Arc::from(text.as_bytes())));
+    }
+}
