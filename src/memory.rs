@@ -15,25 +15,43 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// bindings do not name it, and `libmimalloc-sys` is pinned in Cargo.toml).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// How long freed pages are kept before they go back to the system, until [`serving`].
-const PURGE_DELAY_MS: std::ffi::c_long = 10;
-
 /// Set the allocator up for a long-running daemon; call first thing in `main`. Freed pages
-/// are purged (handed back to the system) after [`PURGE_DELAY_MS`] instead of mimalloc's
-/// default second (this overrides `MIMALLOC_PURGE_DELAY`), so a burst (the first start's
-/// scan, index build and history pack together) does not hold the pages of one step while
-/// the next allocates its own; kept that long, the pages a parse frees are not faulted in
-/// again by the next file's (purged at once, the scan spent far more time in the kernel:
-/// benches/README.md, "packed note bytes"). And the process takes no transparent
-/// huge pages, also on a host whose setting is `always` rather than `madvise`.
+/// are purged (handed back to the system) at once instead of after mimalloc's default
+/// second (this overrides `MIMALLOC_PURGE_DELAY`), so a burst (the first start's scan,
+/// index build and history pack together) does not hold the pages of one step while the
+/// next allocates its own. And the process takes no transparent huge pages, also on a
+/// host whose setting is `always` rather than `madvise`.
 pub fn configure() {
     // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
     #[cfg(target_os = "linux")]
     // SAFETY: a flag of this process (inherited by its children), no memory is touched.
     unsafe {
         libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
+}
+
+/// How long freed pages are kept while a local vault starts ([`starting`]).
+const START_PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// Before a local vault's start-up scan: freed pages are kept [`START_PURGE_DELAY_MS`]
+/// before they go back to the system. The catalog keeps the notes' bytes packed, not as
+/// read, so the pages a file's parse frees empty out; purged at once, the next file's
+/// parse faulted them in again, and the scan spent far more time in the kernel
+/// (benches/README.md, "packed note bytes"). That short a delay leaves the start's peak
+/// as it was. Ended by [`serving`] or [`started`].
+pub fn starting() {
+    // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, START_PURGE_DELAY_MS) }
+}
+
+/// The start of a vault that will not call [`serving`] is over (a daemon without a
+/// watch, a hosted instance's lobby): freed pages go back at once again, as
+/// [`configure`] set. Kept any time in hosted mode, they grew each idle open vault's
+/// memory (benches/README.md, "packed note bytes").
+pub fn started() {
+    // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
 }
 
 /// How long freed pages are kept once the daemon serves ([`serving`]).

@@ -257,6 +257,8 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
         token_key,
         vault_id,
     )?);
+    // Until the start ends (its verify, when one runs): then `serving`, or `started`.
+    crate::memory::starting();
     if let Some(observed) = startup::startup_scan(&state)? {
         let bg = state.clone();
         std::thread::Builder::new()
@@ -333,8 +335,12 @@ pub fn open(config: Config) -> anyhow::Result<Daemon> {
                 // (a local daemon's watch; a hosted instance's lobby has none).
                 if bg.config.watch {
                     crate::memory::serving();
+                } else {
+                    crate::memory::started();
                 }
             })?;
+    } else {
+        crate::memory::started();
     }
     // Sync ops past the retention are compacted hourly (and on demand:
     // `POST /v1/sync:compact`); the thread ends once the state is dropped.

@@ -283,8 +283,8 @@ pub fn record_settling(
         (Some(commit), None, None)
     };
 
-    // 2. Revision rows and note rows. The sync ops and the note rows are built one at a
-    // time as the store takes them: a whole vault's worth (the first start) is never held.
+    // 2. Revision rows and notes, then the sync ops and note rows the store takes: for a
+    // first start, all of the vault's at once (benches/README.md, "packed note bytes").
     let mut revisions = Vec::with_capacity(entries.len());
     let mut deleted = Vec::new();
     let mut notes = Vec::with_capacity(entries.len());

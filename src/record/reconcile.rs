@@ -69,7 +69,9 @@ pub fn reconcile_with_files(
     subject: &str,
     whole_vault: Option<Vec<Change>>,
 ) -> Result<Outcome> {
-    let mut entries = Vec::new();
+    // Sized once: grown by doubling, a first start's list of the whole vault held a
+    // third more than it needed, twice over while it was copied.
+    let mut entries = Vec::with_capacity(observed.len() + removed.len());
     let mut deletes = Vec::new();
     {
         let catalog = state.catalog.read();

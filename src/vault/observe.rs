@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::vault::content_hash;
 use crate::vault::markdown::{self, NoteFacts};
-use crate::vault::packed::Packed;
+use crate::vault::packed::{Packed, Scratch};
 
 /// A note file as read from disk.
 #[derive(Debug, Clone)]
@@ -109,39 +109,42 @@ impl Observed {
 
 /// Read one note file.
 pub fn observe(root: &Path, rel: &str) -> std::io::Result<Observed> {
-    observe_sharing(root, rel, None)
+    observe_sharing(root, rel, None, &mut Reading::default())
 }
 
-/// [`observe`] that takes the bytes `known` holds for the version it read instead of
-/// packing its own copy.
+/// What a worker reading many files in a row reuses: the buffer a file is read into
+/// (its bytes are kept packed, not as read) and the packer's [`Scratch`].
+#[derive(Default)]
+pub struct Reading {
+    bytes: Vec<u8>,
+    pack: Scratch,
+}
+
+/// The largest read buffer a [`Reading`] keeps between files.
+const READ_KEPT: usize = 1 << 20;
+
+/// [`observe`] with a worker's [`Reading`], taking the bytes `known` holds for the
+/// version it read instead of packing its own copy.
 pub fn observe_sharing(
     root: &Path,
     rel: &str,
     known: Option<Known<'_>>,
+    reading: &mut Reading,
 ) -> std::io::Result<Observed> {
-    thread_local! {
-        // The bytes are packed for the catalog, so each file is read into this thread's
-        // buffer rather than into one made and freed per file.
-        static READ: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    let observed = observe_into(root, rel, known, reading);
+    if reading.bytes.capacity() > READ_KEPT {
+        reading.bytes = Vec::new();
     }
-    READ.with_borrow_mut(|buf| {
-        let observed = observe_into(root, rel, known, buf);
-        if buf.capacity() > READ_KEPT {
-            *buf = Vec::new();
-        }
-        observed
-    })
+    observed
 }
-
-/// The largest read buffer a thread keeps between files.
-const READ_KEPT: usize = 1 << 20;
 
 fn observe_into(
     root: &Path,
     rel: &str,
     known: Option<Known<'_>>,
-    bytes: &mut Vec<u8>,
+    reading: &mut Reading,
 ) -> std::io::Result<Observed> {
+    let Reading { bytes, pack } = reading;
     let mut file = std::fs::File::open(root.join(rel))?;
     let meta = file.metadata()?;
     bytes.clear();
@@ -157,7 +160,7 @@ fn observe_into(
     let hash = content_hash(bytes);
     let content = match known.and_then(|k| k(rel, &hash)) {
         Some(kept) => Some(kept),
-        None => keep_content(bytes),
+        None => (bytes.len() as u64 <= MAX_CONTENT_BYTES).then(|| Packed::with(bytes, pack)),
     };
     Ok(Observed {
         rel: rel.to_string(),

@@ -4,13 +4,20 @@
 //! unpacks at several GB/s, so a read or a grep pays little for it.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use lz4_flex::block::CompressTable;
 
-/// The largest output buffer a thread keeps between notes.
-const SCRATCH_KEPT: usize = 1 << 20;
+/// What packing many notes in a row reuses: the encoder's hash table and its output
+/// buffer (made for each note, they slowed a scan's packing: benches/README.md, "packed
+/// note bytes"). Owned by one worker for one scan, never by a thread for good: kept per
+/// thread, they pinned each thread's allocator pages, and an instance of 1,000 vaults
+/// has a thousand threads.
+#[derive(Default)]
+pub struct Scratch {
+    table: CompressTable,
+    out: Vec<u8>,
+}
 
 /// A note's bytes, packed. Clones share them.
 #[derive(Clone)]
@@ -23,21 +30,17 @@ pub struct Packed {
 impl Packed {
     /// `bytes` packed (read once; kept as they are when LZ4 does not make them smaller).
     pub fn new(bytes: &[u8]) -> Self {
-        thread_local! {
-            // The encoder's hash table and its output, reused: a table made for each note
-            // slowed the packing (benches/README.md, "packed note bytes").
-            static SCRATCH: RefCell<(CompressTable, Vec<u8>)> = RefCell::default();
-        }
-        let packed = SCRATCH.with_borrow_mut(|(table, out)| {
-            out.resize(lz4_flex::block::get_maximum_output_size(bytes.len()), 0);
-            let n = lz4_flex::block::compress_into_with_table(bytes, out, table).ok()?;
-            let data: Option<Arc<[u8]>> = (n < bytes.len()).then(|| out[..n].into());
-            if out.len() > SCRATCH_KEPT {
-                // A large note's buffer and its larger table are not kept for the next.
-                (*table, *out) = Default::default();
-            }
-            data
-        });
+        Self::with(bytes, &mut Scratch::default())
+    }
+
+    /// [`Packed::new`] with a worker's [`Scratch`].
+    pub fn with(bytes: &[u8], scratch: &mut Scratch) -> Self {
+        let Scratch { table, out } = scratch;
+        out.resize(lz4_flex::block::get_maximum_output_size(bytes.len()), 0);
+        let packed = lz4_flex::block::compress_into_with_table(bytes, out, table)
+            .ok()
+            .filter(|n| *n < bytes.len())
+            .map(|n| Arc::from(&out[..n]));
         Self {
             data: packed.unwrap_or_else(|| bytes.into()),
             len: bytes.len(),

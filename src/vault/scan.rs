@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use rayon::prelude::*;
 
-use crate::vault::observe::{observe_sharing, Excluded, FileStamp, Observed};
+use crate::vault::observe::{observe_sharing, Excluded, FileStamp, Observed, Reading};
 use crate::vault::path::VaultPaths;
 use crate::vault::scan_cache::ScanCache;
 use crate::vault::walk::{walk, Walk, Want};
@@ -113,8 +113,8 @@ fn scan_observing(
     let progress = crate::progress::Progress::start("scanning", "notes", to_read.len() as u64);
     let results: Vec<Result<Observed, Excluded>> = to_read
         .par_iter()
-        .map(|rel| {
-            let out = observe_sharing(&paths.root, rel, known).map_err(|err| Excluded {
+        .map_init(Reading::default, |reading, rel| {
+            let out = observe_sharing(&paths.root, rel, known, reading).map_err(|err| Excluded {
                 path: rel.clone(),
                 reason: format!("unreadable: {err}"),
             });
