@@ -4,7 +4,8 @@
 //! The allocator is mimalloc: searches and requests allocate and free many small buffers
 //! on every core, where glibc's malloc took ~18 % of a search's CPU (benches/README,
 //! "search — mimalloc"). It is set up to keep a daemon's resident size low: freed pages go
-//! back to the system at once, and no transparent huge pages, which would round small
+//! back to the system at once (but for a moment while a local vault starts or serves:
+//! [`starting`], [`serving`]), and no transparent huge pages, which would round small
 //! heaps up to 2 MiB (mimalloc does not ask for them: the `no_thp` feature; the process
 //! refuses them where the host gives them unasked: [`configure`]).
 
@@ -17,7 +18,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Set the allocator up for a long-running daemon; call first thing in `main`. Freed pages
 /// are purged (handed back to the system) at once instead of after mimalloc's default
-/// second (this overrides `MIMALLOC_PURGE_DELAY`), so a burst (the first start's scan,
+/// second (this overrides `MIMALLOC_PURGE_DELAY`; a local vault's start keeps them
+/// [`START_PURGE_DELAY_MS`]), so a burst (the first start's scan,
 /// index build and history pack together) does not hold the pages of one step while the
 /// next allocates its own. And the process takes no transparent huge pages, also on a
 /// host whose setting is `always` rather than `madvise`.

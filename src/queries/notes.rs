@@ -145,8 +145,9 @@ pub fn read_lines(
 }
 
 /// [`read_lines`] without touching the file: `None` unless the catalog keeps the note's
-/// bytes and the file's stamp is still theirs ([`read_kept`]). Cheap enough for an async
-/// worker; on `None` the caller takes [`read_lines`] on a blocking thread.
+/// bytes, is not large, and the file's stamp is still theirs ([`read_kept`]). Cheap
+/// enough for an async worker; on `None` the caller takes [`read_lines`] on a blocking
+/// thread.
 pub fn read_lines_kept(
     state: &State,
     key: &str,

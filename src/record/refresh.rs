@@ -118,14 +118,22 @@ pub(crate) fn read_agreeing(
 
 /// The note `key` names and its kept bytes, when the catalog holds the note, keeps its
 /// bytes and the file's stamp is still the one they were read under: one `stat`, no
-/// read, no hash, no lock but the catalog's read lock, so it is cheap enough to answer
-/// on an async worker. `None`: take the full path ([`read`]), which finds notes the
-/// catalog has not seen, reads, hashes and reconciles.
+/// read, no hash, no lock but the catalog's read lock, and an unpack of at most
+/// [`KEPT_ON_WORKER`] bytes, so it is cheap enough to answer on an async worker. `None`:
+/// take the full path ([`read`]), which finds notes the catalog has not seen, reads,
+/// hashes and reconciles.
 pub fn read_kept(state: &State, key: &str) -> Option<NoteBytes> {
     let note = state.catalog.read().find(key)?.clone();
+    if note.size > KEPT_ON_WORKER {
+        return None;
+    }
     let kept = kept_bytes(state, &note)?;
     Some((note, kept))
 }
+
+/// The largest note [`read_kept`] unpacks on an async worker (LZ4 unpacks a few GB/s: a
+/// note this size takes well under a millisecond).
+const KEPT_ON_WORKER: u64 = 1 << 20;
 
 /// `note`'s kept bytes if its file's stamp is still theirs. The stat goes through
 /// [`Paths::stamp_path`](crate::vault::path::VaultPaths::stamp_path): the bytes answered are

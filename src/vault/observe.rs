@@ -64,11 +64,6 @@ impl FileStamp {
 /// (`coverage` says so).
 pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
 
-/// What a note's bytes become in the catalog: kept, packed, unless too large.
-pub fn keep_content(bytes: &[u8]) -> Option<Packed> {
-    (bytes.len() as u64 <= MAX_CONTENT_BYTES).then(|| Packed::new(bytes))
-}
-
 /// The packed bytes a caller already holds for a file, by `(rel, content hash)`: the
 /// catalog's kept bytes of that version.
 pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Packed> + Sync);
@@ -98,10 +93,8 @@ impl Observed {
             created,
             content_hash: content_hash(&bytes),
             facts: markdown::facts(&bytes),
-            content: match keep_all {
-                true => Some(Packed::new(&bytes)),
-                false => keep_content(&bytes),
-            },
+            content: (keep_all || bytes.len() as u64 <= MAX_CONTENT_BYTES)
+                .then(|| Packed::of(bytes)),
             stamp: None,
         }
     }

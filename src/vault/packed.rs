@@ -8,11 +8,14 @@ use std::sync::Arc;
 
 use lz4_flex::block::CompressTable;
 
+/// The largest output buffer a [`Scratch`] keeps between notes.
+const SCRATCH_KEPT: usize = 1 << 20;
+
 /// What packing many notes in a row reuses: the encoder's hash table and its output
 /// buffer (made for each note, they slowed a scan's packing: benches/README.md, "packed
-/// note bytes"). Owned by one worker for one scan, never by a thread for good: kept per
-/// thread, they pinned each thread's allocator pages, and an instance of 1,000 vaults
-/// has a thousand threads.
+/// note bytes"). Owned by a scan's job while it runs, never by a thread for good: kept
+/// per thread, they would pin each thread's allocator pages, and an instance of 1,000
+/// vaults has a thousand threads.
 #[derive(Default)]
 pub struct Scratch {
     table: CompressTable,
@@ -35,19 +38,41 @@ impl Packed {
 
     /// [`Packed::new`] with a worker's [`Scratch`].
     pub fn with(bytes: &[u8], scratch: &mut Scratch) -> Self {
-        let Scratch { table, out } = scratch;
-        out.resize(lz4_flex::block::get_maximum_output_size(bytes.len()), 0);
-        let packed = lz4_flex::block::compress_into_with_table(bytes, out, table)
-            .ok()
-            .filter(|n| *n < bytes.len())
-            .map(|n| Arc::from(&out[..n]));
+        let packed = Self::block(bytes, scratch);
         Self {
             data: packed.unwrap_or_else(|| bytes.into()),
             len: bytes.len(),
         }
     }
 
-    /// `bytes` kept as they are, sharing their allocation (a note too small to gain).
+    /// `bytes` packed, sharing their allocation when LZ4 does not make them smaller.
+    pub fn of(bytes: Arc<[u8]>) -> Self {
+        match Self::block(&bytes, &mut Scratch::default()) {
+            Some(data) => Self {
+                data,
+                len: bytes.len(),
+            },
+            None => Self::plain(bytes),
+        }
+    }
+
+    /// The LZ4 block of `bytes`, when shorter than they are.
+    fn block(bytes: &[u8], scratch: &mut Scratch) -> Option<Arc<[u8]>> {
+        let Scratch { table, out } = scratch;
+        out.resize(lz4_flex::block::get_maximum_output_size(bytes.len()), 0);
+        let block = lz4_flex::block::compress_into_with_table(bytes, out, table)
+            .ok()
+            .filter(|n| *n < bytes.len())
+            .map(|n| Arc::from(&out[..n]));
+        if out.len() > SCRATCH_KEPT {
+            // A large note's buffer (and table) is not kept for the next.
+            *scratch = Scratch::default();
+        }
+        block
+    }
+
+    /// `bytes` kept as they are, sharing their allocation (bytes held only a moment, or
+    /// bytes a caller already holds whole).
     pub fn plain(bytes: Arc<[u8]>) -> Self {
         Self {
             len: bytes.len(),
@@ -89,7 +114,7 @@ impl Packed {
         if self.data.len() == self.len {
             return None;
         }
-        // Only `new` packs, with this crate's own encoder and the length it read: a
+        // Only `block` packs, with this crate's own encoder and the length it read: a
         // block that does not unpack to it is memory gone bad, not input.
         Some(
             lz4_flex::block::decompress(&self.data, self.len)

@@ -43,9 +43,9 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
 
 pub use crate::vault::observe::Known;
 
-/// [`scan`] that keeps the caller's copy of bytes it already holds (`known`) instead of
-/// the one it read: a rescan of a vault whose bytes the catalog keeps then holds one copy
-/// of them, not two (each read copy is dropped as soon as its hash is known).
+/// [`scan`] that keeps the caller's packed copy of bytes it already holds (`known`)
+/// instead of packing the one it read: a rescan of a vault whose bytes the catalog keeps
+/// then holds one copy of them, not two, and packs only what changed.
 pub fn scan_sharing(paths: &VaultPaths, known: Known<'_>) -> ScanResult {
     scan_observing(paths, list_note_files(paths), None, Some(known))
 }
