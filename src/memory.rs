@@ -24,8 +24,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// next allocates its own. And the process takes no transparent huge pages, also on a
 /// host whose setting is `always` rather than `madvise`.
 pub fn configure() {
-    // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+    purge_delay(0);
     #[cfg(target_os = "linux")]
     // SAFETY: a flag of this process (inherited by its children), no memory is touched.
     unsafe {
@@ -43,8 +42,7 @@ const START_PURGE_DELAY_MS: std::ffi::c_long = 10;
 /// (benches/README.md, "packed note bytes"). That short a delay leaves the start's peak
 /// as it was. Ended by [`serving`] or [`started`].
 pub fn starting() {
-    // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, START_PURGE_DELAY_MS) }
+    purge_delay(START_PURGE_DELAY_MS);
 }
 
 /// The start of a vault that will not call [`serving`] is over (a daemon without a
@@ -52,8 +50,7 @@ pub fn starting() {
 /// [`configure`] set. Kept any time in hosted mode, they grew each idle open vault's
 /// memory (benches/README.md, "packed note bytes").
 pub fn started() {
-    // SAFETY: sets a number in mimalloc's option table, which it reads at each purge.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+    purge_delay(0);
 }
 
 /// How long freed pages are kept once the daemon serves ([`serving`]).
@@ -68,9 +65,14 @@ const SERVING_PURGE_DELAY_MS: std::ffi::c_long = 100;
 /// hosted mode: there the pages kept doubled an instance's memory per idle open vault
 /// (548 to 1,008 KiB; where they stay is not known).
 pub fn serving() {
+    purge_delay(SERVING_PURGE_DELAY_MS);
+}
+
+/// How long mimalloc keeps freed pages before it hands them back, from now on.
+fn purge_delay(ms: std::ffi::c_long) {
     // SAFETY: sets a number in mimalloc's option table, which it reads at each purge
     // (other threads may read the old number once: no memory is involved).
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, SERVING_PURGE_DELAY_MS) }
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) }
 }
 
 /// Hand memory freed after a burst (the start-up scan, a rescan, the index build) back to

@@ -288,7 +288,7 @@ mod tests {
             created: std::time::SystemTime::UNIX_EPOCH,
             content_hash: "hash".into(),
             facts: crate::vault::markdown::facts(&bytes),
-            content: Some(crate::vault::packed::Packed::new(&bytes)),
+            content: Some(crate::vault::packed::Packed::of(Arc::from(&bytes[..]))),
             stamp: None,
         };
         Arc::new(crate::vault::catalog::note_from(

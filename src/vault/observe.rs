@@ -64,6 +64,11 @@ impl FileStamp {
 /// (`coverage` says so).
 pub const MAX_CONTENT_BYTES: u64 = 10 * 1024 * 1024;
 
+/// Whether a note of `len` bytes has them kept (packed) in the catalog.
+fn kept(len: usize) -> bool {
+    len as u64 <= MAX_CONTENT_BYTES
+}
+
 /// The packed bytes a caller already holds for a file, by `(rel, content hash)`: the
 /// catalog's kept bytes of that version.
 pub type Known<'a> = &'a (dyn Fn(&str, &str) -> Option<Packed> + Sync);
@@ -93,8 +98,7 @@ impl Observed {
             created,
             content_hash: content_hash(&bytes),
             facts: markdown::facts(&bytes),
-            content: (keep_all || bytes.len() as u64 <= MAX_CONTENT_BYTES)
-                .then(|| Packed::of(bytes)),
+            content: (keep_all || kept(bytes.len())).then(|| Packed::of(bytes)),
             stamp: None,
         }
     }
@@ -153,7 +157,7 @@ fn observe_into(
     let hash = content_hash(bytes);
     let content = match known.and_then(|k| k(rel, &hash)) {
         Some(kept) => Some(kept),
-        None => (bytes.len() as u64 <= MAX_CONTENT_BYTES).then(|| Packed::with(bytes, pack)),
+        None => kept(bytes.len()).then(|| Packed::with(bytes, pack)),
     };
     Ok(Observed {
         rel: rel.to_string(),

@@ -31,12 +31,8 @@ pub struct Packed {
 }
 
 impl Packed {
-    /// `bytes` packed (read once; kept as they are when LZ4 does not make them smaller).
-    pub fn new(bytes: &[u8]) -> Self {
-        Self::with(bytes, &mut Scratch::default())
-    }
-
-    /// [`Packed::new`] with a worker's [`Scratch`].
+    /// `bytes` packed with a worker's [`Scratch`] (kept as they are when LZ4 does not
+    /// make them smaller).
     pub fn with(bytes: &[u8], scratch: &mut Scratch) -> Self {
         let packed = Self::block(bytes, scratch);
         Self {
@@ -90,7 +86,8 @@ impl Packed {
     }
 
     /// How many bytes are kept for them.
-    pub fn kept_len(&self) -> usize {
+    #[cfg(test)]
+    fn kept_len(&self) -> usize {
         self.data.len()
     }
 
@@ -118,7 +115,7 @@ impl Packed {
         // block that does not unpack to it is memory gone bad, not input.
         Some(
             lz4_flex::block::decompress(&self.data, self.len)
-                .expect("a block packed by Packed::new unpacks"),
+                .expect("a block packed by Packed::block unpacks"),
         )
     }
 }
@@ -132,14 +129,6 @@ impl std::fmt::Debug for Packed {
     }
 }
 
-impl PartialEq for Packed {
-    fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.bytes() == other.bytes()
-    }
-}
-
-impl Eq for Packed {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,14 +140,17 @@ mod tests {
                 .repeat(20);
         let cases: [&[u8]; 5] = [b"", b"x", b"# A\n", text.as_bytes(), &[0xff, 0, 7, 0xfe]];
         for bytes in cases {
-            let p = Packed::new(bytes);
+            let p = Packed::of(Arc::from(bytes));
             assert_eq!(p.len(), bytes.len());
             assert_eq!(&p.bytes()[..], bytes);
             assert_eq!(&p.to_arc()[..], bytes);
             assert!(p.kept_len() <= bytes.len());
         }
-        let long = Packed::new(text.as_bytes());
+        let long = Packed::with(text.as_bytes(), &mut Scratch::default());
         assert!(long.kept_len() * 4 < text.len(), "repeated markdown packs");
-        assert_eq!(long, Packed::plain(Arc::from(text.as_bytes())));
+        assert_eq!(
+            long.bytes(),
+            Packed::plain(Arc::from(text.as_bytes())).bytes()
+        );
     }
 }

@@ -41,7 +41,7 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
     scan_with(paths, list_note_files(paths), None)
 }
 
-pub use crate::vault::observe::Known;
+use crate::vault::observe::Known;
 
 /// [`scan`] that keeps the caller's packed copy of bytes it already holds (`known`)
 /// instead of packing the one it read: a rescan of a vault whose bytes the catalog keeps

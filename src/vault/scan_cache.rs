@@ -576,7 +576,9 @@ mod tests {
         o.content = None;
         ScanCache::save(state.path(), [&o]).unwrap();
         assert!(ScanCache::load(state.path()).unwrap().is_empty());
-        o.content = Some(crate::vault::packed::Packed::new(b"# A\n"));
+        o.content = Some(crate::vault::packed::Packed::of(std::sync::Arc::from(
+            &b"# A\n"[..],
+        )));
         ScanCache::save(state.path(), [&o]).unwrap();
         let path = state.path().join(FILE_NAME);
         let mut bytes = std::fs::read(&path).unwrap();
