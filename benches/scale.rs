@@ -14,9 +14,9 @@
 //!
 //! For each size: first start on a fresh state dir (spawn → first 200 of
 //! `GET /v1/notes?page_size=1`, spawn → every note searchable, the `vault scanned` log
-//! line, VmHWM once history and index are complete), warm start (second start, same state
-//! dir, spawn → first 200), `GET /v1/search` p50 at 8 connections (the query mix of the
-//! search bench), single-client `POST /v1/notes` p50, VmRSS after the loads, then
+//! line, VmHWM once history and index are complete and the index's segments merged),
+//! warm start (second start, same state dir, spawn → first 200), `GET /v1/search` p50 at
+//! 8 connections once any merge is done (the query mix of the search bench), single-client `POST /v1/notes` p50, VmRSS after the loads, then
 //! `notevault reindex` (a whole process) as the cold index time. The page cache is not
 //! dropped (the machine is shared): "cold" means a fresh index, not a cold disk.
 //!
@@ -199,15 +199,20 @@ fn measure(
     let first_searchable = t0.elapsed();
     rt.block_on(common::wait_history(state))?;
     rt.block_on(common::wait_scan_cache(state, t0))?;
+    // Stopped before its merge ends, the next start would merge again under the loads.
+    let merged = rt.block_on(common::wait_merged(addr, START_TIMEOUT))?;
+    let first_merged = t0.elapsed();
     let hwm_mib = common::proc_status_mib(daemon.child.id(), "VmHWM:")?;
     let first_scan = scanned(&daemon);
     println!(
-        "  first start: serving {} ms, every note searchable {} ms (index of {} notes in {} ms), {}, VmHWM {hwm_mib:.0} MiB",
+        "  first start: serving {} ms, every note searchable {} ms (index of {} notes in {} ms), {}, merged into {} segment(s) {} ms, VmHWM {hwm_mib:.0} MiB",
         first_serving.as_millis(),
         first_searchable.as_millis(),
         st["search_index"]["synced_notes"],
         st["search_index"]["sync_ms"],
-        scan_text(first_scan)
+        scan_text(first_scan),
+        merged["search_index"]["segments"],
+        first_merged.as_millis(),
     );
     stop(daemon)?;
 
@@ -220,12 +225,14 @@ fn measure(
     rt.block_on(common::wait_indexed(addr, START_TIMEOUT))?;
     // The verify that follows a warm start starts the index: then every note is current.
     let warm_settled = t0.elapsed();
+    let st = rt.block_on(common::wait_merged(addr, START_TIMEOUT))?;
     let warm_scan = scanned(&daemon);
     println!(
-        "  warm start: serving {} ms, verified and indexed {} ms, {}",
+        "  warm start: serving {} ms, verified and indexed {} ms, {}, {} index segments",
         warm.as_millis(),
         warm_settled.as_millis(),
-        scan_text(warm_scan)
+        scan_text(warm_scan),
+        st["search_index"]["segments"]
     );
 
     let paths: Vec<String> = common::SEARCH_QUERIES

@@ -241,6 +241,24 @@ pub async fn wait_indexed(addr: SocketAddr, limit: Duration) -> Result<serde_jso
     }
 }
 
+/// Wait until the segments a start-up sync left are merged into one
+/// (`search_index.merging` false): searches cost more while they are not, and the merge
+/// takes a core. The index status at that moment.
+pub async fn wait_merged(addr: SocketAddr, limit: Duration) -> Result<serde_json::Value> {
+    let mut conn = Conn::open(addr).await?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let st = get_json(&mut conn, "/v1/index-status").await?;
+        if st["search_index"]["merging"] == false {
+            return Ok(st);
+        }
+        if Instant::now() > deadline {
+            bail!("the index segments were never merged: {st}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Wait until the daemon started at `since` has written the scan cache of `state` (after
 /// the rescan that follows its start), so that the next start on `state` finds it.
 pub async fn wait_scan_cache(state: &Path, since: Instant) -> Result<()> {

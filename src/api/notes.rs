@@ -197,6 +197,9 @@ pub struct SearchIndexState {
     pub commits: u64,
     pub last_commit_ms: Option<u64>,
     pub last_error: Option<String>,
+    /// The segments a start-up sync left are to be merged into one, or being merged:
+    /// searches cost more until then.
+    pub merging: bool,
 }
 
 /// `GET /v1/index-status`.
@@ -329,6 +332,7 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
             commits: ix.commits,
             last_commit_ms: ix.last_commit_ms,
             last_error: ix.last_error.as_deref().map(in_vault_terms),
+            merging: ix.merging,
         },
         watcher,
         history: HistoryState {

@@ -73,6 +73,8 @@ pub struct IndexState {
     pub last_error: Option<String>,
     /// The writers are open (they close while idle: `writer.rs`).
     pub writers_open: bool,
+    /// The segments are to be merged into one, or being merged (after a start-up sync).
+    pub merging: bool,
 }
 
 impl IndexState {

@@ -190,6 +190,21 @@ impl Worker {
         }
     }
 
+    /// After a start-up sync: merge the index's segments [`MERGE_AFTER`], when there are
+    /// several (`SearchIndex::merge_segments`).
+    fn merge_later(&mut self) {
+        let several = self
+            .index
+            .searchable_segment_ids()
+            .map_or(true, |ids| ids.len() > 1);
+        self.merge_at = several.then(|| Instant::now() + MERGE_AFTER);
+    }
+
+    /// Whether a merge is due or under way (`search_index.merging`).
+    fn merge_due(&self) -> bool {
+        self.merge_at.is_some() || self.merging
+    }
+
     /// Replace the start-up writer by a small one ([`small_writer`]).
     fn shrink(&mut self) -> tantivy::Result<()> {
         self.replace_main(small_writer)
@@ -440,7 +455,7 @@ impl SearchIndex {
                     match r {
                         Ok(n) => {
                             synced = Some(n);
-                            w.merge_at = Some(Instant::now() + MERGE_AFTER);
+                            w.merge_later();
                             w.hold(None, seq);
                             // A swap that failed half way may leave the placeholder in
                             // place: a real writer is opened before the next commit.
@@ -500,6 +515,7 @@ impl SearchIndex {
                     w.merging = false;
                     let r = self.reader.reload();
                     self.refresh_counts();
+                    self.state.lock().merging = false;
                     r
                 }
             };
@@ -518,6 +534,7 @@ impl SearchIndex {
                 st.sync_remaining = 0;
                 st.synced_notes = Some(n);
                 st.sync_ms = Some(ms);
+                st.merging = w.merge_due();
                 st.commits += 1;
                 st.last_commit_ms = Some(ms);
             }

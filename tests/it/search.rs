@@ -336,7 +336,8 @@ async fn min_seq_reads_your_own_writes_and_every_change_reaches_the_index(mode: 
 
 async fn a_first_start_leaves_one_segment_and_every_note_searchable(mode: Mode) {
     let (dir, vault, state) = common::temp_vault(None);
-    // Enough notes that both start-up indexing threads write a segment.
+    // Fewer than the large start-up writer's threshold: one writer thread, one segment
+    // (the merge of several: `index::writer::tests`).
     for i in 0..600 {
         write(
             &vault,
@@ -349,11 +350,14 @@ async fn a_first_start_leaves_one_segment_and_every_note_searchable(mode: Mode) 
     })
     .await;
     // (Before any write: the overlay's flush to disk adds a segment again.)
-    common::eventually("the index's segments are merged into one", || async {
+    // `merging` stays true until the merge is done: then there is one segment.
+    common::eventually("the index's segments are merged", || async {
         let st = s.get_json("/v1/index-status", 200).await;
-        st["search_index"]["segments"] == 1
+        st["search_index"]["merging"] == false && st["search_index"]["not_yet_indexed"] == 0
     })
     .await;
+    let st = s.get_json("/v1/index-status", 200).await;
+    assert_eq!(st["search_index"]["segments"], 1, "{st}");
     let body = json!({"slug": "many/late", "content": "plentiful latecomer\n", "agent_id": "t"});
     let receipt = s
         .call(Method::POST, "/v1/notes", Some("late"), Some(body), 201)

@@ -12,6 +12,12 @@ impl SearchIndex {
     /// scores every term once per segment (the figure: benches/README.md, "one segment").
     /// Changes go on meanwhile (tantivy applies their deletes to the merged segment).
     pub(super) fn merge_segments(&self, w: &mut Worker) {
+        self.start_merge(w);
+        // Shown until the merge ends (`Msg::Merged`): searches are slower meanwhile.
+        self.state.lock().merging = w.merging;
+    }
+
+    fn start_merge(&self, w: &mut Worker) {
         let Some(main) = w.main.as_mut() else {
             return;
         };

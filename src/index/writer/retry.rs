@@ -12,7 +12,7 @@ use tantivy::{IndexWriter, Term};
 
 use super::super::schema::{stamp_of, NoteDoc};
 use super::super::{searchable, SearchIndex};
-use super::{small_writer, Worker, MERGE_AFTER};
+use super::{small_writer, Worker};
 use crate::vault::note::Note;
 
 /// The first pause after a failed commit of the index on disk.
@@ -163,14 +163,15 @@ impl SearchIndex {
                 w.publish_failing = false;
                 let ms = started.elapsed().as_millis() as u64;
                 if let Some(p) = pending {
+                    w.merge_later();
                     {
                         let mut st = self.state.lock();
                         st.sync_remaining = 0;
                         st.synced_notes = Some(synced);
                         st.sync_ms = Some(ms);
+                        st.merging = w.merge_due();
                     }
                     tracing::info!(notes = synced, ms, "search index up to date");
-                    w.merge_at = Some(Instant::now() + MERGE_AFTER);
                     w.hold(None, p.seq.max(w.deferred_seq));
                     w.deferred_seq = i64::MIN;
                 }

@@ -83,6 +83,34 @@ fn idle_writers_close_and_the_next_change_opens_them() {
     assert_eq!(found(&index, "quokka"), 0, "removed on disk");
 }
 
+/// A start on an index of several segments (a change after the last start's merge went
+/// to disk as its own) merges them into one after its sync; the status says `merging`
+/// until the merged segment is searched.
+#[test]
+fn a_start_merges_the_segments_it_finds_and_says_so_until_done() {
+    let state = tempfile::tempdir().unwrap();
+    let vault = tempfile::tempdir().unwrap();
+    let a = note(vault.path(), "a.md", "a", "# Alpha\n\nquokka\n");
+    let index = SearchIndex::open(state.path()).unwrap();
+    index.start(vec![a.clone()], 1);
+    until("the start-up sync", || index.indexed_seq() >= 1);
+    assert!(!index.state().merging, "one segment: nothing to merge");
+    let b = note(vault.path(), "b.md", "b", "# Beta\n\nnumbat\n");
+    index.upsert(b.clone(), 2);
+    until("the change is on disk, a second segment", || {
+        index.state().docs == 2 && index.state().segments == 2
+    });
+    drop(index);
+
+    let index = SearchIndex::open(state.path()).unwrap();
+    index.start(vec![a, b], 2);
+    until("the start-up sync", || index.state().synced_notes.is_some());
+    until("the merge ends", || !index.state().merging);
+    let st = index.state();
+    assert_eq!((st.segments, st.docs), (1, 2));
+    assert_eq!(found(&index, "numbat") + found(&index, "quokka"), 2);
+}
+
 /// The keys of the documents of `part` that contain `word` in their body and whose
 /// current version `overlay` says the part holds.
 fn held_with(overlay: &Overlay, part: usize, word: &str) -> Vec<u64> {
