@@ -129,49 +129,29 @@ impl Records for Meta {
         let mut conn = self.conn.lock();
         let tx = conn.transaction()?;
         insert_ops(&tx, ops)?;
-        {
-            let mut rev = tx.prepare_cached(
-                "INSERT INTO revisions (seq, version_id, note_id, path, prev_version_id,
-                   content_hash, actor, kind, created_at, commit_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?;
-            for r in revisions {
-                rev.execute(params![
-                    r.seq,
-                    r.version_id,
-                    r.note_id,
-                    r.path,
-                    r.prev_version_id,
-                    r.content_hash,
-                    r.actor,
-                    r.kind,
-                    r.created_at,
-                    r.commit_id
-                ])?;
-            }
-            let mut del = tx.prepare_cached("DELETE FROM notes WHERE note_id = ?1")?;
-            for id in removed {
-                del.execute([id])?;
-            }
-            let mut up = tx.prepare_cached(
-                "INSERT INTO notes (note_id, path, version_id, content_hash, created_at, observed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (note_id) DO UPDATE SET path = excluded.path,
-                   version_id = excluded.version_id, content_hash = excluded.content_hash,
-                   observed_at = excluded.observed_at",
-            )?;
-            for n in notes {
-                up.execute(params![
-                    n.note_id,
-                    n.path,
-                    n.version_id,
-                    n.content_hash,
-                    n.created_at,
-                    n.observed_at
-                ])?;
-            }
-        }
+        insert_revisions(&tx, revisions)?;
+        delete_notes(&tx, removed)?;
+        upsert_notes(&tx, notes)?;
         keep_settled(&tx, settled)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn record_parts(
+        &self,
+        revisions: &[RevisionRow],
+        removed: &[String],
+        part: &mut dyn FnMut(std::ops::Range<usize>) -> (Vec<OpRow>, Vec<NoteRow>),
+    ) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        insert_revisions(&tx, revisions)?;
+        delete_notes(&tx, removed)?;
+        for start in (0..revisions.len()).step_by(RECORD_PART) {
+            let (ops, notes) = part(start..revisions.len().min(start + RECORD_PART));
+            insert_ops(&tx, &ops)?;
+            upsert_notes(&tx, &notes)?;
+        }
         tx.commit()?;
         Ok(())
     }
@@ -358,6 +338,61 @@ fn keep_settled(tx: &rusqlite::Transaction<'_>, settled: &[Settlement]) -> Resul
         if let Some(a) = &s.audit {
             audit::insert_audit(tx, &a.event(), &a.at)?;
         }
+    }
+    Ok(())
+}
+
+/// The rows a [`Records::record_parts`] part holds at once.
+const RECORD_PART: usize = 4096;
+
+fn insert_revisions(tx: &rusqlite::Transaction<'_>, revisions: &[RevisionRow]) -> Result<()> {
+    let mut rev = tx.prepare_cached(
+        "INSERT INTO revisions (seq, version_id, note_id, path, prev_version_id,
+           content_hash, actor, kind, created_at, commit_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    for r in revisions {
+        rev.execute(params![
+            r.seq,
+            r.version_id,
+            r.note_id,
+            r.path,
+            r.prev_version_id,
+            r.content_hash,
+            r.actor,
+            r.kind,
+            r.created_at,
+            r.commit_id
+        ])?;
+    }
+    Ok(())
+}
+
+fn delete_notes(tx: &rusqlite::Transaction<'_>, removed: &[String]) -> Result<()> {
+    let mut del = tx.prepare_cached("DELETE FROM notes WHERE note_id = ?1")?;
+    for id in removed {
+        del.execute([id])?;
+    }
+    Ok(())
+}
+
+fn upsert_notes(tx: &rusqlite::Transaction<'_>, notes: &[NoteRow]) -> Result<()> {
+    let mut up = tx.prepare_cached(
+        "INSERT INTO notes (note_id, path, version_id, content_hash, created_at, observed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (note_id) DO UPDATE SET path = excluded.path,
+           version_id = excluded.version_id, content_hash = excluded.content_hash,
+           observed_at = excluded.observed_at",
+    )?;
+    for n in notes {
+        up.execute(params![
+            n.note_id,
+            n.path,
+            n.version_id,
+            n.content_hash,
+            n.created_at,
+            n.observed_at
+        ])?;
     }
     Ok(())
 }

@@ -1,13 +1,16 @@
 //! Attachments found on disk become [`FileEntry`]s for the one recorder: the start-up
 //! scan, the watcher's batches and its rescans. A file whose size, mtime and inode are
-//! what the catalog holds is not read again.
+//! what the catalog holds is not read again. An attachment's facts to and from its store row.
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::clock::timestamp;
 use crate::error::Result;
 use crate::record::{record, Batch, FileEntry, Recorded};
 use crate::state::{State, WriteLock};
+use crate::storage::rows::AttachmentRow;
 use crate::vault::attachments::{self, Attachment};
+use chrono::{DateTime, Utc};
 
 /// The changes that take the catalog from what it holds to `found` (files as observed)
 /// and `gone` (paths no longer there). Files with the bytes the catalog has are left out.
@@ -126,4 +129,35 @@ pub fn rescan(state: &State, write: &WriteLock<'_>) -> Result<()> {
         "Record external attachment changes (rescan)",
     )?;
     Ok(())
+}
+
+/// The store rows of an attachment's facts.
+pub fn attachment_row(a: &Attachment) -> AttachmentRow {
+    AttachmentRow {
+        path: a.path.clone(),
+        size: a.size,
+        mtime_ns: a.stamp.mtime_ns,
+        inode: a.stamp.inode,
+        sha256: a.sha256.clone(),
+        content_type: a.content_type.clone(),
+        modified_at: timestamp(a.modified_at),
+    }
+}
+
+/// An attachment's facts from its store row.
+pub fn attachment_of(row: AttachmentRow) -> Attachment {
+    Attachment {
+        stamp: crate::vault::attachments::Stamp {
+            size: row.size,
+            mtime_ns: row.mtime_ns,
+            inode: row.inode,
+        },
+        modified_at: DateTime::parse_from_rfc3339(&row.modified_at)
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default(),
+        path: row.path,
+        size: row.size,
+        sha256: row.sha256,
+        content_type: row.content_type,
+    }
 }

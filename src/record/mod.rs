@@ -20,6 +20,7 @@
 //! (find a note, read bytes that agree with its version).
 
 pub mod files;
+pub use files::{attachment_of, attachment_row};
 pub mod follow;
 pub mod reconcile;
 pub mod refresh;
@@ -33,9 +34,7 @@ use crate::clock::timestamp;
 use crate::error::{Error, Result};
 use crate::history::{self, CommitRequest, Content};
 use crate::state::{State, WriteLock};
-use crate::storage::rows::{
-    AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow, Settlement,
-};
+use crate::storage::rows::{AttachmentChangeRow, NoteRow, OpRow, RevisionRow, Settlement};
 use crate::vault::attachments::Attachment;
 use crate::vault::catalog::note_from;
 use crate::vault::note::Note;
@@ -283,8 +282,9 @@ pub fn record_settling(
         (Some(commit), None, None)
     };
 
-    // 2. Revision rows and notes, then the sync ops and note rows the store takes: for a
-    // first start, all of the vault's at once (benches/README.md, "packed note bytes").
+    // 2. Revision rows and notes, then the sync ops and note rows the store takes, a part
+    // at a time (a first start's are the whole vault's: benches/README.md, "rows in
+    // parts").
     let mut revisions = Vec::with_capacity(entries.len());
     let mut deleted = Vec::new();
     let mut notes = Vec::with_capacity(entries.len());
@@ -326,23 +326,27 @@ pub fn record_settling(
         }
     }
     let history_us = started.elapsed().as_micros() as u64;
-    let ops = revisions
-        .iter()
-        .zip(&notes)
-        .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_ref()))
-        .collect::<Vec<_>>();
-    let rows = notes
-        .iter()
-        .filter_map(|(_, to)| to.as_ref())
-        .map(|note| NoteRow {
-            note_id: note.note_id.clone(),
-            path: note.path.clone(),
-            version_id: note.version_id.clone(),
-            content_hash: note.content_hash.clone(),
-            created_at: timestamp(note.created_at),
-            observed_at: now_s.clone(),
-        })
-        .collect::<Vec<_>>();
+    // The sync ops and note rows of `revisions[range]`.
+    let part = |range: std::ops::Range<usize>| {
+        let ops = revisions[range.clone()]
+            .iter()
+            .zip(&notes[range.clone()])
+            .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_ref()))
+            .collect::<Vec<_>>();
+        let rows = notes[range]
+            .iter()
+            .filter_map(|(_, to)| to.as_ref())
+            .map(|note| NoteRow {
+                note_id: note.note_id.clone(),
+                path: note.path.clone(),
+                version_id: note.version_id.clone(),
+                content_hash: note.content_hash.clone(),
+                created_at: timestamp(note.created_at),
+                observed_at: now_s.clone(),
+            })
+            .collect::<Vec<_>>();
+        (ops, rows)
+    };
     let settled = match settle {
         Some(settle) => {
             let mut view = Vec::with_capacity(revisions.len());
@@ -356,9 +360,17 @@ pub fn record_settling(
         }
         None => Vec::new(),
     };
-    state
-        .meta
-        .record_settled(&revisions, &ops, &rows, &deleted, &settled)?;
+    if settled.is_empty() {
+        // A first start's whole vault: its ops and note rows a part at a time.
+        state
+            .meta
+            .record_parts(&revisions, &deleted, &mut |range| part(range))?;
+    } else {
+        let (ops, rows) = part(0..revisions.len());
+        state
+            .meta
+            .record_settled(&revisions, &ops, &rows, &deleted, &settled)?;
+    }
     let meta_us = started.elapsed().as_micros() as u64 - history_us;
 
     // 3. Catalog.
@@ -513,37 +525,6 @@ pub fn record_key(state: &State, actor: &str, key_version: u32, hierarchy: &str)
     }
     state.index.advance(seq);
     Ok(seq)
-}
-
-/// The store rows of an attachment's facts.
-pub fn attachment_row(a: &Attachment) -> AttachmentRow {
-    AttachmentRow {
-        path: a.path.clone(),
-        size: a.size,
-        mtime_ns: a.stamp.mtime_ns,
-        inode: a.stamp.inode,
-        sha256: a.sha256.clone(),
-        content_type: a.content_type.clone(),
-        modified_at: timestamp(a.modified_at),
-    }
-}
-
-/// An attachment's facts from its store row.
-pub fn attachment_of(row: AttachmentRow) -> Attachment {
-    Attachment {
-        stamp: crate::vault::attachments::Stamp {
-            size: row.size,
-            mtime_ns: row.mtime_ns,
-            inode: row.inode,
-        },
-        modified_at: DateTime::parse_from_rfc3339(&row.modified_at)
-            .map(|t| t.with_timezone(&Utc))
-            .unwrap_or_default(),
-        path: row.path,
-        size: row.size,
-        sha256: row.sha256,
-        content_type: row.content_type,
-    }
 }
 
 /// The rows of one change of a file kept by path at `seq`: its attachment change and

@@ -68,6 +68,20 @@ pub trait Records: Send + Sync {
         self.record_settled(revisions, ops, notes, removed, &[])
     }
 
+    /// [`Records::record`] of a batch too large to hold all its rows at once (a first
+    /// start records the whole vault): `part(range)` makes the sync ops and note rows of
+    /// `revisions[range]`, asked for one range after another; still one transaction. A
+    /// store that cannot take rows in parts asks for them all at once.
+    fn record_parts(
+        &self,
+        revisions: &[RevisionRow],
+        removed: &[String],
+        part: &mut dyn FnMut(std::ops::Range<usize>) -> (Vec<OpRow>, Vec<NoteRow>),
+    ) -> Result<()> {
+        let (ops, notes) = part(0..revisions.len());
+        self.record(revisions, &ops, &notes, removed)
+    }
+
     /// [`Records::record`], and in the same transaction what the batch's writes keep
     /// with them (their receipts, budget counts, audit events): a write and its answer
     /// are stored together or not at all.

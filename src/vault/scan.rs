@@ -50,6 +50,20 @@ pub fn scan_sharing(paths: &VaultPaths, known: Known<'_>) -> ScanResult {
     scan_observing(paths, list_note_files(paths), None, Some(known))
 }
 
+/// [`scan_sharing`] that hands each observation to `take` on the scan's workers as soon
+/// as it is made, and keeps what `take` returns (in path order) instead: a rescan keeps
+/// what changed and a little of the rest, never every note's facts at once.
+pub fn scan_taking<T: Send>(
+    paths: &VaultPaths,
+    known: Known<'_>,
+    take: impl Fn(Observed) -> T + Sync,
+) -> (Vec<T>, Vec<Excluded>) {
+    let Walk {
+        notes, excluded, ..
+    } = list_note_files(paths);
+    read_all(paths, &notes, Some(known), take, excluded)
+}
+
 /// [`scan`] of the files `listed` by [`list_note_files`], taking from `cache` the hash
 /// and facts of every file whose stamp is the cached one (a stat instead of a read;
 /// listed in [`ScanResult::recalled`]); the other files are read.
@@ -66,11 +80,11 @@ fn scan_observing(
     let Walk {
         notes: files,
         note_stats,
-        mut excluded,
+        excluded,
         leftovers,
         ..
     } = listed;
-    let mut observed = Vec::with_capacity(files.len());
+    let mut observed = Vec::new();
     let mut recalled = HashSet::new();
     let to_read = match cache {
         None => files,
@@ -83,6 +97,7 @@ fn scan_observing(
                     .collect()
             });
             let mut to_read = Vec::new();
+            observed.reserve(files.len());
             for (rel, meta) in files.into_iter().zip(stats) {
                 let Some(meta) = meta.filter(|m| m.is_file()) else {
                     to_read.push(rel);
@@ -110,24 +125,11 @@ fn scan_observing(
             to_read
         }
     };
-    let progress = crate::progress::Progress::start("scanning", "notes", to_read.len() as u64);
-    let results: Vec<Result<Observed, Excluded>> = to_read
-        .par_iter()
-        .map_init(Reading::default, |reading, rel| {
-            let out = observe_sharing(&paths.root, rel, known, reading).map_err(|err| Excluded {
-                path: rel.clone(),
-                reason: format!("unreadable: {err}"),
-            });
-            progress.inc(1);
-            out
-        })
-        .collect();
-    progress.finish();
-    for r in results {
-        match r {
-            Ok(o) => observed.push(o),
-            Err(e) => excluded.push(e),
-        }
+    let (read, excluded) = read_all(paths, &to_read, known, |o| o, excluded);
+    if observed.is_empty() {
+        observed = read;
+    } else {
+        observed.extend(read);
     }
     ScanResult {
         observed,
@@ -135,4 +137,37 @@ fn scan_observing(
         leftovers,
         recalled,
     }
+}
+
+/// Read and observe the files `rel` (in parallel, with a progress bar), each observation
+/// handed to `take`; what `take` returns in `rel`'s order, and `excluded` with the files
+/// that could not be read.
+fn read_all<T: Send>(
+    paths: &VaultPaths,
+    rel: &[String],
+    known: Option<Known<'_>>,
+    take: impl Fn(Observed) -> T + Sync,
+    mut excluded: Vec<Excluded>,
+) -> (Vec<T>, Vec<Excluded>) {
+    let progress = crate::progress::Progress::start("scanning", "notes", rel.len() as u64);
+    let results: Vec<Result<T, Excluded>> = rel
+        .par_iter()
+        .map_init(Reading::default, |reading, rel| {
+            let out = observe_sharing(&paths.root, rel, known, reading)
+                .map(&take)
+                .map_err(|err| Excluded {
+                    path: rel.clone(),
+                    reason: format!("unreadable: {err}"),
+                });
+            progress.inc(1);
+            out
+        })
+        .collect();
+    progress.finish();
+    // Collected in place (one buffer, not two).
+    let taken = results
+        .into_iter()
+        .filter_map(|r| r.map_err(|e| excluded.push(e)).ok())
+        .collect();
+    (taken, excluded)
 }

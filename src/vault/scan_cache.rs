@@ -142,13 +142,36 @@ impl ScanCache {
     pub fn encode<'a>(
         observed: impl IntoIterator<Item = &'a Observed>,
     ) -> std::io::Result<Vec<u8>> {
+        // In path order, so a start pairs each chunk with the stored notes of its range.
+        let mut observed: Vec<&Observed> = observed.into_iter().collect();
+        observed.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+        Self::encode_entries(observed.into_iter().filter_map(Self::entry_of))
+    }
+
+    /// One note's encoded entry ([`encode_entries`](Self::encode_entries) takes them);
+    /// `None` when the note is not cached: not kept in memory (too large: it is read at
+    /// every start anyway), read while it changed, or facts the cache cannot hold.
+    pub fn entry_of(o: &Observed) -> Option<std::io::Result<Vec<u8>>> {
+        let (Some(stamp), Some(_)) = (o.stamp, o.content.as_ref()) else {
+            return None;
+        };
+        let facts = Facts::of(&o.facts)?;
+        let entry = Entry {
+            stamp,
+            content_hash: o.content_hash.clone(),
+            facts,
+        };
+        Some(postcard::to_stdvec(&(&o.rel, &entry)).map_err(std::io::Error::other))
+    }
+
+    /// The cache file's bytes of `entries` ([`entry_of`](Self::entry_of)), in path order.
+    pub fn encode_entries<E: AsRef<[u8]>>(
+        entries: impl IntoIterator<Item = std::io::Result<E>>,
+    ) -> std::io::Result<Vec<u8>> {
         let mut out = MAGIC.to_vec();
         let mut chunks: usize = 0;
         let mut start = out.len();
         let mut count: usize = 0;
-        // In path order, so a start pairs each chunk with the stored notes of its range.
-        let mut observed: Vec<&Observed> = observed.into_iter().collect();
-        observed.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
         // A chunk is a byte string (its length, a varint) holding a sequence (its count,
         // a varint, then its entries): both go before the chunk once it is complete (only
         // that chunk's bytes shift).
@@ -159,20 +182,8 @@ impl ScanCache {
             out.splice(start..start, len.into_iter().chain(count));
             Ok(())
         };
-        for o in observed {
-            // A note not kept in memory (too large) is read at every start anyway.
-            let (Some(stamp), Some(_)) = (o.stamp, o.content.as_ref()) else {
-                continue;
-            };
-            let Some(facts) = Facts::of(&o.facts) else {
-                continue;
-            };
-            let entry = Entry {
-                stamp,
-                content_hash: o.content_hash.clone(),
-                facts,
-            };
-            out = postcard::to_extend(&(&o.rel, &entry), out).map_err(std::io::Error::other)?;
+        for entry in entries {
+            out.extend_from_slice(entry?.as_ref());
             count += 1;
             if count == CHUNK {
                 close(&mut out, start, count)?;

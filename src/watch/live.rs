@@ -11,7 +11,7 @@
 //! triggers a full rescan, counted in the status. The watch is set up after the startup
 //! scan, beside serving, and followed by one rescan.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
@@ -24,6 +24,7 @@ use crate::state::{State, WatchStatus, WriteLock};
 use crate::vault::observe::Observed;
 use crate::vault::path::is_note_name;
 use crate::vault::scan;
+use crate::vault::scan_cache::ScanCache;
 use crate::vault::settle;
 use crate::vault::walk::{walk_under, Want};
 
@@ -346,8 +347,7 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
         finish_verify(state, &write);
     }
     drop(write);
-    let observed = rescanned?;
-    write_scan_cache(state, &observed);
+    store_scan_cache(state, rescanned?);
     Ok(())
 }
 
@@ -367,8 +367,11 @@ pub fn settle_start(state: &State) {
 /// Write the scan cache from a full scan's observations: encoded outside the write lock,
 /// put in place under it (so one writer at a time, and never into a purged state dir).
 pub fn write_scan_cache(state: &State, observed: &[Observed]) {
-    use crate::vault::scan_cache::ScanCache;
-    let encoded = ScanCache::encode(observed);
+    store_scan_cache(state, ScanCache::encode(observed));
+}
+
+/// Put the scan cache `encoded` in place, under the write lock.
+fn store_scan_cache(state: &State, encoded: std::io::Result<Vec<u8>>) {
     let _write = state.lock();
     // Never into a purged state dir, nor after the daemon stopped (a test, or whatever
     // opens the state dir next, may be writing its own cache).
@@ -381,7 +384,11 @@ pub fn write_scan_cache(state: &State, observed: &[Observed]) {
     }
 }
 
-fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<Vec<Observed>> {
+/// The rescan under the write lock; the scan cache's bytes of what it read.
+fn rescan_locked(
+    state: &State,
+    write: &WriteLock<'_>,
+) -> crate::error::Result<std::io::Result<Vec<u8>>> {
     let started = Instant::now();
     crate::record::files::rescan(state, write)?;
     // A file still holding the catalog's version shares the catalog's bytes: the
@@ -393,39 +400,49 @@ fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<V
             .then(|| note.content.clone())
             .flatten()
     };
-    let found = scan::scan_sharing(&state.paths, &known);
-    let scanned = started.elapsed();
-    let (mut changed, mut removed) = {
-        let catalog = state.catalog.read();
-        let on_disk: BTreeSet<&str> = found.observed.iter().map(|o| o.rel.as_str()).collect();
-        let changed: Vec<Observed> = found
-            .observed
-            .iter()
-            .filter(|o| {
-                catalog
-                    .get(crate::vault::path::slug_of(&o.rel))
-                    .is_none_or(|n| n.content_hash != o.content_hash)
-            })
-            .cloned()
-            .collect();
-        let removed: Vec<String> = catalog
-            .iter()
-            .filter(|n| !on_disk.contains(n.path.as_str()))
-            .map(|n| n.path.clone())
-            .collect();
-        (changed, removed)
-    };
-    let mut filled = 0;
-    if state.unread.pending() {
-        // The bytes of the notes recalled unread: kept where the file still has the
-        // version the catalog holds (a few thousand at a time, so reads go on between).
-        for chunk in found.observed.chunks(2048) {
-            let mut catalog = state.catalog.write();
-            for o in chunk {
-                filled += usize::from(catalog.fill_content(o));
-            }
+    // Each file as it is read: its scan cache entry, kept; its observation only when it
+    // differs from the catalog. A note recalled unread at the start takes its bytes now
+    // where the file still holds the catalog's version (`fill_content`).
+    let verifying = state.unread.pending();
+    let filled = std::sync::atomic::AtomicUsize::new(0);
+    let (seen, excluded) = scan::scan_taking(&state.paths, &known, |o| {
+        let entry = ScanCache::entry_of(&o);
+        let same = state
+            .catalog
+            .read()
+            .get(crate::vault::path::slug_of(&o.rel))
+            .is_some_and(|n| n.content_hash == o.content_hash);
+        if same && verifying && state.catalog.write().fill_content(&o) {
+            filled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        let rel = o.rel.clone();
+        // Boxed: most notes are the same, and their entries hold no observation's room.
+        (rel, entry, (!same).then(|| Box::new(o)))
+    });
+    let filled = filled.into_inner();
+    let scanned = started.elapsed();
+    let notes = seen.len();
+    let mut changed = Vec::new();
+    let mut on_disk = HashSet::with_capacity(seen.len());
+    let mut entries = Vec::with_capacity(seen.len());
+    for (rel, entry, differs) in seen {
+        if let Some(entry) = entry {
+            entries.push((rel.clone(), entry));
+        }
+        changed.extend(differs.map(|o| *o));
+        on_disk.insert(rel);
     }
+    let mut removed: Vec<String> = state
+        .catalog
+        .read()
+        .iter()
+        .filter(|n| !on_disk.contains(n.path.as_str()))
+        .map(|n| n.path.clone())
+        .collect();
+    drop(on_disk);
+    // In path order, as the cache keeps them.
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let cache = ScanCache::encode_entries(entries.into_iter().map(|(_, e)| e));
     let compared = started.elapsed();
     // A note the scan found empty may be an in-place save half done.
     changed.retain_mut(|o| {
@@ -446,7 +463,7 @@ fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<V
             }
         }
     });
-    state.catalog.write().excluded = found.excluded;
+    state.catalog.write().excluded = excluded;
     // The verify of a start that walked nothing finds what changed while stopped.
     let subject = if state.unread.unwalked() {
         "Record changes made while notevault was stopped"
@@ -463,14 +480,14 @@ fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<V
         None,
     )?;
     tracing::info!(
-        notes = found.observed.len(),
+        notes,
         filled,
         scan_ms = scanned.as_millis() as u64,
         compare_ms = compared.as_millis() as u64,
         total_ms = started.elapsed().as_millis() as u64,
         "vault rescanned"
     );
-    Ok(found.observed)
+    Ok(cache)
 }
 
 /// End the verify of the start (under the write lock): a note still unread (the rescan

@@ -134,6 +134,11 @@ fn notes_revisions_and_attachments_read_back_as_written() {
 }
 
 #[test]
+fn a_large_batch_is_recorded_a_part_at_a_time_in_one_transaction() {
+    on_both(checks::parts);
+}
+
+#[test]
 fn receipts_replace_intents_and_replay() {
     on_both(checks::idempotency);
 }

@@ -14,6 +14,75 @@ use notevault::storage::rows::*;
 
 use super::*;
 
+/// A batch recorded a part at a time (a first start's whole vault): every range asked
+/// for once, in order, all rows written; a part that fails leaves nothing written.
+pub fn parts(m: &dyn Metadata) {
+    let rows = |from: i64, n: i64| -> Vec<RevisionRow> {
+        (from..from + n)
+            .map(|seq| {
+                let id = format!("n{seq}");
+                revision(
+                    seq,
+                    &id,
+                    &format!("{id}.md"),
+                    None,
+                    Some("blake3:x"),
+                    "create",
+                )
+            })
+            .collect()
+    };
+    let part_of = |revisions: &[RevisionRow], range: std::ops::Range<usize>| {
+        let ops = revisions[range.clone()]
+            .iter()
+            .map(|r| op(r.seq, "upsert", Some(&r.note_id), &r.path, T1))
+            .collect::<Vec<_>>();
+        let notes = revisions[range]
+            .iter()
+            .map(|r| note(&r.note_id, &r.path, &r.version_id))
+            .collect::<Vec<_>>();
+        (ops, notes)
+    };
+    let n = 9_000;
+    let revisions = rows(1, n);
+    let mut asked = Vec::new();
+    m.record_parts(&revisions, &[], &mut |range| {
+        asked.push(range.clone());
+        part_of(&revisions, range)
+    })
+    .unwrap();
+    // Contiguous ranges that cover the batch once.
+    assert_eq!(asked.first().map(|r| r.start), Some(0));
+    assert!(
+        asked.windows(2).all(|w| w[0].end == w[1].start),
+        "{asked:?}"
+    );
+    assert_eq!(asked.last().map(|r| r.end), Some(n as usize));
+    assert_eq!(m.committed_seq().unwrap(), n);
+    assert_eq!(m.all_notes().unwrap().len(), n as usize);
+    assert_eq!(m.ops_page(0, n, usize::MAX).unwrap().len(), n as usize);
+    assert_eq!(m.revision("v9000").unwrap(), Some(revisions[8_999].clone()));
+
+    // The next batch's last part repeats an op's seq: nothing of the batch is written.
+    let next = rows(n + 1, n);
+    let failed = m.record_parts(&next, &["n1".into()], &mut |range| {
+        let last = range.end == next.len();
+        let (mut ops, notes) = part_of(&next, range);
+        if last {
+            ops.push(op(n + 1, "upsert", Some("n1"), "n1.md", T1));
+        }
+        (ops, notes)
+    });
+    assert!(failed.is_err());
+    assert_eq!(m.committed_seq().unwrap(), n);
+    assert_eq!(
+        m.all_notes().unwrap().len(),
+        n as usize,
+        "n1 not removed either"
+    );
+    assert_eq!(m.revision(&format!("v{}", n + 1)).unwrap(), None);
+}
+
 pub fn settings(m: &dyn Metadata) {
     assert_eq!(m.setting("policy").unwrap(), None);
     m.set_setting("policy", "review").unwrap();
