@@ -1,6 +1,7 @@
 //! Attachments found on disk become [`FileEntry`]s for the one recorder: the start-up
 //! scan, the watcher's batches and its rescans. A file whose size, mtime and inode are
-//! what the catalog holds is not read again. An attachment's facts to and from its store row.
+//! what the catalog holds is not read again. Here too: an attachment's facts to and from
+//! its store row.
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -316,8 +316,9 @@ pub fn record_settling(
         });
         match to {
             Some(observed) => {
+                // Shared from here on: the catalog takes this very allocation.
                 let note = note_from(observed, note_id, version_id, created_at, now);
-                notes.push((from, Some(note)));
+                notes.push((from, Some(Arc::new(note))));
             }
             None => {
                 deleted.push(note_id);
@@ -331,7 +332,7 @@ pub fn record_settling(
         let ops = revisions[range.clone()]
             .iter()
             .zip(&notes[range.clone()])
-            .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_ref()))
+            .map(|(r, (from, to))| op_of(r, from.as_deref(), to.as_deref()))
             .collect::<Vec<_>>();
         let rows = notes[range]
             .iter()
@@ -351,7 +352,7 @@ pub fn record_settling(
         Some(settle) => {
             let mut view = Vec::with_capacity(revisions.len());
             for (r, (from, to)) in revisions.iter().zip(&notes) {
-                let note = to.as_ref().or(from.as_deref()).ok_or_else(|| {
+                let note = to.as_deref().or(from.as_deref()).ok_or_else(|| {
                     Error::internal("a recorded change has no note before or after it")
                 })?;
                 view.push((r, note));

@@ -124,7 +124,8 @@ impl Catalog {
 
     /// Put `note` in every table (in place of an older version, or another note at its
     /// slug); the note as the catalog now holds it.
-    pub fn insert(&mut self, note: Note) -> Arc<Note> {
+    pub fn insert(&mut self, note: impl Into<Arc<Note>>) -> Arc<Note> {
+        let note: Arc<Note> = note.into();
         if let Some(old) = self.get_by_id(&note.note_id) {
             if old.slug() != note.slug() {
                 let old = old.clone();
@@ -133,7 +134,6 @@ impl Catalog {
                 }
             }
         }
-        let note = Arc::new(note);
         if let Some(BySlug(replaced)) = self.by_slug.replace(BySlug(note.clone())) {
             if replaced.note_id != note.note_id {
                 self.by_id.remove(replaced.note_id.as_str());
@@ -152,7 +152,7 @@ impl Catalog {
     pub fn insert_all(&mut self, mut notes: Vec<Arc<Note>>) {
         let one_by_one = |catalog: &mut Catalog, notes: Vec<Arc<Note>>| {
             notes.into_iter().for_each(|n| {
-                catalog.insert(Arc::unwrap_or_clone(n));
+                catalog.insert(n);
             })
         };
         if !self.by_slug.is_empty() {
