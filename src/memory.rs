@@ -75,12 +75,21 @@ fn purge_delay(ms: std::ffi::c_long) {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) }
 }
 
+/// Hand back what the threads of rayon's pool (the scan's workers) hold free: what they
+/// made and another thread freed waits in their heaps until they allocate again, and
+/// idle workers may not for a long time.
+pub fn release_workers_free_memory() {
+    // SAFETY: collects each pool thread's free pages and purges what mimalloc holds free.
+    rayon::broadcast(|_| unsafe { libmimalloc_sys::mi_collect(true) });
+}
+
 /// Hand memory freed after a burst (the start-up scan, a rescan, the index build) back to
 /// the system, from both allocators: mimalloc's (the Rust code's) and glibc's, which the
 /// C code (SQLite) allocates with; the daemon's resident size would stay at its peak.
 pub fn release_free_memory() {
     // SAFETY: collects this thread's free pages and purges what mimalloc holds free.
     unsafe { libmimalloc_sys::mi_collect(true) }
+    release_workers_free_memory();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the allocator's heaps to the system.
     unsafe {

@@ -227,6 +227,35 @@ impl Catalog {
         true
     }
 
+    /// The note at `slug` with `content` kept, when it is still unread and its file's
+    /// stamp is still the one it was recalled with, the bytes read under that stamp
+    /// hashing to the note's (the caller's check: every fact the catalog holds is then
+    /// the file's; [`fill_content`](Self::fill_content) otherwise); `false` when not.
+    pub fn fill_bytes(
+        &mut self,
+        slug: &str,
+        stamp: crate::vault::observe::FileStamp,
+        content: crate::vault::packed::Packed,
+    ) -> bool {
+        if !self
+            .get(slug)
+            .is_some_and(|n| n.unread() && n.stamp == Some(stamp))
+        {
+            return false;
+        }
+        let Some(note) = self.remove(slug) else {
+            return false;
+        };
+        // Moved when the catalog held the only reference (the verify ends before the
+        // index takes any), so its facts stay where they were made.
+        let note = Note {
+            content: Some(content),
+            ..Arc::unwrap_or_clone(note)
+        };
+        self.insert(note);
+        true
+    }
+
     pub fn remove(&mut self, slug: &str) -> Option<Arc<Note>> {
         let BySlug(note) = self.by_slug.take(slug)?;
         self.by_id.remove(note.note_id.as_str());
@@ -465,6 +494,38 @@ mod tests {
         ));
         notes.push(note("README.md", "top-upper", &[], &[], &[]));
         notes
+    }
+
+    /// A note recalled unread takes the bytes read under its own stamp, and keeps every
+    /// table as it was; under another stamp (the file touched since) it does not.
+    #[test]
+    fn fill_bytes_keeps_the_bytes_read_under_the_recalled_stamp_only() {
+        let stamp = crate::vault::observe::FileStamp {
+            size: 1,
+            mtime: (1, 0),
+            ctime: (1, 0),
+            inode: (1, 1),
+        };
+        let mut catalog = Catalog::default();
+        sample().into_iter().for_each(|mut n| {
+            n.stamp = Some(stamp);
+            catalog.insert(n);
+        });
+        let before = view(&catalog);
+        let bytes = crate::vault::packed::Packed::plain(Arc::from(&b"x"[..]));
+        let slug = catalog.iter().next().unwrap().slug().to_string();
+        let touched = crate::vault::observe::FileStamp {
+            mtime: (2, 0),
+            ..stamp
+        };
+        assert!(!catalog.fill_bytes(&slug, touched, bytes.clone()));
+        assert!(catalog.get(&slug).unwrap().unread());
+        assert!(catalog.fill_bytes(&slug, stamp, bytes.clone()));
+        let filled = catalog.get(&slug).unwrap();
+        assert!(!filled.unread());
+        assert_eq!(filled.content.as_ref().unwrap().bytes().as_ref(), b"x");
+        assert!(!catalog.fill_bytes(&slug, stamp, bytes), "filled once");
+        same(view(&catalog), before);
     }
 
     #[test]

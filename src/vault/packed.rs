@@ -81,6 +81,16 @@ impl Packed {
         self.len
     }
 
+    /// The same packed bytes in an allocation of the calling thread's: a scan's worker
+    /// made these among short-lived allocations, and pages holding a few kept bytes
+    /// among freed ones stay resident.
+    pub fn moved_here(&self) -> Self {
+        Self {
+            data: Arc::from(&self.data[..]),
+            len: self.len,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -384,6 +384,22 @@ fn store_scan_cache(state: &State, encoded: std::io::Result<Vec<u8>>) {
     }
 }
 
+/// What a rescan keeps of a file it read.
+enum Seen {
+    /// The catalog's version, bytes kept.
+    Same,
+    /// The catalog's version of a note recalled unread, its file's stamp the recalled
+    /// one: its bytes are to be kept.
+    Unread {
+        stamp: crate::vault::observe::FileStamp,
+        content: crate::vault::packed::Packed,
+    },
+    /// The same, its file's stamp another: the note is rebuilt from the observation.
+    Refill(Box<Observed>),
+    /// Not the catalog's version, or a file the catalog does not know.
+    Changed(Box<Observed>),
+}
+
 /// The rescan under the write lock; the scan cache's bytes of what it read.
 fn rescan_locked(
     state: &State,
@@ -401,37 +417,77 @@ fn rescan_locked(
             .flatten()
     };
     // Each file as it is read: its scan cache entry, kept; its observation only when it
-    // differs from the catalog. A note recalled unread at the start takes its bytes now
-    // where the file still holds the catalog's version (`fill_content`).
-    let verifying = state.unread.pending();
-    let filled = std::sync::atomic::AtomicUsize::new(0);
+    // differs from the catalog, or holds the bytes of a note the start recalled unread
+    // (the verify of a warm start: filled in below).
     let (seen, excluded) = scan::scan_taking(&state.paths, &known, |o| {
         let entry = ScanCache::entry_of(&o);
-        let same = state
+        let held = state
             .catalog
             .read()
             .get(crate::vault::path::slug_of(&o.rel))
-            .is_some_and(|n| n.content_hash == o.content_hash);
-        if same && verifying && state.catalog.write().fill_content(&o) {
-            filled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        let rel = o.rel.clone();
+            .map(|n| {
+                (
+                    n.content_hash == o.content_hash,
+                    n.unread(),
+                    n.stamp == o.stamp,
+                )
+            });
         // Boxed: most notes are the same, and their entries hold no observation's room.
-        (rel, entry, (!same).then(|| Box::new(o)))
+        // What is made here and dropped on the calling thread stays in this worker's
+        // allocator pages until it allocates again: only what changed travels whole.
+        let rel = o.rel.clone();
+        let kept = match (held, o.stamp, o.content.clone()) {
+            (Some((true, false, _)), ..) => Seen::Same,
+            (Some((true, true, true)), Some(stamp), Some(content)) => {
+                Seen::Unread { stamp, content }
+            }
+            (Some((true, true, _)), ..) => Seen::Refill(Box::new(o)),
+            _ => Seen::Changed(Box::new(o)),
+        };
+        (rel, entry, kept)
     });
-    let filled = filled.into_inner();
     let scanned = started.elapsed();
     let notes = seen.len();
     let mut changed = Vec::new();
+    let mut unread = Vec::new();
+    let mut refill = Vec::new();
     let mut on_disk = HashSet::with_capacity(seen.len());
     let mut entries = Vec::with_capacity(seen.len());
-    for (rel, entry, differs) in seen {
+    for (rel, entry, kept) in seen {
         if let Some(entry) = entry {
             entries.push((rel.clone(), entry));
         }
-        changed.extend(differs.map(|o| *o));
+        match kept {
+            Seen::Same => {}
+            Seen::Unread { stamp, content } => unread.push((rel.clone(), stamp, content)),
+            Seen::Refill(o) => refill.push(o),
+            Seen::Changed(o) => changed.push(*o),
+        }
         on_disk.insert(rel);
     }
+    // The bytes of the notes recalled unread: kept where the file still has the version
+    // the catalog holds (a few thousand at a time, so reads go on between).
+    // Their bytes move to pages of this thread's (`Packed::moved_here`), the workers'
+    // pages handed back as they empty.
+    let mut filled = 0;
+    let mut unread = unread.into_iter().peekable();
+    while unread.peek().is_some() {
+        {
+            let mut catalog = state.catalog.write();
+            for (rel, stamp, content) in unread.by_ref().take(2048) {
+                let slug = crate::vault::path::slug_of(&rel);
+                filled += usize::from(catalog.fill_bytes(slug, stamp, content.moved_here()));
+            }
+        }
+        crate::memory::release_workers_free_memory();
+    }
+    for chunk in refill.chunks(2048) {
+        let mut catalog = state.catalog.write();
+        for o in chunk {
+            filled += usize::from(catalog.fill_content(o));
+        }
+    }
+    drop(refill);
     let mut removed: Vec<String> = state
         .catalog
         .read()
