@@ -77,7 +77,8 @@ fn purge_delay(ms: std::ffi::c_long) {
 
 /// Hand back what the threads of rayon's pool (the scan's workers) hold free: what they
 /// made and another thread freed waits in their heaps until they allocate again, and
-/// idle workers may not for a long time.
+/// idle workers may not for a long time. (Waits for each worker's current job: called
+/// after a scan, not from the index writer.)
 pub fn release_workers_free_memory() {
     // SAFETY: collects each pool thread's free pages and purges what mimalloc holds free.
     rayon::broadcast(|_| unsafe { libmimalloc_sys::mi_collect(true) });
@@ -89,7 +90,6 @@ pub fn release_workers_free_memory() {
 pub fn release_free_memory() {
     // SAFETY: collects this thread's free pages and purges what mimalloc holds free.
     unsafe { libmimalloc_sys::mi_collect(true) }
-    release_workers_free_memory();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the allocator's heaps to the system.
     unsafe {

@@ -515,7 +515,8 @@ impl SearchIndex {
                     w.merging = false;
                     let r = self.reader.reload();
                     self.refresh_counts();
-                    self.state.lock().merging = false;
+                    // A later sync may have asked for another merge meanwhile.
+                    self.state.lock().merging = w.merge_due();
                     r
                 }
             };

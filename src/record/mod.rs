@@ -362,7 +362,7 @@ pub fn record_settling(
         None => Vec::new(),
     };
     if settled.is_empty() {
-        // A first start's whole vault: its ops and note rows a part at a time.
+        // Ops and note rows a part at a time (a first start's are the whole vault's).
         state
             .meta
             .record_parts(&revisions, &deleted, &mut |range| part(range))?;

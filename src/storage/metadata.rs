@@ -68,8 +68,9 @@ pub trait Records: Send + Sync {
         self.record_settled(revisions, ops, notes, removed, &[])
     }
 
-    /// [`Records::record`] of a batch too large to hold all its rows at once (a first
-    /// start records the whole vault): `part(range)` makes the sync ops and note rows of
+    /// [`Records::record`] of a batch whose rows need not be held at once (a first start
+    /// records the whole vault; the recorder uses it for every batch without settled
+    /// rows): `part(range)` makes the sync ops and note rows of
     /// `revisions[range]`, asked for one range after another; still one transaction. A
     /// store that cannot take rows in parts asks for them all at once.
     fn record_parts(

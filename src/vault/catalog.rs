@@ -246,8 +246,8 @@ impl Catalog {
         let Some(note) = self.remove(slug) else {
             return false;
         };
-        // Moved when the catalog held the only reference (the verify ends before the
-        // index takes any), so its facts stay where they were made.
+        // Moved when the catalog holds the only reference (the index takes none before
+        // the verify ends; a reader may hold one, then it is cloned).
         let note = Note {
             content: Some(content),
             ..Arc::unwrap_or_clone(note)

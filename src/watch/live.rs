@@ -347,7 +347,16 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
         finish_verify(state, &write);
     }
     drop(write);
-    store_scan_cache(state, rescanned?);
+    let mut entries = rescanned?;
+    // In path order, as the cache keeps them; encoded outside the write lock.
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    store_scan_cache(
+        state,
+        ScanCache::encode_entries(entries.drain(..).map(|(_, e)| e)),
+    );
+    drop(entries);
+    // The entries were made on the scan's workers.
+    crate::memory::release_workers_free_memory();
     Ok(())
 }
 
@@ -400,11 +409,11 @@ enum Seen {
     Changed(Box<Observed>),
 }
 
-/// The rescan under the write lock; the scan cache's bytes of what it read.
-fn rescan_locked(
-    state: &State,
-    write: &WriteLock<'_>,
-) -> crate::error::Result<std::io::Result<Vec<u8>>> {
+/// The scan cache entries of a rescan (`ScanCache::entry_of`), by path.
+type CacheEntries = Vec<(String, std::io::Result<Vec<u8>>)>;
+
+/// The rescan under the write lock; the scan cache entries of what it read.
+fn rescan_locked(state: &State, write: &WriteLock<'_>) -> crate::error::Result<CacheEntries> {
     let started = Instant::now();
     crate::record::files::rescan(state, write)?;
     // A file still holding the catalog's version shares the catalog's bytes: the
@@ -496,9 +505,6 @@ fn rescan_locked(
         .map(|n| n.path.clone())
         .collect();
     drop(on_disk);
-    // In path order, as the cache keeps them.
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let cache = ScanCache::encode_entries(entries.into_iter().map(|(_, e)| e));
     let compared = started.elapsed();
     // A note the scan found empty may be an in-place save half done.
     changed.retain_mut(|o| {
@@ -543,7 +549,7 @@ fn rescan_locked(
         total_ms = started.elapsed().as_millis() as u64,
         "vault rescanned"
     );
-    Ok(cache)
+    Ok(entries)
 }
 
 /// End the verify of the start (under the write lock): a note still unread (the rescan
