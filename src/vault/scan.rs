@@ -44,15 +44,11 @@ pub fn scan(paths: &VaultPaths) -> ScanResult {
 use crate::vault::observe::Known;
 
 /// [`scan`] that keeps the caller's packed copy of bytes it already holds (`known`)
-/// instead of packing the one it read: a rescan of a vault whose bytes the catalog keeps
-/// then holds one copy of them, not two, and packs only what changed.
-pub fn scan_sharing(paths: &VaultPaths, known: Known<'_>) -> ScanResult {
-    scan_observing(paths, list_note_files(paths), None, Some(known))
-}
-
-/// [`scan_sharing`] that hands each observation to `take` on the scan's workers as soon
-/// as it is made, and keeps what `take` returns (in path order) instead: a rescan keeps
-/// what changed and a little of the rest, never every note's facts at once.
+/// instead of packing the one it read (a rescan of a vault whose bytes the catalog keeps
+/// then holds one copy of them, not two, and packs only what changed), and hands each
+/// observation to `take` on the scan's workers as soon as it is made, keeping what
+/// `take` returns (in path order): a rescan keeps what changed and a little of the rest,
+/// never every note's facts at once.
 pub fn scan_taking<T: Send>(
     paths: &VaultPaths,
     known: Known<'_>,
@@ -68,15 +64,10 @@ pub fn scan_taking<T: Send>(
 /// and facts of every file whose stamp is the cached one (a stat instead of a read;
 /// listed in [`ScanResult::recalled`]); the other files are read.
 pub fn scan_with(paths: &VaultPaths, listed: Walk, cache: Option<ScanCache>) -> ScanResult {
-    scan_observing(paths, listed, cache, None)
+    scan_observing(paths, listed, cache)
 }
 
-fn scan_observing(
-    paths: &VaultPaths,
-    listed: Walk,
-    cache: Option<ScanCache>,
-    known: Option<Known<'_>>,
-) -> ScanResult {
+fn scan_observing(paths: &VaultPaths, listed: Walk, cache: Option<ScanCache>) -> ScanResult {
     let Walk {
         notes: files,
         note_stats,
@@ -125,7 +116,7 @@ fn scan_observing(
             to_read
         }
     };
-    let (read, excluded) = read_all(paths, &to_read, known, |o| o, excluded);
+    let (read, excluded) = read_all(paths, &to_read, None, |o| o, excluded);
     if observed.is_empty() {
         observed = read;
     } else {

@@ -352,9 +352,8 @@ pub fn full_rescan(state: &State) -> crate::error::Result<()> {
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     store_scan_cache(
         state,
-        ScanCache::encode_entries(entries.drain(..).map(|(_, e)| e)),
+        ScanCache::encode_entries(entries.into_iter().map(|(_, e)| e)),
     );
-    drop(entries);
     // The entries were made on the scan's workers.
     crate::memory::release_workers_free_memory();
     Ok(())
