@@ -13,8 +13,12 @@
 //! before questions), and with `NOTEVAULT_BENCH_BASELINE_BIN` another daemon binary (an
 //! older build) asked the same questions.
 //!
-//! With `NOTEVAULT_EMBED_MODEL` set (a local model2vec model folder), the daemon embeds
-//! the notes and a `mode=hybrid` row is added.
+//! With `NOTEVAULT_EMBED_MODEL` set (a local model folder), the daemon embeds the notes
+//! and a `mode=hybrid` row is added. `NOTEVAULT_BENCH_EMBED_MODELS` (model folders, comma
+//! separated: `benches/relevance/wordllama.sh` prints a static one, `minilm.sh` a
+//! transformer) adds a daemon per model, each with its own vectors: a `mode=hybrid` row
+//! per model, the time to embed the vault, each question's first search (no kept query
+//! vector) and the questions again at 8 connections.
 //! `cargo bench --bench relevance`; `NOTEVAULT_BENCH_SECONDS` (load duration, default 10),
 //! `NOTEVAULT_BENCH_QMD=0` skips qmd (which `benches/relevance/qmd.sh` installs under
 //! `target/qmd/` with npm, with the Node.js 22 it needs, on first use).
@@ -230,6 +234,75 @@ fn run() -> Result<()> {
         latency.join("; ")
     };
 
+    // Each model of NOTEVAULT_BENCH_EMBED_MODELS: a daemon of its own (its own vectors),
+    // hybrid answers, the time to embed the vault, each question's first search and the
+    // questions at 8 connections.
+    let models = std::env::var("NOTEVAULT_BENCH_EMBED_MODELS").unwrap_or_default();
+    let mut latency = latency;
+    for (i, model) in models.split(',').filter(|m| !m.is_empty()).enumerate() {
+        let started = Instant::now();
+        let daemon = common::start_env(
+            common::BIN,
+            &vault,
+            &work.join(format!("state-model-{i}")),
+            &[("NOTEVAULT_EMBED_MODEL", model)],
+        )?;
+        let addr: std::net::SocketAddr = daemon.base.trim_start_matches("http://").parse()?;
+        let st = rt.block_on(common::wait_indexed(addr, Duration::from_secs(6 * 3600)))?;
+        let e = &st["embeddings"];
+        ensure!(
+            e["state"] == "ready",
+            "the model {model} was not loaded: {e}"
+        );
+        let name = format!(
+            "notevault mode=hybrid ({} {})",
+            e["kind"].as_str().unwrap_or("?"),
+            Path::new(model)
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+        );
+        println!(
+            "  {name}: {} notes embedded in {:.0} s from the daemon's spawn; {e}",
+            e["notes"],
+            started.elapsed().as_secs_f64()
+        );
+        let (ranked, took) = rt.block_on(ask_timed(addr, &questions, "&mode=hybrid"))?;
+        let mut took = took;
+        took.sort_unstable();
+        let first = format!(
+            "{name}, each question's first search (one connection): p50 {} / p99 {}",
+            common::us(took[took.len() / 2]),
+            common::us(took[took.len() * 99 / 100])
+        );
+        println!("  {first}");
+        let paths: Arc<Vec<String>> = Arc::new(
+            questions
+                .iter()
+                .map(|q| search_path(&q.text, "&mode=hybrid"))
+                .collect(),
+        );
+        let r = rt.block_on(load(
+            addr,
+            paths,
+            8,
+            Duration::from_secs(1),
+            Duration::from_secs(seconds),
+        ))?;
+        ensure!(r.errors == 0, "{} {name} searches failed", r.errors);
+        println!(
+            "  {name}, the questions again at 8 connections: {}",
+            r.summary()
+        );
+        latency = format!(
+            "{latency}; {first}; again at 8 connections p50 {} / p99 {}, {:.0} req/s",
+            common::us(r.p50),
+            common::us(r.p99),
+            r.rps
+        );
+        systems.push(Answers { name, ranked });
+    }
+
     // Another build of notevault, for a before/after in one run.
     if let Ok(bin) = std::env::var("NOTEVAULT_BENCH_BASELINE_BIN") {
         let daemon = common::start_bin(&bin, &vault, &work.join("state-baseline"))?;
@@ -331,15 +404,20 @@ fn search_path(q: &str, extra: &str) -> String {
     )
 }
 
-async fn ask(
+/// Each question asked once, in order, on one connection: the answers, and how long each
+/// took (the first time a question is asked: no kept query vector).
+async fn ask_timed(
     addr: std::net::SocketAddr,
     questions: &[Question],
     extra: &str,
-) -> Result<Vec<Vec<String>>> {
+) -> Result<(Vec<Vec<String>>, Vec<Duration>)> {
     let mut conn = Conn::open(addr).await?;
     let mut out = Vec::new();
+    let mut took = Vec::new();
     for q in questions {
+        let started = Instant::now();
         let page = common::get_json(&mut conn, &search_path(&q.text, extra)).await?;
+        took.push(started.elapsed());
         out.push(
             page["results"]
                 .as_array()
@@ -349,7 +427,15 @@ async fn ask(
                 .collect(),
         );
     }
-    Ok(out)
+    Ok((out, took))
+}
+
+async fn ask(
+    addr: std::net::SocketAddr,
+    questions: &[Question],
+    extra: &str,
+) -> Result<Vec<Vec<String>>> {
+    Ok(ask_timed(addr, questions, extra).await?.0)
 }
 
 /// qmd's answers: index `corpus` as the collection `realvault` (or bring it up to date),

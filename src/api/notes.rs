@@ -229,6 +229,9 @@ pub struct EmbeddingsState {
     pub state: String,
     /// The model folder as configured.
     pub model: Option<String>,
+    /// `static` (a model2vec-style model: the mean of its tokens' vectors) or
+    /// `transformer` (a BERT sentence model run in process); null while none is loaded.
+    pub kind: Option<String>,
     /// A digest of the model's files: stored vectors of another model are rebuilt.
     pub fingerprint: Option<String>,
     pub dimensions: Option<usize>,
@@ -302,6 +305,7 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
     let embeddings = EmbeddingsState {
         state: v.state.to_string(),
         model: v.model,
+        kind: v.kind.map(str::to_string),
         fingerprint: v.fingerprint,
         dimensions: v.dimensions,
         error: v.error,

@@ -17,9 +17,9 @@ use safetensors::tensor::{Dtype, TensorView};
 use serde_json::{json, Value};
 
 /// Words of one meaning share one vector: a query in other words than a note's finds it.
-const VEHICLES: &[&str] = &["car", "automobile", "vehicle", "truck"];
-const COOKING: &[&str] = &["recipe", "cooking", "kitchen", "bread"];
-const MONEY: &[&str] = &["money", "budget", "savings", "groceries"];
+pub(crate) const VEHICLES: &[&str] = &["car", "automobile", "vehicle", "truck"];
+pub(crate) const COOKING: &[&str] = &["recipe", "cooking", "kitchen", "bread"];
+pub(crate) const MONEY: &[&str] = &["money", "budget", "savings", "groceries"];
 
 /// Write a model: `[UNK]`, then each group's words with the group's vector; `dtype`
 /// F32 or F16; `hidden_dim` is what `config.json` claims.
@@ -89,7 +89,7 @@ fn model_a(dir: &Path) {
 
 /// The notes: none says `car`, `cooking` or `budget`; a private note file holds vehicle
 /// words in the clear (a device would have encrypted them: the daemon must not care).
-fn write_vault(vault: &Path) {
+pub(crate) fn write_vault(vault: &Path) {
     let files = [
         (
             "garage.md",
@@ -118,13 +118,13 @@ async fn get(base: &str, path: &str) -> (u16, Value) {
     (status, body)
 }
 
-async fn ok(base: &str, path: &str) -> Value {
+pub(crate) async fn ok(base: &str, path: &str) -> Value {
     let (status, body) = get(base, path).await;
     assert_eq!(status, 200, "{path}: {body}");
     body
 }
 
-fn slugs(body: &Value) -> Vec<String> {
+pub(crate) fn slugs(body: &Value) -> Vec<String> {
     body["results"]
         .as_array()
         .unwrap()
@@ -133,7 +133,7 @@ fn slugs(body: &Value) -> Vec<String> {
         .collect()
 }
 
-fn retriever<'a>(body: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn retriever<'a>(body: &'a Value, name: &str) -> &'a Value {
     body["coverage"]["retrievers"]
         .as_array()
         .unwrap_or_else(|| panic!("no retrievers in {body}"))
@@ -143,7 +143,7 @@ fn retriever<'a>(body: &'a Value, name: &str) -> &'a Value {
 }
 
 /// Wait until every recorded change is indexed and embedded; the index status.
-async fn settled(base: &str) -> Value {
+pub(crate) async fn settled(base: &str) -> Value {
     common::eventually_within(
         Duration::from_secs(30),
         "index and vectors catch up",
@@ -159,7 +159,7 @@ async fn settled(base: &str) -> Value {
 }
 
 /// Stop the daemon as Ctrl-C does, and wait for it.
-fn stop(mut d: Daemon) -> String {
+pub(crate) fn stop(mut d: Daemon) -> String {
     // SAFETY: a signal to our own child process.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGINT) };
     let status = d.child.wait().unwrap();

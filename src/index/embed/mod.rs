@@ -23,6 +23,8 @@
 pub mod fuse;
 pub mod model;
 pub mod store;
+#[cfg(feature = "transformer")]
+pub mod transformer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,8 +43,8 @@ use crate::vault::note::Note;
 pub const VECTOR_DEPTH: usize = 100;
 /// A note whose best chunk is no more similar than this to the query is no hit.
 pub const MIN_SIMILARITY: f32 = 0.0;
-/// Chunks embedded per note at most (the rest of a long note joins the last one, cut to
-/// the model's length).
+/// Chunks embedded per note at most by a static model (the rest of a long note joins the
+/// last one, cut to the model's length).
 pub const MAX_CHUNKS: usize = 64;
 
 /// What `GET /v1/index-status` shows of the vectors.
@@ -53,6 +55,8 @@ pub struct VectorStatus {
     pub state: &'static str,
     /// The model folder as configured.
     pub model: Option<String>,
+    /// [`Model::kind`] of the loaded model.
+    pub kind: Option<&'static str>,
     pub fingerprint: Option<String>,
     pub dimensions: Option<usize>,
     pub error: Option<String>,
@@ -87,7 +91,9 @@ pub struct Nearest {
 pub struct Vectors {
     /// `<state dir>/vectors`.
     dir: PathBuf,
-    model: Option<Model>,
+    model: Option<Arc<Model>>,
+    /// This vault's recent queries' vectors.
+    queries: model::Queries,
     store: RwLock<Store>,
     status: Mutex<VectorStatus>,
     dirty: AtomicBool,
@@ -119,6 +125,7 @@ impl Vectors {
             return Vectors {
                 dir,
                 model: None,
+                queries: model::Queries::default(),
                 store: RwLock::new(Store::default()),
                 status: Mutex::new(status),
                 dirty: AtomicBool::new(false),
@@ -128,9 +135,10 @@ impl Vectors {
             };
         };
         status.model = Some(model_dir.display().to_string());
-        let (model, store) = match Model::load(model_dir) {
+        let (model, store) = match model::shared(model_dir) {
             Ok(model) => {
                 status.state = "ready";
+                status.kind = Some(model.kind());
                 status.fingerprint = Some(model.fingerprint.clone());
                 status.dimensions = Some(model.dim());
                 let store = match Store::load(&dir, &model.fingerprint, model.dim()) {
@@ -149,6 +157,7 @@ impl Vectors {
                 };
                 tracing::info!(
                     model = %model.dir.display(),
+                    kind = model.kind(),
                     dimensions = model.dim(),
                     stored = status.loaded,
                     "embedding model loaded"
@@ -167,6 +176,7 @@ impl Vectors {
         Vectors {
             dir,
             model,
+            queries: model::Queries::default(),
             store: RwLock::new(store),
             status: Mutex::new(status),
             dirty: AtomicBool::new(false),
@@ -195,7 +205,7 @@ impl Vectors {
                 st.error.as_deref().unwrap_or("unknown error")
             )),
             _ => Some(
-                "no embedding model is configured (set NOTEVAULT_EMBED_MODEL or `embed_model` to a local model2vec model folder)"
+                "no embedding model is configured (set NOTEVAULT_EMBED_MODEL or `embed_model` to a local model2vec or BERT sentence-transformers model folder)"
                     .to_string(),
             ),
         }
@@ -443,7 +453,9 @@ impl Vectors {
         let Some(model) = &self.model else {
             return Err(self.unavailable().unwrap_or_default());
         };
-        let q = quietly(|| model.embed(query))
+        let q = self
+            .queries
+            .get_or(query, || quietly(|| model.embed(query)))
             .ok_or_else(|| "the embedding model failed on the query's text".to_string())?
             .map(|mut v| {
                 model::normalize(&mut v);
@@ -558,7 +570,7 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
 fn embed_note(model: &Model, note: &Note) -> Option<Vec<f32>> {
     let embed = || {
         let mut out = Vec::new();
-        for chunk in chunks(note) {
+        for chunk in chunks(note, model.max_chunks()) {
             if let Some(mut v) = model.embed(&chunk) {
                 if model::normalize(&mut v) > 1e-12 {
                     out.extend_from_slice(&v);
@@ -572,19 +584,19 @@ fn embed_note(model: &Model, note: &Note) -> Option<Vec<f32>> {
 
 /// A note cut at its headings (outside fenced code): each chunk is the title, then the
 /// heading and the text under it; the text before the first heading is the first chunk.
-/// Empty sections are left out; past [`MAX_CHUNKS`] the rest joins the last chunk.
-pub fn chunks(note: &Note) -> Vec<String> {
+/// Empty sections are left out; past `max` chunks the rest joins the last chunk.
+pub fn chunks(note: &Note, max: usize) -> Vec<String> {
     let Some(bytes) = note.searched_bytes() else {
         return Vec::new();
     };
     let bytes = bytes.bytes();
     let (text, _) = crate::vault::markdown::decode(&bytes);
     let start = crate::vault::markdown::frontmatter_span(&text).map_or(0, |(_, b)| b);
-    chunk_text(&note.title, &text[start..])
+    chunk_text(&note.title, &text[start..], max)
 }
 
 /// [`chunks`] of a body.
-pub fn chunk_text(title: &str, body: &str) -> Vec<String> {
+pub fn chunk_text(title: &str, body: &str, max: usize) -> Vec<String> {
     let mut sections: Vec<String> = vec![String::new()];
     let mut fence: Option<&str> = None;
     for line in body.lines() {
@@ -596,7 +608,7 @@ pub fn chunk_text(title: &str, body: &str) -> Vec<String> {
             _ => {}
         }
         let heading = fence.is_none() && marker.is_none() && is_heading(trimmed);
-        if heading && sections.len() < MAX_CHUNKS {
+        if heading && sections.len() < max {
             sections.push(String::new());
         }
         let last = sections.last_mut().expect("one section at least");

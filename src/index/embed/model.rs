@@ -1,16 +1,20 @@
-//! A model2vec-style static embedding model read from a local folder: `tokenizer.json`
-//! (the Hugging Face tokenizers format), `model.safetensors` (the `embeddings` matrix, one
-//! row per token, and optionally `weights`, one factor per token, and `mapping`, token id
-//! → row, as the vocabulary-quantized models store them) and `config.json` (`normalize`,
-//! `hidden_dim` when given). Nothing is ever downloaded: a folder that is not whole is an
-//! error naming what is missing.
+//! The embedding model read from a local folder: nothing is ever downloaded, and a
+//! folder that is not whole is an error naming what is missing. Two kinds:
 //!
-//! A text's vector is the mean of its tokens' rows (each times its weight when the model
-//! has weights), the tokenizer's unknown token left out, the text cut to 512 tokens (and
-//! beforehand to 512 times the median token length in characters), as model2vec's
-//! `encode` does; normalized to unit length when `config.json` says `normalize`.
+//! - a model2vec-style static model: `tokenizer.json` (the Hugging Face tokenizers
+//!   format), `model.safetensors` (the `embeddings` matrix, one row per token, and
+//!   optionally `weights`, one factor per token, and `mapping`, token id → row, as the
+//!   vocabulary-quantized models store them) and `config.json` (`normalize`, `hidden_dim`
+//!   when given). A text's vector is the mean of its tokens' rows (each times its weight
+//!   when the model has weights), the tokenizer's unknown token left out, the text cut to
+//!   512 tokens (and beforehand to 512 times the median token length in characters), as
+//!   model2vec's `encode` does; normalized to unit length when `config.json` says
+//!   `normalize`.
+//! - a transformer sentence-embedding model (`config.json` of a BERT-family model, as
+//!   sentence-transformers folders hold): run on the CPU by [`super::transformer`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use safetensors::tensor::{Dtype, TensorView};
@@ -26,6 +30,21 @@ pub const FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.jso
 
 /// A loaded model.
 pub struct Model {
+    encoder: Encoder,
+    /// BLAKE3 of the files read (and of how the text is cut): stored vectors of another
+    /// model are rebuilt.
+    pub fingerprint: String,
+    pub dir: PathBuf,
+}
+
+enum Encoder {
+    Static(Box<StaticModel>),
+    #[cfg(feature = "transformer")]
+    Transformer(Box<super::transformer::Transformer>),
+}
+
+/// A model2vec-style static model.
+struct StaticModel {
     tokenizer: Tokenizer,
     /// `rows × dim`, row-major.
     matrix: Vec<f32>,
@@ -39,19 +58,134 @@ pub struct Model {
     normalize: bool,
     /// Texts are cut to this many characters before tokenizing.
     max_chars: usize,
-    /// BLAKE3 of the three files: stored vectors of another model are rebuilt.
-    pub fingerprint: String,
-    pub dir: PathBuf,
 }
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model")
             .field("dir", &self.dir)
-            .field("rows", &self.rows)
-            .field("dim", &self.dim)
+            .field("kind", &self.kind())
+            .field("dim", &self.dim())
             .field("fingerprint", &self.fingerprint)
             .finish()
+    }
+}
+
+/// A file of a model folder, read whole; the error names the file and what a folder holds.
+pub(super) fn read_file(dir: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(dir.join(name)).with_context(|| {
+        format!(
+            "the embedding model folder {} has no readable {name} (a model folder has {})",
+            dir.display(),
+            FILES.join(", ")
+        )
+    })
+}
+
+/// A transformer's `config.json` (it has layers), not a static model's (model2vec's
+/// names `architectures` too).
+fn is_transformer(config: &serde_json::Value) -> bool {
+    config.get("num_hidden_layers").is_some()
+}
+
+/// BLAKE3 of `parts`, each prefixed by its length, as 32 hex digits.
+pub(super) fn fingerprint(parts: &[&[u8]]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for bytes in parts {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    }
+    hasher.finalize().to_hex()[..32].to_string()
+}
+
+/// Models loaded, by folder and its files' sizes and times: every vault a process
+/// serves with one model holds one copy of it (a transformer is ~90 MB).
+type Loaded = std::collections::HashMap<PathBuf, (Vec<u8>, std::sync::Weak<Model>)>;
+static LOADED: parking_lot::Mutex<Option<Loaded>> = parking_lot::Mutex::new(None);
+
+/// [`Model::load`], or the copy another vault of this process already holds when the
+/// folder's files have not changed since.
+pub fn shared(dir: &Path) -> anyhow::Result<Arc<Model>> {
+    let key = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut loaded = LOADED.lock();
+    let loaded = loaded.get_or_insert_with(Default::default);
+    loaded.retain(|_, (_, model)| model.strong_count() > 0);
+    let stamp = files_stamp(&key);
+    if let Some((seen, model)) = loaded.get(&key) {
+        if *seen == stamp {
+            if let Some(model) = model.upgrade() {
+                return Ok(model);
+            }
+        }
+    }
+    let model = Arc::new(Model::load(dir)?);
+    loaded.insert(key, (stamp, Arc::downgrade(&model)));
+    Ok(model)
+}
+
+/// The sizes and modification times of the files in `dir` and its subfolders (a model
+/// replaced in place is loaded again).
+fn files_stamp(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(meta) = entry.metadata() {
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .unwrap_or_default();
+            out.extend_from_slice(entry.path().as_os_str().as_encoded_bytes());
+            out.extend_from_slice(&meta.len().to_le_bytes());
+            out.extend_from_slice(&modified.as_nanos().to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Vectors of a vault's recent queries: a question asked again, or paged through, costs
+/// no forward pass. Kept per vault (a hit is quicker: it must not tell one vault what
+/// another searched).
+#[derive(Default)]
+pub struct Queries {
+    kept: parking_lot::Mutex<Kept>,
+}
+
+/// Each query's vector, and the queries in the order they were kept.
+type Kept = (
+    std::collections::HashMap<String, Option<Vec<f32>>>,
+    std::collections::VecDeque<String>,
+);
+
+/// Queries whose vectors are kept, the oldest dropped first.
+const QUERIES_KEPT: usize = 256;
+
+impl Queries {
+    /// The kept vector of `text` (`Some(None)`: the model knows none of its words), or
+    /// `embed`'s, kept unless it failed (`None`).
+    pub fn get_or(
+        &self,
+        text: &str,
+        embed: impl FnOnce() -> Option<Option<Vec<f32>>>,
+    ) -> Option<Option<Vec<f32>>> {
+        if let Some(v) = self.kept.lock().0.get(text) {
+            return Some(v.clone());
+        }
+        let v = embed()?;
+        let mut kept = self.kept.lock();
+        let (map, order) = &mut *kept;
+        if map.insert(text.to_string(), v.clone()).is_none() {
+            order.push_back(text.to_string());
+            while order.len() > QUERIES_KEPT {
+                if let Some(old) = order.pop_front() {
+                    map.remove(&old);
+                }
+            }
+        }
+        Some(v)
     }
 }
 
@@ -62,33 +196,88 @@ impl Model {
         let dir = dir.canonicalize().with_context(|| {
             format!("the embedding model folder {} is not usable", dir.display())
         })?;
-        let read = |name: &str| {
-            std::fs::read(dir.join(name)).with_context(|| {
-                format!(
-                    "the embedding model folder {} has no readable {name} (a model2vec model has {})",
-                    dir.display(),
-                    FILES.join(", ")
-                )
-            })
-        };
-        let weights_bytes = read(FILES[0])?;
-        let tokenizer_bytes = read(FILES[1])?;
-        let config_bytes = read(FILES[2])?;
-        let mut hasher = blake3::Hasher::new();
-        for bytes in [&weights_bytes, &tokenizer_bytes, &config_bytes] {
-            hasher.update(&(bytes.len() as u64).to_le_bytes());
-            hasher.update(bytes);
-        }
-        let fingerprint = hasher.finalize().to_hex()[..32].to_string();
-
+        let config_bytes = read_file(&dir, FILES[2])?;
         let config: serde_json::Value = serde_json::from_slice(&config_bytes)
             .map_err(|e| anyhow!("config.json is not JSON: {e}"))?;
+        if is_transformer(&config) {
+            #[cfg(feature = "transformer")]
+            {
+                let (t, fingerprint) =
+                    super::transformer::Transformer::load(&dir, &config, &config_bytes)?;
+                return Ok(Model {
+                    encoder: Encoder::Transformer(Box::new(t)),
+                    fingerprint,
+                    dir,
+                });
+            }
+            #[cfg(not(feature = "transformer"))]
+            bail!(
+                "{} holds a transformer model (config.json: a BERT model), and this build has no transformer support (built without the `transformer` feature); use a model2vec model or a default build",
+                dir.display()
+            );
+        }
+        let weights_bytes = read_file(&dir, FILES[0])?;
+        let tokenizer_bytes = read_file(&dir, FILES[1])?;
+        let fingerprint = fingerprint(&[&weights_bytes, &tokenizer_bytes, &config_bytes]);
+        let model = StaticModel::load(&weights_bytes, &tokenizer_bytes, &config)?;
+        Ok(Model {
+            encoder: Encoder::Static(Box::new(model)),
+            fingerprint,
+            dir,
+        })
+    }
+
+    /// `static` (model2vec) or `transformer`.
+    pub fn kind(&self) -> &'static str {
+        match &self.encoder {
+            Encoder::Static(_) => "static",
+            #[cfg(feature = "transformer")]
+            Encoder::Transformer(_) => "transformer",
+        }
+    }
+
+    /// Dimensions of a vector.
+    pub fn dim(&self) -> usize {
+        match &self.encoder {
+            Encoder::Static(m) => m.dim,
+            #[cfg(feature = "transformer")]
+            Encoder::Transformer(t) => t.dim(),
+        }
+    }
+
+    /// Chunks of a note embedded at most (the rest of the note joins the last one, which
+    /// is cut to the model's length).
+    pub fn max_chunks(&self) -> usize {
+        match &self.encoder {
+            Encoder::Static(_) => super::MAX_CHUNKS,
+            #[cfg(feature = "transformer")]
+            Encoder::Transformer(_) => super::transformer::MAX_CHUNKS,
+        }
+    }
+
+    /// The vector of `text`; `None` when none of its tokens is known to the model (or it
+    /// cannot be tokenized, or the model failed on it).
+    pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        match &self.encoder {
+            Encoder::Static(m) => m.embed(text),
+            #[cfg(feature = "transformer")]
+            Encoder::Transformer(t) => t.embed(text),
+        }
+    }
+}
+
+impl StaticModel {
+    fn load(
+        weights_bytes: &[u8],
+        tokenizer_bytes: &[u8],
+        config: &serde_json::Value,
+    ) -> anyhow::Result<StaticModel> {
         let normalize = config
             .get("normalize")
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false);
 
-        let mut tokenizer = Tokenizer::from_bytes(&tokenizer_bytes)
+        let mut tokenizer = Tokenizer::from_bytes(tokenizer_bytes)
             .map_err(|e| anyhow!("tokenizer.json cannot be read: {e}"))?;
         tokenizer
             .with_truncation(None)
@@ -110,7 +299,7 @@ impl Model {
         lengths.sort_unstable();
         let median = lengths.get(lengths.len() / 2).copied().unwrap_or(1).max(1);
 
-        let tensors = SafeTensors::deserialize(&weights_bytes)
+        let tensors = SafeTensors::deserialize(weights_bytes)
             .map_err(|e| anyhow!("model.safetensors is not a safetensors file: {e}"))?;
         let embeddings = tensors
             .tensor("embeddings")
@@ -158,7 +347,7 @@ impl Model {
         if mapping.is_none() && vocab > rows {
             bail!("the tokenizer has {vocab} tokens but the `embeddings` matrix has {rows} rows");
         }
-        Ok(Model {
+        Ok(StaticModel {
             tokenizer,
             matrix,
             rows,
@@ -168,19 +357,10 @@ impl Model {
             unk,
             normalize,
             max_chars: MAX_TOKENS * median,
-            fingerprint,
-            dir,
         })
     }
 
-    /// Dimensions of a vector.
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
-    /// The vector of `text`; `None` when none of its tokens is known to the model (or it
-    /// cannot be tokenized).
-    pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+    fn embed(&self, text: &str) -> Option<Vec<f32>> {
         let cut = match text.char_indices().nth(self.max_chars) {
             Some((at, _)) => &text[..at],
             None => text,

@@ -3,7 +3,7 @@ use super::*;
 #[test]
 fn notes_are_cut_at_headings_outside_code() {
     let body = "intro line\n\n# One\nfirst\n```\n# not a heading\n```\n## Two\nsecond\n#tag is no heading\n# \n";
-    let c = chunk_text("T", body);
+    let c = chunk_text("T", body, MAX_CHUNKS);
     assert_eq!(c.len(), 3, "{c:?}");
     assert_eq!(c[0], "T\nintro line\n\n");
     assert!(c[1].starts_with("T\n# One\nfirst\n```\n# not a heading"));
@@ -112,7 +112,7 @@ fn nearest_looks_past_many_stale_vectors() {
 fn a_long_note_keeps_at_most_max_chunks() {
     let headed: String = (0..200).map(|i| format!("# h{i}\ntext {i}\n")).collect();
     let body = format!("intro\n{headed}");
-    let c = chunk_text("T", &body);
+    let c = chunk_text("T", &body, MAX_CHUNKS);
     assert_eq!(c.len(), MAX_CHUNKS);
     assert!(c.last().unwrap().contains("text 199"));
 }
