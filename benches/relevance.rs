@@ -206,19 +206,7 @@ fn run() -> Result<()> {
         }
         let mut latency = Vec::new();
         for (label, extra) in loads {
-            let paths: Arc<Vec<String>> = Arc::new(
-                questions
-                    .iter()
-                    .map(|q| search_path(&q.text, extra))
-                    .collect(),
-            );
-            let r = rt.block_on(load(
-                addr,
-                paths,
-                8,
-                Duration::from_secs(1),
-                Duration::from_secs(seconds),
-            ))?;
+            let r = rt.block_on(at_8_connections(addr, &questions, extra, seconds))?;
             ensure!(r.errors == 0, "{} {label}searches failed", r.errors);
             println!(
                 "  notevault {label}questions at 8 connections: {}",
@@ -276,19 +264,7 @@ fn run() -> Result<()> {
             common::us(took[took.len() * 99 / 100])
         );
         println!("  {first}");
-        let paths: Arc<Vec<String>> = Arc::new(
-            questions
-                .iter()
-                .map(|q| search_path(&q.text, "&mode=hybrid"))
-                .collect(),
-        );
-        let r = rt.block_on(load(
-            addr,
-            paths,
-            8,
-            Duration::from_secs(1),
-            Duration::from_secs(seconds),
-        ))?;
+        let r = rt.block_on(at_8_connections(addr, &questions, "&mode=hybrid", seconds))?;
         ensure!(r.errors == 0, "{} {name} searches failed", r.errors);
         println!(
             "  {name}, the questions again at 8 connections: {}",
@@ -402,6 +378,30 @@ fn search_path(q: &str, extra: &str) -> String {
         "/v1/search?q={}&page_size={TOP}{extra}",
         utf8_percent_encode(q, NON_ALPHANUMERIC)
     )
+}
+
+/// The questions asked over and over at 8 keep-alive connections for `seconds` (after 1 s
+/// of warm-up).
+async fn at_8_connections(
+    addr: std::net::SocketAddr,
+    questions: &[Question],
+    extra: &str,
+    seconds: u64,
+) -> Result<common::LoadResult> {
+    let paths: Arc<Vec<String>> = Arc::new(
+        questions
+            .iter()
+            .map(|q| search_path(&q.text, extra))
+            .collect(),
+    );
+    load(
+        addr,
+        paths,
+        8,
+        Duration::from_secs(1),
+        Duration::from_secs(seconds),
+    )
+    .await
 }
 
 /// Each question asked once, in order, on one connection: the answers, and how long each

@@ -20,6 +20,7 @@
 //! current version of its note is never a hit; a model that cannot be loaded leaves
 //! lexical search as it is and says why (index-status, coverage); no note text is logged.
 
+pub mod arena;
 pub mod fuse;
 pub mod model;
 pub mod store;
@@ -148,11 +149,7 @@ impl Vectors {
                     }
                     Err(why) => {
                         status.rebuilt = Some(why);
-                        Store {
-                            fingerprint: model.fingerprint.clone(),
-                            dim: model.dim(),
-                            ..Store::default()
-                        }
+                        Store::empty(model.fingerprint.clone(), model.dim())
                     }
                 };
                 tracing::info!(
@@ -319,6 +316,7 @@ impl Vectors {
                     }
                 }
             }
+            store.notes.shrink();
             let mut st = self.status.lock();
             st.reused = wanted.len() - stale.len();
             st.computed += n;
@@ -462,23 +460,7 @@ impl Vectors {
                 v
             });
         let store = self.store.read();
-        let dim = store.dim.max(1);
-        let mut covered = 0;
-        let mut scored: Vec<(u64, f32)> = Vec::new();
-        for (key, entry) in &store.notes {
-            covered += 1;
-            let Some(q) = &q else { continue };
-            if !allowed(*key) {
-                continue;
-            }
-            let best = entry
-                .chunks(dim)
-                .map(|(v, scale)| dot_bytes(v, q) * scale)
-                .fold(f32::MIN, f32::max);
-            if best > MIN_SIMILARITY {
-                scored.push((*key, best));
-            }
-        }
+        let (mut scored, mut covered) = store.notes.best(q.as_deref(), allowed, MIN_SIMILARITY);
         let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         // The best few in order, then checked: room for some stale ones. When more were
         // stale (a start-up sync under way after a folder was renamed), the rest is
@@ -500,8 +482,8 @@ impl Vectors {
             }
             let (key, sim) = scored[next];
             next += 1;
-            let stamp = &store.notes[&key].stamp;
-            if current(key, stamp) {
+            let stamp = store.notes.get(&key).map(|s| s.stamp.as_str());
+            if stamp.is_some_and(|stamp| current(key, stamp)) {
                 hits.push((key, sim));
             } else {
                 covered -= 1;

@@ -5,11 +5,12 @@
 //! never a torn file; a file whose checksum does not hold is ignored. Files of other
 //! models are removed once a new one is in place.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use super::arena::{EntryRef, Notes};
 
 const MAGIC: &[u8] = b"notevault vectors\n";
 /// Bumped whenever the format or the way notes are cut into chunks changes (2: vectors
@@ -52,13 +53,6 @@ impl Entry {
             scales,
         }
     }
-
-    /// Each chunk's bytes and scale.
-    pub fn chunks(&self, dim: usize) -> impl Iterator<Item = (&[i8], f32)> {
-        self.vectors
-            .chunks_exact(dim.max(1))
-            .zip(self.scales.iter().copied())
-    }
 }
 
 /// Every note's vectors, by note key, for one model.
@@ -66,7 +60,7 @@ impl Entry {
 pub struct Store {
     pub fingerprint: String,
     pub dim: usize,
-    pub notes: HashMap<u64, Entry>,
+    pub notes: Notes,
 }
 
 #[derive(Deserialize)]
@@ -85,7 +79,7 @@ struct BodyRef<'a> {
     format: u32,
     fingerprint: &'a str,
     dim: u32,
-    entries: Vec<(u64, &'a Entry)>,
+    entries: Vec<(u64, EntryRef<'a>)>,
 }
 
 fn file_of(dir: &Path, fingerprint: &str) -> PathBuf {
@@ -93,6 +87,15 @@ fn file_of(dir: &Path, fingerprint: &str) -> PathBuf {
 }
 
 impl Store {
+    /// A store of no vectors yet.
+    pub fn empty(fingerprint: String, dim: usize) -> Store {
+        Store {
+            fingerprint,
+            dim,
+            notes: Notes::new(dim),
+        }
+    }
+
     /// The stored vectors of the model `fingerprint` in `dir` (`<state dir>/vectors`), or
     /// why there are none usable (then they are all computed).
     pub fn load(dir: &Path, fingerprint: &str, dim: usize) -> Result<Store, String> {
@@ -137,11 +140,12 @@ impl Store {
         }) {
             return Err(damaged());
         }
-        Ok(Store {
-            fingerprint: body.fingerprint,
-            dim,
-            notes: body.entries.into_iter().collect(),
-        })
+        let mut store = Store::empty(body.fingerprint, dim);
+        for (key, entry) in body.entries {
+            store.notes.insert(key, entry);
+        }
+        store.notes.shrink();
+        Ok(store)
     }
 
     /// Write the store in `dir` atomically (temp file, fsync, rename, folder fsync), then
@@ -153,7 +157,7 @@ impl Store {
     /// The file's bytes, to be written by [`Encoded::write`] (the caller may let go of
     /// the store's lock in between: the disk is slow, the encoding is not).
     pub fn encode(&self) -> std::io::Result<Encoded> {
-        let mut entries: Vec<(u64, &Entry)> = self.notes.iter().map(|(k, e)| (*k, e)).collect();
+        let mut entries: Vec<(u64, EntryRef<'_>)> = self.notes.entries().collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
         let body = postcard::to_stdvec(&BodyRef {
             format: FORMAT,
@@ -220,11 +224,7 @@ mod tests {
     #[test]
     fn a_store_comes_back_and_another_model_or_damage_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store {
-            fingerprint: "abc".into(),
-            dim: 2,
-            ..Store::default()
-        };
+        let mut s = Store::empty("abc".into(), 2);
         s.notes.insert(
             7,
             Entry::quantize("blake3:1 a.md".into(), &[1.0, 0.0, 0.0, -0.5], 2),
@@ -235,18 +235,17 @@ mod tests {
         );
         s.save(dir.path()).unwrap();
         let back = Store::load(dir.path(), "abc", 2).unwrap();
-        assert_eq!(back.notes[&7].vectors, vec![127, 0, 0, -127]);
-        assert_eq!(back.notes[&7].scales, vec![1.0 / 127.0, 0.5 / 127.0]);
+        let (key, entry) = back.notes.entries().next().unwrap();
+        assert_eq!(key, 7);
+        assert_eq!(entry.stamp, "blake3:1 a.md");
+        assert_eq!(entry.vectors, [127, 0, 0, -127]);
+        assert_eq!(entry.scales, [1.0 / 127.0, 0.5 / 127.0]);
         assert_eq!(
             Store::load(dir.path(), "def", 2).unwrap_err(),
             "the stored vectors are of another model"
         );
         // A new model's store replaces the old file.
-        let t = Store {
-            fingerprint: "def".into(),
-            dim: 2,
-            ..Store::default()
-        };
+        let t = Store::empty("def".into(), 2);
         t.save(dir.path()).unwrap();
         assert!(!dir.path().join("abc.vectors").exists());
         // A flipped byte is found.

@@ -45,7 +45,11 @@ fn quantized_cosines_stay_within_a_hundredth() {
         let (a, b, q) = (unit(), unit(), unit());
         let entry = Entry::quantize(String::new(), &[a.clone(), b.clone()].concat(), 256);
         let exact = [a, b].map(|v| v.iter().zip(&q).map(|(x, y)| x * y).sum::<f32>());
-        for ((bytes, scale), exact) in entry.chunks(256).zip(exact) {
+        let chunks = entry
+            .vectors
+            .chunks_exact(256)
+            .zip(entry.scales.iter().copied());
+        for ((bytes, scale), exact) in chunks.zip(exact) {
             let got = dot_bytes(bytes, &q) * scale;
             assert!((got - exact).abs() < 0.01, "{got} against {exact}");
         }

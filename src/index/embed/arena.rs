@@ -1,0 +1,252 @@
+//! Every note's vectors in one contiguous arena: a search reads every chunk's bytes, and
+//! read in order from one allocation they stream from memory, where a map of per-note
+//! allocations made the scan wait on a cache miss per note. A note's chunks stay side by
+//! side; a replaced or removed note leaves its chunks dead until the dead outnumber the
+//! live, when the arena is packed again.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::store::Entry;
+
+/// A note's place in the arena and the version its vectors were computed from.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub stamp: String,
+    first: usize,
+    count: usize,
+}
+
+/// An [`Entry`] as the arena holds it, for the file (serialized as an `Entry` is).
+#[derive(Serialize)]
+pub struct EntryRef<'a> {
+    pub stamp: &'a str,
+    pub vectors: &'a [i8],
+    pub scales: &'a [f32],
+}
+
+/// The arena: chunk `i` is `bytes[i * dim..(i + 1) * dim]` times `scales[i]`, of the note
+/// `owner[i]` (`None`: dead).
+#[derive(Debug, Default)]
+pub struct Notes {
+    dim: usize,
+    slots: HashMap<u64, Slot>,
+    bytes: Vec<i8>,
+    scales: Vec<f32>,
+    owner: Vec<Option<u64>>,
+    dead: usize,
+}
+
+impl Notes {
+    pub fn new(dim: usize) -> Notes {
+        Notes {
+            dim: dim.max(1),
+            ..Notes::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn get(&self, key: &u64) -> Option<&Slot> {
+        self.slots.get(key)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &u64> {
+        self.slots.keys()
+    }
+
+    /// Put `entry` (`chunks × dim` bytes, a scale per chunk) as `key`'s vectors.
+    pub fn insert(&mut self, key: u64, entry: Entry) {
+        self.remove(&key);
+        let count = entry.scales.len();
+        debug_assert_eq!(entry.vectors.len(), count * self.dim);
+        let first = self.scales.len();
+        self.bytes.extend_from_slice(&entry.vectors);
+        self.scales.extend_from_slice(&entry.scales);
+        self.owner.extend(std::iter::repeat_n(Some(key), count));
+        self.slots.insert(
+            key,
+            Slot {
+                stamp: entry.stamp,
+                first,
+                count,
+            },
+        );
+    }
+
+    /// Drop `key`'s vectors; its slot when it had one.
+    pub fn remove(&mut self, key: &u64) -> Option<Slot> {
+        let slot = self.slots.remove(key)?;
+        self.owner[slot.first..slot.first + slot.count].fill(None);
+        self.dead += slot.count;
+        if self.dead > 1024 && self.dead > self.owner.len() - self.dead {
+            self.pack();
+        }
+        Some(slot)
+    }
+
+    /// The arena again with only the live chunks, in their notes' order.
+    fn pack(&mut self) {
+        let live = self.owner.len() - self.dead;
+        let mut bytes = Vec::with_capacity(live * self.dim);
+        let mut scales = Vec::with_capacity(live);
+        let mut owner = Vec::with_capacity(live);
+        for (key, slot) in &mut self.slots {
+            let (from, to) = (slot.first, slot.first + slot.count);
+            slot.first = scales.len();
+            bytes.extend_from_slice(&self.bytes[from * self.dim..to * self.dim]);
+            scales.extend_from_slice(&self.scales[from..to]);
+            owner.extend(std::iter::repeat_n(Some(*key), slot.count));
+        }
+        (self.bytes, self.scales, self.owner, self.dead) = (bytes, scales, owner, 0);
+    }
+
+    /// Hand back what growing the arena left spare (after a whole sync or a load).
+    pub fn shrink(&mut self) {
+        if self.dead > 0 {
+            self.pack();
+        }
+        self.bytes.shrink_to_fit();
+        self.scales.shrink_to_fit();
+        self.owner.shrink_to_fit();
+    }
+
+    /// Each note's vectors, for the file.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, EntryRef<'_>)> {
+        self.slots.iter().map(|(key, slot)| {
+            let (from, to) = (slot.first, slot.first + slot.count);
+            (
+                *key,
+                EntryRef {
+                    stamp: &slot.stamp,
+                    vectors: &self.bytes[from * self.dim..to * self.dim],
+                    scales: &self.scales[from..to],
+                },
+            )
+        })
+    }
+
+    /// Every note `allowed` lets through with its best chunk's similarity to `query` (a
+    /// unit vector of `dim` values), when above `min`; and how many notes have vectors.
+    pub fn best(
+        &self,
+        query: Option<&[f32]>,
+        allowed: impl Fn(u64) -> bool,
+        min: f32,
+    ) -> (Vec<(u64, f32)>, usize) {
+        let mut scored = Vec::new();
+        let (Some(query), true) = (query, self.dim > 0) else {
+            return (scored, self.slots.len());
+        };
+        // The note whose run of chunks is being read, whether it is allowed, its best.
+        let mut current: Option<(u64, bool, f32)> = None;
+        let flush = |c: Option<(u64, bool, f32)>, scored: &mut Vec<(u64, f32)>| {
+            if let Some((key, true, best)) = c {
+                if best > min {
+                    scored.push((key, best));
+                }
+            }
+        };
+        let chunks = self.bytes.chunks_exact(self.dim);
+        for ((bytes, scale), owner) in chunks.zip(&self.scales).zip(&self.owner) {
+            let Some(key) = *owner else { continue };
+            match &mut current {
+                Some((k, ok, best)) if *k == key => {
+                    if *ok {
+                        *best = best.max(super::dot_bytes(bytes, query) * scale);
+                    }
+                }
+                _ => {
+                    flush(current.take(), &mut scored);
+                    let ok = allowed(key);
+                    let best = if ok {
+                        super::dot_bytes(bytes, query) * scale
+                    } else {
+                        f32::MIN
+                    };
+                    current = Some((key, ok, best));
+                }
+            }
+        }
+        flush(current, &mut scored);
+        (scored, self.slots.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(stamp: &str, vectors: &[f32]) -> Entry {
+        Entry::quantize(stamp.into(), vectors, 2)
+    }
+
+    fn sorted(mut v: Vec<(u64, f32)>) -> Vec<(u64, f32)> {
+        v.sort_by_key(|a| a.0);
+        v
+    }
+
+    #[test]
+    fn notes_replaced_and_removed_score_as_their_current_vectors_across_packs() {
+        let mut notes = Notes::new(2);
+        notes.insert(1, entry("a", &[1.0, 0.0, 0.0, 1.0]));
+        notes.insert(2, entry("b", &[0.0, 1.0]));
+        notes.insert(3, entry("c", &[-1.0, 0.0]));
+        let q = [1.0, 0.0];
+        let (best, covered) = notes.best(Some(&q), |_| true, 0.0);
+        assert_eq!(covered, 3);
+        assert_eq!(sorted(best), vec![(1, 1.0)]);
+        // Replaced: the old chunks are dead, the new ones score.
+        notes.insert(2, entry("b2", &[0.6, 0.8]));
+        assert_eq!(notes.get(&2).unwrap().stamp, "b2");
+        let (best, _) = notes.best(Some(&q), |_| true, 0.0);
+        let best = sorted(best);
+        assert_eq!(best[0], (1, 1.0));
+        assert_eq!(best[1].0, 2);
+        assert!((best[1].1 - 0.6).abs() < 0.01, "{best:?}");
+        // Filtered out and removed notes are no hits.
+        let (best, _) = notes.best(Some(&q), |k| k != 1, 0.0);
+        assert_eq!(best.iter().map(|b| b.0).collect::<Vec<_>>(), vec![2]);
+        assert!(notes.remove(&1).is_some());
+        assert!(notes.remove(&1).is_none());
+        let (best, covered) = notes.best(Some(&q), |_| true, 0.0);
+        assert_eq!((best.len(), covered), (1, 2));
+        // Many replacements pack the arena: what scores is unchanged, the dead are gone.
+        for round in 0..2000 {
+            let x = if round % 2 == 0 { 1.0 } else { -1.0 };
+            notes.insert(9, entry("n", &[x, 0.0, 0.0, x]));
+        }
+        assert!(notes.dead <= notes.owner.len() - notes.dead || notes.dead <= 1024);
+        let (best, _) = notes.best(Some(&q), |_| true, 0.0);
+        assert_eq!(
+            sorted(best).last().unwrap().0,
+            2,
+            "note 9 ends pointing away"
+        );
+        notes.shrink();
+        assert_eq!(notes.dead, 0);
+        assert_eq!(notes.owner.len(), 1 + 1 + 2);
+        let mut files: Vec<(u64, Vec<i8>)> = notes
+            .entries()
+            .map(|(k, e)| (k, e.vectors.to_vec()))
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            vec![
+                (2, vec![95, 127]),
+                (3, vec![-127, 0]),
+                (9, vec![-127, 0, 0, -127])
+            ]
+        );
+        // No query vector: nothing near, every note still counted.
+        assert_eq!(notes.best(None, |_| true, 0.0), (vec![], 3));
+    }
+}
