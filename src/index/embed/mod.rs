@@ -499,7 +499,7 @@ impl Vectors {
 
 /// The dot product of a quantized vector and a vector of one length, in eight lanes
 /// (which the compiler turns into SIMD; a plain sum in order cannot be reordered).
-#[inline]
+#[inline(always)]
 pub fn dot_bytes(a: &[i8], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (a8, a_rest) = a.split_at(a.len() - a.len() % 8);
