@@ -6,9 +6,44 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::store::Entry;
+/// One note's vectors: the stamp of the version they were computed from (content hash and
+/// path) and one unit-length vector per chunk, quantized: `chunks × dim` signed bytes and
+/// one scale per chunk (a value is its byte × its chunk's scale). A quarter of the bytes
+/// of f32, which is what a search reads: the scan of every chunk is bound by memory
+/// bandwidth, not arithmetic; a cosine moves by well under 0.01.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub stamp: String,
+    pub vectors: Vec<i8>,
+    pub scales: Vec<f32>,
+}
+
+impl Entry {
+    /// The entry of `vectors` (`chunks × dim` values): each chunk scaled so that its
+    /// largest magnitude is 127, and rounded.
+    pub fn quantize(stamp: String, vectors: &[f32], dim: usize) -> Entry {
+        let dim = dim.max(1);
+        let mut bytes = Vec::with_capacity(vectors.len());
+        let mut scales = Vec::with_capacity(vectors.len() / dim);
+        for chunk in vectors.chunks_exact(dim) {
+            let max = chunk.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+            bytes.extend(
+                chunk
+                    .iter()
+                    .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
+            );
+            scales.push(scale);
+        }
+        Entry {
+            stamp,
+            vectors: bytes,
+            scales,
+        }
+    }
+}
 
 /// A note's place in the arena and the version its vectors were computed from.
 #[derive(Debug, Clone)]

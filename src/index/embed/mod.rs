@@ -21,6 +21,7 @@
 //! lexical search as it is and says why (index-status, coverage); no note text is logged.
 
 pub mod arena;
+pub mod folder;
 pub mod fuse;
 pub mod model;
 pub mod store;
@@ -34,8 +35,9 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use rayon::prelude::*;
 
+use self::arena::Entry;
 use self::model::Model;
-use self::store::{Entry, Store};
+use self::store::Store;
 use super::schema::stamp_of;
 use super::searchable;
 use crate::vault::note::Note;

@@ -22,11 +22,10 @@ use safetensors::SafeTensors;
 use tokenizers::models::ModelWrapper;
 use tokenizers::Tokenizer;
 
+use super::folder::{fingerprint, read_file, FILES};
+
 /// Tokens of one text taken into its vector (model2vec's `max_length`).
 pub const MAX_TOKENS: usize = 512;
-
-/// The files of a model folder.
-pub const FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 
 /// A loaded model.
 pub struct Model {
@@ -71,31 +70,10 @@ impl std::fmt::Debug for Model {
     }
 }
 
-/// A file of a model folder, read whole; the error names the file and what a folder holds.
-pub(super) fn read_file(dir: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(dir.join(name)).with_context(|| {
-        format!(
-            "the embedding model folder {} has no readable {name} (a model folder has {})",
-            dir.display(),
-            FILES.join(", ")
-        )
-    })
-}
-
 /// A transformer's `config.json` (it has layers), not a static model's (model2vec's
 /// names `architectures` too).
 fn is_transformer(config: &serde_json::Value) -> bool {
     config.get("num_hidden_layers").is_some()
-}
-
-/// BLAKE3 of `parts`, each prefixed by its length, as 32 hex digits.
-pub(super) fn fingerprint(parts: &[&[u8]]) -> String {
-    let mut hasher = blake3::Hasher::new();
-    for bytes in parts {
-        hasher.update(&(bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    }
-    hasher.finalize().to_hex()[..32].to_string()
 }
 
 /// Models loaded, by folder and its files' sizes and times: every vault a process

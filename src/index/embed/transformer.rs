@@ -18,7 +18,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::model::{fingerprint, read_file};
+use super::folder::{fingerprint, read_file};
 
 /// Tokens of a chunk taken into its vector, `[CLS]` and `[SEP]` included: the length
 /// the MiniLM sentence models were trained on (a model that says less is cut to that).
