@@ -371,6 +371,27 @@ fn a_transformer_folder_embeds_as_bert_computes_and_pools() {
         e.contains("does not hold the BERT model config.json describes"),
         "{e}"
     );
+    let heads = dir.path().join("heads");
+    write_bert(&heads, &words, &t, Some("mean"));
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(heads.join("config.json")).unwrap()).unwrap();
+    config["num_attention_heads"] = json!(0);
+    std::fs::write(heads.join("config.json"), config.to_string()).unwrap();
+    let e = format!("{:#}", Model::load(&heads).unwrap_err());
+    assert!(e.contains("not a multiple of num_attention_heads 0"), "{e}");
+    let dense = dir.path().join("dense");
+    write_bert(&dense, &words, &t, Some("mean"));
+    let modules = json!([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    ]);
+    std::fs::write(dense.join("modules.json"), modules.to_string()).unwrap();
+    let e = format!("{:#}", Model::load(&dense).unwrap_err());
+    assert!(
+        e.contains("`sentence_transformers.models.Dense` module"),
+        "{e}"
+    );
     let other = dir.path().join("other");
     write_bert(&other, &words, &t, Some("mean"));
     std::fs::write(

@@ -46,6 +46,7 @@ mod hosted_private;
 mod hosted_serve;
 mod http_edges;
 mod hybrid;
+#[cfg(feature = "transformer")]
 mod hybrid_transformer;
 mod idp;
 mod inplace;

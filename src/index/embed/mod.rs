@@ -542,9 +542,11 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
             }
         }));
     });
-    EMBEDDING.with(|e| e.set(true));
+    // Restored, not cleared: a transformer's matrix products run on this thread's rayon
+    // pool, whose worker may take another note's embedding while it waits inside one.
+    let outer = EMBEDDING.with(|e| e.replace(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
-    EMBEDDING.with(|e| e.set(false));
+    EMBEDDING.with(|e| e.set(outer));
     result
 }
 

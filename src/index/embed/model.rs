@@ -110,7 +110,8 @@ fn files_stamp(dir: &Path) -> Vec<u8> {
         .into_iter()
         .flatten()
     {
-        if let Ok(meta) = entry.metadata() {
+        // Through links: a model folder of links to blobs changes where the links point.
+        if let Ok(meta) = std::fs::metadata(entry.path()) {
             let modified = meta
                 .modified()
                 .ok()

@@ -120,3 +120,43 @@ fn a_long_note_keeps_at_most_max_chunks() {
     assert_eq!(c.len(), MAX_CHUNKS);
     assert!(c.last().unwrap().contains("text 199"));
 }
+
+#[test]
+fn a_query_vector_is_kept_but_a_failed_embedding_is_not_and_the_oldest_goes_first() {
+    let queries = model::Queries::default();
+    let calls = std::cell::Cell::new(0);
+    let embed = |v: Option<Option<Vec<f32>>>| {
+        calls.set(calls.get() + 1);
+        v
+    };
+    assert_eq!(
+        queries.get_or("a", || embed(Some(Some(vec![1.0])))),
+        Some(Some(vec![1.0]))
+    );
+    assert_eq!(
+        queries.get_or("a", || embed(Some(Some(vec![9.0])))),
+        Some(Some(vec![1.0]))
+    );
+    assert_eq!(calls.get(), 1);
+    // A query of no known word is kept as such; a failure (a panic caught) is not kept.
+    assert_eq!(queries.get_or("zz", || embed(Some(None))), Some(None));
+    assert_eq!(
+        queries.get_or("zz", || embed(Some(Some(vec![2.0])))),
+        Some(None)
+    );
+    assert_eq!(queries.get_or("boom", || embed(None)), None);
+    assert_eq!(
+        queries.get_or("boom", || embed(Some(Some(vec![3.0])))),
+        Some(Some(vec![3.0]))
+    );
+    assert_eq!(calls.get(), 4);
+    // 256 newer queries push the first out.
+    for i in 0..256 {
+        queries.get_or(&format!("q{i}"), || Some(None));
+    }
+    assert_eq!(
+        queries.get_or("a", || embed(Some(Some(vec![5.0])))),
+        Some(Some(vec![5.0]))
+    );
+    assert_eq!(calls.get(), 5);
+}

@@ -16,6 +16,7 @@ use anyhow::{anyhow, bail};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::models::ModelWrapper;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::folder::{fingerprint, read_file};
@@ -64,6 +65,18 @@ impl Transformer {
         }
         let cfg: Config = serde_json::from_slice(config_bytes)
             .map_err(|e| anyhow!("config.json is not a BERT configuration: {e}"))?;
+        // What candle divides by or indexes with, checked here: its load would panic.
+        let heads = cfg.num_attention_heads;
+        if heads == 0 || cfg.hidden_size == 0 || !cfg.hidden_size.is_multiple_of(heads) {
+            bail!(
+                "config.json: hidden_size {} is not a multiple of num_attention_heads {heads}",
+                cfg.hidden_size
+            );
+        }
+        if cfg.vocab_size == 0 || cfg.type_vocab_size == 0 || cfg.max_position_embeddings < 2 {
+            bail!("config.json: vocab_size, type_vocab_size and max_position_embeddings must be positive");
+        }
+        check_modules(optional(dir, "modules.json")?.as_deref())?;
         let weights = read_file(dir, "model.safetensors")?;
         let tokenizer_bytes = read_file(dir, "tokenizer.json")?;
         let pooling_bytes = optional(dir, "1_Pooling/config.json")?;
@@ -98,7 +111,10 @@ impl Transformer {
                 cfg.vocab_size
             );
         }
-        let unk = tokenizer.token_to_id("[UNK]");
+        let unk = match tokenizer.get_model() {
+            ModelWrapper::WordPiece(m) => tokenizer.token_to_id(&m.unk_token),
+            _ => tokenizer.token_to_id("[UNK]"),
+        };
 
         let fingerprint = fingerprint(&[
             &weights,
@@ -167,6 +183,28 @@ fn optional(dir: &Path, name: &str) -> anyhow::Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(anyhow!("{name} in the model folder cannot be read: {e}")),
     }
+}
+
+/// A sentence-transformers folder's modules are the ones run here: the transformer,
+/// its pooling, a normalization (a projection after the pooling, `Dense`, is not run,
+/// and its vectors would not be the model's).
+fn check_modules(bytes: Option<&[u8]>) -> anyhow::Result<()> {
+    let Some(bytes) = bytes else {
+        return Ok(());
+    };
+    let modules: Vec<serde_json::Value> = serde_json::from_slice(bytes)
+        .map_err(|e| anyhow!("modules.json is not a list of modules: {e}"))?;
+    for m in &modules {
+        let kind = m
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let name = kind.rsplit('.').next().unwrap_or(kind);
+        if !matches!(name, "Transformer" | "Pooling" | "Normalize") {
+            bail!("modules.json names a `{kind}` module; a transformer, its pooling and a normalization are run here");
+        }
+    }
+    Ok(())
 }
 
 /// The pooling `1_Pooling/config.json` asks for: mean when absent.
