@@ -222,22 +222,12 @@ impl Notes {
         let chunks = self.bytes.chunks_exact(self.dim);
         for ((bytes, scale), owner) in chunks.zip(&self.scales).zip(&self.owner) {
             let Some(key) = *owner else { continue };
-            match &mut current {
-                Some((k, ok, best)) if *k == key => {
-                    if *ok {
-                        *best = best.max(super::dot_bytes(bytes, query) * scale);
-                    }
-                }
-                _ => {
-                    flush(current.take(), &mut scored);
-                    let ok = allowed(key);
-                    let best = if ok {
-                        super::dot_bytes(bytes, query) * scale
-                    } else {
-                        f32::MIN
-                    };
-                    current = Some((key, ok, best));
-                }
+            if current.is_none_or(|(k, ..)| k != key) {
+                flush(current.take(), &mut scored);
+                current = Some((key, allowed(key), f32::MIN));
+            }
+            if let Some((_, true, best)) = &mut current {
+                *best = best.max(super::dot_bytes(bytes, query) * scale);
             }
         }
         flush(current, &mut scored);

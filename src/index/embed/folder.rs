@@ -1,8 +1,11 @@
-//! The files of a model folder: read whole, and the fingerprint of what was read.
+//! What both kinds of model read the same way: the folder's files (whole, or absent),
+//! the fingerprint of what was read, the tokenizer's unknown token, a text's cut.
 
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{anyhow, Context};
+use tokenizers::models::ModelWrapper;
+use tokenizers::Tokenizer;
 
 /// The files every model folder has.
 pub const FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
@@ -26,4 +29,33 @@ pub fn fingerprint(parts: &[&[u8]]) -> String {
         hasher.update(bytes);
     }
     hasher.finalize().to_hex()[..32].to_string()
+}
+
+/// A file of the folder that may be absent.
+pub fn optional(dir: &Path, name: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    match std::fs::read(dir.join(name)) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow!("{name} in the model folder cannot be read: {e}")),
+    }
+}
+
+/// The id of the tokenizer's unknown token, when its model has one.
+pub fn unknown_token(tokenizer: &Tokenizer) -> Option<u32> {
+    let name = match tokenizer.get_model() {
+        ModelWrapper::WordPiece(m) => Some(m.unk_token.clone()),
+        ModelWrapper::WordLevel(m) => Some(m.unk_token.clone()),
+        ModelWrapper::BPE(m) => m.unk_token.clone(),
+        ModelWrapper::Unigram(_) => None,
+    };
+    name.and_then(|t| tokenizer.token_to_id(&t))
+}
+
+/// `text` cut to its first `chars` characters (before tokenizing: a tokenizer reads the
+/// whole text it is given, however much of it is kept).
+pub fn cut(text: &str, chars: usize) -> &str {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
 }

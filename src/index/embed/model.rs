@@ -19,10 +19,9 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
-use tokenizers::models::ModelWrapper;
 use tokenizers::Tokenizer;
 
-use super::folder::{fingerprint, read_file, FILES};
+use super::folder::{cut, fingerprint, read_file, unknown_token, FILES};
 
 /// Tokens of one text taken into its vector (model2vec's `max_length`).
 pub const MAX_TOKENS: usize = 512;
@@ -263,13 +262,7 @@ impl StaticModel {
             .map_err(|e| anyhow!("tokenizer.json: {e}"))?;
         tokenizer.with_padding(None);
         let vocab = tokenizer.get_vocab_size(true);
-        let unk_name = match tokenizer.get_model() {
-            ModelWrapper::WordPiece(m) => Some(m.unk_token.clone()),
-            ModelWrapper::WordLevel(m) => Some(m.unk_token.clone()),
-            ModelWrapper::BPE(m) => m.unk_token.clone(),
-            ModelWrapper::Unigram(_) => None,
-        };
-        let unk = unk_name.and_then(|t| tokenizer.token_to_id(&t));
+        let unk = unknown_token(&tokenizer);
         let mut lengths: Vec<usize> = tokenizer
             .get_vocab(true)
             .keys()
@@ -340,11 +333,10 @@ impl StaticModel {
     }
 
     fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        let cut = match text.char_indices().nth(self.max_chars) {
-            Some((at, _)) => &text[..at],
-            None => text,
-        };
-        let encoding = self.tokenizer.encode_fast(cut, false).ok()?;
+        let encoding = self
+            .tokenizer
+            .encode_fast(cut(text, self.max_chars), false)
+            .ok()?;
         let ids: Vec<usize> = encoding
             .get_ids()
             .iter()

@@ -16,10 +16,9 @@ use anyhow::{anyhow, bail};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::models::ModelWrapper;
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::folder::{fingerprint, read_file};
+use super::folder::{cut, fingerprint, optional, read_file, unknown_token};
 
 /// Tokens of a chunk taken into its vector, `[CLS]` and `[SEP]` included: the length
 /// the MiniLM sentence models were trained on (a model that says less is cut to that).
@@ -111,10 +110,7 @@ impl Transformer {
                 cfg.vocab_size
             );
         }
-        let unk = match tokenizer.get_model() {
-            ModelWrapper::WordPiece(m) => tokenizer.token_to_id(&m.unk_token),
-            _ => tokenizer.token_to_id("[UNK]"),
-        };
+        let unk = unknown_token(&tokenizer);
 
         let fingerprint = fingerprint(&[
             &weights,
@@ -147,11 +143,10 @@ impl Transformer {
     /// The vector of `text`; `None` when the model knows none of its words (every token
     /// but `[CLS]` and `[SEP]` is unknown), or it failed on it.
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        let cut = match text.char_indices().nth(self.max_chars) {
-            Some((at, _)) => &text[..at],
-            None => text,
-        };
-        let encoding = self.tokenizer.encode_fast(cut, true).ok()?;
+        let encoding = self
+            .tokenizer
+            .encode_fast(cut(text, self.max_chars), true)
+            .ok()?;
         let ids = encoding.get_ids();
         let special = encoding.get_special_tokens_mask();
         let known = ids
@@ -173,15 +168,6 @@ impl Transformer {
         };
         let v = forward().ok()?;
         (v.len() == self.dim && v.iter().all(|x| x.is_finite())).then_some(v)
-    }
-}
-
-/// A file of the folder that may be absent.
-fn optional(dir: &Path, name: &str) -> anyhow::Result<Option<Vec<u8>>> {
-    match std::fs::read(dir.join(name)) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow!("{name} in the model folder cannot be read: {e}")),
     }
 }
 
