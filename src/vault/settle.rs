@@ -78,6 +78,15 @@ enum Emptied {
 /// after `started` passes.
 fn watch_emptied(abs: &Path, started: Instant) -> Emptied {
     let first = stamp(abs);
+    // Written again (or gone) since it was read empty: the empty read is out of date,
+    // however long the file now stays as it is (an editor's last save).
+    if first.as_ref().is_none_or(|s| s.len > 0) {
+        return if started.elapsed() >= BOUND {
+            Emptied::Unsettled
+        } else {
+            Emptied::Changed
+        };
+    }
     let since = Instant::now();
     loop {
         std::thread::sleep(POLL);
@@ -117,4 +126,30 @@ fn stamp(abs: &Path) -> Option<Stamp> {
         #[cfg(unix)]
         inode: (meta.dev(), meta.ino()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A note read empty and written before the first look is observed again, not
+    /// recorded empty after `QUIET` (the last of an editor's in-place saves).
+    #[test]
+    fn a_note_written_since_it_was_read_empty_is_looked_at_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let abs = dir.path().join("n.md");
+        #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
+        std::fs::write(&abs, "# N\n\nsaved\n").unwrap();
+        assert!(matches!(
+            watch_emptied(&abs, Instant::now()),
+            Emptied::Changed
+        ));
+        // Still empty and unchanged for QUIET: a person emptied it.
+        #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
+        std::fs::write(&abs, "").unwrap();
+        assert!(matches!(
+            watch_emptied(&abs, Instant::now()),
+            Emptied::Settled
+        ));
+    }
 }
