@@ -249,6 +249,9 @@ pub struct EmbeddingsState {
     pub notes: usize,
     /// The start-up sync is still embedding.
     pub syncing: bool,
+    /// Changes recorded and not yet embedded (a changed note is found by its words until
+    /// then; a hybrid search with `min_seq` waits for them).
+    pub pending: usize,
     pub last_error: Option<String>,
 }
 
@@ -315,6 +318,7 @@ pub async fn index_status(state: Arc<State>, parts: Parts) -> ApiResult<Json<Ind
         computed: v.computed,
         notes: v.notes,
         syncing: v.syncing,
+        pending: v.pending,
         last_error: v.last_error.as_deref().map(in_vault_terms),
     };
     Ok(Json(IndexStatus {

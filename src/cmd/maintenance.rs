@@ -111,7 +111,7 @@ fn rebuild(config: Config, drop_index: bool) -> anyhow::Result<String> {
         anyhow::bail!("the index did not finish within an hour");
     }
     // With a model, the note vectors too (they are embedded beside the index writer).
-    while state.index.vectors.status().syncing {
+    while state.index.vectors.status().syncing || state.index.vectors.pending() > 0 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let indexed = started.elapsed();

@@ -485,9 +485,8 @@ impl SearchIndex {
                     w.parts.changed(key);
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
-                    // Embedded before `indexed_seq` moves: a search that waited for this
-                    // change finds its vectors current too.
-                    self.vectors.upsert(&note);
+                    // Embedded beside the writer: `indexed_seq` does not wait for a model.
+                    self.vectors.changed(key, Some(note.clone()), seq);
                     let id = note.note_id.clone();
                     w.changed.insert(key, searchable(&note).then_some(note));
                     w.hold(Some(id), seq);
@@ -502,7 +501,7 @@ impl SearchIndex {
                     w.parts.changed(key);
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
-                    self.vectors.remove(key);
+                    self.vectors.changed(key, None, seq);
                     w.changed.insert(key, None);
                     w.hold(Some(note_id), seq);
                     Ok(())

@@ -34,7 +34,7 @@ pub enum Mode {
     /// BM25 only.
     #[default]
     Lexical,
-    /// BM25 and the note vectors, fused by reciprocal rank fusion.
+    /// BM25 and the note vectors, fused by score (`index::embed::fuse`).
     Hybrid,
 }
 

@@ -221,11 +221,20 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
         Some(t) => tokens.open_offset(&fingerprint, t)?,
         None => 0,
     };
+    // The `min_seq` not reached in time, and whether only the note vectors fell short.
     let mut waited_out = None;
     if let Some(min) = p.min_seq {
         check_min_seq(min, state.committed_seq())?;
+        let deadline = tokio::time::Instant::now() + MIN_SEQ_WAIT;
         if !crate::queries::status::wait_indexed(&state, min, MIN_SEQ_WAIT).await {
-            waited_out = Some(min);
+            waited_out = Some((min, false));
+        } else if retrieval == Mode::Hybrid {
+            // The note vectors are embedded beside the index: a hybrid search that waits
+            // for its write waits for them too.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !state.index.vectors.wait_embedded(min, left).await {
+                waited_out = Some((min, true));
+            }
         }
     }
     let req = SearchRequest {
@@ -245,12 +254,16 @@ pub async fn search(state: Arc<State>, p: SearchParams) -> Result<SearchResponse
         blocking(move || crate::queries::search::search(&state2, &req)).await?
     };
     let mut coverage = Coverage::from(&answer.coverage);
-    if let Some(min) = waited_out {
-        coverage.notes.push(format!(
-            "the index had not reached min_seq {min} after {} s; results reflect indexed_seq {}",
-            MIN_SEQ_WAIT.as_secs(),
+    let secs = MIN_SEQ_WAIT.as_secs();
+    match waited_out {
+        Some((min, false)) => coverage.notes.push(format!(
+            "the index had not reached min_seq {min} after {secs} s; results reflect indexed_seq {}",
             coverage.indexed_seq
-        ));
+        )),
+        Some((min, true)) => coverage.notes.push(format!(
+            "the note vectors had not reached min_seq {min} after {secs} s; notes changed since are found by their words only"
+        )),
+        None => {}
     }
     Ok(SearchResponse {
         results: answer

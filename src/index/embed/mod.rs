@@ -1,15 +1,16 @@
-//! Optional hybrid retrieval: note vectors from a local model2vec-style static embedding
-//! model (`NOTEVAULT_EMBED_MODEL`, config `embed_model`), kept in the state directory and
-//! searched by cosine similarity beside BM25; the two ranked lists are fused by
-//! reciprocal rank fusion (`fuse.rs`).
+//! Optional hybrid retrieval: note vectors from a local embedding model
+//! (`NOTEVAULT_EMBED_MODEL`, config `embed_model`: a model2vec static model or a BERT
+//! sentence-transformers folder), kept in the state directory and searched by cosine
+//! similarity beside BM25; the two ranked lists are fused by score (`fuse.rs`).
 //!
 //! The index writer thread (`writer.rs`) is the one pipeline that feeds it: once the
 //! lexical start-up sync is published, the vector sync embeds the notes whose vectors are
 //! missing or stale (by stamp: content hash and path) and drops the rest, on its own
-//! thread and pool while changes go on; each recorded change embeds or drops its note
-//! once the lexical index has it; vectors go to disk after the sync, at an index flush at
-//! most every 30 s, and at shutdown (`store.rs`: one file per model fingerprint, written
-//! atomically), never after the index is shut down.
+//! thread and pool while changes go on; each recorded change is handed to the vault's
+//! `embed` thread (`changes.rs`), which embeds or drops its note while the lexical index
+//! goes on; vectors go to disk after the sync, at an index flush at most every 30 s, and
+//! at shutdown (`store.rs`: one file per model fingerprint, written atomically), never
+//! after the index is shut down.
 //!
 //! A note is cut into chunks at its headings (the title before each chunk); its score for
 //! a query is that of its best chunk.
@@ -21,6 +22,7 @@
 //! lexical search as it is and says why (index-status, coverage); no note text is logged.
 
 pub mod arena;
+mod changes;
 pub mod folder;
 pub mod fuse;
 pub mod model;
@@ -76,6 +78,8 @@ pub struct VectorStatus {
     pub notes: usize,
     /// The start-up sync has not embedded every note yet.
     pub syncing: bool,
+    /// Changes recorded and not yet embedded.
+    pub pending: usize,
     pub last_error: Option<String>,
 }
 
@@ -109,6 +113,10 @@ pub struct Vectors {
     /// The index was shut down (a purge follows): nothing more is written, and a
     /// start-up sync still embedding stops.
     closed: AtomicBool,
+    /// Changes the index writer handed over, to embed (`changes.rs`).
+    changes: Mutex<changes::Changes>,
+    /// Every change through this seq is embedded.
+    embedded: tokio::sync::watch::Sender<i64>,
 }
 
 /// The vectors file is rewritten whole (tens of MB on a large vault): after a change, at
@@ -135,6 +143,8 @@ impl Vectors {
                 touched: Mutex::new(None),
                 saved: Mutex::new(None),
                 closed: AtomicBool::new(false),
+                changes: Mutex::default(),
+                embedded: tokio::sync::watch::Sender::new(i64::MAX),
             };
         };
         status.model = Some(model_dir.display().to_string());
@@ -182,6 +192,8 @@ impl Vectors {
             touched: Mutex::new(None),
             saved: Mutex::new(None),
             closed: AtomicBool::new(false),
+            changes: Mutex::default(),
+            embedded: tokio::sync::watch::Sender::new(i64::MAX),
         }
     }
 
@@ -191,7 +203,11 @@ impl Vectors {
     }
 
     pub fn status(&self) -> VectorStatus {
-        self.status.lock().clone()
+        let pending = self.pending();
+        VectorStatus {
+            pending,
+            ..self.status.lock().clone()
+        }
     }
 
     /// Why the vector retriever cannot run, when it cannot.
@@ -344,8 +360,8 @@ impl Vectors {
     }
 
     /// A note changed: embed its current version (or drop its vectors when it is not
-    /// searchable any more).
-    pub(super) fn upsert(&self, note: &Note) {
+    /// searchable any more). On the `embed` thread ([`Vectors::changed`]).
+    fn upsert(&self, note: &Note) {
         let Some(model) = &self.model else {
             return;
         };
@@ -386,7 +402,7 @@ impl Vectors {
     }
 
     /// A note left the vault (or the searchable notes).
-    pub(super) fn remove(&self, key: u64) {
+    fn remove(&self, key: u64) {
         if self.model.is_none() {
             return;
         }

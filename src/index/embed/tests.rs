@@ -160,3 +160,101 @@ fn a_query_vector_is_kept_but_a_failed_embedding_is_not_and_the_oldest_goes_firs
     );
     assert_eq!(calls.get(), 5);
 }
+
+/// A note of `text` at `rel` in the folder `root`, as the catalog makes it.
+fn note(root: &Path, rel: &str, id: &str, text: &str) -> Arc<Note> {
+    #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
+    std::fs::write(root.join(rel), text).unwrap();
+    let observed = crate::vault::observe::observe(root, rel).unwrap();
+    let now = chrono::Utc::now();
+    Arc::new(crate::vault::catalog::note_from(
+        observed,
+        id.into(),
+        format!("v-{id}"),
+        now,
+        now,
+    ))
+}
+
+fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The index writer hands a change's embedding to the vault's `embed` thread and goes on:
+/// while the vectors cannot be stored, the change is searchable by its words, pending,
+/// and `wait_embedded` says not yet; once they can, the queue is embedded in order, a
+/// note's newest version last, and `wait_embedded` says done.
+#[test]
+fn words_do_not_wait_for_vectors_and_the_vectors_follow_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    car_model(&dir.path().join("model"));
+    let vault = dir.path().join("vault");
+    #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
+    std::fs::create_dir_all(&vault).unwrap();
+    #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let index = crate::index::SearchIndex::open_with_model(
+        &dir.path().join("state"),
+        Some(&dir.path().join("model")),
+    )
+    .unwrap();
+    let v = index.vectors.clone();
+    index.start(Vec::new(), 0);
+    until("the start-up sync", || {
+        index.indexed_seq() >= 0 && !v.status().syncing
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let embedded =
+        |seq: i64, ms: u64| rt.block_on(v.wait_embedded(seq, std::time::Duration::from_millis(ms)));
+    let found = |word: &str| {
+        let parsed = crate::index::query::parse(word, crate::index::query::Match::Any).unwrap();
+        index.search(&parsed, None, 0, 10).unwrap().matched
+    };
+
+    // The vectors held: the embed thread waits to look at the store.
+    let held = v.store.write();
+    let first = note(&vault, "a.md", "a", "car\n");
+    index.upsert(first, 1);
+    assert!(index.wait_for_blocking(1, std::time::Duration::from_secs(20)));
+    assert_eq!(found("car"), 1);
+    until("the change is on the embed thread", || v.pending() == 1);
+    assert!(!embedded(1, 50), "embedded while the vectors are held");
+    // A newer version of `a` and a note `b` queue behind it.
+    let newer = note(&vault, "a.md", "a", "car car\n");
+    let newer_stamp = stamp_of(&newer);
+    index.upsert(newer, 2);
+    index.upsert(note(&vault, "b.md", "b", "car\n"), 3);
+    assert!(index.wait_for_blocking(3, std::time::Duration::from_secs(20)));
+    assert_eq!(found("car"), 2);
+    until("both queued", || v.pending() == 3);
+    assert_eq!(v.status().pending, 3);
+    drop(held);
+
+    assert!(embedded(3, 20_000), "{:?}", v.status());
+    assert_eq!(v.pending(), 0);
+    let store = v.store.read();
+    let key = crate::vault::note::key_of;
+    assert_eq!(
+        store.notes.get(&key("a")).map(|e| e.stamp.clone()),
+        Some(newer_stamp)
+    );
+    assert!(store.notes.get(&key("b")).is_some());
+    drop(store);
+
+    // A removal goes the same way (handed over once the index has it, as a search with
+    // `min_seq` waits).
+    index.remove("b", 4);
+    assert!(index.wait_for_blocking(4, std::time::Duration::from_secs(20)));
+    assert!(embedded(4, 20_000));
+    assert!(v.store.read().notes.get(&key("b")).is_none());
+}
