@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use serde::{Deserialize, Serialize};
 
 /// One note's vectors: the stamp of the version they were computed from (content hash and
@@ -172,44 +174,90 @@ impl Notes {
 
     /// Every note `allowed` lets through with its best chunk's similarity to `query` (a
     /// unit vector of `dim` values), when above `min`; and how many notes have vectors.
-    /// Compiled twice: for AVX2 (eight lanes a step) where the CPU has it, and for the
-    /// baseline.
+    /// A large arena is scanned in parts, one a thread of the pool: one core does not
+    /// draw all the memory bandwidth there is.
     pub fn best(
         &self,
         query: Option<&[f32]>,
-        allowed: impl Fn(u64) -> bool,
+        allowed: impl Fn(u64) -> bool + Sync,
         min: f32,
     ) -> (Vec<(u64, f32)>, usize) {
+        let parts = (self.bytes.len() / SPLIT_BYTES).clamp(1, rayon::current_num_threads());
+        self.best_in(parts, query, allowed, min)
+    }
+
+    /// [`Notes::best`] in `parts` parts.
+    fn best_in(
+        &self,
+        parts: usize,
+        query: Option<&[f32]>,
+        allowed: impl Fn(u64) -> bool + Sync,
+        min: f32,
+    ) -> (Vec<(u64, f32)>, usize) {
+        let covered = self.slots.len();
+        let (Some(query), true) = (query, self.dim > 0) else {
+            return (Vec::new(), covered);
+        };
+        let query = Query::new(query);
+        let query = &query;
+        let chunks = self.owner.len();
+        if parts <= 1 {
+            return (self.scan(query, &allowed, min, 0..chunks), covered);
+        }
+        let per = chunks.div_ceil(parts);
+        let found: Vec<Vec<(u64, f32)>> = (0..parts)
+            .into_par_iter()
+            .map(|i| self.scan(query, &allowed, min, i * per..((i + 1) * per).min(chunks)))
+            .collect();
+        // A note whose chunks straddle a cut is found by both parts, one after the other.
+        let mut scored: Vec<(u64, f32)> = Vec::with_capacity(found.iter().map(Vec::len).sum());
+        for (key, sim) in found.into_iter().flatten() {
+            match scored.last_mut() {
+                Some(last) if last.0 == key => last.1 = last.1.max(sim),
+                _ => scored.push((key, sim)),
+            }
+        }
+        (scored, covered)
+    }
+
+    /// [`Notes::best`] of the chunks in `range`. Compiled twice: for AVX2 (eight lanes a
+    /// step) where the CPU has it, and for the baseline.
+    fn scan(
+        &self,
+        query: &Query,
+        allowed: &impl Fn(u64) -> bool,
+        min: f32,
+        range: std::ops::Range<usize>,
+    ) -> Vec<(u64, f32)> {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has the feature `best_avx2` is compiled for.
-            return unsafe { self.best_avx2(query, allowed, min) };
+            // SAFETY: the CPU has the feature `scan_avx2` is compiled for.
+            return unsafe { self.scan_avx2(query, allowed, min, range) };
         }
-        self.best_here(query, allowed, min)
+        self.scan_here(query, allowed, min, range)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn best_avx2(
+    unsafe fn scan_avx2(
         &self,
-        query: Option<&[f32]>,
-        allowed: impl Fn(u64) -> bool,
+        query: &Query,
+        allowed: &impl Fn(u64) -> bool,
         min: f32,
-    ) -> (Vec<(u64, f32)>, usize) {
-        self.best_here(query, allowed, min)
+        range: std::ops::Range<usize>,
+    ) -> Vec<(u64, f32)> {
+        self.scan_here(query, allowed, min, range)
     }
 
     #[inline(always)]
-    fn best_here(
+    fn scan_here(
         &self,
-        query: Option<&[f32]>,
-        allowed: impl Fn(u64) -> bool,
+        query: &Query,
+        allowed: &impl Fn(u64) -> bool,
         min: f32,
-    ) -> (Vec<(u64, f32)>, usize) {
+        range: std::ops::Range<usize>,
+    ) -> Vec<(u64, f32)> {
         let mut scored = Vec::new();
-        let (Some(query), true) = (query, self.dim > 0) else {
-            return (scored, self.slots.len());
-        };
         // The note whose run of chunks is being read, whether it is allowed, its best.
         let mut current: Option<(u64, bool, f32)> = None;
         let flush = |c: Option<(u64, bool, f32)>, scored: &mut Vec<(u64, f32)>| {
@@ -219,21 +267,72 @@ impl Notes {
                 }
             }
         };
-        let chunks = self.bytes.chunks_exact(self.dim);
-        for ((bytes, scale), owner) in chunks.zip(&self.scales).zip(&self.owner) {
+        let bytes = &self.bytes[range.start * self.dim..range.end * self.dim];
+        let chunks = bytes.chunks_exact(self.dim);
+        let owners = self.scales[range.clone()].iter().zip(&self.owner[range]);
+        for (bytes, (scale, owner)) in chunks.zip(owners) {
             let Some(key) = *owner else { continue };
             if current.is_none_or(|(k, ..)| k != key) {
                 flush(current.take(), &mut scored);
                 current = Some((key, allowed(key), f32::MIN));
             }
             if let Some((_, true, best)) = &mut current {
-                *best = best.max(super::dot_bytes(bytes, query) * scale);
+                *best = best.max(dot(bytes, &query.values) as f32 * scale * query.scale);
             }
         }
         flush(current, &mut scored);
-        (scored, self.slots.len())
+        scored
     }
 }
+
+/// A query vector as the scan reads it: 16-bit integers and one scale (a value is its
+/// integer × the scale). Against the notes' bytes, a chunk's dot product is a sum of
+/// integer products, which AVX2 takes sixteen at a time (`vpmaddwd`), twice what
+/// converting each byte to a float allowed.
+pub struct Query {
+    pub values: Vec<i16>,
+    pub scale: f32,
+}
+
+impl Query {
+    /// The largest magnitude is as large as a chunk's sum cannot overflow an `i32`
+    /// (127 × it × the dimensions), and at most 2^14: a relative error under 1e-4,
+    /// far below the notes' bytes'.
+    pub fn new(query: &[f32]) -> Query {
+        let max = query.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let top = (i32::MAX as f32 / 127.0 / query.len().max(1) as f32).min(16384.0);
+        let scale = if max > 0.0 { max / top } else { 1.0 };
+        Query {
+            values: query.iter().map(|x| (x / scale).round() as i16).collect(),
+            scale,
+        }
+    }
+}
+
+/// The dot product of a chunk's bytes and a query's integers: eight lanes of `i32`, each
+/// the sum of two neighbours' products, which is `vpmaddwd`'s shape.
+#[inline(always)]
+pub fn dot(a: &[i8], b: &[i16]) -> i32 {
+    let mut lanes = [0i32; 8];
+    let (a16, a_rest) = a.split_at(a.len() - a.len() % 16);
+    let (b16, b_rest) = b.split_at(a16.len().min(b.len()));
+    for (x, y) in a16.chunks_exact(16).zip(b16.chunks_exact(16)) {
+        for i in 0..8 {
+            lanes[i] += i32::from(x[2 * i]) * i32::from(y[2 * i])
+                + i32::from(x[2 * i + 1]) * i32::from(y[2 * i + 1]);
+        }
+    }
+    let rest: i32 = a_rest
+        .iter()
+        .zip(b_rest)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum();
+    lanes.iter().sum::<i32>() + rest
+}
+
+/// Bytes of vectors a part of the scan reads at least: below this a second thread costs
+/// more than it saves.
+const SPLIT_BYTES: usize = 4 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -305,7 +404,7 @@ mod tests {
         let q = [0.6, 0.8];
         assert_eq!(
             sorted(notes.best(Some(&q), |_| true, -1.0).0),
-            sorted(notes.best_here(Some(&q), |_| true, -1.0).0)
+            sorted(notes.scan_here(&Query::new(&q), &|_| true, -1.0, 0..notes.owner.len()))
         );
         // No query vector: nothing near, every note still counted.
         assert_eq!(notes.best(None, |_| true, 0.0), (vec![], 3));
@@ -329,13 +428,45 @@ mod tests {
         }
         let q: Vec<f32> = (0..dim).map(|_| next()).collect();
         let (fast, n) = notes.best(Some(&q), |k| k % 7 != 0, f32::MIN);
-        let (plain, m) = notes.best_here(Some(&q), |k| k % 7 != 0, f32::MIN);
-        assert_eq!((n, m), (50, 50));
+        let plain = notes.scan_here(
+            &Query::new(&q),
+            &|k| k % 7 != 0,
+            f32::MIN,
+            0..notes.owner.len(),
+        );
+        assert_eq!(n, 50);
         let (fast, plain) = (sorted(fast), sorted(plain));
         assert_eq!(fast.len(), 50 - 8);
         for (a, b) in fast.iter().zip(&plain) {
             assert_eq!(a.0, b.0);
             assert!((a.1 - b.1).abs() < 1e-3 * b.1.abs().max(1.0), "{a:?} {b:?}");
+        }
+    }
+
+    /// Scanned in parts, a note whose chunks straddle a cut is one hit with its best
+    /// chunk, as in one part; a dead chunk at a cut changes nothing.
+    #[test]
+    fn a_scan_in_parts_finds_what_one_part_finds() {
+        let mut notes = Notes::new(2);
+        for key in 0..40u64 {
+            // 1 to 5 chunks a note, the best one anywhere in its run.
+            let chunks = 1 + key as usize % 5;
+            let v: Vec<f32> = (0..chunks)
+                .flat_map(|c| {
+                    let a = (key as f32 * 0.37 + c as f32 * 1.3).sin();
+                    [a, (1.0 - a * a).sqrt()]
+                })
+                .collect();
+            notes.insert(key, Entry::quantize(format!("{key}"), &v, 2));
+        }
+        notes.insert(7, entry("seven again", &[0.0, 1.0]));
+        let q = [0.6, 0.8];
+        let (whole, n) = notes.best_in(1, Some(&q), |k| k != 3, -1.0);
+        assert_eq!((whole.len(), n), (39, 40));
+        for parts in 2..=9 {
+            let (split, m) = notes.best_in(parts, Some(&q), |k| k != 3, -1.0);
+            assert_eq!(m, 40);
+            assert_eq!(sorted(split), sorted(whole.clone()), "{parts} parts");
         }
     }
 }

@@ -462,7 +462,7 @@ impl Vectors {
     pub fn nearest(
         &self,
         query: &str,
-        allowed: impl Fn(u64) -> bool,
+        allowed: impl Fn(u64) -> bool + Sync,
         current: impl Fn(u64, &str) -> bool,
         depth: usize,
     ) -> Result<Nearest, String> {
@@ -513,26 +513,6 @@ impl Vectors {
             query_known: q.is_some(),
         })
     }
-}
-
-/// The dot product of a quantized vector and a vector of one length, in eight lanes
-/// (which the compiler turns into SIMD; a plain sum in order cannot be reordered).
-#[inline(always)]
-pub fn dot_bytes(a: &[i8], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (a8, a_rest) = a.split_at(a.len() - a.len() % 8);
-    let (b8, b_rest) = b.split_at(a8.len().min(b.len()));
-    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
-        for i in 0..8 {
-            lanes[i] += f32::from(x[i]) * y[i];
-        }
-    }
-    let rest: f32 = a_rest
-        .iter()
-        .zip(b_rest)
-        .map(|(x, y)| f32::from(*x) * y)
-        .sum();
-    lanes.iter().sum::<f32>() + rest
 }
 
 thread_local! {

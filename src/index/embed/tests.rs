@@ -14,15 +14,21 @@ fn notes_are_cut_at_headings_outside_code() {
 
 #[test]
 fn dot_matches_the_plain_sum() {
-    let a: Vec<i8> = (0..19).map(|i| i * 6 - 50).collect();
-    let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
-    let plain: f32 = a.iter().zip(&b).map(|(x, y)| f32::from(*x) * y).sum();
-    assert!(
-        (dot_bytes(&a, &b) - plain).abs() < 1e-3,
-        "{} {plain}",
-        dot_bytes(&a, &b)
+    let a: Vec<i8> = (0..37).map(|i: i32| (i * 6 - 110) as i8).collect();
+    let b: Vec<i16> = (0..37).map(|i| 16384 - i * 900).collect();
+    let plain: i64 = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| i64::from(*x) * i64::from(*y))
+        .sum();
+    assert_eq!(i64::from(arena::dot(&a, &b)), plain);
+    assert_eq!(arena::dot(&[], &[]), 0);
+    // The extremes of a 384-dimension query do not overflow.
+    let q = arena::Query::new(&[1.0; 384]);
+    assert_eq!(
+        i64::from(arena::dot(&[127; 384], &q.values)),
+        127 * 384 * i64::from(q.values[0])
     );
-    assert_eq!(dot_bytes(&[], &[]), 0.0);
 }
 
 #[test]
@@ -50,7 +56,8 @@ fn quantized_cosines_stay_within_a_hundredth() {
             .chunks_exact(256)
             .zip(entry.scales.iter().copied());
         for ((bytes, scale), exact) in chunks.zip(exact) {
-            let got = dot_bytes(bytes, &q) * scale;
+            let query = arena::Query::new(&q);
+            let got = arena::dot(bytes, &query.values) as f32 * scale * query.scale;
             assert!((got - exact).abs() < 0.01, "{got} against {exact}");
         }
     }
