@@ -231,6 +231,7 @@ pub async fn wait_indexed(addr: SocketAddr, limit: Duration) -> Result<serde_jso
             && st["search_index"]["synced_notes"].is_number()
             && st["start_scan"]["verifying"] != true
             && st["embeddings"]["syncing"] != true
+            && st["embeddings"]["pending"].as_u64().unwrap_or(0) == 0
         {
             return Ok(st);
         }

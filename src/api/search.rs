@@ -27,8 +27,8 @@ use crate::surface::search::{search, SearchParams, SearchResponse, SEARCH_PAGE_S
         ("order_by" = Option<String>, Query, description = "`score` (default, best first), or `updated_at`, `created_at`, `title`, `slug` with `asc`/`desc`."),
         ("page_size" = Option<usize>, Query, description = "Results per page, 1..100 (default 10)."),
         ("page_token" = Option<String>, Query, description = "`next_page_token` of the previous page, with the same other parameters."),
-        ("min_seq" = Option<i64>, Query, description = "Wait (up to 10 s) until the index reflects this `committed_seq` (from a write receipt), to read your own writes. `coverage.indexed_seq` says what was reached."),
-        ("mode" = Option<String>, Query, description = "`lexical` (default: BM25) or `hybrid`: BM25 and the nearest notes by meaning from the local embedding model the server was given (`NOTEVAULT_EMBED_MODEL`; nothing is downloaded), fused by reciprocal rank fusion (k = 60). `coverage.retrievers` says which retrievers ran and how many notes each covered; without a usable model the answer is lexical and `coverage` says why. Another value is `VALIDATION_FAILED`."),
+        ("min_seq" = Option<i64>, Query, description = "Wait (up to 10 s) until the index reflects this `committed_seq` (from a write receipt), to read your own writes; in hybrid mode, until the note vectors do too. `coverage.indexed_seq` says what was reached."),
+        ("mode" = Option<String>, Query, description = "`lexical` (default: BM25) or `hybrid`: BM25 and the nearest notes by meaning from the local embedding model the server was given (`NOTEVAULT_EMBED_MODEL`; nothing is downloaded), fused by score (each side's scores weighed by how far the keyword winner is ahead). `coverage.retrievers` says which retrievers ran and how many notes each covered; without a usable model the answer is lexical and `coverage` says why. Another value is `VALIDATION_FAILED`."),
     ),
     responses(
         (status = 200, description = "Results and coverage; zero results is a 200.", body = SearchResponse),

@@ -177,7 +177,7 @@ pub struct SearchParams {
     pub page_token: Option<String>,
     /// Wait (up to 10 s) until the index reflects this `committed_seq` (from a write
     /// receipt), to find what was just written; `coverage.indexed_seq` says what was
-    /// reached.
+    /// reached. In hybrid mode, until the note vectors do too.
     #[schema(minimum = 0)]
     pub min_seq: Option<i64>,
     /// `lexical` (default: BM25) or `hybrid`: BM25 fused with the nearest notes by

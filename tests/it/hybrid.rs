@@ -152,6 +152,7 @@ pub(crate) async fn settled(base: &str) -> Value {
             st["indexed_seq"] == st["committed_seq"]
                 && st["search_index"]["not_yet_indexed"] == 0
                 && st["embeddings"]["syncing"] == false
+                && st["embeddings"]["pending"] == 0
         },
     )
     .await;

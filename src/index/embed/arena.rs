@@ -207,7 +207,10 @@ impl Notes {
         let per = chunks.div_ceil(parts);
         let found: Vec<Vec<(u64, f32)>> = (0..parts)
             .into_par_iter()
-            .map(|i| self.scan(query, &allowed, min, i * per..((i + 1) * per).min(chunks)))
+            .map(|i| {
+                let range = (i * per).min(chunks)..((i + 1) * per).min(chunks);
+                self.scan(query, &allowed, min, range)
+            })
             .collect();
         // A note whose chunks straddle a cut is found by both parts, one after the other.
         let mut scored: Vec<(u64, f32)> = Vec::with_capacity(found.iter().map(Vec::len).sum());
@@ -296,14 +299,18 @@ pub struct Query {
 
 impl Query {
     /// The largest magnitude is as large as a chunk's sum cannot overflow an `i32`
-    /// (127 × it × the dimensions), and at most 2^14: a relative error under 1e-4,
+    /// (128 × it × the dimensions), and at most 2^14: a relative error under 1e-4,
     /// far below the notes' bytes'.
     pub fn new(query: &[f32]) -> Query {
         let max = query.iter().fold(0f32, |m, x| m.max(x.abs()));
-        let top = (i32::MAX as f32 / 127.0 / query.len().max(1) as f32).min(16384.0);
-        let scale = if max > 0.0 { max / top } else { 1.0 };
+        let top = (i32::MAX as usize / 128 / query.len().max(1)).clamp(1, 16384);
+        let scale = if max > 0.0 { max / top as f32 } else { 1.0 };
+        let top = top as f32;
         Query {
-            values: query.iter().map(|x| (x / scale).round() as i16).collect(),
+            values: query
+                .iter()
+                .map(|x| (x / scale).round().clamp(-top, top) as i16)
+                .collect(),
             scale,
         }
     }

@@ -7,7 +7,10 @@
 //! Until a change is embedded, the note's old vectors are no hit (their stamp is not the
 //! catalog's: [`Vectors::nearest`]'s `current`) and the note is found by its words. A
 //! search that waits for its own write (`min_seq`) in hybrid mode waits for
-//! [`Vectors::wait_embedded`] too.
+//! [`Vectors::wait_embedded`] too: for every change queued before it, its own and
+//! others' (a bulk change ahead of it can make such a search wait out its bound). At
+//! shutdown the queue is not waited for: what it held is embedded by the next start's
+//! sync.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -49,6 +52,8 @@ impl Vectors {
         if self.model.is_none() {
             return;
         }
+        // Newer than what a start-up sync under way looked at: it leaves the note alone.
+        self.touch(key);
         let start = {
             let mut q = self.changes.lock();
             if q.newest.insert(key, note).is_none() {
@@ -77,6 +82,12 @@ impl Vectors {
         q.order.len() + usize::from(q.in_flight.is_some())
     }
 
+    /// The seq of the change being embedded now.
+    #[cfg(test)]
+    pub(super) fn in_flight(&self) -> Option<i64> {
+        self.changes.lock().in_flight
+    }
+
     /// Wait (up to `timeout`) until every change through `seq` that the index writer has
     /// handed over is embedded; `false` if it was not in time.
     pub async fn wait_embedded(&self, seq: i64, timeout: Duration) -> bool {
@@ -88,18 +99,23 @@ impl Vectors {
 
     /// Embed the queue until it is empty (or the index is shut down).
     fn drain(self: Arc<Self>) {
-        // A panic, or the index shut down: not running any more (the next change starts
-        // a thread again), and nothing more to embed once shut down.
+        // A panic, or the index shut down: not running any more, and the queue dropped
+        // (no waiter waits on it; a dropped change's old vectors are no hit, and the next
+        // start's sync embeds it).
         struct Stop<'a>(&'a Vectors);
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
                 let mut q = self.0.changes.lock();
+                if !q.order.is_empty() && !self.0.closed.load(Ordering::SeqCst) {
+                    tracing::error!(
+                        dropped = q.order.len(),
+                        "the embedding thread stopped; changes queued are searched by their words until the next start"
+                    );
+                }
                 q.running = false;
                 q.in_flight = None;
-                if self.0.closed.load(Ordering::SeqCst) {
-                    q.order.clear();
-                    q.newest.clear();
-                }
+                q.order.clear();
+                q.newest.clear();
                 self.0.embedded.send_replace(q.done());
             }
         }

@@ -455,8 +455,8 @@ impl Vectors {
     /// The notes nearest to `query`, at most `depth`, best first, among those `allowed`
     /// (by key: the filter) and whose stored vectors `current` says are of the catalog's
     /// version (by key and stamp; asked of the best notes in order until `depth` are
-    /// found: a stale vector is rare outside the start-up sync, as the writer replaces it
-    /// before `indexed_seq` moves). `covered` counts every note with vectors, filter or
+    /// found: a stale vector is rare outside the start-up sync and changes the `embed` thread
+    /// has not reached). `covered` counts every note with vectors, filter or
     /// not, as `coverage.searched` counts the vault, less the stale ones found. `Err`
     /// says why the retriever did not run.
     pub fn nearest(
@@ -548,7 +548,7 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
 
 /// A note's vectors: one unit-length vector per chunk with a known token (`chunks × dim`).
 /// `None` when the tokenizer panicked on the note's text (third-party code on any text
-/// a vault holds): the note has no vectors, and the writer thread goes on.
+/// a vault holds): the note has no vectors, and the embedding thread goes on.
 fn embed_note(model: &Model, note: &Note) -> Option<Vec<f32>> {
     let embed = || {
         let mut out = Vec::new();

@@ -23,12 +23,14 @@ fn dot_matches_the_plain_sum() {
         .sum();
     assert_eq!(i64::from(arena::dot(&a, &b)), plain);
     assert_eq!(arena::dot(&[], &[]), 0);
-    // The extremes of a 384-dimension query do not overflow.
-    let q = arena::Query::new(&[1.0; 384]);
-    assert_eq!(
-        i64::from(arena::dot(&[127; 384], &q.values)),
-        127 * 384 * i64::from(q.values[0])
-    );
+    // The extremes of a query do not overflow at any width (a damaged file's -128 too).
+    for dim in (1..=8192).step_by(97).chain([384, 1024, 1536, 2048, 4096]) {
+        let q = arena::Query::new(&vec![1.0; dim]);
+        let bytes = vec![-128i8; dim];
+        let sum: i64 = q.values.iter().map(|v| -128 * i64::from(*v)).sum();
+        assert!(sum >= i64::from(i32::MIN), "{dim}");
+        assert_eq!(i64::from(arena::dot(&bytes, &q.values)), sum, "{dim}");
+    }
 }
 
 #[test]
@@ -234,7 +236,9 @@ fn words_do_not_wait_for_vectors_and_the_vectors_follow_in_order() {
     index.upsert(first, 1);
     assert!(index.wait_for_blocking(1, std::time::Duration::from_secs(20)));
     assert_eq!(found("car"), 1);
-    until("the change is on the embed thread", || v.pending() == 1);
+    until("the change is on the embed thread", || {
+        v.in_flight() == Some(1)
+    });
     assert!(!embedded(1, 50), "embedded while the vectors are held");
     // A newer version of `a` and a note `b` queue behind it.
     let newer = note(&vault, "a.md", "a", "car car\n");
