@@ -617,4 +617,4 @@ fn spawn_vector_sync(vectors: &Arc<super::embed::Vectors>, notes: Vec<Arc<Note>>
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

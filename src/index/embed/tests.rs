@@ -1,4 +1,5 @@
 use super::*;
+use crate::index::writer::tests::{found, note, until};
 
 #[test]
 fn notes_are_cut_at_headings_outside_code() {
@@ -170,32 +171,6 @@ fn a_query_vector_is_kept_but_a_failed_embedding_is_not_and_the_oldest_goes_firs
     assert_eq!(calls.get(), 5);
 }
 
-/// A note of `text` at `rel` in the folder `root`, as the catalog makes it.
-fn note(root: &Path, rel: &str, id: &str, text: &str) -> Arc<Note> {
-    #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
-    std::fs::write(root.join(rel), text).unwrap();
-    let observed = crate::vault::observe::observe(root, rel).unwrap();
-    let now = chrono::Utc::now();
-    Arc::new(crate::vault::catalog::note_from(
-        observed,
-        id.into(),
-        format!("v-{id}"),
-        now,
-        now,
-    ))
-}
-
-fn until(what: &str, check: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !check() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
 /// The index writer hands a change's embedding to the vault's `embed` thread and goes on:
 /// while the vectors cannot be stored, the change is searchable by its words, pending,
 /// and `wait_embedded` says not yet; once they can, the queue is embedded in order, a
@@ -225,10 +200,7 @@ fn words_do_not_wait_for_vectors_and_the_vectors_follow_in_order() {
         .unwrap();
     let embedded =
         |seq: i64, ms: u64| rt.block_on(v.wait_embedded(seq, std::time::Duration::from_millis(ms)));
-    let found = |word: &str| {
-        let parsed = crate::index::query::parse(word, crate::index::query::Match::Any).unwrap();
-        index.search(&parsed, None, 0, 10).unwrap().matched
-    };
+    let found = |word: &str| found(&index, word);
 
     // The vectors held: the embed thread waits to look at the store.
     let held = v.store.write();

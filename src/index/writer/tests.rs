@@ -23,7 +23,7 @@ fn changes_in_a_row_are_held_until_the_pace_or_a_waiting_search() {
 }
 
 /// A note of `text` at `rel` in the folder `root`, as the catalog makes it.
-fn note(root: &Path, rel: &str, id: &str, text: &str) -> Arc<Note> {
+pub(in crate::index) fn note(root: &Path, rel: &str, id: &str, text: &str) -> Arc<Note> {
     #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
     std::fs::write(root.join(rel), text).unwrap();
     let observed = crate::vault::observe::observe(root, rel).unwrap();
@@ -37,12 +37,14 @@ fn note(root: &Path, rel: &str, id: &str, text: &str) -> Arc<Note> {
     ))
 }
 
-fn found(index: &SearchIndex, word: &str) -> usize {
+/// How many notes the index finds for `word`.
+pub(in crate::index) fn found(index: &SearchIndex, word: &str) -> usize {
     let parsed = crate::index::query::parse(word, crate::index::query::Match::Any).unwrap();
     index.search(&parsed, None, 0, 10).unwrap().matched
 }
 
-fn until(what: &str, check: impl Fn() -> bool) {
+/// Wait (up to 20 s) until `check` holds.
+pub(in crate::index) fn until(what: &str, check: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
