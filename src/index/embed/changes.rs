@@ -38,10 +38,11 @@ impl Changes {
     /// Every change through this seq is embedded.
     fn done(&self) -> i64 {
         let first = self.order.front().map(|(_, seq)| *seq);
-        match (self.in_flight, first) {
-            (None, None) => i64::MAX,
-            (a, b) => a.unwrap_or(i64::MAX).min(b.unwrap_or(i64::MAX)) - 1,
-        }
+        self.in_flight
+            .into_iter()
+            .chain(first)
+            .min()
+            .map_or(i64::MAX, |seq| seq - 1)
     }
 }
 
@@ -131,6 +132,7 @@ impl Vectors {
                     std::mem::forget(stop);
                     return;
                 };
+                // Every queued key has its version; a miss would only skip it.
                 let Some(note) = q.newest.remove(&key) else {
                     continue;
                 };
