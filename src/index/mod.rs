@@ -21,6 +21,7 @@
 pub mod coverage;
 pub mod embed;
 pub mod grep;
+pub mod language;
 pub mod provenance;
 pub mod query;
 mod reader;

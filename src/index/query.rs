@@ -62,6 +62,10 @@ pub const STEM_FIELDS: &[(&str, f32)] = &[
 
 /// With several words, each scores its best field plus this share of its other fields.
 pub const TIE_BREAKER: f32 = 0.1;
+/// A name's whole form (`.gitignore`) found whole, against each field's split tokens ...
+pub const NAME_BOOST: f32 = 3.0;
+/// ... which weigh this share of a word's when some note holds the name whole.
+pub const SPLIT_SHARE: f32 = 0.3;
 /// Two ranked words written side by side and found side by side (title or body).
 pub const PAIR_BOOST: f32 = 4.0;
 
@@ -120,6 +124,9 @@ pub struct Unit {
     pub prefix: bool,
     /// Written in quotes.
     pub quoted: bool,
+    /// A plain word that is a name (`.gitignore`, `v1.4.2`): its whole form, searched in
+    /// the `names` field beside its tokens (see `tokenizer::names`).
+    pub whole: Option<String>,
 }
 
 impl Unit {
@@ -575,12 +582,16 @@ impl Lexer<'_, '_> {
         if tokens.is_empty() {
             return Ok(None);
         }
+        let whole = (field.is_none() && !quoted && !prefix)
+            .then(|| super::tokenizer::names::whole(&text))
+            .flatten();
         Ok(Some(Unit {
             field,
             tokens,
             positions,
             prefix,
             quoted,
+            whole,
         }))
     }
 }

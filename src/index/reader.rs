@@ -68,7 +68,7 @@ impl SearchIndex {
             .iter()
             .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
-        let q = query::to_tantivy(parsed, &fields, &stem_fields);
+        let q = query::to_tantivy(parsed, &fields, &stem_fields, f.names);
         let internal =
             |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
         let want = offset + limit;
@@ -115,6 +115,8 @@ impl SearchIndex {
     /// out is in `reading.ignored`.
     pub fn prepare(&self, parsed: &query::Parsed) -> query::Parsed {
         let mut out = parsed.clone();
+        self.known_names(&mut out);
+        let parsed = &out.clone();
         if parsed.ranked.len() < 2 {
             return out;
         }
@@ -134,6 +136,20 @@ impl SearchIndex {
                             .doc_freq(&Term::from_field_text(f.body, text))
                             .unwrap_or(0)
                     };
+                    // A name found whole is as rare as its whole form (`.github`,
+                    // whose `github` may be everywhere).
+                    if let Some(n) = u
+                        .whole
+                        .as_deref()
+                        .map(|w| {
+                            searcher
+                                .doc_freq(&Term::from_field_text(f.names, w))
+                                .unwrap_or(0)
+                        })
+                        .filter(|n| *n > 0)
+                    {
+                        return n;
+                    }
                     match (u.tokens.as_slice(), u.prefix) {
                         // A word's notes are those of any of its forms: those of its
                         // stem as a token or as a marked form, counted as their sum (an
@@ -179,6 +195,36 @@ impl SearchIndex {
         out.pairs
             .retain(|(a, b)| !frequent.contains(&a.as_str()) && !frequent.contains(&b.as_str()));
         out
+    }
+
+    /// Leave out the whole forms of names no note holds (on disk or in the overlay): a
+    /// name found whole outweighs its parts (see `query::build`), which only holds when
+    /// some note has it.
+    fn known_names(&self, parsed: &mut query::Parsed) {
+        let units = parsed
+            .required
+            .iter_mut()
+            .chain(parsed.ranked.iter_mut())
+            .chain(parsed.excluded.iter_mut())
+            .flatten()
+            .filter(|u| u.whole.is_some());
+        let mut searchers = None;
+        for unit in units {
+            let searchers = searchers.get_or_insert_with(|| {
+                let overlay = self.overlay.read().clone();
+                let mut all = vec![self.reader.searcher()];
+                all.extend(overlay.parts.iter().map(|(_, s)| s.clone()));
+                all
+            });
+            let term =
+                Term::from_field_text(self.fields.names, unit.whole.as_deref().unwrap_or(""));
+            if searchers
+                .iter()
+                .all(|s| s.doc_freq(&term).unwrap_or(0) == 0)
+            {
+                unit.whole = None;
+            }
+        }
     }
 
     /// The key and score of every note matching `parsed` (for orders other than relevance).

@@ -15,7 +15,7 @@ use super::{provenance, tokenizer};
 use crate::vault::note::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
 /// The fields of a document.
@@ -40,6 +40,9 @@ pub(super) struct Fields {
     pub(super) path: Field,
     pub(super) properties: Field,
     pub(super) body: Field,
+    /// Dotted, slashed and versioned words of the title and body, whole
+    /// (`tokenizer::names`): searched only by a query word of that shape.
+    pub(super) names: Field,
     pub(super) created: Field,
     pub(super) updated: Field,
 }
@@ -67,6 +70,14 @@ pub(super) fn schema() -> (Schema, Fields) {
         path: b.add_text_field("path", plain.clone()),
         properties: b.add_text_field("properties", plain),
         body: b.add_text_field("body", words),
+        names: b.add_text_field(
+            "names",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            ),
+        ),
         created: b.add_date_field("created_at", date.clone()),
         updated: b.add_date_field("updated_at", date),
     };
@@ -198,8 +209,24 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
             words(&mut doc, f.lead, &lead);
         }
         words(&mut doc, f.body, body);
+        names(&mut doc, f.names, body);
     }
+    names(&mut doc, f.names, &note.title);
     doc
+}
+
+/// The whole names of `text` into `field`, when it has any.
+fn names(doc: &mut TantivyDocument, field: Field, text: &str) {
+    let tokens = tokenizer::names::tokens(text);
+    if !tokens.is_empty() {
+        doc.add_pre_tokenized_text(
+            field,
+            tantivy::tokenizer::PreTokenizedString {
+                text: String::new(),
+                tokens,
+            },
+        );
+    }
 }
 
 fn flatten_yaml(v: &serde_norway::Value, out: &mut String) {

@@ -606,5 +606,7 @@ pub fn tokens(text: &str) -> Vec<(String, usize)> {
     })
 }
 
+pub mod names;
+
 #[cfg(test)]
 mod tests;

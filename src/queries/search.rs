@@ -12,6 +12,7 @@ pub use crate::index::coverage::{CoverageFacts, Retriever, MAX_EXCLUDED, PRIVATE
 use crate::index::embed::fuse::by_confidence;
 use crate::index::embed::VECTOR_DEPTH;
 use crate::index::grep::{GrepPage, Pattern};
+use crate::index::language::{reader_page, READER_DEPTH};
 use crate::index::provenance::{Matcher, Provenance};
 use crate::index::rollup::{Aggregate, TagCount};
 use crate::index::{query, searchable};
@@ -274,16 +275,26 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         }
     }
     let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
-        let hits = state
-            .index
-            .search(parsed, allowed, req.offset, req.page_size)?;
+        // The first `READER_DEPTH` are fetched whole, so that the reader's order of a
+        // page's copies is the same on every page.
+        let from = if req.offset < READER_DEPTH {
+            0
+        } else {
+            req.offset
+        };
+        let end = (req.offset + req.page_size).max(READER_DEPTH);
+        let hits = state.index.search(parsed, allowed, from, end - from)?;
         let catalog = state.catalog.read();
-        let found = hits
+        let mut found: Vec<(Arc<Note>, f32)> = hits
             .hits
             .into_iter()
             .filter_map(|h| catalog.get_by_key(h.key).map(|n| (n.clone(), h.score)))
             .collect();
-        (found, hits.matched)
+        drop(catalog);
+        (
+            reader_page(&mut found, from, req.offset, req.page_size, &req.text),
+            hits.matched,
+        )
     } else {
         let all = state.index.matching(parsed)?;
         let catalog = state.catalog.read();
@@ -455,8 +466,12 @@ fn hybrid(
         .into_iter()
         .filter_map(|(key, s)| catalog.get_by_key(key).map(|n| (n.clone(), s)));
     if by_score {
-        let page = resolved.skip(req.offset).take(req.page_size).collect();
-        return Ok((page, matched));
+        let end = (req.offset + req.page_size).max(READER_DEPTH);
+        let mut head: Vec<(Arc<Note>, f32)> = resolved.take(end).collect();
+        return Ok((
+            reader_page(&mut head, 0, req.offset, req.page_size, &req.text),
+            matched,
+        ));
     }
     let mut scored: Vec<(Arc<Note>, f32)> = resolved.collect();
     drop(catalog);

@@ -249,3 +249,56 @@ async fn bad_input_is_answered_with_a_reason() {
         .await;
     assert!(e["message"].as_str().unwrap().contains("longer"), "{e}");
 }
+
+/// Issue 47's findability: a dotted or versioned name is found whole (not only as its
+/// common parts); among a page's copies in several languages (tldr's `pages/` and
+/// `pages.de/`), the copy in the question's language comes first, else the source copy,
+/// on every page of the answer.
+#[tokio::test]
+async fn names_whole_and_the_readers_language_first() {
+    let s = start("fixtures/findability").await;
+    #[rustfmt::skip]
+    let table: &[(&str, &str, Option<&str>)] = &[
+        // `github` is everywhere in dev/github; `.github` only in the workflow note.
+        (".github", "dev/workflows", None),
+        ("where do the .github workflows live", "dev/workflows", None),
+        // `v1.4.2` is a phrase of the patch's version too (`v1.4.2.1`), four times.
+        ("v1.4.2", "releases/spring", None),
+        // Only `tar` is searched (stop words left out): every copy has it, the shorter
+        // ones more densely; English question, English copy.
+        ("what is tar", "pages/common/tar", None),
+        ("tar", "pages/common/tar", None),
+        // A German question: the German copy.
+        ("was ist tar und wie benutze ich es", "pages.de/common/tar", None),
+    ];
+    check_table(&s, table).await;
+
+    // The copies keep their own places as a group: paged one at a time, the answer is the
+    // same order, each note once.
+    let whole = slugs(&search(&s, "what is tar", "").await);
+    assert_eq!(whole.len(), 4, "{whole:?}");
+    let mut paged = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let extra = match &token {
+            Some(t) => format!("&page_size=1&page_token={}", enc(t)),
+            None => "&page_size=1".to_string(),
+        };
+        let body = search(&s, "what is tar", &extra).await;
+        paged.extend(slugs(&body));
+        match body["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, whole);
+    // Scores stay in order down the answer.
+    let body = search(&s, "what is tar", "").await;
+    let scores: Vec<f64> = body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+}

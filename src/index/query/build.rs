@@ -15,18 +15,20 @@ use crate::index::tokenizer::{form_term, stem, stemmable};
 /// A field of the index as a query sees it: (name, field, boost).
 pub type QueryField<'a> = (&'a str, Field, f32);
 
-/// The tantivy query of `parsed` over the exact `fields` and, by a word's stem, the
-/// `stem_fields` (name, field, boost of the stem).
+/// The tantivy query of `parsed` over the exact `fields`, by a word's stem the
+/// `stem_fields` (name, field, boost of the stem), and by a name's whole form the `names`
+/// field.
 pub fn to_tantivy(
     parsed: &Parsed,
     fields: &[QueryField<'_>],
     stem_fields: &[QueryField<'_>],
+    names: Field,
 ) -> Box<dyn Query> {
     // One word alone: BM25 summed over its fields; several: each word scores its best
     // field (plus a tenth of the others), coordinated. Either is ranked and counted in
     // one pass (see `reader::collect`).
     let single = parsed.ranked.len() + parsed.required.len() == 1;
-    let alt = |units: &[Unit]| alternatives(units, fields, stem_fields, !single);
+    let alt = |units: &[Unit]| alternatives(units, fields, stem_fields, names, !single);
     let ranked: Option<Box<dyn Query>> = match parsed.ranked.as_slice() {
         [] => None,
         [one] => Some(alt(one)),
@@ -85,6 +87,7 @@ fn alternatives(
     units: &[Unit],
     fields: &[QueryField<'_>],
     stem_fields: &[QueryField<'_>],
+    names: Field,
     dismax: bool,
 ) -> Box<dyn Query> {
     let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -99,12 +102,18 @@ fn alternatives(
         // at the exact boost plus the stem's, the same sum as a second query of the term,
         // for one term to look up and walk.
         let own_stem = !dismax && word.as_ref().is_some_and(|(t, s)| t.as_str() == s);
+        // A name some note holds whole (`.github`) outweighs its parts (`github`).
+        let share = if unit.whole.is_some() {
+            SPLIT_SHARE
+        } else {
+            1.0
+        };
         for (name, field, boost) in fields {
             if in_scope(unit, name) {
-                let mut boost = *boost;
+                let mut boost = *boost * share;
                 if own_stem {
                     if let Some((_, _, b)) = stem_fields.iter().find(|(n, _, _)| n == name) {
-                        boost += b;
+                        boost += b * share;
                     }
                 }
                 per_field.push(Box::new(BoostQuery::new(unit_query(unit, *field), boost)));
@@ -125,7 +134,7 @@ fn alternatives(
                     let term = Term::from_field_text(*field, text);
                     forms.push(Box::new(BoostQuery::new(
                         Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
-                        *boost,
+                        *boost * share,
                     )));
                 }
                 // Several words score each word's best field: the two forms of a field
@@ -138,6 +147,13 @@ fn alternatives(
                     per_field.extend(forms);
                 }
             }
+        }
+        if let Some(name) = &unit.whole {
+            let term = Term::from_field_text(names, name);
+            per_field.push(Box::new(BoostQuery::new(
+                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
+                NAME_BOOST,
+            )));
         }
         if dismax && per_field.len() > 1 {
             should.push((
