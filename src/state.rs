@@ -30,7 +30,8 @@ pub struct State {
     pub history: Box<dyn Revisions>,
     /// Note bytes, through the storage seam (local mode: the vault folder).
     pub files: Box<dyn NoteFiles>,
-    pub catalog: RwLock<Catalog>,
+    /// Shared with the search index, which reads links from it (`CatalogLinks`).
+    pub catalog: Arc<RwLock<Catalog>>,
     /// The vault's attachments (every file that is not a note), changed by `record` only.
     pub attachments: RwLock<AttachmentCatalog>,
     /// The seq of the last recorded change; advanced only by `record`.
@@ -158,7 +159,7 @@ impl State {
             paths,
             meta,
             history,
-            catalog: RwLock::new(Catalog::default()),
+            catalog: Arc::new(RwLock::new(Catalog::default())),
             attachments: RwLock::new(AttachmentCatalog::default()),
             committed_seq,
             presign_key: presign_key(&token_key),
@@ -329,5 +330,41 @@ pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+impl State {
+    /// Start the search index on every note of the catalog as of `seq`, the text of
+    /// their links read from the catalog. Call with the write lock held.
+    pub fn start_index(&self, seq: i64) {
+        self.index
+            .set_links(Arc::new(CatalogLinks(self.catalog.clone())));
+        let notes: Vec<Arc<crate::vault::note::Note>> =
+            self.catalog.read().iter().cloned().collect();
+        self.index.start(notes, seq);
+    }
+}
+
+/// The index's view of the vault's links: the catalog (not the state, which owns the
+/// index: the index's threads never hold what would drop it).
+struct CatalogLinks(Arc<RwLock<Catalog>>);
+
+impl crate::index::LinkText for CatalogLinks {
+    fn of(&self, note: &crate::vault::note::Note) -> String {
+        crate::vault::link_text::incoming(&self.0, note)
+    }
+}
+
+impl crate::index::Links for CatalogLinks {
+    fn all(&self) -> crate::vault::link_text::AllLinkText {
+        crate::vault::link_text::all(&self.0)
+    }
+
+    fn outgoing(&self, note: &crate::vault::note::Note) -> Vec<(u64, u64)> {
+        crate::vault::link_text::outgoing(&self.0, note)
+    }
+
+    fn current(&self, key: u64) -> Option<Arc<crate::vault::note::Note>> {
+        self.0.read().get_by_key(key).cloned()
     }
 }

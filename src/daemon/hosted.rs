@@ -383,8 +383,7 @@ fn build(state: &State, revisions: &hosted::revisions::PgRevisions) -> Result<()
         }
     }
     state.set_committed_seq(seq);
-    let all: Vec<_> = state.catalog.read().iter().cloned().collect();
-    state.index.start(all, seq);
+    state.start_index(seq);
     // Rows written after the seq was read are taken in again from the op log (an
     // upsert of what the catalog holds already changes nothing).
     crate::record::follow::catch_up(state, &write)

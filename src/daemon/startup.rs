@@ -213,8 +213,7 @@ pub(super) fn startup_scan(state: &State) -> anyhow::Result<Option<Vec<Observed>
         release_free_memory();
     }
     if recalled.is_empty() {
-        let notes: Vec<Arc<Note>> = state.catalog.read().iter().cloned().collect();
-        state.index.start(notes, state.committed_seq());
+        state.start_index(state.committed_seq());
     }
     tracing::info!(
         notes = state.catalog.read().len(),

@@ -42,7 +42,8 @@ use tantivy::IndexReader;
 
 pub use self::reader::{Hit, Hits};
 use self::schema::Fields;
-pub use self::schema::{searchable, stamp_of, SCHEMA_VERSION};
+pub use self::schema::{searchable, stamp_of, LinkText, SCHEMA_VERSION};
+pub use self::writer::{Links, NoLinks};
 use self::writer::{Msg, Overlay, Worker};
 pub use crate::vault::note::key_of;
 use crate::vault::note::Note;
@@ -107,6 +108,8 @@ pub struct SearchIndex {
     pub(crate) grep_cache: Mutex<std::collections::VecDeque<(String, Arc<GrepPass>)>>,
     /// The note vectors of optional hybrid search (`embed`), fed by the same writer.
     pub vectors: Arc<embed::Vectors>,
+    /// Where the text of links comes from (`writer/links.rs`).
+    links: parking_lot::RwLock<Arc<dyn Links>>,
 }
 
 impl SearchIndex {
@@ -151,6 +154,7 @@ impl SearchIndex {
             coverage_cache: Mutex::new(None),
             grep_cache: Mutex::new(Default::default()),
             vectors: Arc::new(embed::Vectors::open(state_dir, embed_model)),
+            links: parking_lot::RwLock::new(Arc::new(NoLinks)),
         });
         idx.refresh_counts();
         idx.spawn_writer(worker, rx)?;

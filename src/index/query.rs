@@ -5,7 +5,7 @@
 //! clause  = [ "+" | "-" | "NOT" ] alt         "+" requires, "-" or NOT excludes
 //! alt     = unit { "OR" unit }                one of the units
 //! unit    = [ field ":" ] ( word [ "*" ] | '"' phrase '"' [ "*" ] )
-//! field   = title | aliases | headings | lead | tags | path | properties | body
+//! field   = title | aliases | headings | lead | tags | path | properties | body | links
 //! ```
 //!
 //! How a query is read depends on its [`Match`] mode. With `any` (the default: questions
@@ -47,6 +47,8 @@ pub const FIELDS: &[(&str, f32)] = &[
     ("path", 1.0),
     ("properties", 1.0),
     ("body", 1.0),
+    // What links to the note say of it: between title and body.
+    ("links", 1.5),
 ];
 
 /// The fields of words, searched by a word's stem too: (name, boost of the stem). An
@@ -58,6 +60,7 @@ pub const STEM_FIELDS: &[(&str, f32)] = &[
     ("headings", 0.5),
     ("lead", 0.75),
     ("body", 0.5),
+    ("links", 0.75),
 ];
 
 /// With several words, each scores its best field plus this share of its other fields.

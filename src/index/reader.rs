@@ -58,6 +58,7 @@ impl SearchIndex {
             "tags" => f.tags,
             "path" => f.path,
             "properties" => f.properties,
+            "links" => f.links,
             _ => f.body,
         };
         let fields: Vec<query::QueryField<'_>> = query::FIELDS

@@ -18,6 +18,10 @@ use crate::vault::note::{Note, Visibility};
 pub const SCHEMA_VERSION: u32 = 8;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
+/// The token every document's `links` field holds (see `schema`): never a query's (a
+/// query's tokens are letters and digits, its forms a stem after the mark).
+const LINKS_FLOOR: &str = "~";
+
 /// The fields of a document.
 #[derive(Clone, Copy)]
 pub(super) struct Fields {
@@ -40,6 +44,8 @@ pub(super) struct Fields {
     pub(super) path: Field,
     pub(super) properties: Field,
     pub(super) body: Field,
+    /// What the links pointing at the note say of it (`vault::link_text`).
+    pub(super) links: Field,
     /// Dotted, slashed and versioned words of the title and body, whole
     /// (`tokenizer::names`): searched only by a query word of that shape.
     pub(super) names: Field,
@@ -69,7 +75,20 @@ pub(super) fn schema() -> (Schema, Fields) {
         tags: b.add_text_field("tags", plain.clone()),
         path: b.add_text_field("path", plain.clone()),
         properties: b.add_text_field("properties", plain),
-        body: b.add_text_field("body", words),
+        body: b.add_text_field("body", words.clone()),
+        // Scored by presence and count, not length: few notes have link text, so its
+        // average length over every note is near nothing, and each note that has any
+        // would be scored as a long one. No field norms (each counts as one token), and
+        // each document holds one [`LINKS_FLOOR`] token, so the average is one or more.
+        links: b.add_text_field(
+            "links",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(tokenizer::FORMS_NAME)
+                    .set_index_option(IndexRecordOption::WithFreqsAndPositions)
+                    .set_fieldnorms(false),
+            ),
+        ),
         names: b.add_text_field(
             "names",
             TextOptions::default().set_indexing_options(
@@ -105,17 +124,44 @@ pub(super) struct NoteDoc(Box<Pending>);
 struct Pending {
     fields: Fields,
     note: Arc<Note>,
+    links: Arc<dyn LinkText>,
     built: std::sync::OnceLock<TantivyDocument>,
 }
 
 impl NoteDoc {
-    pub(super) fn new(fields: Fields, note: Arc<Note>) -> Self {
+    /// The document of `note`, with what `links` says the links to it say.
+    pub(super) fn new(fields: Fields, note: Arc<Note>, links: Arc<dyn LinkText>) -> Self {
         NoteDoc(Box::new(Pending {
             fields,
             note,
+            links,
             built: std::sync::OnceLock::new(),
         }))
     }
+}
+
+/// Where a note's document gets the text of the links pointing at it: the vault's
+/// catalog as it is now, or what the start-up sync gathered of every note at once.
+pub trait LinkText: Send + Sync {
+    fn of(&self, note: &Note) -> String;
+}
+
+/// The link text the start-up sync gathered, by note key.
+impl LinkText for std::collections::HashMap<u64, String> {
+    fn of(&self, note: &Note) -> String {
+        self.get(&note.key()).cloned().unwrap_or_default()
+    }
+}
+
+/// The stamp of a note's document: [`stamp_of`], and a hash of the text of the links to
+/// it when there is any (so a start that finds it changed indexes the note again).
+pub fn indexed_stamp(note: &Note, link_text: &str) -> String {
+    if link_text.is_empty() {
+        return stamp_of(note);
+    }
+    // Kept in the index across builds: a hash that does not change with the toolchain.
+    let h = blake3::hash(link_text.as_bytes());
+    format!("{}\n{}", stamp_of(note), &h.to_hex()[..16])
 }
 
 impl tantivy::schema::document::Document for NoteDoc {
@@ -127,15 +173,16 @@ impl tantivy::schema::document::Document for NoteDoc {
         let Pending {
             fields,
             note,
+            links,
             built,
         } = &*self.0;
         built
-            .get_or_init(|| document(fields, note))
+            .get_or_init(|| document(fields, note, &links.of(note)))
             .iter_fields_and_values()
     }
 }
 
-pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
+pub(super) fn document(f: &Fields, note: &Note, link_text: &str) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     let english = tokenizer::stems_english(note.frontmatter.as_deref());
     // A field of words: its tokens and their stems (the analyzer's), or, in a note of
@@ -148,8 +195,23 @@ pub(super) fn document(f: &Fields, note: &Note) -> TantivyDocument {
         }
     };
     doc.add_u64(f.key, note.key());
-    doc.add_text(f.stamp, stamp_of(note));
+    doc.add_text(f.stamp, indexed_stamp(note, link_text));
     words(&mut doc, f.title, &note.title);
+    doc.add_pre_tokenized_text(
+        f.links,
+        tantivy::tokenizer::PreTokenizedString {
+            text: String::new(),
+            tokens: vec![tantivy::tokenizer::Token {
+                text: LINKS_FLOOR.to_string(),
+                position: 0,
+                position_length: 1,
+                ..Default::default()
+            }],
+        },
+    );
+    if !link_text.is_empty() {
+        words(&mut doc, f.links, link_text);
+    }
     for alias in &note.aliases {
         words(&mut doc, f.aliases, alias);
     }
@@ -349,8 +411,12 @@ mod tests {
             ("empty.md", ""),
         ] {
             let note = note(rel, text);
-            let built = document(&fields, &note);
-            let lazy = NoteDoc::new(fields, note.clone());
+            let links: Arc<dyn LinkText> = Arc::new(std::collections::HashMap::from([(
+                note.key(),
+                "see [[tar]] to unpack".to_string(),
+            )]));
+            let built = document(&fields, &note, &links.of(&note));
+            let lazy = NoteDoc::new(fields, note.clone(), links);
             assert!(!values(&built).is_empty());
             assert_eq!(values(&lazy), values(&built), "{rel}");
         }

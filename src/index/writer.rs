@@ -22,11 +22,13 @@ use super::schema::{Fields, NoteDoc};
 use super::{key_of, searchable, SearchIndex};
 use crate::vault::note::Note;
 
+mod links;
 mod overlay;
 mod park;
 mod publish;
 mod retry;
 
+pub use self::links::{Links, NoLinks};
 pub(super) use self::overlay::Overlay;
 use self::overlay::Parts;
 use self::retry::{Backoff, PendingSync};
@@ -135,6 +137,10 @@ pub(super) struct Worker {
     last_publish: Option<Instant>,
     /// The last try failed (logged once; tried again at [`FLUSH_IDLE`]'s pace).
     publish_failing: bool,
+    /// The vault's links (`links.rs`), and what each note's say of the notes they
+    /// point at, by key: sorted (target key, hash of its link text).
+    links: Arc<dyn Links>,
+    outgoing: HashMap<u64, Vec<(u64, u64)>>,
     /// `<state dir>/index.lock`, held while the index is open. Last, so that it is let go
     /// after the writers (fields drop in order) when the thread ends.
     _lock: std::fs::File,
@@ -173,6 +179,8 @@ impl Worker {
             last_publish: None,
             merge_at: None,
             publish_failing: false,
+            links: Arc::new(NoLinks),
+            outgoing: HashMap::new(),
             _lock: lock,
         })
     }
@@ -440,8 +448,9 @@ impl SearchIndex {
                     } else {
                         Ok(())
                     };
+                    let text = self.gather_links(w);
                     let r = grown.and_then(|()| w.open_main()).and_then(|main| {
-                        let n = self.sync(main, &notes, &HashSet::new())?;
+                        let n = self.sync(main, &notes, &HashSet::new(), text)?;
                         differing = n;
                         main.commit()?;
                         self.reader.reload()?;
@@ -488,6 +497,7 @@ impl SearchIndex {
                     // Embedded beside the writer: `indexed_seq` does not wait for a model.
                     self.vectors.changed(key, Some(note.clone()), seq);
                     let id = note.note_id.clone();
+                    self.relink(w, key, Some(&note));
                     w.changed.insert(key, searchable(&note).then_some(note));
                     w.hold(Some(id), seq);
                     Ok(())
@@ -502,6 +512,7 @@ impl SearchIndex {
                     w.first_change.get_or_insert_with(Instant::now);
                     w.touch(key);
                     self.vectors.changed(key, None, seq);
+                    self.relink(w, key, None);
                     w.changed.insert(key, None);
                     w.hold(Some(note_id), seq);
                     Ok(())

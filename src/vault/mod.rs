@@ -7,6 +7,7 @@ pub mod frontmatter;
 pub mod fsio;
 pub mod graph;
 pub mod link_tables;
+pub mod link_text;
 pub mod links;
 pub mod markdown;
 pub mod note;

@@ -590,7 +590,6 @@ fn finish_verify(state: &State, write: &WriteLock<'_>) {
             tracing::warn!(path = %rel, error = %e.message, "a note recalled at start could not be read again");
         }
     }
-    let notes: Vec<Arc<crate::vault::note::Note>> = state.catalog.read().iter().cloned().collect();
-    state.index.start(notes, state.committed_seq());
+    state.start_index(state.committed_seq());
     state.unread.finish();
 }

@@ -13,7 +13,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::TestServer;
-use serde_json::Value;
+use reqwest::Method;
+use serde_json::{json, Value};
 
 fn enc(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
@@ -301,4 +302,94 @@ async fn names_whole_and_the_readers_language_first() {
         .map(|r| r["score"].as_f64().unwrap())
         .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+}
+
+/// Issue 47's link text: a note that holds little more than its title is found by what
+/// the notes linking to it say of it (`[[Pomodoro|time-boxing]]` in a sentence about
+/// 25-minute blocks); when a link's sentence changes, is added or goes away, the target
+/// is found by the new words and no longer by the old ones.
+#[tokio::test]
+async fn a_note_is_found_by_what_links_to_it_say() {
+    let s = start("fixtures/findability").await;
+    for q in ["time-boxing", "work in short blocks with breaks"] {
+        let got = slugs(&search(&s, q, "").await);
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some("concepts/Pomodoro"),
+            "{q:?}: {got:?}"
+        );
+    }
+    // `links:` searches that field alone: the day's note does not link to itself.
+    let got = slugs(&search(&s, "links:time-boxing", "").await);
+    assert_eq!(got, ["concepts/Pomodoro"]);
+
+    let edit = |key: &'static str, slug: &'static str, content: &'static str| {
+        let s = &s;
+        async move {
+            let path = format!("/v1/notes/{}?update_mask=content", enc(slug));
+            let receipt = s
+                .call(
+                    Method::PATCH,
+                    &path,
+                    Some(key),
+                    Some(json!({"content": content})),
+                    200,
+                )
+                .await;
+            receipt["committed_seq"].as_i64().unwrap()
+        }
+    };
+    let linked = |q: &'static str, seq: i64| {
+        let s = &s;
+        async move {
+            let body = search(s, &format!("links:{q}"), &format!("&min_seq={seq}")).await;
+            slugs(&body)
+        }
+    };
+    // The sentence changes: new words find the note, old ones no longer do.
+    let seq = edit(
+        "k1",
+        "daily/2024-03-04",
+        "# Monday\n\nFocus sprints with a kitchen timer: [[Pomodoro]].\n",
+    )
+    .await;
+    assert_eq!(linked("kitchen", seq).await, ["concepts/Pomodoro"]);
+    assert!(linked("time-boxing", seq).await.is_empty());
+    // Another note links to it: its words count too.
+    let seq = edit(
+        "k2",
+        "daily/2024-03-05",
+        "# Tuesday\n\nWrote the report, [[Pomodoro|tomato technique]] all morning.\n",
+    )
+    .await;
+    assert_eq!(linked("tomato", seq).await, ["concepts/Pomodoro"]);
+    assert_eq!(linked("kitchen", seq).await, ["concepts/Pomodoro"]);
+    // The link goes away: so do its words.
+    let seq = edit("k3", "daily/2024-03-04", "# Monday\n\nNo timer today.\n").await;
+    assert!(linked("kitchen", seq).await.is_empty());
+    assert_eq!(linked("tomato", seq).await, ["concepts/Pomodoro"]);
+    // A note links on: `Deep work` keeps what Pomodoro's own link says of it.
+    assert_eq!(linked("see", seq).await, ["concepts/Deep work"]);
+
+    // Edited while the daemon is stopped: the next start indexes the target again (its
+    // own file unchanged).
+    let (dir, vault, state) = s.stop().await;
+    std::fs::write(
+        vault.join("daily/2024-03-05.md"),
+        "# Tuesday\n\nA quiet morning, [[Pomodoro|focus blocks]] until noon.\n",
+    )
+    .unwrap();
+    let s = TestServer::start_in(dir, vault, state, |c| c.rate_limit_read_per_minute = 0).await;
+    common::eventually_within(Duration::from_secs(20), "the index catches up", || async {
+        let st = s.get_json("/v1/index-status", 200).await;
+        st["indexed_seq"] == st["committed_seq"] && st["search_index"]["not_yet_indexed"] == 0
+    })
+    .await;
+    let seq = s.get_json("/v1/index-status", 200).await["committed_seq"]
+        .as_i64()
+        .unwrap();
+    for (q, want) in [("noon", vec!["concepts/Pomodoro"]), ("tomato", vec![])] {
+        let body = search(&s, &format!("links:{q}"), &format!("&min_seq={seq}")).await;
+        assert_eq!(slugs(&body), want, "{q}");
+    }
 }

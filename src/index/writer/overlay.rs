@@ -14,7 +14,7 @@ use tantivy::schema::Schema;
 use tantivy::tokenizer::TokenizerManager;
 use tantivy::{Index, IndexSettings, Searcher};
 
-use super::super::schema::{Fields, NoteDoc};
+use super::super::schema::{Fields, LinkText, NoteDoc};
 use super::super::tokenizer;
 use crate::vault::note::Note;
 
@@ -43,6 +43,8 @@ pub(super) struct Parts {
     schema: Schema,
     tokenizers: TokenizerManager,
     fields: Fields,
+    /// Where a document gets the text of the links to its note.
+    pub(super) links: Arc<dyn LinkText>,
     parts: Vec<Part>,
     /// Note key → the part holding its current version.
     owner: HashMap<u64, u32>,
@@ -70,6 +72,7 @@ impl Parts {
             schema,
             tokenizers: probe.tokenizers().clone(),
             fields,
+            links: Arc::new(super::NoLinks),
             parts: Vec::new(),
             owner: HashMap::new(),
             unbuilt: HashSet::new(),
@@ -196,7 +199,7 @@ impl Parts {
             .tokenizers(self.tokenizers.clone())
             .single_segment_index_writer::<NoteDoc>(RamDirectory::default(), budget(notes.len()))?;
         for (_, note) in notes {
-            writer.add_document(NoteDoc::new(self.fields, note.clone()))?;
+            writer.add_document(NoteDoc::new(self.fields, note.clone(), self.links.clone()))?;
         }
         let index = writer.finalize()?;
         let reader: tantivy::IndexReader = index

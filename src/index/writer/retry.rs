@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tantivy::{IndexWriter, Term};
 
-use super::super::schema::{stamp_of, NoteDoc};
+use super::super::schema::{indexed_stamp, LinkText, NoteDoc};
 use super::super::{searchable, SearchIndex};
 use super::{small_writer, Worker};
 use crate::vault::note::Note;
@@ -96,6 +96,7 @@ impl Worker {
             self.main = Some(small_writer(&self.index)?);
         }
         let (fields, changed, reader) = (self.fields, &self.changed, &self.main_reader);
+        let links = self.links.clone();
         let Some(main) = self.main.as_mut() else {
             return Ok(0);
         };
@@ -107,7 +108,7 @@ impl Worker {
             for (key, note) in changed {
                 main.delete_term(Term::from_field_u64(fields.key, *key));
                 if let Some(note) = note {
-                    main.add_document(NoteDoc::new(fields, note.clone()))?;
+                    main.add_document(NoteDoc::new(fields, note.clone(), links.clone()))?;
                 }
             }
             main.commit()?;
@@ -146,7 +147,7 @@ impl SearchIndex {
         let pending = w.sync_pending.take();
         let resync = |writer: &IndexWriter<NoteDoc>| {
             let p = pending.as_ref().expect("only asked with a pending sync");
-            self.sync(writer, &p.notes, &p.touched)
+            self.sync(writer, &p.notes, &p.touched, self.links())
         };
         let first: Option<&FirstWrite> = pending.is_some().then_some(&resync);
         match w.flush_to_disk(first) {
@@ -210,6 +211,7 @@ impl SearchIndex {
         writer: &IndexWriter<NoteDoc>,
         notes: &[Arc<Note>],
         skip: &HashSet<u64>,
+        text: Arc<dyn LinkText>,
     ) -> tantivy::Result<usize> {
         let indexed = self.indexed_stamps()?;
         let mut keep: HashSet<u64> = HashSet::with_capacity(notes.len());
@@ -226,13 +228,13 @@ impl SearchIndex {
                 continue;
             }
             match indexed.get(&key) {
-                Some(stamp) if *stamp == stamp_of(note) => continue,
+                Some(stamp) if *stamp == indexed_stamp(note, &text.of(note)) => continue,
                 Some(_) => {
                     writer.delete_term(Term::from_field_u64(self.fields.key, key));
                 }
                 None => {}
             }
-            writer.add_document(NoteDoc::new(self.fields, note.clone()))?;
+            writer.add_document(NoteDoc::new(self.fields, note.clone(), text.clone()))?;
             count += 1;
         }
         for key in indexed.keys() {
