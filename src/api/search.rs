@@ -13,7 +13,9 @@ use crate::state::State;
 use crate::surface::search::{search, SearchParams, SearchResponse, SEARCH_PAGE_SIZE};
 
 /// Lexical search (BM25) over title and aliases (boosted most), headings, tags, path,
-/// frontmatter properties and body, with English word forms, CJK included. A question is
+/// frontmatter properties, body and what links to a note say of it, with English word
+/// forms, CJK included; dotted names found whole; a page's copies in the reader's language
+/// first. A question is
 /// read as ranked words (see `match`); `query` in the answer says how it was read. Results are handles plus provenance; read a body
 /// with `GET /v1/notes/{note}`.
 #[utoipa::path(
@@ -21,7 +23,7 @@ use crate::surface::search::{search, SearchParams, SearchResponse, SEARCH_PAGE_S
     path = "/v1/search",
     tag = "Search",
     params(
-        ("q" = String, Query, description = "A question or words, ranked (more matching words rank higher; stop words left out; word forms found), and for precision `\"a phrase\"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` / `aliases:` / `headings:` / `lead:` / `tags:` / `path:` / `properties:` / `body:` to search one field (those must match). 1..1000 characters. `query` is accepted as another name.", min_length = 1),
+        ("q" = String, Query, description = "A question or words, ranked (more matching words rank higher; stop words left out; word forms found), and for precision `\"a phrase\"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` / `aliases:` / `headings:` / `lead:` / `tags:` / `path:` / `properties:` / `body:` / `links:` to search one field (those must match). 1..1000 characters. `query` is accepted as another name.", min_length = 1),
         ("match" = Option<String>, Query, description = "`any` (default: plain words ranked, at least one must match) or `all` (every word must match, stop words too). The answer's `query` says how `q` was read."),
         ("filter" = Option<String>, Query, description = "AIP-160 filter over the note fields of `GET /v1/notes` (e.g. `tags:project AND updated_at > 2026-01-01`)."),
         ("order_by" = Option<String>, Query, description = "`score` (default, best first), or `updated_at`, `created_at`, `title`, `slug` with `asc`/`desc`."),

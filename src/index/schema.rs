@@ -76,7 +76,8 @@ pub(super) fn schema() -> (Schema, Fields) {
         path: b.add_text_field("path", plain.clone()),
         properties: b.add_text_field("properties", plain),
         body: b.add_text_field("body", words.clone()),
-        // Scored by presence and count, not length: few notes have link text, so its
+        // Pre-tokenized (`tokenizer::said_of`, the forms analyzer's tokens). Scored by
+        // presence and count, not length: few notes have link text, so its
         // average length over every note is near nothing, and each note that has any
         // would be scored as a long one. No field norms (each counts as one token), and
         // each document holds one [`LINKS_FLOOR`] token, so the average is one or more.
@@ -210,7 +211,10 @@ pub(super) fn document(f: &Fields, note: &Note, link_text: &str) -> TantivyDocum
         },
     );
     if !link_text.is_empty() {
-        words(&mut doc, f.links, link_text);
+        let said = tokenizer::said_of(link_text, &note.title, english);
+        if !said.tokens.is_empty() {
+            doc.add_pre_tokenized_text(f.links, said);
+        }
     }
     for alias in &note.aliases {
         words(&mut doc, f.aliases, alias);

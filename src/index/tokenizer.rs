@@ -195,6 +195,36 @@ pub fn plain(text: &str) -> tantivy::tokenizer::PreTokenizedString {
     })
 }
 
+/// The tokens of what links say of a note (`text`) that its title does not say already,
+/// as the fields of words hold them (with their forms where `english`): an index page
+/// listing every note by its title adds nothing to the title's own weight.
+pub fn said_of(text: &str, title: &str, english: bool) -> tantivy::tokenizer::PreTokenizedString {
+    let title: std::collections::HashSet<String> =
+        tokens(title).into_iter().map(|(t, _)| t).collect();
+    let mut out = Vec::new();
+    let mut analyzer = if english {
+        forms_analyzer()
+    } else {
+        analyzer()
+    };
+    let mut stream = analyzer.token_stream(text);
+    // A form is dropped with its word.
+    let mut dropped_at = None;
+    while stream.advance() {
+        let token = stream.token();
+        let form = token.text.starts_with(FORM_MARK);
+        if title.contains(&token.text) || (form && dropped_at == Some(token.position)) {
+            dropped_at = Some(token.position);
+            continue;
+        }
+        out.push(token.clone());
+    }
+    tantivy::tokenizer::PreTokenizedString {
+        text: String::new(),
+        tokens: out,
+    }
+}
+
 /// The last filter of [`forms_analyzer`]: after a stemmable token whose stem differs, the
 /// marked stem at the same position and offsets.
 #[derive(Clone, Copy, Default)]

@@ -153,8 +153,9 @@ pub struct SearchParams {
     /// What to find: a question or words (ranked: more matching words rank higher, stop
     /// words left out, word forms found: `synced` finds `sync`), and for precision
     /// `"a phrase"`, `+required`, `-excluded`, `prefix*`, `a OR b`, and `title:` /
-    /// `aliases:` / `headings:` / `lead:` / `tags:` / `path:` / `properties:` / `body:` to search
-    /// one field (those must match). Case and accents do not matter; CJK text works.
+    /// `aliases:` / `headings:` / `lead:` / `tags:` / `path:` / `properties:` / `body:` /
+    /// `links:` (what links to the note say) to search one field (those must match).
+    /// Case and accents do not matter; CJK text works.
     /// 1..1000 characters. `query` is accepted as another name (what other notes servers
     /// call it).
     #[schema(min_length = 1, max_length = 1000)]

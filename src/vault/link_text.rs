@@ -63,7 +63,7 @@ fn sentences(from: &Note, links: Vec<Resolved>) -> Vec<(u64, String)> {
         .into_iter()
         .filter_map(|(key, line, target)| {
             let line = lines.get(line.checked_sub(1)?)?;
-            Some((key, around(line, &target).to_string()))
+            Some((key, as_read(around(line, &target))))
         })
         .collect()
 }
@@ -94,6 +94,23 @@ fn around<'a>(line: &'a str, target: &str) -> &'a str {
         .find(|&i| ends(b, i))
         .map_or(hi, |i| i + 1);
     line[ceil(start.min(at))..floor(stop.max(end_of_link.min(line.len())))].trim()
+}
+
+/// A sentence as a reader reads it: a wikilink by its alias (else its heading, else
+/// nothing: its target is a note's name, the target's own or another's), a markdown link
+/// by its text.
+fn as_read(sentence: &str) -> String {
+    let text =
+        crate::vault::links::wikilink_re().replace_all(sentence, |c: &regex::Captures<'_>| {
+            let rest = &c[2];
+            match rest.split_once('|') {
+                Some((_, alias)) => alias.to_string(),
+                None => rest.trim_start_matches('#').to_string(),
+            }
+        });
+    crate::vault::links::mdlink_re()
+        .replace_all(&text, "]")
+        .into_owned()
 }
 
 fn hash_of(texts: &[&str]) -> u64 {
@@ -206,6 +223,10 @@ mod tests {
             "Work in 25-minute blocks: [[Pomodoro|time-boxing]] with breaks."
         );
         assert_eq!(around("- [[Pomodoro]]", "Pomodoro"), "- [[Pomodoro]]");
+        assert_eq!(
+            as_read("See also [[reading]] and [[tools/Timer#Setup|the timer]]; [notes](a/b.md#x)."),
+            "See also  and the timer; [notes]."
+        );
         let long = format!("{} [[x]] {}", "é".repeat(200), "ü".repeat(200));
         let got = around(&long, "x");
         assert!(

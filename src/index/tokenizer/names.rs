@@ -9,10 +9,12 @@
 /// without a scheme, hashes: their parts still match).
 pub const MAX_NAME_BYTES: usize = 64;
 
-/// Characters that end a name: spaces and the punctuation around words in prose and
-/// markdown (`(src/main.rs)`, `` `v1.4.2` ``, `file.txt:12`, `page.md#part`).
+/// Characters that end a name: ASCII spaces and the punctuation around words in prose
+/// and markdown (`(src/main.rs)`, `` `v1.4.2` ``, `file.txt:12`, `page.md#part`). All
+/// ASCII, so a text is cut at byte boundaries ([`tokens`]); other characters are part of
+/// a word, which is then no name.
 fn is_break(c: char) -> bool {
-    c.is_whitespace()
+    c.is_ascii_whitespace()
         || matches!(
             c,
             '(' | ')'
@@ -87,21 +89,38 @@ pub fn tokens(text: &str) -> Vec<tantivy::tokenizer::Token> {
             position_length: 1,
         });
     };
-    // Only words with a `.` or `/` can be names: most words are passed over by that test.
-    for (start, word) in split(text) {
-        if !word.bytes().any(|b| b == b'.' || b == b'/') {
+    // Only words with a `.` or `/` are names: the text is searched for those bytes, and
+    // each run without ASCII spaces that holds one is split as [`split`] splits the whole
+    // text (no word or URL it skips spans a space).
+    let b = text.as_bytes();
+    let mut next = 0;
+    for at in memchr::memchr2_iter(b'.', b'/', b) {
+        if at < next {
             continue;
         }
-        let Some(whole) = name(word) else {
-            continue;
-        };
-        let end = start + word.len();
-        if whole.contains('/') {
-            for part in whole.split('/').filter_map(name) {
-                push(part, start, end);
+        let start = (0..at)
+            .rev()
+            .find(|&i| b[i].is_ascii_whitespace())
+            .map_or(0, |i| i + 1);
+        let end = (at..b.len())
+            .find(|&i| b[i].is_ascii_whitespace())
+            .unwrap_or(b.len());
+        next = end;
+        for (offset, word) in split(&text[start..end]) {
+            if !word.bytes().any(|c| c == b'.' || c == b'/') {
+                continue;
             }
+            let Some(whole) = name(word) else {
+                continue;
+            };
+            let (from, to) = (start + offset, start + offset + word.len());
+            if whole.contains('/') {
+                for part in whole.split('/').filter_map(name) {
+                    push(part, from, to);
+                }
+            }
+            push(whole, from, to);
         }
-        push(whole, start, end);
     }
     out
 }
@@ -179,5 +198,38 @@ mod tests {
         );
         let t = &tokens(text)[0];
         assert_eq!(&text[t.offset_from..t.offset_to], ".gitignore");
+    }
+
+    /// The names of a text as the plain reading finds them: every word of [`split`].
+    fn by_split(text: &str) -> Vec<(String, usize)> {
+        let mut out = Vec::new();
+        for (at, word) in split(text) {
+            if let Some(whole) = name(word) {
+                if whole.contains('/') {
+                    out.extend(whole.split('/').filter_map(name).map(|p| (p, at)));
+                }
+                out.push((whole, at));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_byte_search_finds_what_a_split_of_the_text_finds() {
+        for text in [
+            "(https://a.com/x)c.d and e.f",
+            "see <https://example.com/a.html>, then ./b/c.md.",
+            "x://y.z w.v\tq.r\u{a0}s.t",
+            "café.md naïve/x.y end. Start.Here e.g. v1.2.3-rc.1",
+            "a.b/c.d/.e `f.g`:12 [t](u/v.md#w) ~/.x/y",
+            "...//..  /. ./ ",
+            "",
+        ] {
+            let got: Vec<(String, usize)> = tokens(text)
+                .into_iter()
+                .map(|t| (t.text, t.offset_from))
+                .collect();
+            assert_eq!(got, by_split(text), "{text:?}");
+        }
     }
 }
