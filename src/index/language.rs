@@ -72,6 +72,11 @@ fn marked(slug: &str) -> Option<(String, &'static str)> {
     None
 }
 
+/// Whether a note's path marks a language: only such notes make copies of one page.
+pub fn has_marker(note: &Note) -> bool {
+    marked(note.slug()).is_some()
+}
+
 /// A note's [`Copy`].
 pub fn copy_of(note: &Note) -> Copy {
     let slug = note.slug();
@@ -156,16 +161,16 @@ pub fn reader_first(hits: &mut [(Arc<Note>, f32)], text: &str) {
 }
 
 /// The page at `offset` of `hits` (the ranking from its `from`th hit on, `from` 0 or
-/// `offset`), the copies of a page among the first [`READER_DEPTH`] put in the reader's
-/// order first.
+/// `offset`), the copies of a page among the first [`READER_DEPTH`] first put in the
+/// order of the reader of `text` (`None`: the vault has no copies).
 pub fn reader_page(
     hits: &mut Vec<(Arc<Note>, f32)>,
     from: usize,
     offset: usize,
     page_size: usize,
-    text: &str,
+    text: Option<&str>,
 ) -> Vec<(Arc<Note>, f32)> {
-    if from == 0 {
+    if let (0, Some(text)) = (from, text) {
         let head = hits.len().min(READER_DEPTH);
         reader_first(&mut hits[..head], text);
     }

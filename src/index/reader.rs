@@ -117,8 +117,7 @@ impl SearchIndex {
     pub fn prepare(&self, parsed: &query::Parsed) -> query::Parsed {
         let mut out = parsed.clone();
         self.known_names(&mut out);
-        let parsed = &out.clone();
-        if parsed.ranked.len() < 2 {
+        if out.ranked.len() < 2 {
             return out;
         }
         let searcher = self.reader.searcher();
@@ -165,15 +164,15 @@ impl SearchIndex {
                 .max()
                 .unwrap_or(0)
         };
-        let (rare, common): (Vec<_>, Vec<_>) = parsed
-            .ranked
-            .iter()
-            .map(|alt| (alt, df(alt)))
-            .partition(|(_, n)| *n <= threshold);
-        if rare.is_empty() || common.is_empty() {
+        let counts: Vec<u64> = out.ranked.iter().map(|alt| df(alt)).collect();
+        if counts.iter().all(|n| *n <= threshold) || counts.iter().all(|n| *n > threshold) {
             return out;
         }
-        out.ranked = rare.into_iter().map(|(alt, _)| alt.clone()).collect();
+        let (rare, common): (Vec<_>, Vec<_>) = std::mem::take(&mut out.ranked)
+            .into_iter()
+            .zip(counts)
+            .partition(|(_, n)| *n <= threshold);
+        out.ranked = rare.into_iter().map(|(alt, _)| alt).collect();
         for (alt, n) in common {
             out.reading.ignored.push(query::Ignored {
                 text: alt
@@ -186,7 +185,7 @@ impl SearchIndex {
                     COMMON_SHARE * 100.0
                 ),
             });
-            out.frequent.push(alt.clone());
+            out.frequent.push(alt);
         }
         let frequent: Vec<&str> = out
             .frequent
@@ -196,6 +195,16 @@ impl SearchIndex {
         out.pairs
             .retain(|(a, b)| !frequent.contains(&a.as_str()) && !frequent.contains(&b.as_str()));
         out
+    }
+
+    /// Whether some note's path marks a language (on disk or in the overlay): only then
+    /// can a page's copies be in the reader's order (`index::language`).
+    pub fn has_copies(&self) -> bool {
+        let term = Term::from_field_text(self.fields.copies, super::schema::MARKED);
+        let overlay = self.overlay.read().clone();
+        std::iter::once(self.reader.searcher())
+            .chain(overlay.parts.iter().map(|(_, s)| s.clone()))
+            .any(|s| s.doc_freq(&term).unwrap_or(0) > 0)
     }
 
     /// Leave out the whole forms of names no note holds (on disk or in the overlay): a

@@ -18,6 +18,9 @@ use crate::vault::note::{Note, Visibility};
 pub const SCHEMA_VERSION: u32 = 8;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
+/// The token of the `copies` field.
+pub(super) const MARKED: &str = "marked";
+
 /// The token every document's `links` field holds (see `schema`): never a query's (a
 /// query's tokens are letters and digits, its forms a stem after the mark).
 const LINKS_FLOOR: &str = "~";
@@ -46,6 +49,9 @@ pub(super) struct Fields {
     pub(super) body: Field,
     /// What the links pointing at the note say of it (`vault::link_text`).
     pub(super) links: Field,
+    /// [`MARKED`] when the note's path marks a language (`index::language`): a vault
+    /// without such a note skips the reader's order.
+    pub(super) copies: Field,
     /// Dotted, slashed and versioned words of the title and body, whole
     /// (`tokenizer::names`): searched only by a query word of that shape.
     pub(super) names: Field,
@@ -87,6 +93,15 @@ pub(super) fn schema() -> (Schema, Fields) {
                 TextFieldIndexing::default()
                     .set_tokenizer(tokenizer::FORMS_NAME)
                     .set_index_option(IndexRecordOption::WithFreqsAndPositions)
+                    .set_fieldnorms(false),
+            ),
+        ),
+        copies: b.add_text_field(
+            "copies",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_index_option(IndexRecordOption::Basic)
                     .set_fieldnorms(false),
             ),
         ),
@@ -220,6 +235,9 @@ pub(super) fn document(f: &Fields, note: &Note, link_text: &str) -> TantivyDocum
         words(&mut doc, f.aliases, alias);
     }
     doc.add_text(f.path, note.slug());
+    if super::language::has_marker(note) {
+        doc.add_text(f.copies, MARKED);
+    }
     for tag in &note.tags {
         doc.add_text(f.tags, tag);
     }

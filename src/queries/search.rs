@@ -275,14 +275,12 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
         }
     }
     let (found, matched): (Vec<(Arc<Note>, f32)>, usize) = if req.order.field == "score" {
-        // The first `READER_DEPTH` are fetched whole, so that the reader's order of a
-        // page's copies is the same on every page.
-        let from = if req.offset < READER_DEPTH {
-            0
-        } else {
-            req.offset
-        };
-        let end = (req.offset + req.page_size).max(READER_DEPTH);
+        // With copies of a page in the vault, the first `READER_DEPTH` are fetched whole,
+        // so that the reader's order of a page's copies is the same on every page.
+        let reader = state.index.has_copies().then_some(req.text.as_str());
+        let depth = if reader.is_some() { READER_DEPTH } else { 0 };
+        let from = if req.offset < depth { 0 } else { req.offset };
+        let end = (req.offset + req.page_size).max(depth);
         let hits = state.index.search(parsed, allowed, from, end - from)?;
         let catalog = state.catalog.read();
         let mut found: Vec<(Arc<Note>, f32)> = hits
@@ -292,7 +290,7 @@ pub fn search(state: &State, req: &SearchRequest) -> Result<SearchAnswer> {
             .collect();
         drop(catalog);
         (
-            reader_page(&mut found, from, req.offset, req.page_size, &req.text),
+            reader_page(&mut found, from, req.offset, req.page_size, reader),
             hits.matched,
         )
     } else {
@@ -466,10 +464,12 @@ fn hybrid(
         .into_iter()
         .filter_map(|(key, s)| catalog.get_by_key(key).map(|n| (n.clone(), s)));
     if by_score {
-        let end = (req.offset + req.page_size).max(READER_DEPTH);
+        let reader = state.index.has_copies().then_some(req.text.as_str());
+        let depth = if reader.is_some() { READER_DEPTH } else { 0 };
+        let end = (req.offset + req.page_size).max(depth);
         let mut head: Vec<(Arc<Note>, f32)> = resolved.take(end).collect();
         return Ok((
-            reader_page(&mut head, 0, req.offset, req.page_size, &req.text),
+            reader_page(&mut head, 0, req.offset, req.page_size, reader),
             matched,
         ));
     }
