@@ -61,13 +61,15 @@ pub(super) struct Fields {
 
 pub(super) fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text = |tokenizer: &str| {
+    let indexed = |tokenizer: &str, option: IndexRecordOption, norms: bool| {
         TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
                 .set_tokenizer(tokenizer)
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+                .set_index_option(option)
+                .set_fieldnorms(norms),
         )
     };
+    let text = |tokenizer: &str| indexed(tokenizer, IndexRecordOption::WithFreqsAndPositions, true);
     let words = text(tokenizer::FORMS_NAME);
     let plain = text(tokenizer::NAME);
     let date = DateOptions::from(INDEXED).set_fast();
@@ -89,30 +91,14 @@ pub(super) fn schema() -> (Schema, Fields) {
         // each document holds one [`LINKS_FLOOR`] token, so the average is one or more.
         links: b.add_text_field(
             "links",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(tokenizer::FORMS_NAME)
-                    .set_index_option(IndexRecordOption::WithFreqsAndPositions)
-                    .set_fieldnorms(false),
+            indexed(
+                tokenizer::FORMS_NAME,
+                IndexRecordOption::WithFreqsAndPositions,
+                false,
             ),
         ),
-        copies: b.add_text_field(
-            "copies",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer("raw")
-                    .set_index_option(IndexRecordOption::Basic)
-                    .set_fieldnorms(false),
-            ),
-        ),
-        names: b.add_text_field(
-            "names",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer("raw")
-                    .set_index_option(IndexRecordOption::WithFreqs),
-            ),
-        ),
+        copies: b.add_text_field("copies", indexed("raw", IndexRecordOption::Basic, false)),
+        names: b.add_text_field("names", indexed("raw", IndexRecordOption::WithFreqs, true)),
         created: b.add_date_field("created_at", date.clone()),
         updated: b.add_date_field("updated_at", date),
     };
