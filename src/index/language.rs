@@ -26,6 +26,8 @@ pub const READER_DEPTH: usize = 30;
 pub struct Copy {
     pub key: String,
     pub lang: Option<&'static str>,
+    /// The path marks the language: not the source copy.
+    pub marked: bool,
 }
 
 /// The ISO 639-1 code of a language tag (`de`, `DE-at`, `pt_BR`, `zh-Hans`), if its
@@ -87,6 +89,7 @@ pub fn copy_of(note: &Note) -> Copy {
     Copy {
         key,
         lang: declared(note).or(from_path),
+        marked: from_path.is_some(),
     }
 }
 
@@ -144,12 +147,14 @@ pub fn reader_first(hits: &mut [(Arc<Note>, f32)], text: &str) {
     }
     let reader = query_language(text, &langs);
     for places in groups {
-        // The copy in the reader's language when there is one, else the unmarked.
-        let want = match reader {
-            Some(r) if places.iter().any(|&i| copies[i].lang == Some(r)) => Some(r),
-            _ => None,
+        // The copy in the reader's language when there is one, else the source (the copy
+        // whose path marks no language, whatever its frontmatter says).
+        let rank = |i: &usize| match reader {
+            Some(r) if places.iter().any(|&j| copies[j].lang == Some(r)) => {
+                usize::from(copies[*i].lang != Some(r))
+            }
+            _ => usize::from(copies[*i].marked),
         };
-        let rank = |i: &usize| usize::from(copies[*i].lang != want);
         let mut order = places.clone();
         // Stable: copies of one rank keep the order the ranking gave them.
         order.sort_by_key(rank);

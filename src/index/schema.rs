@@ -148,6 +148,15 @@ pub trait LinkText: Send + Sync {
     fn of(&self, note: &Note) -> String;
 }
 
+/// Link text read already (the start-up sync compares it with the indexed stamp first).
+pub(super) struct Said(pub(super) String);
+
+impl LinkText for Said {
+    fn of(&self, _: &Note) -> String {
+        self.0.clone()
+    }
+}
+
 /// The link text the start-up sync gathered, by note key.
 impl LinkText for std::collections::HashMap<u64, String> {
     fn of(&self, note: &Note) -> String {

@@ -459,12 +459,13 @@ fn hybrid(
         0
     };
     let matched = lexical_matched + vector_only.len() - also_lexical;
+    // Asked before the catalog is held: no other lock is taken under it.
+    let reader = (by_score && state.index.has_copies()).then_some(req.text.as_str());
     let catalog = state.catalog.read();
     let resolved = order
         .into_iter()
         .filter_map(|(key, s)| catalog.get_by_key(key).map(|n| (n.clone(), s)));
     if by_score {
-        let reader = state.index.has_copies().then_some(req.text.as_str());
         let depth = if reader.is_some() { READER_DEPTH } else { 0 };
         let end = (req.offset + req.page_size).max(depth);
         let mut head: Vec<(Arc<Note>, f32)> = resolved.take(end).collect();

@@ -160,17 +160,16 @@ pub fn outgoing(catalog: &RwLock<Catalog>, from: &Note) -> Vec<(u64, u64)> {
     group(sentences(from, links))
 }
 
-fn group(sentences: Vec<(u64, String)>) -> Vec<(u64, u64)> {
-    let mut by_target: Vec<(u64, Vec<&str>)> = Vec::new();
-    for (key, text) in &sentences {
-        match by_target.iter_mut().find(|(k, _)| k == key) {
-            Some((_, texts)) => texts.push(text),
-            None => by_target.push((*key, vec![text])),
-        }
-    }
-    let mut out: Vec<(u64, u64)> = by_target
-        .into_iter()
-        .map(|(k, texts)| (k, hash_of(&texts)))
+fn group(mut sentences: Vec<(u64, String)>) -> Vec<(u64, u64)> {
+    // Stable: each target's sentences stay in the order written (a note may link to
+    // tens of thousands of notes: no search per target).
+    sentences.sort_by_key(|(key, _)| *key);
+    let mut out: Vec<(u64, u64)> = sentences
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|run| {
+            let texts: Vec<&str> = run.iter().map(|(_, t)| t.as_str()).collect();
+            (run[0].0, hash_of(&texts))
+        })
         .collect();
     out.sort_unstable();
     out

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tantivy::{IndexWriter, Term};
 
-use super::super::schema::{indexed_stamp, LinkText, NoteDoc};
+use super::super::schema::{indexed_stamp, LinkText, NoteDoc, Said};
 use super::super::{searchable, SearchIndex};
 use super::{small_writer, Worker};
 use crate::vault::note::Note;
@@ -227,14 +227,20 @@ impl SearchIndex {
             if skip.contains(&key) {
                 continue;
             }
+            // Read once: for the stamp, then for the document.
+            let said = text.of(note);
             match indexed.get(&key) {
-                Some(stamp) if *stamp == indexed_stamp(note, &text.of(note)) => continue,
+                Some(stamp) if *stamp == indexed_stamp(note, &said) => continue,
                 Some(_) => {
                     writer.delete_term(Term::from_field_u64(self.fields.key, key));
                 }
                 None => {}
             }
-            writer.add_document(NoteDoc::new(self.fields, note.clone(), text.clone()))?;
+            writer.add_document(NoteDoc::new(
+                self.fields,
+                note.clone(),
+                Arc::new(Said(said)),
+            ))?;
             count += 1;
         }
         for key in indexed.keys() {
