@@ -200,38 +200,46 @@ impl SearchIndex {
     /// Whether some note's path marks a language (on disk or in the overlay): only then
     /// can a page's copies be in the reader's order (`index::language`).
     pub fn has_copies(&self) -> bool {
-        let term = Term::from_field_text(self.fields.copies, super::schema::MARKED);
+        self.held(&[Term::from_field_text(
+            self.fields.copies,
+            super::schema::MARKED,
+        )])[0]
+    }
+
+    /// Whether some note holds each of `terms`, on disk or in the overlay (the parts hold
+    /// notes not yet on disk: a search of them reads the same index).
+    fn held(&self, terms: &[Term]) -> Vec<bool> {
+        if terms.is_empty() {
+            return Vec::new();
+        }
         let overlay = self.overlay.read().clone();
-        std::iter::once(self.reader.searcher())
+        let searchers: Vec<tantivy::Searcher> = std::iter::once(self.reader.searcher())
             .chain(overlay.parts.iter().map(|(_, s)| s.clone()))
-            .any(|s| s.doc_freq(&term).unwrap_or(0) > 0)
+            .collect();
+        terms
+            .iter()
+            .map(|t| searchers.iter().any(|s| s.doc_freq(t).unwrap_or(0) > 0))
+            .collect()
     }
 
     /// Leave out the whole forms of names no note holds (on disk or in the overlay): a
     /// name found whole outweighs its parts (see `query::build`), which only holds when
     /// some note has it.
     fn known_names(&self, parsed: &mut query::Parsed) {
-        let units = parsed
+        let mut units: Vec<&mut query::Unit> = parsed
             .required
             .iter_mut()
             .chain(parsed.ranked.iter_mut())
             .chain(parsed.excluded.iter_mut())
             .flatten()
-            .filter(|u| u.whole.is_some());
-        let mut searchers = None;
-        for unit in units {
-            let searchers = searchers.get_or_insert_with(|| {
-                let overlay = self.overlay.read().clone();
-                let mut all = vec![self.reader.searcher()];
-                all.extend(overlay.parts.iter().map(|(_, s)| s.clone()));
-                all
-            });
-            let term =
-                Term::from_field_text(self.fields.names, unit.whole.as_deref().unwrap_or(""));
-            if searchers
-                .iter()
-                .all(|s| s.doc_freq(&term).unwrap_or(0) == 0)
-            {
+            .filter(|u| u.whole.is_some())
+            .collect();
+        let terms: Vec<Term> = units
+            .iter()
+            .map(|u| Term::from_field_text(self.fields.names, u.whole.as_deref().unwrap_or("")))
+            .collect();
+        for (unit, held) in units.iter_mut().zip(self.held(&terms)) {
+            if !held {
                 unit.whole = None;
             }
         }
