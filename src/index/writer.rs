@@ -538,6 +538,17 @@ impl SearchIndex {
             tracing::error!(error = %e, "index update failed");
             self.state.lock().last_error = Some(e.to_string());
         }
+        self.state.lock().writers_open = !w.parked();
+        let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
+        if publish_now(
+            w.parts.dirty(),
+            w.last_publish.map(|t| t.elapsed()),
+            asked || waited_for || synced.is_some(),
+        ) {
+            self.publish(w, Some(started));
+        }
+        // Published first: a status that says the sync is done shows its documents,
+        // segments and `indexed_seq`.
         if let Some(n) = synced {
             let ms = started.elapsed().as_millis() as u64;
             {
@@ -551,15 +562,6 @@ impl SearchIndex {
             }
             tracing::info!(notes = n, ms, "search index up to date");
             crate::memory::release_free_memory();
-        }
-        self.state.lock().writers_open = !w.parked();
-        let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
-        if publish_now(
-            w.parts.dirty(),
-            w.last_publish.map(|t| t.elapsed()),
-            asked || waited_for || synced.is_some(),
-        ) {
-            self.publish(w, Some(started));
         }
     }
 }
