@@ -11,6 +11,7 @@
 //! copy first. Only the order of the copies among themselves changes: they take the
 //! places (and the scores) the group held, every other hit keeps its place.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,28 +21,37 @@ use crate::vault::note::Note;
 /// depth, so that every page of the answer sees the same order.
 pub const READER_DEPTH: usize = 30;
 
-/// A note's place among its copies: the path without its language marker, and its
-/// language (ISO 639-1), `None` for an unmarked (source) copy.
-#[derive(Debug, PartialEq)]
-pub struct Copy {
-    pub key: String,
-    pub lang: Option<&'static str>,
-    /// The path marks the language: not the source copy.
-    pub marked: bool,
-}
-
 /// The ISO 639-1 code of a language tag (`de`, `DE-at`, `pt_BR`, `zh-Hans`), if its
 /// primary subtag is one.
 fn code(tag: &str) -> Option<&'static str> {
-    let primary = tag.split(['-', '_']).next()?;
-    let rest_ok = tag[primary.len()..]
+    // Most path segments are no tag: told at their third byte, before any lookup.
+    let b = tag.as_bytes();
+    if b.len() < 2 || (b.len() > 2 && b[2] != b'-' && b[2] != b'_') {
+        return None;
+    }
+    let (primary, rest) = tag.split_at(2);
+    let rest_ok = rest
         .split(['-', '_'])
         .skip(1)
         .all(|s| (2..=4).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric()));
-    if primary.len() != 2 || !rest_ok {
+    if !rest_ok || !primary.bytes().all(|b| b.is_ascii_alphabetic()) {
         return None;
     }
-    isolang::Language::from_639_1(&primary.to_ascii_lowercase())?.to_639_1()
+    let i = |c: u8| usize::from(c.to_ascii_lowercase() - b'a');
+    codes()[i(b[0]) * 26 + i(b[1])]
+}
+
+/// Every two-letter code, ISO 639-1 or not, read once from isolang: a path's segments
+/// are looked up for every hit of a search.
+fn codes() -> &'static [Option<&'static str>; 676] {
+    static CODES: std::sync::OnceLock<[Option<&'static str>; 676]> = std::sync::OnceLock::new();
+    CODES.get_or_init(|| {
+        std::array::from_fn(|i| {
+            let pair = [b'a' + (i / 26) as u8, b'a' + (i % 26) as u8];
+            let code = std::str::from_utf8(&pair).ok()?;
+            isolang::Language::from_639_1(code)?.to_639_1()
+        })
+    })
 }
 
 /// A frontmatter language (`de`, `de-AT`, `deu`, `German` is not read): its 639-1 code.
@@ -53,23 +63,32 @@ fn declared(note: &Note) -> Option<&'static str> {
     code(s).or_else(|| isolang::Language::from_639_3(&s.to_ascii_lowercase())?.to_639_1())
 }
 
-/// Where `slug` marks a language: the key without the marker and the code.
+/// Where `slug` marks a language: the key without the marker and the code (a key is
+/// built only for a marked path: every hit of a search is asked).
 fn marked(slug: &str) -> Option<(String, &'static str)> {
-    let segments: Vec<&str> = slug.split('/').collect();
-    for (i, seg) in segments.iter().enumerate() {
-        let (rest, found) = match code(seg) {
-            Some(c) => ("*", c),
-            None => match seg.rsplit_once('.') {
-                Some((stem, tag)) if !stem.is_empty() => match code(tag) {
-                    Some(c) => (stem, c),
-                    None => continue,
-                },
-                _ => continue,
-            },
+    // One pass over the bytes: each segment as its `/` (or the end) is reached, with
+    // its last `.`.
+    let bytes = slug.as_bytes();
+    let (mut start, mut dot) = (0, None);
+    for end in 0..=bytes.len() {
+        match bytes.get(end) {
+            Some(b'.') => {
+                dot = Some(end);
+                continue;
+            }
+            Some(b'/') | None => {}
+            Some(_) => continue,
+        }
+        let found = match code(&slug[start..end]) {
+            Some(c) => Some(("*", c)),
+            None => dot
+                .filter(|&d| d > start)
+                .and_then(|d| Some((&slug[start..d], code(&slug[d + 1..end])?))),
         };
-        let mut key = segments.clone();
-        key[i] = rest;
-        return Some((key.join("/"), found));
+        if let Some((rest, c)) = found {
+            return Some(([&slug[..start], rest, &slug[end..]].concat(), c));
+        }
+        (start, dot) = (end + 1, None);
     }
     None
 }
@@ -79,22 +98,18 @@ pub fn has_marker(note: &Note) -> bool {
     marked(note.slug()).is_some()
 }
 
-/// A note's [`Copy`].
-pub fn copy_of(note: &Note) -> Copy {
-    let slug = note.slug();
-    let (key, from_path) = match marked(slug) {
-        Some((key, c)) => (key, Some(c)),
-        None => (slug.to_string(), None),
-    };
-    Copy {
-        key,
-        lang: declared(note).or(from_path),
-        marked: from_path.is_some(),
+/// The key of the group of a note's copies, and the language its path marks.
+fn group_key(note: &Note) -> (Cow<'_, str>, Option<&'static str>) {
+    match marked(note.slug()) {
+        Some((key, c)) => (Cow::Owned(key), Some(c)),
+        None => (Cow::Borrowed(note.slug()), None),
     }
 }
 
 /// The language of `text` (ISO 639-1) among `langs`, when whatlang can tell.
 pub fn query_language(text: &str, langs: &[&'static str]) -> Option<&'static str> {
+    // One word tells no language (and most searches are one word: not worth detecting).
+    text.split_whitespace().nth(1)?;
     let allow: Vec<whatlang::Lang> = langs
         .iter()
         .filter_map(|c| {
@@ -123,44 +138,50 @@ pub fn reader_first(hits: &mut [(Arc<Note>, f32)], text: &str) {
     if hits.len() < 2 {
         return;
     }
-    let copies: Vec<Copy> = hits.iter().map(|(n, _)| copy_of(n)).collect();
-    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, c) in copies.iter().enumerate() {
-        groups.entry(c.key.as_str()).or_default().push(i);
+    let notes: Vec<Arc<Note>> = hits.iter().map(|(n, _)| n.clone()).collect();
+    // The hits' groups first (nothing allocated for an unmarked path), a language (the
+    // frontmatter read) only for a group's members: every search with copies asks.
+    let keys: Vec<(Cow<'_, str>, Option<&'static str>)> =
+        notes.iter().map(|n| group_key(n)).collect();
+    let mut by_key: HashMap<&str, Vec<usize>, foldhash::fast::RandomState> = HashMap::default();
+    for (i, (key, _)) in keys.iter().enumerate() {
+        by_key.entry(key.as_ref()).or_default().push(i);
     }
-    let groups: Vec<Vec<usize>> = groups
+    let groups: Vec<Vec<(usize, Option<&'static str>)>> = by_key
         .into_values()
-        .filter(|g| g.len() > 1 && g.iter().any(|&i| copies[i].lang != copies[g[0]].lang))
+        .filter(|g| g.len() > 1)
+        .map(|g| {
+            g.into_iter()
+                .map(|i| (i, declared(&notes[i]).or(keys[i].1)))
+                .collect::<Vec<_>>()
+        })
+        .filter(|g| g.iter().any(|(_, l)| *l != g[0].1))
         .collect();
     if groups.is_empty() {
         return;
     }
     let mut langs: Vec<&'static str> = vec!["en"];
-    for g in &groups {
-        for &i in g {
-            if let Some(l) = copies[i].lang {
-                if !langs.contains(&l) {
-                    langs.push(l);
-                }
+    for (_, l) in groups.iter().flatten() {
+        if let Some(l) = l {
+            if !langs.contains(l) {
+                langs.push(l);
             }
         }
     }
     let reader = query_language(text, &langs);
-    for places in groups {
+    for group in groups {
         // The copy in the reader's language when there is one, else the source (the copy
         // whose path marks no language, whatever its frontmatter says).
-        let rank = |i: &usize| match reader {
-            Some(r) if places.iter().any(|&j| copies[j].lang == Some(r)) => {
-                usize::from(copies[*i].lang != Some(r))
-            }
-            _ => usize::from(copies[*i].marked),
+        let has_reader = reader.is_some_and(|r| group.iter().any(|(_, l)| *l == Some(r)));
+        let rank = |&(i, l): &(usize, Option<&'static str>)| match reader {
+            Some(r) if has_reader => usize::from(l != Some(r)),
+            _ => usize::from(keys[i].1.is_some()),
         };
-        let mut order = places.clone();
+        let mut order = group.clone();
         // Stable: copies of one rank keep the order the ranking gave them.
         order.sort_by_key(rank);
-        let notes: Vec<Arc<Note>> = order.iter().map(|&i| hits[i].0.clone()).collect();
-        for (&place, note) in places.iter().zip(notes) {
-            hits[place].0 = note;
+        for ((place, _), (from, _)) in group.iter().zip(&order) {
+            hits[*place].0 = notes[*from].clone();
         }
     }
 }
@@ -204,6 +225,10 @@ mod tests {
         assert_eq!(marked("pages/common/tar"), None);
         assert_eq!(marked("notes/v1.2"), None);
         assert_eq!(marked("xx/guide"), None);
+        assert_eq!(marked("a/b/c.d/e"), None);
+        assert_eq!(marked("a/de-AT"), Some(("a/*".into(), "de")));
+        assert_eq!(marked("a/b.fr/c"), Some(("a/b/c".into(), "fr")));
+        assert_eq!(marked("a/x_y/c"), None);
     }
 
     #[test]
