@@ -164,15 +164,14 @@ fn group(mut sentences: Vec<(u64, String)>) -> Vec<(u64, u64)> {
     // Stable: each target's sentences stay in the order written (a note may link to
     // tens of thousands of notes: no search per target).
     sentences.sort_by_key(|(key, _)| *key);
-    let mut out: Vec<(u64, u64)> = sentences
+    // By key, one entry each: sorted as `relink` needs it.
+    sentences
         .chunk_by(|a, b| a.0 == b.0)
         .map(|run| {
             let texts: Vec<&str> = run.iter().map(|(_, t)| t.as_str()).collect();
             (run[0].0, hash_of(&texts))
         })
-        .collect();
-    out.sort_unstable();
-    out
+        .collect()
 }
 
 /// What every note of the catalog says of the notes it links to. The catalog is read a

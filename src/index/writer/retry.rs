@@ -177,13 +177,15 @@ impl SearchIndex {
                     st.synced_notes = Some(synced);
                     st.sync_ms = Some(ms);
                     st.merging = w.merge_due();
-                    tracing::info!(notes = synced, ms, "search index up to date");
                 }
                 st.commits += 1;
                 st.last_commit_ms = Some(ms);
                 // A flush opens the writer on disk when it was closed.
                 st.writers_open = !w.parked();
                 drop(st);
+                if was_pending {
+                    tracing::info!(notes = synced, ms, "search index up to date");
+                }
                 self.refresh_counts();
                 self.vectors.persist(false);
             }
