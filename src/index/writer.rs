@@ -113,6 +113,9 @@ pub(super) struct Worker {
     merging: bool,
     /// The start-up sync, while its commit has not landed.
     sync_pending: Option<PendingSync>,
+    /// The start-up sync landed (notes indexed, when it began): marked done by the
+    /// [`SearchIndex::settle`] that makes its seq searchable, never before or after.
+    sync_landed: Option<(usize, Instant)>,
     /// The highest seq published while a start-up sync is pending, which `indexed_seq`
     /// reaches once it lands.
     deferred_seq: i64,
@@ -167,6 +170,7 @@ impl Worker {
             main: Some(writer),
             merging: false,
             sync_pending: None,
+            sync_landed: None,
             deferred_seq: i64::MIN,
             retry: Backoff::default(),
             main_reader: reader,
@@ -540,28 +544,15 @@ impl SearchIndex {
         }
         self.state.lock().writers_open = !w.parked();
         let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
+        if let Some(n) = synced {
+            w.sync_landed = Some((n, started));
+        }
         if publish_now(
             w.parts.dirty(),
             w.last_publish.map(|t| t.elapsed()),
             asked || waited_for || synced.is_some(),
         ) {
             self.publish(w, Some(started));
-        }
-        // Published first: a status that says the sync is done shows its documents,
-        // segments and `indexed_seq`.
-        if let Some(n) = synced {
-            let ms = started.elapsed().as_millis() as u64;
-            {
-                let mut st = self.state.lock();
-                st.sync_remaining = 0;
-                st.synced_notes = Some(n);
-                st.sync_ms = Some(ms);
-                st.merging = w.merge_due();
-                st.commits += 1;
-                st.last_commit_ms = Some(ms);
-            }
-            tracing::info!(notes = n, ms, "search index up to date");
-            crate::memory::release_free_memory();
         }
     }
 }

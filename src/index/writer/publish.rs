@@ -103,7 +103,10 @@ impl SearchIndex {
     }
 
     /// The held changes are searchable (from the overlay or the disk index): they leave
-    /// `pending`, and `indexed_seq` reaches the highest held seq.
+    /// `pending`, and `indexed_seq` reaches the highest held seq. A start-up sync that
+    /// landed is marked done in the same step: a search or status that sees its seq sees
+    /// its notes counted as indexed and its documents, and none sees one without the
+    /// other.
     pub(super) fn settle(&self, w: &mut Worker) {
         let mut held_seq = std::mem::replace(&mut w.held_seq, i64::MIN);
         let held = std::mem::take(&mut w.held);
@@ -116,6 +119,9 @@ impl SearchIndex {
             w.deferred_seq = w.deferred_seq.max(held_seq);
             held_seq = i64::MIN;
         }
+        // Counted first: the documents are searchable already (the reader reloaded).
+        self.refresh_counts();
+        let landed = w.sync_landed.take();
         {
             let mut st = self.state.lock();
             for (id, seq) in &held {
@@ -124,13 +130,26 @@ impl SearchIndex {
                 }
             }
             st.indexed_seq = st.indexed_seq.max(held_seq);
+            if let Some((n, started)) = landed {
+                let ms = started.elapsed().as_millis() as u64;
+                st.sync_remaining = 0;
+                st.synced_notes = Some(n);
+                st.sync_ms = Some(ms);
+                st.merging = w.merge_due();
+                st.commits += 1;
+                st.last_commit_ms = Some(ms);
+            }
         }
-        self.refresh_counts();
         self.seq_tx.send_if_modified(|s| {
             let changed = held_seq > *s;
             *s = (*s).max(held_seq);
             changed
         });
+        if let Some((n, started)) = landed {
+            let ms = started.elapsed().as_millis() as u64;
+            tracing::info!(notes = n, ms, "search index up to date");
+            crate::memory::release_free_memory();
+        }
     }
 
     pub(super) fn publish_overlay(&self, w: &Worker) {

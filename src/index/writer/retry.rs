@@ -163,29 +163,19 @@ impl SearchIndex {
                 // searchable on disk now.
                 w.publish_failing = false;
                 let ms = started.elapsed().as_millis() as u64;
-                let was_pending = pending.is_some();
                 if let Some(p) = pending {
                     w.merge_later();
                     w.hold(None, p.seq.max(w.deferred_seq));
                     w.deferred_seq = i64::MIN;
+                    w.sync_landed = Some((synced, started));
+                } else {
+                    let mut st = self.state.lock();
+                    st.commits += 1;
+                    st.last_commit_ms = Some(ms);
                 }
                 self.settle(w);
-                let mut st = self.state.lock();
-                // After `settle`: a status that says the sync is done shows its seq.
-                if was_pending {
-                    st.sync_remaining = 0;
-                    st.synced_notes = Some(synced);
-                    st.sync_ms = Some(ms);
-                    st.merging = w.merge_due();
-                }
-                st.commits += 1;
-                st.last_commit_ms = Some(ms);
                 // A flush opens the writer on disk when it was closed.
-                st.writers_open = !w.parked();
-                drop(st);
-                if was_pending {
-                    tracing::info!(notes = synced, ms, "search index up to date");
-                }
+                self.state.lock().writers_open = !w.parked();
                 self.refresh_counts();
                 self.vectors.persist(false);
             }
