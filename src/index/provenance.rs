@@ -405,7 +405,8 @@ pub struct Snippet {
 /// Why one note matched.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Provenance {
-    /// `title`, `headings`, `tags`, `path`, `properties`, `body`, in that order.
+    /// `title`, `headings`, `tags`, `path`, `properties`, `body`, in that order (and
+    /// `links`, which the search adds: the index knows what links to a note say).
     pub fields: Vec<&'static str>,
     /// The first [`MAX_LINES`] matching line numbers (1-based).
     pub lines: Vec<usize>,

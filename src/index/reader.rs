@@ -46,9 +46,34 @@ impl SearchIndex {
         offset: usize,
         limit: usize,
     ) -> Result<Hits> {
-        // The overlay first, then the disk index (see `flush`, in writer/retry.rs).
-        let overlay = self.overlay.read().clone();
-        let searcher = self.reader.searcher();
+        self.ranked(self.query(parsed).as_ref(), allowed, offset, limit)
+    }
+
+    /// Which of the notes `keys` the words of `parsed` find by what links to them say
+    /// (the `links` field: `matched_fields` says `links`).
+    pub fn linked(&self, parsed: &query::Parsed, keys: &[u64]) -> Result<HashSet<u64>> {
+        let mut words: Vec<Term> = Vec::new();
+        self.query(parsed).query_terms(&mut |term, _| {
+            if term.field() == self.fields.links {
+                words.push(term.clone());
+            }
+        });
+        if words.is_empty() || keys.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let any_word = tantivy::query::TermSetQuery::new(words);
+        let these = tantivy::query::TermSetQuery::new(
+            keys.iter()
+                .map(|k| Term::from_field_u64(self.fields.key, *k)),
+        );
+        let q =
+            tantivy::query::BooleanQuery::intersection(vec![Box::new(these), Box::new(any_word)]);
+        let hits = self.ranked(&q, None, 0, keys.len())?;
+        Ok(hits.hits.into_iter().map(|h| h.key).collect())
+    }
+
+    /// The query `parsed` asks, over the fields of [`query::FIELDS`].
+    fn query(&self, parsed: &query::Parsed) -> Box<dyn Query> {
         let f = &self.fields;
         let field_of = |name: &str| match name {
             "title" => f.title,
@@ -69,7 +94,20 @@ impl SearchIndex {
             .iter()
             .map(|(name, boost)| (*name, field_of(name), *boost))
             .collect();
-        let q = query::to_tantivy(parsed, &fields, &stem_fields, f.names);
+        query::to_tantivy(parsed, &fields, &stem_fields, f.names)
+    }
+
+    /// The hits of `q`, `offset..offset + limit`, among the notes `allowed` (all: `None`).
+    fn ranked(
+        &self,
+        q: &dyn Query,
+        allowed: Option<Arc<HashSet<u64>>>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Hits> {
+        // The overlay first, then the disk index (see `flush`, in writer/retry.rs).
+        let overlay = self.overlay.read().clone();
+        let searcher = self.reader.searcher();
         let internal =
             |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
         let want = offset + limit;

@@ -8,6 +8,7 @@ pub mod attachments;
 pub mod history;
 pub mod notes;
 pub mod private;
+pub mod rollups;
 pub mod search;
 pub mod settings;
 pub mod status;

@@ -14,7 +14,6 @@ use crate::index::embed::VECTOR_DEPTH;
 use crate::index::grep::{GrepPage, Pattern};
 use crate::index::language::{reader_page, READER_DEPTH};
 use crate::index::provenance::{Matcher, Provenance};
-use crate::index::rollup::{Aggregate, TagCount};
 use crate::index::{query, searchable};
 use crate::state::State;
 use crate::vault::note::{Note, Visibility};
@@ -130,22 +129,9 @@ pub struct GrepAnswer {
     pub coverage: CoverageFacts,
 }
 
-#[derive(Debug, Clone)]
-pub struct TagsAnswer {
-    pub tags: Vec<TagCount>,
-    pub coverage: CoverageFacts,
-}
-
-#[derive(Debug, Clone)]
-pub struct AggregateAnswer {
-    pub key: String,
-    pub aggregate: Aggregate,
-    pub coverage: CoverageFacts,
-}
-
 /// Coverage of the whole vault as the catalog sees it, before matching. Counting
 /// walks every note, so it is kept until the catalog changes.
-fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
+pub(super) fn scope_coverage(state: &State, indexed_seq: Option<i64>) -> CoverageFacts {
     let catalog = state.catalog.read();
     let key = (state.committed_seq(), catalog.len(), catalog.excluded.len());
     let mut cache = state.index.coverage_cache.lock();
@@ -334,12 +320,21 @@ fn answer(
     mut coverage: CoverageFacts,
 ) -> SearchAnswer {
     let matcher = Matcher::new(parsed.highlight_terms()).with_stems(parsed.stem_terms());
+    let keys: Vec<u64> = found.iter().map(|(n, _)| n.key()).collect();
+    // Where the words were is read from the note; what links to it say, from the index.
+    let linked = state.index.linked(parsed, &keys).unwrap_or_default();
     let hits: Vec<SearchHit> = found
         .into_iter()
-        .map(|(note, score)| SearchHit {
-            provenance: matcher.provenance(&with_bytes(state, &note)),
-            note,
-            score,
+        .map(|(note, score)| {
+            let mut provenance = matcher.provenance(&with_bytes(state, &note));
+            if linked.contains(&note.key()) {
+                provenance.fields.push("links");
+            }
+            SearchHit {
+                provenance,
+                note,
+                score,
+            }
         })
         .collect();
     let end = req.offset + hits.len();
@@ -648,41 +643,6 @@ pub fn grep(state: &State, req: &GrepRequest) -> Result<GrepAnswer> {
     coverage.returned = page.files.len();
     coverage.truncated = page.next.is_some() || page.timed_out;
     Ok(GrepAnswer { page, coverage })
-}
-
-/// The frontmatter tag rollup of the notes matching `filter`.
-pub fn tags(state: &State, filter: Option<&Expr>) -> TagsAnswer {
-    let notes = select(state, filter);
-    let tags = crate::index::rollup::tags(notes.iter().map(|n| n.as_ref()));
-    let mut coverage = scope_coverage(state, None);
-    coverage.searched = coverage.total;
-    coverage.matched = notes.len();
-    coverage.returned = tags.len();
-    coverage.remarks =
-        vec!["Counts are of frontmatter tags; body #hashtags are not tags".to_string()];
-    TagsAnswer { tags, coverage }
-}
-
-/// Notes matching `filter` grouped by the frontmatter property `key`.
-pub fn aggregate(state: &State, key: &str, filter: Option<&Expr>) -> Result<AggregateAnswer> {
-    if key.trim().is_empty() {
-        return Err(Error::invalid_field(
-            "key",
-            "must name a frontmatter property",
-        ));
-    }
-    let notes = select(state, filter);
-    let aggregate = crate::index::rollup::aggregate(key, notes.iter().map(|n| n.as_ref()));
-    let mut coverage = scope_coverage(state, None);
-    coverage.searched = coverage.total;
-    coverage.matched = notes.len();
-    coverage.returned = aggregate.groups.len();
-    coverage.remarks = Vec::new();
-    Ok(AggregateAnswer {
-        key: key.to_string(),
-        aggregate,
-        coverage,
-    })
 }
 
 /// `min_seq` beyond what the vault has recorded can never be reached.

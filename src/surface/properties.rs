@@ -76,7 +76,8 @@ pub async fn aggregate(
     let key = req.key.clone();
     let state2 = state.clone();
     let answer =
-        blocking(move || crate::queries::search::aggregate(&state2, &key, filter.as_ref())).await?;
+        blocking(move || crate::queries::rollups::aggregate(&state2, &key, filter.as_ref()))
+            .await?;
     let a = &answer.aggregate;
     let mut coverage = Coverage::from(&answer.coverage);
     coverage.truncated = a.groups.len() > limit;

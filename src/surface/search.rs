@@ -52,7 +52,8 @@ pub struct SearchResult {
     #[serde(serialize_with = "f32_as_printed")]
     pub score: f32,
     /// Where the words were found: `title`, `headings`, `tags`, `path`, `properties`,
-    /// `body`; empty for a note found by meaning only (`mode=hybrid`).
+    /// `body`, and `links` (what the links pointing at the note say of it); empty for a
+    /// note found by meaning only (`mode=hybrid`).
     pub matched_fields: Vec<String>,
     /// The first 20 matching line numbers (1-based, as in the line-sliced read); the
     /// field list comes from the same lines.

@@ -71,7 +71,7 @@ pub async fn tags(state: Arc<State>, p: TagsParams) -> Result<TagList, Error> {
     };
     let state2 = state.clone();
     let mut answer =
-        blocking(move || Ok(crate::queries::search::tags(&state2, filter.as_ref()))).await?;
+        blocking(move || Ok(crate::queries::rollups::tags(&state2, filter.as_ref()))).await?;
     if order.field == "count" {
         answer
             .tags

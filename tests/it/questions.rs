@@ -322,6 +322,19 @@ async fn a_note_is_found_by_what_links_to_it_say() {
     // `links:` searches that field alone: the day's note does not link to itself.
     let got = slugs(&search(&s, "links:time-boxing", "").await);
     assert_eq!(got, ["concepts/Pomodoro"]);
+    // Each result says where its words were: the target in what links to it say (only
+    // there), the day's note in its own body.
+    let body = search(&s, "time-boxing", "").await;
+    let fields = |slug: &str| -> Vec<&str> {
+        let result = body["results"].as_array().unwrap().iter();
+        let found = result.clone().find(|r| r["slug"] == slug);
+        let fields = found.unwrap_or_else(|| panic!("{slug} in {body}"))["matched_fields"]
+            .as_array()
+            .unwrap();
+        fields.iter().map(|f| f.as_str().unwrap()).collect()
+    };
+    assert_eq!(fields("concepts/Pomodoro"), ["links"], "{body}");
+    assert_eq!(fields("daily/2024-03-04"), ["body"], "{body}");
 
     let edit = |key: &'static str, slug: &'static str, content: &'static str| {
         let s = &s;
