@@ -50,26 +50,59 @@ impl SearchIndex {
     }
 
     /// Which of the notes `keys` the words of `parsed` find by what links to them say
-    /// (the `links` field: `matched_fields` says `links`).
+    /// (the `links` field: `matched_fields` says `links`). Each note's current document
+    /// (in an overlay part or on disk) is looked up by key, and the words' postings are
+    /// sought to it: a few lookups a note, not a query over the index.
     pub fn linked(&self, parsed: &query::Parsed, keys: &[u64]) -> Result<HashSet<u64>> {
+        let internal =
+            |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
+        // The query over the `links` field alone: its terms are the words it looks for.
+        let only = [("links", self.fields.links, 1.0)];
         let mut words: Vec<Term> = Vec::new();
-        self.query(parsed).query_terms(&mut |term, _| {
+        query::to_tantivy(parsed, &only, &only, self.fields.names).query_terms(&mut |term, _| {
             if term.field() == self.fields.links {
                 words.push(term.clone());
             }
         });
-        if words.is_empty() || keys.is_empty() {
-            return Ok(HashSet::new());
+        let overlay = self.overlay.read().clone();
+        let disk = self.reader.searcher();
+        // Words no link anywhere says are not looked for note by note.
+        let mut said = Vec::with_capacity(words.len());
+        for word in words {
+            let mut searchers = std::iter::once(&disk).chain(overlay.parts.iter().map(|(_, p)| p));
+            if searchers
+                .try_fold(false, |any, s| Ok(any || s.doc_freq(&word)? > 0))
+                .map_err(internal)?
+            {
+                said.push(word);
+            }
         }
-        let any_word = tantivy::query::TermSetQuery::new(words);
-        let these = tantivy::query::TermSetQuery::new(
-            keys.iter()
-                .map(|k| Term::from_field_u64(self.fields.key, *k)),
-        );
-        let q =
-            tantivy::query::BooleanQuery::intersection(vec![Box::new(these), Box::new(any_word)]);
-        let hits = self.ranked(&q, None, 0, keys.len())?;
-        Ok(hits.hits.into_iter().map(|h| h.key).collect())
+        let words = said;
+        let mut out = HashSet::new();
+        if words.is_empty() {
+            return Ok(out);
+        }
+        // Each note in the index that holds its current version: disk or a part.
+        let mut by_index: Vec<(&tantivy::Searcher, Vec<u64>)> = vec![(&disk, Vec::new())];
+        for &key in keys {
+            let at = match overlay.current.get(&key) {
+                None => 0,
+                Some(None) => continue,
+                Some(Some(id)) => match overlay.parts.iter().position(|(p, _)| p == id) {
+                    Some(i) => i + 1,
+                    None => continue,
+                },
+            };
+            while by_index.len() <= at {
+                let (_, part) = &overlay.parts[by_index.len() - 1];
+                by_index.push((part, Vec::new()));
+            }
+            by_index[at].1.push(key);
+        }
+        for (searcher, keys) in by_index.iter().filter(|(_, k)| !k.is_empty()) {
+            said_of(searcher, &self.fields, keys, &words, &mut out).map_err(internal)?;
+        }
+        Ok(out)
     }
 
     /// The query `parsed` asks, over the fields of [`query::FIELDS`].
@@ -392,6 +425,58 @@ fn over_segments<C: Collector>(
         fruits.push(collector.collect_segment(weight, ord as u32, segment)?);
     }
     collector.merge_fruits(fruits)
+}
+
+/// Into `out`, the notes of `keys` whose current document in `searcher` (the last one
+/// alive: an overlay part may hold older versions before it) holds one of `words`: each
+/// word's postings walked once, sought to the notes' documents in order.
+fn said_of(
+    searcher: &tantivy::Searcher,
+    f: &super::schema::Fields,
+    keys: &[u64],
+    words: &[Term],
+    out: &mut HashSet<u64>,
+) -> tantivy::Result<()> {
+    use tantivy::{DocSet, TERMINATED};
+    let basic = tantivy::schema::IndexRecordOption::Basic;
+    for segment in searcher.segment_readers() {
+        let index = segment.inverted_index(f.key)?;
+        let mut docs: Vec<(u32, u64)> = Vec::with_capacity(keys.len());
+        for &key in keys {
+            let term = Term::from_field_u64(f.key, key);
+            let Some(mut postings) = index.read_postings(&term, basic)? else {
+                continue;
+            };
+            let mut current = None;
+            while postings.doc() != TERMINATED {
+                if segment
+                    .alive_bitset()
+                    .is_none_or(|a| a.is_alive(postings.doc()))
+                {
+                    current = Some(postings.doc());
+                }
+                postings.advance();
+            }
+            docs.extend(current.map(|doc| (doc, key)));
+        }
+        if docs.is_empty() {
+            continue;
+        }
+        docs.sort_unstable();
+        let links = segment.inverted_index(f.links)?;
+        for word in words {
+            let Some(mut postings) = links.read_postings(word, basic)? else {
+                continue;
+            };
+            for &(doc, key) in &docs {
+                // `seek` goes forward only.
+                if postings.doc() <= doc && postings.seek(doc) == doc {
+                    out.insert(key);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

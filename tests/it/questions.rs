@@ -368,6 +368,15 @@ async fn a_note_is_found_by_what_links_to_it_say() {
     .await;
     assert_eq!(linked("kitchen", seq).await, ["concepts/Pomodoro"]);
     assert!(linked("time-boxing", seq).await.is_empty());
+    // Said of the target's new document too (indexed again, not yet on disk).
+    let body = search(&s, "kitchen", &format!("&min_seq={seq}")).await;
+    let results = body["results"].as_array().unwrap();
+    let pomodoro = results.iter().find(|r| r["slug"] == "concepts/Pomodoro");
+    assert_eq!(
+        pomodoro.unwrap()["matched_fields"],
+        json!(["links"]),
+        "{body}"
+    );
     // Another note links to it: its words count too.
     let seq = edit(
         "k2",
