@@ -855,17 +855,19 @@ async fn serve_prints_a_sign_in_link_on_a_terminal_only() {
         state.display(),
         vault.display()
     );
-    let mut child = Command::new("script")
-        .args(["-qfec", &command, "/dev/null"])
-        .env_remove("NOTEVAULT_CONFIG")
-        .env_remove("AUTH_REQUIRED")
-        .env_remove("NOTEVAULT_STATIC_TOKENS")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("util-linux script runs");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = OnTerminal(
+        Command::new("script")
+            .args(["-qfec", &command, "/dev/null"])
+            .env_remove("NOTEVAULT_CONFIG")
+            .env_remove("AUTH_REQUIRED")
+            .env_remove("NOTEVAULT_STATIC_TOKENS")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("util-linux script runs"),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     let link = loop {
         let line = lines
             .next()
@@ -877,8 +879,7 @@ async fn serve_prints_a_sign_in_link_on_a_terminal_only() {
     };
     let res = plain_client().get(&link).send().await.unwrap();
     let status = res.status();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert_eq!(status, 200, "{link}");
     assert!(cookie_of(&res, "notevault_session").is_some());
 
@@ -893,6 +894,25 @@ async fn serve_prints_a_sign_in_link_on_a_terminal_only() {
     let stderr = daemon.rest();
     assert!(stderr.contains("notevault login-link"), "{stderr}");
     assert!(!stderr.contains("sign-in?code="), "{stderr}");
+}
+
+/// `script` and the daemon it runs on its pseudo-terminal, both killed when dropped: the
+/// hang-up of the terminal does not stop a daemon whose parent ignores SIGHUP (a test
+/// run under `nohup`).
+struct OnTerminal(std::process::Child);
+
+impl Drop for OnTerminal {
+    fn drop(&mut self) {
+        let pid = self.0.id();
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+            // SAFETY: a signal to a process of this test (`script`'s child).
+            unsafe { libc::kill(child, libc::SIGKILL) };
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Every state-changing console route refuses a post without the session's CSRF token, or
