@@ -226,6 +226,12 @@ impl Parsed {
         self.required.iter().chain(&self.ranked).flatten()
     }
 
+    /// The positive units that may be found in the field `name`.
+    pub fn units_in<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Unit> + 'a {
+        self.positive()
+            .filter(move |u| u.field.as_deref().is_none_or(|f| f == name))
+    }
+
     /// Tokens to mark in results: every positive unit's tokens, with their prefix flag.
     pub fn highlight_terms(&self) -> Vec<(String, bool)> {
         let mut out: Vec<(String, bool)> = Vec::new();
@@ -600,7 +606,7 @@ impl Lexer<'_, '_> {
 }
 
 mod build;
-pub use build::{to_tantivy, QueryField};
+pub use build::{to_tantivy, unit_in, QueryField};
 
 #[cfg(test)]
 mod tests;

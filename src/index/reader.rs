@@ -50,38 +50,23 @@ impl SearchIndex {
     }
 
     /// Which of the notes `keys` the words of `parsed` find by what links to them say
-    /// (the `links` field: `matched_fields` says `links`). Each note's current document
-    /// (in an overlay part or on disk) is looked up by key, and the words' postings are
-    /// sought to it: a few lookups a note, not a query over the index.
+    /// (the `links` field: `matched_fields` says `links`): each word, phrase or prefix
+    /// as the query looks for it there. Each note's current document (in an overlay part
+    /// or on disk) is looked up by key, and each of these is sought to it: a few lookups
+    /// a note, not a query over the index.
     pub fn linked(&self, parsed: &query::Parsed, keys: &[u64]) -> Result<HashSet<u64>> {
         let internal =
             |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
-        // The query over the `links` field alone: its terms are the words it looks for.
-        let only = [("links", self.fields.links, 1.0)];
-        let mut words: Vec<Term> = Vec::new();
-        query::to_tantivy(parsed, &only, &only, self.fields.names).query_terms(&mut |term, _| {
-            if term.field() == self.fields.links {
-                words.push(term.clone());
-            }
-        });
-        let overlay = self.overlay.read().clone();
-        let disk = self.reader.searcher();
-        // Words no link anywhere says are not looked for note by note.
-        let mut said = Vec::with_capacity(words.len());
-        for word in words {
-            let mut searchers = std::iter::once(&disk).chain(overlay.parts.iter().map(|(_, p)| p));
-            if searchers
-                .try_fold(false, |any, s| Ok(any || s.doc_freq(&word)? > 0))
-                .map_err(internal)?
-            {
-                said.push(word);
-            }
-        }
-        let words = said;
+        let units: Vec<Box<dyn Query>> = parsed
+            .units_in("links")
+            .map(|u| query::unit_in(u, self.fields.links))
+            .collect();
         let mut out = HashSet::new();
-        if words.is_empty() {
+        if units.is_empty() {
             return Ok(out);
         }
+        let overlay = self.overlay.read().clone();
+        let disk = self.reader.searcher();
         // Each note in the index that holds its current version: disk or a part.
         let mut by_index: Vec<(&tantivy::Searcher, Vec<u64>)> = vec![(&disk, Vec::new())];
         for &key in keys {
@@ -100,7 +85,7 @@ impl SearchIndex {
             by_index[at].1.push(key);
         }
         for (searcher, keys) in by_index.iter().filter(|(_, k)| !k.is_empty()) {
-            said_of(searcher, &self.fields, keys, &words, &mut out).map_err(internal)?;
+            said_of(searcher, &self.fields, keys, &units, &mut out).map_err(internal)?;
         }
         Ok(out)
     }
@@ -427,19 +412,33 @@ fn over_segments<C: Collector>(
     collector.merge_fruits(fruits)
 }
 
-/// Into `out`, the notes of `keys` whose current document in `searcher` (the last one
-/// alive: an overlay part may hold older versions before it) holds one of `words`: each
-/// word's postings walked once, sought to the notes' documents in order.
+/// Into `out`, the notes of `keys` whose document in `searcher` (the one alive) one of
+/// `units` finds: each unit's matches walked once, sought to the notes' documents in order.
 fn said_of(
     searcher: &tantivy::Searcher,
     f: &super::schema::Fields,
     keys: &[u64],
-    words: &[Term],
+    units: &[Box<dyn Query>],
     out: &mut HashSet<u64>,
 ) -> tantivy::Result<()> {
     use tantivy::{DocSet, TERMINATED};
+    let scoring = tantivy::query::EnableScoring::disabled_from_searcher(searcher);
+    let weights = units
+        .iter()
+        .map(|q| q.weight(scoring))
+        .collect::<tantivy::Result<Vec<_>>>()?;
     let basic = tantivy::schema::IndexRecordOption::Basic;
     for segment in searcher.segment_readers() {
+        let mut found = Vec::with_capacity(weights.len());
+        for weight in &weights {
+            let scorer = weight.scorer(segment, 1.0)?;
+            if scorer.doc() != TERMINATED {
+                found.push(scorer);
+            }
+        }
+        if found.is_empty() {
+            continue;
+        }
         let index = segment.inverted_index(f.key)?;
         let mut docs: Vec<(u32, u64)> = Vec::with_capacity(keys.len());
         for &key in keys {
@@ -447,30 +446,19 @@ fn said_of(
             let Some(mut postings) = index.read_postings(&term, basic)? else {
                 continue;
             };
-            let mut current = None;
             while postings.doc() != TERMINATED {
-                if segment
-                    .alive_bitset()
-                    .is_none_or(|a| a.is_alive(postings.doc()))
-                {
-                    current = Some(postings.doc());
+                let doc = postings.doc();
+                if segment.alive_bitset().is_none_or(|a| a.is_alive(doc)) {
+                    docs.push((doc, key));
                 }
                 postings.advance();
             }
-            docs.extend(current.map(|doc| (doc, key)));
-        }
-        if docs.is_empty() {
-            continue;
         }
         docs.sort_unstable();
-        let links = segment.inverted_index(f.links)?;
-        for word in words {
-            let Some(mut postings) = links.read_postings(word, basic)? else {
-                continue;
-            };
+        for mut scorer in found {
             for &(doc, key) in &docs {
                 // `seek` goes forward only.
-                if postings.doc() <= doc && postings.seek(doc) == doc {
+                if scorer.doc() <= doc && scorer.seek(doc) == doc {
                     out.insert(key);
                 }
             }

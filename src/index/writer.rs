@@ -113,9 +113,9 @@ pub(super) struct Worker {
     merging: bool,
     /// The start-up sync, while its commit has not landed.
     sync_pending: Option<PendingSync>,
-    /// The start-up sync landed (notes indexed, when it began): marked done by the
-    /// [`SearchIndex::settle`] that makes its seq searchable, never before or after.
-    sync_landed: Option<(usize, Instant)>,
+    /// The start-up sync landed (notes indexed, milliseconds it took): marked done by
+    /// the [`SearchIndex::settle`] that makes its seq searchable, never before or after.
+    sync_landed: Option<(usize, u64)>,
     /// The highest seq published while a start-up sync is pending, which `indexed_seq`
     /// reaches once it lands.
     deferred_seq: i64,
@@ -545,7 +545,7 @@ impl SearchIndex {
         self.state.lock().writers_open = !w.parked();
         let waited_for = self.wanted.load(Ordering::SeqCst) > self.indexed_seq();
         if let Some(n) = synced {
-            w.sync_landed = Some((n, started));
+            w.sync_landed = Some((n, started.elapsed().as_millis() as u64));
         }
         if publish_now(
             w.parts.dirty(),

@@ -1,5 +1,5 @@
-//! The search-side domain calls every surface shares (`/v1` and MCP): search, grep, the
-//! tag rollup, property aggregation and the vault summary, each with its coverage.
+//! The search-side domain calls every surface shares (`/v1` and MCP): search and grep,
+//! each with its coverage (the tag and property rollups: `rollups.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -322,7 +322,10 @@ fn answer(
     let matcher = Matcher::new(parsed.highlight_terms()).with_stems(parsed.stem_terms());
     let keys: Vec<u64> = found.iter().map(|(n, _)| n.key()).collect();
     // Where the words were is read from the note; what links to it say, from the index.
-    let linked = state.index.linked(parsed, &keys).unwrap_or_default();
+    let linked = state.index.linked(parsed, &keys).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot tell which results their links found");
+        HashSet::new()
+    });
     let hits: Vec<SearchHit> = found
         .into_iter()
         .map(|(note, score)| {

@@ -368,13 +368,18 @@ async fn a_note_is_found_by_what_links_to_it_say() {
     .await;
     assert_eq!(linked("kitchen", seq).await, ["concepts/Pomodoro"]);
     assert!(linked("time-boxing", seq).await.is_empty());
-    // Said of the target's new document too (indexed again, not yet on disk).
-    let body = search(&s, "kitchen", &format!("&min_seq={seq}")).await;
-    let results = body["results"].as_array().unwrap();
-    let pomodoro = results.iter().find(|r| r["slug"] == "concepts/Pomodoro");
-    assert_eq!(
-        pomodoro.unwrap()["matched_fields"],
-        json!(["links"]),
+    // Said of the target's new document too (indexed again for its new link text).
+    for q in ["kitchen", "kitch*", "\"kitchen timer\""] {
+        let body = search(&s, q, &format!("&min_seq={seq}")).await;
+        let results = body["results"].as_array().unwrap();
+        let pomodoro = results.iter().find(|r| r["slug"] == "concepts/Pomodoro");
+        let fields = &pomodoro.unwrap_or_else(|| panic!("{q}: {body}"))["matched_fields"];
+        assert_eq!(fields, &json!(["links"]), "{q}: {body}");
+    }
+    // A phrase of words the link text holds apart is not a match there.
+    let body = search(&s, "\"timer kitchen\"", &format!("&min_seq={seq}")).await;
+    assert!(
+        !slugs(&body).contains(&"concepts/Pomodoro".to_string()),
         "{body}"
     );
     // Another note links to it: its words count too.

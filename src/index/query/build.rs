@@ -176,6 +176,26 @@ fn alternatives(
     Box::new(BooleanQuery::new(should))
 }
 
+/// What finds `unit` in `field` alone, for telling whether it matched there: its word,
+/// phrase or prefix, and a one-token word by its stem forms too, as [`to_tantivy`] asks.
+pub fn unit_in(unit: &Unit, field: Field) -> Box<dyn Query> {
+    let exact = unit_query(unit, field);
+    let ([token], false) = (unit.tokens.as_slice(), unit.prefix) else {
+        return exact;
+    };
+    let stemmed = stem(token);
+    let form = stemmable(&stemmed).then(|| form_term(&stemmed));
+    let mut forms: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Should, exact)];
+    for text in std::iter::once(stemmed.as_ref()).chain(form.as_deref()) {
+        if text != token {
+            let term = Term::from_field_text(field, text);
+            let q = TermQuery::new(term, IndexRecordOption::Basic);
+            forms.push((Occur::Should, Box::new(q)));
+        }
+    }
+    Box::new(BooleanQuery::new(forms))
+}
+
 fn unit_query(unit: &Unit, field: Field) -> Box<dyn Query> {
     let first = unit.positions.first().copied().unwrap_or(0);
     let terms: Vec<(usize, Term)> = unit

@@ -130,8 +130,7 @@ impl SearchIndex {
                 }
             }
             st.indexed_seq = st.indexed_seq.max(held_seq);
-            if let Some((n, started)) = landed {
-                let ms = started.elapsed().as_millis() as u64;
+            if let Some((n, ms)) = landed {
                 st.sync_remaining = 0;
                 st.synced_notes = Some(n);
                 st.sync_ms = Some(ms);
@@ -145,8 +144,7 @@ impl SearchIndex {
             *s = (*s).max(held_seq);
             changed
         });
-        if let Some((n, started)) = landed {
-            let ms = started.elapsed().as_millis() as u64;
+        if let Some((n, ms)) = landed {
             tracing::info!(notes = n, ms, "search index up to date");
             crate::memory::release_free_memory();
         }

@@ -167,7 +167,7 @@ impl SearchIndex {
                     w.merge_later();
                     w.hold(None, p.seq.max(w.deferred_seq));
                     w.deferred_seq = i64::MIN;
-                    w.sync_landed = Some((synced, started));
+                    w.sync_landed = Some((synced, ms));
                 } else {
                     let mut st = self.state.lock();
                     st.commits += 1;
