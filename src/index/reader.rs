@@ -55,8 +55,6 @@ impl SearchIndex {
     /// or on disk) is looked up by key, and each of these is sought to it: a few lookups
     /// a note, not a query over the index.
     pub fn linked(&self, parsed: &query::Parsed, keys: &[u64]) -> Result<HashSet<u64>> {
-        let internal =
-            |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
         let units: Vec<Box<dyn Query>> = parsed
             .units_in("links")
             .map(|u| query::unit_in(u, self.fields.links))
@@ -67,25 +65,16 @@ impl SearchIndex {
         }
         let overlay = self.overlay.read().clone();
         let disk = self.reader.searcher();
-        // Each note in the index that holds its current version: disk or a part.
-        let mut by_index: Vec<(&tantivy::Searcher, Vec<u64>)> = vec![(&disk, Vec::new())];
-        for &key in keys {
-            let at = match overlay.current.get(&key) {
-                None => 0,
-                Some(None) => continue,
-                Some(Some(id)) => match overlay.parts.iter().position(|(p, _)| p == id) {
-                    Some(i) => i + 1,
-                    None => continue,
-                },
-            };
-            while by_index.len() <= at {
-                let (_, part) = &overlay.parts[by_index.len() - 1];
-                by_index.push((part, Vec::new()));
+        let parts = overlay.parts.iter().map(|(id, part)| (Some(*id), part));
+        for (part, searcher) in std::iter::once((None, &disk)).chain(parts) {
+            let here: Vec<u64> = keys
+                .iter()
+                .copied()
+                .filter(|&k| overlay.holds(part, k))
+                .collect();
+            if !here.is_empty() {
+                said_of(searcher, &self.fields, &here, &units, &mut out).map_err(internal)?;
             }
-            by_index[at].1.push(key);
-        }
-        for (searcher, keys) in by_index.iter().filter(|(_, k)| !k.is_empty()) {
-            said_of(searcher, &self.fields, keys, &units, &mut out).map_err(internal)?;
         }
         Ok(out)
     }
@@ -126,8 +115,6 @@ impl SearchIndex {
         // The overlay first, then the disk index (see `flush`, in writer/retry.rs).
         let overlay = self.overlay.read().clone();
         let searcher = self.reader.searcher();
-        let internal =
-            |e: tantivy::TantivyError| Error::internal(format!("search failed: {e}")).with_cause(e);
         let want = offset + limit;
         // On disk: every note but those the overlay holds newer (or no) versions of.
         // (The overlay itself, shared: not a copy of its keys per search.)
@@ -137,7 +124,7 @@ impl SearchIndex {
             (allowed, stale) => {
                 let allowed = allowed.clone();
                 Some(Arc::new(move |k: u64| {
-                    stale.as_ref().is_none_or(|s| !s.current.contains_key(&k))
+                    stale.as_ref().is_none_or(|s| s.holds(None, k))
                         && allowed.as_ref().is_none_or(|a| a.contains(&k))
                 }))
             }
@@ -153,8 +140,7 @@ impl SearchIndex {
         for (id, part) in &overlay.parts {
             let (id, holds, allowed) = (*id, overlay.clone(), allowed.clone());
             let keep: KeyFilter = Arc::new(move |k: u64| {
-                holds.current.get(&k) == Some(&Some(id))
-                    && allowed.as_ref().is_none_or(|a| a.contains(&k))
+                holds.holds(Some(id), k) && allowed.as_ref().is_none_or(|a| a.contains(&k))
             });
             let (more, n) = collect(part, weight.as_ref(), Some(keep), want).map_err(internal)?;
             hits = merged(hits, more);
@@ -410,6 +396,11 @@ fn over_segments<C: Collector>(
         fruits.push(collector.collect_segment(weight, ord as u32, segment)?);
     }
     collector.merge_fruits(fruits)
+}
+
+/// A search the index could not answer.
+fn internal(e: tantivy::TantivyError) -> Error {
+    Error::internal(format!("search failed: {e}")).with_cause(e)
 }
 
 /// Into `out`, the notes of `keys` whose document in `searcher` (the one alive) one of

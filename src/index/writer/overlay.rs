@@ -30,6 +30,17 @@ pub(crate) struct Overlay {
     pub(crate) parts: Vec<(u32, Searcher)>,
 }
 
+impl Overlay {
+    /// Whether the current version of the note `key` is in the part `part`, or with
+    /// `None` on disk (the overlay holds no newer version, nor its removal).
+    pub(crate) fn holds(&self, part: Option<u32>, key: u64) -> bool {
+        match part {
+            None => !self.current.contains_key(&key),
+            Some(id) => self.current.get(&key) == Some(&Some(id)),
+        }
+    }
+}
+
 /// One part: a single-segment index in memory.
 struct Part {
     id: u32,
