@@ -23,7 +23,7 @@ pub const READER_DEPTH: usize = 30;
 
 /// The ISO 639-1 code of a language tag (`de`, `DE-at`, `pt_BR`, `zh-Hans`), if its
 /// primary subtag is one.
-fn code(tag: &str) -> Option<&'static str> {
+pub(super) fn code(tag: &str) -> Option<&'static str> {
     // Most path segments are no tag: told at their third byte, before any lookup.
     let b = tag.as_bytes();
     if b.len() < 2 || (b.len() > 2 && b[2] != b'-' && b[2] != b'_') {
@@ -93,9 +93,11 @@ fn marked(slug: &str) -> Option<(String, &'static str)> {
     None
 }
 
-/// Whether a note's path marks a language: only such notes make copies of one page.
-pub fn has_marker(note: &Note) -> bool {
-    marked(note.slug()).is_some()
+/// The language of a copy: a note whose path marks a language (only such notes make
+/// copies of one page), its frontmatter's language if it says one, else its path's.
+pub fn copy_language(note: &Note) -> Option<&'static str> {
+    let (_, path) = marked(note.slug())?;
+    Some(declared(note).unwrap_or(path))
 }
 
 /// The key of the group of a note's copies, and the language its path marks.

@@ -18,6 +18,7 @@
 //! index never decides what exists (a hit whose note left the catalog is dropped); no
 //! HTTP types here.
 
+mod common;
 pub mod coverage;
 pub mod embed;
 pub mod grep;
@@ -110,6 +111,8 @@ pub struct SearchIndex {
     pub vectors: Arc<embed::Vectors>,
     /// Where the text of links comes from (`writer/links.rs`).
     links: parking_lot::RwLock<Arc<dyn Links>>,
+    /// Words' counts among the notes of one language (`common`).
+    group_counts: common::GroupCounts,
 }
 
 impl SearchIndex {
@@ -153,6 +156,7 @@ impl SearchIndex {
             worker: Mutex::new(None),
             coverage_cache: Mutex::new(None),
             grep_cache: Mutex::new(Default::default()),
+            group_counts: Default::default(),
             vectors: Arc::new(embed::Vectors::open(state_dir, embed_model)),
             links: parking_lot::RwLock::new(Arc::new(NoLinks)),
         });

@@ -12,12 +12,6 @@ use tantivy::{DocAddress, Term};
 use super::{query, SearchIndex};
 use crate::error::{Error, Result};
 
-/// A ranked word in more than this share of the notes is left out of a question with
-/// rarer words (see [`SearchIndex::prepare`]) ...
-pub const COMMON_SHARE: f64 = 0.20;
-/// ... and in more than this many notes (a small vault keeps every word).
-pub const COMMON_MIN: u64 = 2_000;
-
 /// A filter over note keys.
 type KeyFilter = Arc<dyn Fn(u64) -> bool + Send + Sync>;
 
@@ -150,95 +144,6 @@ impl SearchIndex {
         Ok(Hits { hits, matched })
     }
 
-    /// `parsed` as it will be searched: ranked words found in more than
-    /// [`COMMON_SHARE`] of the notes (and at least [`COMMON_MIN`]) are left out when the
-    /// query has rarer ranked words. They decide little (BM25 gives them little weight)
-    /// and walking their postings was most of the cost of a question: `the`-like words of
-    /// the vault (`file`, `command`, `using` in a corpus of command pages). What was left
-    /// out is in `reading.ignored`.
-    pub fn prepare(&self, parsed: &query::Parsed) -> query::Parsed {
-        let mut out = parsed.clone();
-        self.known_names(&mut out);
-        if out.ranked.len() < 2 {
-            return out;
-        }
-        let searcher = self.reader.searcher();
-        let f = &self.fields;
-        let docs = searcher.num_docs();
-        let threshold = ((docs as f64 * COMMON_SHARE) as u64).max(COMMON_MIN);
-        if docs <= threshold {
-            return out;
-        }
-        let df = |units: &[query::Unit]| {
-            units
-                .iter()
-                .map(|u| {
-                    let df = |text: &str| {
-                        searcher
-                            .doc_freq(&Term::from_field_text(f.body, text))
-                            .unwrap_or(0)
-                    };
-                    // A name found whole is as rare as its whole form (`.github`,
-                    // whose `github` may be everywhere).
-                    if let Some(n) = u
-                        .whole
-                        .as_deref()
-                        .map(|w| {
-                            searcher
-                                .doc_freq(&Term::from_field_text(f.names, w))
-                                .unwrap_or(0)
-                        })
-                        .filter(|n| *n > 0)
-                    {
-                        return n;
-                    }
-                    match (u.tokens.as_slice(), u.prefix) {
-                        // A word's notes are those of any of its forms: those of its
-                        // stem as a token or as a marked form, counted as their sum (an
-                        // upper bound of the union, without walking postings).
-                        ([t], false) => {
-                            let stem = super::tokenizer::stem(t);
-                            df(&stem) + df(&super::tokenizer::form_term(&stem))
-                        }
-                        _ => df(&u.tokens[0]),
-                    }
-                })
-                .max()
-                .unwrap_or(0)
-        };
-        let counts: Vec<u64> = out.ranked.iter().map(|alt| df(alt)).collect();
-        if counts.iter().all(|n| *n <= threshold) || counts.iter().all(|n| *n > threshold) {
-            return out;
-        }
-        let (rare, common): (Vec<_>, Vec<_>) = std::mem::take(&mut out.ranked)
-            .into_iter()
-            .zip(counts)
-            .partition(|(_, n)| *n <= threshold);
-        out.ranked = rare.into_iter().map(|(alt, _)| alt).collect();
-        for (alt, n) in common {
-            out.reading.ignored.push(query::Ignored {
-                text: alt
-                    .iter()
-                    .map(query::Unit::display)
-                    .collect::<Vec<_>>()
-                    .join(" OR "),
-                reason: format!(
-                    "very common: in {n} of {docs} notes (more than {:.0}%); rarer words decide",
-                    COMMON_SHARE * 100.0
-                ),
-            });
-            out.frequent.push(alt);
-        }
-        let frequent: Vec<&str> = out
-            .frequent
-            .iter()
-            .flat_map(|alt| alt.iter().flat_map(|u| u.tokens.iter().map(String::as_str)))
-            .collect();
-        out.pairs
-            .retain(|(a, b)| !frequent.contains(&a.as_str()) && !frequent.contains(&b.as_str()));
-        out
-    }
-
     /// Whether some note's path marks a language (on disk or in the overlay): only then
     /// can a page's copies be in the reader's order (`index::language`).
     pub fn has_copies(&self) -> bool {
@@ -267,7 +172,7 @@ impl SearchIndex {
     /// Leave out the whole forms of names no note holds (on disk or in the overlay): a
     /// name found whole outweighs its parts (see `query::build`), which only holds when
     /// some note has it.
-    fn known_names(&self, parsed: &mut query::Parsed) {
+    pub(super) fn known_names(&self, parsed: &mut query::Parsed) {
         let mut units: Vec<&mut query::Unit> = parsed
             .required
             .iter_mut()

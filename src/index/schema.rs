@@ -15,10 +15,10 @@ use super::{provenance, tokenizer};
 use crate::vault::note::{Note, Visibility};
 
 /// Bump when the schema or the tokenizer changes: an index of another version is rebuilt.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 pub(super) const VERSION_FILE: &str = "notevault-schema-version";
 
-/// The token of the `copies` field.
+/// The token of the `copies` field every copy holds (beside its language's code).
 pub(super) const MARKED: &str = "marked";
 
 /// The token every document's `links` field holds (see `schema`): never a query's (a
@@ -49,8 +49,9 @@ pub(super) struct Fields {
     pub(super) body: Field,
     /// What the links pointing at the note say of it (`vault::link_text`).
     pub(super) links: Field,
-    /// [`MARKED`] when the note's path marks a language (`index::language`): a vault
-    /// without such a note skips the reader's order.
+    /// [`MARKED`] and the copy's language code (`de`) when the note's path marks a
+    /// language (`index::language`): a vault without such a note skips the reader's
+    /// order; the codes tell which languages a query may be in (`index::common`).
     pub(super) copies: Field,
     /// Dotted, slashed and versioned words of the title and body, whole
     /// (`tokenizer::names`): searched only by a query word of that shape.
@@ -230,8 +231,9 @@ pub(super) fn document(f: &Fields, note: &Note, link_text: &str) -> TantivyDocum
         words(&mut doc, f.aliases, alias);
     }
     doc.add_text(f.path, note.slug());
-    if super::language::has_marker(note) {
+    if let Some(lang) = super::language::copy_language(note) {
         doc.add_text(f.copies, MARKED);
+        doc.add_text(f.copies, lang);
     }
     for tag in &note.tags {
         doc.add_text(f.tags, tag);
