@@ -382,6 +382,17 @@ async fn a_note_is_found_by_what_links_to_it_say() {
         !slugs(&body).contains(&"concepts/Pomodoro".to_string()),
         "{body}"
     );
+    // Found by its title, the note says `links` for the phrase the link text holds,
+    // not for one whose words it holds apart (each word alone is there).
+    for (phrase, links) in [("kitchen timer", true), ("timer kitchen", false)] {
+        let q = format!("title:pomodoro OR \"{phrase}\"");
+        let body = search(&s, &q, &format!("&min_seq={seq}")).await;
+        let results = body["results"].as_array().unwrap();
+        let pomodoro = results.iter().find(|r| r["slug"] == "concepts/Pomodoro");
+        let fields = &pomodoro.unwrap_or_else(|| panic!("{q}: {body}"))["matched_fields"];
+        let said = fields.as_array().unwrap().contains(&json!("links"));
+        assert_eq!(said, links, "{q}: {body}");
+    }
     // Another note links to it: its words count too.
     let seq = edit(
         "k2",
