@@ -305,3 +305,53 @@ impl SearchIndex {
 fn over(notes: u64) -> u64 {
     ((notes as f64 * COMMON_SHARE) as u64).max(COMMON_MIN)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::writer::tests::{note, until};
+
+    /// A vault whose every page is under a language folder (`en/`, `de/`, …): the largest
+    /// language is the main one. `quillstack` is in 2,080 of 3,660 notes through its
+    /// pages' translations and kept; `guide`, in every English page, is left out.
+    #[test]
+    fn the_largest_language_is_the_main_one_when_every_path_marks_one() {
+        let state = tempfile::tempdir().unwrap();
+        let vault = tempfile::tempdir().unwrap();
+        for lang in ["en", "de", "fr", "nl"] {
+            #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
+            std::fs::create_dir(vault.path().join(lang)).unwrap();
+        }
+        let mut notes = Vec::new();
+        for i in 0..2_100 {
+            let product = if i < 520 { " for Quillstack" } else { "" };
+            let rel = format!("en/p{i}.md");
+            let text = format!("# Page {i}\n\nA guide{product} to topic{i}.\n");
+            notes.push(note(vault.path(), &rel, &rel, &text));
+            for lang in ["de", "fr", "nl"].iter().filter(|_| i < 520) {
+                let rel = format!("{lang}/p{i}.md");
+                let text = format!("# {i}\n\nQuillstack topic{i}.\n");
+                notes.push(note(vault.path(), &rel, &rel, &text));
+            }
+        }
+        assert_eq!(notes.len(), 3_660);
+        let index = SearchIndex::open(state.path()).unwrap();
+        index.start(notes, 1);
+        until("the start-up sync", || index.state().synced_notes.is_some());
+
+        let parsed = query::parse("quillstack guide", query::Match::Any).unwrap();
+        let prepared = index.prepare(&parsed);
+        let words = |alts: &[Vec<query::Unit>]| -> Vec<String> {
+            alts.iter().flatten().map(query::Unit::display).collect()
+        };
+        assert_eq!(words(&prepared.ranked), ["quillstack"]);
+        assert_eq!(words(&prepared.frequent), ["guide"]);
+        let reason = &prepared.reading.ignored[0].reason;
+        assert!(
+            reason.contains("in 2100 of 3660 notes, 2100 of the 2100 notes in `en`"),
+            "{reason}"
+        );
+        // Cached: the same answer again.
+        assert_eq!(index.prepare(&parsed), prepared);
+    }
+}
