@@ -9,10 +9,14 @@
 //! copies, whose path marks no language, or the largest language's copies): a product's
 //! name or a command that every translation repeats is in many notes only because each
 //! page is there many times, and it may be the word that tells the reader's page apart.
-//! A question in another language keeps its words (they are rare there): it costs the
-//! walk of their postings, never a word that decides.
-//! Those counts are kept per segment (a segment never changes), so a common word is
-//! counted once, not at every search.
+//! There the share alone decides (the vault-wide count already passed [`COMMON_MIN`]):
+//! a main language of 1,800 pages in a vault of 10,000 notes still leaves its `the`s out.
+//! A word common in the vault but not in its main language counts as rare, and may leave
+//! the others out. A question in another language keeps its words (they are rare in the
+//! main one): it costs the walk of their postings, never a word that decides.
+//! Those counts are kept per segment (a segment's postings never change; like
+//! `doc_freq`, they count notes deleted since), so a common word is counted once, not at
+//! every search.
 //!
 //! Invariant: only ranked words are ever left out, never all of them, and what was left
 //! out is in `reading.ignored` and `frequent`.
@@ -181,7 +185,7 @@ impl SearchIndex {
                     return Some(everywhere);
                 };
                 let among = self.notes_of(alt, &|t| self.group_counts.count(&searcher, group, t));
-                (among > over(size))
+                (among as f64 > size as f64 * COMMON_SHARE)
                     .then(|| format!("{everywhere}, {among} of {}", group.describe(size)))
             })
             .collect();
@@ -225,14 +229,11 @@ impl SearchIndex {
         alt.iter()
             .map(|u| {
                 // A name found whole is as rare as its whole form (`.github`, whose
-                // `github` may be everywhere).
-                if let Some(n) = u
-                    .whole
-                    .as_deref()
-                    .map(|w| count(&Term::from_field_text(f.names, w)))
-                    .filter(|n| *n > 0)
-                {
-                    return n;
+                // `github` may be everywhere). `known_names` kept only names some note
+                // holds: none of them here (in the overlay only, or not in the group)
+                // is rare, not unknown.
+                if let Some(w) = u.whole.as_deref() {
+                    return count(&Term::from_field_text(f.names, w));
                 }
                 match (u.tokens.as_slice(), u.prefix) {
                     // A word's notes are those of any of its forms: those of its stem as
@@ -274,7 +275,13 @@ impl SearchIndex {
         if marked == 0 {
             return None;
         }
-        let mut group = (Group::Source, searcher.num_docs().saturating_sub(marked));
+        // Notes deleted since a merge counted everywhere, as `doc_freq` counts them.
+        let all: u64 = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| u64::from(s.max_doc()))
+            .sum();
+        let mut group = (Group::Source, all.saturating_sub(marked));
         let mut seen: Vec<&'static str> = Vec::new();
         for seg in searcher.segment_readers() {
             let Ok(index) = seg.inverted_index(self.fields.copies) else {
@@ -301,7 +308,7 @@ impl SearchIndex {
     }
 }
 
-/// The count above which a word is common among `notes` notes.
+/// The count above which a word is common in a vault of `notes` notes.
 fn over(notes: u64) -> u64 {
     ((notes as f64 * COMMON_SHARE) as u64).max(COMMON_MIN)
 }
@@ -312,44 +319,57 @@ mod tests {
     use crate::index::writer::tests::{note, until};
 
     /// A vault whose every page is under a language folder (`en/`, `de/`, …): the largest
-    /// language is the main one. `quillstack` is in 2,080 of 3,660 notes through its
-    /// pages' translations and kept; `guide`, in every English page, is left out.
+    /// language is the main one. `quillstack` is in 2,050 of 3,740 notes through its
+    /// pages' translations, in 410 of the 2,100 English ones (under a fifth): kept.
+    /// `widget` is in 520 English pages and their copies: a fifth of the English notes,
+    /// left out, though fewer than 2,000 of them. `guide`, in every English page, too.
     #[test]
     fn the_largest_language_is_the_main_one_when_every_path_marks_one() {
         let state = tempfile::tempdir().unwrap();
         let vault = tempfile::tempdir().unwrap();
-        for lang in ["en", "de", "fr", "nl"] {
+        let langs = ["de", "fr", "nl", "da"];
+        for lang in langs.iter().chain(&["en"]) {
             #[allow(clippy::disallowed_methods, reason = "a test's own temp folder")]
             std::fs::create_dir(vault.path().join(lang)).unwrap();
         }
         let mut notes = Vec::new();
         for i in 0..2_100 {
-            let product = if i < 520 { " for Quillstack" } else { "" };
+            let product = if i < 410 { "Quillstack" } else { "" };
+            let widget = if i < 520 { "widget" } else { "" };
             let rel = format!("en/p{i}.md");
-            let text = format!("# Page {i}\n\nA guide{product} to topic{i}.\n");
+            let text = format!("# Page {i}\n\nA guide to {product} {widget} topic{i}.\n");
             notes.push(note(vault.path(), &rel, &rel, &text));
-            for lang in ["de", "fr", "nl"].iter().filter(|_| i < 520) {
+            for lang in langs.iter().filter(|_| i < 520) {
                 let rel = format!("{lang}/p{i}.md");
-                let text = format!("# {i}\n\nQuillstack topic{i}.\n");
+                let text = format!("# {i}\n\n{product} {widget} topic{i}.\n");
                 notes.push(note(vault.path(), &rel, &rel, &text));
             }
         }
-        assert_eq!(notes.len(), 3_660);
+        assert_eq!(notes.len(), 4_180);
         let index = SearchIndex::open(state.path()).unwrap();
         index.start(notes, 1);
         until("the start-up sync", || index.state().synced_notes.is_some());
 
-        let parsed = query::parse("quillstack guide", query::Match::Any).unwrap();
+        let parsed = query::parse("quillstack widget guide", query::Match::Any).unwrap();
         let prepared = index.prepare(&parsed);
         let words = |alts: &[Vec<query::Unit>]| -> Vec<String> {
             alts.iter().flatten().map(query::Unit::display).collect()
         };
         assert_eq!(words(&prepared.ranked), ["quillstack"]);
-        assert_eq!(words(&prepared.frequent), ["guide"]);
-        let reason = &prepared.reading.ignored[0].reason;
+        assert_eq!(words(&prepared.frequent), ["widget", "guide"]);
+        let reasons: Vec<&str> = prepared
+            .reading
+            .ignored
+            .iter()
+            .map(|i| i.reason.as_str())
+            .collect();
         assert!(
-            reason.contains("in 2100 of 3660 notes, 2100 of the 2100 notes in `en`"),
-            "{reason}"
+            reasons[0].contains("in 2600 of 4180 notes, 520 of the 2100 notes in `en`"),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons[1].contains("in 2100 of 4180 notes, 2100 of the 2100 notes in `en`"),
+            "{reasons:?}"
         );
         // Cached: the same answer again.
         assert_eq!(index.prepare(&parsed), prepared);

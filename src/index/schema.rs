@@ -51,7 +51,7 @@ pub(super) struct Fields {
     pub(super) links: Field,
     /// [`MARKED`] and the copy's language code (`de`) when the note's path marks a
     /// language (`index::language`): a vault without such a note skips the reader's
-    /// order; the codes tell which languages a query may be in (`index::common`).
+    /// order; the codes tell the vault's largest language (`index::common`).
     pub(super) copies: Field,
     /// Dotted, slashed and versioned words of the title and body, whole
     /// (`tokenizer::names`): searched only by a query word of that shape.
