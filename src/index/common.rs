@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 use tantivy::index::SegmentId;
-use tantivy::schema::IndexRecordOption;
+use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocSet, Searcher, SegmentReader, Term, TERMINATED};
 
 use super::schema::MARKED;
@@ -50,7 +50,7 @@ enum Group {
 }
 
 /// A group and how many notes it has.
-type Sized = (Group, u64);
+type GroupSize = (Group, u64);
 
 impl Group {
     fn describe(self, size: u64) -> String {
@@ -66,12 +66,12 @@ impl Group {
 #[derive(Default)]
 pub(crate) struct GroupCounts {
     counts: Mutex<HashMap<(SegmentId, Group, Term), u64>>,
-    group: Mutex<Option<(u64, Option<Sized>)>>,
+    group: Mutex<Option<(u64, Option<GroupSize>)>>,
 }
 
 impl GroupCounts {
-    /// How many notes of `group` on disk hold `term`.
-    fn count(&self, searcher: &Searcher, group: Group, term: &Term) -> u64 {
+    /// How many notes of `group` on disk hold `term` (`copies`: the field of languages).
+    fn count(&self, searcher: &Searcher, copies: Field, group: Group, term: &Term) -> u64 {
         let mut total = 0;
         for seg in searcher.segment_readers() {
             let key = (seg.segment_id(), group, term.clone());
@@ -79,7 +79,7 @@ impl GroupCounts {
                 total += n;
                 continue;
             }
-            let n = in_group(seg, group, term).unwrap_or(0);
+            let n = in_group(seg, copies, group, term).unwrap_or(0);
             let mut map = self.counts.lock();
             if map.len() >= KEPT_COUNTS {
                 let live: Vec<SegmentId> = searcher
@@ -100,16 +100,13 @@ impl GroupCounts {
 }
 
 /// The notes of `seg` in `group` that hold `term` (deleted ones too, as `doc_freq`).
-fn in_group(seg: &SegmentReader, group: Group, term: &Term) -> tantivy::Result<u64> {
-    let copies = |text: &str| {
-        let field = seg.schema().get_field("copies")?;
-        Ok::<_, tantivy::TantivyError>(Term::from_field_text(field, text))
-    };
+fn in_group(seg: &SegmentReader, copies: Field, group: Group, term: &Term) -> tantivy::Result<u64> {
     match group {
-        Group::Lang(l) => both(seg, term, &copies(l)?),
+        Group::Lang(l) => both(seg, term, &Term::from_field_text(copies, l)),
         Group::Source => {
             let all = u64::from(seg.inverted_index(term.field())?.doc_freq(term)?);
-            Ok(all.saturating_sub(both(seg, term, &copies(MARKED)?)?))
+            let marked = Term::from_field_text(copies, MARKED);
+            Ok(all.saturating_sub(both(seg, term, &marked)?))
         }
     }
 }
@@ -184,7 +181,10 @@ impl SearchIndex {
                 let Some((group, size)) = group else {
                     return Some(everywhere);
                 };
-                let among = self.notes_of(alt, &|t| self.group_counts.count(&searcher, group, t));
+                let copies = self.fields.copies;
+                let among = self.notes_of(alt, &|t| {
+                    self.group_counts.count(&searcher, copies, group, t)
+                });
                 (among as f64 > size as f64 * COMMON_SHARE)
                     .then(|| format!("{everywhere}, {among} of {}", group.describe(size)))
             })
@@ -256,7 +256,7 @@ impl SearchIndex {
     /// Not the query's language: whatlang misreads short questions (`list files`), and
     /// detecting it cost more than the search it would spare. Kept per searcher
     /// generation: the languages' counts change only when the index does.
-    fn reading_group(&self, searcher: &Searcher) -> Option<Sized> {
+    fn reading_group(&self, searcher: &Searcher) -> Option<GroupSize> {
         let generation = searcher.generation().generation_id();
         if let Some((seen, group)) = *self.group_counts.group.lock() {
             if seen == generation {
@@ -269,7 +269,7 @@ impl SearchIndex {
     }
 
     /// [`reading_group`](Self::reading_group), counted afresh.
-    fn main_language(&self, searcher: &Searcher) -> Option<Sized> {
+    fn main_language(&self, searcher: &Searcher) -> Option<GroupSize> {
         let copies = |t: &str| Term::from_field_text(self.fields.copies, t);
         let marked = searcher.doc_freq(&copies(MARKED)).unwrap_or(0);
         if marked == 0 {
