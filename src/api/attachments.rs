@@ -15,6 +15,7 @@ use crate::state::State;
 use crate::writes;
 
 // One file per part of the surface; `openapi.rs` names the handlers by these paths.
+mod digest;
 pub(crate) mod download;
 pub(crate) mod export_link;
 pub(crate) mod listing;

@@ -33,7 +33,7 @@ async fn put(blobs: &dyn BlobStore, vault: &str, ciphertext: &str) -> Result<()>
     let bytes = STANDARD
         .decode(ciphertext)
         .map_err(|_| Error::invalid_field("content_base64", "is not valid standard base64"))?;
-    let mut upload = HashedUpload::new(blobs.begin(vault));
+    let mut upload = HashedUpload::new(blobs.begin(vault, None));
     upload.write(bytes.into()).await?;
     upload.finish().await.map(drop)
 }

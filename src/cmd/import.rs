@@ -280,7 +280,7 @@ fn upload(
         .metadata()
         .map_or(0, |m| m.len())
         .clamp(1, MULTIPART as u64) as usize;
-    let mut upload = HashedUpload::new(blobs.begin(vault));
+    let mut upload = HashedUpload::new(blobs.begin(vault, None));
     loop {
         let mut chunk = vec![0u8; part];
         let n = f

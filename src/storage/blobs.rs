@@ -5,11 +5,13 @@
 //! Bytes are content-addressed: `<prefix>/vaults/<vault_id>/blobs/<sha256>`, so a
 //! rename, a move or a delete changes rows only, and the same bytes uploaded twice are
 //! one object. An upload up to [`MULTIPART_ABOVE`] is one `PUT` to its sha256 once the
-//! caller has hashed it; a larger one is a multipart upload to
-//! `<prefix>/vaults/<vault_id>/uploads/<id>` (beside a marker naming it, so the parts of
-//! one cut off by a crash can be aborted), then copied to its sha256. An upload cut off
-//! is never a visible blob. An export archive goes up the same way to
-//! `<prefix>/vaults/<vault_id>/exports/<name>`. [`BlobStore::inventory`] and
+//! caller has hashed it; a larger one is a multipart upload, with a marker
+//! `<prefix>/vaults/<vault_id>/uploads/<id>.multipart` naming it while it is under way (so
+//! the parts of one cut off by a crash can be aborted). Its key is the blob itself when
+//! the sha256 is known up front (the client declared it; the caller checks the bytes
+//! against it before [`BlobUpload::finish`]), else `uploads/<id>`, copied to its sha256
+//! at the end. An upload cut off is never a visible blob. An export archive goes straight
+//! to `<prefix>/vaults/<vault_id>/exports/<name>`. [`BlobStore::inventory`] and
 //! [`BlobStore::sweep`] serve the collector (`hosted::collect`).
 //!
 //! What a caller may count on: every failure is an `Error` with `BLOB_STORE_UNAVAILABLE`
@@ -51,7 +53,9 @@ pub const RETRY_AFTER_SECONDS: u64 = 2;
 /// A vault's attachment bytes.
 pub trait BlobStore: Send + Sync {
     /// Start an upload for `vault`; its bytes are visible only once it is finished.
-    fn begin(&self, vault: &str) -> Box<dyn BlobUpload>;
+    /// `declared`: the sha256 (hex) its bytes are said to have; it can only be finished
+    /// as that blob.
+    fn begin(&self, vault: &str, declared: Option<&str>) -> Box<dyn BlobUpload>;
 
     /// Start an upload of the export archive `name` of `vault` (`exports/<name>`): the
     /// same machinery as [`begin`](Self::begin), its object named up front (`finish`'s
@@ -126,7 +130,8 @@ pub enum StoredKind {
     Blob,
     /// A multipart upload's result not yet copied to its sha256.
     Staged,
-    /// The marker of a multipart upload under way (its id inside).
+    /// The marker of a multipart upload under way (its id inside, then its key when that
+    /// is not the staged object beside the marker).
     Multipart,
     /// An export archive (`exports/<name>`): no row names it; it goes once its link
     /// cannot be used any more.
@@ -213,7 +218,8 @@ impl S3Blobs {
         self.path_of(&format!("vaults/{vault}/{kind}/{name}"))
     }
 
-    /// An upload to the blob of its sha256 (`target` `None`), or to `target`.
+    /// An upload to the blob of its sha256 (`target` `None`), or to `target`, which a
+    /// multipart upload then goes to directly.
     fn upload(&self, vault: &str, target: Option<Path>) -> Box<dyn BlobUpload> {
         let staging = self.path(vault, "uploads", &uuid::Uuid::now_v7().to_string());
         let blobs = self.path(vault, "blobs", "");
@@ -275,8 +281,8 @@ impl S3Blobs {
 }
 
 impl BlobStore for S3Blobs {
-    fn begin(&self, vault: &str) -> Box<dyn BlobUpload> {
-        self.upload(vault, None)
+    fn begin(&self, vault: &str, declared: Option<&str>) -> Box<dyn BlobUpload> {
+        self.upload(vault, declared.map(|sha| self.path(vault, "blobs", sha)))
     }
 
     fn begin_export(&self, vault: &str, name: &str) -> Box<dyn BlobUpload> {
@@ -411,7 +417,7 @@ impl BlobStore for S3Blobs {
                 return Ok(false);
             }
             if item.kind == StoredKind::Multipart {
-                let id = self
+                let text = self
                     .store
                     .get(&path)
                     .await
@@ -419,9 +425,18 @@ impl BlobStore for S3Blobs {
                     .bytes()
                     .await
                     .map_err(|e| blob_error(&self.url, e))?;
+                let text = String::from_utf8_lossy(&text).into_owned();
                 let staging = self.path(vault, dir, item.name.trim_end_matches(MARKER));
-                let id = String::from_utf8_lossy(&id).into_owned();
-                match self.store.abort_multipart(&staging, &id).await {
+                // A key of another vault's (or outside the prefix) is never touched.
+                let own = self.path_of(&format!("vaults/{vault}"));
+                let (id, key) = match text.split_once('\n') {
+                    Some((id, key)) if Path::from(key).prefix_matches(&own) => {
+                        (id, Path::from(key))
+                    }
+                    Some((id, _)) => (id, staging),
+                    None => (text.as_str(), staging),
+                };
+                match self.store.abort_multipart(&key, &id.to_string()).await {
                     // Finished or aborted already: nothing of it is left to abort.
                     Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                     Err(e) => return Err(blob_error(&self.url, e)),
@@ -438,10 +453,13 @@ impl BlobStore for S3Blobs {
 
 struct S3Upload {
     store: Arc<AmazonS3>,
+    /// `uploads/<id>`: the marker's name, and a multipart upload's key when there is no
+    /// `target`.
     staging: Path,
     /// `.../blobs/` (the sha256 is appended when known).
     blobs: Path,
-    /// Where the bytes go instead of their sha256 (an export archive).
+    /// Where the bytes go, when known up front (an export archive, a declared sha256's
+    /// blob): a multipart upload goes there directly.
     target: Option<Path>,
     url: String,
     bucket_seen: Arc<AtomicBool>,
@@ -454,6 +472,8 @@ struct S3Upload {
 }
 
 struct Multipart {
+    /// Where the parts go: `target`, else `staging`.
+    key: Path,
     id: MultipartId,
     in_flight: VecDeque<tokio::task::JoinHandle<object_store::Result<PartId>>>,
     sent: Vec<PartId>,
@@ -467,16 +487,22 @@ impl S3Upload {
     /// marker, so a crash's parts can be aborted by the collector) on the first.
     async fn send(&mut self, part: Bytes) -> Result<()> {
         if self.multipart.is_none() {
+            let key = self.target.clone().unwrap_or_else(|| self.staging.clone());
             let id = self
                 .store
-                .create_multipart(&self.staging)
+                .create_multipart(&key)
                 .await
                 .map_err(|e| blob_error(&self.url, e))?;
+            let named = match &self.target {
+                Some(target) => format!("{id}\n{target}"),
+                None => id.clone(),
+            };
             self.store
-                .put(&marker(&self.staging), PutPayload::from(id.clone()))
+                .put(&marker(&self.staging), PutPayload::from(named))
                 .await
                 .map_err(|e| blob_error(&self.url, e))?;
             self.multipart = Some(Multipart {
+                key,
                 id,
                 in_flight: VecDeque::new(),
                 sent: Vec::new(),
@@ -491,7 +517,7 @@ impl S3Upload {
         }
         let (store, path, id) = (
             self.store.clone(),
-            self.staging.clone(),
+            multipart.key.clone(),
             multipart.id.clone(),
         );
         let index = multipart.sent.len() + multipart.in_flight.len();
@@ -552,9 +578,20 @@ impl BlobUpload for S3Upload {
 
     fn finish<'a>(mut self: Box<Self>, sha256: &'a str) -> BoxFuture<'a, Result<()>> {
         async move {
+            let blob = Path::from(format!("{}/{sha256}", self.blobs.as_ref()));
             let target = match &self.target {
+                // A blob named up front holds exactly the bytes of its name: bytes of
+                // another hash are never completed there (dropped, the upload aborts).
+                Some(target) if target.prefix_matches(&self.blobs) => {
+                    if *target != blob {
+                        return Err(Error::internal(format!(
+                            "an upload declared as {target} hashed to {sha256}"
+                        )));
+                    }
+                    target.clone()
+                }
                 Some(target) => target.clone(),
-                None => Path::from(format!("{}/{sha256}", self.blobs.as_ref())),
+                None => blob,
             };
             let rest = std::mem::take(&mut self.buffer).freeze();
             let Some(_) = &self.multipart else {
@@ -577,10 +614,14 @@ impl BlobUpload for S3Upload {
             }
             let parts = std::mem::take(&mut multipart.sent);
             self.store
-                .complete_multipart(&self.staging, &multipart.id, parts)
+                .complete_multipart(&multipart.key, &multipart.id, parts)
                 .await
                 .map_err(|e| blob_error(&self.url, e))?;
             self.finished = true;
+            if multipart.key == target {
+                let _ = self.store.delete(&marker(&self.staging)).await;
+                return Ok(());
+            }
             let copied = self.store.copy(&self.staging, &target).await;
             // The staged object and the marker go either way; a copy that failed is
             // retried whole (and what is left, the collector takes).
@@ -606,7 +647,11 @@ impl Drop for S3Upload {
             for task in multipart.in_flight {
                 task.abort();
             }
-            if store.abort_multipart(&staging, &multipart.id).await.is_ok() {
+            if store
+                .abort_multipart(&multipart.key, &multipart.id)
+                .await
+                .is_ok()
+            {
                 let _ = store.delete(&marker(&staging)).await;
             }
         });

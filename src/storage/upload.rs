@@ -41,6 +41,11 @@ impl HashedUpload {
         self.upload.write(chunk).await
     }
 
+    /// The SHA-256 (hex) of what went up so far.
+    pub fn sha256(&self) -> String {
+        crate::vault::observe::hex(&self.hasher.clone().finalize())
+    }
+
     /// Finish with the hash of what was written: the bytes become the blob of that
     /// sha256 (or the export the upload was begun for).
     pub async fn finish(self) -> Result<Uploaded> {

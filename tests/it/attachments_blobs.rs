@@ -305,8 +305,9 @@ async fn each_failure_of_the_store_answers_its_envelope_and_notes_keep_working()
 
 /// What a crashed instance leaves of a large upload: a multipart upload with a part
 /// sent, its marker beside it (as `storage::blobs` writes them), made with the same
-/// client crate against the same server.
-async fn leave_a_multipart_upload(s: &TestServer, vault: &str) {
+/// client crate against the same server. `direct`: the upload's key is the blob `direct`
+/// names (a declared digest's), the marker's second line.
+async fn leave_a_multipart_upload(s: &TestServer, vault: &str, direct: Option<&str>) {
     use object_store::multipart::MultipartStore;
     use object_store::ObjectStore;
     let s3 = s.hosted().s3.as_ref().unwrap();
@@ -324,13 +325,21 @@ async fn leave_a_multipart_upload(s: &TestServer, vault: &str) {
         "tests/vaults/{vault}/uploads/{}",
         uuid::Uuid::now_v7()
     ));
-    let id = store.create_multipart(&staging).await.unwrap();
+    let key = match direct {
+        Some(sha) => object_store::path::Path::from(format!("tests/vaults/{vault}/blobs/{sha}")),
+        None => staging.clone(),
+    };
+    let id = store.create_multipart(&key).await.unwrap();
     store
-        .put_part(&staging, &id, 0, vec![7u8; 64 * 1024].into())
+        .put_part(&key, &id, 0, vec![7u8; 64 * 1024].into())
         .await
         .unwrap();
     let marker = object_store::path::Path::from(format!("{staging}.multipart"));
-    store.put(&marker, id.clone().into()).await.unwrap();
+    let named = match direct {
+        Some(_) => format!("{id}\n{key}"),
+        None => id.clone(),
+    };
+    store.put(&marker, named.into()).await.unwrap();
 }
 
 /// Bytes no row names (a stray blob, a deleted vault's), a crashed upload's parts and
@@ -364,8 +373,10 @@ async fn the_collector_takes_unreferenced_blobs_and_cut_off_uploads_only() {
         #[allow(clippy::disallowed_methods)] // the S3 server's folder, not a vault
         std::fs::write(dir.join(name), b"stray").unwrap();
     }
-    leave_a_multipart_upload(&s, &vault).await;
-    assert!(!s3.pending_parts().is_empty(), "the crash's part is there");
+    leave_a_multipart_upload(&s, &vault, None).await;
+    let crashed = sha(b"crashed");
+    leave_a_multipart_upload(&s, &vault, Some(&crashed)).await;
+    assert_eq!(s3.pending_parts().len(), 2, "the crashes' parts are there");
 
     let limit = std::time::Duration::from_secs(grace * 10);
     common::eventually_within(limit, "the unreferenced objects are collected", || async {
@@ -374,7 +385,7 @@ async fn the_collector_takes_unreferenced_blobs_and_cut_off_uploads_only() {
         parts.is_empty()
             && !objects
                 .iter()
-                .any(|o| o.contains(&stray) || o.contains("/uploads/"))
+                .any(|o| o.contains(&stray) || o.contains(&crashed) || o.contains("/uploads/"))
     })
     .await;
     let objects = s3.objects();

@@ -13,6 +13,7 @@ mod common;
 
 mod attachments;
 mod attachments_blobs;
+mod attachments_digest;
 mod attachments_faults;
 mod attachments_local;
 mod attachments_presign_store;

@@ -24,10 +24,16 @@ pub(super) struct Staged {
     sink: Sink,
     size: u64,
     head: Vec<u8>,
+    /// The SHA-256 the client declared (`Content-Digest`), checked at the end.
+    declared: Option<String>,
 }
 
 impl Staged {
-    pub(super) fn open(state: &State, folder: Option<&str>) -> Result<Self, Error> {
+    pub(super) fn open(
+        state: &State,
+        folder: Option<&str>,
+        declared: Option<String>,
+    ) -> Result<Self, Error> {
         if let Some(shared) = &state.shared {
             let blobs = shared.blobs.as_ref().ok_or_else(|| {
                 Error::new(
@@ -37,9 +43,12 @@ impl Staged {
             })?;
             return Ok(Self {
                 temp: std::path::PathBuf::new(),
-                sink: Sink::Blob(HashedUpload::new(blobs.begin(&state.vault_id))),
+                sink: Sink::Blob(HashedUpload::new(
+                    blobs.begin(&state.vault_id, declared.as_deref()),
+                )),
                 size: 0,
                 head: Vec::new(),
+                declared,
             });
         }
         // In the target folder when it exists (the rename stays in one folder), else at
@@ -63,6 +72,7 @@ impl Staged {
             sink: Sink::File(TempWriter::start(file)),
             size: 0,
             head: Vec::new(),
+            declared,
         })
     }
 
@@ -82,10 +92,19 @@ impl Staged {
     }
 
     pub(super) async fn finish(self) -> Result<(std::path::PathBuf, String, u64, Vec<u8>), Error> {
+        let declared = self.declared.as_deref();
         let sha = match self.sink {
-            Sink::File(writer) => hex(&writer.finish().await?),
-            // The bytes become the blob of their sha256 (one object per distinct bytes).
-            Sink::Blob(upload) => upload.finish().await?.sha256,
+            Sink::File(writer) => {
+                let sha = hex(&writer.finish().await?);
+                super::digest::check(declared, &sha)?;
+                sha
+            }
+            // The bytes become the blob of their sha256 (one object per distinct bytes);
+            // checked first, so bytes that are not what was declared never become one.
+            Sink::Blob(upload) => {
+                super::digest::check(declared, &upload.sha256())?;
+                upload.finish().await?.sha256
+            }
         };
         Ok((self.temp, sha, self.size, self.head))
     }

@@ -26,11 +26,11 @@ use crate::state::State;
     params(
         ("Idempotency-Key" = String, Header, description = "One value per distinct upload."),
     ),
-    request_body(content_type = "multipart/form-data", description = "`file` (one file part), optional `folder` (vault-relative; default: Obsidian's attachment folder, else the root) and `agent_id`."),
+    request_body(content_type = "multipart/form-data", description = "`file` (one file part; its part header `Content-Digest: sha-256=:<base64>:`, optional, is checked against the bytes), optional `folder` (vault-relative; default: Obsidian's attachment folder, else the root) and `agent_id`."),
     responses(
         (status = 201, description = "Stored and recorded.", body = AttachmentReceipt),
         (status = 200, description = "A replay, or the same bytes already at that path.", body = AttachmentReceipt),
-        (status = 400, description = "No file part, two file parts, an unsafe name or folder, an empty file.", body = ErrorEnvelope),
+        (status = 400, description = "No file part, two file parts, an unsafe name or folder, an empty file, bytes that do not match the part's `Content-Digest`.", body = ErrorEnvelope),
         (status = 409, description = "A file of that name exists (`NAME_COLLISION`).", body = ErrorEnvelope),
         (status = 413, description = "Over the byte cap.", body = ErrorEnvelope),
         (status = 415, description = "A type not allowed, or one the bytes contradict.", body = ErrorEnvelope),
@@ -84,7 +84,10 @@ pub async fn upload(state: Arc<State>, parts: Parts, body: Body) -> ApiResult<Re
                 let folder_now = folder.clone().unwrap_or_else(|| default_folder(&state));
                 // The name and folder are checked before a byte is stored.
                 target_path(&state, &folder_now, &file_name)?;
-                let mut staged = Staged::open(&state, Some(&folder_now))?;
+                // The part's own `Content-Digest` (the request's would cover the whole
+                // multipart body).
+                let digest = super::digest::declared_sha256(field.headers())?;
+                let mut staged = Staged::open(&state, Some(&folder_now), digest)?;
                 guard.0 = Some(staged.temp.clone());
                 loop {
                     let chunk = tokio::time::timeout_at(deadline, field.chunk())
@@ -182,11 +185,12 @@ fn multipart_error(e: multer::Error) -> Error {
         ("expires" = Option<i64>, Query, description = "Presigned link: its expiry (Unix seconds)."),
         ("nonce" = Option<String>, Query, description = "Presigned link: its one-time nonce."),
         ("signature" = Option<String>, Query, description = "Presigned link: its signature."),
+        ("Content-Digest" = Option<String>, Header, description = "RFC 9530 `sha-256=:<base64>:`: the bytes are refused (nothing stored) unless they hash to it; a hosted vault stores a large upload straight under its content address."),
     ),
     request_body(content_type = "application/octet-stream", description = "The file's bytes."),
     responses(
         (status = 201, description = "Stored and recorded.", body = AttachmentReceipt),
-        (status = 400, description = "Bad parameter, no `Idempotency-Key`, an empty body.", body = ErrorEnvelope),
+        (status = 400, description = "Bad parameter, no `Idempotency-Key`, an empty body, a malformed `Content-Digest` or bytes that do not match it.", body = ErrorEnvelope),
         (status = 401, description = "A tampered, expired or used link.", body = ErrorEnvelope),
         (status = 409, description = "A file exists at that path.", body = ErrorEnvelope),
         (status = 413, description = "Over the byte cap.", body = ErrorEnvelope),
@@ -211,7 +215,8 @@ pub async fn put(
     check_declared_length(&parts.headers, cap, 0)?;
     let (folder, file_name) = crate::vault::path::split_path(&path);
     let path = target_path(&state, folder, file_name)?;
-    let mut staged = Staged::open(&state, Some(folder))?;
+    let declared = super::digest::declared_sha256(&parts.headers)?;
+    let mut staged = Staged::open(&state, Some(folder), declared)?;
     let mut guard = TempGuard(Some(staged.temp.clone()));
     let mut stream = body.into_data_stream();
     let deadline = tokio::time::Instant::now()
