@@ -17,6 +17,8 @@ pub mod local;
 pub mod metadata;
 pub mod presign;
 pub mod rows;
+mod s3_errors;
+mod s3_upload;
 pub mod upload;
 
 use std::path::Path;

@@ -4,10 +4,20 @@
 //! what was written.
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use sha2::Digest;
 
-use super::blobs::BlobUpload;
 use crate::error::Result;
+
+/// An upload under way. Dropped unfinished, it is aborted.
+pub trait BlobUpload: Send {
+    /// Add the next bytes.
+    fn write(&mut self, chunk: Bytes) -> BoxFuture<'_, Result<()>>;
+
+    /// Finish: the bytes become the blob `sha256` (the hash of what was written, which
+    /// the caller computed while streaming), or the export the upload was begun for.
+    fn finish<'a>(self: Box<Self>, sha256: &'a str) -> BoxFuture<'a, Result<()>>;
+}
 
 /// An upload under way with the hash and size of what went up so far. Dropped
 /// unfinished, it is aborted (as its [`BlobUpload`] is).

@@ -202,3 +202,63 @@ async fn a_declared_digest_is_checked_and_a_mismatch_stores_nothing(mode: Mode) 
         assert_eq!(std::fs::read(s.vault.join("big.png")).unwrap(), big);
     }
 }
+
+/// Hosted, a declared digest sends a large upload straight to its blob: while the body
+/// is still arriving, the upload's marker names `blobs/<sha256>` as its key (not a staged
+/// object), and once it is applied nothing staged is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_large_upload_goes_straight_to_its_blob() {
+    let Some(s) = crate::attachments_blobs::hosted(|_| {}).await else {
+        return;
+    };
+    let vault = s.hosted().vault_id.clone();
+    let big = png(8, notevault::storage::blobs::MULTIPART_ABOVE * 2);
+    let half = notevault::storage::blobs::MULTIPART_ABOVE + 1024 * 1024;
+    let addr = s.base.strip_prefix("http://").unwrap().to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "PUT /v1/attachments/streamed.png HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nIdempotency-Key: streamed-1\r\nContent-Type: image/png\r\nContent-Digest: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        common::hosted::TOKEN,
+        digest(&big),
+        big.len()
+    )
+    .unwrap();
+    conn.write_all(&big[..half]).unwrap();
+    let uploads = s
+        .hosted()
+        .s3
+        .as_ref()
+        .unwrap()
+        .dir
+        .path()
+        .join(common::s3::BUCKET)
+        .join(format!("tests/vaults/{vault}/uploads"));
+    let marker = || -> Option<String> {
+        let entry = std::fs::read_dir(&uploads)
+            .ok()?
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".multipart"))?;
+        std::fs::read_to_string(entry.path()).ok()
+    };
+    common::eventually("the upload's marker is written", || async {
+        marker().is_some()
+    })
+    .await;
+    let text = marker().unwrap();
+    let blob = format!("tests/vaults/{vault}/blobs/{}", sha(&big));
+    assert_eq!(text.lines().nth(1), Some(blob.as_str()), "{text}");
+
+    conn.write_all(&big[half..]).unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let objects = kept(&s);
+    assert!(objects.contains(&blob), "{objects:?}");
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o.contains("/uploads/") || o.starts_with(".upload_id-")),
+        "{objects:?}"
+    );
+}

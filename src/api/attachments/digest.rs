@@ -16,10 +16,16 @@ const FIELD: &str = "Content-Digest";
 pub(super) fn declared_sha256(headers: &HeaderMap) -> Result<Option<String>, Error> {
     let mut values = Vec::new();
     for value in headers.get_all(FIELD) {
-        let text = value
-            .to_str()
-            .map_err(|_| Error::invalid_field(FIELD, "is not visible ASCII"))?;
-        values.push(text);
+        let text = value.to_str().map_err(|_| {
+            Error::invalid_field(
+                FIELD,
+                "is not visible ASCII; send `sha-256=:<base64 of the 32-byte hash>:`",
+            )
+        })?;
+        // An empty field line adds no member.
+        if !text.trim().is_empty() {
+            values.push(text);
+        }
     }
     if values.is_empty() {
         return Ok(None);
@@ -64,7 +70,7 @@ pub(super) fn check(declared: Option<&str>, received: &str) -> Result<(), Error>
     match declared {
         Some(declared) if declared != received => Err(Error::invalid_field(
             FIELD,
-            format!("declares sha-256 {declared}, but the bytes received hash to {received}: nothing was stored; retry the upload with the whole file, or without Content-Digest"),
+            format!("declares sha-256 {declared}, but the bytes received hash to {received}: nothing was stored; send the whole file again (through a presigned link: with a new link from POST /v1/attachments:presign), or without Content-Digest"),
         )),
         _ => Ok(()),
     }
@@ -91,6 +97,7 @@ mod tests {
             vec![format!("sha-256=:{want}:")],
             vec![format!("sha-512=:AAAA:, sha-256=:{want}:")],
             vec!["sha-512=:AAAA:".to_string(), format!("sha-256=:{want}:")],
+            vec![String::new(), format!("sha-256=:{want}:")],
         ] {
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
             assert_eq!(

@@ -30,7 +30,7 @@ use crate::state::State;
     responses(
         (status = 201, description = "Stored and recorded.", body = AttachmentReceipt),
         (status = 200, description = "A replay, or the same bytes already at that path.", body = AttachmentReceipt),
-        (status = 400, description = "No file part, two file parts, an unsafe name or folder, an empty file, bytes that do not match the part's `Content-Digest`.", body = ErrorEnvelope),
+        (status = 400, description = "No file part, two file parts, an unsafe name or folder, an empty file, a malformed part `Content-Digest` or bytes that do not match it.", body = ErrorEnvelope),
         (status = 409, description = "A file of that name exists (`NAME_COLLISION`).", body = ErrorEnvelope),
         (status = 413, description = "Over the byte cap.", body = ErrorEnvelope),
         (status = 415, description = "A type not allowed, or one the bytes contradict.", body = ErrorEnvelope),
