@@ -85,6 +85,32 @@ fn payload(round: usize) -> Vec<u8> {
     v
 }
 
+/// `PUT` `bytes` as `name` through the instance (its name the `Idempotency-Key`),
+/// declaring `digest` when given: applied (201) or an error.
+async fn put(
+    client: &reqwest::Client,
+    base: &str,
+    name: &str,
+    bytes: Vec<u8>,
+    digest: Option<String>,
+) -> Result<()> {
+    let mut request = client
+        .put(format!("{base}/v1/attachments/{name}"))
+        .bearer_auth(TOKEN)
+        .header("Idempotency-Key", name)
+        .header("Content-Type", "application/pdf");
+    if let Some(digest) = digest {
+        request = request.header("Content-Digest", digest);
+    }
+    let res = request.body(bytes).send().await?;
+    let status = res.status();
+    let body = res.text().await?;
+    if status.as_u16() != 201 {
+        bail!("the upload of {name} answered {status}: {body}");
+    }
+    Ok(())
+}
+
 fn mb_s(d: Duration) -> f64 {
     SIZE as f64 / 1e6 / d.as_secs_f64()
 }
@@ -133,19 +159,7 @@ pub async fn run(bench: &Bench, rows: &mut Vec<Row>) -> Result<()> {
                 let bytes = payload(round * 3);
                 let name = format!("bench-{round}.pdf");
                 let at = Instant::now();
-                let res = client
-                    .put(format!("{}/v1/attachments/{name}", daemon.base))
-                    .bearer_auth(TOKEN)
-                    .header("Idempotency-Key", format!("blob-{round}"))
-                    .header("Content-Type", "application/pdf")
-                    .body(bytes)
-                    .send()
-                    .await?;
-                let status = res.status();
-                let body = res.text().await?;
-                if status.as_u16() != 201 {
-                    bail!("upload answered {status}: {body}");
-                }
+                put(&client, &daemon.base, &name, bytes, None).await?;
                 up_i.push(at.elapsed());
                 let at = Instant::now();
                 let res = client
@@ -167,23 +181,8 @@ pub async fn run(bench: &Bench, rows: &mut Vec<Row>) -> Result<()> {
                     let b64 = base64::engine::general_purpose::STANDARD.encode(hash);
                     format!("sha-256=:{b64}:")
                 };
-                let res = client
-                    .put(format!(
-                        "{}/v1/attachments/declared-{round}.pdf",
-                        daemon.base
-                    ))
-                    .bearer_auth(TOKEN)
-                    .header("Idempotency-Key", format!("declared-{round}"))
-                    .header("Content-Type", "application/pdf")
-                    .header("Content-Digest", declared)
-                    .body(bytes)
-                    .send()
-                    .await?;
-                let status = res.status();
-                let body = res.text().await?;
-                if status.as_u16() != 201 {
-                    bail!("upload with Content-Digest answered {status}: {body}");
-                }
+                let name = format!("declared-{round}.pdf");
+                put(&client, &daemon.base, &name, bytes, Some(declared)).await?;
                 up_c.push(at.elapsed());
             } else {
                 let bytes = payload(round * 3 + 1);

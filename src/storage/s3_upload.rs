@@ -264,8 +264,10 @@ impl Drop for S3Upload {
         };
         let (store, staging) = (self.store.clone(), self.staging.clone());
         runtime.spawn(async move {
+            // Parts under way end first: one cancelled mid-body may still be written by
+            // the store after the abort, and be left behind.
             for task in multipart.in_flight {
-                task.abort();
+                let _ = task.await;
             }
             if store
                 .abort_multipart(&multipart.key, &multipart.id)

@@ -364,7 +364,7 @@ async fn the_collector_takes_unreferenced_blobs_and_cut_off_uploads_only() {
     assert!(deleted.status().is_success(), "{}", deleted.status());
     let vault = s.hosted().vault_id.clone();
     let s3 = s.hosted().s3.as_ref().unwrap();
-    let root = s3.dir.path().join(common::s3::BUCKET).join("tests/vaults");
+    let root = s3.bucket().join("tests/vaults");
     let stray = sha(b"stray");
     let orphan_vault = uuid::Uuid::now_v7().to_string();
     for (v, name) in [(&vault, &stray), (&orphan_vault, &stray)] {

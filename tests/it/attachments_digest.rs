@@ -225,15 +225,8 @@ async fn a_declared_large_upload_goes_straight_to_its_blob() {
     )
     .unwrap();
     conn.write_all(&big[..half]).unwrap();
-    let uploads = s
-        .hosted()
-        .s3
-        .as_ref()
-        .unwrap()
-        .dir
-        .path()
-        .join(common::s3::BUCKET)
-        .join(format!("tests/vaults/{vault}/uploads"));
+    let uploads = s.hosted().s3.as_ref().unwrap().bucket();
+    let uploads = uploads.join(format!("tests/vaults/{vault}/uploads"));
     let marker = || -> Option<String> {
         let entry = std::fs::read_dir(&uploads)
             .ok()?

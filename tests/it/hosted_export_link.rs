@@ -363,14 +363,7 @@ async fn the_collector_takes_an_old_export_and_leaves_a_fresh_one() {
         .collect();
     assert_eq!(fresh.len(), 1);
     // Made before its keeping began: its file in the S3 server's folder, backdated.
-    let root = s
-        .hosted()
-        .s3
-        .as_ref()
-        .unwrap()
-        .dir
-        .path()
-        .join(common::s3::BUCKET);
+    let root = s.hosted().s3.as_ref().unwrap().bucket();
     let keep = notevault::storage::blobs::EXPORT_KEEP_SECS;
     let then = std::time::SystemTime::now() - std::time::Duration::from_secs(keep + 60);
     std::fs::File::options()

@@ -253,8 +253,7 @@ async fn no_secret_or_private_plaintext_reaches_the_database_or_the_logs() {
     let objects = s3.objects();
     assert!(!objects.is_empty(), "the ciphertext is in the store");
     for object in objects {
-        let bytes =
-            std::fs::read(s3.dir.path().join(crate::common::s3::BUCKET).join(&object)).unwrap();
+        let bytes = std::fs::read(s3.bucket().join(&object)).unwrap();
         assert!(
             !contains(&bytes, &canary),
             "the store's {object} holds the canary"

@@ -195,6 +195,11 @@ impl S3Server {
         .collect();
     }
 
+    /// The bucket's folder: an object `a/b` is the file `a/b` under it.
+    pub fn bucket(&self) -> PathBuf {
+        self.dir.path().join(BUCKET)
+    }
+
     /// The objects stored under the bucket (relative paths), for a test to look at what
     /// is visible.
     pub fn objects(&self) -> Vec<String> {
@@ -208,7 +213,7 @@ impl S3Server {
                 }
             }
         }
-        let base = self.dir.path().join(BUCKET);
+        let base = self.bucket();
         let mut out = Vec::new();
         walk(&base, &base, &mut out);
         out.sort();
