@@ -86,9 +86,9 @@ pub struct Shared {
     /// The vault's name in its registry (what a purge is confirmed with).
     pub name: String,
     pub fence: Box<dyn Fence>,
-    /// Bring the catalog, the index and the seq up to what the stores hold
-    /// (`record::follow`), under the write lock.
-    pub catch_up: fn(&State, &WriteLock<'_>) -> crate::error::Result<()>,
+    /// Bring the catalog, the index and the seq up to what the stores hold (their seq
+    /// as read once the fence was held: `record::follow`), under the write lock.
+    pub catch_up: fn(&State, &WriteLock<'_>, i64) -> crate::error::Result<()>,
     /// Where the vault's attachment bytes are (`None`: no blob store is configured).
     pub blobs: Option<Arc<dyn crate::storage::blobs::BlobStore>>,
     /// Write the vault's export archive (`crate::export`'s layout) from the stores.
@@ -103,10 +103,18 @@ pub type Exporter = dyn Fn(&crate::export::Options, &mut dyn std::io::Write) -> 
     + Send
     + Sync;
 
+/// The other processes' lock of a vault, held ([`Fence::hold`]).
+pub struct Fenced {
+    /// Lets go of the lock when dropped.
+    pub guard: Box<dyn Send>,
+    /// The seq the stores had recorded once the lock was held (read with it).
+    pub stored_seq: i64,
+}
+
 /// The lock that keeps other processes from recording a change of the vault.
 pub trait Fence: Send + Sync {
     /// Hold the lock until the returned guard is dropped.
-    fn hold(&self) -> crate::error::Result<Box<dyn Send>>;
+    fn hold(&self) -> crate::error::Result<Fenced>;
 
     /// Hold the lock of one `Idempotency-Key` of the vault (taken before
     /// [`hold`](Self::hold)'s,
@@ -222,8 +230,9 @@ impl State {
     pub fn lock_to_write(&self) -> crate::error::Result<WriteLock<'_>> {
         let mut write = self.lock();
         if let Some(shared) = &self.shared {
-            write._fence = Some(shared.fence.hold()?);
-            (shared.catch_up)(self, &write)?;
+            let fenced = shared.fence.hold()?;
+            write._fence = Some(fenced.guard);
+            (shared.catch_up)(self, &write, fenced.stored_seq)?;
         }
         Ok(write)
     }

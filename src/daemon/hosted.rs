@@ -132,15 +132,30 @@ impl HostedVaults {
                     let Some(vaults) = weak.upgrade() else {
                         return;
                     };
-                    // Notifications that came meanwhile are served by one catch-up each.
-                    let mut ids: std::collections::BTreeSet<String> =
-                        std::iter::once(first).chain(rx.try_iter()).collect();
+                    // Notifications that came meanwhile are served by one catch-up each;
+                    // one that names a seq this process has (its own commit) by none.
+                    let mut told: std::collections::BTreeMap<String, Option<i64>> =
+                        std::collections::BTreeMap::new();
+                    for payload in std::iter::once(first).chain(rx.try_iter()) {
+                        let (id, seq) = hosted::listen::parse(&payload);
+                        let seq = seq.and_then(|s| {
+                            told.get(id).map_or(Some(s), |had| had.map(|h| h.max(s)))
+                        });
+                        told.insert(id.to_string(), seq);
+                    }
                     let open: Vec<Arc<State>> = {
                         let open = vaults.open.lock();
-                        if ids.remove(hosted::listen::EVERY_VAULT) {
+                        if told.contains_key(hosted::listen::EVERY_VAULT) {
                             open.values().cloned().collect()
                         } else {
-                            ids.iter().filter_map(|id| open.get(id).cloned()).collect()
+                            told.iter()
+                                .filter(|(id, seq)| {
+                                    open.get(*id).is_some_and(|state| {
+                                        seq.is_none_or(|s| s > state.committed_seq())
+                                    })
+                                })
+                                .filter_map(|(id, _)| open.get(id).cloned())
+                                .collect()
                         }
                     };
                     for state in open {
@@ -322,7 +337,7 @@ impl HostedVaults {
                 self.keys.clone(),
                 vault.id,
             )),
-            catch_up: crate::record::follow::catch_up,
+            catch_up: crate::record::follow::catch_up_to,
             blobs: self.blobs.clone(),
             export: {
                 let (db, id, blobs) = (self.db.clone(), vault.id, self.blobs.clone());

@@ -7,10 +7,13 @@
 //! a key space of its own. A keyed write takes its key's lock before its vault's, never
 //! the other way round, so the two never wait on each other in a circle.
 
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use uuid::Uuid;
 
 use crate::error::{Error, Reason, Result};
-use crate::state::Fence;
+use crate::state::{Fence, Fenced};
 
 use super::{block_on, db_error, Client, Database};
 
@@ -25,11 +28,20 @@ pub struct VaultFence {
     /// turn hold these, and must not take the connections the writing one needs.
     keys: Database,
     vault: Uuid,
+    /// The vault lock's letting go, under way: it is not waited for by the change that
+    /// held the lock, only by this process's next change, which would otherwise find
+    /// the lock still taken (by itself) and wait for it.
+    unlocking: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
 impl VaultFence {
     pub fn new(db: Database, keys: Database, vault: Uuid) -> Self {
-        Self { db, keys, vault }
+        Self {
+            db,
+            keys,
+            vault,
+            unlocking: Arc::default(),
+        }
     }
 }
 
@@ -58,43 +70,98 @@ impl Key {
         )
     }
 
+    /// `what` (`pg_advisory_lock`, …) of this key, prepared on `client` (once per
+    /// connection: a write takes and lets go of two locks).
+    async fn prepare(
+        self,
+        client: &Client,
+        what: &str,
+    ) -> std::result::Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        let args = match self {
+            Key::Vault(_) => "$1",
+            Key::Write(..) => "$1, $2",
+        };
+        client
+            .prepare_cached(&format!("SELECT {what}({args})"))
+            .await
+    }
+
+    /// Run `stmt` (from [`Key::prepare`]) for this key: its one row.
+    async fn query(
+        self,
+        client: &Client,
+        stmt: &tokio_postgres::Statement,
+    ) -> std::result::Result<tokio_postgres::Row, tokio_postgres::Error> {
+        match self {
+            Key::Vault(k) => client.query_one(stmt, &[&k]).await,
+            Key::Write(a, b) => client.query_one(stmt, &[&a, &b]).await,
+        }
+    }
+
     async fn run(
         self,
         client: &Client,
         what: &str,
     ) -> std::result::Result<tokio_postgres::Row, tokio_postgres::Error> {
-        // Prepared once per connection: a write takes and lets go of two locks.
-        match self {
-            Key::Vault(k) => {
-                let stmt = client.prepare_cached(&format!("SELECT {what}($1)")).await?;
-                client.query_one(&stmt, &[&k]).await
-            }
-            Key::Write(a, b) => {
-                let stmt = client
-                    .prepare_cached(&format!("SELECT {what}($1, $2)"))
-                    .await?;
-                client.query_one(&stmt, &[&a, &b]).await
-            }
-        }
+        let stmt = self.prepare(client, what).await?;
+        self.query(client, &stmt).await
     }
+}
+
+/// The vault's stored seq (0 for a vault without its counter: deleted).
+const SEQ: &str = "SELECT committed_seq FROM vault_counters WHERE vault_id = $1";
+
+/// [`SEQ`] of `vault`, prepared as `stmt`; `None` when no vault's seq is asked for.
+async fn stored_seq(
+    client: &Client,
+    stmt: Option<&tokio_postgres::Statement>,
+    vault: Option<Uuid>,
+) -> std::result::Result<Option<i64>, tokio_postgres::Error> {
+    let (Some(stmt), Some(vault)) = (stmt, vault) else {
+        return Ok(None);
+    };
+    let row = client.query_opt(stmt, &[&vault]).await?;
+    Ok(Some(row.map_or(0, |r| r.get(0))))
 }
 
 struct Held {
     client: Option<Client>,
     key: Key,
+    /// Where the letting go's task is left for the next change to wait on (the vault's
+    /// lock); `None`: nothing waits for it (a write key's).
+    unlocking: Option<Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>>,
 }
 
 impl VaultFence {
-    fn take(&self, db: &Database, key: Key, busy: &'static str) -> Result<Box<dyn Send>> {
-        let client = block_on(async {
+    /// Take `key`'s lock on a connection of `db`; with `seq_of`, also read that vault's
+    /// stored seq once the lock is held, in the same round trip when the lock is free.
+    fn take(
+        &self,
+        db: &Database,
+        key: Key,
+        busy: &'static str,
+        seq_of: Option<Uuid>,
+    ) -> Result<(Client, Option<i64>)> {
+        block_on(async {
             let client = db.client().await?;
-            // Free (the common case): taken in one round trip.
-            let taken = key
-                .run(&client, "pg_try_advisory_lock")
+            let seq_stmt = match seq_of {
+                Some(_) => Some(client.prepare_cached(SEQ).await.map_err(db_error)?),
+                None => None,
+            };
+            // Free (the common case): taken, and the seq read after it, in one round trip
+            // (each statement its own snapshot, so the read sees every change committed
+            // before the lock was let go to this process). Both prepared first, so they
+            // go out in this order.
+            let try_lock = key
+                .prepare(&client, "pg_try_advisory_lock")
                 .await
                 .map_err(db_error)?;
-            if taken.get::<_, bool>(0) {
-                return Ok(client);
+            let (taken, seq) = futures::join!(
+                key.query(&client, &try_lock),
+                stored_seq(&client, seq_stmt.as_ref(), seq_of)
+            );
+            if taken.map_err(db_error)?.get::<_, bool>(0) {
+                return Ok((client, seq.map_err(db_error)?));
             }
             client
                 .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
@@ -106,7 +173,10 @@ impl VaultFence {
                         .batch_execute("RESET lock_timeout")
                         .await
                         .map_err(db_error)?;
-                    Ok(client)
+                    let seq = stored_seq(&client, seq_stmt.as_ref(), seq_of)
+                        .await
+                        .map_err(db_error)?;
+                    Ok((client, seq))
                 }
                 Err(e)
                     if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
@@ -119,21 +189,31 @@ impl VaultFence {
                 }
                 Err(e) => Err(db_error(e)),
             }
-        })?;
-        Ok(Box::new(Held {
-            client: Some(client),
-            key,
-        }))
+        })
     }
 }
 
 impl Fence for VaultFence {
-    fn hold(&self) -> Result<Box<dyn Send>> {
-        self.take(
+    fn hold(&self) -> Result<Fenced> {
+        // This process's own letting go of the lock, if still under way, first.
+        let unlocking = self.unlocking.lock().take();
+        if let Some(unlocking) = unlocking {
+            let _ = block_on(unlocking);
+        }
+        let (client, seq) = self.take(
             &self.db,
             Key::of_vault(self.vault),
             "another instance has been writing this vault",
-        )
+            Some(self.vault),
+        )?;
+        Ok(Fenced {
+            guard: Box::new(Held {
+                client: Some(client),
+                key: Key::of_vault(self.vault),
+                unlocking: Some(self.unlocking.clone()),
+            }),
+            stored_seq: seq.unwrap_or(0),
+        })
     }
 
     fn delete_vault(&self) -> Result<()> {
@@ -141,25 +221,39 @@ impl Fence for VaultFence {
     }
 
     fn hold_key(&self, key: &str) -> Result<Box<dyn Send>> {
-        self.take(
+        let key = Key::of_write(self.vault, key);
+        let (client, _) = self.take(
             &self.keys,
-            Key::of_write(self.vault, key),
+            key,
             "another instance has been applying a write with this Idempotency-Key",
-        )
+            None,
+        )?;
+        Ok(Box::new(Held {
+            client: Some(client),
+            key,
+            unlocking: None,
+        }))
     }
 }
 
 impl Drop for Held {
+    /// The lock is let go on the database runtime, not waited for here: the change
+    /// that held it is answered one round trip sooner.
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
             return;
         };
-        let unlocked = block_on(self.key.run(&client, "pg_advisory_unlock"));
-        if let Err(e) = unlocked {
-            // The connection is closed rather than handed out again still holding the
-            // lock; the server lets go of a closed session's locks.
-            tracing::warn!(error = %e, "cannot let go of an advisory lock; its connection is closed");
-            drop(deadpool_postgres::Object::take(client));
+        let key = self.key;
+        let task = super::runtime().spawn(async move {
+            if let Err(e) = key.run(&client, "pg_advisory_unlock").await {
+                // The connection is closed rather than handed out again still holding
+                // the lock; the server lets go of a closed session's locks.
+                tracing::warn!(error = %e, "cannot let go of an advisory lock; its connection is closed");
+                drop(deadpool_postgres::Object::take(client));
+            }
+        });
+        if let Some(unlocking) = &self.unlocking {
+            *unlocking.lock() = Some(task);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Commits as they happen: each metadata transaction that records a change of a vault
-//! sends `NOTIFY notevault_commits, '<vault id>'`, and every instance listens on a
+//! sends `NOTIFY notevault_commits, '<vault id> <seq>'` (the seq it committed), and every instance listens on a
 //! connection of its own, so a vault it serves catches up at once rather than at its
 //! next request. A lost connection is made again (each second at most); what was
 //! missed meanwhile is caught up by the `*` that follows a new connection.
@@ -17,9 +17,23 @@ pub const CHANNEL: &str = "notevault_commits";
 /// What `on` is told after a connection is (re)made: every vault may have changed.
 pub const EVERY_VAULT: &str = "*";
 
+/// A notification's payload: the vault id and, when it names one, the seq committed
+/// (a payload of the vault id alone, or `*`, names none).
+pub fn parse(payload: &str) -> (&str, Option<i64>) {
+    match payload.split_once(' ') {
+        Some((id, seq)) => (id, seq.parse().ok()),
+        None => (payload, None),
+    }
+}
+
+/// What a commit of `vault` that moved its seq to `seq` notifies.
+pub fn payload(vault: &uuid::Uuid, seq: i64) -> String {
+    format!("{vault} {seq}")
+}
+
 /// Listen until the process ends or the handle returned is aborted (an instance
 /// stopped inside a longer process, as the tests run them), calling `on` with each
-/// notified vault id (or [`EVERY_VAULT`]). `on` runs on the database runtime: it must
+/// notification's payload (see [`parse`]; or [`EVERY_VAULT`]). `on` runs on the database runtime: it must
 /// hand work off, not do it.
 pub fn follow(
     db: &Database,

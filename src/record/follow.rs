@@ -17,12 +17,16 @@ const PAGE: usize = 512;
 
 /// Take in every change the stores hold past this state's seq, under the write lock.
 pub fn catch_up(state: &State, write: &WriteLock<'_>) -> Result<()> {
+    catch_up_to(state, write, state.meta.committed_seq()?)
+}
+
+/// [`catch_up`] to `stored`, the stores' seq read under the write lock.
+pub fn catch_up_to(state: &State, write: &WriteLock<'_>, stored: i64) -> Result<()> {
     if !state.holds(write) {
         return Err(Error::internal(
             "a vault was caught up under another vault's write lock",
         ));
     }
-    let stored = state.meta.committed_seq()?;
     let mut at = state.committed_seq();
     while at < stored {
         let ops = state.meta.ops_page(at, stored, PAGE)?;

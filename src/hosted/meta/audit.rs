@@ -3,7 +3,8 @@
 //! An id is unique and increasing within the vault (the table's identity, shared by every
 //! vault of the database, so one vault's ids have gaps where another's rows were made).
 
-use super::{execute_each, PgMeta};
+use super::flight::{params, Flight};
+use super::PgMeta;
 use crate::error::Result;
 use crate::storage::metadata::Audit;
 use crate::storage::rows::{AuditEvent, AuditRow, SettledAudit};
@@ -84,21 +85,24 @@ fn counts_json(event: &AuditEvent<'_>) -> String {
 }
 
 /// Append audit events told with the writes they are of, in the caller's transaction.
-pub(super) async fn insert_audits(
-    tx: &deadpool_postgres::Transaction<'_>,
-    vault: &uuid::Uuid,
-    audits: &[&SettledAudit],
-) -> Result<()> {
-    let rows: Vec<(&SettledAudit, &'static str, String)> = audits
-        .iter()
-        .map(|a| (*a, a.kind.as_str(), counts_json(&a.event())))
-        .collect();
-    execute_each(
-        tx,
+pub(super) fn insert_audits<'a>(
+    flight: &mut Flight<'a>,
+    vault: &'a uuid::Uuid,
+    audits: &[&'a SettledAudit],
+) {
+    flight.each(
         "INSERT INTO audit_events (vault_id, kind, actor, created_at, subject, counts)
          VALUES ($1, $2, $3, $4, $5, $6)",
-        &rows,
-        |(a, kind, counts)| vec![vault, kind, &a.actor, &a.at, &a.subject, counts],
-    )
-    .await
+        audits.iter().copied(),
+        |a| {
+            params![
+                vault,
+                a.kind.as_str(),
+                &a.actor,
+                &a.at,
+                &a.subject,
+                counts_json(&a.event())
+            ]
+        },
+    );
 }

@@ -13,21 +13,22 @@
 //!
 //! A change's seqs are claimed in the transaction that writes it: `vault_counters`
 //! moves from the seq before the batch's first to its last, or the transaction is rolled
-//! back (another instance recorded a change of this vault meanwhile; [`claim_seqs`]).
+//! back (another instance recorded a change of this vault meanwhile); its statements go
+//! out as one flight (`flight`).
 
 mod access;
 mod audit;
+mod flight;
 mod oplog;
 mod records;
 mod review;
 
-use futures::future::try_join_all;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::{block_on, db_error, Database};
-use crate::error::{Error, Reason, Result};
+use crate::error::{Error, Result};
 use crate::storage::metadata::Settings;
 
 /// One vault's metadata in the shared database. Cheap to clone.
@@ -82,40 +83,6 @@ impl PgMeta {
     }
 }
 
-/// Run `sql` once for each of `rows` (bound by `params`) in the caller's transaction:
-/// sent pipelined on its connection, run in order.
-async fn execute_each<'a, T: Copy + 'a>(
-    tx: &deadpool_postgres::Transaction<'_>,
-    sql: &str,
-    rows: impl IntoIterator<Item = T>,
-    params: impl Fn(T) -> Vec<&'a (dyn ToSql + Sync)>,
-) -> Result<()> {
-    execute_each_raw(tx, sql, rows, params)
-        .await
-        .map_err(db_error)
-}
-
-/// [`execute_each`], answering the driver's error (for a caller that tells some apart).
-async fn execute_each_raw<'a, T: Copy + 'a>(
-    tx: &deadpool_postgres::Transaction<'_>,
-    sql: &str,
-    rows: impl IntoIterator<Item = T>,
-    params: impl Fn(T) -> Vec<&'a (dyn ToSql + Sync)>,
-) -> std::result::Result<(), tokio_postgres::Error> {
-    let mut rows = rows.into_iter().peekable();
-    if rows.peek().is_none() {
-        return Ok(());
-    }
-    let stmt = tx.prepare_cached(sql).await?;
-    let stmt = &stmt;
-    try_join_all(rows.map(|row| {
-        let bound = params(row);
-        async move { tx.execute(stmt, &bound).await }
-    }))
-    .await?;
-    Ok(())
-}
-
 /// A `LIMIT` as PostgreSQL takes it (never negative: `usize::MAX` is "all").
 fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -127,60 +94,6 @@ fn seq_span(seqs: impl IntoIterator<Item = i64>) -> Option<(i64, i64)> {
         None => Some((s, s)),
         Some((lo, hi)) => Some((lo.min(s), hi.max(s))),
     })
-}
-
-/// Move the vault's `committed_seq` from `first - 1` to `last` inside the caller's
-/// transaction, before it writes a row: the counter's row lock queues writers of one
-/// vault, and a writer that started from a seq another instance has since passed is
-/// refused (`SERVER_BUSY`, nothing written) instead of writing rows at taken seqs; a
-/// writer of a vault deleted meanwhile gets `VAULT_FORBIDDEN`.
-async fn claim_seqs(
-    tx: &deadpool_postgres::Transaction<'_>,
-    vault: Uuid,
-    span: Option<(i64, i64)>,
-) -> Result<()> {
-    let Some((first, last)) = span else {
-        return Ok(());
-    };
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE vault_counters SET committed_seq = $2
-             WHERE vault_id = $1 AND committed_seq = $3",
-        )
-        .await
-        .map_err(db_error)?;
-    let moved = tx
-        .execute(&stmt, &[&vault, &last, &(first - 1)])
-        .await
-        .map_err(db_error)?;
-    if moved != 1 {
-        let counter = tx
-            .query_opt(
-                "SELECT 1 FROM vault_counters WHERE vault_id = $1",
-                &[&vault],
-            )
-            .await
-            .map_err(db_error)?;
-        if counter.is_none() {
-            return Err(Error::new(
-                Reason::VAULT_FORBIDDEN,
-                "this vault was deleted; nothing was written",
-            ));
-        }
-        return Err(Error::new(
-            Reason::SERVER_BUSY,
-            "another instance recorded a change of this vault meanwhile; nothing was written",
-        )
-        .with_retry_after(1));
-    }
-    // Told to every listening instance when (and only if) the transaction commits.
-    tx.execute(
-        "SELECT pg_notify($1, $2)",
-        &[&super::listen::CHANNEL, &vault.to_string()],
-    )
-    .await
-    .map_err(db_error)?;
-    Ok(())
 }
 
 impl Settings for PgMeta {

@@ -4,27 +4,22 @@
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::{claim_seqs, execute_each, limit, seq_span, PgMeta};
+use super::flight::{params, Flight};
+use super::{limit, seq_span, PgMeta};
 use crate::error::Result;
 use crate::hosted::{block_on, db_error};
 use crate::storage::metadata::{OpLog, Settings};
 use crate::storage::rows::{CheckpointRow, OpRow};
 
-/// Append ops to the vault's log inside the caller's transaction (which claimed their
-/// seqs).
-pub(super) async fn insert_ops(
-    tx: &deadpool_postgres::Transaction<'_>,
-    vault: &Uuid,
-    ops: &[OpRow],
-) -> Result<()> {
-    execute_each(
-        tx,
+/// Append ops to the vault's log in the caller's transaction (which claims their seqs).
+pub(super) fn insert_ops<'a>(flight: &mut Flight<'a>, vault: &'a Uuid, ops: &'a [OpRow]) {
+    flight.each(
         "INSERT INTO sync_ops (vault_id, seq, kind, note_id, path, from_path, version_id,
            prev_version_id, content_hash, visibility, actor, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         ops,
         |o| {
-            vec![
+            params![
                 vault,
                 &o.seq,
                 &o.kind,
@@ -39,8 +34,7 @@ pub(super) async fn insert_ops(
                 &o.created_at,
             ]
         },
-    )
-    .await
+    );
 }
 
 const OP_COLUMNS: &str = "o.seq, o.kind, o.note_id, o.path, o.from_path, o.version_id, \
@@ -179,21 +173,15 @@ impl OpLog for PgMeta {
 
     fn record_key(&self, op: &OpRow, hierarchy: &str, now: &str) -> Result<()> {
         let vault = self.vault;
-        block_on(async {
-            let mut client = self.db.client().await?;
-            let tx = client.transaction().await.map_err(db_error)?;
-            claim_seqs(&tx, vault, seq_span([op.seq])).await?;
-            insert_ops(&tx, &vault, std::slice::from_ref(op)).await?;
-            tx.execute(
-                "INSERT INTO e2ee_keys (vault_id, hierarchy, enabled_at, updated_at)
-                 VALUES ($1, $2, $3, $3)
-                 ON CONFLICT (vault_id) DO UPDATE SET hierarchy = excluded.hierarchy,
-                   updated_at = excluded.updated_at",
-                &[&vault, &hierarchy, &now],
-            )
-            .await
-            .map_err(db_error)?;
-            tx.commit().await.map_err(db_error)
-        })
+        let mut flight = Flight::claiming(vault, seq_span([op.seq]));
+        insert_ops(&mut flight, &vault, std::slice::from_ref(op));
+        flight.push(
+            "INSERT INTO e2ee_keys (vault_id, hierarchy, enabled_at, updated_at)
+             VALUES ($1, $2, $3, $3)
+             ON CONFLICT (vault_id) DO UPDATE SET hierarchy = excluded.hierarchy,
+               updated_at = excluded.updated_at",
+            params![vault, hierarchy, now],
+        );
+        block_on(async { flight.commit(&self.db.client().await?).await })
     }
 }

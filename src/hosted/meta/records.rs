@@ -4,11 +4,12 @@
 use tokio_postgres::Row;
 
 use super::audit::insert_audits;
+use super::flight::{params, Flight};
 use super::oplog::insert_ops;
 use super::review::keep_receipts;
-use super::{claim_seqs, execute_each, limit, seq_span, PgMeta};
+use super::{limit, seq_span, PgMeta};
 use crate::error::Result;
-use crate::hosted::{block_on, db_error};
+use crate::hosted::block_on;
 use crate::storage::metadata::Records;
 use crate::storage::rows::{
     AttachmentChangeRow, AttachmentRow, NoteRow, OpRow, RevisionRow, SettledAudit, Settlement,
@@ -89,76 +90,57 @@ impl Records for PgMeta {
                 .chain(ops.iter().map(|o| o.seq)),
         );
         let vault = &self.vault;
-        block_on(async {
-            let mut client = self.db.client().await?;
-            let tx = client.transaction().await.map_err(db_error)?;
-            claim_seqs(&tx, *vault, span).await?;
-            // The seqs are this transaction's: its rows go out pipelined on the one
-            // connection (each statement group waits only for its own answers; the
-            // deletes of notes before their upserts).
-            let t = &tx;
-            let revisions_in = execute_each(
-                t,
-                "INSERT INTO revisions (vault_id, seq, version_id, note_id, path,
-                   prev_version_id, content_hash, actor, kind, created_at, commit_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                revisions,
-                |r| {
-                    vec![
-                        vault,
-                        &r.seq,
-                        &r.version_id,
-                        &r.note_id,
-                        &r.path,
-                        &r.prev_version_id,
-                        &r.content_hash,
-                        &r.actor,
-                        &r.kind,
-                        &r.created_at,
-                        &r.commit_id,
-                    ]
-                },
-            );
-            let notes_in = async {
-                execute_each(
-                    t,
-                    "DELETE FROM notes WHERE vault_id = $1 AND note_id = $2",
-                    removed,
-                    |id| vec![vault, id],
-                )
-                .await?;
-                execute_each(
-                    t,
-                    "INSERT INTO notes (vault_id, note_id, path, version_id, content_hash,
-                   created_at, observed_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (vault_id, note_id) DO UPDATE SET path = excluded.path,
-                   version_id = excluded.version_id, content_hash = excluded.content_hash,
-                   observed_at = excluded.observed_at",
-                    notes,
-                    |n| {
-                        vec![
-                            vault,
-                            &n.note_id,
-                            &n.path,
-                            &n.version_id,
-                            &n.content_hash,
-                            &n.created_at,
-                            &n.observed_at,
-                        ]
-                    },
-                )
-                .await
-            };
-            let (a, b, c, d) = futures::join!(
-                insert_ops(t, vault, ops),
-                revisions_in,
-                notes_in,
-                settle(t, vault, settled),
-            );
-            first_cause([a, b, c, d])?;
-            tx.commit().await.map_err(db_error)
-        })
+        let mut flight = Flight::claiming(*vault, span);
+        insert_ops(&mut flight, vault, ops);
+        flight.each(
+            "INSERT INTO revisions (vault_id, seq, version_id, note_id, path,
+               prev_version_id, content_hash, actor, kind, created_at, commit_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            revisions,
+            |r| {
+                params![
+                    vault,
+                    &r.seq,
+                    &r.version_id,
+                    &r.note_id,
+                    &r.path,
+                    &r.prev_version_id,
+                    &r.content_hash,
+                    &r.actor,
+                    &r.kind,
+                    &r.created_at,
+                    &r.commit_id,
+                ]
+            },
+        );
+        // The deletes of notes before their upserts.
+        flight.each(
+            "DELETE FROM notes WHERE vault_id = $1 AND note_id = $2",
+            removed,
+            |id| params![vault, id],
+        );
+        flight.each(
+            "INSERT INTO notes (vault_id, note_id, path, version_id, content_hash,
+               created_at, observed_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (vault_id, note_id) DO UPDATE SET path = excluded.path,
+               version_id = excluded.version_id, content_hash = excluded.content_hash,
+               observed_at = excluded.observed_at",
+            notes,
+            |n| {
+                params![
+                    vault,
+                    &n.note_id,
+                    &n.path,
+                    &n.version_id,
+                    &n.content_hash,
+                    &n.created_at,
+                    &n.observed_at,
+                ]
+            },
+        );
+        settle(&mut flight, vault, settled);
+        block_on(async { flight.commit(&self.db.client().await?).await })
     }
 
     fn revision(&self, version_id: &str) -> Result<Option<RevisionRow>> {
@@ -232,70 +214,56 @@ impl Records for PgMeta {
                 .chain(ops.iter().map(|o| o.seq)),
         );
         let vault = &self.vault;
-        block_on(async {
-            let mut client = self.db.client().await?;
-            let tx = client.transaction().await.map_err(db_error)?;
-            claim_seqs(&tx, *vault, span).await?;
-            insert_ops(&tx, vault, ops).await?;
-            execute_each(
-                &tx,
-                "INSERT INTO attachment_changes (vault_id, seq, path, sha256, kind, actor,
-                   created_at, commit_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                changes,
-                |c| {
-                    vec![
-                        vault,
-                        &c.seq,
-                        &c.path,
-                        &c.sha256,
-                        &c.kind,
-                        &c.actor,
-                        &c.created_at,
-                        &c.commit_id,
-                    ]
-                },
-            )
-            .await?;
-            execute_each(
-                &tx,
-                "DELETE FROM attachments WHERE vault_id = $1 AND path = $2",
-                removed,
-                |p| vec![vault, p],
-            )
-            .await?;
-            // As SQLite stores them: the bits of a u64 in a signed column.
-            let numbers: Vec<(i64, i64)> = upserts
-                .iter()
-                .map(|a| (a.size as i64, a.inode as i64))
-                .collect();
-            execute_each(
-                &tx,
-                "INSERT INTO attachments (vault_id, path, size, mtime_ns, inode, sha256,
-                   content_type, modified_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                 ON CONFLICT (vault_id, path) DO UPDATE SET size = excluded.size,
-                   mtime_ns = excluded.mtime_ns, inode = excluded.inode,
-                   sha256 = excluded.sha256, content_type = excluded.content_type,
-                   modified_at = excluded.modified_at",
-                upserts.iter().zip(&numbers),
-                |(a, (size, inode))| {
-                    vec![
-                        vault,
-                        &a.path,
-                        size,
-                        &a.mtime_ns,
-                        inode,
-                        &a.sha256,
-                        &a.content_type,
-                        &a.modified_at,
-                    ]
-                },
-            )
-            .await?;
-            settle(&tx, vault, settled).await?;
-            tx.commit().await.map_err(db_error)
-        })
+        let mut flight = Flight::claiming(*vault, span);
+        insert_ops(&mut flight, vault, ops);
+        flight.each(
+            "INSERT INTO attachment_changes (vault_id, seq, path, sha256, kind, actor,
+               created_at, commit_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            changes,
+            |c| {
+                params![
+                    vault,
+                    &c.seq,
+                    &c.path,
+                    &c.sha256,
+                    &c.kind,
+                    &c.actor,
+                    &c.created_at,
+                    &c.commit_id,
+                ]
+            },
+        );
+        flight.each(
+            "DELETE FROM attachments WHERE vault_id = $1 AND path = $2",
+            removed,
+            |p| params![vault, p],
+        );
+        flight.each(
+            "INSERT INTO attachments (vault_id, path, size, mtime_ns, inode, sha256,
+               content_type, modified_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (vault_id, path) DO UPDATE SET size = excluded.size,
+               mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+               sha256 = excluded.sha256, content_type = excluded.content_type,
+               modified_at = excluded.modified_at",
+            upserts,
+            |a| {
+                // As SQLite stores them: the bits of a u64 in a signed column.
+                params![
+                    vault,
+                    &a.path,
+                    a.size as i64,
+                    &a.mtime_ns,
+                    a.inode as i64,
+                    &a.sha256,
+                    &a.content_type,
+                    &a.modified_at,
+                ]
+            },
+        );
+        settle(&mut flight, vault, settled);
+        block_on(async { flight.commit(&self.db.client().await?).await })
     }
 
     fn set_commit_ids(&self, seqs: &[i64], commit_id: &str) -> Result<()> {
@@ -308,39 +276,17 @@ impl Records for PgMeta {
 }
 
 /// Keep what a batch's writes settle with them (`rows::Settlement`) in its transaction.
-async fn settle(
-    tx: &deadpool_postgres::Transaction<'_>,
-    vault: &uuid::Uuid,
-    settled: &[Settlement],
-) -> Result<()> {
-    let audits: Vec<&SettledAudit> = settled.iter().filter_map(|s| s.audit.as_ref()).collect();
-    let (a, b, c) = futures::join!(
-        keep_receipts(tx, vault, settled.iter().filter_map(|s| s.receipt.as_ref())),
-        execute_each(
-            tx,
-            "INSERT INTO applied_writes (vault_id, at) VALUES ($1, $2)",
-            settled.iter().filter_map(|s| s.applied_at.as_ref()),
-            |at| vec![vault, at],
-        ),
-        insert_audits(tx, vault, &audits),
+fn settle<'a>(flight: &mut Flight<'a>, vault: &'a uuid::Uuid, settled: &'a [Settlement]) {
+    keep_receipts(
+        flight,
+        vault,
+        settled.iter().filter_map(|s| s.receipt.as_ref()),
     );
-    first_cause([a, b, c])
-}
-
-/// The outcome of statements sent together in one transaction. Once one fails, the
-/// server answers each one after it "current transaction is aborted" (25P02): the
-/// error to answer is the one that is not that.
-fn first_cause<const N: usize>(results: [Result<()>; N]) -> Result<()> {
-    let aborted = |e: &crate::error::Error| {
-        std::error::Error::source(e)
-            .and_then(|s| s.downcast_ref::<tokio_postgres::Error>())
-            .and_then(tokio_postgres::Error::code)
-            == Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION)
-    };
-    let mut errors: Vec<crate::error::Error> =
-        results.into_iter().filter_map(Result::err).collect();
-    match errors.iter().position(|e| !aborted(e)) {
-        Some(i) => Err(errors.swap_remove(i)),
-        None => errors.into_iter().next().map_or(Ok(()), Err),
-    }
+    flight.each(
+        "INSERT INTO applied_writes (vault_id, at) VALUES ($1, $2)",
+        settled.iter().filter_map(|s| s.applied_at.as_ref()),
+        |at| params![vault, at],
+    );
+    let audits: Vec<&SettledAudit> = settled.iter().filter_map(|s| s.audit.as_ref()).collect();
+    insert_audits(flight, vault, &audits);
 }

@@ -4,7 +4,8 @@ use tokio_postgres::Row;
 
 use uuid::Uuid;
 
-use super::{execute_each, execute_each_raw, PgMeta};
+use super::flight::{params, Flight};
+use super::PgMeta;
 use crate::error::{Error, Reason, Result};
 use crate::hosted::{block_on, db_error, is_unique_violation, RETRY_AFTER_SECONDS};
 use crate::storage::metadata::{Idempotency, ReviewQueue};
@@ -176,12 +177,9 @@ impl Idempotency for PgMeta {
             receipt: receipt.to_string(),
             created_at: created_at.to_string(),
         };
-        block_on(async {
-            let mut client = self.db.client().await?;
-            let tx = client.transaction().await.map_err(db_error)?;
-            keep_receipts(&tx, &self.vault, [&kept]).await?;
-            tx.commit().await.map_err(db_error)
-        })
+        let mut flight = Flight::claiming(self.vault, None);
+        keep_receipts(&mut flight, &self.vault, [&kept]);
+        block_on(async { flight.commit(&self.db.client().await?).await })
     }
 
     fn store_intent(&self, key: &str, op_hash: &str, intent: &str) -> Result<()> {
@@ -233,37 +231,36 @@ impl Idempotency for PgMeta {
 
 /// Keep receipts under their keys and let go of the keys' intents, in the caller's
 /// transaction (sent pipelined).
-pub(super) async fn keep_receipts<'a>(
-    tx: &deadpool_postgres::Transaction<'_>,
-    vault: &Uuid,
+pub(super) fn keep_receipts<'a>(
+    flight: &mut Flight<'a>,
+    vault: &'a Uuid,
     kept: impl IntoIterator<Item = &'a KeptReceipt> + Clone,
-) -> Result<()> {
-    execute_each_raw(
-        tx,
-        "INSERT INTO idempotency (vault_id, key, op_hash, receipt, created_at)
-         VALUES ($1, $2, $3, $4, $5)",
-        kept.clone(),
-        |k| vec![vault, &k.key, &k.op_hash, &k.receipt, &k.created_at],
-    )
-    .await
-    .map_err(|e| {
-        if is_unique_violation(&e) {
-            // Another instance kept a receipt under this key meanwhile: a retry with the
-            // key replays it (SQLite's store answers this reason too).
-            Error::new(
-                Reason::STORAGE_UNAVAILABLE,
-                format!("a receipt is stored under this idempotency key already: {e}"),
-            )
-            .with_retry_after(RETRY_AFTER_SECONDS)
-        } else {
-            db_error(e)
-        }
-    })?;
-    execute_each(
-        tx,
+) {
+    for k in kept.clone() {
+        flight.push_told(
+            "INSERT INTO idempotency (vault_id, key, op_hash, receipt, created_at)
+             VALUES ($1, $2, $3, $4, $5)",
+            params![vault, &k.key, &k.op_hash, &k.receipt, &k.created_at],
+            receipt_kept_meanwhile,
+        );
+    }
+    flight.each(
         "DELETE FROM write_intents WHERE vault_id = $1 AND key = $2",
         kept,
-        |k| vec![vault, &k.key],
-    )
-    .await
+        |k| params![vault, &k.key],
+    );
+}
+
+fn receipt_kept_meanwhile(e: tokio_postgres::Error) -> Error {
+    if is_unique_violation(&e) {
+        // Another instance kept a receipt under this key meanwhile: a retry with the
+        // key replays it (SQLite's store answers this reason too).
+        Error::new(
+            Reason::STORAGE_UNAVAILABLE,
+            format!("a receipt is stored under this idempotency key already: {e}"),
+        )
+        .with_retry_after(RETRY_AFTER_SECONDS)
+    } else {
+        db_error(e)
+    }
 }
