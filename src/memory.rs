@@ -10,7 +10,137 @@
 //! refuses them where the host gives them unasked: [`configure`]).
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Allocator = Allocator;
+
+/// mimalloc, with large blocks kept for reuse when [`keep_large_blocks`] says so.
+struct Allocator;
+
+/// Blocks of at least this size are kept.
+const KEEP_FROM: usize = 128 * 1024;
+
+/// At most this many bytes are kept, in at most [`SLOTS`] blocks.
+const KEEP_AT_MOST: usize = 32 * 1024 * 1024;
+const SLOTS: usize = 64;
+
+/// Large blocks freed and kept for the next allocation of the same layout, instead of
+/// handed back to the system and faulted in again, zeroed by the kernel, a moment later.
+/// Every search index segment, however small (a hosted vault's overlay part of one
+/// note), allocates and frees several MiB of them (tantivy's 1 MiB arena pages, term
+/// tables); purged at once (hosted mode's purge delay is 0), their page faults were
+/// most of an instance's CPU under writes (benches/README.md, "hosted creates in one
+/// flight"). A process-wide pool of bounded size, unlike a purge delay, which kept pages
+/// in each thread's heap and grew the memory of every idle open vault.
+struct Kept {
+    slots: [(usize, usize, usize); SLOTS],
+    bytes: usize,
+}
+
+static KEEPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Kept {
+    slots: [(0, 0, 0); SLOTS],
+    bytes: 0,
+});
+
+fn kept() -> std::sync::MutexGuard<'static, Kept> {
+    // Nothing panics while it is held.
+    KEPT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Kept {
+    /// A kept block of exactly `layout`, taken out.
+    fn take(&mut self, layout: std::alloc::Layout) -> Option<*mut u8> {
+        let slot = self.slots.iter_mut().find(|(ptr, size, align)| {
+            *ptr != 0 && *size == layout.size() && *align == layout.align()
+        })?;
+        let ptr = std::mem::replace(&mut slot.0, 0);
+        self.bytes -= layout.size();
+        Some(ptr as *mut u8)
+    }
+
+    /// Keep `ptr` if there is room: whether it was kept.
+    fn put(&mut self, ptr: *mut u8, layout: std::alloc::Layout) -> bool {
+        if self.bytes + layout.size() > KEEP_AT_MOST {
+            return false;
+        }
+        let Some(slot) = self.slots.iter_mut().find(|s| s.0 == 0) else {
+            return false;
+        };
+        *slot = (ptr as usize, layout.size(), layout.align());
+        self.bytes += layout.size();
+        true
+    }
+}
+
+fn keeps(layout: std::alloc::Layout) -> bool {
+    layout.size() >= KEEP_FROM && KEEPING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+// SAFETY: every block comes from mimalloc and goes back to it with its layout; a kept
+// block is owned by `KEPT` alone until it is handed out again, for the very layout it
+// was allocated with.
+unsafe impl std::alloc::GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if keeps(layout) {
+            if let Some(ptr) = kept().take(layout) {
+                return ptr;
+            }
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if keeps(layout) {
+            if let Some(ptr) = kept().take(layout) {
+                // SAFETY: the block is `layout.size()` bytes, owned by the caller now.
+                unsafe { std::ptr::write_bytes(ptr, 0, layout.size()) };
+                return ptr;
+            }
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if keeps(layout) && kept().put(ptr, layout) {
+            return;
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on (a block handed out from `KEPT` is
+        // mimalloc's, of this layout).
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// From now on, keep large freed blocks for reuse (hosted mode: see [`Kept`]), up to
+/// [`KEEP_AT_MOST`] bytes for the whole process.
+pub fn keep_large_blocks() {
+    KEEPING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Hand the kept blocks back (to mimalloc, which purges them).
+fn release_kept() {
+    let blocks = {
+        let mut kept = kept();
+        kept.bytes = 0;
+        std::mem::replace(&mut kept.slots, [(0, 0, 0); SLOTS])
+    };
+    for (ptr, size, align) in blocks.into_iter().filter(|s| s.0 != 0) {
+        // SAFETY: a kept block, of this layout, owned by nobody else.
+        unsafe {
+            std::alloc::GlobalAlloc::dealloc(
+                &mimalloc::MiMalloc,
+                ptr as *mut u8,
+                std::alloc::Layout::from_size_align_unchecked(size, align),
+            )
+        }
+    }
+}
 
 /// `mi_option_purge_delay` in mimalloc.h (the same number in its v2 and v3; the crate's
 /// bindings do not name it, and `libmimalloc-sys` is pinned in Cargo.toml).
@@ -88,6 +218,7 @@ pub fn release_workers_free_memory() {
 /// the system, from both allocators: mimalloc's (the Rust code's) and glibc's, which the
 /// C code (SQLite) allocates with; the daemon's resident size would stay at its peak.
 pub fn release_free_memory() {
+    release_kept();
     // SAFETY: collects this thread's free pages and purges what mimalloc holds free.
     unsafe { libmimalloc_sys::mi_collect(true) }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
