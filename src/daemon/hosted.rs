@@ -199,8 +199,14 @@ impl HostedVaults {
                         .map(|(id, _)| id.clone())
                         .collect()
                 };
+                let closing = !idle_ids.is_empty();
                 for id in idle_ids {
                     vaults.close_if_idle(&id, idle);
+                }
+                if closing {
+                    // What the closed vaults' indexes freed, and the blocks kept for
+                    // reuse (`memory::Kept`), go back to the system.
+                    crate::memory::release_free_memory();
                 }
             });
         if let Err(e) = spawned {
