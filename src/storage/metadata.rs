@@ -11,7 +11,8 @@
 
 use super::rows::{
     AttachmentChangeRow, AttachmentRow, AuditEvent, AuditRow, CheckpointRow, IdempotencyRow,
-    IdpSignIn, IntentRow, NoteRow, OpRow, PatRow, PendingRow, RevisionRow, SessionRow, Settlement,
+    IdpSignIn, IntentRow, KeyHeld, NoteRow, OpRow, PatRow, PendingRow, RevisionRow, SessionRow,
+    Settlement,
 };
 use crate::error::Result;
 
@@ -171,6 +172,15 @@ pub trait Idempotency: Send + Sync {
     /// The intent stored under `key`, if any: what every write with a key asks first, so
     /// a store reads that one row, not every intent of the vault.
     fn intent(&self, key: &str) -> Result<Option<IntentRow>>;
+
+    /// What `key` holds: its receipt, else its intent; what every write with a key asks
+    /// first, so a store that can answers both in one look-up.
+    fn held(&self, key: &str) -> Result<KeyHeld> {
+        if let Some(row) = self.idempotency(key)? {
+            return Ok(KeyHeld::Receipt(row));
+        }
+        Ok(self.intent(key)?.map_or(KeyHeld::Nothing, KeyHeld::Intent))
+    }
 }
 
 /// The sync op log, device checkpoints and the E2EE key hierarchy it carries.

@@ -48,6 +48,17 @@ pub struct IntentRow {
     pub intent: String,
 }
 
+/// What an `Idempotency-Key` holds when a write with it arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyHeld {
+    /// The receipt of the write it ran.
+    Receipt(IdempotencyRow),
+    /// The intent of a write with it that did not finish.
+    Intent(IntentRow),
+    /// Nothing: the key is new.
+    Nothing,
+}
+
 /// A note row as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoteRow {

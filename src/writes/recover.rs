@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::state::{State, WriteLock};
-use crate::storage::rows::RevisionRow;
+use crate::storage::rows::{IntentRow, RevisionRow};
 use crate::vault::observe::Observed;
 use crate::vault::path::slug_of;
 
@@ -266,8 +266,13 @@ pub(crate) fn after_failure(state: &State, key: &str) {
 /// The receipt for a retry of a write that failed after its change landed
 /// ([`after_failure`]), its change recorded now if nothing recorded it meanwhile; `None`
 /// when no such write is known (the retry applies as a new write).
-pub(crate) fn resolve_retry(state: &State, key: IntentKey<'_>) -> Result<Option<Receipt>> {
-    let Some((op_hash, intent)) = intent_of(state, key.key)? else {
+/// `held`: the intent stored under the key, as read with its receipt (`KeyHeld`).
+pub(crate) fn resolve_retry(
+    state: &State,
+    key: IntentKey<'_>,
+    held: Option<IntentRow>,
+) -> Result<Option<Receipt>> {
+    let Some((op_hash, intent)) = held.and_then(parsed) else {
         return Ok(None);
     };
     if !super::op::is_bound(&op_hash, key.op_hash, key.legacy) {
@@ -324,10 +329,13 @@ fn recorded_meanwhile(state: &State, intent: &Intent) -> Result<Option<RevisionR
 
 /// The op hash and note intent stored under `key` (a folder's is not resolved live).
 fn intent_of(state: &State, key: &str) -> Result<Option<(String, Intent)>> {
-    Ok(state.meta.intent(key)?.and_then(|row| {
-        let intent = serde_json::from_str::<Intent>(&row.intent).ok()?;
-        Some((row.op_hash, intent))
-    }))
+    Ok(state.meta.intent(key)?.and_then(parsed))
+}
+
+/// A stored intent's op hash and note intent (`None`: a folder's).
+fn parsed(row: IntentRow) -> Option<(String, Intent)> {
+    let intent = serde_json::from_str::<Intent>(&row.intent).ok()?;
+    Some((row.op_hash, intent))
 }
 
 /// Whether the intent's change is what the folder holds now (checked against the files,

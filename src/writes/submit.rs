@@ -7,7 +7,7 @@ use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
 use crate::record::crash_point;
 use crate::state::State;
-use crate::storage::rows::{AuditEvent, AuditKind};
+use crate::storage::rows::{AuditEvent, AuditKind, IdempotencyRow, KeyHeld};
 
 use super::op::is_bound;
 use super::{review, Op, PatchChange, Receipt, ReceiptStatus, Request};
@@ -79,28 +79,17 @@ fn answer(
         Some(shared) => Some(shared.fence.hold_key(idem.key)?),
         None => None,
     };
-    if let Some(row) = state.meta.idempotency(idem.key)? {
-        if !is_bound(&row.op_hash, identity, idem.legacy.as_deref()) {
-            return Err(Error::new(
-                Reason::IDEMPOTENCY_KEY_REUSED,
-                "this Idempotency-Key was already used for a different request",
-            )
-            .with_meta("idempotency_key", idem.key));
-        }
-        crate::telemetry::replayed();
-        return match row.receipt {
-            Some(json) => serde_json::from_str(&json).map_err(|e| {
-                Error::internal(format!("a stored receipt is corrupt: {e}")).with_cause(e)
-            }),
-            None => Ok(Receipt::answered(row.status, row.body)),
-        };
-    }
+    let held = match state.meta.held(idem.key)? {
+        KeyHeld::Receipt(row) => return replay(row, identity, &idem),
+        KeyHeld::Intent(row) => Some(row),
+        KeyHeld::Nothing => None,
+    };
     let intent = IntentKey {
         key: idem.key,
         op_hash: identity,
         legacy: idem.legacy.as_deref(),
     };
-    if let Some(receipt) = super::recover::resolve_retry(state, intent)? {
+    if let Some(receipt) = super::recover::resolve_retry(state, intent, held)? {
         store_receipt(state, intent, &receipt)?;
         return Ok(receipt);
     }
@@ -151,6 +140,25 @@ fn answer(
         );
     }
     Ok(receipt)
+}
+
+/// The receipt kept under the key, for a retry of the request it ran; a key reused for
+/// another request is refused.
+fn replay(row: IdempotencyRow, identity: &str, idem: &Idempotency<'_>) -> Result<Receipt> {
+    if !is_bound(&row.op_hash, identity, idem.legacy.as_deref()) {
+        return Err(Error::new(
+            Reason::IDEMPOTENCY_KEY_REUSED,
+            "this Idempotency-Key was already used for a different request",
+        )
+        .with_meta("idempotency_key", idem.key));
+    }
+    crate::telemetry::replayed();
+    match row.receipt {
+        Some(json) => serde_json::from_str(&json).map_err(|e| {
+            Error::internal(format!("a stored receipt is corrupt: {e}")).with_cause(e)
+        }),
+        None => Ok(Receipt::answered(row.status, row.body)),
+    }
 }
 
 /// MCP's `write_note` ([`Op::Write`]) as what it does now: a create where no note is,

@@ -9,7 +9,7 @@ use super::PgMeta;
 use crate::error::{Error, Reason, Result};
 use crate::hosted::{block_on, db_error, is_unique_violation, RETRY_AFTER_SECONDS};
 use crate::storage::metadata::{Idempotency, ReviewQueue};
-use crate::storage::rows::{IdempotencyRow, IntentRow, KeptReceipt, PendingRow};
+use crate::storage::rows::{IdempotencyRow, IntentRow, KeptReceipt, KeyHeld, PendingRow};
 
 const PENDING_COLUMNS: &str = "id, kind, status, agent_id, created_at, decided_at, error, \
                                payload, result, preview, slug, domain, decided_by";
@@ -162,6 +162,32 @@ impl Idempotency for PgMeta {
                 status: 0,
                 body: String::new(),
             }))
+    }
+
+    fn held(&self, key: &str) -> Result<KeyHeld> {
+        let rows = self.query(
+            "SELECT true, op_hash, receipt FROM idempotency WHERE vault_id = $1 AND key = $2
+             UNION ALL
+             SELECT false, op_hash, intent FROM write_intents WHERE vault_id = $1 AND key = $2",
+            &[&self.vault, &key],
+        )?;
+        // A receipt, when there is one, is the answer (as `idempotency` is asked first).
+        let row = rows.iter().find(|r| r.get::<_, bool>(0)).or(rows.first());
+        Ok(match row {
+            None => KeyHeld::Nothing,
+            Some(r) if r.get::<_, bool>(0) => KeyHeld::Receipt(IdempotencyRow {
+                key: key.to_string(),
+                op_hash: r.get(1),
+                receipt: Some(r.get(2)),
+                status: 0,
+                body: String::new(),
+            }),
+            Some(r) => KeyHeld::Intent(IntentRow {
+                key: key.to_string(),
+                op_hash: r.get(1),
+                intent: r.get(2),
+            }),
+        })
     }
 
     fn store_receipt(

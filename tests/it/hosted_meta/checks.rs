@@ -246,20 +246,32 @@ pub fn idempotency(m: &dyn Metadata) {
     );
     m.forget_intent("k2").unwrap();
     assert_eq!(keys(m), ["k1"]);
+    assert_eq!(m.held("k2").unwrap(), KeyHeld::Nothing);
+    assert_eq!(
+        m.held("k1").unwrap(),
+        KeyHeld::Intent(IntentRow {
+            key: "k1".into(),
+            op_hash: "h1".into(),
+            intent: r#"{"i":1}"#.into()
+        })
+    );
     // A receipt replaces its key's intent, in one transaction.
     let receipt = r#"{"status":"applied","z":1,"a":2}"#;
     m.store_receipt("k1", "h1", receipt, T1).unwrap();
     assert!(m.intents().unwrap().is_empty());
-    assert_eq!(
-        m.idempotency("k1").unwrap(),
-        Some(IdempotencyRow {
-            key: "k1".into(),
-            op_hash: "h1".into(),
-            receipt: Some(receipt.into()),
-            status: 0,
-            body: String::new(),
-        })
-    );
+    let kept = IdempotencyRow {
+        key: "k1".into(),
+        op_hash: "h1".into(),
+        receipt: Some(receipt.into()),
+        status: 0,
+        body: String::new(),
+    };
+    assert_eq!(m.idempotency("k1").unwrap(), Some(kept.clone()));
+    assert_eq!(m.held("k1").unwrap(), KeyHeld::Receipt(kept.clone()));
+    // A receipt is what a key holds, whatever intent is stored beside it.
+    m.store_intent("k1", "h1", r#"{"i":4}"#).unwrap();
+    assert_eq!(m.held("k1").unwrap(), KeyHeld::Receipt(kept));
+    m.forget_intent("k1").unwrap();
     // One receipt a key: a second is refused (retry, and the first replays).
     let again = m.store_receipt("k1", "h1", "{}", T2).unwrap_err();
     assert_eq!(
