@@ -5,7 +5,8 @@
 //! on every core, where glibc's malloc took ~18 % of a search's CPU (benches/README,
 //! "search — mimalloc"). It is set up to keep a daemon's resident size low: freed pages go
 //! back to the system at once (but for a moment while a local vault starts or serves:
-//! [`starting`], [`serving`]), and no transparent huge pages, which would round small
+//! [`starting`], [`serving`]; and up to 32 MiB of large blocks kept for reuse in hosted
+//! mode: [`keep_large_blocks`]), and no transparent huge pages, which would round small
 //! heaps up to 2 MiB (mimalloc does not ask for them: the `no_thp` feature; the process
 //! refuses them where the host gives them unasked: [`configure`]).
 
@@ -29,7 +30,9 @@ const SLOTS: usize = 64;
 /// tables); purged at once (hosted mode's purge delay is 0), their page faults were
 /// most of an instance's CPU under writes (benches/README.md, "hosted creates in one
 /// flight"). A process-wide pool of bounded size, unlike a purge delay, which kept pages
-/// in each thread's heap and grew the memory of every idle open vault.
+/// in each thread's heap and grew the memory of every idle open vault. Emptied by
+/// [`release_free_memory`] (any vault's index writer going idle, idle vaults closing);
+/// first come, first kept until then.
 struct Kept {
     slots: [(usize, usize, usize); SLOTS],
     bytes: usize,

@@ -113,7 +113,8 @@ pub struct Fenced {
 
 /// The lock that keeps other processes from recording a change of the vault.
 pub trait Fence: Send + Sync {
-    /// Hold the lock until the returned guard is dropped.
+    /// Hold the lock until the returned guard is dropped (its letting go may finish
+    /// later; this process's next `hold` waits for it).
     fn hold(&self) -> crate::error::Result<Fenced>;
 
     /// Hold the lock of one `Idempotency-Key` of the vault (taken before
@@ -259,7 +260,8 @@ impl State {
 /// [`State::lock_to_record`]). What must run under the lock takes a `&WriteLock` as an
 /// argument; the recorder also checks that it is this vault's ([`State::holds`]).
 pub struct WriteLock<'a> {
-    // Let go after the other processes' lock (fields drop in order).
+    // The other processes' lock is let go first (fields drop in order; its unlock may
+    // land after this one: `Fence::hold`).
     _fence: Option<Box<dyn Send>>,
     _held: parking_lot::MutexGuard<'a, ()>,
     of: &'a Mutex<()>,

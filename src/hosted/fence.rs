@@ -144,61 +144,80 @@ impl VaultFence {
     ) -> Result<(Client, Option<i64>)> {
         block_on(async {
             let client = db.client().await?;
-            let seq_stmt = match seq_of {
-                Some(_) => Some(client.prepare_cached(SEQ).await.map_err(db_error)?),
-                None => None,
-            };
-            // Free (the common case): taken, and the seq read after it, in one round trip
-            // (each statement its own snapshot, so the read sees every change committed
-            // before the lock was let go to this process). Both prepared first, so they
-            // go out in this order.
-            let try_lock = key
-                .prepare(&client, "pg_try_advisory_lock")
-                .await
-                .map_err(db_error)?;
-            let (taken, seq) = futures::join!(
-                key.query(&client, &try_lock),
-                stored_seq(&client, seq_stmt.as_ref(), seq_of)
-            );
-            if taken.map_err(db_error)?.get::<_, bool>(0) {
-                return Ok((client, seq.map_err(db_error)?));
-            }
-            client
-                .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
-                .await
-                .map_err(db_error)?;
-            match key.run(&client, "pg_advisory_lock").await {
-                Ok(_) => {
-                    client
-                        .batch_execute("RESET lock_timeout")
-                        .await
-                        .map_err(db_error)?;
-                    let seq = stored_seq(&client, seq_stmt.as_ref(), seq_of)
-                        .await
-                        .map_err(db_error)?;
-                    Ok((client, seq))
+            match locked(&client, key, busy, seq_of).await {
+                Ok(seq) => Ok((client, seq)),
+                Err(e) => {
+                    // The lock may be held all the same (a statement cut off after it
+                    // was taken, the seq unread) or the session's lock timeout still
+                    // set: the connection is closed, not handed out again like that,
+                    // and the server lets go of a closed session's locks.
+                    drop(deadpool_postgres::Object::take(client));
+                    Err(e)
                 }
-                Err(e)
-                    if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
-                {
-                    Err(Error::new(
-                        Reason::SERVER_BUSY,
-                        format!("{busy} for {} s; nothing was written", WAIT_MS / 1000),
-                    )
-                    .with_retry_after(1))
-                }
-                Err(e) => Err(db_error(e)),
             }
         })
+    }
+}
+
+/// [`VaultFence::take`] on `client`: the stored seq of `seq_of` once the lock is held.
+async fn locked(
+    client: &Client,
+    key: Key,
+    busy: &'static str,
+    seq_of: Option<Uuid>,
+) -> Result<Option<i64>> {
+    let seq_stmt = match seq_of {
+        Some(_) => Some(client.prepare_cached(SEQ).await.map_err(db_error)?),
+        None => None,
+    };
+    // Free (the common case): taken, and the seq read after it, in one round trip (each
+    // statement its own snapshot, so the read sees every change committed before the
+    // lock was let go to this process). Both prepared first, so they go out in this
+    // order.
+    let try_lock = key
+        .prepare(client, "pg_try_advisory_lock")
+        .await
+        .map_err(db_error)?;
+    let (taken, seq) = futures::join!(
+        key.query(client, &try_lock),
+        stored_seq(client, seq_stmt.as_ref(), seq_of)
+    );
+    if taken.map_err(db_error)?.get::<_, bool>(0) {
+        return seq.map_err(db_error);
+    }
+    client
+        .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
+        .await
+        .map_err(db_error)?;
+    match key.run(client, "pg_advisory_lock").await {
+        Ok(_) => {
+            client
+                .batch_execute("RESET lock_timeout")
+                .await
+                .map_err(db_error)?;
+            stored_seq(client, seq_stmt.as_ref(), seq_of)
+                .await
+                .map_err(db_error)
+        }
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            Err(Error::new(
+                Reason::SERVER_BUSY,
+                format!("{busy} for {} s; nothing was written", WAIT_MS / 1000),
+            )
+            .with_retry_after(1))
+        }
+        Err(e) => Err(db_error(e)),
     }
 }
 
 impl Fence for VaultFence {
     fn hold(&self) -> Result<Fenced> {
         // This process's own letting go of the lock, if still under way, first.
+        // Bounded: against a server that stopped answering, `take` answers in time.
         let unlocking = self.unlocking.lock().take();
         if let Some(unlocking) = unlocking {
-            let _ = block_on(unlocking);
+            let wait = std::time::Duration::from_millis(WAIT_MS as u64);
+            let _ = block_on(tokio::time::timeout(wait, unlocking));
         }
         let (client, seq) = self.take(
             &self.db,

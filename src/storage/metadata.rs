@@ -169,8 +169,7 @@ pub trait Idempotency: Send + Sync {
     /// Every intent left by writes that did not finish, oldest first.
     fn intents(&self) -> Result<Vec<IntentRow>>;
 
-    /// The intent stored under `key`, if any: what every write with a key asks first, so
-    /// a store reads that one row, not every intent of the vault.
+    /// The intent stored under `key`, if any (one row, not every intent of the vault).
     fn intent(&self, key: &str) -> Result<Option<IntentRow>>;
 
     /// What `key` holds: its receipt, else its intent; what every write with a key asks

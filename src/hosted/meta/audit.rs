@@ -1,7 +1,8 @@
 //! The audit log: ids and counters only, never content, read newest first.
 //!
 //! An id is unique and increasing within the vault (the table's identity, shared by every
-//! vault of the database, so one vault's ids have gaps where another's rows were made).
+//! vault of the database, so one vault's ids have gaps where another's rows were made, and
+//! where a transaction that was rolled back took some).
 
 use super::flight::{params, Flight};
 use super::PgMeta;

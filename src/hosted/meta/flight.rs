@@ -101,8 +101,12 @@ impl<'a> Flight<'a> {
     /// Send it on `client`, which it leaves idle: COMMIT when the claim moved the seq and
     /// every statement succeeded, else ROLLBACK and the reason: `VAULT_FORBIDDEN` for a
     /// vault deleted meanwhile, `SERVER_BUSY` for seqs another instance took, else the
-    /// first statement's failure that is not "the transaction is aborted".
-    pub async fn commit(self, client: &deadpool_postgres::Client) -> Result<()> {
+    /// first statement's failure that is not "the transaction is aborted". A connection
+    /// whose transaction did not end as asked (BEGIN, COMMIT or ROLLBACK unanswered or
+    /// failed, or a panic in between) is closed, never handed out again.
+    pub async fn commit(self, client: deadpool_postgres::Client) -> Result<()> {
+        let mut open = Unsettled(Some(client));
+        let client = open.0.as_ref().expect("just set");
         // Prepared first (once per connection: the pool's cache), so no statement waits
         // for its preparation inside the flight and all go out in the order added.
         let mut sqls: Vec<&str> = self.steps.iter().map(|s| s.sql).collect();
@@ -116,11 +120,19 @@ impl<'a> Flight<'a> {
             async move {
                 let params: Vec<&(dyn ToSql + Sync)> =
                     step.params.iter().map(|p| p.as_ref() as _).collect();
-                client.execute(stmt, &params).await
+                // Rows, not `execute`'s count: the claim's one row says it moved.
+                client.query(stmt, &params).await.map(|rows| rows.len())
             }
         });
         let (begun, answers) = futures::join!(client.batch_execute("BEGIN"), in_order(statements));
-        begun.map_err(db_error)?;
+        if let Err(e) = begun {
+            // The statements may have run outside a transaction: say so, and the
+            // connection is closed with whatever state it is in.
+            if answers.iter().any(std::result::Result::is_ok) {
+                tracing::error!(error = %e, "BEGIN failed while its statements ran");
+            }
+            return Err(db_error(e));
+        }
         // Answered, and no row moved (a claim that failed is one of the failures).
         let refused = self.claims && matches!(answers.first(), Some(Ok(n)) if *n != 1);
         let failed: Vec<Error> = answers
@@ -129,11 +141,14 @@ impl<'a> Flight<'a> {
             .filter_map(|(answer, step)| answer.err().map(step.told))
             .collect();
         if !refused && failed.is_empty() {
-            return client.batch_execute("COMMIT").await.map_err(db_error);
+            client.batch_execute("COMMIT").await.map_err(db_error)?;
+            open.settled();
+            return Ok(());
         }
         client.batch_execute("ROLLBACK").await.map_err(db_error)?;
         // A claim that did not move explains the rows' failures (their seqs were taken).
         if !refused {
+            open.settled();
             return Err(first_cause(failed));
         }
         let counter = client
@@ -143,6 +158,7 @@ impl<'a> Flight<'a> {
             )
             .await
             .map_err(db_error)?;
+        open.settled();
         Err(match counter {
             None => Error::new(
                 Reason::VAULT_FORBIDDEN,
@@ -154,6 +170,26 @@ impl<'a> Flight<'a> {
             )
             .with_retry_after(1),
         })
+    }
+}
+
+/// A flight's connection until its transaction has ended: dropped before that (an error
+/// of BEGIN, COMMIT or ROLLBACK, a panic), the connection is closed rather than put back
+/// in the pool inside a transaction.
+struct Unsettled(Option<deadpool_postgres::Client>);
+
+impl Unsettled {
+    /// The transaction ended: the connection goes back to the pool.
+    fn settled(&mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Unsettled {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 

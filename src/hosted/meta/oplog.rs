@@ -182,6 +182,6 @@ impl OpLog for PgMeta {
                updated_at = excluded.updated_at",
             params![vault, hierarchy, now],
         );
-        block_on(async { flight.commit(&self.db.client().await?).await })
+        block_on(async { flight.commit(self.db.client().await?).await })
     }
 }

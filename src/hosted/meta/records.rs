@@ -140,7 +140,7 @@ impl Records for PgMeta {
             },
         );
         settle(&mut flight, vault, settled);
-        block_on(async { flight.commit(&self.db.client().await?).await })
+        block_on(async { flight.commit(self.db.client().await?).await })
     }
 
     fn revision(&self, version_id: &str) -> Result<Option<RevisionRow>> {
@@ -263,7 +263,7 @@ impl Records for PgMeta {
             },
         );
         settle(&mut flight, vault, settled);
-        block_on(async { flight.commit(&self.db.client().await?).await })
+        block_on(async { flight.commit(self.db.client().await?).await })
     }
 
     fn set_commit_ids(&self, seqs: &[i64], commit_id: &str) -> Result<()> {

@@ -205,7 +205,7 @@ impl Idempotency for PgMeta {
         };
         let mut flight = Flight::claiming(self.vault, None);
         keep_receipts(&mut flight, &self.vault, [&kept]);
-        block_on(async { flight.commit(&self.db.client().await?).await })
+        block_on(async { flight.commit(self.db.client().await?).await })
     }
 
     fn store_intent(&self, key: &str, op_hash: &str, intent: &str) -> Result<()> {
