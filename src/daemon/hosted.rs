@@ -149,12 +149,13 @@ impl HostedVaults {
                             open.values().cloned().collect()
                         } else {
                             told.iter()
-                                .filter(|(id, seq)| {
-                                    open.get(*id).is_some_and(|state| {
-                                        seq.is_none_or(|s| s > state.committed_seq())
-                                    })
+                                .filter_map(|(id, seq)| {
+                                    open.get(id)
+                                        .filter(|state| {
+                                            seq.is_none_or(|s| s > state.committed_seq())
+                                        })
+                                        .cloned()
                                 })
-                                .filter_map(|(id, _)| open.get(id).cloned())
                                 .collect()
                         }
                     };

@@ -22,6 +22,9 @@ use super::{block_on, db_error, Client, Database};
 /// a wait that runs out is told apart from a database that does not answer.
 const WAIT_MS: i64 = 4_000;
 
+/// Where this process's letting go of a vault's lock, under way, is left.
+type Unlocking = Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>;
+
 pub struct VaultFence {
     db: Database,
     /// The pool of the write keys' locks, a pool of its own: writes waiting for their
@@ -31,7 +34,7 @@ pub struct VaultFence {
     /// The vault lock's letting go, under way: it is not waited for by the change that
     /// held the lock, only by this process's next change, which would otherwise find
     /// the lock still taken (by itself) and wait for it.
-    unlocking: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    unlocking: Unlocking,
 }
 
 impl VaultFence {
@@ -129,7 +132,7 @@ struct Held {
     key: Key,
     /// Where the letting go's task is left for the next change to wait on (the vault's
     /// lock); `None`: nothing waits for it (a write key's).
-    unlocking: Option<Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>>,
+    unlocking: Option<Unlocking>,
 }
 
 impl VaultFence {
