@@ -5,52 +5,50 @@
 //! on every core, where glibc's malloc took ~18 % of a search's CPU (benches/README,
 //! "search — mimalloc"). It is set up to keep a daemon's resident size low: freed pages go
 //! back to the system at once (but for a moment while a local vault starts or serves:
-//! [`starting`], [`serving`]; and up to 32 MiB of large blocks kept for reuse in hosted
-//! mode: [`keep_large_blocks`]), and no transparent huge pages, which would round small
-//! heaps up to 2 MiB (mimalloc does not ask for them: the `no_thp` feature; the process
-//! refuses them where the host gives them unasked: [`configure`]).
+//! [`starting`], [`serving`]; and in hosted mode, up to 32 MiB of large blocks a vault's
+//! index writer keeps for reuse: [`keep_here`]), and no transparent huge pages, which
+//! would round small heaps up to 2 MiB (mimalloc does not ask for them: the `no_thp`
+//! feature; the process refuses them where the host gives them unasked: [`configure`]).
 
 #[global_allocator]
 static ALLOCATOR: Allocator = Allocator;
 
-/// mimalloc, with large blocks kept for reuse when [`keep_large_blocks`] says so.
+/// mimalloc, with large blocks kept for reuse by a thread that [`keep_here`] says keeps
+/// them.
 struct Allocator;
 
 /// Blocks of at least this size are kept.
 const KEEP_FROM: usize = 128 * 1024;
 
-/// At most this many bytes are kept, in at most [`SLOTS`] blocks.
+/// At most this many bytes are kept by one thread, in at most [`SLOTS`] blocks.
 const KEEP_AT_MOST: usize = 32 * 1024 * 1024;
 const SLOTS: usize = 64;
 
-/// Large blocks freed and kept for the next allocation of the same layout, instead of
-/// handed back to the system and faulted in again, zeroed by the kernel, a moment later.
-/// Every search index segment, however small (a hosted vault's overlay part of one
+/// Large blocks a thread freed, kept for its next allocation of the same layout instead
+/// of handed back to the system and faulted in again, zeroed by the kernel, a moment
+/// later. Every search index segment, however small (a hosted vault's overlay part of one
 /// note), allocates and frees several MiB of them (tantivy's 1 MiB arena pages, term
-/// tables); purged at once (hosted mode's purge delay is 0), their page faults were
-/// most of an instance's CPU under writes (benches/README.md, "hosted creates in one
-/// flight"). A process-wide pool of bounded size, unlike a purge delay, which kept pages
-/// in each thread's heap and grew the memory of every idle open vault. Emptied by
-/// [`release_free_memory`] (any vault's index writer going idle, idle vaults closing);
-/// first come, first kept until then.
+/// tables) in the vault's index writer thread; purged at once (hosted mode's purge delay
+/// is 0), their page faults were most of an instance's CPU under writes (benches/README.md,
+/// "hosted creates in one flight"). Unlike a purge delay, which kept the pages of every
+/// thread's heap and grew the memory of every idle open vault, only the threads that ask
+/// keep, a bounded amount, and hand it back before they idle or end. One pool per thread,
+/// not one for the process: a block passed between threads' heaps stayed with the heap of
+/// a thread that had ended (a closed vault's), and an instance whose vaults had all closed
+/// kept 55 MiB more (benches/README.md, "a pool per thread").
 struct Kept {
+    on: bool,
     slots: [(usize, usize, usize); SLOTS],
     bytes: usize,
 }
 
-static KEEPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Kept {
-    slots: [(0, 0, 0); SLOTS],
-    bytes: 0,
-});
-
-fn kept() -> std::sync::MutexGuard<'static, Kept> {
-    // Nothing panics while it is held.
-    KEPT.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Kept {
+    const EMPTY: Kept = Kept {
+        on: false,
+        slots: [(0, 0, 0); SLOTS],
+        bytes: 0,
+    };
+
     /// A kept block of exactly `layout`, taken out.
     fn take(&mut self, layout: std::alloc::Layout) -> Option<*mut u8> {
         let slot = self.slots.iter_mut().find(|(ptr, size, align)| {
@@ -61,9 +59,9 @@ impl Kept {
         Some(ptr as *mut u8)
     }
 
-    /// Keep `ptr` if there is room: whether it was kept.
+    /// Keep `ptr` if this thread keeps and there is room: whether it was kept.
     fn put(&mut self, ptr: *mut u8, layout: std::alloc::Layout) -> bool {
-        if self.bytes + layout.size() > KEEP_AT_MOST {
+        if !self.on || self.bytes + layout.size() > KEEP_AT_MOST {
             return false;
         }
         let Some(slot) = self.slots.iter_mut().find(|s| s.0 == 0) else {
@@ -75,38 +73,48 @@ impl Kept {
     }
 }
 
-fn keeps(layout: std::alloc::Layout) -> bool {
-    layout.size() >= KEEP_FROM && KEEPING.load(std::sync::atomic::Ordering::Relaxed)
+/// Whether [`keep_here`] keeps (hosted mode: [`keep_large_blocks`]).
+static KEEPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+std::thread_local! {
+    // No destructor (a const initializer, a type without Drop): the allocator may run
+    // while a thread's locals are torn down, and registering one could allocate.
+    static HERE: std::cell::RefCell<Kept> = const { std::cell::RefCell::new(Kept::EMPTY) };
+}
+
+/// `f` with this thread's pool, if `layout` is large enough to be kept (and the pool is
+/// not in use further up this thread's stack, which nothing that holds it does).
+fn with_kept<T>(layout: std::alloc::Layout, f: impl FnOnce(&mut Kept) -> Option<T>) -> Option<T> {
+    if layout.size() < KEEP_FROM {
+        return None;
+    }
+    HERE.with(|kept| f(&mut *kept.try_borrow_mut().ok()?))
 }
 
 // SAFETY: every block comes from mimalloc and goes back to it with its layout; a kept
-// block is owned by `KEPT` alone until it is handed out again, for the very layout it
-// was allocated with.
+// block is owned by its thread's `HERE` alone until it is handed out again, for the very
+// layout it was allocated with.
 unsafe impl std::alloc::GlobalAlloc for Allocator {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        if keeps(layout) {
-            if let Some(ptr) = kept().take(layout) {
-                return ptr;
-            }
+        if let Some(ptr) = with_kept(layout, |kept| kept.take(layout)) {
+            return ptr;
         }
         // SAFETY: the caller's contract, passed on.
         unsafe { mimalloc::MiMalloc.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        if keeps(layout) {
-            if let Some(ptr) = kept().take(layout) {
-                // SAFETY: the block is `layout.size()` bytes, owned by the caller now.
-                unsafe { std::ptr::write_bytes(ptr, 0, layout.size()) };
-                return ptr;
-            }
+        if let Some(ptr) = with_kept(layout, |kept| kept.take(layout)) {
+            // SAFETY: the block is `layout.size()` bytes, owned by the caller now.
+            unsafe { std::ptr::write_bytes(ptr, 0, layout.size()) };
+            return ptr;
         }
         // SAFETY: the caller's contract, passed on.
         unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        if keeps(layout) && kept().put(ptr, layout) {
+        if with_kept(layout, |kept| kept.put(ptr, layout).then_some(())).is_some() {
             return;
         }
         // SAFETY: the caller's contract, passed on.
@@ -114,25 +122,46 @@ unsafe impl std::alloc::GlobalAlloc for Allocator {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on (a block handed out from `KEPT` is
+        // SAFETY: the caller's contract, passed on (a block handed out from a pool is
         // mimalloc's, of this layout).
         unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
     }
 }
 
-/// From now on, keep large freed blocks for reuse (hosted mode: see [`Kept`]), up to
-/// [`KEEP_AT_MOST`] bytes for the whole process.
+/// From now on, threads that call [`keep_here`] keep large freed blocks (hosted mode:
+/// see [`Kept`]).
 pub fn keep_large_blocks() {
     KEEPING.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Hand the kept blocks back (to mimalloc, which purges them).
+/// This thread keeps large blocks it frees for its own reuse (if [`keep_large_blocks`]
+/// was called), up to [`KEEP_AT_MOST`] bytes, until the guard drops; they are handed
+/// back then and by [`release_free_memory`] on this thread. For a thread that builds
+/// index segments again and again: a vault's index writer.
+pub fn keep_here() -> KeepingHere {
+    if KEEPING.load(std::sync::atomic::Ordering::Relaxed) {
+        HERE.with(|kept| kept.borrow_mut().on = true);
+    }
+    KeepingHere(std::marker::PhantomData)
+}
+
+/// This thread keeps large blocks while it lives ([`keep_here`]); not `Send`.
+pub struct KeepingHere(std::marker::PhantomData<*const ()>);
+
+impl Drop for KeepingHere {
+    fn drop(&mut self) {
+        HERE.with(|kept| kept.borrow_mut().on = false);
+        release_kept();
+    }
+}
+
+/// Hand this thread's kept blocks back (to mimalloc, which purges them).
 fn release_kept() {
-    let blocks = {
-        let mut kept = kept();
+    let blocks = HERE.with(|kept| {
+        let mut kept = kept.borrow_mut();
         kept.bytes = 0;
         std::mem::replace(&mut kept.slots, [(0, 0, 0); SLOTS])
-    };
+    });
     for (ptr, size, align) in blocks.into_iter().filter(|s| s.0 != 0) {
         // SAFETY: a kept block, of this layout, owned by nobody else.
         unsafe {

@@ -205,8 +205,8 @@ impl HostedVaults {
                     vaults.close_if_idle(&id, idle);
                 }
                 if closing {
-                    // What the closed vaults' indexes freed, and the blocks kept for
-                    // reuse (`memory::Kept`), go back to the system.
+                    // What the closed vaults' indexes freed goes back to the system
+                    // (their writers' kept blocks went back as each writer ended).
                     crate::memory::release_free_memory();
                 }
             });
