@@ -20,9 +20,11 @@ struct Allocator;
 /// Blocks of at least this size are kept.
 const KEEP_FROM: usize = 128 * 1024;
 
-/// At most this many bytes are kept by one thread, in at most [`SLOTS`] blocks.
+/// At most this many bytes are kept by one thread, in at most [`SLOTS`] blocks (one
+/// overlay part of a few notes uses ~18 MiB in 16), and by all threads together.
 const KEEP_AT_MOST: usize = 32 * 1024 * 1024;
-const SLOTS: usize = 64;
+const SLOTS: usize = 32;
+const KEEP_IN_ALL: usize = 96 * 1024 * 1024;
 
 /// Large blocks a thread freed, kept for its next allocation of the same layout instead
 /// of handed back to the system and faulted in again, zeroed by the kernel, a moment
@@ -32,10 +34,11 @@ const SLOTS: usize = 64;
 /// is 0), their page faults were most of an instance's CPU under writes (benches/README.md,
 /// "hosted creates in one flight"). Unlike a purge delay, which kept the pages of every
 /// thread's heap and grew the memory of every idle open vault, only the threads that ask
-/// keep, a bounded amount, and hand it back before they idle or end. One pool per thread,
-/// not one for the process: a block passed between threads' heaps stayed with the heap of
-/// a thread that had ended (a closed vault's), and an instance whose vaults had all closed
-/// kept 55 MiB more (benches/README.md, "a pool per thread").
+/// keep, a bounded amount, and hand it back once their writes pause ([`release_here`]) and
+/// when they end. One pool per thread, not one for the process: with one pool, an
+/// instance whose vaults had all closed kept 15–39 MiB more than without any (likely
+/// blocks passed between threads' heaps that stayed with the heaps of ended threads;
+/// benches/README.md, "a pool per thread").
 struct Kept {
     on: bool,
     slots: [(usize, usize, usize); SLOTS],
@@ -56,17 +59,25 @@ impl Kept {
         })?;
         let ptr = std::mem::replace(&mut slot.0, 0);
         self.bytes -= layout.size();
+        KEPT_IN_ALL.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
         Some(ptr as *mut u8)
     }
 
     /// Keep `ptr` if this thread keeps and there is room: whether it was kept.
     fn put(&mut self, ptr: *mut u8, layout: std::alloc::Layout) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
         if !self.on || self.bytes + layout.size() > KEEP_AT_MOST {
             return false;
         }
         let Some(slot) = self.slots.iter_mut().find(|s| s.0 == 0) else {
             return false;
         };
+        let room = KEPT_IN_ALL.fetch_update(Relaxed, Relaxed, |all| {
+            (all + layout.size() <= KEEP_IN_ALL).then_some(all + layout.size())
+        });
+        if room.is_err() {
+            return false;
+        }
         *slot = (ptr as usize, layout.size(), layout.align());
         self.bytes += layout.size();
         true
@@ -76,19 +87,26 @@ impl Kept {
 /// Whether [`keep_here`] keeps (hosted mode: [`keep_large_blocks`]).
 static KEEPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The bytes kept by every thread together, at most [`KEEP_IN_ALL`].
+static KEPT_IN_ALL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 std::thread_local! {
     // No destructor (a const initializer, a type without Drop): the allocator may run
     // while a thread's locals are torn down, and registering one could allocate.
     static HERE: std::cell::RefCell<Kept> = const { std::cell::RefCell::new(Kept::EMPTY) };
 }
+const _: () = assert!(!std::mem::needs_drop::<std::cell::RefCell<Kept>>());
 
 /// `f` with this thread's pool, if `layout` is large enough to be kept (and the pool is
-/// not in use further up this thread's stack, which nothing that holds it does).
+/// reachable and not in use further up this thread's stack, which nothing that holds it
+/// does).
 fn with_kept<T>(layout: std::alloc::Layout, f: impl FnOnce(&mut Kept) -> Option<T>) -> Option<T> {
     if layout.size() < KEEP_FROM {
         return None;
     }
-    HERE.with(|kept| f(&mut *kept.try_borrow_mut().ok()?))
+    HERE.try_with(|kept| f(&mut *kept.try_borrow_mut().ok()?))
+        .ok()
+        .flatten()
 }
 
 // SAFETY: every block comes from mimalloc and goes back to it with its layout; a kept
@@ -136,11 +154,16 @@ pub fn keep_large_blocks() {
 
 /// This thread keeps large blocks it frees for its own reuse (if [`keep_large_blocks`]
 /// was called), up to [`KEEP_AT_MOST`] bytes, until the guard drops; they are handed
-/// back then and by [`release_free_memory`] on this thread. For a thread that builds
-/// index segments again and again: a vault's index writer.
+/// back then and by [`release_here`] or [`release_free_memory`] on this thread. For a
+/// thread that builds index segments again and again: a vault's index writer. One guard
+/// at a time on a thread.
 pub fn keep_here() -> KeepingHere {
     if KEEPING.load(std::sync::atomic::Ordering::Relaxed) {
-        HERE.with(|kept| kept.borrow_mut().on = true);
+        HERE.with(|kept| {
+            let mut kept = kept.borrow_mut();
+            debug_assert!(!kept.on, "keep_here while a guard of this thread lives");
+            kept.on = true;
+        });
     }
     KeepingHere(std::marker::PhantomData)
 }
@@ -151,14 +174,16 @@ pub struct KeepingHere(std::marker::PhantomData<*const ()>);
 impl Drop for KeepingHere {
     fn drop(&mut self) {
         HERE.with(|kept| kept.borrow_mut().on = false);
-        release_kept();
+        release_here();
     }
 }
 
-/// Hand this thread's kept blocks back (to mimalloc, which purges them).
-fn release_kept() {
+/// Hand this thread's kept blocks back (to mimalloc, which purges them): its writes
+/// paused, or it is about to wait with no end.
+pub fn release_here() {
     let blocks = HERE.with(|kept| {
         let mut kept = kept.borrow_mut();
+        KEPT_IN_ALL.fetch_sub(kept.bytes, std::sync::atomic::Ordering::Relaxed);
         kept.bytes = 0;
         std::mem::replace(&mut kept.slots, [(0, 0, 0); SLOTS])
     });
@@ -247,10 +272,11 @@ pub fn release_workers_free_memory() {
 }
 
 /// Hand memory freed after a burst (the start-up scan, a rescan, the index build) back to
-/// the system, from both allocators: mimalloc's (the Rust code's) and glibc's, which the
-/// C code (SQLite) allocates with; the daemon's resident size would stay at its peak.
+/// the system, from both allocators: mimalloc's (the Rust code's; this thread's kept
+/// blocks, [`release_here`]) and glibc's, which the C code (SQLite) allocates with; the
+/// daemon's resident size would stay at its peak.
 pub fn release_free_memory() {
-    release_kept();
+    release_here();
     // SAFETY: collects this thread's free pages and purges what mimalloc holds free.
     unsafe { libmimalloc_sys::mi_collect(true) }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -170,8 +170,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     use crate::hosted::block_on as on_db;
-    // Each vault's search index builds a segment per batch of writes: its large blocks
-    // are reused, not faulted in again each time (`memory::Kept`).
+    // Each vault's search index builds a segment per batch of writes: its writer thread
+    // reuses its large blocks, not faulted in again each time (`memory::keep_here`).
     crate::memory::keep_large_blocks();
     if let Some(i) = config
         .static_tokens

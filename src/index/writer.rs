@@ -367,6 +367,8 @@ impl SearchIndex {
                 },
                 (Some(w), _) => rx.recv_timeout(w),
                 (None, _) if w.parked() => {
+                    // Whatever the last batch left kept waits no longer than this.
+                    crate::memory::release_here();
                     rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
                 }
                 // Nothing to write: the writers close after a while of that.

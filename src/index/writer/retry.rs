@@ -159,6 +159,9 @@ impl SearchIndex {
                 // took the old overlay excludes its keys from the disk index, one that
                 // takes the empty overlay finds them on disk.
                 self.publish_overlay(w);
+                // Writes paused (or the overlay was full): the blocks kept for the
+                // next part go back.
+                crate::memory::release_here();
                 // What a failed publish held (notes no part was built for) is
                 // searchable on disk now.
                 w.publish_failing = false;
