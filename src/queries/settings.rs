@@ -48,12 +48,17 @@ pub struct WriteSettings {
     pub budget: u32,
 }
 
+/// The settings [`WriteSettings`] is read from, in the order [`settings_of`] takes them.
+pub const WRITE_SETTINGS: [&str; 2] = ["write_policy", "write_budget"];
+
 /// The write settings as stored (auto-apply and no budget when unset).
 pub fn settings(state: &State) -> Result<WriteSettings> {
-    let mut read = state
-        .meta
-        .settings(&["write_policy", "write_budget"])?
-        .into_iter();
+    Ok(settings_of(state.meta.settings(&WRITE_SETTINGS)?))
+}
+
+/// The write settings of the stored values of [`WRITE_SETTINGS`].
+pub fn settings_of(stored: Vec<Option<String>>) -> WriteSettings {
+    let mut read = stored.into_iter();
     let policy = read
         .next()
         .flatten()
@@ -64,7 +69,7 @@ pub fn settings(state: &State) -> Result<WriteSettings> {
         .flatten()
         .and_then(|b| b.parse().ok())
         .unwrap_or(0);
-    Ok(WriteSettings { policy, budget })
+    WriteSettings { policy, budget }
 }
 
 /// Who takes review decisions in open local mode: `signed_in` when the configuration says

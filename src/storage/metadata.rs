@@ -149,7 +149,7 @@ pub trait Records: Send + Sync {
 }
 
 /// Receipts kept by `Idempotency-Key`, and the intents of writes under way.
-pub trait Idempotency: Send + Sync {
+pub trait Idempotency: Settings + Send + Sync {
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>>;
 
     /// Keep a receipt under its key, and drop the key's intent, in one transaction.
@@ -179,6 +179,16 @@ pub trait Idempotency: Send + Sync {
             return Ok(KeyHeld::Receipt(row));
         }
         Ok(self.intent(key)?.map_or(KeyHeld::Nothing, KeyHeld::Intent))
+    }
+
+    /// [`Idempotency::held`] of `key` and [`Settings::settings`] of `keys`: what every
+    /// write with a key reads before it plans, in one round trip where a store can.
+    fn held_and_settings(
+        &self,
+        key: &str,
+        keys: &[&str],
+    ) -> Result<(KeyHeld, Vec<Option<String>>)> {
+        Ok((self.held(key)?, self.settings(keys)?))
     }
 }
 

@@ -11,7 +11,8 @@ use chrono::{DateTime, Duration, Utc};
 use crate::clock::timestamp;
 use crate::error::{Error, Reason, Result};
 pub use crate::queries::settings::{
-    review_decisions, settings, ReviewDecisions, WritePolicy, WriteSettings,
+    review_decisions, settings, settings_of, ReviewDecisions, WritePolicy, WriteSettings,
+    WRITE_SETTINGS,
 };
 use crate::state::{State, WriteLock};
 use crate::storage::rows::PendingRow;

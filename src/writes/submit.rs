@@ -79,7 +79,11 @@ fn answer(
         Some(shared) => Some(shared.fence.hold_key(idem.key)?),
         None => None,
     };
-    let held = match state.meta.held(idem.key)? {
+    // The vault's write settings come with it: one round trip fewer.
+    let (held, stored) = state
+        .meta
+        .held_and_settings(idem.key, &review::WRITE_SETTINGS)?;
+    let held = match held {
         KeyHeld::Receipt(row) => return replay(row, identity, &idem),
         KeyHeld::Intent(row) => Some(row),
         KeyHeld::Nothing => None,
@@ -97,7 +101,7 @@ fn answer(
     // names may have been renamed or removed while the daemon was stopped.
     state.unread.wait_walk();
     let request = resolve(state, build()?)?;
-    let settings = review::settings(state)?;
+    let settings = review::settings_of(stored);
     let applied = if review::must_queue(&settings, &request.op)? {
         state
             .lock_to_record()

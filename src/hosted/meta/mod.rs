@@ -96,6 +96,20 @@ fn seq_span(seqs: impl IntoIterator<Item = i64>) -> Option<(i64, i64)> {
     })
 }
 
+/// The settings of a vault among `$2`: rows for [`settings_of`].
+const SETTINGS: &str = "SELECT key, value FROM settings WHERE vault_id = $1 AND key = ANY($2)";
+
+/// The value of each of `keys`, in their order, from the rows of [`SETTINGS`].
+fn settings_of(rows: &[Row], keys: &[&str]) -> Vec<Option<String>> {
+    keys.iter()
+        .map(|k| {
+            rows.iter()
+                .find(|r| r.get::<_, &str>(0) == *k)
+                .map(|r| r.get(1))
+        })
+        .collect()
+}
+
 impl Settings for PgMeta {
     fn setting(&self, key: &str) -> Result<Option<String>> {
         Ok(self
@@ -107,18 +121,8 @@ impl Settings for PgMeta {
     }
 
     fn settings(&self, keys: &[&str]) -> Result<Vec<Option<String>>> {
-        let rows = self.query(
-            "SELECT key, value FROM settings WHERE vault_id = $1 AND key = ANY($2)",
-            &[&self.vault, &keys],
-        )?;
-        Ok(keys
-            .iter()
-            .map(|k| {
-                rows.iter()
-                    .find(|r| r.get::<_, &str>(0) == *k)
-                    .map(|r| r.get(1))
-            })
-            .collect())
+        let rows = self.query(SETTINGS, &[&self.vault, &keys])?;
+        Ok(settings_of(&rows, keys))
     }
 
     fn set_setting(&self, key: &str, value: &str) -> Result<()> {

@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::flight::{params, Flight};
-use super::PgMeta;
+use super::{PgMeta, Params};
 use crate::error::{Error, Reason, Result};
 use crate::hosted::{block_on, db_error, is_unique_violation, RETRY_AFTER_SECONDS};
 use crate::storage::metadata::{Idempotency, ReviewQueue};
@@ -146,6 +146,32 @@ impl ReviewQueue for PgMeta {
     }
 }
 
+/// A key's receipt and intent rows: for [`held_of`].
+const HELD: &str = "SELECT true, op_hash, receipt FROM idempotency WHERE vault_id = $1 AND key = $2
+     UNION ALL
+     SELECT false, op_hash, intent FROM write_intents WHERE vault_id = $1 AND key = $2";
+
+/// What `key` holds, from the rows of [`HELD`].
+fn held_of(rows: &[Row], key: &str) -> KeyHeld {
+    // A receipt, when there is one, is the answer (as `idempotency` is asked first).
+    let row = rows.iter().find(|r| r.get::<_, bool>(0)).or(rows.first());
+    match row {
+        None => KeyHeld::Nothing,
+        Some(r) if r.get::<_, bool>(0) => KeyHeld::Receipt(IdempotencyRow {
+            key: key.to_string(),
+            op_hash: r.get(1),
+            receipt: Some(r.get(2)),
+            status: 0,
+            body: String::new(),
+        }),
+        Some(r) => KeyHeld::Intent(IntentRow {
+            key: key.to_string(),
+            op_hash: r.get(1),
+            intent: r.get(2),
+        }),
+    }
+}
+
 impl Idempotency for PgMeta {
     fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRow>> {
         // Hosted mode keeps receipts only: no row predates them (SQLite's rows from
@@ -165,28 +191,33 @@ impl Idempotency for PgMeta {
     }
 
     fn held(&self, key: &str) -> Result<KeyHeld> {
-        let rows = self.query(
-            "SELECT true, op_hash, receipt FROM idempotency WHERE vault_id = $1 AND key = $2
-             UNION ALL
-             SELECT false, op_hash, intent FROM write_intents WHERE vault_id = $1 AND key = $2",
-            &[&self.vault, &key],
-        )?;
-        // A receipt, when there is one, is the answer (as `idempotency` is asked first).
-        let row = rows.iter().find(|r| r.get::<_, bool>(0)).or(rows.first());
-        Ok(match row {
-            None => KeyHeld::Nothing,
-            Some(r) if r.get::<_, bool>(0) => KeyHeld::Receipt(IdempotencyRow {
-                key: key.to_string(),
-                op_hash: r.get(1),
-                receipt: Some(r.get(2)),
-                status: 0,
-                body: String::new(),
-            }),
-            Some(r) => KeyHeld::Intent(IntentRow {
-                key: key.to_string(),
-                op_hash: r.get(1),
-                intent: r.get(2),
-            }),
+        let rows = self.query(HELD, &[&self.vault, &key])?;
+        Ok(held_of(&rows, key))
+    }
+
+    fn held_and_settings(
+        &self,
+        key: &str,
+        keys: &[&str],
+    ) -> Result<(KeyHeld, Vec<Option<String>>)> {
+        // Both sent before either answer is read: one round trip.
+        block_on(async {
+            let client = self.db.client().await?;
+            let held = client.prepare_cached(HELD).await.map_err(db_error)?;
+            let settings = client
+                .prepare_cached(super::SETTINGS)
+                .await
+                .map_err(db_error)?;
+            let (by_key, by_keys): (Params<'_>, Params<'_>) =
+                (&[&self.vault, &key], &[&self.vault, &keys]);
+            let (held, settings) = futures::join!(
+                client.query(&held, by_key),
+                client.query(&settings, by_keys),
+            );
+            Ok((
+                held_of(&held.map_err(db_error)?, key),
+                super::settings_of(&settings.map_err(db_error)?, keys),
+            ))
         })
     }
 

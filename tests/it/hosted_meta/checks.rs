@@ -268,6 +268,17 @@ pub fn idempotency(m: &dyn Metadata) {
     };
     assert_eq!(m.idempotency("k1").unwrap(), Some(kept.clone()));
     assert_eq!(m.held("k1").unwrap(), KeyHeld::Receipt(kept.clone()));
+    // With the settings a write reads, in their order, unset ones `None`.
+    m.set_setting("write_budget", "7").unwrap();
+    assert_eq!(
+        m.held_and_settings("k1", &["write_policy", "write_budget"])
+            .unwrap(),
+        (KeyHeld::Receipt(kept.clone()), vec![None, Some("7".into())])
+    );
+    assert_eq!(
+        m.held_and_settings("k9", &["write_budget"]).unwrap(),
+        (KeyHeld::Nothing, vec![Some("7".into())])
+    );
     // A receipt is what a key holds, whatever intent is stored beside it.
     m.store_intent("k1", "h1", r#"{"i":4}"#).unwrap();
     assert_eq!(m.held("k1").unwrap(), KeyHeld::Receipt(kept));
