@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::flight::{params, Flight};
-use super::{PgMeta, Params};
+use super::{Params, PgMeta};
 use crate::error::{Error, Reason, Result};
 use crate::hosted::{block_on, db_error, is_unique_violation, RETRY_AFTER_SECONDS};
 use crate::storage::metadata::{Idempotency, ReviewQueue};
