@@ -58,7 +58,9 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         crate::hosted::registry::find(&db, &args.vault).await
     })
     .map_err(message)?;
-    let target = PgMeta::new(db.clone(), vault.id);
+    // The bytes `put` commits are written by the `record` that names them.
+    let staged = Arc::new(crate::hosted::revisions::Staged::default());
+    let target = PgMeta::sharing(db.clone(), vault.id, staged.clone());
     let source = Meta::open(&state_dir.join("meta.sqlite")).map_err(message)?;
     let revisions = source.revisions_after(0).map_err(message)?;
     // The folder, and how far its history went: a run cut off carries on only from the
@@ -96,7 +98,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         ),
         None => target.set_setting(SOURCE, &from).map_err(message)?,
     }
-    let bytes = PgRevisions::new(db, vault.id);
+    let bytes = PgRevisions::new(db, vault.id, staged);
     let history = History::open(&state_dir.join("history.git")).map_err(message)?;
 
     let mut seq = 0i64;

@@ -324,12 +324,18 @@ impl HostedVaults {
         let index =
             crate::index::SearchIndex::open_with_model(&state_dir, config.embed_model.as_deref())
                 .map_err(|e| Error::internal(format!("cannot open the search index: {e}")))?;
-        let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
+        let staged = Arc::new(hosted::revisions::Staged::default());
+        let revisions =
+            hosted::revisions::PgRevisions::new(self.db.clone(), vault.id, staged.clone());
         let state = State::new(
             config,
             VaultPaths::new(root, state_dir),
             Stores {
-                meta: Box::new(hosted::meta::PgMeta::new(self.db.clone(), vault.id)),
+                meta: Box::new(hosted::meta::PgMeta::sharing(
+                    self.db.clone(),
+                    vault.id,
+                    staged,
+                )),
                 history: Box::new(revisions),
                 files: Box::new(hosted::files::PgFiles),
             },
@@ -354,7 +360,9 @@ impl HostedVaults {
             },
             links: self.links.clone(),
         });
-        let revisions = hosted::revisions::PgRevisions::new(self.db.clone(), vault.id);
+        // Read from only (a cold start's bytes): nothing is staged through it.
+        let revisions =
+            hosted::revisions::PgRevisions::new(self.db.clone(), vault.id, Arc::default());
         build(&state, &revisions)?;
         tracing::debug!(vault = %state.vault_id, seq = state.committed_seq(), "opened a vault");
         Ok(Arc::new(state))

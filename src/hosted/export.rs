@@ -38,7 +38,7 @@ pub fn write(
     out: impl Write,
 ) -> io::Result<Manifest> {
     let meta = PgMeta::new(db.clone(), vault);
-    let bytes = PgRevisions::new(db.clone(), vault);
+    let bytes = PgRevisions::new(db.clone(), vault, Default::default());
     let mut archive = Archive::new(out);
     let mut notes = meta.all_notes().map_err(io::Error::other)?;
     notes.sort_by(|a, b| a.path.cmp(&b.path));

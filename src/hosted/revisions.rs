@@ -1,11 +1,13 @@
 //! Hosted mode's revision store: each revision's bytes in `contents` (by content hash,
-//! once per vault), read back through the revision row at its seq. A "commit" writes the
-//! bytes before the metadata transaction that writes the revision rows names them, so a
-//! recorded revision always has its bytes.
+//! once per vault), read back through the revision row at its seq. A "commit" hands the
+//! bytes to the metadata transaction that writes the revision rows naming them
+//! ([`Staged`]), so a recorded revision always has its bytes, and they cost no round trip
+//! of their own.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use uuid::Uuid;
 
 use crate::error::Result;
@@ -13,25 +15,44 @@ use crate::storage::{CommitRequest, Content, HistoryStatus, Revisions, Stored, W
 
 use super::{block_on, db_error, Database};
 
+/// Note bytes committed and not yet written: the content hashes and the bytes, in
+/// order. Shared by a vault's revision store, which stages them, and its metadata store,
+/// whose next transaction writing revision rows takes them and inserts them first
+/// (`meta::PgMeta::record_settled`). A vault records one change at a time, so what is
+/// staged is what that transaction names (and bytes left by a change that failed before
+/// its rows are written once more, harmlessly, by the next).
+#[derive(Default)]
+pub struct Staged(Mutex<(Vec<String>, Vec<Vec<u8>>)>);
+
+impl Staged {
+    /// Everything staged, taken out.
+    pub fn take(&self) -> (Vec<String>, Vec<Vec<u8>>) {
+        std::mem::take(&mut *self.0.lock())
+    }
+}
+
 pub struct PgRevisions {
     db: Database,
     vault: Uuid,
+    staged: Arc<Staged>,
 }
 
 impl PgRevisions {
-    pub fn new(db: Database, vault: Uuid) -> Self {
-        Self { db, vault }
+    /// The revisions of `vault`, staging committed bytes in `staged` (its metadata
+    /// store's).
+    pub fn new(db: Database, vault: Uuid, staged: Arc<Staged>) -> Self {
+        Self { db, vault, staged }
     }
 
-    async fn put(&self, request: &CommitRequest) -> Result<()> {
-        let mut hashes = Vec::new();
-        let mut bodies: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
+    /// The bytes of `request`'s notes, staged for the transaction that names them.
+    fn stage(&self, request: &CommitRequest) {
+        let mut staged = self.staged.0.lock();
         for change in &request.changes {
             match &change.content {
                 Some(Content::Bytes(kept)) => {
                     let bytes = kept.bytes();
-                    hashes.push(crate::vault::content_hash(&bytes));
-                    bodies.push(bytes);
+                    staged.0.push(crate::vault::content_hash(&bytes));
+                    staged.1.push(bytes.into_owned());
                 }
                 // A shared vault has no folder: a note comes with its bytes, and an
                 // attachment's are in the blob store already, by the sha256 its row
@@ -39,31 +60,6 @@ impl PgRevisions {
                 Some(Content::File(_)) | None => {}
             }
         }
-        if hashes.is_empty() {
-            return Ok(());
-        }
-        let client = self.db.client().await?;
-        // No WAL flush of its own: the metadata transaction that names these bytes
-        // commits after this one, and its flush makes all earlier WAL durable, this
-        // commit's too. Lost in a crash before it, they were named by nothing. One
-        // statement, its own transaction: `synchronous_commit` set for it alone
-        // (`set_config(…, true)`), one round trip where BEGIN, SET LOCAL, INSERT and
-        // COMMIT took four.
-        let stmt = client
-            .prepare_cached(
-                "INSERT INTO contents (vault_id, content_hash, bytes)
-                 SELECT $1, h, b
-                 FROM unnest($2::text[], $3::bytea[]) AS t(h, b),
-                      (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
-                 ON CONFLICT (vault_id, content_hash) DO NOTHING",
-            )
-            .await
-            .map_err(db_error)?;
-        client
-            .execute(&stmt, &[&self.vault, &hashes, &bodies])
-            .await
-            .map_err(db_error)?;
-        Ok(())
     }
 
     /// The bytes of these content hashes (those the store has), for a cold start.
@@ -86,12 +82,12 @@ impl PgRevisions {
 impl Revisions for PgRevisions {
     fn commit(&self, request: CommitRequest) -> mpsc::Receiver<Result<Written>> {
         let (tx, rx) = mpsc::channel();
-        // Written now, not queued: the revision rows that follow name these bytes.
-        let written = block_on(self.put(&request)).map(|()| Written {
+        // Written with the revision rows that follow and name these bytes.
+        self.stage(&request);
+        let _ = tx.send(Ok(Written {
             id: None,
             left_out: Vec::new(),
-        });
-        let _ = tx.send(written);
+        }));
         rx
     }
 

@@ -36,6 +36,8 @@ use crate::storage::metadata::Settings;
 pub struct PgMeta {
     db: Database,
     vault: Uuid,
+    /// Note bytes its revision store committed, for the next revision rows.
+    contents: std::sync::Arc<super::revisions::Staged>,
 }
 
 /// Bound parameters of a statement; `$1` is always the vault.
@@ -44,9 +46,20 @@ type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 impl PgMeta {
     /// The metadata of the vault `vault_id` (which the registry created) in `db`.
     pub fn new(db: Database, vault_id: Uuid) -> Self {
+        Self::sharing(db, vault_id, std::sync::Arc::default())
+    }
+
+    /// [`PgMeta::new`], writing the note bytes its revision store stages in `contents`
+    /// with the revision rows that name them.
+    pub fn sharing(
+        db: Database,
+        vault_id: Uuid,
+        contents: std::sync::Arc<super::revisions::Staged>,
+    ) -> Self {
         Self {
             db,
             vault: vault_id,
+            contents,
         }
     }
 

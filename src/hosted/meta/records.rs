@@ -91,6 +91,17 @@ impl Records for PgMeta {
         );
         let vault = &self.vault;
         let mut flight = Flight::claiming(*vault, span);
+        // The bytes the revisions name, first: in this transaction, so a revision is
+        // never without them, and in this round trip.
+        let (hashes, bodies) = self.contents.take();
+        if !hashes.is_empty() {
+            flight.push(
+                "INSERT INTO contents (vault_id, content_hash, bytes)
+                 SELECT $1, h, b FROM unnest($2::text[], $3::bytea[]) AS t(h, b)
+                 ON CONFLICT (vault_id, content_hash) DO NOTHING",
+                params![vault, hashes, bodies],
+            );
+        }
         insert_ops(&mut flight, vault, ops);
         flight.each(
             "INSERT INTO revisions (vault_id, seq, version_id, note_id, path,
