@@ -18,9 +18,11 @@ use super::{block_on, db_error, Database};
 /// Note bytes committed and not yet written: the content hashes and the bytes, in
 /// order. Shared by a vault's revision store, which stages them, and its metadata store,
 /// whose next transaction writing revision rows takes them and inserts them first
-/// (`meta::PgMeta::record_settled`). A vault records one change at a time, so what is
-/// staged is what that transaction names (and bytes left by a change that failed before
-/// its rows are written once more, harmlessly, by the next).
+/// (`meta::PgMeta::record_settled`). A vault records one change at a time, with one
+/// commit, so what is staged is what that transaction names: a commit replaces what a
+/// change that failed before its rows left. Migration 2 dropped the foreign keys to
+/// `contents`, so a metadata store that does not share its revision store's `Staged`
+/// writes rows whose bytes read back lost, without an error: build both with one.
 #[derive(Default)]
 pub struct Staged(Mutex<(Vec<String>, Vec<Vec<u8>>)>);
 
@@ -47,6 +49,7 @@ impl PgRevisions {
     /// The bytes of `request`'s notes, staged for the transaction that names them.
     fn stage(&self, request: &CommitRequest) {
         let mut staged = self.staged.0.lock();
+        *staged = Default::default();
         for change in &request.changes {
             match &change.content {
                 Some(Content::Bytes(kept)) => {
@@ -82,7 +85,8 @@ impl PgRevisions {
 impl Revisions for PgRevisions {
     fn commit(&self, request: CommitRequest) -> mpsc::Receiver<Result<Written>> {
         let (tx, rx) = mpsc::channel();
-        // Written with the revision rows that follow and name these bytes.
+        // Answered at once: the bytes are durable with the revision rows that follow and
+        // name them (a failure to write them fails that transaction, the whole change).
         self.stage(&request);
         let _ = tx.send(Ok(Written {
             id: None,
@@ -96,7 +100,7 @@ impl Revisions for PgRevisions {
     fn stop(&self) {}
 
     fn status(&self) -> HistoryStatus {
-        // Every recorded revision's bytes were stored before its row: nothing is behind.
+        // Every recorded revision's bytes are stored with its row: nothing is behind.
         HistoryStatus {
             head_seq: i64::MAX,
             ..HistoryStatus::default()

@@ -214,8 +214,8 @@ pub const MIGRATIONS: &[&str] = &[
     //   is byte order, as in SQLite (for that format, time order too).
     // - Names and paths that answers are ordered by compare in byte order ("C"), as
     //   SQLite's do, whatever the database's default collation.
-    // - No foreign key from notes and revisions to `contents`: the revision store writes
-    //   a note's bytes before the metadata transaction, but the metadata is complete
+    // - No foreign key from notes and revisions to `contents`: the revision store's bytes
+    //   are written in the metadata transaction (`revisions::Staged`), but it is complete
     //   without them (a delete's revision has none; `contents` rows are collected by
     //   reference), and the metadata alone is tested without bytes.
     // - `notes.title` and `notes.seq` may be unknown: the recorder's note row (`NoteRow`)

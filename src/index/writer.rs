@@ -338,7 +338,8 @@ impl SearchIndex {
         vectors: Arc<super::embed::Vectors>,
     ) {
         // Each batch builds a segment in memory: its large buffers are reused, not faulted
-        // in again (hosted mode; handed back when the writer parks and when it ends).
+        // in again (hosted mode; handed back after each commit to disk, when the writer
+        // parks and when it ends).
         let _keeping = crate::memory::keep_here();
         loop {
             if w.merge_at.is_some_and(|t| Instant::now() >= t) {

@@ -31,7 +31,8 @@ pub use crate::history::{Change, CommitRequest, Content, HistoryStatus, Stored, 
 /// The revisions of a vault's notes and attachments: one commit per recorded batch, in
 /// `committed_seq` order.
 pub trait Revisions: Send + Sync {
-    /// Queue `request`; the receiver answers once the commit is durable (or failed).
+    /// Queue `request`; the receiver answers once the commit is durable (or failed), or at
+    /// once where the metadata transaction that follows makes it durable (hosted).
     fn commit(&self, request: CommitRequest) -> mpsc::Receiver<Result<Written>>;
     /// Wait up to `timeout` for every queued commit.
     fn flush(&self, timeout: Duration);

@@ -307,11 +307,14 @@ impl Unread {
 
     /// While the start has walked nothing, wait for the verify (at most [`WALK_WAIT`]):
     /// for a read or write that may meet a rename made while stopped, which the verify
-    /// pairs by content. Never with the write lock held (the verify takes it).
-    pub fn wait_walk(&self) {
-        if self.unwalked() {
+    /// pairs by content. Never with the write lock held (the verify takes it). Whether
+    /// it waited.
+    pub fn wait_walk(&self) -> bool {
+        let unwalked = self.unwalked();
+        if unwalked {
             self.wait(std::time::Instant::now() + WALK_WAIT);
         }
+        unwalked
     }
 
     pub fn finish(&self) {

@@ -98,10 +98,13 @@ fn answer(
         return Ok(receipt);
     }
     // After a start that walked nothing, a write waits for the verify: the note it
-    // names may have been renamed or removed while the daemon was stopped.
-    state.unread.wait_walk();
+    // names may have been renamed or removed while the daemon was stopped (the settings
+    // read before may have changed meanwhile).
+    let settings = match state.unread.wait_walk() {
+        true => review::settings(state)?,
+        false => review::settings_of(stored),
+    };
     let request = resolve(state, build()?)?;
-    let settings = review::settings_of(stored);
     let applied = if review::must_queue(&settings, &request.op)? {
         state
             .lock_to_record()

@@ -247,13 +247,15 @@ pub fn idempotency(m: &dyn Metadata) {
     m.forget_intent("k2").unwrap();
     assert_eq!(keys(m), ["k1"]);
     assert_eq!(m.held("k2").unwrap(), KeyHeld::Nothing);
+    let intent = KeyHeld::Intent(IntentRow {
+        key: "k1".into(),
+        op_hash: "h1".into(),
+        intent: r#"{"i":1}"#.into(),
+    });
+    assert_eq!(m.held("k1").unwrap(), intent);
     assert_eq!(
-        m.held("k1").unwrap(),
-        KeyHeld::Intent(IntentRow {
-            key: "k1".into(),
-            op_hash: "h1".into(),
-            intent: r#"{"i":1}"#.into()
-        })
+        m.held_and_settings("k1", &["write_policy"]).unwrap(),
+        (intent, vec![None])
     );
     // A receipt replaces its key's intent, in one transaction.
     let receipt = r#"{"status":"applied","z":1,"a":2}"#;
