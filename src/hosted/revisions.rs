@@ -10,6 +10,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
+use crate::vault::packed::Packed;
+
 use crate::error::Result;
 use crate::storage::{CommitRequest, Content, HistoryStatus, Revisions, Stored, Written};
 
@@ -24,11 +26,12 @@ use super::{block_on, db_error, Database};
 /// `contents`, so a metadata store that does not share its revision store's `Staged`
 /// writes rows whose bytes read back lost, without an error: build both with one.
 #[derive(Default)]
-pub struct Staged(Mutex<(Vec<String>, Vec<Vec<u8>>)>);
+pub struct Staged(Mutex<(Vec<String>, Vec<Packed>)>);
 
 impl Staged {
-    /// Everything staged, taken out.
-    pub fn take(&self) -> (Vec<String>, Vec<Vec<u8>>) {
+    /// Everything staged, taken out: the content hashes and the bytes (shared, not
+    /// copied), in order.
+    pub fn take(&self) -> (Vec<String>, Vec<Packed>) {
         std::mem::take(&mut *self.0.lock())
     }
 }
@@ -53,9 +56,8 @@ impl PgRevisions {
         for change in &request.changes {
             match &change.content {
                 Some(Content::Bytes(kept)) => {
-                    let bytes = kept.bytes();
-                    staged.0.push(crate::vault::content_hash(&bytes));
-                    staged.1.push(bytes.into_owned());
+                    staged.0.push(crate::vault::content_hash(&kept.bytes()));
+                    staged.1.push(kept.clone());
                 }
                 // A shared vault has no folder: a note comes with its bytes, and an
                 // attachment's are in the blob store already, by the sha256 its row

@@ -90,10 +90,11 @@ impl Records for PgMeta {
                 .chain(ops.iter().map(|o| o.seq)),
         );
         let vault = &self.vault;
-        let mut flight = Flight::claiming(*vault, span);
         // The bytes the revisions name, first: in this transaction, so a revision is
         // never without them, and in this round trip.
-        let (hashes, bodies) = self.contents.take();
+        let (hashes, packed) = self.contents.take();
+        let bodies: Vec<std::borrow::Cow<'_, [u8]>> = packed.iter().map(|p| p.bytes()).collect();
+        let mut flight = Flight::claiming(*vault, span);
         if !hashes.is_empty() {
             flight.push(
                 "INSERT INTO contents (vault_id, content_hash, bytes)
