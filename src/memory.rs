@@ -21,7 +21,7 @@ struct Allocator;
 const KEEP_FROM: usize = 128 * 1024;
 
 /// At most this many bytes are kept by one thread, in at most [`SLOTS`] blocks (one
-/// overlay part of a few notes uses ~18 MiB in 16), and by all threads together.
+/// overlay part of ~17 notes used ~18 MiB in 16), and by all threads together.
 const KEEP_AT_MOST: usize = 32 * 1024 * 1024;
 const SLOTS: usize = 32;
 const KEEP_IN_ALL: usize = 96 * 1024 * 1024;

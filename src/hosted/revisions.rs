@@ -10,10 +10,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
-use crate::vault::packed::Packed;
-
 use crate::error::Result;
 use crate::storage::{CommitRequest, Content, HistoryStatus, Revisions, Stored, Written};
+use crate::vault::packed::Packed;
 
 use super::{block_on, db_error, Database};
 

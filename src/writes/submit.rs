@@ -100,9 +100,10 @@ fn answer(
     // After a start that walked nothing, a write waits for the verify: the note it
     // names may have been renamed or removed while the daemon was stopped (the settings
     // read before may have changed meanwhile).
-    let settings = match state.unread.wait_walk() {
-        true => review::settings(state)?,
-        false => review::settings_of(stored),
+    let settings = if state.unread.wait_walk() {
+        review::settings(state)?
+    } else {
+        review::settings_of(stored)
     };
     let request = resolve(state, build()?)?;
     let applied = if review::must_queue(&settings, &request.op)? {

@@ -109,11 +109,11 @@ fn seq_span(seqs: impl IntoIterator<Item = i64>) -> Option<(i64, i64)> {
     })
 }
 
-/// The settings of a vault among `$2`: rows for [`settings_of`].
+/// The settings of a vault among `$2`: rows for [`values_of`].
 const SETTINGS: &str = "SELECT key, value FROM settings WHERE vault_id = $1 AND key = ANY($2)";
 
 /// The value of each of `keys`, in their order, from the rows of [`SETTINGS`].
-fn settings_of(rows: &[Row], keys: &[&str]) -> Vec<Option<String>> {
+fn values_of(rows: &[Row], keys: &[&str]) -> Vec<Option<String>> {
     keys.iter()
         .map(|k| {
             rows.iter()
@@ -135,7 +135,7 @@ impl Settings for PgMeta {
 
     fn settings(&self, keys: &[&str]) -> Result<Vec<Option<String>>> {
         let rows = self.query(SETTINGS, &[&self.vault, &keys])?;
-        Ok(settings_of(&rows, keys))
+        Ok(values_of(&rows, keys))
     }
 
     fn set_setting(&self, key: &str, value: &str) -> Result<()> {

@@ -216,7 +216,7 @@ impl Idempotency for PgMeta {
             );
             Ok((
                 held_of(&held.map_err(db_error)?, key),
-                super::settings_of(&settings.map_err(db_error)?, keys),
+                super::values_of(&settings.map_err(db_error)?, keys),
             ))
         })
     }
