@@ -324,6 +324,7 @@ impl HostedVaults {
         let index =
             crate::index::SearchIndex::open_with_model(&state_dir, config.embed_model.as_deref())
                 .map_err(|e| Error::internal(format!("cannot open the search index: {e}")))?;
+        index.set_pace(crate::index::Pace::CACHE);
         let staged = Arc::new(hosted::revisions::Staged::default());
         let revisions =
             hosted::revisions::PgRevisions::new(self.db.clone(), vault.id, staged.clone());

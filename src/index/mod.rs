@@ -44,7 +44,7 @@ use tantivy::IndexReader;
 pub use self::reader::{Hit, Hits};
 use self::schema::Fields;
 pub use self::schema::{searchable, stamp_of, LinkText, SCHEMA_VERSION};
-pub use self::writer::{Links, NoLinks};
+pub use self::writer::{Links, NoLinks, Pace};
 use self::writer::{Msg, Overlay, Worker};
 pub use crate::vault::note::key_of;
 use crate::vault::note::Note;

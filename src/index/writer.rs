@@ -31,6 +31,7 @@ mod retry;
 pub use self::links::{Links, NoLinks};
 pub(super) use self::overlay::Overlay;
 use self::overlay::Parts;
+pub use self::park::Pace;
 use self::retry::{Backoff, PendingSync};
 
 /// The memory budget of the writers that take small batches (tantivy's minimum).
@@ -87,24 +88,13 @@ fn publish_now(dirty: bool, since: Option<Duration>, urgent: bool) -> bool {
 /// more there.
 const MERGE_AFTER: Duration = Duration::from_secs(3);
 
-/// Writes pause this long before the overlay goes to disk.
-const FLUSH_IDLE: Duration = Duration::from_secs(1);
-/// With nothing to write for this long, the writers are closed (their threads end and
-/// their memory goes back), to be opened again by the next change: an instance keeps
-/// many vaults open that are read, not written.
-#[cfg(not(test))]
-const PARK_AFTER: Duration = Duration::from_secs(30);
-#[cfg(test)]
-const PARK_AFTER: Duration = Duration::from_millis(100);
-/// The overlay goes to disk once it holds this many notes...
+/// The overlay goes to disk once it holds this many notes, whatever the [`Pace`].
 const FLUSH_MAX: usize = 1_000;
-/// ...or its oldest change is this old.
-const FLUSH_AGE: Duration = Duration::from_secs(10);
 
 /// What the writer thread owns.
 pub(super) struct Worker {
     index: Index,
-    /// `None`: closed while idle ([`PARK_AFTER`]), or given up after a failed commit
+    /// `None`: closed while idle ([`Pace::park`]), or given up after a failed commit
     /// (tantivy's writer is dead once one of its indexing threads failed); a new one is
     /// opened when next needed.
     main: Option<IndexWriter<NoteDoc>>,
@@ -129,6 +119,8 @@ pub(super) struct Worker {
     /// on disk.
     changed: HashMap<u64, Option<Arc<Note>>>,
     first_change: Option<Instant>,
+    /// When the overlay goes to disk, and whether at the end.
+    pace: Pace,
     /// Changes applied (to the overlay's writer) but not yet published: the notes with
     /// their seqs, and the highest seq applied (`i64::MIN`: none), which `indexed_seq`
     /// reaches when they are.
@@ -138,7 +130,7 @@ pub(super) struct Worker {
     merge_at: Option<Instant>,
     /// When the overlay last built a part, or last tried to.
     last_publish: Option<Instant>,
-    /// The last try failed (logged once; tried again at [`FLUSH_IDLE`]'s pace).
+    /// The last try failed (logged once; tried again at the [`Pace`]'s idle time).
     publish_failing: bool,
     /// The vault's links (`links.rs`), and what each note's say of the notes they
     /// point at, by key: sorted (target key, hash of its link text).
@@ -178,6 +170,7 @@ impl Worker {
             parts: Parts::new(schema.clone(), fields),
             changed: HashMap::new(),
             first_change: None,
+            pace: Pace::FOLDER,
             held: Vec::new(),
             held_seq: i64::MIN,
             last_publish: None,
@@ -257,6 +250,8 @@ pub(super) enum Msg {
     },
     /// A search waits for a change ([`SearchIndex::want`]): publish what is held now.
     Publish,
+    /// When the overlay goes to disk from now on ([`SearchIndex::set_pace`]).
+    Pace(Pace),
     /// The segments of the index on disk were merged ([`SearchIndex::merge_segments`]):
     /// searches read the merged one from now on.
     Merged,
@@ -355,7 +350,7 @@ impl SearchIndex {
             } else if w.changed.is_empty() && w.sync_pending.is_none() {
                 None
             } else {
-                Some(w.retry.wait().unwrap_or(FLUSH_IDLE))
+                Some(w.retry.wait().unwrap_or(w.pace.idle))
             };
             // The merge's time comes first: it is what wakes the thread then.
             let until_merge = w
@@ -373,7 +368,7 @@ impl SearchIndex {
                     rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
                 }
                 // Nothing to write: the writers close after a while of that.
-                (None, _) => match rx.recv_timeout(PARK_AFTER) {
+                (None, _) => match rx.recv_timeout(w.pace.park) {
                     Err(mpsc::RecvTimeoutError::Timeout) => {
                         w.park();
                         match weak.upgrade() {
@@ -392,7 +387,7 @@ impl SearchIndex {
                     };
                     this.apply(&mut w, first, &rx);
                     if w.changed.len() >= FLUSH_MAX
-                        || w.first_change.is_some_and(|t| t.elapsed() >= FLUSH_AGE)
+                        || w.first_change.is_some_and(|t| t.elapsed() >= w.pace.age)
                         || (w.retry.failing() && w.retry.due())
                     {
                         this.flush(&mut w);
@@ -418,8 +413,13 @@ impl SearchIndex {
             }
         }
         // Shutting down: what is only in memory goes to disk (a pending start-up sync is
-        // the next start's).
-        if let Err(e) = w.flush_to_disk(None) {
+        // the next start's), unless the next start's sync is to catch up on it.
+        if !w.pace.at_end {
+            tracing::debug!(
+                notes = w.changed.len(),
+                "index changes left to the next start"
+            );
+        } else if let Err(e) = w.flush_to_disk(None) {
             tracing::error!(error = %e, "could not write the last index changes; the next start indexes them");
         }
         // The vectors too (the service may be gone: they are held apart).
@@ -529,6 +529,10 @@ impl SearchIndex {
                 }
                 Msg::Publish => {
                     asked = true;
+                    Ok(())
+                }
+                Msg::Pace(pace) => {
+                    w.pace = pace;
                     Ok(())
                 }
                 Msg::Merged => {

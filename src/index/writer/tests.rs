@@ -52,7 +52,7 @@ pub(in crate::index) fn until(what: &str, check: impl Fn() -> bool) {
     }
 }
 
-/// With nothing to write for [`PARK_AFTER`] the writers close; a change after that opens
+/// With nothing to write for [`Pace::park`] the writers close; a change after that opens
 /// them again: it is searchable, and written to disk (it survives a reopen).
 #[test]
 fn idle_writers_close_and_the_next_change_opens_them() {
@@ -83,6 +83,42 @@ fn idle_writers_close_and_the_next_change_opens_them() {
     let index = SearchIndex::open(state.path()).unwrap();
     assert_eq!(found(&index, "numbat"), 1, "on disk");
     assert_eq!(found(&index, "quokka"), 0, "removed on disk");
+}
+
+/// A database's vault ([`Pace::CACHE`]): a change is searchable from the overlay at once
+/// but reaches the disk only once writes pause for the pace's idle time, and not when the
+/// writer ends; the next open's start-up sync indexes what was left.
+#[test]
+fn with_a_cache_pace_the_disk_waits_and_the_next_start_catches_up() {
+    let state = tempfile::tempdir().unwrap();
+    let vault = tempfile::tempdir().unwrap();
+    let a = note(vault.path(), "a.md", "a", "# Alpha\n\nquokka\n");
+    let b = note(vault.path(), "b.md", "b", "# Beta\n\nnumbat\n");
+    let index = SearchIndex::open(state.path()).unwrap();
+    index.set_pace(Pace::CACHE);
+    index.start(vec![a.clone()], 1);
+    until("the start-up sync", || index.indexed_seq() >= 1);
+    index.upsert(b.clone(), 2);
+    until("the change is searchable", || index.indexed_seq() >= 2);
+    assert_eq!(found(&index, "numbat"), 1, "from the overlay");
+    assert_eq!(index.state().docs, 1, "not on disk yet");
+    drop(index);
+
+    let index = SearchIndex::open(state.path()).unwrap();
+    assert_eq!(found(&index, "numbat"), 0, "left in memory at the end");
+    index.set_pace(Pace {
+        idle: Duration::from_millis(50),
+        ..Pace::CACHE
+    });
+    index.start(vec![a, b], 2);
+    until("the start-up sync", || index.state().synced_notes.is_some());
+    assert_eq!(found(&index, "numbat"), 1, "caught up by the sync");
+    let c = note(vault.path(), "c.md", "c", "# Gamma\n\nwombat\n");
+    index.upsert(c, 3);
+    until("on disk once writes pause", || index.state().docs == 3);
+    drop(index);
+    let index = SearchIndex::open(state.path()).unwrap();
+    assert_eq!(found(&index, "wombat"), 1, "on disk");
 }
 
 /// A start on an index of several segments (a change after the last start's merge went
