@@ -8,6 +8,8 @@
 //! asked for (the drain). A part that is not ready is named with why, and the answer is
 //! 503.
 
+use std::sync::atomic::Ordering;
+
 use axum::extract::State as Shared;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,6 +17,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 
+use super::hosted::{Checks, HostedServed};
 use super::AppState;
 
 pub fn routes(app: AppState) -> Router {
@@ -37,11 +40,8 @@ async fn readyz(Shared(app): Shared<AppState>) -> Response {
         ));
     }
     if let Some(hosted) = &app.hosted {
-        let directory = hosted.directory();
-        match tokio::task::spawn_blocking(move || directory.ready()).await {
-            Ok(found) => checks.extend(found.into_iter().map(|(part, r)| (part.to_string(), r))),
-            Err(e) => checks.push(("database".into(), Err(format!("the check failed: {e}")))),
-        }
+        let found = hosted_checks(hosted).await;
+        checks.extend(found.into_iter().map(|(part, r)| (part.to_string(), r)));
     } else {
         let several = app.vaults.len() > 1;
         for served in &app.vaults {
@@ -65,6 +65,28 @@ async fn readyz(Shared(app): Shared<AppState>) -> Response {
     };
     let body = json!({"status": if ready { "ready" } else { "not_ready" }, "checks": parts});
     (status, Json(body)).into_response()
+}
+
+/// The hosted parts' checks (database, schema, blob store), one at a time and waited for
+/// without holding a thread: a probe that arrives while one runs takes the answer of that
+/// check (which ended after it arrived) rather than queue one of its own, so balancers
+/// probing often, or an instance slow to answer, never pile checks up.
+async fn hosted_checks(hosted: &HostedServed) -> Checks {
+    let arrived = hosted.checks_done.load(Ordering::SeqCst);
+    let mut last = hosted.readiness.lock().await;
+    if hosted.checks_done.load(Ordering::SeqCst) > arrived {
+        if let Some(checks) = last.as_ref() {
+            return checks.clone();
+        }
+    }
+    let directory = hosted.directory();
+    let checks = match tokio::task::spawn_blocking(move || directory.ready()).await {
+        Ok(found) => found,
+        Err(e) => vec![("database", Err(format!("the check failed: {e}")))],
+    };
+    *last = Some(checks.clone());
+    hosted.checks_done.fetch_add(1, Ordering::SeqCst);
+    checks
 }
 
 /// A local vault's index: its start-up sync applied (searches cover every note).

@@ -19,7 +19,7 @@
 //! `ATTACHMENT_NOT_FOUND`; nothing waits on a dead store longer than a few seconds.
 
 use std::ops::Range;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -317,9 +317,21 @@ impl BlobStore for S3Blobs {
 
     fn check(&self) -> BoxFuture<'_, Result<()>> {
         async move {
+            // Once the bucket is known to exist, a `HEAD` of a key that need not exist
+            // says the store answers: a listing costs a store over a folder (`s3s-fs`) a
+            // walk of the whole bucket.
+            if self.bucket_seen.load(Ordering::Relaxed) {
+                return match self.store.head(&self.path_of("probe")).await {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(blob_error(&self.url, e)),
+                };
+            }
             let probe = self.path_of("probe/");
             match self.store.list(Some(&probe)).next().await {
-                None | Some(Ok(_)) => Ok(()),
+                None | Some(Ok(_)) => {
+                    self.bucket_seen.store(true, Ordering::Relaxed);
+                    Ok(())
+                }
                 // A listing finds no object as an empty list: only the bucket can be
                 // missing.
                 Some(Err(object_store::Error::NotFound { .. })) => {
