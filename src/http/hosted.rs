@@ -23,22 +23,27 @@ pub struct HostedServed {
     directory: Arc<dyn Directory>,
     /// Each vault served so far, with its MCP service (its sessions live as long).
     served: Mutex<HashMap<String, Arc<ServedVault>>>,
-    /// The last readiness check's answer, held while one runs, and how many ended
-    /// (`probes.rs`: one check at a time).
-    pub(super) readiness: tokio::sync::Mutex<Option<Checks>>,
-    pub(super) checks_done: std::sync::atomic::AtomicU64,
+    /// `/readyz`'s checks, one at a time (`probes.rs`).
+    pub(super) readiness: Arc<Readiness>,
 }
 
 /// Each part the directory needs, and why it cannot serve now ([`Directory::ready`]).
 pub(super) type Checks = Vec<(&'static str, std::result::Result<(), String>)>;
+
+/// The last readiness check's answer (its lock is held while a check runs), and how
+/// many checks ended.
+#[derive(Default)]
+pub(super) struct Readiness {
+    pub(super) last: tokio::sync::Mutex<Option<Checks>>,
+    pub(super) done: std::sync::atomic::AtomicU64,
+}
 
 impl HostedServed {
     pub fn new(directory: Arc<dyn Directory>) -> Self {
         Self {
             directory,
             served: Mutex::new(HashMap::new()),
-            readiness: tokio::sync::Mutex::new(None),
-            checks_done: std::sync::atomic::AtomicU64::new(0),
+            readiness: Arc::default(),
         }
     }
 

@@ -67,26 +67,32 @@ async fn readyz(Shared(app): Shared<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The hosted parts' checks (database, schema, blob store), one at a time and waited for
-/// without holding a thread: a probe that arrives while one runs takes the answer of that
-/// check (which ended after it arrived) rather than queue one of its own, so balancers
-/// probing often, or an instance slow to answer, never pile checks up.
+/// The hosted parts' checks (database, schema, blob store), one at a time: a probe that
+/// arrives while one runs takes that check's answer rather than queue one of its own
+/// (the answer may thus predate the probe by one check's length). The check runs in a
+/// task of its own, so a probe given up by its client (a balancer's timeout) leaves no
+/// half-done turn behind: balancers probing often, or an instance slow to answer, never
+/// pile checks up.
 async fn hosted_checks(hosted: &HostedServed) -> Checks {
-    let arrived = hosted.checks_done.load(Ordering::SeqCst);
-    let mut last = hosted.readiness.lock().await;
-    if hosted.checks_done.load(Ordering::SeqCst) > arrived {
-        if let Some(checks) = last.as_ref() {
-            return checks.clone();
+    let (readiness, directory) = (hosted.readiness.clone(), hosted.directory());
+    let arrived = readiness.done.load(Ordering::SeqCst);
+    let turn = tokio::spawn(async move {
+        let mut last = readiness.last.lock().await;
+        if readiness.done.load(Ordering::SeqCst) > arrived {
+            if let Some(checks) = last.as_ref() {
+                return checks.clone();
+            }
         }
-    }
-    let directory = hosted.directory();
-    let checks = match tokio::task::spawn_blocking(move || directory.ready()).await {
-        Ok(found) => found,
-        Err(e) => vec![("database", Err(format!("the check failed: {e}")))],
-    };
-    *last = Some(checks.clone());
-    hosted.checks_done.fetch_add(1, Ordering::SeqCst);
-    checks
+        let checks = match tokio::task::spawn_blocking(move || directory.ready()).await {
+            Ok(found) => found,
+            Err(e) => vec![("database", Err(format!("the check failed: {e}")))],
+        };
+        *last = Some(checks.clone());
+        readiness.done.fetch_add(1, Ordering::SeqCst);
+        checks
+    });
+    turn.await
+        .unwrap_or_else(|e| vec![("database", Err(format!("the check failed: {e}")))])
 }
 
 /// A local vault's index: its start-up sync applied (searches cover every note).

@@ -123,9 +123,17 @@ impl SearchIndex {
                 }))
             }
         };
-        // One weight, of the disk index's statistics, scores the parts too, so scores
-        // compare (a weight reads statistics, not the documents of a segment).
-        let scoring = tantivy::query::EnableScoring::enabled_from_searcher(&searcher);
+        // One weight, of the statistics of the disk index and the parts together, scores
+        // them all, so scores compare (a weight reads statistics, not the documents of a
+        // segment); the parts count too: a vault's disk index may be empty for a while
+        // (hosted mode writes it a minute after writes pause), and BM25 of no documents
+        // is no score.
+        let all = Everywhere {
+            disk: &searcher,
+            parts: &overlay.parts,
+        };
+        let scoring =
+            tantivy::query::EnableScoring::enabled_from_statistics_provider(&all, &searcher);
         let weight = q.weight(scoring).map_err(internal)?;
         let (mut hits, mut matched) =
             collect(&searcher, weight.as_ref(), keep_disk, want).map_err(internal)?;
@@ -361,6 +369,37 @@ fn said_of(
         }
     }
     Ok(())
+}
+
+/// BM25's statistics over the disk index and the overlay's parts: a note in both (a
+/// newer version in memory) counts twice, a small error beside leaving the parts out.
+struct Everywhere<'a> {
+    disk: &'a tantivy::Searcher,
+    parts: &'a [(u32, tantivy::Searcher)],
+}
+
+impl Everywhere<'_> {
+    fn sum(&self, of: impl Fn(&tantivy::Searcher) -> tantivy::Result<u64>) -> tantivy::Result<u64> {
+        let mut total = of(self.disk)?;
+        for (_, part) in self.parts {
+            total += of(part)?;
+        }
+        Ok(total)
+    }
+}
+
+impl tantivy::query::Bm25StatisticsProvider for Everywhere<'_> {
+    fn total_num_tokens(&self, field: tantivy::schema::Field) -> tantivy::Result<u64> {
+        self.sum(|s| tantivy::query::Bm25StatisticsProvider::total_num_tokens(s, field))
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        self.sum(tantivy::query::Bm25StatisticsProvider::total_num_docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.sum(|s| s.doc_freq(term))
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! [`PUBLISH_EVERY`], at once when a search waits for one, as a new part of the
 //! in-memory overlay (`overlay.rs`), which searches read beside the disk index; the
 //! overlay goes to disk when writes pause, or it grows large or old
-//! ([`SearchIndex::flush`]), and at shutdown. At start, the sync (re)indexes only the
+//! ([`SearchIndex::flush`]), and at shutdown, at the index's [`Pace`]. At start, the sync (re)indexes only the
 //! notes whose stamp differs from the catalog's, with a large writer that a small one
 //! then replaces. A commit on disk that fails is tried again after a back-off
 //! (`retry.rs`). The thread owns `<state dir>/index.lock`.
@@ -88,6 +88,9 @@ fn publish_now(dirty: bool, since: Option<Duration>, urgent: bool) -> bool {
 /// more there.
 const MERGE_AFTER: Duration = Duration::from_secs(3);
 
+/// Writes paused this long: the blocks kept for the next part go back (the disk may
+/// wait longer: [`Pace::idle`]).
+const PAUSE: Duration = Duration::from_secs(1);
 /// The overlay goes to disk once it holds this many notes, whatever the [`Pace`].
 const FLUSH_MAX: usize = 1_000;
 
@@ -119,6 +122,9 @@ pub(super) struct Worker {
     /// on disk.
     changed: HashMap<u64, Option<Arc<Note>>>,
     first_change: Option<Instant>,
+    last_change: Option<Instant>,
+    /// Nothing came for [`PAUSE`] since the last change: the kept blocks went back.
+    paused: bool,
     /// When the overlay goes to disk, and whether at the end.
     pace: Pace,
     /// Changes applied (to the overlay's writer) but not yet published: the notes with
@@ -170,6 +176,8 @@ impl Worker {
             parts: Parts::new(schema.clone(), fields),
             changed: HashMap::new(),
             first_change: None,
+            last_change: None,
+            paused: false,
             pace: Pace::FOLDER,
             held: Vec::new(),
             held_seq: i64::MIN,
@@ -350,7 +358,10 @@ impl SearchIndex {
             } else if w.changed.is_empty() && w.sync_pending.is_none() {
                 None
             } else {
-                Some(w.retry.wait().unwrap_or(w.pace.idle))
+                // A pause: within a second the kept blocks go back and a part that failed
+                // is tried again; the disk waits for the pace's idle time.
+                let idle = w.retry.wait().unwrap_or(w.pace.idle);
+                Some(if w.paused { idle } else { idle.min(PAUSE) })
             };
             // The merge's time comes first: it is what wakes the thread then.
             let until_merge = w
@@ -385,6 +396,7 @@ impl SearchIndex {
                     let Some(this) = weak.upgrade() else {
                         break;
                     };
+                    w.paused = false;
                     this.apply(&mut w, first, &rx);
                     if w.changed.len() >= FLUSH_MAX
                         || w.first_change.is_some_and(|t| t.elapsed() >= w.pace.age)
@@ -396,6 +408,13 @@ impl SearchIndex {
                 Err(mpsc::RecvTimeoutError::Timeout) => match weak.upgrade() {
                     Some(this) if w.unpublished() && !w.publish_failing => {
                         this.publish(&mut w, None)
+                    }
+                    Some(this) if !w.flush_due() => {
+                        if w.publish_failing {
+                            this.publish(&mut w, None);
+                        }
+                        crate::memory::release_here();
+                        w.paused = true;
                     }
                     // Writes paused (or publishing fails): to disk.
                     Some(this) => this.flush(&mut w),
@@ -503,6 +522,7 @@ impl SearchIndex {
                     let key = note.key();
                     w.parts.changed(key);
                     w.first_change.get_or_insert_with(Instant::now);
+                    w.last_change = Some(Instant::now());
                     w.touch(key);
                     // Embedded beside the writer: `indexed_seq` does not wait for a model.
                     self.vectors.changed(key, Some(note.clone()), seq);
@@ -520,6 +540,7 @@ impl SearchIndex {
                     let key = key_of(&note_id);
                     w.parts.changed(key);
                     w.first_change.get_or_insert_with(Instant::now);
+                    w.last_change = Some(Instant::now());
                     w.touch(key);
                     self.vectors.changed(key, None, seq);
                     self.relink(w, key, None);

@@ -137,8 +137,9 @@ pub struct S3Blobs {
     store: Arc<AmazonS3>,
     url: String,
     prefix: String,
-    /// The bucket was seen to exist (checked before the first upload: some stores make
-    /// a missing bucket on a `PUT` rather than refuse it).
+    /// The bucket was seen to exist (checked by a listing before the first upload, as
+    /// some stores make a missing bucket on a `PUT` rather than refuse it, and by the
+    /// first readiness check; later checks only ask whether the store answers).
     bucket_seen: Arc<AtomicBool>,
 }
 

@@ -23,8 +23,8 @@ pub struct Pace {
     pub idle: Duration,
     /// The overlay's oldest change is this old.
     pub age: Duration,
-    /// With nothing to write for this long, the writers are closed (their threads end
-    /// and their memory goes back), to be opened again by the next commit on disk.
+    /// With nothing to write for this long, the writers are closed (their threads end),
+    /// to be opened again by the next commit on disk.
     pub park: Duration,
     /// Whether closing them hands the process's free memory back to the system too (a
     /// daemon of one folder returns to its idle size). Not where many vaults each park
@@ -51,7 +51,7 @@ impl Pace {
     pub const CACHE: Pace = Pace {
         idle: Duration::from_secs(60),
         age: Duration::from_secs(600),
-        // Its next commit on disk is a minute away at least.
+        // Its next commit on disk waits for the idle time (unless 1,000 notes wait).
         park: Duration::from_secs(1),
         give_back: false,
         at_end: false,
@@ -59,6 +59,16 @@ impl Pace {
 }
 
 impl Worker {
+    /// Whether the overlay goes to disk now that nothing came for a while: writes
+    /// paused for the pace's idle time, or a failed commit's back-off is over.
+    pub(super) fn flush_due(&self) -> bool {
+        self.retry.failing()
+            || self.sync_pending.is_some()
+            || self
+                .last_change
+                .is_none_or(|t| t.elapsed() >= self.pace.idle)
+    }
+
     /// The writer of the index on disk, opened if it is closed.
     pub(super) fn open_main(&mut self) -> tantivy::Result<&mut IndexWriter<NoteDoc>> {
         let writer = match self.main.take() {

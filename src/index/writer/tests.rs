@@ -96,29 +96,64 @@ fn with_a_cache_pace_the_disk_waits_and_the_next_start_catches_up() {
     let b = note(vault.path(), "b.md", "b", "# Beta\n\nnumbat\n");
     let index = SearchIndex::open(state.path()).unwrap();
     index.set_pace(Pace::CACHE);
-    index.start(vec![a.clone()], 1);
+    index.start(vec![a], 1);
     until("the start-up sync", || index.indexed_seq() >= 1);
     index.upsert(b.clone(), 2);
-    until("the change is searchable", || index.indexed_seq() >= 2);
+    index.remove("a", 3);
+    until("the changes are searchable", || index.indexed_seq() >= 3);
     assert_eq!(found(&index, "numbat"), 1, "from the overlay");
+    assert_eq!(found(&index, "quokka"), 0, "removed in the overlay");
     assert_eq!(index.state().docs, 1, "not on disk yet");
     drop(index);
 
     let index = SearchIndex::open(state.path()).unwrap();
     assert_eq!(found(&index, "numbat"), 0, "left in memory at the end");
+    assert_eq!(found(&index, "quokka"), 1, "its removal too");
     index.set_pace(Pace {
         idle: Duration::from_millis(50),
         ..Pace::CACHE
     });
-    index.start(vec![a, b], 2);
+    index.start(vec![b], 3);
     until("the start-up sync", || index.state().synced_notes.is_some());
     assert_eq!(found(&index, "numbat"), 1, "caught up by the sync");
+    assert_eq!(found(&index, "quokka"), 0, "removed by the sync");
     let c = note(vault.path(), "c.md", "c", "# Gamma\n\nwombat\n");
     index.upsert(c, 3);
-    until("on disk once writes pause", || index.state().docs == 3);
+    until("on disk once writes pause", || index.state().docs == 2);
     drop(index);
     let index = SearchIndex::open(state.path()).unwrap();
     assert_eq!(found(&index, "wombat"), 1, "on disk");
+}
+
+/// Notes only in the overlay (a new vault's disk index holds none yet) are scored by
+/// the parts' statistics: finite scores, the better match first.
+#[test]
+fn notes_only_in_memory_are_scored_and_ranked() {
+    let state = tempfile::tempdir().unwrap();
+    let vault = tempfile::tempdir().unwrap();
+    let index = SearchIndex::open(state.path()).unwrap();
+    index.set_pace(Pace::CACHE);
+    index.start(Vec::new(), 0);
+    until("the start-up sync", || index.indexed_seq() >= 0);
+    let strong = note(vault.path(), "s.md", "s", "# Axolotl\n\naxolotl axolotl\n");
+    let weak = note(
+        vault.path(),
+        "w.md",
+        "w",
+        "# Other\n\none axolotl among many other words here\n",
+    );
+    index.upsert(weak.clone(), 1);
+    index.upsert(strong.clone(), 2);
+    until("the changes are searchable", || index.indexed_seq() >= 2);
+    assert_eq!(index.state().docs, 0, "nothing on disk");
+    let parsed = crate::index::query::parse("axolotl", crate::index::query::Match::Any).unwrap();
+    let hits = index.search(&parsed, None, 0, 10).unwrap().hits;
+    let keys: Vec<u64> = hits.iter().map(|h| h.key).collect();
+    assert_eq!(keys, vec![strong.key(), weak.key()], "{hits:?}");
+    assert!(
+        hits.iter().all(|h| h.score.is_finite() && h.score > 0.0),
+        "{hits:?}"
+    );
 }
 
 /// A start on an index of several segments (a change after the last start's merge went
