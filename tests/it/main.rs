@@ -34,6 +34,7 @@ mod fidelity;
 mod fleet;
 mod folder_writes;
 mod folders;
+mod fst_registry;
 mod fuzz;
 mod grep;
 mod history;
