@@ -3,10 +3,10 @@
 //! [`PUBLISH_EVERY`], at once when a search waits for one, as a new part of the
 //! in-memory overlay (`overlay.rs`), which searches read beside the disk index; the
 //! overlay goes to disk when writes pause, or it grows large or old
-//! ([`SearchIndex::flush`]), and at shutdown, at the index's [`Pace`]. At start, the sync (re)indexes only the
-//! notes whose stamp differs from the catalog's, with a large writer that a small one
-//! then replaces. A commit on disk that fails is tried again after a back-off
-//! (`retry.rs`). The thread owns `<state dir>/index.lock`.
+//! ([`SearchIndex::flush`]), and at shutdown, as the index's [`Pace`] says. At start, the
+//! sync (re)indexes only the notes whose stamp differs from the catalog's, with a large
+//! writer that a small one then replaces. A commit on disk that fails is tried again
+//! after a back-off (`retry.rs`). The thread owns `<state dir>/index.lock`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -136,7 +136,8 @@ pub(super) struct Worker {
     merge_at: Option<Instant>,
     /// When the overlay last built a part, or last tried to.
     last_publish: Option<Instant>,
-    /// The last try failed (logged once; tried again at the [`Pace`]'s idle time).
+    /// The last try failed (logged once; tried again after a [`PAUSE`], then with the
+    /// overlay's flush).
     publish_failing: bool,
     /// The vault's links (`links.rs`), and what each note's say of the notes they
     /// point at, by key: sorted (target key, hash of its link text).
