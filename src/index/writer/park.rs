@@ -14,7 +14,7 @@ const PARK_AFTER: Duration = Duration::from_secs(30);
 #[cfg(test)]
 const PARK_AFTER: Duration = Duration::from_millis(100);
 
-/// When the overlay goes to disk (besides [`super::FLUSH_MAX`] notes): each commit on
+/// When the overlay goes to disk (besides 1,000 notes waiting): each commit on
 /// disk costs a segment's fixed work (an indexing thread, its term table and columns,
 /// files created), whatever it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
