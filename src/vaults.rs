@@ -47,6 +47,9 @@ impl From<Arc<State>> for Vaults {
     }
 }
 
+/// Each part a directory needs, and why it cannot serve now ([`Directory::ready`]).
+pub type Checks = Vec<(&'static str, std::result::Result<(), String>)>;
+
 /// The vaults of a hosted deployment: many, opened when a request first names one, and
 /// found by what a credential carries. Implemented by the composition root over the
 /// database (`daemon::hosted`).
@@ -92,7 +95,7 @@ pub trait Directory: Send + Sync {
 
     /// Each part the directory needs to serve (`database`, `schema`), and why it cannot
     /// now (for `/readyz`).
-    fn ready(&self) -> Vec<(&'static str, std::result::Result<(), String>)>;
+    fn ready(&self) -> Checks;
 
     /// The vaults open on this instance now (a scrape's op-log lag).
     fn open_vaults(&self) -> Vec<Arc<State>> {

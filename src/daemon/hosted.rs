@@ -583,7 +583,7 @@ impl Directory for HostedVaults {
         block_on(hosted::lookup::vault_of_sign_in_code(&self.db, digest))
     }
 
-    fn ready(&self) -> Vec<(&'static str, std::result::Result<(), String>)> {
+    fn ready(&self) -> crate::vaults::Checks {
         let reached = block_on(async {
             let client = self.db.client().await?;
             client

@@ -23,19 +23,8 @@ pub struct HostedServed {
     directory: Arc<dyn Directory>,
     /// Each vault served so far, with its MCP service (its sessions live as long).
     served: Mutex<HashMap<String, Arc<ServedVault>>>,
-    /// `/readyz`'s checks, one at a time (`probes.rs`).
-    pub(super) readiness: Arc<Readiness>,
-}
-
-/// Each part the directory needs, and why it cannot serve now ([`Directory::ready`]).
-pub(super) type Checks = Vec<(&'static str, std::result::Result<(), String>)>;
-
-/// The last readiness check's answer (its lock is held while a check runs), and how
-/// many checks ended.
-#[derive(Default)]
-pub(super) struct Readiness {
-    pub(super) last: tokio::sync::Mutex<Option<Checks>>,
-    pub(super) done: std::sync::atomic::AtomicU64,
+    /// `/readyz`'s checks, one at a time.
+    pub(super) readiness: Arc<super::probes::Readiness>,
 }
 
 impl HostedServed {

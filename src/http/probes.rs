@@ -8,7 +8,8 @@
 //! asked for (the drain). A part that is not ready is named with why, and the answer is
 //! 503.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use axum::extract::State as Shared;
 use axum::http::StatusCode;
@@ -17,8 +18,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 
-use super::hosted::{Checks, HostedServed};
 use super::AppState;
+use crate::vaults::{Checks, Directory};
 
 pub fn routes(app: AppState) -> Router {
     Router::new()
@@ -40,7 +41,7 @@ async fn readyz(Shared(app): Shared<AppState>) -> Response {
         ));
     }
     if let Some(hosted) = &app.hosted {
-        let found = hosted_checks(hosted).await;
+        let found = hosted.readiness.clone().checks(hosted.directory()).await;
         checks.extend(found.into_iter().map(|(part, r)| (part.to_string(), r)));
     } else {
         let several = app.vaults.len() > 1;
@@ -73,26 +74,35 @@ async fn readyz(Shared(app): Shared<AppState>) -> Response {
 /// task of its own, so a probe given up by its client (a balancer's timeout) leaves no
 /// half-done turn behind: balancers probing often, or an instance slow to answer, never
 /// pile checks up.
-async fn hosted_checks(hosted: &HostedServed) -> Checks {
-    let (readiness, directory) = (hosted.readiness.clone(), hosted.directory());
-    let arrived = readiness.done.load(Ordering::SeqCst);
-    let turn = tokio::spawn(async move {
-        let mut last = readiness.last.lock().await;
-        if readiness.done.load(Ordering::SeqCst) > arrived {
-            if let Some(checks) = last.as_ref() {
-                return checks.clone();
+#[derive(Default)]
+pub(super) struct Readiness {
+    /// The last check's answer; locked while a check runs.
+    last: tokio::sync::Mutex<Option<Checks>>,
+    /// How many checks ended.
+    done: AtomicU64,
+}
+
+impl Readiness {
+    async fn checks(self: Arc<Self>, directory: Arc<dyn Directory>) -> Checks {
+        let failed =
+            |e: tokio::task::JoinError| vec![("database", Err(format!("the check failed: {e}")))];
+        let arrived = self.done.load(Ordering::SeqCst);
+        let turn = tokio::spawn(async move {
+            let mut last = self.last.lock().await;
+            if self.done.load(Ordering::SeqCst) > arrived {
+                if let Some(checks) = last.as_ref() {
+                    return checks.clone();
+                }
             }
-        }
-        let checks = match tokio::task::spawn_blocking(move || directory.ready()).await {
-            Ok(found) => found,
-            Err(e) => vec![("database", Err(format!("the check failed: {e}")))],
-        };
-        *last = Some(checks.clone());
-        readiness.done.fetch_add(1, Ordering::SeqCst);
-        checks
-    });
-    turn.await
-        .unwrap_or_else(|e| vec![("database", Err(format!("the check failed: {e}")))])
+            let checks = tokio::task::spawn_blocking(move || directory.ready())
+                .await
+                .unwrap_or_else(failed);
+            *last = Some(checks.clone());
+            self.done.fetch_add(1, Ordering::SeqCst);
+            checks
+        });
+        turn.await.unwrap_or_else(failed)
+    }
 }
 
 /// A local vault's index: its start-up sync applied (searches cover every note).

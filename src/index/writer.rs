@@ -521,9 +521,6 @@ impl SearchIndex {
                 }
                 Msg::Upsert { note, seq } => {
                     let key = note.key();
-                    w.parts.changed(key);
-                    w.first_change.get_or_insert_with(Instant::now);
-                    w.last_change = Some(Instant::now());
                     w.touch(key);
                     // Embedded beside the writer: `indexed_seq` does not wait for a model.
                     self.vectors.changed(key, Some(note.clone()), seq);
@@ -539,9 +536,6 @@ impl SearchIndex {
                 }
                 Msg::Remove { note_id, seq } => {
                     let key = key_of(&note_id);
-                    w.parts.changed(key);
-                    w.first_change.get_or_insert_with(Instant::now);
-                    w.last_change = Some(Instant::now());
                     w.touch(key);
                     self.vectors.changed(key, None, seq);
                     self.relink(w, key, None);

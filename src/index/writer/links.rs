@@ -96,8 +96,6 @@ impl SearchIndex {
                 continue;
             }
             if let Some(t) = w.links.current(target).filter(|t| searchable(t)) {
-                w.parts.changed(target);
-                w.first_change.get_or_insert_with(std::time::Instant::now);
                 w.touch(target);
                 w.changed.insert(target, Some(t));
             }

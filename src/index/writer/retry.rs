@@ -71,8 +71,13 @@ pub(super) struct PendingSync {
 }
 
 impl Worker {
-    /// A change to the note `key`: a pending start-up sync leaves it alone from now on.
+    /// A change to the note `key`: the next part indexes it, the overlay's change times
+    /// move, and a pending start-up sync leaves it alone from now on.
     pub(super) fn touch(&mut self, key: u64) {
+        self.parts.changed(key);
+        let now = Instant::now();
+        self.first_change.get_or_insert(now);
+        self.last_change = Some(now);
         if let Some(p) = &mut self.sync_pending {
             p.touched.insert(key);
         }
