@@ -115,33 +115,53 @@ impl Revisions for PgRevisions {
         Ok(Stored::NotRecorded)
     }
 
-    fn content_at_seq(&self, seq: i64, _path: &str) -> Result<Stored> {
-        block_on(async {
+    fn content_at_seq(&self, seq: i64, path: &str) -> Result<Stored> {
+        let mut one = self.contents_at_seqs(&[(seq, path)])?;
+        Ok(one.pop().unwrap_or(Stored::NotRecorded))
+    }
+
+    fn contents_at_seqs(&self, at: &[(i64, &str)]) -> Result<Vec<Stored>> {
+        if at.is_empty() {
+            return Ok(Vec::new());
+        }
+        let seqs: Vec<i64> = at.iter().map(|(seq, _)| *seq).collect();
+        let rows = block_on(async {
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT r.content_hash, c.bytes FROM revisions r
+            let stmt = client
+                .prepare_cached(
+                    "SELECT r.seq, r.content_hash, c.bytes FROM revisions r
                      LEFT JOIN contents c
                        ON c.vault_id = r.vault_id AND c.content_hash = r.content_hash
-                     WHERE r.vault_id = $1 AND r.seq = $2",
-                    &[&self.vault, &seq],
+                     WHERE r.vault_id = $1 AND r.seq = ANY($2)",
                 )
                 .await
                 .map_err(db_error)?;
-            Ok(match row {
-                None => Stored::NotRecorded,
-                Some(row) => match (
-                    row.get::<_, Option<String>>(0),
-                    row.get::<_, Option<Vec<u8>>>(1),
+            client
+                .query(&stmt, &[&self.vault, &seqs])
+                .await
+                .map_err(db_error)
+        })?;
+        // One revision per seq (the table's key).
+        let mut by_seq: std::collections::HashMap<i64, Stored> = rows
+            .into_iter()
+            .map(|row| {
+                let stored = match (
+                    row.get::<_, Option<String>>(1),
+                    row.get::<_, Option<Vec<u8>>>(2),
                 ) {
                     (None, _) => Stored::Absent,
                     (Some(_), Some(bytes)) => Stored::Bytes(bytes),
                     (Some(hash), None) => {
                         Stored::Lost(format!("its bytes ({hash}) are gone from the database"))
                     }
-                },
+                };
+                (row.get::<_, i64>(0), stored)
             })
-        })
+            .collect();
+        Ok(seqs
+            .iter()
+            .map(|seq| by_seq.remove(seq).unwrap_or(Stored::NotRecorded))
+            .collect())
     }
 
     fn git_dir(&self) -> Option<&std::path::Path> {

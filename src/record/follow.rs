@@ -15,6 +15,10 @@ use crate::vault::observe::Observed;
 /// Ops read from the store at a time.
 const PAGE: usize = 512;
 
+/// Ops whose notes' bytes are read in one go: another instance's group of writes at
+/// once, and a bound on what one read holds.
+const READ_AT_ONCE: usize = 32;
+
 /// Take in every change the stores hold past this state's seq, under the write lock.
 pub fn catch_up(state: &State, write: &WriteLock<'_>) -> Result<()> {
     catch_up_to(state, write, state.meta.committed_seq()?)
@@ -33,8 +37,19 @@ pub fn catch_up_to(state: &State, write: &WriteLock<'_>, stored: i64) -> Result<
         let Some(last) = ops.last().map(|op| op.seq) else {
             break;
         };
-        for op in &ops {
-            take_in(state, op)?;
+        // The bytes of a run of notes in one read, not one per op: a writer of another
+        // instance waits for this under the vault's lock.
+        for run in ops.chunks(READ_AT_ONCE) {
+            let wanted: Vec<(i64, &str)> = run
+                .iter()
+                .filter(|op| wants_bytes(op))
+                .map(|op| (op.seq, op.path.as_str()))
+                .collect();
+            let mut bytes = state.history.contents_at_seqs(&wanted)?.into_iter();
+            for op in run {
+                let stored = if wants_bytes(op) { bytes.next() } else { None };
+                take_in(state, op, stored)?;
+            }
         }
         if ops.iter().any(|op| op.kind.starts_with("attachment_")) {
             attachments_again(state)?;
@@ -92,15 +107,29 @@ pub fn refresh_from(state: &State, stored: i64) -> Result<()> {
     catch_up(state, &write)
 }
 
-/// One op into the catalog and the index. Ops of what the catalog does not hold
-/// (attachments, private notes, key changes) only advance the index's seq.
-fn take_in(state: &State, op: &OpRow) -> Result<()> {
-    let note_id = match (&op.note_id, op.visibility.as_str()) {
-        (Some(id), "standard") if matches!(op.kind.as_str(), "upsert" | "move" | "delete") => id,
-        _ => {
-            state.index.advance(op.seq);
-            return Ok(());
+/// The note an op changes in the catalog: `None` for ops of what the catalog does not
+/// hold (attachments, private notes, key changes).
+fn note_of(op: &OpRow) -> Option<&String> {
+    match (&op.note_id, op.visibility.as_str()) {
+        (Some(id), "standard") if matches!(op.kind.as_str(), "upsert" | "move" | "delete") => {
+            Some(id)
         }
+        _ => None,
+    }
+}
+
+/// Whether taking `op` in needs the note's bytes at its seq (an upsert or a move).
+fn wants_bytes(op: &OpRow) -> bool {
+    note_of(op).is_some() && op.kind != "delete"
+}
+
+/// One op into the catalog and the index, with what the store holds at its seq (read
+/// for a note's upsert or move); an op of what the catalog does not hold only advances
+/// the index's seq.
+fn take_in(state: &State, op: &OpRow, stored: Option<Stored>) -> Result<()> {
+    let Some(note_id) = note_of(op) else {
+        state.index.advance(op.seq);
+        return Ok(());
     };
     let known = state.catalog.read().get_by_id(note_id).cloned();
     if op.kind == "delete" {
@@ -110,7 +139,7 @@ fn take_in(state: &State, op: &OpRow) -> Result<()> {
         state.index.remove(note_id, op.seq);
         return Ok(());
     }
-    let bytes: Arc<[u8]> = match state.history.content_at_seq(op.seq, &op.path)? {
+    let bytes: Arc<[u8]> = match stored.unwrap_or(Stored::NotRecorded) {
         Stored::Bytes(bytes) => bytes.into(),
         // A revision whose bytes the store lost (an import of a folder whose history had
         // lost them): the catalog keeps what it had; the vault serves on.

@@ -46,6 +46,14 @@ pub trait Revisions: Send + Sync {
     fn read_at(&self, commit: &str, path: &str) -> Result<Stored>;
     /// What the commit covering `seq` holds of `path`.
     fn content_at_seq(&self, seq: i64, path: &str) -> Result<Stored>;
+    /// [`content_at_seq`](Self::content_at_seq) of each `(seq, path)`, in their order:
+    /// one read where a store can (a follower takes in a page of another instance's
+    /// changes under the vault's lock).
+    fn contents_at_seqs(&self, at: &[(i64, &str)]) -> Result<Vec<Stored>> {
+        at.iter()
+            .map(|(seq, path)| self.content_at_seq(*seq, path))
+            .collect()
+    }
     /// The git repository behind the store, where there is one (a history bundle of an
     /// export, `check`); `None` for a store that is not git.
     fn git_dir(&self) -> Option<&Path>;

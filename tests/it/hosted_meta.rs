@@ -17,7 +17,9 @@
 use std::time::{Duration, Instant};
 
 use notevault::error::Reason;
+use notevault::history::{Change, CommitRequest, Content, Stored};
 use notevault::hosted::meta::PgMeta;
+use notevault::hosted::revisions::{PgRevisions, Staged};
 use notevault::hosted::{self, registry, schema, Database, Options};
 use notevault::meta::Meta;
 use notevault::storage::metadata::{
@@ -27,6 +29,9 @@ use notevault::storage::rows::{
     AttachmentChangeRow, AttachmentRow, AuditEvent, AuditKind, NoteRow, OpRow, PendingRow,
     RevisionRow, SessionRow,
 };
+use notevault::storage::Revisions;
+use notevault::vault::content_hash;
+use notevault::vault::packed::Packed;
 
 use crate::common::postgres::{self, Cluster};
 
@@ -466,6 +471,63 @@ fn instances_racing_on_one_vault_leave_a_gapless_log() {
             .collect::<Vec<_>>(),
         (1..=total).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_page_of_revisions_is_read_in_one_go_in_the_order_asked() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let m = pg_vault(&db.url, "page");
+    let vault = m.vault_id();
+    let pool = Database::open(&db.url, Options::default()).unwrap();
+    let staged = std::sync::Arc::new(Staged::default());
+    let meta = PgMeta::sharing(pool.clone(), vault, staged.clone());
+    let revisions = PgRevisions::new(pool, vault, staged);
+    let (a, b) = (b"# a\n".as_slice(), b"# b\n".as_slice());
+    let change = |path: &str, bytes: &[u8]| Change {
+        path: path.into(),
+        content: Some(Content::Bytes(Packed::plain(bytes.into()))),
+    };
+    revisions.commit(CommitRequest {
+        subject: "two notes".into(),
+        actor: "agent".into(),
+        changes: vec![change("a.md", a), change("b.md", b)],
+        trailers: Vec::new(),
+        allow_empty: true,
+        replace: false,
+        at: None,
+    });
+    let (ha, hb) = (content_hash(a), content_hash(b));
+    let revs = [
+        revision(1, "a", "a.md", None, Some(&ha), "create"),
+        revision(2, "b", "b.md", None, Some(&hb), "create"),
+        revision(3, "a", "a.md", Some("v1"), None, "delete"),
+    ];
+    let ops = [
+        op(1, "upsert", Some("a"), "a.md", T1),
+        op(2, "upsert", Some("b"), "b.md", T1),
+        op(3, "delete", Some("a"), "a.md", T1),
+    ];
+    meta.record(&revs, &ops, &[], &[]).unwrap();
+    let asked = [(2, "b.md"), (9, "gone.md"), (1, "a.md"), (3, "a.md")];
+    assert_eq!(
+        revisions.contents_at_seqs(&asked).unwrap(),
+        [
+            Stored::Bytes(b.to_vec()),
+            Stored::NotRecorded,
+            Stored::Bytes(a.to_vec()),
+            Stored::Absent,
+        ]
+    );
+    // One at a time, the same answers.
+    for ((seq, path), want) in asked
+        .iter()
+        .zip(revisions.contents_at_seqs(&asked).unwrap())
+    {
+        assert_eq!(revisions.content_at_seq(*seq, path).unwrap(), want);
+    }
+    assert!(revisions.contents_at_seqs(&[]).unwrap().is_empty());
 }
 
 #[test]
