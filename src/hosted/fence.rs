@@ -188,19 +188,25 @@ async fn locked(
     if taken.map_err(db_error)?.get::<_, bool>(0) {
         return seq.map_err(db_error);
     }
-    client
-        .batch_execute(&format!("SET lock_timeout = {WAIT_MS}"))
+    // Taken by another: wait for it, bounded. The timeout is set, the lock waited for,
+    // then the timeout reset and the seq read, each pair sent together (the lock is
+    // handed over to this process once per change of the other's: each round trip here
+    // is one both wait for).
+    let lock = key
+        .prepare(client, "pg_advisory_lock")
         .await
         .map_err(db_error)?;
-    match key.run(client, "pg_advisory_lock").await {
+    let set = format!("SET lock_timeout = {WAIT_MS}");
+    let (set, waited) = futures::join!(client.batch_execute(&set), key.query(client, &lock));
+    set.map_err(db_error)?;
+    match waited {
         Ok(_) => {
-            client
-                .batch_execute("RESET lock_timeout")
-                .await
-                .map_err(db_error)?;
-            stored_seq(client, seq_stmt.as_ref(), seq_of)
-                .await
-                .map_err(db_error)
+            let (reset, seq) = futures::join!(
+                client.batch_execute("RESET lock_timeout"),
+                stored_seq(client, seq_stmt.as_ref(), seq_of)
+            );
+            reset.map_err(db_error)?;
+            seq.map_err(db_error)
         }
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
             Err(Error::new(

@@ -20,10 +20,12 @@
 //! recorded first, and is then applied alone as before. So every answer (conflicts,
 //! preconditions, names taken) is the one the write would get one at a time.
 //!
-//! One leader at a time (`WriteQueue::lead`): it takes the queue, applies it under the
-//! write lock, answers each write, and wakes the waiting threads; a thread whose write is
-//! still queued then leads the next group. A write never waits for one that arrived
-//! after it, and its thread is woken as soon as its group is recorded.
+//! One leader at a time (`WriteQueue::lead`): it takes the write lock, then the queue
+//! (the writes that came while the lock was waited for join the group: the wait for
+//! another instance's change of a shared vault is paid once for all of them), applies
+//! it, answers each write, and wakes the waiting threads; a thread whose write is still
+//! queued then leads the next group. A write is never left for a later group, and its
+//! thread is woken as soon as its group is recorded.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -81,10 +83,13 @@ pub(crate) fn apply_grouped(
             queue.changed.wait(&mut jobs);
             continue;
         };
-        // No leader, and this write is unanswered: it is still queued. Lead.
-        let taken: Vec<Arc<Job>> = std::mem::take(&mut *jobs);
+        // No leader, and this write is unanswered: it is still queued. Lead: the queue
+        // is taken once the write lock is held, so the writes that came while it was
+        // waited for (another instance's change of a shared vault) join this group.
         drop(jobs);
-        match state.lock_to_write() {
+        let write = state.lock_to_write();
+        let taken: Vec<Arc<Job>> = std::mem::take(&mut *queue.jobs.lock());
+        match write {
             Ok(write) => lead(state, &write, &taken),
             // The other processes' lock of a shared vault could not be had: each write
             // gets that answer, nothing was written.
