@@ -8,7 +8,9 @@
 //! seconds (default 30) and a drain. Prints per-route p50/p95/p99, errors by status, the
 //! checks and the targets with their verdicts (0 5xx outside the fault windows; p99 of reads
 //! ≤ 50 ms, of writes ≤ 100 ms), and exits non-zero when a check fails.
-//! `NOTEVAULT_FLEET_VAULTS` (default 1000), `NOTEVAULT_FLEET_CLIENTS` (default 16).
+//! `NOTEVAULT_FLEET_VAULTS` (default 1000), `NOTEVAULT_FLEET_CLIENTS` (default 16);
+//! `NOTEVAULT_FLEET_RATE` (operations a second in all; default none: each client sends
+//! as soon as its last operation is answered).
 
 #![allow(
     clippy::disallowed_methods,
@@ -45,6 +47,7 @@ fn run() -> Result<()> {
         vaults: env_num("NOTEVAULT_FLEET_VAULTS", 1000) as usize,
         review_every: 5,
         clients: env_num("NOTEVAULT_FLEET_CLIENTS", 16) as usize,
+        rate: Some(env_num("NOTEVAULT_FLEET_RATE", 0) as f64).filter(|r| *r > 0.0),
         // The time bounds the bench; the count only keeps a fast machine finite.
         max_ops: u64::MAX / 2,
         max_load: Duration::from_secs(seconds),

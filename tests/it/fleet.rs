@@ -20,6 +20,7 @@ async fn a_fleet_under_faults_loses_no_acknowledged_write_and_leaks_nothing() {
         vaults: 50,
         review_every: 5,
         clients: 6,
+        rate: None,
         max_ops: 1_500,
         max_load: Duration::from_secs(30),
         store_down: Duration::from_secs(5),

@@ -40,6 +40,11 @@ pub struct Settings {
     pub review_every: usize,
     /// Client tasks sending at once.
     pub clients: usize,
+    /// Operations a second offered in all, spread evenly over the clients, each sending
+    /// on its own schedule whatever the answers' pace (an open load, as users arrive);
+    /// `None`: each client sends its next once its last is answered (a closed load: the
+    /// machine's saturation, where latency is mostly queueing).
+    pub rate: Option<f64>,
     /// The load ends at this many operations, or at `max_load`, whichever comes first
     /// (and not before every fault is over).
     pub max_ops: u64,

@@ -140,6 +140,15 @@ pub(crate) async fn report(i: Inputs<'_>) -> Report {
         "operations done: {:?}; given up: {:?}",
         rec.done, rec.gave_up
     );
+    if let Some(rate) = sh.settings.rate {
+        let _ = writeln!(
+            text,
+            "paced at {rate} operations/s offered over {} clients; {} started more than {} ms behind schedule",
+            sh.settings.clients,
+            rec.late,
+            super::load::LATE.as_millis()
+        );
+    }
     for e in i.events {
         let _ = writeln!(text, "fault: {e}");
     }

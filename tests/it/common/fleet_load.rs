@@ -69,7 +69,13 @@ pub struct Record {
     pub decisions_lost: Vec<(usize, String, String)>,
     /// Every 5xx: when, and its route, instance, reason and message.
     pub unavailable: Vec<(Instant, Instant, String)>,
+    /// Operations of a paced load (`Settings::rate`) that started more than [`LATE`]
+    /// behind their schedule: the rate was more than the fleet kept up with.
+    pub late: u64,
 }
+
+/// How far behind its schedule a paced operation counts as late.
+pub const LATE: Duration = Duration::from_millis(10);
 
 impl Record {
     pub fn new(vaults: usize) -> Self {
@@ -89,6 +95,7 @@ impl Record {
             isolation_checked: 0,
             decisions_lost: Vec::new(),
             unavailable: Vec::new(),
+            late: 0,
         }
     }
 }
@@ -343,7 +350,22 @@ fn note_text(v: usize, name: &str) -> String {
 pub async fn client(sh: Arc<Shared>, c: usize) {
     let mut rng = Rng::new(sh.settings.seed ^ (c as u64 + 1).wrapping_mul(0x5851_f42d_4c95_7f2d));
     let mut n = 0u64;
+    // A paced client's schedule: one operation each `every`, the clients staggered.
+    let every = sh
+        .settings
+        .rate
+        .map(|rate| Duration::from_secs_f64(sh.settings.clients as f64 / rate));
+    let mut next = every.map(|e| sh.started + e.mul_f64(c as f64 / sh.settings.clients as f64));
     while !sh.done() {
+        if let (Some(every), Some(at)) = (every, next.as_mut()) {
+            let now = Instant::now();
+            if now < *at {
+                tokio::time::sleep_until((*at).into()).await;
+            } else if now - *at > LATE {
+                sh.rec.lock().unwrap().late += 1;
+            }
+            *at += every;
+        }
         sh.ops.fetch_add(1, Ordering::Relaxed);
         n += 1;
         let v = sh.zipf.sample(&mut rng);
