@@ -41,7 +41,8 @@ pub struct Settings {
     /// Client tasks sending at once.
     pub clients: usize,
     /// Operations a second offered in all, spread evenly over the clients, each sending
-    /// on its own schedule whatever the answers' pace (an open load, as users arrive);
+    /// on its own schedule whatever the answers' pace (an open load, as users arrive; a
+    /// client held up by retries skips what it missed);
     /// `None`: each client sends its next once its last is answered (a closed load: the
     /// machine's saturation, where latency is mostly queueing).
     pub rate: Option<f64>,

@@ -112,12 +112,19 @@ pub(crate) async fn report(i: Inputs<'_>) -> Report {
     let mut by_route: BTreeMap<&str, (Vec<Duration>, u64)> = BTreeMap::new();
     let mut by_status: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
     let mut outside_5xx = 0;
+    // Every answer's latency by the 10 s of the run it started in: whether the tail is
+    // spread over the run or comes in bursts (and when).
+    let mut by_time: BTreeMap<u64, Vec<Duration>> = BTreeMap::new();
     for s in &rec.samples {
         let inside = in_window(i.windows, s.start, s.end);
         let entry = by_route.entry(s.route).or_default();
         entry.1 += 1;
         if !inside && (1..500).contains(&s.status) {
             entry.0.push(s.end - s.start);
+        }
+        if (1..500).contains(&s.status) {
+            let at = s.start.saturating_duration_since(sh.started).as_secs() / 10 * 10;
+            by_time.entry(at).or_default().push(s.end - s.start);
         }
         let counts = by_status.entry(s.status).or_default();
         if inside {
@@ -139,6 +146,18 @@ pub(crate) async fn report(i: Inputs<'_>) -> Report {
         text,
         "operations done: {:?}; given up: {:?}",
         rec.done, rec.gave_up
+    );
+    let _ = writeln!(
+        text,
+        "p99 ms by 10 s of the run (answers under 500, faults included): {}",
+        by_time
+            .iter_mut()
+            .map(|(at, lat)| {
+                lat.sort_unstable();
+                format!("{at}s {} ({})", ms(percentile(lat, 99.0)), lat.len())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if let Some(rate) = sh.settings.rate {
         let _ = writeln!(
