@@ -141,8 +141,8 @@ impl Revisions for PgRevisions {
                 .await
                 .map_err(db_error)
         })?;
-        // One revision per seq (the table's key).
-        let mut by_seq: std::collections::HashMap<i64, Stored> = rows
+        // One revision per seq (the table's key); a seq asked twice is answered twice.
+        let by_seq: std::collections::HashMap<i64, Stored> = rows
             .into_iter()
             .map(|row| {
                 let stored = match (
@@ -160,7 +160,7 @@ impl Revisions for PgRevisions {
             .collect();
         Ok(seqs
             .iter()
-            .map(|seq| by_seq.remove(seq).unwrap_or(Stored::NotRecorded))
+            .map(|seq| by_seq.get(seq).cloned().unwrap_or(Stored::NotRecorded))
             .collect())
     }
 

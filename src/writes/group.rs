@@ -86,14 +86,19 @@ pub(crate) fn apply_grouped(
         // No leader, and this write is unanswered: it is still queued. Lead: the queue
         // is taken once the write lock is held, so the writes that came while it was
         // waited for (another instance's change of a shared vault) join this group.
+        // Only a leader takes from the queue: the writes queued now stay its first.
+        let queued = jobs.len();
         drop(jobs);
-        let write = state.lock_to_write();
-        let taken: Vec<Arc<Job>> = std::mem::take(&mut *queue.jobs.lock());
-        match write {
-            Ok(write) => lead(state, &write, &taken),
-            // The other processes' lock of a shared vault could not be had: each write
-            // gets that answer, nothing was written.
+        match state.lock_to_write() {
+            Ok(write) => {
+                let taken: Vec<Arc<Job>> = std::mem::take(&mut *queue.jobs.lock());
+                lead(state, &write, &taken);
+            }
+            // The other processes' lock of a shared vault could not be had: the writes
+            // that waited for it as long as this one get that answer, nothing was
+            // written; those that came meanwhile stay queued and try for themselves.
             Err(e) => {
+                let taken: Vec<Arc<Job>> = queue.jobs.lock().drain(..queued).collect();
                 for job in &taken {
                     *job.answer.lock() = Some(Err(e.clone()));
                 }
