@@ -40,9 +40,10 @@ pub struct Settings {
     pub review_every: usize,
     /// Client tasks sending at once.
     pub clients: usize,
-    /// Operations a second offered in all, spread evenly over the clients, each sending
-    /// on its own schedule whatever the answers' pace (an open load, as users arrive; a
-    /// client held up by retries skips what it missed);
+    /// Operations a second offered in all, spread evenly over the clients, each on its
+    /// own schedule, one operation at a time: an answer slower than a client's interval
+    /// makes it skip the slots it missed, so a slow spell yields fewer samples (the
+    /// report's count of late starts says how much the p99 undercounts it);
     /// `None`: each client sends its next once its last is answered (a closed load: the
     /// machine's saturation, where latency is mostly queueing).
     pub rate: Option<f64>,

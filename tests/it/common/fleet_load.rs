@@ -355,18 +355,25 @@ pub async fn client(sh: Arc<Shared>, c: usize) {
         .settings
         .rate
         .map(|rate| Duration::from_secs_f64(sh.settings.clients as f64 / rate));
-    let mut next = every.map(|e| sh.started + e.mul_f64(c as f64 / sh.settings.clients as f64));
+    // From when the load starts (the fleet's set-up is not a backlog).
+    let begin = Instant::now();
+    let mut next = every.map(|e| begin + e.mul_f64(c as f64 / sh.settings.clients as f64));
     while !sh.done() {
         if let (Some(every), Some(at)) = (every, next.as_mut()) {
             let now = Instant::now();
             if now < *at {
                 tokio::time::sleep_until((*at).into()).await;
+                if sh.done() {
+                    break;
+                }
             } else if now - *at > LATE {
                 sh.rec.lock().unwrap().late += 1;
             }
-            // A client held up (an operation retried through a fault) goes on from now:
-            // what it missed is not sent afterwards in a burst no user would make.
-            *at = (*at).max(now) + every;
+            // A client held up (a slow answer, an operation retried through a fault) goes
+            // on from now, in its own slot: what it missed is not sent afterwards in a
+            // burst no user would make.
+            let slots = ((now.max(*at) - *at).as_secs_f64() / every.as_secs_f64()).floor();
+            *at += every.mul_f64(slots + 1.0);
         }
         sh.ops.fetch_add(1, Ordering::Relaxed);
         n += 1;
