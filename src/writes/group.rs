@@ -83,10 +83,9 @@ pub(crate) fn apply_grouped(
             queue.changed.wait(&mut jobs);
             continue;
         };
-        // No leader, and this write is unanswered: it is still queued. Lead: the queue
-        // is taken once the write lock is held, so the writes that came while it was
-        // waited for (another instance's change of a shared vault) join this group.
-        // Only a leader takes from the queue: the writes queued now stay its first.
+        // No leader, and this write is unanswered: it is still queued. Lead (the queue
+        // is taken once the lock is held: the module doc). Only a leader takes from the
+        // queue, so the writes queued now stay its first.
         let queued = jobs.len();
         drop(jobs);
         match state.lock_to_write() {

@@ -119,10 +119,10 @@ pub(crate) async fn report(i: Inputs<'_>) -> Report {
         let inside = in_window(i.windows, s.start, s.end);
         let entry = by_route.entry(s.route).or_default();
         entry.1 += 1;
-        if !inside && (1..500).contains(&s.status) {
-            entry.0.push(s.end - s.start);
-        }
         if (1..500).contains(&s.status) {
+            if !inside {
+                entry.0.push(s.end - s.start);
+            }
             let at = s.start.saturating_duration_since(sh.started).as_secs() / 10 * 10;
             by_time.entry(at).or_default().push(s.end - s.start);
         }

@@ -70,7 +70,7 @@ pub struct Record {
     /// Every 5xx: when, and its route, instance, reason and message.
     pub unavailable: Vec<(Instant, Instant, String)>,
     /// Operations of a paced load (`Settings::rate`) that started more than [`LATE`]
-    /// behind their schedule: the rate was more than the fleet kept up with.
+    /// behind their schedule (a slow answer or a retry held their client up).
     pub late: u64,
 }
 
